@@ -1,0 +1,232 @@
+use super::*;
+use crate::fixtures::*;
+
+fn one_gpu_with(total: u64, used: u64, processes: Vec<ProcessSample>) -> NodeSample {
+    let mut sample = node();
+    sample.gpus.push(gpu(0, memory(total, used)));
+    sample.processes = processes;
+    sample
+}
+
+fn layers_of(sample: &NodeSample) -> Layers {
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(sample);
+    account(sample, &contexts).gpus[0]
+        .layers
+        .clone()
+        .expect("layers computable")
+}
+
+/// Seed article AM-214: 12 GiB of tensors in a 20 GiB pool plus 4 GiB outside is 24 GiB.
+#[test]
+fn tensors_inside_pool_are_not_counted_twice() {
+    let mut p = process(10, "GPU-test-0", Some(24 * GIB));
+    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 1000.0));
+    let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
+    let layers = layers_of(&sample);
+    assert_eq!(layers.live, Some(12 * GIB));
+    assert_eq!(layers.cached, Some(8 * GIB), "pool not occupied by tensors");
+    assert_eq!(layers.occupied(), 24 * GIB, "never 36");
+    assert_eq!(
+        layers.context.unwrap_or(0) + layers.outside_pool.unwrap_or(0),
+        4 * GIB
+    );
+    assert_eq!(layers.sum(), u128::from(40 * GIB));
+}
+
+/// AM-214 later: tensors drop to 6 GiB, the pool stays 20 GiB: used stays 24, cached is 14.
+#[test]
+fn dropping_tensors_moves_bytes_to_cached_not_out_of_used() {
+    let mut p = process(10, "GPU-test-0", Some(24 * GIB));
+    p.feed = Some(feed(6 * GIB, 20 * GIB, Some(0), 1000.0));
+    let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
+    let layers = layers_of(&sample);
+    assert_eq!(layers.live, Some(6 * GIB));
+    assert_eq!(layers.cached, Some(14 * GIB));
+    assert_eq!(layers.occupied(), 24 * GIB);
+}
+
+#[test]
+fn backend_without_split_stats_gives_null_fragmented() {
+    let mut p = process(10, "GPU-test-0", Some(10 * GIB));
+    let mut f = feed(4 * GIB, 8 * GIB, None, 1000.0);
+    f.backend = "cudaMallocAsync".into();
+    p.feed = Some(f);
+    let sample = one_gpu_with(40 * GIB, 10 * GIB, vec![p]);
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample);
+    let node = account(&sample, &contexts);
+    assert_eq!(node.processes[0].layers.fragmented, None);
+    assert_eq!(node.processes[0].layers.cached, Some(4 * GIB));
+    let layers = node.gpus[0].layers.clone().expect("layers");
+    assert_eq!(layers.fragmented, None, "unknown is null, not 0");
+    assert_eq!(layers.sum(), u128::from(40 * GIB));
+}
+
+#[test]
+fn process_without_nvml_usage_is_null_not_zero() {
+    let p = process(10, "GPU-test-0", None);
+    let sample = one_gpu_with(40 * GIB, 3 * GIB, vec![p]);
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample);
+    let node = account(&sample, &contexts);
+    assert_eq!(node.processes[0].layers.unattributed, None);
+    let layers = node.gpus[0].layers.clone().expect("layers");
+    assert_eq!(layers.unattributed, Some(0));
+    assert_eq!(layers.other, Some(3 * GIB), "its bytes stay in other");
+}
+
+#[test]
+fn stale_feed_is_not_mixed_into_the_instant() {
+    let mut p = process(10, "GPU-test-0", Some(24 * GIB));
+    // Three intervals and a bit old.
+    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 1000.0 - 3.5));
+    let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p.clone()]);
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample);
+    let node = account(&sample, &contexts);
+    assert!(matches!(node.processes[0].feed_status, FeedStatus::Stale { .. }));
+    assert_eq!(node.processes[0].layers.live, None);
+    assert_eq!(node.processes[0].layers.unattributed, Some(24 * GIB));
+
+    // Exactly three intervals old is still current.
+    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 997.0));
+    let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
+    assert!(feed_status(&sample, &sample.processes[0]).is_usable());
+}
+
+#[test]
+fn feed_reserving_more_than_nvml_sees_is_not_used() {
+    let mut p = process(10, "GPU-test-0", Some(8 * GIB));
+    p.feed = Some(feed(4 * GIB, 9 * GIB, Some(0), 1000.0));
+    let sample = one_gpu_with(40 * GIB, 8 * GIB, vec![p]);
+    let status = feed_status(&sample, &sample.processes[0]);
+    assert!(matches!(status, FeedStatus::Inconsistent { .. }), "{status:?}");
+    assert_eq!(layers_of(&sample).unattributed, Some(8 * GIB));
+}
+
+#[test]
+fn context_is_the_smallest_gap_seen_and_the_rest_is_outside_pool() {
+    let mut contexts = ContextEstimator::learning();
+    // At start-up: 0.5 GiB beyond the pool, all of it context.
+    let mut p = process(10, "GPU-test-0", Some(GIB / 2 + 2 * GIB));
+    p.feed = Some(feed(GIB, 2 * GIB, Some(0), 1000.0));
+    let first = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]);
+    contexts.observe(&first);
+    // Later NCCL adds 3 GiB outside the pool.
+    p.used = Some(GIB / 2 + 3 * GIB + 10 * GIB);
+    p.feed = Some(feed(6 * GIB, 10 * GIB, Some(GIB), 1001.0));
+    let mut later = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
+    later.time = 1001.0;
+    contexts.observe(&later);
+    let node = account(&later, &contexts);
+    let layers = node.processes[0].layers;
+    assert_eq!(layers.context, Some(GIB / 2));
+    assert_eq!(layers.outside_pool, Some(3 * GIB));
+    assert_eq!(layers.fragmented, Some(GIB));
+    assert_eq!(layers.cached, Some(3 * GIB));
+}
+
+#[test]
+fn fixed_context_size_caps_at_what_is_beyond_the_pool() {
+    let mut p = process(10, "GPU-test-0", Some(10 * GIB + 256 * MIB));
+    p.feed = Some(feed(GIB, 10 * GIB, Some(0), 1000.0));
+    let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
+    let contexts = ContextEstimator::fixed(512 * MIB);
+    let layers = account(&sample, &contexts).processes[0].layers;
+    assert_eq!(layers.context, Some(256 * MIB));
+    assert_eq!(layers.outside_pool, Some(0));
+}
+
+#[test]
+fn reused_pid_starts_a_new_context_estimate() {
+    let mut contexts = ContextEstimator::learning();
+    let mut p = process(10, "GPU-test-0", Some(GIB + GIB / 4));
+    p.feed = Some(feed(0, GIB, Some(0), 1000.0));
+    contexts.observe(&one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]));
+    p.start_time = Some(999_999);
+    p.used = Some(GIB + GIB / 2);
+    let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
+    contexts.observe(&sample);
+    assert_eq!(contexts.estimate(&sample.processes[0]), Some(GIB / 2));
+}
+
+#[test]
+fn invisible_holder_without_feed_counts_as_other() {
+    let mut p = process(10, "GPU-test-0", Some(2 * GIB));
+    p.visible = false;
+    p.proc_state = None;
+    let sample = one_gpu_with(40 * GIB, 2 * GIB, vec![p]);
+    let layers = layers_of(&sample);
+    assert_eq!(layers.other, Some(2 * GIB));
+    assert_eq!(layers.unattributed, Some(0));
+}
+
+#[test]
+fn contradictory_counters_give_no_layers_rather_than_wrong_ones() {
+    let p = process(10, "GPU-test-0", Some(5 * GIB));
+    let sample = one_gpu_with(40 * GIB, 4 * GIB, vec![p]);
+    let contexts = ContextEstimator::learning();
+    let node = account(&sample, &contexts);
+    assert!(matches!(
+        node.gpus[0].layers,
+        Err(Gap::ProcessesExceedOccupied { .. })
+    ));
+
+    let mut absurd = one_gpu_with(40 * GIB, 0, vec![]);
+    if let Some(m) = absurd.gpus[0].memory.as_mut() {
+        m.free = 50 * GIB;
+    }
+    let node = account(&absurd, &contexts);
+    assert!(matches!(node.gpus[0].layers, Err(Gap::FreeExceedsTotal { .. })));
+}
+
+#[test]
+fn driver_reservation_is_inside_other() {
+    let mut sample = one_gpu_with(80 * GIB, 0, vec![]);
+    sample.gpus[0].memory = Some(DeviceMemory {
+        total: 80 * GIB,
+        used: 10 * GIB,
+        free: 80 * GIB - 10 * GIB - 512 * MIB,
+        driver_reserved: Some(512 * MIB),
+    });
+    let layers = layers_of(&sample);
+    assert_eq!(layers.other, Some(10 * GIB + 512 * MIB));
+    assert_eq!(layers.sum(), u128::from(80 * GIB));
+}
+
+#[test]
+fn mig_instances_and_their_gpu_each_add_up() {
+    let mut sample = node();
+    let mut g = gpu(0, memory(80 * GIB, 30 * GIB));
+    g.mig_mode = Some(true);
+    g.mig = vec![
+        mig("MIG-a", "3g.40gb", memory(40 * GIB, 20 * GIB)),
+        mig("MIG-b", "2g.20gb", memory(20 * GIB, 5 * GIB)),
+    ];
+    sample.gpus.push(g);
+    let mut fed = process(1, "MIG-a", Some(18 * GIB));
+    fed.feed = Some(feed(10 * GIB, 16 * GIB, Some(GIB), 1000.0));
+    sample.processes = vec![fed, process(2, "MIG-b", Some(4 * GIB))];
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample);
+    let node = account(&sample, &contexts);
+    let a = node.gpus[0].mig[0].layers.clone().expect("a");
+    let b = node.gpus[0].mig[1].layers.clone().expect("b");
+    let whole = node.gpus[0].layers.clone().expect("gpu");
+    assert_eq!(a.sum(), u128::from(40 * GIB));
+    assert_eq!(b.sum(), u128::from(20 * GIB));
+    assert_eq!(whole.sum(), u128::from(80 * GIB));
+    assert_eq!(a.other, Some(2 * GIB));
+    assert_eq!(b.unattributed, Some(4 * GIB));
+    assert_eq!(whole.live, Some(10 * GIB));
+    assert_eq!(whole.unattributed, Some(4 * GIB));
+}
+
+#[test]
+fn lost_gpu_has_no_layers() {
+    let mut sample = one_gpu_with(40 * GIB, GIB, vec![]);
+    sample.gpus[0].lost = true;
+    let node = account(&sample, &ContextEstimator::learning());
+    assert_eq!(node.gpus[0].layers, Err(Gap::Lost));
+}

@@ -1,0 +1,11 @@
+//! strata: where every byte of each NVIDIA GPU's memory goes.
+//!
+//! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
+//! `detect` (findings) → views (`ui`, snapshot JSON).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod accounting;
+pub mod context;
+pub mod fixtures;
+pub mod layers;
+pub mod sample;

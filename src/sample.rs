@@ -1,0 +1,172 @@
+//! The raw node sample: what the sources observed at one instant, nothing derived.
+//!
+//! This is the one schema shared by `snapshot`, `record`, `replay` and `analyze`:
+//! everything downstream (layers, findings) is recomputed from these fields.
+//! Every value that a source could fail to read is an `Option`: unknown is `null`,
+//! never 0.
+
+use serde::{Deserialize, Serialize};
+
+/// Memory of one device (a whole GPU or one MIG instance) as NVML reports it, in bytes.
+///
+/// With `nvmlDeviceGetMemoryInfo_v2`, `total = driver_reserved + used + free`: NVML's
+/// v2 `used` excludes the driver/firmware reservation (v1's `used` includes it, and then
+/// `driver_reserved` is `None`). The accounting therefore works from
+/// `occupied = total - free`, which is right under both versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemory {
+    pub total: u64,
+    pub used: u64,
+    pub free: u64,
+    pub driver_reserved: Option<u64>,
+}
+
+impl DeviceMemory {
+    /// Bytes not free: everything the partition into layers must account for.
+    /// `None` when NVML's answer is self-contradictory (free larger than total).
+    pub fn occupied(&self) -> Option<u64> {
+        self.total.checked_sub(self.free)
+    }
+}
+
+/// One MIG instance of a GPU in MIG mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigSample {
+    pub uuid: String,
+    /// Profile such as `3g.40gb`, where NVML names it.
+    pub profile: Option<String>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub memory: Option<DeviceMemory>,
+    /// False when the process list of this instance could not be read: then no usage on it
+    /// can be attributed to a process.
+    #[serde(default = "yes")]
+    pub processes_known: bool,
+}
+
+/// One physical GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub index: u32,
+    pub uuid: String,
+    pub name: Option<String>,
+    pub memory: Option<DeviceMemory>,
+    /// Percent of time a kernel ran over NVML's last sample period.
+    pub utilization_gpu: Option<u32>,
+    /// Current MIG mode; `None` where the GPU does not support MIG.
+    pub mig_mode: Option<bool>,
+    /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
+    pub lost: bool,
+    #[serde(default = "yes")]
+    pub processes_known: bool,
+    #[serde(default)]
+    pub mig: Vec<MigSample>,
+}
+
+/// How a process uses the device, as NVML lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextKind {
+    Compute,
+    Graphics,
+    ComputeGraphics,
+}
+
+/// A framework allocator's own statistics, as published by the in-process agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeedSample {
+    /// `torch`, `jax`, `cupy`.
+    pub framework: String,
+    pub framework_version: Option<String>,
+    /// Allocator backend: `native`, `cudaMallocAsync`, `bfc`, ...
+    pub backend: String,
+    /// Bytes held by live tensors (`allocated_bytes.all.current`).
+    pub allocated: u64,
+    /// Bytes the allocator holds from the driver (`reserved_bytes.all.current`).
+    pub reserved: u64,
+    /// Free split pieces (`inactive_split_bytes.all.current`); `None` where the backend
+    /// does not report it.
+    pub inactive_split: Option<u64>,
+    pub peak_allocated: Option<u64>,
+    pub peak_reserved: Option<u64>,
+    /// `num_alloc_retries`: allocations that had to free cache and retry.
+    pub alloc_retries: Option<u64>,
+    /// `num_ooms`: out-of-memory errors the allocator raised.
+    pub ooms: Option<u64>,
+    pub largest_free_block: Option<u64>,
+    /// When the agent read these statistics (unix seconds).
+    pub time: f64,
+}
+
+/// One process holding memory on one device (a GPU, or a MIG instance of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSample {
+    /// PID as NVML reports it (the host's PID namespace).
+    pub pid: u32,
+    /// UUID of the GPU, or of the MIG instance the process runs on.
+    pub device_uuid: String,
+    /// NVML's per-process used memory; `None` where NVML reports it not available.
+    pub used: Option<u64>,
+    pub kind: ContextKind,
+    /// Whether the PID exists in this monitor's PID namespace.
+    pub visible: bool,
+    /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
+    pub proc_state: Option<String>,
+    /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
+    /// from the process that held it before.
+    pub start_time: Option<u64>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// Per-process SM utilization in percent, where NVML gives it.
+    pub sm_util: Option<u32>,
+    pub feed: Option<FeedSample>,
+}
+
+/// Everything observed on one node at one instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSample {
+    /// When the sample was taken (unix seconds).
+    pub time: f64,
+    /// The sampling interval in effect, in seconds; feed staleness is judged against it.
+    pub interval: f64,
+    pub host: String,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    /// Whether this monitor runs in the initial (host) PID namespace. There, a PID that NVML
+    /// lists but `/proc` does not show has exited: its context is a zombie.
+    pub host_pid_namespace: Option<bool>,
+    pub gpus: Vec<GpuSample>,
+    pub processes: Vec<ProcessSample>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl NodeSample {
+    /// The processes running on the device with this UUID, directly (not through MIG).
+    pub fn processes_on<'a>(&'a self, uuid: &'a str) -> impl Iterator<Item = &'a ProcessSample> {
+        self.processes.iter().filter(move |p| p.device_uuid == uuid)
+    }
+
+    /// The processes running on this GPU or on any of its MIG instances.
+    pub fn processes_of_gpu<'a>(
+        &'a self,
+        gpu: &'a GpuSample,
+    ) -> impl Iterator<Item = &'a ProcessSample> {
+        self.processes.iter().filter(move |p| {
+            p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
+        })
+    }
+
+    /// The GPU (and MIG instance, if any) a device UUID names.
+    pub fn locate(&self, uuid: &str) -> Option<(&GpuSample, Option<&MigSample>)> {
+        self.gpus.iter().find_map(|g| {
+            if g.uuid == uuid {
+                Some((g, None))
+            } else {
+                g.mig.iter().find(|m| m.uuid == uuid).map(|m| (g, Some(m)))
+            }
+        })
+    }
+}

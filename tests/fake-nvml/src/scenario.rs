@@ -1,0 +1,399 @@
+//! The scenario file: what the fake answers, and how the answers change from poll to poll.
+//!
+//! The format is documented in `tests/fake-nvml/README.md`; this module parses it, checks it,
+//! and resolves a device's values at a given poll number.
+
+use std::path::Path;
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::codes::{code_for_name, ERROR_NOT_SUPPORTED};
+
+/// Most GPUs a scenario may describe (the handle table has room for this many).
+pub const MAX_DEVICES: usize = 64;
+/// Most MIG slots per GPU (real GPUs have at most 7).
+pub const MAX_MIG_SLOTS: u32 = 15;
+
+/// A value that a call answers with, or the NVML error code it fails with.
+///
+/// In JSON: the value itself, or one of the names in `codes::SCENARIO_ERROR_NAMES`
+/// (`"NotSupported"`, `"NoPermission"`, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer<T> {
+    Value(T),
+    Error(u32),
+}
+
+impl<T> Answer<T> {
+    /// The value, or the error code the call must return.
+    pub fn get(&self) -> Result<&T, u32> {
+        match self {
+            Answer::Value(value) => Ok(value),
+            Answer::Error(code) => Err(*code),
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Answer<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        if let Value::String(text) = &value {
+            if let Some(code) = code_for_name(text) {
+                return Ok(Answer::Error(code));
+            }
+        }
+        T::deserialize(value)
+            .map(Answer::Value)
+            .map_err(D::Error::custom)
+    }
+}
+
+fn not_supported<T>() -> Answer<T> {
+    Answer::Error(ERROR_NOT_SUPPORTED)
+}
+
+fn empty_list<T>() -> Answer<Vec<T>> {
+    Answer::Value(Vec::new())
+}
+
+/// A value that may change with the poll number: one value, or a non-empty array indexed by
+/// poll number (0-based) and clamped to its last element.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scripted<T> {
+    first: T,
+    later: Vec<T>,
+}
+
+impl<T: Clone> Scripted<T> {
+    /// The same value at every poll.
+    pub fn fixed(value: T) -> Self {
+        Scripted {
+            first: value,
+            later: Vec::new(),
+        }
+    }
+
+    /// The value at `poll`.
+    pub fn at(&self, poll: usize) -> T {
+        match poll.checked_sub(1) {
+            None => self.first.clone(),
+            Some(later_index) => self
+                .later
+                .get(later_index)
+                .or(self.later.last())
+                .unwrap_or(&self.first)
+                .clone(),
+        }
+    }
+}
+
+impl<T: Clone + Default> Default for Scripted<T> {
+    fn default() -> Self {
+        Scripted::fixed(T::default())
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Scripted<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        match value {
+            Value::Array(items) => {
+                let mut values = items
+                    .into_iter()
+                    .map(T::deserialize)
+                    .collect::<Result<Vec<T>, _>>()
+                    .map_err(D::Error::custom)?
+                    .into_iter();
+                let first = values.next().ok_or_else(|| {
+                    D::Error::custom("an empty array is not a per-poll script: give one value at least")
+                })?;
+                Ok(Scripted {
+                    first,
+                    later: values.collect(),
+                })
+            }
+            single => T::deserialize(single)
+                .map(|first| Scripted {
+                    first,
+                    later: Vec::new(),
+                })
+                .map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Polls during which an entry exists: `[from, to)`, `to` = `null` meaning for ever.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct PollWindow(pub usize, pub Option<usize>);
+
+impl PollWindow {
+    pub fn contains(&self, poll: usize) -> bool {
+        poll >= self.0 && self.1.map_or(true, |to| poll < to)
+    }
+}
+
+fn present(window: &Option<PollWindow>, poll: usize) -> bool {
+    window.map_or(true, |w| w.contains(poll))
+}
+
+/// The whole scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub system: System,
+    pub devices: Vec<Device>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct System {
+    #[serde(default = "default_driver_version")]
+    pub driver_version: Answer<String>,
+    #[serde(default = "default_nvml_version")]
+    pub nvml_version: Answer<String>,
+    #[serde(default = "default_cuda_driver_version")]
+    pub cuda_driver_version: Answer<i32>,
+}
+
+fn default_driver_version() -> Answer<String> {
+    Answer::Value("550.54.15".to_owned())
+}
+fn default_nvml_version() -> Answer<String> {
+    Answer::Value("12.550.54.15".to_owned())
+}
+fn default_cuda_driver_version() -> Answer<i32> {
+    Answer::Value(12040)
+}
+
+impl Default for System {
+    fn default() -> Self {
+        System {
+            driver_version: default_driver_version(),
+            nvml_version: default_nvml_version(),
+            cuda_driver_version: default_cuda_driver_version(),
+        }
+    }
+}
+
+/// A physical GPU; its position in `devices` is its NVML index.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Device {
+    pub name: Answer<String>,
+    pub uuid: Answer<String>,
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    pub memory: Answer<Memory>,
+    #[serde(default = "not_supported")]
+    pub utilization: Answer<Utilization>,
+    #[serde(default = "not_supported")]
+    pub mig_mode: Answer<MigMode>,
+    #[serde(default = "zero_mig_devices")]
+    pub max_mig_devices: Answer<u32>,
+    #[serde(default)]
+    pub mig: Vec<MigInstance>,
+    #[serde(default = "empty_list")]
+    pub compute_processes: Answer<Vec<Process>>,
+    #[serde(default = "empty_list")]
+    pub graphics_processes: Answer<Vec<Process>>,
+    #[serde(default = "empty_list")]
+    pub process_utilization: Answer<Vec<ProcessUtilization>>,
+    #[serde(default)]
+    pub lost_at_poll: Option<usize>,
+    #[serde(default)]
+    pub count_jitter: Scripted<i64>,
+}
+
+fn zero_mig_devices() -> Answer<u32> {
+    Answer::Value(0)
+}
+
+/// A MIG device (one GPU instance + compute instance) in a slot of its parent GPU.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigInstance {
+    pub slot: u32,
+    pub uuid: Answer<String>,
+    pub name: Answer<String>,
+    pub gpu_instance_id: Answer<u32>,
+    pub compute_instance_id: Answer<u32>,
+    pub memory: Answer<Memory>,
+    #[serde(default = "not_supported")]
+    pub utilization: Answer<Utilization>,
+    #[serde(default = "empty_list")]
+    pub compute_processes: Answer<Vec<Process>>,
+    #[serde(default = "empty_list")]
+    pub graphics_processes: Answer<Vec<Process>>,
+    #[serde(default = "not_supported")]
+    pub process_utilization: Answer<Vec<ProcessUtilization>>,
+    #[serde(default)]
+    pub lost_at_poll: Option<usize>,
+    #[serde(default)]
+    pub count_jitter: Scripted<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    pub total: Scripted<u64>,
+    #[serde(default)]
+    pub reserved: Scripted<u64>,
+    pub used: Scripted<u64>,
+    /// When absent: `total - reserved - used`, floored at 0.
+    #[serde(default)]
+    pub free: Option<Scripted<u64>>,
+}
+
+/// Memory at one poll, in `nvmlMemory_v2_t` terms (`used` excludes `reserved`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryAt {
+    pub total: u64,
+    pub reserved: u64,
+    pub used: u64,
+    pub free: u64,
+}
+
+impl Memory {
+    pub fn at(&self, poll: usize) -> MemoryAt {
+        let total = self.total.at(poll);
+        let reserved = self.reserved.at(poll);
+        let used = self.used.at(poll);
+        let free = match &self.free {
+            Some(free) => free.at(poll),
+            None => total.saturating_sub(reserved).saturating_sub(used),
+        };
+        MemoryAt {
+            total,
+            reserved,
+            used,
+            free,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Utilization {
+    pub gpu: Scripted<u32>,
+    pub memory: Scripted<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigMode {
+    pub current: u32,
+    pub pending: u32,
+}
+
+/// A process in a running-process list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    /// Bytes; `null` answers `NVML_VALUE_NOT_AVAILABLE` (`u64::MAX`).
+    pub used: Scripted<Option<u64>>,
+    #[serde(default)]
+    pub gpu_instance_id: Option<u32>,
+    #[serde(default)]
+    pub compute_instance_id: Option<u32>,
+    #[serde(default)]
+    pub polls: Option<PollWindow>,
+}
+
+/// A process as one `nvmlProcessInfo_t` entry at one poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessAt {
+    pub pid: u32,
+    pub used_bytes: u64,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+}
+
+/// The entries of `list` present at `poll`; instance ids not given take the defaults.
+pub fn processes_at(
+    list: &[Process],
+    poll: usize,
+    default_gpu_instance_id: u32,
+    default_compute_instance_id: u32,
+) -> Vec<ProcessAt> {
+    list.iter()
+        .filter(|process| present(&process.polls, poll))
+        .map(|process| ProcessAt {
+            pid: process.pid,
+            used_bytes: process
+                .used
+                .at(poll)
+                .unwrap_or(crate::codes::VALUE_NOT_AVAILABLE_U64),
+            gpu_instance_id: process
+                .gpu_instance_id
+                .unwrap_or(default_gpu_instance_id),
+            compute_instance_id: process
+                .compute_instance_id
+                .unwrap_or(default_compute_instance_id),
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    pub sm: Scripted<u32>,
+    pub mem: Scripted<u32>,
+    #[serde(default)]
+    pub enc: Scripted<u32>,
+    #[serde(default)]
+    pub dec: Scripted<u32>,
+    #[serde(default)]
+    pub polls: Option<PollWindow>,
+}
+
+/// Microseconds since the epoch stamped on poll 0's utilization samples; each poll adds 1 s.
+pub const SAMPLE_EPOCH_US: u64 = 1_700_000_000_000_000;
+
+/// One `nvmlProcessUtilizationSample_t` at one poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleAt {
+    pub pid: u32,
+    pub timestamp_us: u64,
+    pub sm: u32,
+    pub mem: u32,
+    pub enc: u32,
+    pub dec: u32,
+}
+
+/// Samples present at `poll` and newer than `last_seen_us` (NVML's `lastSeenTimeStamp`).
+pub fn samples_at(list: &[ProcessUtilization], poll: usize, last_seen_us: u64) -> Vec<SampleAt> {
+    let timestamp_us = SAMPLE_EPOCH_US.saturating_add((poll as u64).saturating_mul(1_000_000));
+    if timestamp_us <= last_seen_us {
+        return Vec::new();
+    }
+    list.iter()
+        .filter(|entry| present(&entry.polls, poll))
+        .map(|entry| SampleAt {
+            pid: entry.pid,
+            timestamp_us,
+            sm: entry.sm.at(poll),
+            mem: entry.mem.at(poll),
+            enc: entry.enc.at(poll),
+            dec: entry.dec.at(poll),
+        })
+        .collect()
+}
+
+/// Parses and checks a scenario.
+pub fn parse(text: &str) -> Result<Scenario, String> {
+    let scenario: Scenario = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    crate::validate::check(&scenario)?;
+    Ok(scenario)
+}
+
+/// Reads, parses and checks the scenario at `path`; the error says what is wrong and where.
+pub fn load(path: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("bad scenario {}: {e}", path.display()))
+}
