@@ -9,3 +9,7 @@ pub mod context;
 pub mod fixtures;
 pub mod layers;
 pub mod sample;
+pub mod detect;
+pub mod units;
+pub mod history;
+pub mod source;

@@ -1,1 +1,21 @@
-// placeholder, replaced by the fake NVML implementation
+//! A fake `libnvidia-ml.so` that answers NVML calls from a JSON scenario, so that strata's
+//! real NVML code path (nvml-wrapper) and independent clients (pynvml) can be tested without
+//! a GPU. The scenario file is named by `STRATA_FAKE_NVML_SCENARIO` and re-read at every
+//! `nvmlInit*`; see `README.md` beside this crate for its format and poll semantics.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod abi;
+mod codes;
+mod ffi_device;
+mod ffi_mig;
+mod ffi_process;
+mod ffi_system;
+mod ffi_util;
+mod protocol;
+mod scenario;
+mod state;
+mod validate;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+//! The built-in demo node: a deterministic, seeded simulation of a 4-GPU training node in
+//! compressed time, through the same [`Source`] trait as real NVML.
+//!
+//! It shows every situation strata exists for: a training job warming up to a plateau with
+//! tensors saw-toothing inside each step; NCCL-style memory outside the pool; a slow leak; a
+//! fragmenting job whose retries climb until it runs out of memory; a cudaMallocAsync process;
+//! a process with no feed; a zombie CUDA context; usage no visible process accounts for; and a
+//! GPU in MIG mode with 3g.40gb, 2g.20gb and 1g.10gb instances.
+
+mod story;
+
+pub use story::LOOP_SECS;
+
+use super::{Source, SourceError};
+use crate::history::RAW_CAPACITY;
+use crate::sample::{
+    ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample, ProcessSample,
+};
+use story::{Actor, Place};
+
+/// Unix time the demo's story starts at: 2026-01-01 09:00:00 UTC. The demo runs on its own
+/// clock so that any instant of it can be reproduced.
+pub const DEMO_EPOCH: f64 = 1_767_258_000.0;
+/// The story instant `snapshot --demo` shows by default: every situation is on screen
+/// (warm plateau, leak, stale-free feeds, fragmentation just past the first OOM).
+pub const SNAPSHOT_AT: f64 = 905.0;
+
+const MIB: u64 = 1 << 20;
+const H100_TOTAL: u64 = 81_559 * MIB;
+const A100_TOTAL: u64 = 81_920 * MIB;
+const DRIVER_RESERVED: u64 = 521 * MIB;
+/// Clock ticks per second of `/proc/PID/stat` start times.
+const TICKS: f64 = 100.0;
+/// The simulated machine had been up this long when the story began.
+const BOOT_UPTIME_SECS: f64 = 86_400.0 * 3.0;
+
+struct MigSlot {
+    profile: &'static str,
+    gpu_instance_id: u32,
+    total: u64,
+}
+
+const MIG_SLOTS: [MigSlot; 3] = [
+    MigSlot {
+        profile: "3g.40gb",
+        gpu_instance_id: 1,
+        total: 40_192 * MIB,
+    },
+    MigSlot {
+        profile: "2g.20gb",
+        gpu_instance_id: 5,
+        total: 19_968 * MIB,
+    },
+    MigSlot {
+        profile: "1g.10gb",
+        gpu_instance_id: 13,
+        total: 9_728 * MIB,
+    },
+];
+
+const GPU_UUIDS: [&str; 4] = [
+    "GPU-3f9c2a6e-81d4-4c1b-9e0a-5b7d2f4c8a10",
+    "GPU-7a1e5c93-2b6f-4d8e-a4c7-0f9b3e6d1a22",
+    "GPU-c4d82f17-9a3e-4b5c-8d61-e2f07a9b4c34",
+    "GPU-e86b1d40-5c7a-4f2e-b39d-14a6c8e0f246",
+];
+
+fn mig_uuid(slot: usize) -> String {
+    format!("MIG-9b2d7e41-0c5a-5f83-a6e1-{slot:04}d4b7c258")
+}
+
+/// Deterministic noise in [0, 1) from the seed, a stream and a position (splitmix64).
+pub(crate) fn noise(seed: u64, stream: u64, position: u64) -> f64 {
+    let mut z = seed
+        .wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(position.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The demo node at one instant of its (looping) story.
+pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
+    let story_secs = story_secs.max(0.0);
+    let loop_start = (story_secs / LOOP_SECS).floor() * LOOP_SECS;
+    let t = story_secs - loop_start;
+    let actors = story::cast(seed, t);
+    let on = |place: Place| -> u64 {
+        actors
+            .iter()
+            .filter(|a| a.place == place)
+            .map(|a| a.used)
+            .sum::<u64>()
+            + story::unlisted(place)
+    };
+
+    let mut gpus = Vec::with_capacity(4);
+    for (index, uuid) in GPU_UUIDS.iter().enumerate() {
+        let util = actors
+            .iter()
+            .filter(|a| matches!(a.place, Place::Gpu(g) | Place::Mig(g, _) if g == index))
+            .filter_map(|a| a.sm_util)
+            .max()
+            .unwrap_or(0);
+        let (name, total, used, mig) = if index == 3 {
+            let mig: Vec<MigSample> = MIG_SLOTS
+                .iter()
+                .enumerate()
+                .map(|(slot, s)| {
+                    let used = on(Place::Mig(3, slot));
+                    MigSample {
+                        uuid: mig_uuid(slot),
+                        profile: Some(s.profile.to_string()),
+                        gpu_instance_id: Some(s.gpu_instance_id),
+                        compute_instance_id: Some(0),
+                        memory: Some(DeviceMemory {
+                            total: s.total,
+                            used,
+                            free: s.total - used,
+                            driver_reserved: None,
+                        }),
+                        processes_known: true,
+                    }
+                })
+                .collect();
+            let used = mig.iter().filter_map(|m| m.memory).map(|m| m.used).sum();
+            ("NVIDIA A100-SXM4-80GB", A100_TOTAL, used, mig)
+        } else {
+            ("NVIDIA H100 80GB HBM3", H100_TOTAL, on(Place::Gpu(index)), Vec::new())
+        };
+        gpus.push(GpuSample {
+            index: index as u32,
+            uuid: (*uuid).to_string(),
+            name: Some(name.to_string()),
+            memory: Some(DeviceMemory {
+                total,
+                used,
+                free: total - DRIVER_RESERVED - used,
+                driver_reserved: Some(DRIVER_RESERVED),
+            }),
+            utilization_gpu: Some(util),
+            mig_mode: Some(index == 3),
+            lost: false,
+            processes_known: true,
+            mig,
+        });
+    }
+
+    let epoch = DEMO_EPOCH + loop_start;
+    let processes = actors
+        .iter()
+        .map(|a| process_sample(a, epoch, loop_start))
+        .collect();
+    NodeSample {
+        time: DEMO_EPOCH + story_secs,
+        interval,
+        host: "demo-node".into(),
+        driver_version: Some("550.90.07".into()),
+        cuda_driver_version: Some("12.4".into()),
+        host_pid_namespace: Some(true),
+        gpus,
+        processes,
+    }
+}
+
+fn process_sample(actor: &Actor, epoch: f64, loop_start: f64) -> ProcessSample {
+    let device_uuid = match actor.place {
+        Place::Gpu(g) => GPU_UUIDS[g].to_string(),
+        Place::Mig(_, slot) => mig_uuid(slot),
+    };
+    let running = actor.sm_util.unwrap_or(0) >= 50;
+    ProcessSample {
+        pid: actor.pid,
+        device_uuid,
+        used: Some(actor.used),
+        kind: ContextKind::Compute,
+        visible: actor.visible,
+        proc_state: actor
+            .visible
+            .then(|| if running { "R" } else { "S" }.to_string()),
+        start_time: actor
+            .visible
+            .then(|| ((BOOT_UPTIME_SECS + loop_start + actor.started_at) * TICKS) as u64),
+        user: actor.user.map(str::to_string),
+        command: actor.command.map(str::to_string),
+        sm_util: actor.sm_util,
+        feed: actor.pool.as_ref().map(|p| FeedSample {
+            framework: p.framework.into(),
+            framework_version: Some(p.framework_version.into()),
+            backend: p.backend.into(),
+            allocated: p.allocated,
+            reserved: p.reserved,
+            inactive_split: p.inactive_split,
+            peak_allocated: Some(p.peak_allocated),
+            peak_reserved: Some(p.peak_reserved),
+            alloc_retries: p.alloc_retries,
+            ooms: p.ooms,
+            largest_free_block: p.largest_free_block,
+            // The agent publishes a moment before the monitor samples.
+            time: epoch + p.published_at - 0.4,
+        }),
+    }
+}
+
+/// The demo node as a [`Source`]: each sample advances the story by `interval * speed`.
+pub struct DemoSource {
+    seed: u64,
+    /// Story seconds per sample.
+    step: f64,
+    start_at: f64,
+    taken: u64,
+}
+
+impl DemoSource {
+    /// `interval` is the wall-clock sampling interval, `speed` how many story seconds pass
+    /// per wall second, `start_at` the story second of the first sample.
+    pub fn new(seed: u64, interval: f64, speed: f64, start_at: f64) -> Self {
+        DemoSource {
+            seed,
+            step: (interval * speed).max(1e-3),
+            start_at: start_at.max(0.0),
+            taken: 0,
+        }
+    }
+
+    fn at(&self, n: i64) -> NodeSample {
+        node_at(self.seed, self.start_at + n as f64 * self.step, self.step)
+    }
+}
+
+impl Source for DemoSource {
+    fn sample(&mut self) -> Result<NodeSample, SourceError> {
+        let sample = self.at(self.taken as i64);
+        self.taken += 1;
+        Ok(sample)
+    }
+
+    fn backlog(&mut self) -> Vec<NodeSample> {
+        let available = (self.start_at / self.step).floor() as i64;
+        let count = available.min(RAW_CAPACITY as i64);
+        (1..=count).rev().map(|n| self.at(-n)).collect()
+    }
+
+    fn label(&self) -> String {
+        "demo".into()
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

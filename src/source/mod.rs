@@ -1,0 +1,48 @@
+//! Sources of raw node samples. Real NVML, the demo node and (later) replay all implement
+//! [`Source`], so everything downstream is tested without a GPU.
+
+pub mod demo;
+
+use crate::sample::NodeSample;
+
+/// Why a source could not start or sample.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("the NVIDIA driver library was not found ({detail})")]
+    LibraryNotFound { detail: String },
+    #[error("NVML could not start: {detail}")]
+    Init { detail: String },
+    #[error("sampling failed: {detail}")]
+    Sample { detail: String },
+}
+
+impl SourceError {
+    /// What the user can try, printed after the error.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            SourceError::LibraryNotFound { .. } => {
+                "run `strata --demo` for the built-in demo node, or name the library with --nvml-lib PATH (or STRATA_NVML_LIB)"
+            }
+            SourceError::Init { .. } => {
+                "check that the NVIDIA driver is loaded (`nvidia-smi`), or run `strata --demo`"
+            }
+            SourceError::Sample { .. } => "retry; if it persists, run with --log FILE and report it",
+        }
+    }
+}
+
+/// Something that observes a node.
+pub trait Source: Send {
+    /// Takes one sample of the node now. Failures of single queries are recorded as `None`
+    /// fields or `lost` GPUs inside the sample, not returned here.
+    fn sample(&mut self) -> Result<NodeSample, SourceError>;
+
+    /// Samples from before the first [`Source::sample`], oldest first, where the source has
+    /// any (the demo's story so far; a recording). A live source has none.
+    fn backlog(&mut self) -> Vec<NodeSample> {
+        Vec::new()
+    }
+
+    /// A short description for the header: `demo`, `nvml`.
+    fn label(&self) -> String;
+}

@@ -1,0 +1,174 @@
+//! Exported NVML functions that query one device: identity, memory, utilization, PCI.
+//!
+//! Safety contract of every `unsafe extern "C"` function here: `device` is any value (unknown
+//! handles are refused) and each other pointer is null or valid for the access NVML's C API
+//! documents for it.
+#![allow(clippy::missing_safety_doc)]
+
+use std::ffi::{c_char, c_uint};
+
+use crate::abi::{
+    NvmlDevice, NvmlMemory, NvmlMemoryV2, NvmlPciInfo, NvmlUtilization, NVML_MEMORY_V2_VERSION,
+};
+use crate::codes::{
+    ERROR_ARGUMENT_VERSION_MISMATCH, ERROR_INVALID_ARGUMENT, ERROR_NOT_SUPPORTED, ERROR_UNKNOWN,
+};
+use crate::ffi_util::{c_array, guard, put, put_str};
+use crate::scenario::MemoryAt;
+use crate::state::{self, Ctx};
+use crate::validate::{bus_id_of, parse_bus_id};
+
+/// PCI device id answered for every GPU (H100 SXM5's `0x2330` from vendor `0x10DE`).
+const PCI_DEVICE_ID: c_uint = 0x2330_10DE;
+const PCI_SUBSYSTEM_ID: c_uint = 0x16C1_10DE;
+
+fn memory_of(ctx: &Ctx) -> Result<MemoryAt, u32> {
+    let memory = match ctx.instance {
+        Some(instance) => instance.memory.get()?,
+        None => ctx.device.memory.get()?,
+    };
+    Ok(memory.at(ctx.poll))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(device: NvmlDevice, name: *mut c_char, length: c_uint) -> u32 {
+    guard(|| {
+        state::with_device(device, false, |ctx| {
+            let text = match ctx.instance {
+                Some(instance) => instance.name.get()?,
+                None => ctx.device.name.get()?,
+            };
+            // SAFETY: `name` is null or holds `length` bytes (contract above).
+            unsafe { put_str(text, name, length) }
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(device: NvmlDevice, uuid: *mut c_char, length: c_uint) -> u32 {
+    guard(|| {
+        state::with_device(device, false, |ctx| {
+            let text = match ctx.instance {
+                Some(instance) => instance.uuid.get()?,
+                None => ctx.device.uuid.get()?,
+            };
+            // SAFETY: `uuid` is null or holds `length` bytes (contract above).
+            unsafe { put_str(text, uuid, length) }
+        })
+    })
+}
+
+/// A MIG device has no NVML index of its own: `NVML_ERROR_NOT_SUPPORTED`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> u32 {
+    guard(|| {
+        state::with_device(device, false, |ctx| {
+            if ctx.instance.is_some() {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let gpu_index = u32::try_from(ctx.gpu_index).map_err(|_| ERROR_UNKNOWN)?;
+            // SAFETY: `index` is null or points to an unsigned int (contract above).
+            unsafe { put(index, gpu_index) }
+        })
+    })
+}
+
+/// v1 memory: `used` includes the driver-reserved memory, as real NVML answers it.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut NvmlMemory) -> u32 {
+    guard(|| {
+        state::with_device(device, !memory.is_null(), |ctx| {
+            let at = memory_of(ctx)?;
+            let answer = NvmlMemory {
+                total: at.total,
+                free: at.free,
+                used: at.used.saturating_add(at.reserved),
+            };
+            // SAFETY: `memory` is null or points to an nvmlMemory_t (contract above).
+            unsafe { put(memory, answer) }
+        })
+    })
+}
+
+/// v2 memory; the caller must set `version` to `nvmlMemory_v2` (`0x02000028`). A call refused
+/// for its version or a null pointer does not count as a poll.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: NvmlDevice, memory: *mut NvmlMemoryV2) -> u32 {
+    guard(|| {
+        let version = match memory.is_null() {
+            true => None,
+            // SAFETY: non-null, so it points to an nvmlMemory_v2_t (contract above).
+            false => Some(unsafe { std::ptr::addr_of!((*memory).version).read() }),
+        };
+        let counts_as_poll = version == Some(NVML_MEMORY_V2_VERSION);
+        state::with_device(device, counts_as_poll, |ctx| {
+            match version {
+                None => return Err(ERROR_INVALID_ARGUMENT),
+                Some(version) if version != NVML_MEMORY_V2_VERSION => {
+                    return Err(ERROR_ARGUMENT_VERSION_MISMATCH)
+                }
+                Some(_) => {}
+            }
+            let at = memory_of(ctx)?;
+            let answer = NvmlMemoryV2 {
+                version: NVML_MEMORY_V2_VERSION,
+                total: at.total,
+                reserved: at.reserved,
+                free: at.free,
+                used: at.used,
+            };
+            // SAFETY: `memory` is non-null and points to an nvmlMemory_v2_t.
+            unsafe { put(memory, answer) }
+        })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: NvmlDevice,
+    utilization: *mut NvmlUtilization,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, false, |ctx| {
+            let rates = match ctx.instance {
+                Some(instance) => instance.utilization.get()?,
+                None => ctx.device.utilization.get()?,
+            };
+            let answer = NvmlUtilization {
+                gpu: rates.gpu.at(ctx.poll),
+                memory: rates.memory.at(ctx.poll),
+            };
+            // SAFETY: `utilization` is null or points to an nvmlUtilization_t (contract above).
+            unsafe { put(utilization, answer) }
+        })
+    })
+}
+
+/// PCI info of the GPU (a MIG device answers its parent's).
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> u32 {
+    guard(|| {
+        state::with_device(device, false, |ctx| {
+            let bus_id = bus_id_of(ctx.device, ctx.gpu_index);
+            let location = parse_bus_id(&bus_id).ok_or(ERROR_UNKNOWN)?;
+            let legacy = format!(
+                "{:04X}:{:02X}:{:02X}.{:X}",
+                location.domain & 0xFFFF,
+                location.bus,
+                location.device,
+                location.function
+            );
+            let answer = NvmlPciInfo {
+                bus_id_legacy: c_array(&legacy),
+                domain: location.domain,
+                bus: location.bus,
+                device: location.device,
+                pci_device_id: PCI_DEVICE_ID,
+                pci_sub_system_id: PCI_SUBSYSTEM_ID,
+                bus_id: c_array(&bus_id),
+            };
+            // SAFETY: `pci` is null or points to an nvmlPciInfo_t (contract above).
+            unsafe { put(pci, answer) }
+        })
+    })
+}
