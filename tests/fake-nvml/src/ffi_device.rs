@@ -31,7 +31,11 @@ fn memory_of(ctx: &Ctx) -> Result<MemoryAt, u32> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetName(device: NvmlDevice, name: *mut c_char, length: c_uint) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: NvmlDevice,
+    name: *mut c_char,
+    length: c_uint,
+) -> u32 {
     guard(|| {
         state::with_device(device, false, |ctx| {
             let text = match ctx.instance {
@@ -45,7 +49,11 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: NvmlDevice, name: *mut c_char
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetUUID(device: NvmlDevice, uuid: *mut c_char, length: c_uint) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: NvmlDevice,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> u32 {
     guard(|| {
         state::with_device(device, false, |ctx| {
             let text = match ctx.instance {
@@ -75,7 +83,10 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_ui
 
 /// v1 memory: `used` includes the driver-reserved memory, as real NVML answers it.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut NvmlMemory) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: NvmlDevice,
+    memory: *mut NvmlMemory,
+) -> u32 {
     guard(|| {
         state::with_device(device, !memory.is_null(), |ctx| {
             let at = memory_of(ctx)?;
@@ -93,7 +104,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mu
 /// v2 memory; the caller must set `version` to `nvmlMemory_v2` (`0x02000028`). A call refused
 /// for its version or a null pointer does not count as a poll.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: NvmlDevice, memory: *mut NvmlMemoryV2) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: NvmlDevice,
+    memory: *mut NvmlMemoryV2,
+) -> u32 {
     guard(|| {
         let version = match memory.is_null() {
             true => None,

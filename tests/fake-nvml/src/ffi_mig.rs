@@ -42,7 +42,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: NvmlDevice, count: *mut c_uint) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: NvmlDevice,
+    count: *mut c_uint,
+) -> u32 {
     guard(|| {
         state::with_device(device, false, |ctx| {
             if ctx.instance.is_some() {
@@ -90,7 +93,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: NvmlDevice, is_mig_device: *mut c_uint) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: NvmlDevice,
+    is_mig_device: *mut c_uint,
+) -> u32 {
     guard(|| {
         state::with_device(device, false, |ctx| {
             let is_mig = c_uint::from(ctx.instance.is_some());
@@ -131,7 +137,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: NvmlDevice, id: *mut
 
 /// A GPU handle (not a MIG device) answers `NVML_ERROR_NOT_SUPPORTED`.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: NvmlDevice, id: *mut c_uint) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
+    device: NvmlDevice,
+    id: *mut c_uint,
+) -> u32 {
     guard(|| {
         state::with_device(device, false, |ctx| {
             let instance = ctx.instance.ok_or(ERROR_NOT_SUPPORTED)?;

@@ -27,15 +27,28 @@ fn list_of(instance: &MigInstance, kind: Kind) -> &Answer<Vec<Process>> {
     }
 }
 
-fn instance_processes(instance: &MigInstance, kind: Kind, poll: usize) -> Result<Vec<ProcessAt>, u32> {
+fn instance_processes(
+    instance: &MigInstance,
+    kind: Kind,
+    poll: usize,
+) -> Result<Vec<ProcessAt>, u32> {
     let list = list_of(instance, kind).get()?;
-    let gpu_instance_id = instance.gpu_instance_id.get().copied().unwrap_or(NO_INSTANCE_ID);
+    let gpu_instance_id = instance
+        .gpu_instance_id
+        .get()
+        .copied()
+        .unwrap_or(NO_INSTANCE_ID);
     let compute_instance_id = instance
         .compute_instance_id
         .get()
         .copied()
         .unwrap_or(NO_INSTANCE_ID);
-    Ok(processes_at(list, poll, gpu_instance_id, compute_instance_id))
+    Ok(processes_at(
+        list,
+        poll,
+        gpu_instance_id,
+        compute_instance_id,
+    ))
 }
 
 /// The processes a handle answers, and the count jitter of its size query. A GPU answers its

@@ -72,7 +72,9 @@ unsafe fn cuda_driver_version(out: *mut c_int) -> u32 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(cuda_driver_version_out: *mut c_int) -> u32 {
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(
+    cuda_driver_version_out: *mut c_int,
+) -> u32 {
     // SAFETY: same contract.
     unsafe { cuda_driver_version(cuda_driver_version_out) }
 }
@@ -116,7 +118,10 @@ unsafe fn handle_by_index(index: c_uint, device: *mut NvmlDevice) -> u32 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut NvmlDevice) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> u32 {
     // SAFETY: same contract.
     unsafe { handle_by_index(index, device) }
 }
@@ -129,7 +134,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut 
 
 /// Finds a GPU or a MIG device by UUID (`GPU-...` or `MIG-...`).
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut NvmlDevice) -> u32 {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut NvmlDevice,
+) -> u32 {
     guard(|| {
         state::with_scenario(|_| Ok(()))?;
         if uuid.is_null() {

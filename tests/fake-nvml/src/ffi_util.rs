@@ -66,10 +66,7 @@ pub unsafe fn put_str(text: &str, dst: *mut c_char, length: c_uint) -> Result<()
 /// `text` in a fixed C char array, truncated to leave room for the NUL.
 pub fn c_array<const N: usize>(text: &str) -> [c_char; N] {
     let mut out = [0 as c_char; N];
-    for (slot, byte) in out
-        .iter_mut()
-        .zip(text.bytes().take(N.saturating_sub(1)))
-    {
+    for (slot, byte) in out.iter_mut().zip(text.bytes().take(N.saturating_sub(1))) {
         *slot = byte as c_char;
     }
     out

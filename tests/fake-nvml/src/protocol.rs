@@ -18,7 +18,12 @@ pub struct ListAnswer {
 /// count of 0 answers `NVML_SUCCESS` (no processes), anything else
 /// `NVML_ERROR_INSUFFICIENT_SIZE`. With a buffer, jitter plays no part: a buffer smaller than
 /// the real list answers `NVML_ERROR_INSUFFICIENT_SIZE` with the real count, as NVML does.
-pub fn running_processes(real: usize, jitter: i64, buffer_is_null: bool, capacity: u32) -> ListAnswer {
+pub fn running_processes(
+    real: usize,
+    jitter: i64,
+    buffer_is_null: bool,
+    capacity: u32,
+) -> ListAnswer {
     let real = u32::try_from(real).unwrap_or(u32::MAX);
     if buffer_is_null {
         let answered = (i64::from(real).saturating_add(jitter)).clamp(0, i64::from(u32::MAX));
@@ -83,7 +88,10 @@ mod tests {
 
     #[test]
     fn size_query_then_fetch() {
-        assert_eq!(running_processes(3, 0, true, 0), answer(ERROR_INSUFFICIENT_SIZE, 3, 0));
+        assert_eq!(
+            running_processes(3, 0, true, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 3, 0)
+        );
         assert_eq!(running_processes(3, 0, false, 8), answer(SUCCESS, 3, 3));
         assert_eq!(running_processes(3, 0, false, 3), answer(SUCCESS, 3, 3));
     }
@@ -97,20 +105,38 @@ mod tests {
 
     #[test]
     fn a_small_buffer_gets_the_real_count_whatever_the_jitter() {
-        assert_eq!(running_processes(4, 0, false, 2), answer(ERROR_INSUFFICIENT_SIZE, 4, 0));
-        assert_eq!(running_processes(4, -3, false, 2), answer(ERROR_INSUFFICIENT_SIZE, 4, 0));
+        assert_eq!(
+            running_processes(4, 0, false, 2),
+            answer(ERROR_INSUFFICIENT_SIZE, 4, 0)
+        );
+        assert_eq!(
+            running_processes(4, -3, false, 2),
+            answer(ERROR_INSUFFICIENT_SIZE, 4, 0)
+        );
         // A zero-sized non-null buffer is also too small.
-        assert_eq!(running_processes(1, 0, false, 0), answer(ERROR_INSUFFICIENT_SIZE, 1, 0));
+        assert_eq!(
+            running_processes(1, 0, false, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 1, 0)
+        );
     }
 
     #[test]
     fn jitter_moves_only_the_size_query() {
-        assert_eq!(running_processes(3, 2, true, 0), answer(ERROR_INSUFFICIENT_SIZE, 5, 0));
-        assert_eq!(running_processes(3, -1, true, 0), answer(ERROR_INSUFFICIENT_SIZE, 2, 0));
+        assert_eq!(
+            running_processes(3, 2, true, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 5, 0)
+        );
+        assert_eq!(
+            running_processes(3, -1, true, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 2, 0)
+        );
         // Floored at zero: the size query claims no processes although there are three.
         assert_eq!(running_processes(3, -7, true, 0), answer(SUCCESS, 0, 0));
         // Jitter can invent processes on an idle GPU; the fetch then returns none.
-        assert_eq!(running_processes(0, 2, true, 0), answer(ERROR_INSUFFICIENT_SIZE, 2, 0));
+        assert_eq!(
+            running_processes(0, 2, true, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 2, 0)
+        );
         assert_eq!(running_processes(0, 2, false, 7), answer(SUCCESS, 0, 0));
     }
 
@@ -118,8 +144,14 @@ mod tests {
     fn utilization_samples_answer_not_found_when_there_are_none() {
         assert_eq!(process_samples(0, true, 0), answer(ERROR_NOT_FOUND, 0, 0));
         assert_eq!(process_samples(0, false, 4), answer(ERROR_NOT_FOUND, 0, 0));
-        assert_eq!(process_samples(2, true, 0), answer(ERROR_INSUFFICIENT_SIZE, 2, 0));
-        assert_eq!(process_samples(2, false, 1), answer(ERROR_INSUFFICIENT_SIZE, 2, 0));
+        assert_eq!(
+            process_samples(2, true, 0),
+            answer(ERROR_INSUFFICIENT_SIZE, 2, 0)
+        );
+        assert_eq!(
+            process_samples(2, false, 1),
+            answer(ERROR_INSUFFICIENT_SIZE, 2, 0)
+        );
         assert_eq!(process_samples(2, false, 2), answer(SUCCESS, 2, 2));
     }
 }

@@ -107,7 +107,9 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Scripted<T> {
                     .map_err(D::Error::custom)?
                     .into_iter();
                 let first = values.next().ok_or_else(|| {
-                    D::Error::custom("an empty array is not a per-poll script: give one value at least")
+                    D::Error::custom(
+                        "an empty array is not a per-poll script: give one value at least",
+                    )
                 })?;
                 Ok(Scripted {
                     first,
@@ -142,6 +144,10 @@ fn present(window: &Option<PollWindow>, poll: usize) -> bool {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// Free text for the reader of the file; the fake never reads it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub description: Option<String>,
     #[serde(default)]
     pub system: System,
     pub devices: Vec<Device>,
@@ -327,9 +333,7 @@ pub fn processes_at(
                 .used
                 .at(poll)
                 .unwrap_or(crate::codes::VALUE_NOT_AVAILABLE_U64),
-            gpu_instance_id: process
-                .gpu_instance_id
-                .unwrap_or(default_gpu_instance_id),
+            gpu_instance_id: process.gpu_instance_id.unwrap_or(default_gpu_instance_id),
             compute_instance_id: process
                 .compute_instance_id
                 .unwrap_or(default_compute_instance_id),

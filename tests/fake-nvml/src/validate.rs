@@ -3,7 +3,9 @@
 
 use std::collections::HashSet;
 
-use crate::scenario::{Answer, Device, Process, ProcessUtilization, Scenario, MAX_DEVICES, MAX_MIG_SLOTS};
+use crate::scenario::{
+    Answer, Device, Process, ProcessUtilization, Scenario, MAX_DEVICES, MAX_MIG_SLOTS,
+};
 
 /// PCI location parsed from a bus id such as `00000000:18:00.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,17 +64,25 @@ pub fn check(scenario: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn check_device<'a>(device: &'a Device, at: &str, uuids: &mut HashSet<&'a str>) -> Result<(), String> {
+fn check_device<'a>(
+    device: &'a Device,
+    at: &str,
+    uuids: &mut HashSet<&'a str>,
+) -> Result<(), String> {
     check_string(&device.name, at)?;
     check_uuid(&device.uuid, at, uuids)?;
     if let Some(bus_id) = &device.pci_bus_id {
         if parse_bus_id(bus_id).is_none() {
-            return Err(format!("{at}: pci_bus_id {bus_id:?} is not of the form 00000000:18:00.0"));
+            return Err(format!(
+                "{at}: pci_bus_id {bus_id:?} is not of the form 00000000:18:00.0"
+            ));
         }
     }
     if let Answer::Value(max) = device.max_mig_devices {
         if max > MAX_MIG_SLOTS {
-            return Err(format!("{at}: max_mig_devices {max} is above the fake's limit of {MAX_MIG_SLOTS}"));
+            return Err(format!(
+                "{at}: max_mig_devices {max} is above the fake's limit of {MAX_MIG_SLOTS}"
+            ));
         }
     }
     check_processes(&device.compute_processes, at)?;
@@ -86,7 +96,9 @@ fn check_device<'a>(device: &'a Device, at: &str, uuids: &mut HashSet<&'a str>) 
             Answer::Error(_) => MAX_MIG_SLOTS,
         };
         if instance.slot >= limit {
-            return Err(format!("{mig_at}: slot must be below max_mig_devices ({limit})"));
+            return Err(format!(
+                "{mig_at}: slot must be below max_mig_devices ({limit})"
+            ));
         }
         if !slots.insert(instance.slot) {
             return Err(format!("{mig_at}: two MIG instances use this slot"));
@@ -102,12 +114,18 @@ fn check_device<'a>(device: &'a Device, at: &str, uuids: &mut HashSet<&'a str>) 
 
 fn check_string(text: &Answer<String>, at: &str) -> Result<(), String> {
     match text {
-        Answer::Value(text) if text.contains('\0') => Err(format!("{at}: {text:?} contains a NUL byte")),
+        Answer::Value(text) if text.contains('\0') => {
+            Err(format!("{at}: {text:?} contains a NUL byte"))
+        }
         _ => Ok(()),
     }
 }
 
-fn check_uuid<'a>(uuid: &'a Answer<String>, at: &str, uuids: &mut HashSet<&'a str>) -> Result<(), String> {
+fn check_uuid<'a>(
+    uuid: &'a Answer<String>,
+    at: &str,
+    uuids: &mut HashSet<&'a str>,
+) -> Result<(), String> {
     check_string(uuid, at)?;
     if let Answer::Value(uuid) = uuid {
         if !uuids.insert(uuid.as_str()) {
@@ -117,7 +135,11 @@ fn check_uuid<'a>(uuid: &'a Answer<String>, at: &str, uuids: &mut HashSet<&'a st
     Ok(())
 }
 
-fn check_window(window: Option<crate::scenario::PollWindow>, at: &str, pid: u32) -> Result<(), String> {
+fn check_window(
+    window: Option<crate::scenario::PollWindow>,
+    at: &str,
+    pid: u32,
+) -> Result<(), String> {
     match window {
         Some(crate::scenario::PollWindow(from, Some(to))) if to < from => Err(format!(
             "{at}: pid {pid}: polls [{from}, {to}) ends before it starts"
