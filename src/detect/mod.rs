@@ -2,7 +2,7 @@
 
 mod instant;
 
-pub use instant::detect_instant;
+pub use instant::{detect_instant, device_name};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -2,6 +2,8 @@
 //! [`Source`], so everything downstream is tested without a GPU.
 
 pub mod demo;
+pub mod nvml;
+pub mod procfs;
 
 use crate::sample::NodeSample;
 

@@ -87,6 +87,17 @@ fn peak(from: f64, to: f64, f: impl Fn(f64) -> u64) -> u64 {
     best
 }
 
+/// Memory a library takes outside the pool some time after start-up (cuDNN workspaces,
+/// cuBLAS handles, NCCL buffers): before it arrives, all a process holds beyond its pool is
+/// its CUDA context, which is how strata learns the context's size.
+fn outside(t: f64, start: f64, bytes: u64) -> u64 {
+    if t >= start + 12.0 {
+        bytes
+    } else {
+        0
+    }
+}
+
 const CONTEXT_H100: u64 = 532 * MIB;
 const CONTEXT_A100: u64 = 476 * MIB;
 
@@ -104,7 +115,7 @@ fn trainer(seed: u64, t: f64, pid: u32, gpu: usize, command: &'static str) -> Ac
     // The pool grows in segments as warm-up reaches new peaks, then stays: a plateau.
     let reserved = move |t: f64| segments((39.2 * warm(t) + 12.6 * warm(t).powi(2)).max(0.0) + 0.5);
     let fragmented = move |t: f64| bytes(0.31 * warm(t) + 0.02 * noise(seed, 77, (t * 4.0) as u64));
-    let nccl = if t >= start + 20.0 { 1792 * MIB } else { 0 };
+    let nccl = outside(t, start + 8.0, 1792 * MIB);
     let allocated = live(t);
     let pool_reserved = reserved(t).max(allocated + fragmented(t));
     Actor {
@@ -152,7 +163,7 @@ fn leaker(seed: u64, t: f64) -> Actor {
         started_at: start,
         user: Some("bob"),
         command: Some("python eval_loop.py --watch ckpt/ --keep-outputs"),
-        used: CONTEXT_H100 + 310 * MIB + pool_reserved,
+        used: CONTEXT_H100 + outside(t, start, 310 * MIB) + pool_reserved,
         visible: true,
         sm_util: Some((22.0 + 14.0 * noise(seed, 12, t as u64)) as u32),
         pool: Some(Pool {
@@ -189,7 +200,7 @@ fn async_server(seed: u64, t: f64) -> Actor {
         started_at: start,
         user: Some("svc-infer"),
         command: Some("python infer_async.py --model mistral-7b --max-batch 32"),
-        used: CONTEXT_H100 + 640 * MIB + reserved(t),
+        used: CONTEXT_H100 + outside(t, start, 640 * MIB) + reserved(t),
         visible: true,
         sm_util: Some((41.0 + 30.0 * noise(seed, 22, t as u64)) as u32),
         pool: Some(Pool {
@@ -222,10 +233,11 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
     };
     let age = move |t: f64| (t - start).max(0.0);
     let fragmented = move |t: f64| {
+        let settled = 0.4 * ramp(t, start, start + 60.0);
         if crash {
-            bytes(0.4 + 8.9 * ramp(t, 60.0, 930.0))
+            bytes(settled + 8.9 * ramp(t, 60.0, 930.0))
         } else {
-            bytes(0.4 * ramp(t, start, start + 60.0))
+            bytes(settled)
         }
     };
     let reserved = move |t: f64| {
@@ -247,14 +259,14 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
     } else {
         0
     };
-    let pool_reserved = reserved(t);
+    let pool_reserved = reserved(t).max(live(t) + fragmented(t));
     Some(Actor {
         pid,
         place: Place::Mig(3, 0),
         started_at: start,
         user: Some("carol"),
         command: Some("python finetune_varlen.py --max-len 8192 --bucket none"),
-        used: CONTEXT_A100 + 380 * MIB + pool_reserved,
+        used: CONTEXT_A100 + outside(t, start, 380 * MIB) + pool_reserved,
         visible: true,
         sm_util: Some((70.0 + 20.0 * noise(seed, 32, t as u64)) as u32),
         pool: Some(Pool {
@@ -284,7 +296,7 @@ fn jax_server(seed: u64, t: f64) -> Actor {
         started_at: 0.0,
         user: Some("svc-jax"),
         command: Some("python -m serve_t5 --model t5-3b --port 9000"),
-        used: CONTEXT_A100 + 210 * MIB + reserved,
+        used: CONTEXT_A100 + outside(t, 0.0, 210 * MIB) + reserved,
         visible: true,
         sm_util: Some((18.0 + 25.0 * noise(seed, 42, t as u64)) as u32),
         pool: Some(Pool {

@@ -1,0 +1,196 @@
+//! `strata snapshot --json`: one instant, every layer and finding, as one JSON object.
+//!
+//! Schema `strata.snapshot/1`. Bytes are integers; unknown is `null`. The raw fields are
+//! those of [`crate::sample`]; `layers`, `feed_status` and `findings` are derived, and
+//! readers of recordings recompute them.
+
+use crate::accounting::{FeedStatus, Gap, ProcessLayers};
+use crate::detect::Finding;
+use crate::layers::Layers;
+use crate::pipeline::Observed;
+use crate::sample::{ContextKind, DeviceMemory, FeedSample};
+use serde::Serialize;
+
+pub const SCHEMA: &str = "strata.snapshot/1";
+
+#[derive(Serialize)]
+pub struct Snapshot<'a> {
+    pub schema: &'static str,
+    pub time: f64,
+    pub interval: f64,
+    pub host: &'a str,
+    pub driver_version: Option<&'a str>,
+    pub cuda_driver_version: Option<&'a str>,
+    pub host_pid_namespace: Option<bool>,
+    pub gpus: Vec<GpuOut<'a>>,
+    pub processes: Vec<ProcessOut<'a>>,
+    pub findings: &'a [Finding],
+}
+
+#[derive(Serialize)]
+pub struct GpuOut<'a> {
+    pub index: u32,
+    pub uuid: &'a str,
+    pub name: Option<&'a str>,
+    pub memory: Option<DeviceMemory>,
+    pub utilization_gpu: Option<u32>,
+    pub mig_mode: Option<bool>,
+    pub lost: bool,
+    pub processes_known: bool,
+    pub layers: Option<Layers>,
+    /// Why `layers` is null, when it is.
+    pub layers_gap: Option<&'a Gap>,
+    pub mig: Vec<MigOut<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct MigOut<'a> {
+    pub uuid: &'a str,
+    pub profile: Option<&'a str>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub memory: Option<DeviceMemory>,
+    pub processes_known: bool,
+    pub layers: Option<Layers>,
+    pub layers_gap: Option<&'a Gap>,
+}
+
+#[derive(Serialize)]
+pub struct ProcessOut<'a> {
+    pub pid: u32,
+    pub device_uuid: &'a str,
+    pub used: Option<u64>,
+    pub kind: ContextKind,
+    pub visible: bool,
+    pub proc_state: Option<&'a str>,
+    pub start_time: Option<u64>,
+    pub user: Option<&'a str>,
+    pub command: Option<&'a str>,
+    pub sm_util: Option<u32>,
+    pub feed: Option<&'a FeedSample>,
+    pub feed_status: &'a FeedStatus,
+    pub layers: ProcessLayers,
+}
+
+fn split<'a>(layers: &'a Result<Layers, Gap>) -> (Option<Layers>, Option<&'a Gap>) {
+    match layers {
+        Ok(l) => (Some(*l), None),
+        Err(g) => (None, Some(g)),
+    }
+}
+
+impl<'a> Snapshot<'a> {
+    pub fn of(observed: &'a Observed) -> Self {
+        let sample = &observed.sample;
+        let gpus = sample
+            .gpus
+            .iter()
+            .zip(&observed.account.gpus)
+            .map(|(g, acc)| {
+                let (layers, layers_gap) = split(&acc.layers);
+                GpuOut {
+                    index: g.index,
+                    uuid: &g.uuid,
+                    name: g.name.as_deref(),
+                    memory: g.memory,
+                    utilization_gpu: g.utilization_gpu,
+                    mig_mode: g.mig_mode,
+                    lost: g.lost,
+                    processes_known: g.processes_known,
+                    layers,
+                    layers_gap,
+                    mig: g
+                        .mig
+                        .iter()
+                        .zip(&acc.mig)
+                        .map(|(m, macc)| {
+                            let (layers, layers_gap) = split(&macc.layers);
+                            MigOut {
+                                uuid: &m.uuid,
+                                profile: m.profile.as_deref(),
+                                gpu_instance_id: m.gpu_instance_id,
+                                compute_instance_id: m.compute_instance_id,
+                                memory: m.memory,
+                                processes_known: m.processes_known,
+                                layers,
+                                layers_gap,
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let processes = sample
+            .processes
+            .iter()
+            .zip(&observed.account.processes)
+            .map(|(p, acc)| ProcessOut {
+                pid: p.pid,
+                device_uuid: &p.device_uuid,
+                used: p.used,
+                kind: p.kind,
+                visible: p.visible,
+                proc_state: p.proc_state.as_deref(),
+                start_time: p.start_time,
+                user: p.user.as_deref(),
+                command: p.command.as_deref(),
+                sm_util: p.sm_util,
+                feed: p.feed.as_ref(),
+                feed_status: &acc.feed_status,
+                layers: acc.layers,
+            })
+            .collect();
+        Snapshot {
+            schema: SCHEMA,
+            time: sample.time,
+            interval: sample.interval,
+            host: &sample.host,
+            driver_version: sample.driver_version.as_deref(),
+            cuda_driver_version: sample.cuda_driver_version.as_deref(),
+            host_pid_namespace: sample.host_pid_namespace,
+            gpus,
+            processes,
+            findings: &observed.findings,
+        }
+    }
+}
+
+/// A plain-text summary of one instant, for `strata snapshot` without `--json`.
+pub fn text(observed: &Observed) -> String {
+    use crate::units::{bytes, opt_bytes};
+    use std::fmt::Write;
+    let s = &observed.sample;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} at {} UTC · driver {} · CUDA {}",
+        s.host,
+        crate::units::clock(s.time),
+        s.driver_version.as_deref().unwrap_or("n/a"),
+        s.cuda_driver_version.as_deref().unwrap_or("n/a")
+    );
+    let device = |out: &mut String, label: String, memory: Option<DeviceMemory>, layers: &Result<Layers, Gap>| {
+        let total = memory.map_or_else(|| "n/a".into(), |m| bytes(m.total));
+        let _ = writeln!(out, "{label} (total {total})");
+        match layers {
+            Ok(l) => {
+                for layer in crate::layers::Layer::ALL {
+                    let _ = writeln!(out, "    {:<13} {:>10}", layer.name(), opt_bytes(l.get(layer)));
+                }
+            }
+            Err(gap) => {
+                let _ = writeln!(out, "    layers n/a: {}", gap.describe());
+            }
+        }
+    };
+    for (g, acc) in s.gpus.iter().zip(&observed.account.gpus) {
+        device(&mut out, format!("GPU {} {}", g.index, g.name.as_deref().unwrap_or("n/a")), g.memory, &acc.layers);
+        for (m, macc) in g.mig.iter().zip(&acc.mig) {
+            device(&mut out, format!("  MIG {}", m.profile.as_deref().unwrap_or(&m.uuid)), m.memory, &macc.layers);
+        }
+    }
+    for f in &observed.findings {
+        let _ = writeln!(out, "[{}] {}", f.severity.label(), f.message);
+    }
+    out
+}

@@ -1,0 +1,276 @@
+//! The reconciliation view of one process: NVML used = context + outside_pool + reserved,
+//! reserved = live + fragmented + cached, each with its metric, unit and time.
+
+use super::processes::state_label;
+use super::theme::Theme;
+use super::widgets::{fit, sparkline};
+use crate::accounting::{FeedStatus, ProcessAccount};
+use crate::app::State;
+use crate::detect::device_name;
+use crate::history::SeriesKey;
+use crate::pipeline::Observed;
+use crate::sample::{FeedSample, ProcessSample};
+use crate::units;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+
+/// The framework's own names for the statistics a feed carries.
+struct MetricNames {
+    allocated: &'static str,
+    reserved: &'static str,
+    inactive_split: &'static str,
+    peak_allocated: &'static str,
+    peak_reserved: &'static str,
+    retries: &'static str,
+    ooms: &'static str,
+}
+
+fn metric_names(framework: &str) -> MetricNames {
+    match framework {
+        "torch" => MetricNames {
+            allocated: "allocated_bytes.all.current",
+            reserved: "reserved_bytes.all.current",
+            inactive_split: "inactive_split_bytes.all.current",
+            peak_allocated: "allocated_bytes.all.peak",
+            peak_reserved: "reserved_bytes.all.peak",
+            retries: "num_alloc_retries",
+            ooms: "num_ooms",
+        },
+        "jax" => MetricNames {
+            allocated: "bytes_in_use",
+            reserved: "pool_bytes",
+            inactive_split: "(not reported)",
+            peak_allocated: "peak_bytes_in_use",
+            peak_reserved: "peak_pool_bytes",
+            retries: "(not reported)",
+            ooms: "num_ooms",
+        },
+        "cupy" => MetricNames {
+            allocated: "MemoryPool.used_bytes()",
+            reserved: "MemoryPool.total_bytes()",
+            inactive_split: "(not reported)",
+            peak_allocated: "peak used_bytes",
+            peak_reserved: "peak total_bytes",
+            retries: "(not reported)",
+            ooms: "OutOfMemoryError count",
+        },
+        _ => MetricNames {
+            allocated: "allocated",
+            reserved: "reserved",
+            inactive_split: "inactive_split",
+            peak_allocated: "peak_allocated",
+            peak_reserved: "peak_reserved",
+            retries: "alloc_retries",
+            ooms: "ooms",
+        },
+    }
+}
+
+/// `58,646,999,040`: exact bytes, grouped for reading.
+fn grouped(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+struct Rows {
+    lines: Vec<Line<'static>>,
+    width: usize,
+}
+
+impl Rows {
+    /// One reconciliation row: layer, metric name, exact bytes, human figure, time.
+    fn value(&mut self, layer: &str, metric: &str, value: Option<u64>, when: &str, style: Style) {
+        let exact = value.map_or_else(|| "n/a".to_string(), |v| format!("{} B", grouped(v)));
+        let human = units::opt_bytes(value);
+        let metric_width = self.width.saturating_sub(18 + 20 + 11 + 14).max(10);
+        let text = format!(
+            "{layer:<18}{:<metric_width$}{exact:>20} {human:>10}  {when}",
+            fit(metric, metric_width.saturating_sub(1))
+        );
+        self.lines.push(Line::styled(fit(&text, self.width), style));
+    }
+
+    fn text(&mut self, text: String, style: Style) {
+        self.lines.push(Line::styled(fit(&text, self.width), style));
+    }
+
+    fn blank(&mut self) {
+        self.lines.push(Line::raw(""));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn draw_detail(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    pid: u32,
+    device_uuid: &str,
+    theme: Theme,
+) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.focused_border())
+        .title(Line::styled(format!(" Reconciliation · PID {pid} "), theme.title()));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let sample = &observed.sample;
+    let place = device_name(sample, device_uuid);
+    let found = sample
+        .processes
+        .iter()
+        .zip(&observed.account.processes)
+        .find(|(p, _)| p.pid == pid && p.device_uuid == device_uuid);
+    let mut rows = Rows {
+        lines: Vec::new(),
+        width: inner.width as usize,
+    };
+    match found {
+        None => rows.text(format!("PID {pid} no longer holds memory on {place}. Esc goes back."), theme.dim()),
+        Some((process, account)) => reconcile(&mut rows, state, observed, process, account, &place, theme),
+    }
+    frame.render_widget(Paragraph::new(rows.lines), inner);
+}
+
+fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSample, account: &ProcessAccount, place: &str, theme: Theme) {
+    let sample = &observed.sample;
+    let gpu_name = sample
+        .locate(&p.device_uuid)
+        .and_then(|(g, _)| g.name.clone())
+        .unwrap_or_else(|| "n/a".into());
+    rows.text(
+        format!(
+            "{} · user {} · {}",
+            p.command.as_deref().unwrap_or("command n/a"),
+            p.user.as_deref().unwrap_or("n/a"),
+            state_label(p, &account.feed_status, sample.host_pid_namespace)
+        ),
+        theme.title(),
+    );
+    let framework = p.feed.as_ref().map_or_else(
+        || "no allocator feed".to_string(),
+        |f| {
+            format!(
+                "{} {} · allocator backend {}",
+                f.framework,
+                f.framework_version.as_deref().unwrap_or("(version n/a)"),
+                f.backend
+            )
+        },
+    );
+    rows.text(format!("on {place} ({gpu_name}) · {framework}"), Style::new());
+    let nvml_time = format!("{} UTC", units::clock(sample.time));
+    let feed_time = |f: &FeedSample| {
+        format!("{} UTC ({:.1}s before)", units::clock(f.time), sample.time - f.time)
+    };
+    rows.blank();
+    rows.text(format!("{:<18}{}", "layer", "metric"), theme.table_header());
+    rows.value(
+        "NVML used",
+        "nvmlDeviceGetComputeRunningProcesses_v3 usedGpuMemory",
+        p.used,
+        &nvml_time,
+        Style::new(),
+    );
+    let layers = &account.layers;
+    match (&p.feed, &account.feed_status) {
+        (Some(feed), FeedStatus::Fresh { .. }) => {
+            let names = metric_names(&feed.framework);
+            let when = feed_time(feed);
+            let fw = feed.framework.as_str();
+            rows.value(" = context", "estimate: smallest (used - reserved) seen", layers.context, &nvml_time, theme.layer(crate::layers::Layer::Context));
+            rows.value(" + outside_pool", "used - reserved - context", layers.outside_pool, &nvml_time, theme.layer(crate::layers::Layer::OutsidePool));
+            rows.value(" + reserved", &format!("{fw} {}", names.reserved), Some(feed.reserved), &when, Style::new());
+            rows.value("    = live", &format!("{fw} {}", names.allocated), layers.live, &when, theme.layer(crate::layers::Layer::Live));
+            rows.value("    + fragmented", &format!("{fw} {}", names.inactive_split), layers.fragmented, &when, theme.layer(crate::layers::Layer::Fragmented));
+            rows.value("    + cached", "reserved - live - fragmented", layers.cached, &when, theme.layer(crate::layers::Layer::Cached));
+            let check = match (p.used, layers.context, layers.outside_pool) {
+                (Some(used), Some(c), Some(o)) if c + o + feed.reserved == used => {
+                    "check: context + outside_pool + reserved = NVML used, exactly".to_string()
+                }
+                (None, _, _) => "NVML does not report this process's usage: context and outside_pool are n/a".to_string(),
+                _ => "check: the parts do not add up (report this)".to_string(),
+            };
+            rows.text(check, theme.dim());
+            if feed.inactive_split.is_none() {
+                rows.text(
+                    format!("backend {} does not report split blocks: fragmented is n/a and any fragmentation is inside cached", feed.backend),
+                    theme.dim(),
+                );
+            }
+            rows.blank();
+            rows.text("peaks since the process started (each its own instant; never summed)".into(), theme.table_header());
+            rows.value("peak allocated", &format!("{fw} {}", names.peak_allocated), feed.peak_allocated, &when, Style::new());
+            rows.value("peak reserved", &format!("{fw} {}", names.peak_reserved), feed.peak_reserved, &when, Style::new());
+            rows.value("largest free block", "largest cached block", feed.largest_free_block, &when, Style::new());
+            let count = |v: Option<u64>| v.map_or_else(|| "n/a".into(), |v| v.to_string());
+            rows.text(
+                format!(
+                    "{:<18}{} {}    {} {}",
+                    "counters",
+                    names.retries,
+                    count(feed.alloc_retries),
+                    names.ooms,
+                    count(feed.ooms)
+                ),
+                if feed.ooms.unwrap_or(0) > 0 { theme.alert() } else { Style::new() },
+            );
+        }
+        (Some(feed), status) => {
+            let why = match status {
+                FeedStatus::Stale { age } => format!("feed is stale ({} old): shown, not combined with NVML's instant", units::duration(age.abs())),
+                FeedStatus::Inconsistent { reason } => format!("feed not used: {reason}"),
+                _ => String::new(),
+            };
+            rows.text(why, theme.alert());
+            let names = metric_names(&feed.framework);
+            let when = feed_time(feed);
+            rows.value(" (reserved)", names.reserved, Some(feed.reserved), &when, theme.stale());
+            rows.value(" (live)", names.allocated, Some(feed.allocated), &when, theme.stale());
+            rows.value(" (fragmented)", names.inactive_split, feed.inactive_split, &when, theme.stale());
+            rows.text("NVML used is shown unsplit, as unattributed, until the feed is current again".into(), theme.dim());
+        }
+        (None, _) => {
+            rows.value(" = unattributed", "no allocator feed: not split", layers.unattributed, &nvml_time, theme.layer(crate::layers::Layer::Unattributed));
+            let hint = if p.visible {
+                "start the job under `strata run -- CMD` (or `import strata_feed`) to split it into layers"
+            } else {
+                "this PID is not visible here: its bytes are counted in the device's `other` layer"
+            };
+            rows.text(hint.into(), theme.dim());
+        }
+    }
+    rows.blank();
+    let width = rows.width.saturating_sub(12);
+    let history = &state.pipeline.history;
+    let total = sample
+        .locate(&p.device_uuid)
+        .and_then(|(g, m)| m.and_then(|m| m.memory).or(g.memory))
+        .map(|m| m.total);
+    for (label, key) in [
+        ("used", SeriesKey::ProcessUsed(p.pid, p.start_time, p.device_uuid.clone())),
+        ("live", SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone())),
+    ] {
+        let values = history.get(&key).map(|s| s.recent(width)).unwrap_or_default();
+        let peak = history
+            .get(&key)
+            .and_then(|s| s.peak())
+            .map_or_else(|| "n/a".into(), |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)));
+        rows.lines.push(Line::from(vec![
+            Span::styled(format!("{label:<6}"), theme.dim()),
+            Span::styled(sparkline(&values, width, total), theme.layer(crate::layers::Layer::Live)),
+        ]));
+        rows.text(format!("      {peak} (scale: device total)"), theme.dim());
+    }
+}

@@ -1,0 +1,305 @@
+//! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
+
+use super::theme::Theme;
+use super::widgets::{bar, fit, key_line, legend, short_bytes, short_gpu_name, sparkline};
+use crate::accounting::Gap;
+use crate::app::State;
+use crate::history::SeriesKey;
+use crate::layers::Layers;
+use crate::pipeline::Observed;
+use crate::sample::{DeviceMemory, GpuSample, MigSample};
+use crate::units;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+
+/// How the GPU section is laid out at this size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Bordered panels with legend and sparklines, in this many columns.
+    Full { columns: u16 },
+    /// One line per GPU and per MIG instance, under one key line.
+    Compact,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub mode: Mode,
+    pub height: u16,
+}
+
+/// One device to draw: a GPU (with its current or last known reading) or a MIG instance.
+struct DeviceView<'a> {
+    memory: Option<&'a DeviceMemory>,
+    layers: &'a Result<Layers, Gap>,
+    greyed: bool,
+}
+
+/// Chooses the richest layout whose height fits in `budget` rows.
+pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan {
+    let gpus = &observed.sample.gpus;
+    let mut tries = Vec::new();
+    if width >= 150 {
+        tries.push(2);
+    }
+    if width >= 70 {
+        tries.push(1);
+    }
+    for columns in tries {
+        let inner = (width / columns).saturating_sub(2) as usize;
+        let heights: Vec<u16> = gpus.iter().map(|g| panel_height(state, g, inner)).collect();
+        let height: u16 = heights
+            .chunks(columns as usize)
+            .map(|row| row.iter().copied().max().unwrap_or(0))
+            .sum();
+        if height <= budget {
+            return Plan {
+                mode: Mode::Full { columns },
+                height,
+            };
+        }
+    }
+    let lines = 1 + gpus.iter().map(|g| 1 + g.mig.len() as u16).sum::<u16>();
+    Plan {
+        mode: Mode::Compact,
+        height: lines.min(budget.max(2)),
+    }
+}
+
+fn panel_height(state: &State, gpu: &GpuSample, inner: usize) -> u16 {
+    let dummy = Layers::default();
+    let main_legend = legend(&dummy, inner, Theme { mono: true }, false, false).len() as u16;
+    let mig_legend = legend(&dummy, inner.saturating_sub(4), Theme { mono: true }, true, false).len() as u16;
+    let mig_count = displayed_gpu(state, gpu).mig.len() as u16;
+    2 + 1 + main_legend + 1 + mig_count * (1 + mig_legend)
+}
+
+/// The GPU as shown: its last good reading while it is lost.
+fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
+    if gpu.lost {
+        if let Some(last) = state.last_known.get(&gpu.uuid) {
+            return &last.gpu;
+        }
+    }
+    gpu
+}
+
+fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, layers: &'a Result<Layers, Gap>) -> DeviceView<'a> {
+    let shown = displayed_gpu(state, gpu);
+    let (layers, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
+        (true, Some(last)) => (&last.layers, true),
+        _ => (layers, false),
+    };
+    DeviceView {
+        memory: shown.memory.as_ref(),
+        layers,
+        greyed,
+    }
+}
+
+pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, plan: &Plan, theme: Theme) {
+    match plan.mode {
+        Mode::Compact => draw_compact(frame, area, state, observed, theme),
+        Mode::Full { columns } => {
+            let gpus = &observed.sample.gpus;
+            let inner = (area.width / columns).saturating_sub(2) as usize;
+            let mut y = area.y;
+            for (row_i, row) in gpus.chunks(columns as usize).enumerate() {
+                let height = row
+                    .iter()
+                    .map(|g| panel_height(state, g, inner))
+                    .max()
+                    .unwrap_or(0)
+                    .min(area.bottom().saturating_sub(y));
+                let row_area = Rect { y, height, ..area };
+                let cells = Layout::horizontal(vec![Constraint::Ratio(1, u32::from(columns)); columns as usize]).split(row_area);
+                for (i, gpu) in row.iter().enumerate() {
+                    let index = row_i * columns as usize + i;
+                    draw_panel(frame, cells[i], state, observed, index, gpu, theme);
+                }
+                y += height;
+            }
+        }
+    }
+}
+
+fn usage_figure(memory: Option<&DeviceMemory>, layers: &Result<Layers, Gap>) -> String {
+    match (memory, layers) {
+        (Some(m), Ok(l)) => format!("{} / {}", units::gib(l.occupied()), units::bytes(m.total)),
+        (Some(m), Err(_)) => format!("{} / {}", units::gib(m.total.saturating_sub(m.free)), units::bytes(m.total)),
+        (None, _) => "memory n/a".into(),
+    }
+}
+
+fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, index: usize, gpu: &GpuSample, theme: Theme) {
+    let Some(account) = observed.account.gpus.get(index) else {
+        return;
+    };
+    let view = gpu_view(state, gpu, &account.layers);
+    let shown = displayed_gpu(state, gpu);
+    let mut title = vec![Span::styled(
+        format!(" GPU {} · {} ", gpu.index, shown.name.as_deref().unwrap_or("n/a")),
+        theme.title(),
+    )];
+    if gpu.lost {
+        let seen = state
+            .last_known
+            .get(&gpu.uuid)
+            .map_or_else(|| "never".into(), |l| units::clock(l.time));
+        title.push(Span::styled(format!("LOST: fell off the bus · last seen {seen} "), theme.alert()));
+    } else {
+        title.push(Span::raw(format!("· util {} ", units::opt_percent(gpu.utilization_gpu))));
+        if gpu.mig_mode == Some(true) {
+            title.push(Span::raw("· MIG "));
+        }
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.border())
+        .title(Line::from(title))
+        .title_top(Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned());
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let width = inner.width as usize;
+    let mut lines = device_lines(&view, width, theme, false);
+    if let Some(memory) = view.memory {
+        lines.push(spark_line(state, &gpu.uuid, memory.total, width, theme));
+    }
+    for (m, macc) in shown.mig.iter().zip(mig_accounts(observed, state, gpu, index)) {
+        let label = mig_label(m);
+        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc));
+        let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
+        let mig_view = DeviceView {
+            memory: m.memory.as_ref(),
+            layers: macc,
+            greyed: view.greyed,
+        };
+        let mut spans = vec![Span::styled(label, theme.title())];
+        spans.extend(bar_or_gap(&mig_view, bar_width, theme).spans);
+        spans.push(Span::raw(tail));
+        lines.push(Line::from(spans));
+        if let Ok(layers) = macc {
+            for l in legend(layers, width.saturating_sub(4), theme, true, view.greyed) {
+                let mut spans = vec![Span::raw("    ")];
+                spans.extend(l.spans);
+                lines.push(Line::from(spans));
+            }
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The MIG accounts matching what is shown (the last known ones while the GPU is lost).
+fn mig_accounts<'a>(observed: &'a Observed, state: &'a State, gpu: &'a GpuSample, index: usize) -> Vec<&'a Result<Layers, Gap>> {
+    static LOST: Result<Layers, Gap> = Err(Gap::Lost);
+    let shown = displayed_gpu(state, gpu);
+    match observed.account.gpus.get(index) {
+        Some(acc) if !gpu.lost => acc.mig.iter().map(|m| &m.layers).collect(),
+        _ => shown.mig.iter().map(|_| &LOST).collect(),
+    }
+}
+
+fn mig_label(m: &MigSample) -> String {
+    let ids = match (m.gpu_instance_id, m.compute_instance_id) {
+        (Some(g), Some(c)) => format!(" GI{g}/CI{c}"),
+        _ => String::new(),
+    };
+    format!(" └ {}{ids} ", m.profile.as_deref().unwrap_or("MIG"))
+}
+
+fn bar_or_gap(view: &DeviceView<'_>, width: usize, theme: Theme) -> Line<'static> {
+    match view.layers {
+        Ok(layers) => bar(layers, width, theme, view.greyed),
+        Err(gap) => Line::styled(fit(&format!("layers n/a: {}", gap.describe()), width), theme.alert()),
+    }
+}
+
+fn device_lines(view: &DeviceView<'_>, width: usize, theme: Theme, short: bool) -> Vec<Line<'static>> {
+    let mut lines = vec![bar_or_gap(view, width, theme)];
+    if let Ok(layers) = view.layers {
+        lines.extend(legend(layers, width, theme, short, view.greyed));
+        if let (Some(other), Some(reserved)) = (layers.other, view.memory.and_then(|m| m.driver_reserved)) {
+            if let Some(last) = lines.last_mut() {
+                last.spans.push(Span::styled(
+                    format!("  (other: {} driver-reserved)", short_bytes(Some(reserved.min(other)))),
+                    theme.dim(),
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme) -> Line<'static> {
+    let history = &state.pipeline.history;
+    let series = |key: SeriesKey| history.get(&key).map(|s| s.recent(width)).unwrap_or_default();
+    let used = series(SeriesKey::DeviceUsed(uuid.to_string()));
+    let live = series(SeriesKey::DeviceLive(uuid.to_string()));
+    let last = |v: &[Option<u64>]| short_bytes(v.last().copied().flatten());
+    let half = width / 2;
+    let label_used = format!("used {:>6} ", last(&used));
+    let label_live = format!(" live {:>6} ", last(&live));
+    let w_used = half.saturating_sub(label_used.chars().count());
+    let w_live = width.saturating_sub(half + label_live.chars().count());
+    Line::from(vec![
+        Span::styled(label_used, theme.dim()),
+        Span::styled(sparkline(&used, w_used, Some(total)), theme.layer(crate::layers::Layer::Other)),
+        Span::styled(label_live, theme.dim()),
+        Span::styled(sparkline(&live, w_live, Some(total)), theme.layer(crate::layers::Layer::Live)),
+    ])
+}
+
+fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, theme: Theme) {
+    let width = area.width as usize;
+    let mut lines = vec![Line::from(key_line(theme))];
+    const LABEL: usize = 9;
+    const SPARK: usize = 8;
+    for (index, (gpu, acc)) in observed.sample.gpus.iter().zip(&observed.account.gpus).enumerate() {
+        let view = gpu_view(state, gpu, &acc.layers);
+        let shown = displayed_gpu(state, gpu);
+        let label = format!("{:<LABEL$}", fit(&format!("{} {}", gpu.index, short_gpu_name(shown.name.as_deref())), LABEL - 1));
+        let figure = match (view.memory, view.layers) {
+            (Some(m), Ok(l)) => format!("{}/{}G", units::gib(l.occupied()), units::gib(m.total)),
+            (Some(m), Err(_)) => format!("{}/{}G", units::gib(m.total.saturating_sub(m.free)), units::gib(m.total)),
+            (None, _) => "n/a".into(),
+        };
+        let util = if gpu.lost { "LOST".to_string() } else { units::opt_percent(gpu.utilization_gpu) };
+        let tail = format!(" {figure:>11} {util:>4} ");
+        let bar_width = width.saturating_sub(LABEL + tail.chars().count() + SPARK);
+        let used = state
+            .pipeline
+            .history
+            .get(&SeriesKey::DeviceUsed(gpu.uuid.clone()))
+            .map(|s| s.recent(SPARK))
+            .unwrap_or_default();
+        let mut spans = vec![Span::styled(label, if gpu.lost { theme.alert() } else { theme.title() })];
+        spans.extend(bar_or_gap(&view, bar_width, theme).spans);
+        spans.push(Span::raw(tail));
+        spans.push(Span::styled(
+            sparkline(&used, SPARK, view.memory.map(|m| m.total)),
+            theme.layer(crate::layers::Layer::Other),
+        ));
+        lines.push(Line::from(spans));
+        for (m, macc) in shown.mig.iter().zip(mig_accounts(observed, state, gpu, index)) {
+            let label = format!("{:<LABEL$}", fit(&format!(" └{}", m.profile.as_deref().unwrap_or("MIG")), LABEL - 1));
+            let figure = match (m.memory, macc) {
+                (Some(mem), Ok(l)) => format!("{}/{}G", units::gib(l.occupied()), units::gib(mem.total)),
+                _ => "n/a".into(),
+            };
+            let tail = format!(" {figure:>11}");
+            let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
+            let mig_view = DeviceView {
+                memory: m.memory.as_ref(),
+                layers: macc,
+                greyed: view.greyed,
+            };
+            let mut spans = vec![Span::styled(label, theme.title())];
+            spans.extend(bar_or_gap(&mig_view, bar_width, theme).spans);
+            spans.push(Span::raw(tail));
+            lines.push(Line::from(spans));
+        }
+    }
+    lines.truncate(area.height as usize);
+    frame.render_widget(Paragraph::new(lines), area);
+}

@@ -1,0 +1,71 @@
+//! The header line (host, versions, clock, state) and the footer (keys, status).
+
+use super::theme::Theme;
+use super::widgets::fit;
+use crate::app::{Focus, State, View};
+use crate::units;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+    let sample = state.current.as_ref().map(|o| &o.sample);
+    let host = sample.map_or("…", |s| s.host.as_str());
+    let driver = sample
+        .and_then(|s| s.driver_version.as_deref())
+        .unwrap_or("n/a");
+    let cuda = sample
+        .and_then(|s| s.cuda_driver_version.as_deref())
+        .unwrap_or("n/a");
+    let gpus = sample.map_or(0, |s| s.gpus.len());
+    let clock = sample.map_or_else(|| "--:--:--".into(), |s| units::clock(s.time));
+    let mode = if state.paused {
+        format!("‖ paused ({} queued)", state.queued.len())
+    } else if let Some(file) = &state.recording {
+        format!("● rec {file}")
+    } else {
+        "● live".into()
+    };
+    let wide = area.width >= 100;
+    let text = if wide {
+        format!(
+            " strata │ {host} [{}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{} │ every {:.1}s │ {clock} UTC │ {mode} │ ? help",
+            state.source_label,
+            if gpus == 1 { "" } else { "s" },
+            state.interval
+        )
+    } else {
+        format!(
+            " strata {host} drv {driver} CUDA {cuda} {gpus}GPU {:.1}s {clock} {mode}",
+            state.interval
+        )
+    };
+    let width = area.width as usize;
+    let padded = format!("{:<width$}", fit(&text, width));
+    frame.render_widget(Paragraph::new(Line::styled(padded, theme.header_bar())), area);
+}
+
+pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+    let line = if let Some(status) = &state.status {
+        Line::styled(fit(status, area.width as usize), theme.alert())
+    } else {
+        let keys = match state.view {
+            View::Main => {
+                let focus = match state.focus {
+                    Focus::Processes => "processes",
+                    Focus::Findings => "findings",
+                };
+                format!(
+                    " q quit  ↑↓/jk move  ⏎ detail  tab focus:{focus}  s sort:{}  p {}  ? help",
+                    state.sort.label(),
+                    if state.paused { "resume" } else { "pause" }
+                )
+            }
+            View::Detail { .. } => " esc back  q quit  p pause  ? help".to_string(),
+            View::Help => " esc/? back  q quit".to_string(),
+        };
+        Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}

@@ -1,0 +1,87 @@
+//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state.
+
+mod detail;
+mod findings;
+mod gpus;
+mod header;
+mod help;
+mod processes;
+pub mod theme;
+pub mod widgets;
+
+use crate::app::{State, View};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+use theme::Theme;
+
+/// Below this size the monitor shows a one-line message instead of a cramped screen.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+
+/// Draws the whole screen for the current state.
+pub fn draw(frame: &mut Frame<'_>, state: &State) {
+    let area = frame.area();
+    if area.width == 0 || area.height == 0 {
+        return;
+    }
+    let theme = Theme {
+        mono: state.monochrome,
+    };
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = format!(
+            "terminal {}x{} is too small: strata needs {MIN_WIDTH}x{MIN_HEIGHT} (q quits)",
+            area.width, area.height
+        );
+        let line = Line::styled(widgets::fit(&text, area.width as usize), theme.alert());
+        frame.render_widget(Paragraph::new(line), Rect { height: 1, ..area });
+        return;
+    }
+    let [top, body, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw_header(frame, top, state, theme);
+    header::draw_footer(frame, bottom, state, theme);
+    let Some(observed) = &state.current else {
+        let waiting = Paragraph::new(Line::styled(
+            format!("waiting for the first sample from {}…", state.source_label),
+            theme.dim(),
+        ));
+        frame.render_widget(waiting, body);
+        return;
+    };
+    match &state.view {
+        View::Main => draw_main(frame, body, state, observed, theme),
+        View::Detail { pid, device_uuid } => {
+            detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
+        }
+        View::Help => help::draw_help(frame, body, theme),
+    }
+}
+
+fn draw_main(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &crate::pipeline::Observed,
+    theme: Theme,
+) {
+    let findings_height = findings::height_for(observed.findings.len(), area.height);
+    let plan = gpus::plan(state, observed, area.width, area.height.saturating_sub(findings_height + 4));
+    let [gpu_area, table_area, findings_area] = Layout::vertical([
+        Constraint::Length(plan.height),
+        Constraint::Min(3),
+        Constraint::Length(findings_height),
+    ])
+    .areas(area);
+    gpus::draw_gpus(frame, gpu_area, state, observed, &plan, theme);
+    processes::draw_processes(frame, table_area, state, theme);
+    findings::draw_findings(frame, findings_area, state, observed, theme);
+}
+
+#[cfg(test)]
+mod tests;

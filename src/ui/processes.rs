@@ -1,0 +1,124 @@
+//! The process table: who holds what, split into layers where a feed allows.
+
+use super::theme::Theme;
+use super::widgets::{fit, short_bytes, sparkline};
+use crate::accounting::FeedStatus;
+use crate::app::{Focus, ProcessRow, State};
+use crate::sample::ProcessSample;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use ratatui::Frame;
+
+/// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`, `gone`.
+pub fn state_label(process: &ProcessSample, feed: &FeedStatus, host_namespace: Option<bool>) -> String {
+    let proc_state = match (process.visible, process.proc_state.as_deref()) {
+        (false, _) if host_namespace == Some(true) => return "gone".into(),
+        (false, _) => return "hidden".into(),
+        (true, Some("Z")) => return "zombie".into(),
+        (true, Some(s)) => s.to_string(),
+        (true, None) => "?".into(),
+    };
+    let feed = match feed {
+        FeedStatus::Absent => "nofeed",
+        FeedStatus::Fresh { .. } => "fed",
+        FeedStatus::Stale { .. } => "stale",
+        FeedStatus::Inconsistent { .. } => "badfeed",
+    };
+    format!("{proc_state} {feed}")
+}
+
+pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+    let rows = state.rows();
+    let wide = area.width >= 120;
+    let focused = state.focus == Focus::Processes;
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .border_style(if focused { theme.focused_border() } else { theme.border() })
+        .title(Line::styled(
+            format!(" Processes ({}) · sorted by {} ", rows.len(), state.sort.label()),
+            theme.title(),
+        ));
+    let host_ns = state.current.as_ref().and_then(|o| o.sample.host_pid_namespace);
+    let trend_width: u16 = if wide { 12 } else { 8 };
+    let (header, widths): (Vec<&str>, Vec<Constraint>) = if wide {
+        (
+            vec!["PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "TREND", "STATE", "COMMAND"],
+            vec![
+                Constraint::Length(7),
+                Constraint::Length(9),
+                Constraint::Length(10),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(7),
+                Constraint::Length(trend_width),
+                Constraint::Length(9),
+                Constraint::Min(10),
+            ],
+        )
+    } else {
+        (
+            vec!["PID", "GPU", "USED", "LIVE", "CACHE", "FRAG", "TREND", "STATE", "COMMAND"],
+            vec![
+                Constraint::Length(6),
+                Constraint::Length(9),
+                Constraint::Length(5),
+                Constraint::Length(5),
+                Constraint::Length(5),
+                Constraint::Length(5),
+                Constraint::Length(trend_width),
+                Constraint::Length(8),
+                Constraint::Min(8),
+            ],
+        )
+    };
+    let table_rows: Vec<Row<'_>> = rows
+        .iter()
+        .map(|row| table_row(row, wide, trend_width as usize, host_ns, theme))
+        .collect();
+    let table = Table::new(table_rows, widths)
+        .header(Row::new(header).style(theme.table_header()))
+        .column_spacing(1)
+        .block(block)
+        .row_highlight_style(if focused { theme.selected() } else { theme.dim() });
+    let mut table_state = TableState::default().with_selected(state.selected_index(&rows));
+    frame.render_stateful_widget(table, area, &mut table_state);
+}
+
+fn figure(value: Option<u64>, wide: bool) -> String {
+    match value {
+        None => "n/a".into(),
+        Some(v) if wide => short_bytes(Some(v)),
+        Some(v) => crate::units::gib(v),
+    }
+}
+
+fn table_row<'a>(row: &ProcessRow<'a>, wide: bool, trend_width: usize, host_ns: Option<bool>, theme: Theme) -> Row<'a> {
+    let p = row.process;
+    let layers = &row.account.layers;
+    let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
+    let command = p.command.clone().unwrap_or_else(|| "n/a".into());
+    let state = state_label(p, &row.account.feed_status, host_ns);
+    let trend = sparkline(&row.trend, trend_width, None);
+    let mut cells = vec![Cell::from(p.pid.to_string())];
+    if wide {
+        cells.push(Cell::from(fit(p.user.as_deref().unwrap_or("n/a"), 9)));
+    }
+    cells.push(Cell::from(row.place.clone()));
+    cells.push(Cell::from(figure(p.used, wide)));
+    cells.push(Cell::from(figure(layers.live, wide)));
+    cells.push(Cell::from(figure(layers.cached, wide)));
+    cells.push(Cell::from(figure(layers.fragmented, wide)));
+    if wide {
+        cells.push(Cell::from(figure(layers.context, wide)));
+        cells.push(Cell::from(figure(layers.outside_pool, wide)));
+    }
+    cells.push(Cell::from(trend));
+    let state_style = if state == "gone" || state == "zombie" || stale { theme.alert() } else { ratatui::style::Style::new() };
+    cells.push(Cell::from(state).style(state_style));
+    cells.push(Cell::from(command));
+    Row::new(cells)
+}

@@ -1,0 +1,203 @@
+//! Small drawing pieces: the layer bar, its legend, text sparklines.
+
+use super::theme::Theme;
+use crate::layers::{Layer, Layers};
+use crate::units;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+/// Splits `width` cells among the layers in proportion to their bytes (largest remainder),
+/// then gives every non-empty layer at least one cell where there is room, so a small but
+/// present layer is never invisible. The figures in the legend stay exact.
+pub fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
+    let total = layers.sum();
+    if width == 0 || total == 0 {
+        return Vec::new();
+    }
+    let mut cells: Vec<(Layer, usize, u128)> = Layer::ALL
+        .iter()
+        .map(|&layer| {
+            let bytes = u128::from(layers.get(layer).unwrap_or(0));
+            let exact = bytes * width as u128;
+            (layer, (exact / total) as usize, exact % total)
+        })
+        .collect();
+    let mut left = width - cells.iter().map(|c| c.1).sum::<usize>();
+    let mut order: Vec<usize> = (0..cells.len()).collect();
+    order.sort_by(|&a, &b| cells[b].2.cmp(&cells[a].2));
+    for &i in order.iter() {
+        if left == 0 {
+            break;
+        }
+        cells[i].1 += 1;
+        left -= 1;
+    }
+    let present = |l: Layer| layers.get(l).unwrap_or(0) > 0;
+    let wanting: Vec<usize> = (0..cells.len())
+        .filter(|&i| cells[i].1 == 0 && present(cells[i].0))
+        .collect();
+    for i in wanting {
+        let donor = (0..cells.len())
+            .filter(|&j| cells[j].1 > 1)
+            .max_by_key(|&j| cells[j].1);
+        if let Some(j) = donor {
+            cells[j].1 -= 1;
+            cells[i].1 = 1;
+        }
+    }
+    cells
+        .into_iter()
+        .filter(|c| c.1 > 0)
+        .map(|(l, n, _)| (l, n))
+        .collect()
+}
+
+/// One stacked bar of the layers, `width` cells wide.
+pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'static> {
+    let spans: Vec<Span<'static>> = bar_cells(layers, width)
+        .into_iter()
+        .map(|(layer, n)| {
+            let style = if greyed { theme.stale() } else { theme.layer(layer) };
+            Span::styled(layer.glyph().to_string().repeat(n), style)
+        })
+        .collect();
+    Line::from(spans)
+}
+
+/// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
+pub fn legend(layers: &Layers, width: usize, theme: Theme, short: bool, greyed: bool) -> Vec<Line<'static>> {
+    let entries: Vec<Vec<Span<'static>>> = Layer::ALL
+        .iter()
+        .map(|&layer| {
+            let figure = if short {
+                short_bytes(layers.get(layer))
+            } else {
+                units::opt_bytes(layers.get(layer))
+            };
+            let name = if short { layer.short() } else { layer.name() };
+            let style = if greyed { theme.stale() } else { theme.layer(layer) };
+            vec![
+                Span::styled(layer.glyph().to_string(), style),
+                Span::raw(format!(" {name} ")),
+                Span::styled(figure, if greyed { theme.stale() } else { Style::new() }),
+            ]
+        })
+        .collect();
+    pack(entries, width, 2)
+}
+
+/// Glyph and name of each layer, no figures: the key of compact bars.
+pub fn key_line(theme: Theme) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    for layer in Layer::ALL {
+        spans.push(Span::styled(layer.glyph().to_string(), theme.layer(layer)));
+        spans.push(Span::raw(format!("{} ", layer.short())));
+    }
+    spans
+}
+
+/// Packs groups of spans into lines no wider than `width`, `gap` spaces apart.
+pub fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, gap: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let mut line: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for entry in entries {
+        let w: usize = entry.iter().map(|s| s.width()).sum();
+        if used > 0 && used + gap + w > width {
+            lines.push(Line::from(std::mem::take(&mut line)));
+            used = 0;
+        }
+        if used > 0 {
+            line.push(Span::raw(" ".repeat(gap)));
+            used += gap;
+        }
+        line.extend(entry);
+        used += w;
+    }
+    if !line.is_empty() {
+        lines.push(Line::from(line));
+    }
+    lines
+}
+
+/// Bytes as `38.1G`, `532M`, `n/a`: for legends and narrow columns.
+pub fn short_bytes(value: Option<u64>) -> String {
+    match value {
+        None => "n/a".into(),
+        Some(v) => units::bytes(v)
+            .replace(" GiB", "G")
+            .replace(" MiB", "M")
+            .replace(" KiB", "K")
+            .replace(" TiB", "T")
+            .replace(" B", "B"),
+    }
+}
+
+const TICKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// A text sparkline of the last `width` values, scaled from 0 to `ceiling` (or the largest
+/// value shown). Unknown values are blanks, never zero.
+pub fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> String {
+    let shown = &values[values.len().saturating_sub(width)..];
+    let top = ceiling
+        .or_else(|| shown.iter().flatten().copied().max())
+        .unwrap_or(0)
+        .max(1);
+    let mut out = String::with_capacity(width * 3);
+    for _ in shown.len()..width {
+        out.push(' ');
+    }
+    for v in shown {
+        match v {
+            None => out.push(' '),
+            Some(v) => {
+                let level = ((*v as f64 / top as f64) * 7.0).round().clamp(0.0, 7.0) as usize;
+                out.push(TICKS[level]);
+            }
+        }
+    }
+    out
+}
+
+/// A GPU's name without the vendor, shortened: `H100`, `A100`.
+pub fn short_gpu_name(name: Option<&str>) -> String {
+    let name = name.unwrap_or("GPU");
+    let name = name.strip_prefix("NVIDIA ").unwrap_or(name);
+    name.split([' ', '-']).next().unwrap_or(name).to_string()
+}
+
+/// Truncates to `width` display cells, marking the cut with `…`.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = text.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bar_fills_width_and_keeps_small_layers_visible() {
+        let layers = Layers {
+            live: Some(900),
+            context: Some(1),
+            free: Some(99),
+            ..Layers::default()
+        };
+        let cells = bar_cells(&layers, 20);
+        assert_eq!(cells.iter().map(|c| c.1).sum::<usize>(), 20);
+        assert!(cells.iter().any(|c| c.0 == Layer::Context && c.1 == 1));
+    }
+
+    #[test]
+    fn sparkline_shows_gaps_as_blanks() {
+        assert_eq!(sparkline(&[Some(0), None, Some(10)], 4, None), " ▁ █");
+    }
+}

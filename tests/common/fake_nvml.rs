@@ -1,0 +1,98 @@
+//! The fake `libnvidia-ml` (`tests/fake-nvml`), built on demand for integration tests.
+//!
+//! ```ignore
+//! mod common;
+//! let lib = common::fake_nvml::fake_nvml_lib(); // .../target/fake-nvml/debug/libnvidia_ml.so
+//! std::env::set_var("STRATA_FAKE_NVML_SCENARIO", common::fake_nvml::scenario("two_gpus"));
+//! let nvml = nvml_wrapper::Nvml::builder().lib_path(lib.as_os_str()).init()?;
+//! ```
+//! For a client that loads `libnvidia-ml.so.1` by name (pynvml, or a child process), put
+//! `fake_nvml_lib_dir()` on `LD_LIBRARY_PATH`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The environment variable the fake reads its scenario path from, at every `nvmlInit`.
+pub const SCENARIO_ENV: &str = "STRATA_FAKE_NVML_SCENARIO";
+
+/// The workspace root (strata's manifest directory).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/scenarios/<name>.json`.
+pub fn scenario(name: &str) -> PathBuf {
+    workspace_root()
+        .join("tests")
+        .join("scenarios")
+        .join(format!("{name}.json"))
+}
+
+/// The target dir the fake is built in, apart from the one running the tests so that the
+/// nested cargo never waits on the outer build's lock.
+pub fn fake_nvml_target_dir() -> PathBuf {
+    workspace_root().join("target").join("fake-nvml")
+}
+
+/// Builds the fake library (once per test process) and returns the path of the `.so`.
+/// Several test binaries may call it at once: cargo's lock on the target dir serializes them.
+/// Panics with cargo's output if the build fails.
+pub fn fake_nvml_lib() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(build_fake_nvml).clone()
+}
+
+fn build_fake_nvml() -> PathBuf {
+    let cargo = std::env::var_os("CARGO")
+        .or_else(|| option_env!("CARGO").map(Into::into))
+        .unwrap_or_else(|| "cargo".into());
+    let target_dir = fake_nvml_target_dir();
+    let output = Command::new(&cargo)
+        .args(["build", "--quiet", "-p", "strata-fake-nvml", "--manifest-path"])
+        .arg(workspace_root().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo:?} to build the fake NVML library: {e}"));
+    assert!(
+        output.status.success(),
+        "building the fake NVML library (cargo build -p strata-fake-nvml) failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lib = target_dir.join("debug").join("libnvidia_ml.so");
+    assert!(lib.is_file(), "cargo built the fake but {} is missing", lib.display());
+    lib
+}
+
+/// A directory holding `libnvidia-ml.so.1` and `libnvidia-ml.so`, links to the fake: put it
+/// on `LD_LIBRARY_PATH` for clients that load NVML by name.
+pub fn fake_nvml_lib_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = fake_nvml_lib();
+        let dir = fake_nvml_target_dir().join("soname");
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        for name in ["libnvidia-ml.so.1", "libnvidia-ml.so"] {
+            link_atomically(&lib, &dir.join(name));
+        }
+        dir
+    })
+    .clone()
+}
+
+/// Points `link` at `target` with a rename, so that concurrent test processes never see a
+/// missing or half-made link.
+fn link_atomically(target: &Path, link: &Path) {
+    if std::fs::read_link(link).is_ok_and(|current| current == target) {
+        return;
+    }
+    let temporary = link.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    std::os::unix::fs::symlink(target, &temporary)
+        .unwrap_or_else(|e| panic!("cannot link {}: {e}", temporary.display()));
+    std::fs::rename(&temporary, link)
+        .unwrap_or_else(|e| panic!("cannot rename a link to {}: {e}", link.display()));
+}

@@ -1,0 +1,4 @@
+//! Helpers shared by strata's integration tests (`mod common;`).
+#![allow(dead_code)]
+
+pub mod fake_nvml;
