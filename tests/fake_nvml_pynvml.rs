@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use common::fake_nvml::{
-    fake_nvml_lib, fake_nvml_lib_dir, scenario, workspace_root, SCENARIO_ENV,
-};
+use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_dir, scenario, workspace_root, SCENARIO_ENV};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -82,9 +80,12 @@ fn venv_python() -> &'static Path {
         if imports_pynvml(&python) {
             return python;
         }
-        let system_python = std::env::var_os("STRATA_TEST_PYTHON").unwrap_or_else(|| "python3".into());
+        let system_python =
+            std::env::var_os("STRATA_TEST_PYTHON").unwrap_or_else(|| "python3".into());
         run(
-            Command::new(&system_python).args(["-m", "venv", "--clear"]).arg(&venv),
+            Command::new(&system_python)
+                .args(["-m", "venv", "--clear"])
+                .arg(&venv),
             "create the pynvml venv",
         );
         run(
@@ -98,7 +99,10 @@ fn venv_python() -> &'static Path {
             ]),
             "pip install nvidia-ml-py into target/pynvml-venv",
         );
-        assert!(imports_pynvml(&python), "pynvml installed but does not import");
+        assert!(
+            imports_pynvml(&python),
+            "pynvml installed but does not import"
+        );
         python
     })
 }
@@ -113,7 +117,10 @@ fn pynvml_view(name: &str) -> Value {
         }
         _ => fake_nvml_lib_dir().into_os_string(),
     };
-    let script = workspace_root().join("tests").join("fake-nvml").join("crosscheck.py");
+    let script = workspace_root()
+        .join("tests")
+        .join("fake-nvml")
+        .join("crosscheck.py");
     let output = run(
         Command::new(venv_python())
             .arg(script)
@@ -122,7 +129,10 @@ fn pynvml_view(name: &str) -> Value {
         &format!("run crosscheck.py on scenario {name}"),
     );
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("crosscheck.py printed no JSON for {name}: {e}\n{}", String::from_utf8_lossy(&output.stdout))
+        panic!(
+            "crosscheck.py printed no JSON for {name}: {e}\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        )
     })
 }
 
@@ -165,9 +175,10 @@ fn processes_json(result: Result<Vec<ProcessInfo>, NvmlError>) -> Value {
 }
 
 fn memory_json(device: &Device) -> Value {
-    or_code(device.memory_info(), |m| {
-        json!({ "total": m.total, "reserved": m.reserved, "used": m.used, "free": m.free })
-    })
+    or_code(
+        device.memory_info(),
+        |m| json!({ "total": m.total, "reserved": m.reserved, "used": m.used, "free": m.free }),
+    )
 }
 
 /// A raw call through `nvml.lib()`, as strata makes for the calls nvml-wrapper lacks.
@@ -176,8 +187,12 @@ fn instance_id(nvml: &Nvml, device: &Device, compute: bool) -> Value {
     // SAFETY: a live device handle and a valid out pointer.
     let returned = unsafe {
         match compute {
-            false => nvml.lib().nvmlDeviceGetGpuInstanceId(device.handle(), &mut id),
-            true => nvml.lib().nvmlDeviceGetComputeInstanceId(device.handle(), &mut id),
+            false => nvml
+                .lib()
+                .nvmlDeviceGetGpuInstanceId(device.handle(), &mut id),
+            true => nvml
+                .lib()
+                .nvmlDeviceGetComputeInstanceId(device.handle(), &mut id),
         }
     };
     match returned {
@@ -236,7 +251,9 @@ fn init_fake(name: &str) -> Nvml {
 
 fn wrapper_view(name: &str) -> Value {
     let nvml = init_fake(name);
-    let count = nvml.device_count().unwrap_or_else(|e| panic!("device_count on {name}: {e}"));
+    let count = nvml
+        .device_count()
+        .unwrap_or_else(|e| panic!("device_count on {name}: {e}"));
     json!({
         "driver_version": or_code(nvml.sys_driver_version(), Value::from),
         "cuda_driver_version": or_code(nvml.sys_cuda_driver_version(), Value::from),
@@ -259,15 +276,37 @@ fn nvml_wrapper_follows_the_polls_of_gpu_lost() {
     let _turn = IN_PROCESS.lock().unwrap_or_else(PoisonError::into_inner);
     let scenario = scenario_json("gpu_lost");
     let script = &scenario["devices"][0]["memory"]["used"];
-    let lost_at = scenario["devices"][1]["lost_at_poll"].as_u64().expect("gpu_lost has lost_at_poll");
+    let lost_at = scenario["devices"][1]["lost_at_poll"]
+        .as_u64()
+        .expect("gpu_lost has lost_at_poll");
     let nvml = init_fake("gpu_lost");
-    let (gpu0, gpu1) = (nvml.device_by_index(0).expect("GPU 0"), nvml.device_by_index(1).expect("GPU 1"));
+    let (gpu0, gpu1) = (
+        nvml.device_by_index(0).expect("GPU 0"),
+        nvml.device_by_index(1).expect("GPU 1"),
+    );
     for poll in 0..6u64 {
         let used = gpu0.memory_info().expect("GPU 0 is never lost").used;
-        assert_eq!(Some(used), script[poll as usize].as_u64(), "GPU 0 used at poll {poll}");
-        let pids: Vec<u32> = gpu0.running_compute_processes().expect("processes").iter().map(|p| p.pid).collect();
-        assert_eq!(pids.contains(&41299), poll < 2, "pid 41299 lives in polls [0, 2): poll {poll}");
-        assert_eq!(pids.contains(&41300), poll >= 2, "pid 41300 lives from poll 2: poll {poll}");
+        assert_eq!(
+            Some(used),
+            script[poll as usize].as_u64(),
+            "GPU 0 used at poll {poll}"
+        );
+        let pids: Vec<u32> = gpu0
+            .running_compute_processes()
+            .expect("processes")
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        assert_eq!(
+            pids.contains(&41299),
+            poll < 2,
+            "pid 41299 lives in polls [0, 2): poll {poll}"
+        );
+        assert_eq!(
+            pids.contains(&41300),
+            poll >= 2,
+            "pid 41300 lives from poll 2: poll {poll}"
+        );
         match gpu1.memory_info() {
             Ok(_) => assert!(poll < lost_at, "GPU 1 answered at poll {poll}"),
             Err(NvmlError::GpuLost) => assert!(poll >= lost_at, "GPU 1 lost early, at poll {poll}"),
@@ -283,5 +322,9 @@ fn nvml_wrapper_init_fails_without_a_readable_scenario() {
     std::env::set_var(SCENARIO_ENV, scenario("no_such_scenario"));
     let lib = fake_nvml_lib();
     let result = Nvml::builder().lib_path(lib.as_os_str()).init();
-    assert!(matches!(result, Err(NvmlError::Unknown)), "got {:?}", result.err());
+    assert!(
+        matches!(result, Err(NvmlError::Unknown)),
+        "got {:?}",
+        result.err()
+    );
 }

@@ -57,6 +57,8 @@ pub struct State {
     pub sort: SortKey,
     /// Selected process, by (pid, device uuid), so it stays selected as rows move.
     pub selected: Option<(u32, String)>,
+    /// Until the user moves, the selection stays on the top row, whatever comes there.
+    pub selection_moved: bool,
     pub finding_scroll: usize,
     /// The last error from the source, shown in the footer.
     pub status: Option<String>,
@@ -80,6 +82,7 @@ impl State {
             view: View::Main,
             sort: SortKey::Used,
             selected: None,
+            selection_moved: false,
             finding_scroll: 0,
             status: None,
             monochrome: false,
@@ -148,7 +151,7 @@ impl State {
         let first = rows
             .first()
             .map(|r| (r.process.pid, r.process.device_uuid.clone()));
-        if !keep {
+        if !keep || !self.selection_moved {
             self.selected = first;
         }
     }

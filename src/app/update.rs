@@ -107,8 +107,9 @@ impl State {
                 }
                 let at = self.selected_index(&rows).unwrap_or(0) as isize;
                 let to = (at.saturating_add(delta)).clamp(0, rows.len() as isize - 1) as usize;
-                let row = &rows[to];
-                self.selected = Some((row.process.pid, row.process.device_uuid.clone()));
+                let chosen = (rows[to].process.pid, rows[to].process.device_uuid.clone());
+                self.selection_moved = true;
+                self.selected = Some(chosen);
             }
             Focus::Findings => {
                 let count = self.current.as_ref().map_or(0, |o| o.findings.len());

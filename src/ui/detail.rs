@@ -69,6 +69,12 @@ fn metric_names(framework: &str) -> MetricNames {
     }
 }
 
+/// `09:11:19.6`: the time of a reading, to a tenth of a second.
+fn clock_tenths(unix_secs: f64) -> String {
+    let tenths = ((unix_secs.fract() * 10.0).floor() as u8).min(9);
+    format!("{}.{tenths}", units::clock(unix_secs))
+}
+
 /// `58,646,999,040`: exact bytes, grouped for reading.
 fn grouped(value: u64) -> String {
     let digits = value.to_string();
@@ -88,13 +94,19 @@ struct Rows {
 }
 
 impl Rows {
-    /// One reconciliation row: layer, metric name, exact bytes, human figure, time.
+    /// One reconciliation row: layer, metric name, exact bytes (where wide enough), human
+    /// figure and time of the reading it comes from.
     fn value(&mut self, layer: &str, metric: &str, value: Option<u64>, when: &str, style: Style) {
-        let exact = value.map_or_else(|| "n/a".to_string(), |v| format!("{} B", grouped(v)));
         let human = units::opt_bytes(value);
-        let metric_width = self.width.saturating_sub(18 + 20 + 11 + 14).max(10);
+        let exact = if self.width >= 110 {
+            format!("{:>20}", value.map_or_else(|| "n/a".to_string(), |v| format!("{} B", grouped(v))))
+        } else {
+            String::new()
+        };
+        let fixed = 18 + exact.len() + 11 + 2 + when.chars().count();
+        let metric_width = self.width.saturating_sub(fixed).max(8);
         let text = format!(
-            "{layer:<18}{:<metric_width$}{exact:>20} {human:>10}  {when}",
+            "{layer:<18}{:<metric_width$}{exact} {human:>10}  {when}",
             fit(metric, metric_width.saturating_sub(1))
         );
         self.lines.push(Line::styled(fit(&text, self.width), style));
@@ -170,15 +182,13 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
         },
     );
     rows.text(format!("on {place} ({gpu_name}) · {framework}"), Style::new());
-    let nvml_time = format!("{} UTC", units::clock(sample.time));
-    let feed_time = |f: &FeedSample| {
-        format!("{} UTC ({:.1}s before)", units::clock(f.time), sample.time - f.time)
-    };
+    let nvml_time = clock_tenths(sample.time);
+    let feed_time = |f: &FeedSample| clock_tenths(f.time);
     rows.blank();
-    rows.text(format!("{:<18}{}", "layer", "metric"), theme.table_header());
+    rows.text(format!("{:<18}{}", "layer", "metric (times UTC)"), theme.table_header());
     rows.value(
         "NVML used",
-        "nvmlDeviceGetComputeRunningProcesses_v3 usedGpuMemory",
+        "NVML usedGpuMemory",
         p.used,
         &nvml_time,
         Style::new(),
@@ -189,7 +199,7 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
             let names = metric_names(&feed.framework);
             let when = feed_time(feed);
             let fw = feed.framework.as_str();
-            rows.value(" = context", "estimate: smallest (used - reserved) seen", layers.context, &nvml_time, theme.layer(crate::layers::Layer::Context));
+            rows.value(" = context", "estimate: min(used - reserved) seen", layers.context, &nvml_time, theme.layer(crate::layers::Layer::Context));
             rows.value(" + outside_pool", "used - reserved - context", layers.outside_pool, &nvml_time, theme.layer(crate::layers::Layer::OutsidePool));
             rows.value(" + reserved", &format!("{fw} {}", names.reserved), Some(feed.reserved), &when, Style::new());
             rows.value("    = live", &format!("{fw} {}", names.allocated), layers.live, &when, theme.layer(crate::layers::Layer::Live));
@@ -213,7 +223,7 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
             rows.text("peaks since the process started (each its own instant; never summed)".into(), theme.table_header());
             rows.value("peak allocated", &format!("{fw} {}", names.peak_allocated), feed.peak_allocated, &when, Style::new());
             rows.value("peak reserved", &format!("{fw} {}", names.peak_reserved), feed.peak_reserved, &when, Style::new());
-            rows.value("largest free block", "largest cached block", feed.largest_free_block, &when, Style::new());
+            rows.value("largest free", "largest cached block", feed.largest_free_block, &when, Style::new());
             let count = |v: Option<u64>| v.map_or_else(|| "n/a".into(), |v| v.to_string());
             rows.text(
                 format!(

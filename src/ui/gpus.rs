@@ -48,7 +48,7 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan
     }
     for columns in tries {
         let inner = (width / columns).saturating_sub(2) as usize;
-        let heights: Vec<u16> = gpus.iter().map(|g| panel_height(state, g, inner)).collect();
+        let heights: Vec<u16> = (0..gpus.len()).map(|i| panel_height(state, observed, i, inner)).collect();
         let height: u16 = heights
             .chunks(columns as usize)
             .map(|row| row.iter().copied().max().unwrap_or(0))
@@ -67,12 +67,8 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan
     }
 }
 
-fn panel_height(state: &State, gpu: &GpuSample, inner: usize) -> u16 {
-    let dummy = Layers::default();
-    let main_legend = legend(&dummy, inner, Theme { mono: true }, false, false).len() as u16;
-    let mig_legend = legend(&dummy, inner.saturating_sub(4), Theme { mono: true }, true, false).len() as u16;
-    let mig_count = displayed_gpu(state, gpu).mig.len() as u16;
-    2 + 1 + main_legend + 1 + mig_count * (1 + mig_legend)
+fn panel_height(state: &State, observed: &Observed, index: usize, inner: usize) -> u16 {
+    2 + panel_lines(state, observed, index, inner, Theme { mono: true }).len() as u16
 }
 
 /// The GPU as shown: its last good reading while it is lost.
@@ -106,9 +102,8 @@ pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Ob
             let inner = (area.width / columns).saturating_sub(2) as usize;
             let mut y = area.y;
             for (row_i, row) in gpus.chunks(columns as usize).enumerate() {
-                let height = row
-                    .iter()
-                    .map(|g| panel_height(state, g, inner))
+                let height = (0..row.len())
+                    .map(|i| panel_height(state, observed, row_i * columns as usize + i, inner))
                     .max()
                     .unwrap_or(0)
                     .min(area.bottom().saturating_sub(y));
@@ -161,7 +156,17 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
         .title_top(Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned());
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let width = inner.width as usize;
+    let lines = panel_lines(state, observed, index, inner.width as usize, theme);
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// What a GPU panel holds inside its border: bar, legend, sparklines, MIG instances.
+fn panel_lines(state: &State, observed: &Observed, index: usize, width: usize, theme: Theme) -> Vec<Line<'static>> {
+    let (Some(gpu), Some(account)) = (observed.sample.gpus.get(index), observed.account.gpus.get(index)) else {
+        return Vec::new();
+    };
+    let view = gpu_view(state, gpu, &account.layers);
+    let shown = displayed_gpu(state, gpu);
     let mut lines = device_lines(&view, width, theme, false);
     if let Some(memory) = view.memory {
         lines.push(spark_line(state, &gpu.uuid, memory.total, width, theme));
@@ -187,7 +192,7 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
             }
         }
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    lines
 }
 
 /// The MIG accounts matching what is shown (the last known ones while the GPU is lost).
@@ -253,7 +258,7 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
 fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, theme: Theme) {
     let width = area.width as usize;
     let mut lines = vec![Line::from(key_line(theme))];
-    const LABEL: usize = 9;
+    const LABEL: usize = 10;
     const SPARK: usize = 8;
     for (index, (gpu, acc)) in observed.sample.gpus.iter().zip(&observed.account.gpus).enumerate() {
         let view = gpu_view(state, gpu, &acc.layers);

@@ -31,7 +31,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
     };
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(
-            "terminal {}x{} is too small: strata needs {MIN_WIDTH}x{MIN_HEIGHT} (q quits)",
+            "too small ({}x{} < {MIN_WIDTH}x{MIN_HEIGHT}): enlarge the terminal, or q to quit",
             area.width, area.height
         );
         let line = Line::styled(widgets::fit(&text, area.width as usize), theme.alert());

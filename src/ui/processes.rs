@@ -1,7 +1,7 @@
 //! The process table: who holds what, split into layers where a feed allows.
 
 use super::theme::Theme;
-use super::widgets::{fit, short_bytes, sparkline};
+use super::widgets::{fit, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{Focus, ProcessRow, State};
 use crate::sample::ProcessSample;
@@ -27,6 +27,9 @@ pub fn state_label(process: &ProcessSample, feed: &FeedStatus, host_namespace: O
     };
     format!("{proc_state} {feed}")
 }
+
+/// A process's memory must move by more than this across the trend to look like it moved.
+const TREND_MIN_RANGE: u64 = 512 << 20;
 
 pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let rows = state.rows();
@@ -102,7 +105,7 @@ fn table_row<'a>(row: &ProcessRow<'a>, wide: bool, trend_width: usize, host_ns: 
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
     let command = p.command.clone().unwrap_or_else(|| "n/a".into());
     let state = state_label(p, &row.account.feed_status, host_ns);
-    let trend = sparkline(&row.trend, trend_width, None);
+    let trend = trend(&row.trend, trend_width, TREND_MIN_RANGE);
     let mut cells = vec![Cell::from(p.pid.to_string())];
     if wide {
         cells.push(Cell::from(fit(p.user.as_deref().unwrap_or("n/a"), 9)));

@@ -1,0 +1,144 @@
+use super::*;
+use crate::app::{Action, State};
+use crate::layers::Layer;
+use crate::pipeline::Pipeline;
+use crate::source::demo::{DemoSource, SNAPSHOT_AT};
+use crate::source::Source;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+use ratatui::Terminal;
+
+/// The monitor after running the demo up to its snapshot instant.
+fn demo_state(mono: bool) -> State {
+    let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
+    let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
+    state.monochrome = mono;
+    for sample in source.backlog() {
+        state.on_sample(sample);
+    }
+    state.on_sample(source.sample().expect("demo samples"));
+    state
+}
+
+fn render(state: &State, width: u16, height: u16) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
+    terminal.draw(|f| draw(f, state)).expect("draws");
+    terminal.backend().buffer().clone()
+}
+
+fn text(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let line: String = (0..area.width)
+            .map(|x| buffer[(x, y)].symbol().to_string())
+            .collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn main_screen_80x24() {
+    insta::assert_snapshot!(text(&render(&demo_state(false), 80, 24)));
+}
+
+#[test]
+fn main_screen_160x48() {
+    insta::assert_snapshot!(text(&render(&demo_state(false), 160, 48)));
+}
+
+#[test]
+fn reconciliation_80x24() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::Open);
+    insta::assert_snapshot!(text(&render(&state, 80, 24)));
+}
+
+#[test]
+fn reconciliation_160x48() {
+    let mut state = demo_state(false);
+    // The fragmenting job, two rows down when sorted by used memory.
+    state.apply_action(Action::Down);
+    state.apply_action(Action::Down);
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 160, 48));
+    assert!(screen.contains("PID 60112"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn help_screen_lists_every_layer() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::ToggleHelp);
+    let screen = text(&render(&state, 120, 40));
+    for layer in Layer::ALL {
+        assert!(screen.contains(layer.name()), "{} missing", layer.name());
+    }
+}
+
+#[test]
+fn tiny_terminals_do_not_panic() {
+    let state = demo_state(false);
+    for (w, h) in [(0, 0), (1, 1), (20, 5), (59, 40), (200, 3), (1, 100)] {
+        let screen = text(&render(&state, w, h));
+        if w >= 20 && h >= 1 {
+            assert!(screen.contains("too small"), "{w}x{h}: {screen}");
+        }
+    }
+}
+
+#[test]
+fn every_size_in_between_draws() {
+    let mut state = demo_state(false);
+    for (w, h) in [(60, 16), (80, 24), (100, 30), (120, 40), (160, 48), (250, 70)] {
+        render(&state, w, h);
+    }
+    state.apply_action(Action::Open);
+    for (w, h) in [(60, 16), (250, 70)] {
+        render(&state, w, h);
+    }
+}
+
+/// With NO_COLOR nothing is coloured, and the bar still tells every layer apart by glyph.
+#[test]
+fn monochrome_bars_distinguish_layers_by_glyph() {
+    let glyphs: std::collections::HashSet<char> = Layer::ALL.iter().map(|l| l.glyph()).collect();
+    assert_eq!(glyphs.len(), Layer::ALL.len(), "each layer its own glyph");
+
+    let buffer = render(&demo_state(true), 160, 48);
+    for cell in buffer.content() {
+        assert!(
+            matches!(cell.fg, Color::Reset) && matches!(cell.bg, Color::Reset),
+            "coloured cell {cell:?}"
+        );
+    }
+    // GPU 3 holds every layer at this instant; its bar is the first line of its panel.
+    let screen = text(&buffer);
+    let bar = screen
+        .lines()
+        .skip_while(|l| !l.contains("GPU 3"))
+        .nth(1)
+        .expect("GPU 3 panel");
+    for layer in Layer::ALL {
+        assert!(bar.contains(layer.glyph()), "{} not in bar: {bar}", layer.name());
+    }
+}
+
+#[test]
+fn lost_gpu_shows_its_last_values_greyed() {
+    let mut state = demo_state(false);
+    let mut sample = state.current.as_ref().expect("sample").sample.clone();
+    sample.time += 10.0;
+    sample.gpus[1].lost = true;
+    sample.gpus[1].memory = None;
+    sample.processes.retain(|p| p.device_uuid != sample.gpus[1].uuid);
+    state.on_sample(sample);
+    let screen = text(&render(&state, 160, 48));
+    assert!(screen.contains("LOST"), "{screen}");
+    assert!(screen.contains("fell off the bus"), "{screen}");
+    // The other GPUs go on.
+    assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
+}

@@ -159,6 +159,34 @@ pub fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> 
     out
 }
 
+/// A trend of `values` squeezed into `width` cells (each cell the largest value of its
+/// span, so peaks survive), drawn from the smallest value shown up to at least `min_range`
+/// above it: a plateau stays flat, a climb of more than `min_range` rises across the cells,
+/// and noise smaller than `min_range` does not look like a trend.
+pub fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
+    if width == 0 {
+        return String::new();
+    }
+    let per_cell = values.len().div_ceil(width).max(1);
+    let cells: Vec<Option<u64>> = values
+        .chunks(per_cell)
+        .map(|chunk| chunk.iter().flatten().copied().max())
+        .collect();
+    let known = cells.iter().flatten().copied();
+    let (Some(low), Some(high)) = (known.clone().min(), known.max()) else {
+        return " ".repeat(width);
+    };
+    let range = (high - low).max(min_range).max(1) as f64;
+    let mut out = " ".repeat(width.saturating_sub(cells.len()));
+    for cell in cells {
+        out.push(match cell {
+            None => ' ',
+            Some(v) => TICKS[(((v - low) as f64 / range) * 7.0).round().clamp(0.0, 7.0) as usize],
+        });
+    }
+    out
+}
+
 /// A GPU's name without the vendor, shortened: `H100`, `A100`.
 pub fn short_gpu_name(name: Option<&str>) -> String {
     let name = name.unwrap_or("GPU");
@@ -194,6 +222,15 @@ mod tests {
         let cells = bar_cells(&layers, 20);
         assert_eq!(cells.iter().map(|c| c.1).sum::<usize>(), 20);
         assert!(cells.iter().any(|c| c.0 == Layer::Context && c.1 == 1));
+    }
+
+    #[test]
+    fn trend_is_flat_for_a_plateau_and_rises_for_a_climb() {
+        let plateau = vec![Some(5_000u64); 40];
+        assert_eq!(trend(&plateau, 4, 100), "▁▁▁▁");
+        let climb: Vec<Option<u64>> = (0..40u64).map(|i| Some(i * 100)).collect();
+        assert_eq!(trend(&climb, 4, 100), "▁▃▆█");
+        assert_eq!(trend(&[], 3, 1), "   ");
     }
 
     #[test]

@@ -50,7 +50,13 @@ fn build_fake_nvml() -> PathBuf {
         .unwrap_or_else(|| "cargo".into());
     let target_dir = fake_nvml_target_dir();
     let output = Command::new(&cargo)
-        .args(["build", "--quiet", "-p", "strata-fake-nvml", "--manifest-path"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "strata-fake-nvml",
+            "--manifest-path",
+        ])
         .arg(workspace_root().join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
         .output()
@@ -62,7 +68,11 @@ fn build_fake_nvml() -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     let lib = target_dir.join("debug").join("libnvidia_ml.so");
-    assert!(lib.is_file(), "cargo built the fake but {} is missing", lib.display());
+    assert!(
+        lib.is_file(),
+        "cargo built the fake but {} is missing",
+        lib.display()
+    );
     lib
 }
 

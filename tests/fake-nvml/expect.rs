@@ -116,7 +116,11 @@ fn after_protocol(list: Vec<Value>, jitter: i64, capacity: Capacity) -> Value {
 }
 
 fn jitter_of(entry: &Value) -> i64 {
-    entry.get("count_jitter").map(at0).and_then(|v| v.as_i64()).unwrap_or(0)
+    entry
+        .get("count_jitter")
+        .map(at0)
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0)
 }
 
 fn instance_ids(instance: &Value) -> (u64, u64) {
@@ -249,7 +253,9 @@ fn gpu(device: &Value, capacity: Capacity) -> Value {
     );
     out.insert("mig_mode".into(), or_error(mig_mode));
     out.insert("max_mig_devices".into(), or_error(max_mig.cloned()));
-    let mig = (0..slots).map(|slot| mig_device(device, slot, capacity)).collect();
+    let mig = (0..slots)
+        .map(|slot| mig_device(device, slot, capacity))
+        .collect();
     out.insert("mig".into(), Value::Array(mig));
     Value::Object(out)
 }
@@ -286,9 +292,16 @@ fn diff(path: &str, expected: &Value, actual: &Value, out: &mut Vec<String>) {
                 let null = Value::Null;
                 let (ev, av) = (e.get(key), a.get(key));
                 match (ev, av) {
-                    (Some(_), None) => out.push(format!("{path}.{key}: missing from the client's view")),
+                    (Some(_), None) => {
+                        out.push(format!("{path}.{key}: missing from the client's view"))
+                    }
                     (None, Some(_)) => out.push(format!("{path}.{key}: not expected")),
-                    _ => diff(&format!("{path}.{key}"), ev.unwrap_or(&null), av.unwrap_or(&null), out),
+                    _ => diff(
+                        &format!("{path}.{key}"),
+                        ev.unwrap_or(&null),
+                        av.unwrap_or(&null),
+                        out,
+                    ),
                 }
             }
         }
