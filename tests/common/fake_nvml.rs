@@ -30,10 +30,16 @@ pub fn scenario(name: &str) -> PathBuf {
         .join(format!("{name}.json"))
 }
 
-/// The target dir the fake is built in, apart from the one running the tests so that the
-/// nested cargo never waits on the outer build's lock.
+/// The target dir the fake is built in: `target/fake-nvml`, apart from the one running the
+/// tests so that the nested cargo never waits on the outer cargo's lock (and
+/// `target/fake-nvml-nested` if the tests themselves were built in `target/fake-nvml`).
 pub fn fake_nvml_target_dir() -> PathBuf {
-    workspace_root().join("target").join("fake-nvml")
+    let dir = workspace_root().join("target").join("fake-nvml");
+    let running_from_it = std::env::current_exe().is_ok_and(|exe| exe.starts_with(&dir));
+    match running_from_it {
+        true => workspace_root().join("target").join("fake-nvml-nested"),
+        false => dir,
+    }
 }
 
 /// Builds the fake library (once per test process) and returns the path of the `.so`.
