@@ -14,7 +14,7 @@ use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// The framework's own names for the statistics a feed carries.
@@ -152,7 +152,7 @@ pub fn draw_detail(
         None => rows.text(format!("PID {pid} no longer holds memory on {place}. Esc goes back."), theme.dim()),
         Some((process, account)) => reconcile(&mut rows, state, observed, process, account, &place, theme),
     }
-    frame.render_widget(Paragraph::new(rows.lines), inner);
+    super::widgets::put_lines(frame, inner, &rows.lines);
 }
 
 fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSample, account: &ProcessAccount, place: &str, theme: Theme) {

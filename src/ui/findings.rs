@@ -7,7 +7,7 @@ use crate::pipeline::Observed;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// Rows the panel takes: its title and up to a quarter of the screen of findings.
@@ -43,5 +43,5 @@ pub fn draw_findings(frame: &mut Frame<'_>, area: Rect, state: &State, observed:
             })
             .collect()
     };
-    frame.render_widget(Paragraph::new(lines), inner);
+    super::widgets::put_lines(frame, inner, &lines);
 }

@@ -1,7 +1,7 @@
 //! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
 
 use super::theme::Theme;
-use super::widgets::{bar, fit, key_line, legend, short_bytes, short_gpu_name, sparkline};
+use super::widgets::{bar, fit, key_line, legend, put_lines, short_bytes, short_gpu_name, sparkline};
 use crate::accounting::Gap;
 use crate::app::State;
 use crate::history::SeriesKey;
@@ -11,7 +11,7 @@ use crate::sample::{DeviceMemory, GpuSample, MigSample};
 use crate::units;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// How the GPU section is laid out at this size.
@@ -23,10 +23,13 @@ pub enum Mode {
     Compact,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// The chosen layout, with each panel's contents already built (once per frame).
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub mode: Mode,
     pub height: u16,
+    /// Inside of each GPU's panel, in Full mode.
+    panels: Vec<Vec<Line<'static>>>,
 }
 
 /// One device to draw: a GPU (with its current or last known reading) or a MIG instance.
@@ -37,7 +40,7 @@ struct DeviceView<'a> {
 }
 
 /// Chooses the richest layout whose height fits in `budget` rows.
-pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan {
+pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
     let gpus = &observed.sample.gpus;
     let mut tries = Vec::new();
     if width >= 150 {
@@ -48,15 +51,18 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan
     }
     for columns in tries {
         let inner = (width / columns).saturating_sub(2) as usize;
-        let heights: Vec<u16> = (0..gpus.len()).map(|i| panel_height(state, observed, i, inner)).collect();
-        let height: u16 = heights
+        let panels: Vec<Vec<Line<'static>>> = (0..gpus.len())
+            .map(|i| panel_lines(state, observed, i, inner, theme))
+            .collect();
+        let height: u16 = panels
             .chunks(columns as usize)
-            .map(|row| row.iter().copied().max().unwrap_or(0))
+            .map(|row| row.iter().map(|p| p.len() as u16 + 2).max().unwrap_or(0))
             .sum();
         if height <= budget {
             return Plan {
                 mode: Mode::Full { columns },
                 height,
+                panels,
             };
         }
     }
@@ -64,11 +70,8 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16) -> Plan
     Plan {
         mode: Mode::Compact,
         height: lines.min(budget.max(2)),
+        panels: Vec::new(),
     }
-}
-
-fn panel_height(state: &State, observed: &Observed, index: usize, inner: usize) -> u16 {
-    2 + panel_lines(state, observed, index, inner, Theme { mono: true }).len() as u16
 }
 
 /// The GPU as shown: its last good reading while it is lost.
@@ -99,19 +102,21 @@ pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Ob
         Mode::Compact => draw_compact(frame, area, state, observed, theme),
         Mode::Full { columns } => {
             let gpus = &observed.sample.gpus;
-            let inner = (area.width / columns).saturating_sub(2) as usize;
             let mut y = area.y;
-            for (row_i, row) in gpus.chunks(columns as usize).enumerate() {
-                let height = (0..row.len())
-                    .map(|i| panel_height(state, observed, row_i * columns as usize + i, inner))
+            for (row_i, row) in plan.panels.chunks(columns as usize).enumerate() {
+                let height = row
+                    .iter()
+                    .map(|p| p.len() as u16 + 2)
                     .max()
                     .unwrap_or(0)
                     .min(area.bottom().saturating_sub(y));
                 let row_area = Rect { y, height, ..area };
                 let cells = Layout::horizontal(vec![Constraint::Ratio(1, u32::from(columns)); columns as usize]).split(row_area);
-                for (i, gpu) in row.iter().enumerate() {
+                for (i, lines) in row.iter().enumerate() {
                     let index = row_i * columns as usize + i;
-                    draw_panel(frame, cells[i], state, observed, index, gpu, theme);
+                    if let Some(gpu) = gpus.get(index) {
+                        draw_panel(frame, cells[i], state, observed, index, gpu, lines, theme);
+                    }
                 }
                 y += height;
             }
@@ -127,7 +132,8 @@ fn usage_figure(memory: Option<&DeviceMemory>, layers: &Result<Layers, Gap>) -> 
     }
 }
 
-fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, index: usize, gpu: &GpuSample, theme: Theme) {
+#[allow(clippy::too_many_arguments)]
+fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, index: usize, gpu: &GpuSample, lines: &[Line<'static>], theme: Theme) {
     let Some(account) = observed.account.gpus.get(index) else {
         return;
     };
@@ -156,8 +162,7 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
         .title_top(Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned());
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let lines = panel_lines(state, observed, index, inner.width as usize, theme);
-    frame.render_widget(Paragraph::new(lines), inner);
+    put_lines(frame, inner, lines);
 }
 
 /// What a GPU panel holds inside its border: bar, legend, sparklines, MIG instances.
@@ -306,5 +311,5 @@ fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obs
         }
     }
     lines.truncate(area.height as usize);
-    frame.render_widget(Paragraph::new(lines), area);
+    put_lines(frame, area, &lines);
 }

@@ -6,7 +6,6 @@ use crate::app::{Focus, State, View};
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
@@ -43,7 +42,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     };
     let width = area.width as usize;
     let padded = format!("{:<width$}", fit(&text, width));
-    frame.render_widget(Paragraph::new(Line::styled(padded, theme.header_bar())), area);
+    super::widgets::put_lines(frame, area, &[Line::styled(padded, theme.header_bar())]);
 }
 
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
@@ -67,5 +66,5 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
         };
         Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
     };
-    frame.render_widget(Paragraph::new(line), area);
+    super::widgets::put_lines(frame, area, &[line]);
 }

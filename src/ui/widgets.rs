@@ -3,8 +3,10 @@
 use super::theme::Theme;
 use crate::layers::{Layer, Layers};
 use crate::units;
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use ratatui::Frame;
 
 /// Splits `width` cells among the layers in proportion to their bytes (largest remainder),
 /// then gives every non-empty layer at least one cell where there is room, so a small but
@@ -50,6 +52,16 @@ pub fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
         .filter(|c| c.1 > 0)
         .map(|(l, n, _)| (l, n))
         .collect()
+}
+
+/// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a
+/// `Paragraph` (no wrapping or alignment to work out), which matters at every redraw.
+pub fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
+    let buffer = frame.buffer_mut();
+    let area = area.intersection(buffer.area);
+    for (line, y) in lines.iter().zip(area.top()..area.bottom()) {
+        buffer.set_line(area.x, y, line, area.width);
+    }
 }
 
 /// One stacked bar of the layers, `width` cells wide.
