@@ -163,12 +163,15 @@ impl Gap {
     }
 }
 
-/// Partitions one device's NVML total into layers, given the accounts of the processes on it.
+/// Partitions one device's NVML total into layers, given the processes on it and their
+/// accounts. Every listed process's NVML usage must fit in what the device says is occupied,
+/// visible or not (an invisible holder's bytes sit in `other`): if not, the readings
+/// contradict each other and no exact partition exists.
 pub fn device_layers<'a>(
     memory: Option<&DeviceMemory>,
     lost: bool,
     processes_known: bool,
-    processes: impl Iterator<Item = &'a ProcessAccount>,
+    processes: impl Iterator<Item = (&'a ProcessSample, &'a ProcessAccount)>,
 ) -> Result<Layers, Gap> {
     if lost {
         return Err(Gap::Lost);
@@ -179,19 +182,25 @@ pub fn device_layers<'a>(
         free: memory.free,
     })?;
     let mut layers = Layers::default();
+    // What the listed processes need at least: their NVML usage, or the part of it that is
+    // split into layers where NVML does not report it.
+    let mut needed: u64 = 0;
     if processes_known {
         layers.unattributed = Some(0);
-        for account in processes {
-            layers.absorb(&account.layers.as_device_share());
+        for (process, account) in processes {
+            let share = account.layers.as_device_share();
+            needed = needed.saturating_add(process.used.unwrap_or(0).max(share.occupied()));
+            layers.absorb(&share);
         }
     }
-    let attributed = layers.occupied();
-    let other = occupied
-        .checked_sub(attributed)
-        .ok_or(Gap::ProcessesExceedOccupied {
-            attributed,
+    if needed > occupied {
+        return Err(Gap::ProcessesExceedOccupied {
+            attributed: needed,
             occupied,
-        })?;
+        });
+    }
+    // needed >= the layers' sum, so this cannot underflow.
+    let other = occupied - layers.occupied();
     layers.add(Layer::Other, other);
     layers.add(Layer::Free, memory.free);
     Ok(layers)
@@ -224,13 +233,12 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
         .iter()
         .map(|p| account_process(sample, p, contexts))
         .collect();
-    let accounts_on = |uuid: &str| -> Vec<&ProcessAccount> {
+    let accounts_on = |uuid: &str| -> Vec<(&ProcessSample, &ProcessAccount)> {
         sample
             .processes
             .iter()
             .zip(&processes)
             .filter(|(p, _)| p.device_uuid == uuid)
-            .map(|(_, a)| a)
             .collect()
     };
     let gpus = sample
@@ -255,8 +263,7 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
                 .zip(&processes)
                 .filter(|(p, _)| {
                     p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
-                })
-                .map(|(_, a)| a);
+                });
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
             GpuAccount {
                 layers: device_layers(gpu.memory.as_ref(), gpu.lost, known, on_gpu),
