@@ -328,3 +328,122 @@ fn nvml_wrapper_init_fails_without_a_readable_scenario() {
         result.err()
     );
 }
+
+// ---- strata itself ----
+
+/// `strata snapshot --json` through the fake library, for a scenario.
+fn strata_view(name: &str) -> Value {
+    let output = run(
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["snapshot", "--json", "--nvml-lib"])
+            .arg(fake_nvml_lib())
+            .env(SCENARIO_ENV, scenario(name)),
+        &format!("run strata snapshot on scenario {name}"),
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("strata printed no JSON for {name}: {e}\n{}", String::from_utf8_lossy(&output.stdout))
+    })
+}
+
+/// pynvml's answer, `null` where NVML refused the call (strata's unknown).
+fn or_null(value: &Value) -> Value {
+    match value.get("error") {
+        Some(_) => Value::Null,
+        None => value.clone(),
+    }
+}
+
+/// pynvml's memory answer in strata's terms (`null` where NVML refused the call).
+fn pynvml_memory(memory: &Value) -> Value {
+    if memory.get("error").is_some() {
+        return Value::Null;
+    }
+    json!({
+        "total": memory["total"],
+        "used": memory["used"],
+        "free": memory["free"],
+        "driver_reserved": memory["reserved"],
+    })
+}
+
+/// pynvml's process list as sorted (pid, used) pairs; compute and graphics lists merged, as
+/// strata merges them (one process listed in both is one holder).
+fn pynvml_holders(device: &Value) -> Vec<(u64, Value)> {
+    let mut holders: std::collections::BTreeMap<u64, Value> = std::collections::BTreeMap::new();
+    for list in ["compute_processes", "graphics_processes"] {
+        for p in device[list].as_array().into_iter().flatten() {
+            let pid = p["pid"].as_u64().expect("pid");
+            let used = p["used"].clone();
+            holders
+                .entry(pid)
+                .and_modify(|u| {
+                    if let (Some(a), Some(b)) = (u.as_u64(), used.as_u64()) {
+                        *u = json!(a.max(b));
+                    } else if u.is_null() {
+                        *u = used.clone();
+                    }
+                })
+                .or_insert(used);
+        }
+    }
+    holders.into_iter().collect()
+}
+
+fn strata_holders(snapshot: &Value, device_uuid: &str) -> Vec<(u64, Value)> {
+    let mut holders: Vec<(u64, Value)> = snapshot["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["device_uuid"] == device_uuid)
+        .map(|p| (p["pid"].as_u64().expect("pid"), p["used"].clone()))
+        .collect();
+    holders.sort_by_key(|h| h.0);
+    holders
+}
+
+/// What strata reports equals what pynvml reads through the same library: devices, memory
+/// v2, processes (v3), MIG instances with their ids, memory and processes.
+#[test]
+fn strata_reports_what_pynvml_sees() {
+    for name in ["two_gpus", "mig", "unavailable_process_memory", "not_supported"] {
+        let py = pynvml_view(name);
+        let st = strata_view(name);
+        let gpus = st["gpus"].as_array().expect("gpus");
+        assert_eq!(py["device_count"].as_u64(), Some(gpus.len() as u64), "{name}: device count");
+        assert_eq!(py["driver_version"], st["driver_version"], "{name}: driver");
+        for (i, (pd, sg)) in py["devices"].as_array().expect("devices").iter().zip(gpus).enumerate() {
+            let at = format!("{name}: GPU {i}");
+            assert_eq!(pd["uuid"], sg["uuid"], "{at} uuid");
+            if pd["name"].is_string() {
+                assert_eq!(pd["name"], sg["name"], "{at} name");
+            }
+            assert_eq!(pynvml_memory(&pd["memory"]), sg["memory"], "{at} memory");
+            let uuid = sg["uuid"].as_str().expect("uuid");
+            let mig_on = pd["mig_mode"].as_array().is_some_and(|m| m.first() == Some(&json!(1)));
+            if !mig_on {
+                assert_eq!(pynvml_holders(pd), strata_holders(&st, uuid), "{at} processes");
+                continue;
+            }
+            let instances: Vec<&Value> = pd["mig"]
+                .as_array()
+                .expect("mig slots")
+                .iter()
+                .filter(|m| m.get("error").is_none())
+                .collect();
+            let strata_mig = sg["mig"].as_array().expect("strata mig");
+            assert_eq!(instances.len(), strata_mig.len(), "{at}: MIG instances");
+            for (pm, sm) in instances.iter().zip(strata_mig) {
+                let uuid = sm["uuid"].as_str().expect("mig uuid");
+                assert_eq!(pm["uuid"], sm["uuid"], "{at} MIG uuid");
+                assert_eq!(pynvml_memory(&pm["memory"]), sm["memory"], "{at} MIG {uuid} memory");
+                assert_eq!(or_null(&pm["gpu_instance_id"]), sm["gpu_instance_id"], "{at} MIG {uuid} GI");
+                assert_eq!(or_null(&pm["compute_instance_id"]), sm["compute_instance_id"], "{at} MIG {uuid} CI");
+                let profile = pm["name"].as_str().and_then(|n| n.rsplit_once("MIG ")).map(|(_, p)| p);
+                assert_eq!(sm["profile"].as_str(), profile, "{at} MIG {uuid} profile");
+                assert_eq!(pynvml_holders(pm), strata_holders(&st, uuid), "{at} MIG {uuid} processes");
+            }
+            // In MIG mode strata reads processes per instance: none is left on the parent.
+            assert!(strata_holders(&st, uuid).is_empty(), "{at}: processes double-counted on the parent");
+        }
+    }
+}

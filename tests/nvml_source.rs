@@ -1,0 +1,228 @@
+//! strata's real NVML path, end to end, against the fake driver library: the binary loads it
+//! with `--nvml-lib`, reads every GPU and MIG instance and every process, and keeps each
+//! failure local to the field or GPU it belongs to.
+
+mod common;
+
+use assert_cmd::Command;
+use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use serde_json::Value;
+use std::path::Path;
+
+/// Runs `strata snapshot --json` against a scenario file; returns each sample.
+fn snapshots(scenario_file: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = Command::cargo_bin("strata")
+        .expect("binary")
+        .args(["snapshot", "--json", "--interval", "0.05", "--nvml-lib"])
+        .arg(fake_nvml_lib())
+        .args(extra)
+        .env(SCENARIO_ENV, scenario_file)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "strata failed on {}: {}",
+        scenario_file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+fn one(name: &str) -> Value {
+    snapshots(&scenario(name), &[]).remove(0)
+}
+
+fn process(snapshot: &Value, pid: u64) -> &Value {
+    snapshot["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} missing: {snapshot}"))
+}
+
+const LAYERS: [&str; 8] = ["context", "outside_pool", "cached", "fragmented", "live", "unattributed", "other", "free"];
+
+fn assert_layers_add_up(snapshot: &Value) {
+    for g in snapshot["gpus"].as_array().expect("gpus") {
+        let mut devices = vec![g];
+        devices.extend(g["mig"].as_array().expect("mig"));
+        for d in devices {
+            if d["layers"].is_null() {
+                assert!(!d["layers_gap"].is_null(), "null layers without a reason: {d}");
+                continue;
+            }
+            let sum: u64 = LAYERS.iter().map(|k| d["layers"][k].as_u64().unwrap_or(0)).sum();
+            assert_eq!(sum, d["memory"]["total"].as_u64().expect("total"), "{d}");
+        }
+    }
+}
+
+#[test]
+fn plain_two_gpu_node() {
+    let s = one("two_gpus");
+    assert_layers_add_up(&s);
+    assert_eq!(s["driver_version"], "550.54.15");
+    assert_eq!(s["cuda_driver_version"], "12.4");
+    let gpus = s["gpus"].as_array().expect("gpus");
+    assert_eq!(gpus.len(), 2);
+    assert_eq!(gpus[0]["memory"]["total"], 85_520_809_984u64);
+    assert_eq!(gpus[0]["memory"]["driver_reserved"], 617_611_264u64);
+    assert_eq!(gpus[0]["utilization_gpu"], 97);
+    assert_eq!(gpus[0]["mig_mode"], false);
+    assert_eq!(process(&s, 41237)["used"], 48_845_815_808u64);
+    assert_eq!(process(&s, 41237)["sm_util"], 88);
+    // A graphics context is a holder too.
+    assert_eq!(process(&s, 2214)["kind"], "graphics");
+}
+
+#[test]
+fn mig_instances_with_their_processes() {
+    let s = one("mig");
+    assert_layers_add_up(&s);
+    let gpu = &s["gpus"][0];
+    assert_eq!(gpu["mig_mode"], true);
+    let mig = gpu["mig"].as_array().expect("mig");
+    let profiles: Vec<&str> = mig.iter().filter_map(|m| m["profile"].as_str()).collect();
+    assert_eq!(profiles, ["3g.40gb", "2g.20gb", "1g.10gb"], "empty slots are skipped");
+    assert_eq!(mig[0]["gpu_instance_id"], 1);
+    assert_eq!(mig[1]["gpu_instance_id"], 5);
+    assert_eq!(mig[0]["compute_instance_id"], 0);
+    let on_first = process(&s, 61001);
+    assert_eq!(on_first["device_uuid"], mig[0]["uuid"]);
+    assert_eq!(process(&s, 62001)["device_uuid"], mig[1]["uuid"]);
+    // Each process once, on its instance; the parent's aggregate list is not counted again.
+    let pids: Vec<u64> = s["processes"].as_array().expect("p").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    let mut unique = pids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(pids.len(), unique.len(), "{pids:?}");
+    assert_eq!(s["gpus"][1]["mig_mode"], false);
+}
+
+#[test]
+fn refused_fields_are_null_and_the_rest_still_shows() {
+    let s = one("not_supported");
+    assert_layers_add_up(&s);
+    let g = &s["gpus"];
+    assert!(g[0]["utilization_gpu"].is_null());
+    assert!(g[0]["mig_mode"].is_null());
+    assert_eq!(g[0]["memory"]["total"], 25_757_220_864u64, "memory still read");
+    assert_eq!(g[0]["processes_known"], false, "a refused process list is not an empty one");
+    assert!(g[0]["layers"]["unattributed"].is_null());
+    assert!(g[1]["name"].is_null());
+    assert!(g[1]["memory"].is_null());
+    assert_eq!(g[1]["layers_gap"]["reason"], "memory_unknown");
+    assert_eq!(g[1]["utilization_gpu"], 0, "a refused field does not hide the others");
+    let m = &g[2]["mig"][0];
+    assert!(m["gpu_instance_id"].is_null() && m["compute_instance_id"].is_null());
+    assert!(m["profile"].is_null() && m["memory"].is_null());
+    assert_eq!(g[2]["memory"]["total"], 25_769_803_776u64);
+}
+
+#[test]
+fn unavailable_process_memory_is_null_not_zero() {
+    let s = one("unavailable_process_memory");
+    assert_layers_add_up(&s);
+    assert!(process(&s, 7001)["used"].is_null());
+    assert!(process(&s, 1234)["used"].is_null());
+    assert_eq!(process(&s, 7002)["used"], 9_678_356_480u64);
+}
+
+#[test]
+fn a_pid_missing_from_proc_is_not_visible() {
+    let s = one("missing_pid");
+    for pid in [4_000_000u64, 4_194_305] {
+        let p = process(&s, pid);
+        assert_eq!(p["visible"], false);
+        assert!(p["proc_state"].is_null() && p["command"].is_null() && p["user"].is_null());
+    }
+}
+
+/// A scenario holder that is a real process here gets its identity from /proc.
+#[test]
+fn a_visible_holder_gets_user_command_state_and_start_time() {
+    let mut child = std::process::Command::new("sleep").arg("37").spawn().expect("sleep");
+    let text = std::fs::read_to_string(scenario("two_gpus")).expect("scenario");
+    let dir = std::env::temp_dir().join(format!("strata-visible-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("visible.json");
+    std::fs::write(&file, text.replace("41290", &child.id().to_string())).expect("write");
+    let s = snapshots(&file, &[]).remove(0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let p = process(&s, u64::from(child.id()));
+    assert_eq!(p["visible"], true);
+    assert_eq!(p["command"], "sleep 37");
+    assert!(matches!(p["proc_state"].as_str(), Some("S" | "R")), "{p}");
+    assert!(p["start_time"].as_u64().is_some());
+    assert!(p["user"].as_str().is_some_and(|u| !u.is_empty()));
+    // Visible without a feed: its usage is unattributed, not split.
+    assert_eq!(p["layers"]["unattributed"], p["used"]);
+}
+
+#[test]
+fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
+    let samples = snapshots(&scenario("gpu_lost"), &["--count", "5"]);
+    assert_eq!(samples.len(), 5);
+    let used: Vec<u64> = samples
+        .iter()
+        .map(|s| s["gpus"][0]["memory"]["used"].as_u64().expect("GPU 0 keeps reporting"))
+        .collect();
+    assert!(used.windows(2).all(|w| w[0] < w[1]), "GPU 0 climbs: {used:?}");
+    for (poll, s) in samples.iter().enumerate() {
+        assert_layers_add_up(s);
+        let lost = &s["gpus"][1];
+        assert_eq!(lost["lost"], poll >= 3, "poll {poll}: {lost}");
+        if poll >= 3 {
+            assert!(lost["memory"].is_null(), "no stale values passed off as current");
+            assert_eq!(lost["layers_gap"]["reason"], "lost");
+            let kinds: Vec<&str> = s["findings"].as_array().expect("f").iter().filter_map(|f| f["kind"].as_str()).collect();
+            assert!(kinds.contains(&"gpu_lost"), "{kinds:?}");
+        }
+    }
+    // A process that exits, and one that starts.
+    let has = |s: &Value, pid: u64| s["processes"].as_array().expect("p").iter().any(|p| p["pid"] == pid);
+    assert!(has(&samples[0], 41299) && !has(&samples[2], 41299));
+    assert!(!has(&samples[0], 41300) && has(&samples[2], 41300));
+}
+
+#[test]
+fn absurd_answers_never_panic() {
+    let samples = snapshots(&scenario("absurd"), &["--count", "3"]);
+    for s in &samples {
+        assert_layers_add_up(s);
+        let kinds: Vec<&str> = s["findings"].as_array().expect("f").iter().filter_map(|f| f["kind"].as_str()).collect();
+        assert!(kinds.contains(&"inconsistent_counters"), "{kinds:?}");
+    }
+}
+
+#[test]
+fn missing_or_malformed_scenario_is_one_clear_line() {
+    let dir = std::env::temp_dir().join(format!("strata-bad-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let malformed = dir.join("malformed.json");
+    std::fs::write(&malformed, "{ \"devices\": [ {").expect("write");
+    for file in [dir.join("missing.json"), malformed] {
+        let out = Command::cargo_bin("strata")
+            .expect("binary")
+            .args(["snapshot", "--json", "--nvml-lib"])
+            .arg(fake_nvml_lib())
+            .env(SCENARIO_ENV, &file)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("strata:")).collect();
+        assert_eq!(ours.len(), 1, "{err}");
+        assert!(ours[0].contains("NVML could not start"), "{err}");
+        assert!(ours[0].contains("libnvidia_ml.so"), "names the library: {err}");
+        assert!(ours[0].contains("--demo"), "gives a hint: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
