@@ -26,7 +26,7 @@ impl SourceError {
                 "run `strata --demo` for the built-in demo node, or name the library with --nvml-lib PATH (or STRATA_NVML_LIB)"
             }
             SourceError::Init { .. } => {
-                "check that the NVIDIA driver is loaded (`nvidia-smi`), or run `strata --demo`"
+                "check the driver with `nvidia-smi`, choose another library with --nvml-lib PATH, or run `strata --demo`"
             }
             SourceError::Sample { .. } => "retry; if it persists, run with --log FILE and report it",
         }

@@ -59,6 +59,11 @@ unsafe impl Send for NvmlSource {}
 fn describe(e: &NvmlError) -> String {
     match e {
         NvmlError::LibloadingError(inner) => inner.to_string(),
+        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
+        NvmlError::NoPermission => "no permission to talk to the driver (see /dev/nvidia*)".into(),
+        NvmlError::LibRmVersionMismatch => {
+            "the library and the kernel driver are different versions (reboot or reload the driver)".into()
+        }
         other => other.to_string(),
     }
 }

@@ -1,7 +1,8 @@
 //! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
 
 use super::theme::Theme;
-use super::widgets::{bar, fit, key_line, legend, put_lines, short_bytes, short_gpu_name, sparkline};
+use super::widgets::{bar, fit, key_line, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline};
+use crate::layers::Layer;
 use crate::accounting::Gap;
 use crate::app::State;
 use crate::history::SeriesKey;
@@ -140,7 +141,11 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
     let view = gpu_view(state, gpu, &account.layers);
     let shown = displayed_gpu(state, gpu);
     let mut title = vec![Span::styled(
-        format!(" GPU {} · {} ", gpu.index, shown.name.as_deref().unwrap_or("n/a")),
+        match gpu.lost {
+            // Room for the warning: the short name.
+            true => format!(" GPU {} · {} ", gpu.index, short_gpu_name(shown.name.as_deref())),
+            false => format!(" GPU {} · {} ", gpu.index, shown.name.as_deref().unwrap_or("n/a")),
+        },
         theme.title(),
     )];
     if gpu.lost {
@@ -148,7 +153,7 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
             .last_known
             .get(&gpu.uuid)
             .map_or_else(|| "never".into(), |l| units::clock(l.time));
-        title.push(Span::styled(format!("LOST: fell off the bus · last seen {seen} "), theme.alert()));
+        title.push(Span::styled(format!("· LOST since {seen}: last values greyed "), theme.alert()));
     } else {
         title.push(Span::raw(format!("· util {} ", units::opt_percent(gpu.utilization_gpu))));
         if gpu.mig_mode == Some(true) {
@@ -228,15 +233,17 @@ fn bar_or_gap(view: &DeviceView<'_>, width: usize, theme: Theme) -> Line<'static
 fn device_lines(view: &DeviceView<'_>, width: usize, theme: Theme, short: bool) -> Vec<Line<'static>> {
     let mut lines = vec![bar_or_gap(view, width, theme)];
     if let Ok(layers) = view.layers {
-        lines.extend(legend(layers, width, theme, short, view.greyed));
+        let mut entries = legend_entries(layers, theme, short, view.greyed);
+        // Say how much of `other` is the driver's own reservation, beside `other` itself.
         if let (Some(other), Some(reserved)) = (layers.other, view.memory.and_then(|m| m.driver_reserved)) {
-            if let Some(last) = lines.last_mut() {
-                last.spans.push(Span::styled(
-                    format!("  (other: {} driver-reserved)", short_bytes(Some(reserved.min(other)))),
+            if let Some(entry) = Layer::ALL.iter().position(|&l| l == Layer::Other).and_then(|i| entries.get_mut(i)) {
+                entry.push(Span::styled(
+                    format!(" ({} driver)", short_bytes(Some(reserved.min(other)))),
                     theme.dim(),
                 ));
             }
         }
+        lines.extend(pack(entries, width, 2));
     }
     lines
 }
@@ -254,9 +261,9 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
     let w_live = width.saturating_sub(half + label_live.chars().count());
     Line::from(vec![
         Span::styled(label_used, theme.dim()),
-        Span::styled(sparkline(&used, w_used, Some(total)), theme.layer(crate::layers::Layer::Other)),
+        Span::styled(sparkline(&used, w_used, Some(total)), theme.layer(Layer::Other)),
         Span::styled(label_live, theme.dim()),
-        Span::styled(sparkline(&live, w_live, Some(total)), theme.layer(crate::layers::Layer::Live)),
+        Span::styled(sparkline(&live, w_live, Some(total)), theme.layer(Layer::Live)),
     ])
 }
 
@@ -288,7 +295,7 @@ fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obs
         spans.push(Span::raw(tail));
         spans.push(Span::styled(
             sparkline(&used, SPARK, view.memory.map(|m| m.total)),
-            theme.layer(crate::layers::Layer::Other),
+            theme.layer(Layer::Other),
         ));
         lines.push(Line::from(spans));
         for (m, macc) in shown.mig.iter().zip(mig_accounts(observed, state, gpu, index)) {

@@ -78,7 +78,12 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
 
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
 pub fn legend(layers: &Layers, width: usize, theme: Theme, short: bool, greyed: bool) -> Vec<Line<'static>> {
-    let entries: Vec<Vec<Span<'static>>> = Layer::ALL
+    pack(legend_entries(layers, theme, short, greyed), width, 2)
+}
+
+/// The legend's entries, one per layer in bar order, before packing into lines.
+pub fn legend_entries(layers: &Layers, theme: Theme, short: bool, greyed: bool) -> Vec<Vec<Span<'static>>> {
+    Layer::ALL
         .iter()
         .map(|&layer| {
             let figure = if short {
@@ -94,8 +99,7 @@ pub fn legend(layers: &Layers, width: usize, theme: Theme, short: bool, greyed: 
                 Span::styled(figure, if greyed { theme.stale() } else { Style::new() }),
             ]
         })
-        .collect();
-    pack(entries, width, 2)
+        .collect()
 }
 
 /// Glyph and name of each layer, no figures: the key of compact bars.
