@@ -410,6 +410,11 @@ impl Source for NvmlSource {
             }
             gpus.push(gpu);
         }
+        let alive: Vec<(u32, u64)> = processes
+            .iter()
+            .filter_map(|p| p.start_time.map(|t| (p.pid, t)))
+            .collect();
+        self.procfs.retain(&alive);
         Ok(NodeSample {
             time: now(),
             interval: self.interval,

@@ -24,6 +24,9 @@ pub struct ProcFs {
     root: PathBuf,
     users: HashMap<u32, Option<String>>,
     passwd: Option<String>,
+    /// User and command line per (pid, start time): they are read once per process, and only
+    /// `stat` (state, start time) is read at every poll.
+    known: HashMap<(u32, u64), (Option<String>, Option<String>)>,
 }
 
 impl Default for ProcFs {
@@ -38,7 +41,13 @@ impl ProcFs {
             root: root.into(),
             users: HashMap::new(),
             passwd: None,
+            known: HashMap::new(),
         }
+    }
+
+    /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
+    pub fn retain(&mut self, alive: &[(u32, u64)]) {
+        self.known.retain(|key, _| alive.contains(key));
     }
 
     /// Whether this monitor runs in the initial (host) PID namespace; `None` if unreadable.
@@ -54,6 +63,15 @@ impl ProcFs {
             return Identity::default();
         };
         let (comm, state, start_time) = parse_stat(&stat);
+        if let Some((user, command)) = start_time.and_then(|t| self.known.get(&(pid, t))) {
+            return Identity {
+                visible: true,
+                state,
+                start_time,
+                user: user.clone(),
+                command: command.clone(),
+            };
+        }
         let uid = fs::read_to_string(dir.join("status"))
             .ok()
             .and_then(|s| parse_uid(&s));
@@ -66,6 +84,9 @@ impl ProcFs {
             })
             .filter(|c| !c.is_empty())
             .or_else(|| comm.map(|c| format!("[{c}]")));
+        if let Some(t) = start_time {
+            self.known.insert((pid, t), (user.clone(), command.clone()));
+        }
         Identity {
             visible: true,
             state,
