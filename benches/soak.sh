@@ -15,7 +15,7 @@ tmux -L "$sock" new-session -d -x 160 -y 48 \
 trap 'tmux -L "$sock" kill-server 2>/dev/null || true' EXIT
 sleep 5
 shell=$(tmux -L "$sock" display-message -p '#{pane_pid}')
-pid=$(pgrep -P "$shell")
+pid=$(pgrep -P "$shell" || echo "$shell")
 rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status"; }
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 echo "start: rss $(rss) MiB ($*)"
