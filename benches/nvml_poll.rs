@@ -72,7 +72,14 @@ fn release_fake() -> std::path::PathBuf {
     let root = fake_nvml::workspace_root();
     let target = root.join("target").join("fake-nvml");
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--quiet", "--release", "-p", "strata-fake-nvml", "--manifest-path"])
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "strata-fake-nvml",
+            "--manifest-path",
+        ])
         .arg(root.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
         .status()
@@ -89,7 +96,11 @@ fn poll(c: &mut Criterion) {
     let dir = fake_nvml::workspace_root().join("target").join("bench");
     std::fs::create_dir_all(&dir).expect("bench dir");
     let file = dir.join("large_node.json");
-    std::fs::write(&file, serde_json::to_string_pretty(&large_node(&pids)).expect("json")).expect("write");
+    std::fs::write(
+        &file,
+        serde_json::to_string_pretty(&large_node(&pids)).expect("json"),
+    )
+    .expect("write");
     std::env::set_var(fake_nvml::SCENARIO_ENV, &file);
     let mut source = NvmlSource::open(Some(release_fake()), 1.0).expect("fake NVML opens");
     let first = source.sample().expect("sample");

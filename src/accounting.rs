@@ -113,7 +113,10 @@ pub fn account_process(
             if let Some(used) = process.used {
                 // feed_status checked reserved <= used.
                 let beyond_pool = used - feed.reserved;
-                let context = contexts.estimate(process).unwrap_or(beyond_pool).min(beyond_pool);
+                let context = contexts
+                    .estimate(process)
+                    .unwrap_or(beyond_pool)
+                    .min(beyond_pool);
                 layers.context = Some(context);
                 layers.outside_pool = Some(beyond_pool - context);
             }
@@ -257,13 +260,9 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
                     ),
                 })
                 .collect();
-            let on_gpu = sample
-                .processes
-                .iter()
-                .zip(&processes)
-                .filter(|(p, _)| {
-                    p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
-                });
+            let on_gpu = sample.processes.iter().zip(&processes).filter(|(p, _)| {
+                p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
+            });
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
             GpuAccount {
                 layers: device_layers(gpu.memory.as_ref(), gpu.lost, known, on_gpu),

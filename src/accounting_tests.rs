@@ -85,7 +85,10 @@ fn stale_feed_is_not_mixed_into_the_instant() {
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample);
     let node = account(&sample, &contexts);
-    assert!(matches!(node.processes[0].feed_status, FeedStatus::Stale { .. }));
+    assert!(matches!(
+        node.processes[0].feed_status,
+        FeedStatus::Stale { .. }
+    ));
     assert_eq!(node.processes[0].layers.live, None);
     assert_eq!(node.processes[0].layers.unattributed, Some(24 * GIB));
 
@@ -101,7 +104,10 @@ fn feed_reserving_more_than_nvml_sees_is_not_used() {
     p.feed = Some(feed(4 * GIB, 9 * GIB, Some(0), 1000.0));
     let sample = one_gpu_with(40 * GIB, 8 * GIB, vec![p]);
     let status = feed_status(&sample, &sample.processes[0]);
-    assert!(matches!(status, FeedStatus::Inconsistent { .. }), "{status:?}");
+    assert!(
+        matches!(status, FeedStatus::Inconsistent { .. }),
+        "{status:?}"
+    );
     assert_eq!(layers_of(&sample).unattributed, Some(8 * GIB));
 }
 
@@ -143,7 +149,11 @@ fn reused_pid_starts_a_new_context_estimate() {
     let mut contexts = ContextEstimator::learning();
     let mut p = process(10, "GPU-test-0", Some(GIB + GIB / 4));
     p.feed = Some(feed(0, GIB, Some(0), 1000.0));
-    contexts.observe(&one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]));
+    contexts.observe(&one_gpu_with(
+        80 * GIB,
+        p.used.unwrap_or(0),
+        vec![p.clone()],
+    ));
     p.start_time = Some(999_999);
     p.used = Some(GIB + GIB / 2);
     let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
@@ -178,7 +188,10 @@ fn contradictory_counters_give_no_layers_rather_than_wrong_ones() {
         m.free = 50 * GIB;
     }
     let node = account(&absurd, &contexts);
-    assert!(matches!(node.gpus[0].layers, Err(Gap::FreeExceedsTotal { .. })));
+    assert!(matches!(
+        node.gpus[0].layers,
+        Err(Gap::FreeExceedsTotal { .. })
+    ));
 }
 
 #[test]

@@ -120,7 +120,11 @@ impl Series {
 
     /// The latest known value.
     pub fn last(&self) -> Option<u64> {
-        self.tiers[0].points.back().and_then(|p| p.span).map(|s| s.last)
+        self.tiers[0]
+            .points
+            .back()
+            .and_then(|p| p.span)
+            .map(|s| s.last)
     }
 
     /// The last `n` raw values (gaps as `None`), oldest first.
@@ -222,7 +226,10 @@ mod tests {
             s.push(i as f64, Some(i));
         }
         assert_eq!(s.raw().len(), RAW_CAPACITY);
-        assert_eq!(s.raw().next().and_then(|p| p.span).map(|x| x.last), Some(50));
+        assert_eq!(
+            s.raw().next().and_then(|p| p.span).map(|x| x.last),
+            Some(50)
+        );
         assert_eq!(s.last(), Some(RAW_CAPACITY as u64 + 49));
     }
 
@@ -230,7 +237,13 @@ mod tests {
     fn folding_keeps_peaks_and_gaps_do_not_become_zero() {
         let mut s = Series::default();
         for i in 0..FOLD as u64 {
-            let value = if i == 3 { Some(900) } else if i == 5 { None } else { Some(10 + i) };
+            let value = if i == 3 {
+                Some(900)
+            } else if i == 5 {
+                None
+            } else {
+                Some(10 + i)
+            };
             s.push(i as f64, value);
         }
         let folded: Vec<&Point> = s.tier(1).collect();

@@ -77,10 +77,14 @@ impl Layer {
             Layer::Live => "bytes held by live tensors",
             Layer::Fragmented => "free split pieces of the pool that cannot serve other sizes",
             Layer::Cached => "pool bytes neither live nor fragmented: reusable cache",
-            Layer::OutsidePool => "the process's memory outside its allocator (NCCL, cuDNN, cudaMalloc)",
+            Layer::OutsidePool => {
+                "the process's memory outside its allocator (NCCL, cuDNN, cudaMalloc)"
+            }
             Layer::Context => "CUDA context of a fed process (estimate)",
             Layer::Unattributed => "memory of a visible process that has no feed: not split",
-            Layer::Other => "usage no visible process accounts for: driver, other PID namespaces, exited PIDs",
+            Layer::Other => {
+                "usage no visible process accounts for: driver, other PID namespaces, exited PIDs"
+            }
             Layer::Free => "free device memory",
         }
     }

@@ -8,10 +8,10 @@ use std::time::Duration;
 use strata::app::State;
 use strata::cli::{Cli, Command, Common, SnapshotArgs};
 use strata::pipeline::Pipeline;
+use strata::snapshot::{self, Snapshot};
 use strata::source::demo::{DemoSource, SNAPSHOT_AT};
 use strata::source::nvml::NvmlSource;
 use strata::source::{Source, SourceError};
-use strata::snapshot::{self, Snapshot};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -44,7 +44,10 @@ fn open_source(common: &Common, demo_start: f64) -> Result<Box<dyn Source>, Sour
             start,
         )))
     } else {
-        Ok(Box::new(NvmlSource::open(common.nvml_lib.clone(), common.interval)?))
+        Ok(Box::new(NvmlSource::open(
+            common.nvml_lib.clone(),
+            common.interval,
+        )?))
     }
 }
 

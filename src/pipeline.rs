@@ -26,7 +26,8 @@ impl Pipeline {
     /// `context_bytes` fixes every context estimate (`--context-mib`) instead of learning it.
     pub fn new(context_bytes: Option<u64>) -> Self {
         Pipeline {
-            contexts: context_bytes.map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
+            contexts: context_bytes
+                .map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
             tracker: FindingTracker::default(),
             history: History::default(),
         }
@@ -52,7 +53,12 @@ impl Pipeline {
         history.begin();
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
             let mut devices = vec![(&gpu.uuid, &acc.layers)];
-            devices.extend(gpu.mig.iter().map(|m| &m.uuid).zip(acc.mig.iter().map(|m| &m.layers)));
+            devices.extend(
+                gpu.mig
+                    .iter()
+                    .map(|m| &m.uuid)
+                    .zip(acc.mig.iter().map(|m| &m.layers)),
+            );
             for (uuid, layers) in devices {
                 let layers = layers.as_ref().ok();
                 history.record(

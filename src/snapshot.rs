@@ -72,7 +72,7 @@ pub struct ProcessOut<'a> {
     pub layers: ProcessLayers,
 }
 
-fn split<'a>(layers: &'a Result<Layers, Gap>) -> (Option<Layers>, Option<&'a Gap>) {
+fn split(layers: &Result<Layers, Gap>) -> (Option<Layers>, Option<&Gap>) {
     match layers {
         Ok(l) => (Some(*l), None),
         Err(g) => (None, Some(g)),
@@ -169,13 +169,21 @@ pub fn text(observed: &Observed) -> String {
         s.driver_version.as_deref().unwrap_or("n/a"),
         s.cuda_driver_version.as_deref().unwrap_or("n/a")
     );
-    let device = |out: &mut String, label: String, memory: Option<DeviceMemory>, layers: &Result<Layers, Gap>| {
+    let device = |out: &mut String,
+                  label: String,
+                  memory: Option<DeviceMemory>,
+                  layers: &Result<Layers, Gap>| {
         let total = memory.map_or_else(|| "n/a".into(), |m| bytes(m.total));
         let _ = writeln!(out, "{label} (total {total})");
         match layers {
             Ok(l) => {
                 for layer in crate::layers::Layer::ALL {
-                    let _ = writeln!(out, "    {:<13} {:>10}", layer.name(), opt_bytes(l.get(layer)));
+                    let _ = writeln!(
+                        out,
+                        "    {:<13} {:>10}",
+                        layer.name(),
+                        opt_bytes(l.get(layer))
+                    );
                 }
             }
             Err(gap) => {
@@ -184,9 +192,19 @@ pub fn text(observed: &Observed) -> String {
         }
     };
     for (g, acc) in s.gpus.iter().zip(&observed.account.gpus) {
-        device(&mut out, format!("GPU {} {}", g.index, g.name.as_deref().unwrap_or("n/a")), g.memory, &acc.layers);
+        device(
+            &mut out,
+            format!("GPU {} {}", g.index, g.name.as_deref().unwrap_or("n/a")),
+            g.memory,
+            &acc.layers,
+        );
         for (m, macc) in g.mig.iter().zip(&acc.mig) {
-            device(&mut out, format!("  MIG {}", m.profile.as_deref().unwrap_or(&m.uuid)), m.memory, &macc.layers);
+            device(
+                &mut out,
+                format!("  MIG {}", m.profile.as_deref().unwrap_or(&m.uuid)),
+                m.memory,
+                &macc.layers,
+            );
         }
     }
     for f in &observed.findings {

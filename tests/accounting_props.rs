@@ -19,7 +19,14 @@ struct Spec {
 fn spec() -> impl Strategy<Value = Spec> {
     (
         prop::option::weighted(0.85, 0u64..20 * GIB),
-        prop::option::weighted(0.7, (0u64..16 * GIB, 0u64..4 * GIB, prop::option::weighted(0.7, 0u64..2 * GIB))),
+        prop::option::weighted(
+            0.7,
+            (
+                0u64..16 * GIB,
+                0u64..4 * GIB,
+                prop::option::weighted(0.7, 0u64..2 * GIB),
+            ),
+        ),
         prop::bool::weighted(0.85),
         prop_oneof![4 => 0.0f64..2.5, 1 => 2.5f64..10.0],
     )
@@ -34,13 +41,34 @@ fn spec() -> impl Strategy<Value = Spec> {
 
 /// A device's memory with its processes' usage, some unlisted usage, and a free part. Now
 /// and then the counters are made absurd.
-fn device_memory(listed: u64, unlisted: u64, free: u64, reserved: Option<u64>, absurd: u8) -> DeviceMemory {
+fn device_memory(
+    listed: u64,
+    unlisted: u64,
+    free: u64,
+    reserved: Option<u64>,
+    absurd: u8,
+) -> DeviceMemory {
     let used = listed + unlisted;
     let total = used + free + reserved.unwrap_or(0);
     match absurd {
-        0 => DeviceMemory { total, used, free: total + 1, driver_reserved: reserved },
-        1 => DeviceMemory { total: 0, used, free: 0, driver_reserved: reserved },
-        _ => DeviceMemory { total, used, free, driver_reserved: reserved },
+        0 => DeviceMemory {
+            total,
+            used,
+            free: total + 1,
+            driver_reserved: reserved,
+        },
+        1 => DeviceMemory {
+            total: 0,
+            used,
+            free: 0,
+            driver_reserved: reserved,
+        },
+        _ => DeviceMemory {
+            total,
+            used,
+            free,
+            driver_reserved: reserved,
+        },
     }
 }
 
@@ -51,7 +79,9 @@ fn build(specs: &[Spec], device: &str, t: f64) -> Vec<ProcessSample> {
         .map(|(i, s)| {
             let mut p = process(100 + i as u32, device, s.used);
             p.visible = s.visible;
-            p.feed = s.feed.map(|(live, reserved, split)| feed(live, reserved, split, t - s.feed_age));
+            p.feed = s
+                .feed
+                .map(|(live, reserved, split)| feed(live, reserved, split, t - s.feed_age));
             // Most feeds sit inside NVML's figure; some do not (a different instant).
             if let (Some(used), Some(f)) = (p.used, &p.feed) {
                 if i % 5 != 4 {
@@ -104,10 +134,18 @@ prop_compose! {
 }
 
 fn memory_placeholder() -> DeviceMemory {
-    DeviceMemory { total: 0, used: 0, free: 0, driver_reserved: None }
+    DeviceMemory {
+        total: 0,
+        used: 0,
+        free: 0,
+        driver_reserved: None,
+    }
 }
 
-fn check_device(memory: Option<&DeviceMemory>, layers: &Result<strata::layers::Layers, Gap>) -> Result<(), TestCaseError> {
+fn check_device(
+    memory: Option<&DeviceMemory>,
+    layers: &Result<strata::layers::Layers, Gap>,
+) -> Result<(), TestCaseError> {
     match layers {
         Ok(l) => {
             let total = memory.map(|m| m.total).unwrap_or(0);
@@ -115,7 +153,10 @@ fn check_device(memory: Option<&DeviceMemory>, layers: &Result<strata::layers::L
             prop_assert_eq!(l.free, memory.map(|m| m.free));
         }
         Err(Gap::FreeExceedsTotal { total, free }) => prop_assert!(free > total),
-        Err(Gap::ProcessesExceedOccupied { attributed, occupied }) => prop_assert!(attributed > occupied),
+        Err(Gap::ProcessesExceedOccupied {
+            attributed,
+            occupied,
+        }) => prop_assert!(attributed > occupied),
         Err(Gap::MemoryUnknown) => prop_assert!(memory.is_none()),
         Err(Gap::Lost) => prop_assert!(false, "nothing is lost here"),
     }

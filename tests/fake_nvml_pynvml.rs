@@ -341,7 +341,10 @@ fn strata_view(name: &str) -> Value {
         &format!("run strata snapshot on scenario {name}"),
     );
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("strata printed no JSON for {name}: {e}\n{}", String::from_utf8_lossy(&output.stdout))
+        panic!(
+            "strata printed no JSON for {name}: {e}\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        )
     })
 }
 
@@ -405,13 +408,28 @@ fn strata_holders(snapshot: &Value, device_uuid: &str) -> Vec<(u64, Value)> {
 /// v2, processes (v3), MIG instances with their ids, memory and processes.
 #[test]
 fn strata_reports_what_pynvml_sees() {
-    for name in ["two_gpus", "mig", "unavailable_process_memory", "not_supported"] {
+    for name in [
+        "two_gpus",
+        "mig",
+        "unavailable_process_memory",
+        "not_supported",
+    ] {
         let py = pynvml_view(name);
         let st = strata_view(name);
         let gpus = st["gpus"].as_array().expect("gpus");
-        assert_eq!(py["device_count"].as_u64(), Some(gpus.len() as u64), "{name}: device count");
+        assert_eq!(
+            py["device_count"].as_u64(),
+            Some(gpus.len() as u64),
+            "{name}: device count"
+        );
         assert_eq!(py["driver_version"], st["driver_version"], "{name}: driver");
-        for (i, (pd, sg)) in py["devices"].as_array().expect("devices").iter().zip(gpus).enumerate() {
+        for (i, (pd, sg)) in py["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .zip(gpus)
+            .enumerate()
+        {
             let at = format!("{name}: GPU {i}");
             assert_eq!(pd["uuid"], sg["uuid"], "{at} uuid");
             if pd["name"].is_string() {
@@ -419,9 +437,15 @@ fn strata_reports_what_pynvml_sees() {
             }
             assert_eq!(pynvml_memory(&pd["memory"]), sg["memory"], "{at} memory");
             let uuid = sg["uuid"].as_str().expect("uuid");
-            let mig_on = pd["mig_mode"].as_array().is_some_and(|m| m.first() == Some(&json!(1)));
+            let mig_on = pd["mig_mode"]
+                .as_array()
+                .is_some_and(|m| m.first() == Some(&json!(1)));
             if !mig_on {
-                assert_eq!(pynvml_holders(pd), strata_holders(&st, uuid), "{at} processes");
+                assert_eq!(
+                    pynvml_holders(pd),
+                    strata_holders(&st, uuid),
+                    "{at} processes"
+                );
                 continue;
             }
             let instances: Vec<&Value> = pd["mig"]
@@ -435,15 +459,37 @@ fn strata_reports_what_pynvml_sees() {
             for (pm, sm) in instances.iter().zip(strata_mig) {
                 let uuid = sm["uuid"].as_str().expect("mig uuid");
                 assert_eq!(pm["uuid"], sm["uuid"], "{at} MIG uuid");
-                assert_eq!(pynvml_memory(&pm["memory"]), sm["memory"], "{at} MIG {uuid} memory");
-                assert_eq!(or_null(&pm["gpu_instance_id"]), sm["gpu_instance_id"], "{at} MIG {uuid} GI");
-                assert_eq!(or_null(&pm["compute_instance_id"]), sm["compute_instance_id"], "{at} MIG {uuid} CI");
-                let profile = pm["name"].as_str().and_then(|n| n.rsplit_once("MIG ")).map(|(_, p)| p);
+                assert_eq!(
+                    pynvml_memory(&pm["memory"]),
+                    sm["memory"],
+                    "{at} MIG {uuid} memory"
+                );
+                assert_eq!(
+                    or_null(&pm["gpu_instance_id"]),
+                    sm["gpu_instance_id"],
+                    "{at} MIG {uuid} GI"
+                );
+                assert_eq!(
+                    or_null(&pm["compute_instance_id"]),
+                    sm["compute_instance_id"],
+                    "{at} MIG {uuid} CI"
+                );
+                let profile = pm["name"]
+                    .as_str()
+                    .and_then(|n| n.rsplit_once("MIG "))
+                    .map(|(_, p)| p);
                 assert_eq!(sm["profile"].as_str(), profile, "{at} MIG {uuid} profile");
-                assert_eq!(pynvml_holders(pm), strata_holders(&st, uuid), "{at} MIG {uuid} processes");
+                assert_eq!(
+                    pynvml_holders(pm),
+                    strata_holders(&st, uuid),
+                    "{at} MIG {uuid} processes"
+                );
             }
             // In MIG mode strata reads processes per instance: none is left on the parent.
-            assert!(strata_holders(&st, uuid).is_empty(), "{at}: processes double-counted on the parent");
+            assert!(
+                strata_holders(&st, uuid).is_empty(),
+                "{at}: processes double-counted on the parent"
+            );
         }
     }
 }

@@ -45,7 +45,16 @@ fn process(snapshot: &Value, pid: u64) -> &Value {
         .unwrap_or_else(|| panic!("pid {pid} missing: {snapshot}"))
 }
 
-const LAYERS: [&str; 8] = ["context", "outside_pool", "cached", "fragmented", "live", "unattributed", "other", "free"];
+const LAYERS: [&str; 8] = [
+    "context",
+    "outside_pool",
+    "cached",
+    "fragmented",
+    "live",
+    "unattributed",
+    "other",
+    "free",
+];
 
 fn assert_layers_add_up(snapshot: &Value) {
     for g in snapshot["gpus"].as_array().expect("gpus") {
@@ -53,10 +62,16 @@ fn assert_layers_add_up(snapshot: &Value) {
         devices.extend(g["mig"].as_array().expect("mig"));
         for d in devices {
             if d["layers"].is_null() {
-                assert!(!d["layers_gap"].is_null(), "null layers without a reason: {d}");
+                assert!(
+                    !d["layers_gap"].is_null(),
+                    "null layers without a reason: {d}"
+                );
                 continue;
             }
-            let sum: u64 = LAYERS.iter().map(|k| d["layers"][k].as_u64().unwrap_or(0)).sum();
+            let sum: u64 = LAYERS
+                .iter()
+                .map(|k| d["layers"][k].as_u64().unwrap_or(0))
+                .sum();
             assert_eq!(sum, d["memory"]["total"].as_u64().expect("total"), "{d}");
         }
     }
@@ -88,7 +103,11 @@ fn mig_instances_with_their_processes() {
     assert_eq!(gpu["mig_mode"], true);
     let mig = gpu["mig"].as_array().expect("mig");
     let profiles: Vec<&str> = mig.iter().filter_map(|m| m["profile"].as_str()).collect();
-    assert_eq!(profiles, ["3g.40gb", "2g.20gb", "1g.10gb"], "empty slots are skipped");
+    assert_eq!(
+        profiles,
+        ["3g.40gb", "2g.20gb", "1g.10gb"],
+        "empty slots are skipped"
+    );
     assert_eq!(mig[0]["gpu_instance_id"], 1);
     assert_eq!(mig[1]["gpu_instance_id"], 5);
     assert_eq!(mig[0]["compute_instance_id"], 0);
@@ -96,7 +115,12 @@ fn mig_instances_with_their_processes() {
     assert_eq!(on_first["device_uuid"], mig[0]["uuid"]);
     assert_eq!(process(&s, 62001)["device_uuid"], mig[1]["uuid"]);
     // Each process once, on its instance; the parent's aggregate list is not counted again.
-    let pids: Vec<u64> = s["processes"].as_array().expect("p").iter().filter_map(|p| p["pid"].as_u64()).collect();
+    let pids: Vec<u64> = s["processes"]
+        .as_array()
+        .expect("p")
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
     let mut unique = pids.clone();
     unique.sort_unstable();
     unique.dedup();
@@ -111,13 +135,22 @@ fn refused_fields_are_null_and_the_rest_still_shows() {
     let g = &s["gpus"];
     assert!(g[0]["utilization_gpu"].is_null());
     assert!(g[0]["mig_mode"].is_null());
-    assert_eq!(g[0]["memory"]["total"], 25_757_220_864u64, "memory still read");
-    assert_eq!(g[0]["processes_known"], false, "a refused process list is not an empty one");
+    assert_eq!(
+        g[0]["memory"]["total"], 25_757_220_864u64,
+        "memory still read"
+    );
+    assert_eq!(
+        g[0]["processes_known"], false,
+        "a refused process list is not an empty one"
+    );
     assert!(g[0]["layers"]["unattributed"].is_null());
     assert!(g[1]["name"].is_null());
     assert!(g[1]["memory"].is_null());
     assert_eq!(g[1]["layers_gap"]["reason"], "memory_unknown");
-    assert_eq!(g[1]["utilization_gpu"], 0, "a refused field does not hide the others");
+    assert_eq!(
+        g[1]["utilization_gpu"], 0,
+        "a refused field does not hide the others"
+    );
     let m = &g[2]["mig"][0];
     assert!(m["gpu_instance_id"].is_null() && m["compute_instance_id"].is_null());
     assert!(m["profile"].is_null() && m["memory"].is_null());
@@ -146,7 +179,10 @@ fn a_pid_missing_from_proc_is_not_visible() {
 /// A scenario holder that is a real process here gets its identity from /proc.
 #[test]
 fn a_visible_holder_gets_user_command_state_and_start_time() {
-    let mut child = std::process::Command::new("sleep").arg("37").spawn().expect("sleep");
+    let mut child = std::process::Command::new("sleep")
+        .arg("37")
+        .spawn()
+        .expect("sleep");
     let text = std::fs::read_to_string(scenario("two_gpus")).expect("scenario");
     let dir = std::env::temp_dir().join(format!("strata-visible-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
@@ -172,22 +208,43 @@ fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
     assert_eq!(samples.len(), 5);
     let used: Vec<u64> = samples
         .iter()
-        .map(|s| s["gpus"][0]["memory"]["used"].as_u64().expect("GPU 0 keeps reporting"))
+        .map(|s| {
+            s["gpus"][0]["memory"]["used"]
+                .as_u64()
+                .expect("GPU 0 keeps reporting")
+        })
         .collect();
-    assert!(used.windows(2).all(|w| w[0] < w[1]), "GPU 0 climbs: {used:?}");
+    assert!(
+        used.windows(2).all(|w| w[0] < w[1]),
+        "GPU 0 climbs: {used:?}"
+    );
     for (poll, s) in samples.iter().enumerate() {
         assert_layers_add_up(s);
         let lost = &s["gpus"][1];
         assert_eq!(lost["lost"], poll >= 3, "poll {poll}: {lost}");
         if poll >= 3 {
-            assert!(lost["memory"].is_null(), "no stale values passed off as current");
+            assert!(
+                lost["memory"].is_null(),
+                "no stale values passed off as current"
+            );
             assert_eq!(lost["layers_gap"]["reason"], "lost");
-            let kinds: Vec<&str> = s["findings"].as_array().expect("f").iter().filter_map(|f| f["kind"].as_str()).collect();
+            let kinds: Vec<&str> = s["findings"]
+                .as_array()
+                .expect("f")
+                .iter()
+                .filter_map(|f| f["kind"].as_str())
+                .collect();
             assert!(kinds.contains(&"gpu_lost"), "{kinds:?}");
         }
     }
     // A process that exits, and one that starts.
-    let has = |s: &Value, pid: u64| s["processes"].as_array().expect("p").iter().any(|p| p["pid"] == pid);
+    let has = |s: &Value, pid: u64| {
+        s["processes"]
+            .as_array()
+            .expect("p")
+            .iter()
+            .any(|p| p["pid"] == pid)
+    };
     assert!(has(&samples[0], 41299) && !has(&samples[2], 41299));
     assert!(!has(&samples[0], 41300) && has(&samples[2], 41300));
 }
@@ -197,7 +254,12 @@ fn absurd_answers_never_panic() {
     let samples = snapshots(&scenario("absurd"), &["--count", "3"]);
     for s in &samples {
         assert_layers_add_up(s);
-        let kinds: Vec<&str> = s["findings"].as_array().expect("f").iter().filter_map(|f| f["kind"].as_str()).collect();
+        let kinds: Vec<&str> = s["findings"]
+            .as_array()
+            .expect("f")
+            .iter()
+            .filter_map(|f| f["kind"].as_str())
+            .collect();
         assert!(kinds.contains(&"inconsistent_counters"), "{kinds:?}");
     }
 }
@@ -221,7 +283,10 @@ fn missing_or_malformed_scenario_is_one_clear_line() {
         let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("strata:")).collect();
         assert_eq!(ours.len(), 1, "{err}");
         assert!(ours[0].contains("NVML could not start"), "{err}");
-        assert!(ours[0].contains("libnvidia_ml.so"), "names the library: {err}");
+        assert!(
+            ours[0].contains("libnvidia_ml.so"),
+            "names the library: {err}"
+        );
         assert!(ours[0].contains("--demo"), "gives a hint: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);

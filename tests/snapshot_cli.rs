@@ -10,7 +10,11 @@ fn snapshot(args: &[&str]) -> Vec<Value> {
         .args(args)
         .output()
         .expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .expect("utf-8")
         .lines()
@@ -25,54 +29,147 @@ fn has(object: &Value, keys: &[&str], what: &str) {
 }
 
 const LAYERS: [&str; 8] = [
-    "context", "outside_pool", "cached", "fragmented", "live", "unattributed", "other", "free",
+    "context",
+    "outside_pool",
+    "cached",
+    "fragmented",
+    "live",
+    "unattributed",
+    "other",
+    "free",
 ];
 
 fn layer_sum(layers: &Value) -> u64 {
-    LAYERS
-        .iter()
-        .map(|k| layers[k].as_u64().unwrap_or(0))
-        .sum()
+    LAYERS.iter().map(|k| layers[k].as_u64().unwrap_or(0)).sum()
 }
 
 #[test]
 fn snapshot_has_the_documented_fields() {
     let snap = &snapshot(&[])[0];
-    has(snap, &["schema", "time", "host", "driver_version", "cuda_driver_version", "gpus", "processes", "findings"], "snapshot");
+    has(
+        snap,
+        &[
+            "schema",
+            "time",
+            "host",
+            "driver_version",
+            "cuda_driver_version",
+            "gpus",
+            "processes",
+            "findings",
+        ],
+        "snapshot",
+    );
     assert_eq!(snap["schema"], "strata.snapshot/1");
     assert!(snap["time"].is_number());
     let gpus = snap["gpus"].as_array().expect("gpus");
     assert_eq!(gpus.len(), 4);
     for g in gpus {
-        has(g, &["index", "uuid", "name", "memory", "utilization_gpu", "mig_mode", "lost", "layers", "mig"], "gpu");
-        has(&g["memory"], &["total", "used", "free", "driver_reserved"], "gpu memory");
+        has(
+            g,
+            &[
+                "index",
+                "uuid",
+                "name",
+                "memory",
+                "utilization_gpu",
+                "mig_mode",
+                "lost",
+                "layers",
+                "mig",
+            ],
+            "gpu",
+        );
+        has(
+            &g["memory"],
+            &["total", "used", "free", "driver_reserved"],
+            "gpu memory",
+        );
         has(&g["layers"], &LAYERS, "gpu layers");
         for m in g["mig"].as_array().expect("mig list") {
-            has(m, &["uuid", "profile", "gpu_instance_id", "compute_instance_id", "memory", "layers"], "mig");
+            has(
+                m,
+                &[
+                    "uuid",
+                    "profile",
+                    "gpu_instance_id",
+                    "compute_instance_id",
+                    "memory",
+                    "layers",
+                ],
+                "mig",
+            );
         }
     }
     let processes = snap["processes"].as_array().expect("processes");
     assert!(!processes.is_empty());
     for p in processes {
-        has(p, &["pid", "device_uuid", "used", "visible", "proc_state", "user", "command", "sm_util", "feed", "layers"], "process");
+        has(
+            p,
+            &[
+                "pid",
+                "device_uuid",
+                "used",
+                "visible",
+                "proc_state",
+                "user",
+                "command",
+                "sm_util",
+                "feed",
+                "layers",
+            ],
+            "process",
+        );
         if !p["feed"].is_null() {
-            has(&p["feed"], &["framework", "framework_version", "backend", "allocated", "reserved", "inactive_split", "peak_allocated", "peak_reserved", "alloc_retries", "ooms", "largest_free_block", "time"], "feed");
+            has(
+                &p["feed"],
+                &[
+                    "framework",
+                    "framework_version",
+                    "backend",
+                    "allocated",
+                    "reserved",
+                    "inactive_split",
+                    "peak_allocated",
+                    "peak_reserved",
+                    "alloc_retries",
+                    "ooms",
+                    "largest_free_block",
+                    "time",
+                ],
+                "feed",
+            );
         }
     }
     let findings = snap["findings"].as_array().expect("findings");
     assert!(!findings.is_empty());
     for f in findings {
-        has(f, &["kind", "severity", "device_uuid", "pid", "since", "message"], "finding");
+        has(
+            f,
+            &["kind", "severity", "device_uuid", "pid", "since", "message"],
+            "finding",
+        );
     }
 }
 
 #[test]
 fn every_gpu_and_mig_instance_adds_up_to_its_total() {
-    for snap in snapshot(&["--count", "5", "--demo-at", "0"]).iter().chain(&snapshot(&[])) {
+    for snap in snapshot(&["--count", "5", "--demo-at", "0"])
+        .iter()
+        .chain(&snapshot(&[]))
+    {
         for g in snap["gpus"].as_array().expect("gpus") {
-            assert_eq!(layer_sum(&g["layers"]), g["memory"]["total"].as_u64().expect("total"), "{g}");
+            assert_eq!(
+                layer_sum(&g["layers"]),
+                g["memory"]["total"].as_u64().expect("total"),
+                "{g}"
+            );
             for m in g["mig"].as_array().expect("mig") {
-                assert_eq!(layer_sum(&m["layers"]), m["memory"]["total"].as_u64().expect("total"), "{m}");
+                assert_eq!(
+                    layer_sum(&m["layers"]),
+                    m["memory"]["total"].as_u64().expect("total"),
+                    "{m}"
+                );
             }
         }
     }
@@ -86,8 +183,13 @@ fn demo_shows_the_situations_the_product_is_for() {
         .iter()
         .find(|p| p["feed"]["backend"] == "cudaMallocAsync")
         .expect("a cudaMallocAsync process");
-    assert!(async_backend["layers"]["fragmented"].is_null(), "unknown is null, not 0");
-    assert!(processes.iter().any(|p| p["feed"].is_null() && p["visible"] == true));
+    assert!(
+        async_backend["layers"]["fragmented"].is_null(),
+        "unknown is null, not 0"
+    );
+    assert!(processes
+        .iter()
+        .any(|p| p["feed"].is_null() && p["visible"] == true));
     let kinds: Vec<&str> = snap["findings"]
         .as_array()
         .expect("findings")
@@ -107,12 +209,19 @@ fn demo_shows_the_situations_the_product_is_for() {
 
 #[test]
 fn the_same_demo_instant_is_the_same_snapshot() {
-    assert_eq!(snapshot(&["--demo-at", "333"]), snapshot(&["--demo-at", "333"]));
+    assert_eq!(
+        snapshot(&["--demo-at", "333"]),
+        snapshot(&["--demo-at", "333"])
+    );
 }
 
 #[test]
 fn unknown_flags_are_usage_errors() {
-    let out = Command::cargo_bin("strata").expect("binary").arg("--frobnicate").output().expect("runs");
+    let out = Command::cargo_bin("strata")
+        .expect("binary")
+        .arg("--frobnicate")
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"));
 }

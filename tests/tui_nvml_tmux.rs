@@ -32,7 +32,15 @@ fn quit_and_check(pane: &Pane) {
 fn mig_instances_appear_nested_under_their_gpu() {
     let pane = monitor("nvml-mig", "mig", "1");
     let screen = pane
-        .wait_for(&["GPU 0 · NVIDIA A100-SXM4-80GB", "└ 3g.40gb GI1/CI0", "└ 2g.20gb GI5/CI0", "└ 1g.10gb GI13/CI0"], Duration::from_secs(15))
+        .wait_for(
+            &[
+                "GPU 0 · NVIDIA A100-SXM4-80GB",
+                "└ 3g.40gb GI1/CI0",
+                "└ 2g.20gb GI5/CI0",
+                "└ 1g.10gb GI13/CI0",
+            ],
+            Duration::from_secs(15),
+        )
         .unwrap_or_else(|s| panic!("MIG rows missing:\n{s}"));
     // Nested: the instances come after their GPU's title and before the next GPU's.
     let at = |needle: &str| screen.find(needle).unwrap_or(usize::MAX);
@@ -44,7 +52,13 @@ fn mig_instances_appear_nested_under_their_gpu() {
 fn a_lost_gpu_is_marked_and_the_other_goes_on() {
     let pane = monitor("nvml-lost", "gpu_lost", "0.2");
     let screen = pane
-        .wait_for(&["GPU 1 · H100 · LOST since", "fell off the bus (GPU_IS_LOST)"], Duration::from_secs(15))
+        .wait_for(
+            &[
+                "GPU 1 · H100 · LOST since",
+                "fell off the bus (GPU_IS_LOST)",
+            ],
+            Duration::from_secs(15),
+        )
         .unwrap_or_else(|s| panic!("lost GPU not marked:\n{s}"));
     assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
     quit_and_check(&pane);

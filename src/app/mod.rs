@@ -24,7 +24,10 @@ pub enum Focus {
 pub enum View {
     Main,
     /// The reconciliation of one process on one device.
-    Detail { pid: u32, device_uuid: String },
+    Detail {
+        pid: u32,
+        device_uuid: String,
+    },
     Help,
 }
 

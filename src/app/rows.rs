@@ -59,7 +59,11 @@ pub struct ProcessRow<'a> {
 /// Trend points kept for the table's sparkline.
 pub const TREND_POINTS: usize = 60;
 
-pub fn process_rows<'a>(observed: &'a Observed, history: &History, sort: SortKey) -> Vec<ProcessRow<'a>> {
+pub fn process_rows<'a>(
+    observed: &'a Observed,
+    history: &History,
+    sort: SortKey,
+) -> Vec<ProcessRow<'a>> {
     let sample = &observed.sample;
     let mut rows: Vec<ProcessRow<'a>> = sample
         .processes

@@ -32,7 +32,9 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
 
     for (process, process_account) in sample.processes.iter().zip(&account.processes) {
         let place = device_name(sample, &process.device_uuid);
-        let held = process.used.map_or_else(|| "memory (amount not reported)".into(), bytes);
+        let held = process
+            .used
+            .map_or_else(|| "memory (amount not reported)".into(), bytes);
         let device = Some(process.device_uuid.as_str());
         let pid = Some(process.pid);
         if process.proc_state.as_deref() == Some("Z") {
@@ -41,7 +43,10 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
                 Severity::Critical,
                 device,
                 pid,
-                format!("PID {} is defunct but its CUDA context still holds {held} on {place}", process.pid),
+                format!(
+                    "PID {} is defunct but its CUDA context still holds {held} on {place}",
+                    process.pid
+                ),
             );
         } else if !process.visible && sample.host_pid_namespace == Some(true) {
             raise(
@@ -49,7 +54,10 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
                 Severity::Critical,
                 device,
                 pid,
-                format!("PID {} no longer exists but its CUDA context still holds {held} on {place}", process.pid),
+                format!(
+                    "PID {} no longer exists but its CUDA context still holds {held} on {place}",
+                    process.pid
+                ),
             );
         } else if !process.visible {
             raise(
@@ -57,7 +65,10 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
                 Severity::Info,
                 device,
                 pid,
-                format!("PID {} (not in this PID namespace) holds {held} on {place}", process.pid),
+                format!(
+                    "PID {} (not in this PID namespace) holds {held} on {place}",
+                    process.pid
+                ),
             );
         }
         match &process_account.feed_status {
@@ -105,7 +116,10 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
                 Severity::Critical,
                 uuid,
                 None,
-                format!("GPU {} fell off the bus (GPU_IS_LOST): last known values shown greyed", gpu.index),
+                format!(
+                    "GPU {} fell off the bus (GPU_IS_LOST): last known values shown greyed",
+                    gpu.index
+                ),
             );
             continue;
         }

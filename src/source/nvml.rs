@@ -6,9 +6,7 @@
 
 use super::procfs::ProcFs;
 use super::{Source, SourceError};
-use crate::sample::{
-    ContextKind, DeviceMemory, GpuSample, MigSample, NodeSample, ProcessSample,
-};
+use crate::sample::{ContextKind, DeviceMemory, GpuSample, MigSample, NodeSample, ProcessSample};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -62,7 +60,8 @@ fn describe(e: &NvmlError) -> String {
         NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
         NvmlError::NoPermission => "no permission to talk to the driver (see /dev/nvidia*)".into(),
         NvmlError::LibRmVersionMismatch => {
-            "the library and the kernel driver are different versions (reboot or reload the driver)".into()
+            "the library and the kernel driver are different versions (reboot or reload the driver)"
+                .into()
         }
         other => other.to_string(),
     }
@@ -100,7 +99,9 @@ impl NvmlSource {
                     index,
                     // SAFETY: the handle stays valid while `nvml` lives, and both move together.
                     handle: Some(Handle(unsafe { device.handle() })),
-                    uuid: device.uuid().unwrap_or_else(|_| format!("GPU-unreadable-{index}")),
+                    uuid: device
+                        .uuid()
+                        .unwrap_or_else(|_| format!("GPU-unreadable-{index}")),
                     name: device.name().ok(),
                 },
                 Err(_) => GpuStatic {
@@ -113,7 +114,11 @@ impl NvmlSource {
             .collect();
         let driver_version = nvml.sys_driver_version().ok();
         let cuda_driver_version = nvml.sys_cuda_driver_version().ok().map(|v| {
-            format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v))
+            format!(
+                "{}.{}",
+                cuda_driver_version_major(v),
+                cuda_driver_version_minor(v)
+            )
         });
         NvmlSource {
             nvml,
@@ -182,8 +187,14 @@ fn holders(device: &Device<'_>, lost: &mut bool) -> Holders {
         ..Holders::default()
     };
     for (kind, list) in [
-        (ContextKind::Compute, read_list(|| device.running_compute_processes())),
-        (ContextKind::Graphics, read_list(|| device.running_graphics_processes())),
+        (
+            ContextKind::Compute,
+            read_list(|| device.running_compute_processes()),
+        ),
+        (
+            ContextKind::Graphics,
+            read_list(|| device.running_graphics_processes()),
+        ),
     ] {
         match list {
             Ok(list) => holders.add(list, kind),
@@ -348,7 +359,10 @@ impl NvmlSource {
                 gpu.mig.push(MigSample {
                     uuid: mig_uuid.clone(),
                     profile: mig.name().ok().and_then(|n| profile_from_name(&n)),
-                    gpu_instance_id: raw_id(lib.nvmlDeviceGetGpuInstanceId.as_ref().ok(), mig_handle),
+                    gpu_instance_id: raw_id(
+                        lib.nvmlDeviceGetGpuInstanceId.as_ref().ok(),
+                        mig_handle,
+                    ),
                     compute_instance_id: raw_id(
                         lib.nvmlDeviceGetComputeInstanceId.as_ref().ok(),
                         mig_handle,
@@ -467,7 +481,10 @@ mod tests {
             .err()
             .expect("cannot load");
         let text = err.to_string();
-        assert!(text.contains("NVIDIA driver library was not found"), "{text}");
+        assert!(
+            text.contains("NVIDIA driver library was not found"),
+            "{text}"
+        );
         assert!(text.contains("/nonexistent/libnvidia-ml.so.1"), "{text}");
     }
 }

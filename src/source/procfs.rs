@@ -184,6 +184,9 @@ mod tests {
         let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n";
         assert_eq!(user_from_passwd(passwd, 1000).as_deref(), Some("alice"));
         assert_eq!(user_from_passwd(passwd, 7), None);
-        assert_eq!(parse_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"), Some(1000));
+        assert_eq!(
+            parse_uid("Name:\tx\nUid:\t1000\t1000\t1000\t1000\n"),
+            Some(1000)
+        );
     }
 }

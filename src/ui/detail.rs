@@ -99,7 +99,10 @@ impl Rows {
     fn value(&mut self, layer: &str, metric: &str, value: Option<u64>, when: &str, style: Style) {
         let human = units::opt_bytes(value);
         let exact = if self.width >= 110 {
-            format!("{:>20}", value.map_or_else(|| "n/a".to_string(), |v| format!("{} B", grouped(v))))
+            format!(
+                "{:>20}",
+                value.map_or_else(|| "n/a".to_string(), |v| format!("{} B", grouped(v)))
+            )
         } else {
             String::new()
         };
@@ -134,7 +137,10 @@ pub fn draw_detail(
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.focused_border())
-        .title(Line::styled(format!(" Reconciliation · PID {pid} "), theme.title()));
+        .title(Line::styled(
+            format!(" Reconciliation · PID {pid} "),
+            theme.title(),
+        ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let sample = &observed.sample;
@@ -149,13 +155,26 @@ pub fn draw_detail(
         width: inner.width as usize,
     };
     match found {
-        None => rows.text(format!("PID {pid} no longer holds memory on {place}. Esc goes back."), theme.dim()),
-        Some((process, account)) => reconcile(&mut rows, state, observed, process, account, &place, theme),
+        None => rows.text(
+            format!("PID {pid} no longer holds memory on {place}. Esc goes back."),
+            theme.dim(),
+        ),
+        Some((process, account)) => {
+            reconcile(&mut rows, state, observed, process, account, &place, theme)
+        }
     }
     super::widgets::put_lines(frame, inner, &rows.lines);
 }
 
-fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSample, account: &ProcessAccount, place: &str, theme: Theme) {
+fn reconcile(
+    rows: &mut Rows,
+    state: &State,
+    observed: &Observed,
+    p: &ProcessSample,
+    account: &ProcessAccount,
+    place: &str,
+    theme: Theme,
+) {
     let sample = &observed.sample;
     let gpu_name = sample
         .locate(&p.device_uuid)
@@ -181,11 +200,17 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
             )
         },
     );
-    rows.text(format!("on {place} ({gpu_name}) · {framework}"), Style::new());
+    rows.text(
+        format!("on {place} ({gpu_name}) · {framework}"),
+        Style::new(),
+    );
     let nvml_time = clock_tenths(sample.time);
     let feed_time = |f: &FeedSample| clock_tenths(f.time);
     rows.blank();
-    rows.text(format!("{:<18}{}", "layer", "metric (times UTC)"), theme.table_header());
+    rows.text(
+        format!("{:<18}{}", "layer", "metric (times UTC)"),
+        theme.table_header(),
+    );
     rows.value(
         "NVML used",
         "NVML usedGpuMemory",
@@ -199,17 +224,56 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
             let names = metric_names(&feed.framework);
             let when = feed_time(feed);
             let fw = feed.framework.as_str();
-            rows.value(" = context", "estimate: min(used - reserved) seen", layers.context, &nvml_time, theme.layer(crate::layers::Layer::Context));
-            rows.value(" + outside_pool", "used - reserved - context", layers.outside_pool, &nvml_time, theme.layer(crate::layers::Layer::OutsidePool));
-            rows.value(" + reserved", &format!("{fw} {}", names.reserved), Some(feed.reserved), &when, Style::new());
-            rows.value("    = live", &format!("{fw} {}", names.allocated), layers.live, &when, theme.layer(crate::layers::Layer::Live));
-            rows.value("    + fragmented", &format!("{fw} {}", names.inactive_split), layers.fragmented, &when, theme.layer(crate::layers::Layer::Fragmented));
-            rows.value("    + cached", "reserved - live - fragmented", layers.cached, &when, theme.layer(crate::layers::Layer::Cached));
+            rows.value(
+                " = context",
+                "estimate: min(used - reserved) seen",
+                layers.context,
+                &nvml_time,
+                theme.layer(crate::layers::Layer::Context),
+            );
+            rows.value(
+                " + outside_pool",
+                "used - reserved - context",
+                layers.outside_pool,
+                &nvml_time,
+                theme.layer(crate::layers::Layer::OutsidePool),
+            );
+            rows.value(
+                " + reserved",
+                &format!("{fw} {}", names.reserved),
+                Some(feed.reserved),
+                &when,
+                Style::new(),
+            );
+            rows.value(
+                "    = live",
+                &format!("{fw} {}", names.allocated),
+                layers.live,
+                &when,
+                theme.layer(crate::layers::Layer::Live),
+            );
+            rows.value(
+                "    + fragmented",
+                &format!("{fw} {}", names.inactive_split),
+                layers.fragmented,
+                &when,
+                theme.layer(crate::layers::Layer::Fragmented),
+            );
+            rows.value(
+                "    + cached",
+                "reserved - live - fragmented",
+                layers.cached,
+                &when,
+                theme.layer(crate::layers::Layer::Cached),
+            );
             let check = match (p.used, layers.context, layers.outside_pool) {
                 (Some(used), Some(c), Some(o)) if c + o + feed.reserved == used => {
                     "check: context + outside_pool + reserved = NVML used, exactly".to_string()
                 }
-                (None, _, _) => "NVML does not report this process's usage: context and outside_pool are n/a".to_string(),
+                (None, _, _) => {
+                    "NVML does not report this process's usage: context and outside_pool are n/a"
+                        .to_string()
+                }
                 _ => "check: the parts do not add up (report this)".to_string(),
             };
             rows.text(check, theme.dim());
@@ -220,10 +284,31 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
                 );
             }
             rows.blank();
-            rows.text("peaks since the process started (each its own instant; never summed)".into(), theme.table_header());
-            rows.value("peak allocated", &format!("{fw} {}", names.peak_allocated), feed.peak_allocated, &when, Style::new());
-            rows.value("peak reserved", &format!("{fw} {}", names.peak_reserved), feed.peak_reserved, &when, Style::new());
-            rows.value("largest free", "largest cached block", feed.largest_free_block, &when, Style::new());
+            rows.text(
+                "peaks since the process started (each its own instant; never summed)".into(),
+                theme.table_header(),
+            );
+            rows.value(
+                "peak allocated",
+                &format!("{fw} {}", names.peak_allocated),
+                feed.peak_allocated,
+                &when,
+                Style::new(),
+            );
+            rows.value(
+                "peak reserved",
+                &format!("{fw} {}", names.peak_reserved),
+                feed.peak_reserved,
+                &when,
+                Style::new(),
+            );
+            rows.value(
+                "largest free",
+                "largest cached block",
+                feed.largest_free_block,
+                &when,
+                Style::new(),
+            );
             let count = |v: Option<u64>| v.map_or_else(|| "n/a".into(), |v| v.to_string());
             rows.text(
                 format!(
@@ -234,25 +319,60 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
                     names.ooms,
                     count(feed.ooms)
                 ),
-                if feed.ooms.unwrap_or(0) > 0 { theme.alert() } else { Style::new() },
+                if feed.ooms.unwrap_or(0) > 0 {
+                    theme.alert()
+                } else {
+                    Style::new()
+                },
             );
         }
         (Some(feed), status) => {
             let why = match status {
-                FeedStatus::Stale { age } => format!("feed is stale ({} old): shown, not combined with NVML's instant", units::duration(age.abs())),
+                FeedStatus::Stale { age } => format!(
+                    "feed is stale ({} old): shown, not combined with NVML's instant",
+                    units::duration(age.abs())
+                ),
                 FeedStatus::Inconsistent { reason } => format!("feed not used: {reason}"),
                 _ => String::new(),
             };
             rows.text(why, theme.alert());
             let names = metric_names(&feed.framework);
             let when = feed_time(feed);
-            rows.value(" (reserved)", names.reserved, Some(feed.reserved), &when, theme.stale());
-            rows.value(" (live)", names.allocated, Some(feed.allocated), &when, theme.stale());
-            rows.value(" (fragmented)", names.inactive_split, feed.inactive_split, &when, theme.stale());
-            rows.text("NVML used is shown unsplit, as unattributed, until the feed is current again".into(), theme.dim());
+            rows.value(
+                " (reserved)",
+                names.reserved,
+                Some(feed.reserved),
+                &when,
+                theme.stale(),
+            );
+            rows.value(
+                " (live)",
+                names.allocated,
+                Some(feed.allocated),
+                &when,
+                theme.stale(),
+            );
+            rows.value(
+                " (fragmented)",
+                names.inactive_split,
+                feed.inactive_split,
+                &when,
+                theme.stale(),
+            );
+            rows.text(
+                "NVML used is shown unsplit, as unattributed, until the feed is current again"
+                    .into(),
+                theme.dim(),
+            );
         }
         (None, _) => {
-            rows.value(" = unattributed", "no allocator feed: not split", layers.unattributed, &nvml_time, theme.layer(crate::layers::Layer::Unattributed));
+            rows.value(
+                " = unattributed",
+                "no allocator feed: not split",
+                layers.unattributed,
+                &nvml_time,
+                theme.layer(crate::layers::Layer::Unattributed),
+            );
             let hint = if p.visible {
                 "start the job under `strata run -- CMD` (or `import strata_feed`) to split it into layers"
             } else {
@@ -269,17 +389,29 @@ fn reconcile(rows: &mut Rows, state: &State, observed: &Observed, p: &ProcessSam
         .and_then(|(g, m)| m.and_then(|m| m.memory).or(g.memory))
         .map(|m| m.total);
     for (label, key) in [
-        ("used", SeriesKey::ProcessUsed(p.pid, p.start_time, p.device_uuid.clone())),
-        ("live", SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone())),
+        (
+            "used",
+            SeriesKey::ProcessUsed(p.pid, p.start_time, p.device_uuid.clone()),
+        ),
+        (
+            "live",
+            SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone()),
+        ),
     ] {
-        let values = history.get(&key).map(|s| s.recent(width)).unwrap_or_default();
-        let peak = history
+        let values = history
             .get(&key)
-            .and_then(|s| s.peak())
-            .map_or_else(|| "n/a".into(), |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)));
+            .map(|s| s.recent(width))
+            .unwrap_or_default();
+        let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
+            || "n/a".into(),
+            |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
+        );
         rows.lines.push(Line::from(vec![
             Span::styled(format!("{label:<6}"), theme.dim()),
-            Span::styled(sparkline(&values, width, total), theme.layer(crate::layers::Layer::Live)),
+            Span::styled(
+                sparkline(&values, width, total),
+                theme.layer(crate::layers::Layer::Live),
+            ),
         ]));
         rows.text(format!("      {peak} (scale: device total)"), theme.dim());
     }

@@ -16,18 +16,33 @@ pub fn height_for(count: usize, body_height: u16) -> u16 {
     (count.max(1) as u16 + 1).min(most)
 }
 
-pub fn draw_findings(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, theme: Theme) {
+pub fn draw_findings(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    theme: Theme,
+) {
     let focused = state.focus == Focus::Findings;
     let findings = &observed.findings;
     let block = Block::default()
         .borders(Borders::TOP)
-        .border_style(if focused { theme.focused_border() } else { theme.border() })
-        .title(Line::styled(format!(" Findings ({}) ", findings.len()), theme.title()));
+        .border_style(if focused {
+            theme.focused_border()
+        } else {
+            theme.border()
+        })
+        .title(Line::styled(
+            format!(" Findings ({}) ", findings.len()),
+            theme.title(),
+        ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let width = inner.width as usize;
     let visible = inner.height as usize;
-    let start = state.finding_scroll.min(findings.len().saturating_sub(visible));
+    let start = state
+        .finding_scroll
+        .min(findings.len().saturating_sub(visible));
     let now = observed.sample.time;
     let lines: Vec<Line<'_>> = if findings.is_empty() {
         vec![Line::styled("nothing to report", theme.dim())]
@@ -37,9 +52,16 @@ pub fn draw_findings(frame: &mut Frame<'_>, area: Rect, state: &State, observed:
             .skip(start)
             .take(visible)
             .map(|f| {
-                let lead = format!("{:<4} {:>6}  ", f.severity.label(), units::duration(now - f.since));
+                let lead = format!(
+                    "{:<4} {:>6}  ",
+                    f.severity.label(),
+                    units::duration(now - f.since)
+                );
                 let text = fit(&f.message, width.saturating_sub(lead.chars().count()));
-                Line::from(vec![Span::styled(lead, theme.severity(f.severity)), Span::raw(text)])
+                Line::from(vec![
+                    Span::styled(lead, theme.severity(f.severity)),
+                    Span::raw(text),
+                ])
             })
             .collect()
     };

@@ -1,11 +1,14 @@
 //! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
 
 use super::theme::Theme;
-use super::widgets::{bar, fit, key_line, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline};
-use crate::layers::Layer;
+use super::widgets::{
+    bar, fit, key_line, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name,
+    sparkline,
+};
 use crate::accounting::Gap;
 use crate::app::State;
 use crate::history::SeriesKey;
+use crate::layers::Layer;
 use crate::layers::Layers;
 use crate::pipeline::Observed;
 use crate::sample::{DeviceMemory, GpuSample, MigSample};
@@ -85,7 +88,11 @@ fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
     gpu
 }
 
-fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, layers: &'a Result<Layers, Gap>) -> DeviceView<'a> {
+fn gpu_view<'a>(
+    state: &'a State,
+    gpu: &'a GpuSample,
+    layers: &'a Result<Layers, Gap>,
+) -> DeviceView<'a> {
     let shown = displayed_gpu(state, gpu);
     let (layers, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
         (true, Some(last)) => (&last.layers, true),
@@ -98,7 +105,14 @@ fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, layers: &'a Result<Layers,
     }
 }
 
-pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, plan: &Plan, theme: Theme) {
+pub fn draw_gpus(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    plan: &Plan,
+    theme: Theme,
+) {
     match plan.mode {
         Mode::Compact => draw_compact(frame, area, state, observed, theme),
         Mode::Full { columns } => {
@@ -112,7 +126,11 @@ pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Ob
                     .unwrap_or(0)
                     .min(area.bottom().saturating_sub(y));
                 let row_area = Rect { y, height, ..area };
-                let cells = Layout::horizontal(vec![Constraint::Ratio(1, u32::from(columns)); columns as usize]).split(row_area);
+                let cells = Layout::horizontal(vec![
+                    Constraint::Ratio(1, u32::from(columns));
+                    columns as usize
+                ])
+                .split(row_area);
                 for (i, lines) in row.iter().enumerate() {
                     let index = row_i * columns as usize + i;
                     if let Some(gpu) = gpus.get(index) {
@@ -128,13 +146,26 @@ pub fn draw_gpus(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Ob
 fn usage_figure(memory: Option<&DeviceMemory>, layers: &Result<Layers, Gap>) -> String {
     match (memory, layers) {
         (Some(m), Ok(l)) => format!("{} / {}", units::gib(l.occupied()), units::bytes(m.total)),
-        (Some(m), Err(_)) => format!("{} / {}", units::gib(m.total.saturating_sub(m.free)), units::bytes(m.total)),
+        (Some(m), Err(_)) => format!(
+            "{} / {}",
+            units::gib(m.total.saturating_sub(m.free)),
+            units::bytes(m.total)
+        ),
         (None, _) => "memory n/a".into(),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, index: usize, gpu: &GpuSample, lines: &[Line<'static>], theme: Theme) {
+fn draw_panel(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    index: usize,
+    gpu: &GpuSample,
+    lines: &[Line<'static>],
+    theme: Theme,
+) {
     let Some(account) = observed.account.gpus.get(index) else {
         return;
     };
@@ -143,8 +174,16 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
     let mut title = vec![Span::styled(
         match gpu.lost {
             // Room for the warning: the short name.
-            true => format!(" GPU {} · {} ", gpu.index, short_gpu_name(shown.name.as_deref())),
-            false => format!(" GPU {} · {} ", gpu.index, shown.name.as_deref().unwrap_or("n/a")),
+            true => format!(
+                " GPU {} · {} ",
+                gpu.index,
+                short_gpu_name(shown.name.as_deref())
+            ),
+            false => format!(
+                " GPU {} · {} ",
+                gpu.index,
+                shown.name.as_deref().unwrap_or("n/a")
+            ),
         },
         theme.title(),
     )];
@@ -153,9 +192,15 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
             .last_known
             .get(&gpu.uuid)
             .map_or_else(|| "never".into(), |l| units::clock(l.time));
-        title.push(Span::styled(format!("· LOST since {seen}: last values greyed "), theme.alert()));
+        title.push(Span::styled(
+            format!("· LOST since {seen}: last values greyed "),
+            theme.alert(),
+        ));
     } else {
-        title.push(Span::raw(format!("· util {} ", units::opt_percent(gpu.utilization_gpu))));
+        title.push(Span::raw(format!(
+            "· util {} ",
+            units::opt_percent(gpu.utilization_gpu)
+        )));
         if gpu.mig_mode == Some(true) {
             title.push(Span::raw("· MIG "));
         }
@@ -164,15 +209,26 @@ fn draw_panel(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obser
         .borders(Borders::ALL)
         .border_style(theme.border())
         .title(Line::from(title))
-        .title_top(Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned());
+        .title_top(
+            Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned(),
+        );
     let inner = block.inner(area);
     frame.render_widget(block, area);
     put_lines(frame, inner, lines);
 }
 
 /// What a GPU panel holds inside its border: bar, legend, sparklines, MIG instances.
-fn panel_lines(state: &State, observed: &Observed, index: usize, width: usize, theme: Theme) -> Vec<Line<'static>> {
-    let (Some(gpu), Some(account)) = (observed.sample.gpus.get(index), observed.account.gpus.get(index)) else {
+fn panel_lines(
+    state: &State,
+    observed: &Observed,
+    index: usize,
+    width: usize,
+    theme: Theme,
+) -> Vec<Line<'static>> {
+    let (Some(gpu), Some(account)) = (
+        observed.sample.gpus.get(index),
+        observed.account.gpus.get(index),
+    ) else {
         return Vec::new();
     };
     let view = gpu_view(state, gpu, &account.layers);
@@ -181,7 +237,11 @@ fn panel_lines(state: &State, observed: &Observed, index: usize, width: usize, t
     if let Some(memory) = view.memory {
         lines.push(spark_line(state, &gpu.uuid, memory.total, width, theme));
     }
-    for (m, macc) in shown.mig.iter().zip(mig_accounts(observed, state, gpu, index)) {
+    for (m, macc) in shown
+        .mig
+        .iter()
+        .zip(mig_accounts(observed, state, gpu, index))
+    {
         let label = mig_label(m);
         let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc));
         let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
@@ -206,7 +266,12 @@ fn panel_lines(state: &State, observed: &Observed, index: usize, width: usize, t
 }
 
 /// The MIG accounts matching what is shown (the last known ones while the GPU is lost).
-fn mig_accounts<'a>(observed: &'a Observed, state: &'a State, gpu: &'a GpuSample, index: usize) -> Vec<&'a Result<Layers, Gap>> {
+fn mig_accounts<'a>(
+    observed: &'a Observed,
+    state: &'a State,
+    gpu: &'a GpuSample,
+    index: usize,
+) -> Vec<&'a Result<Layers, Gap>> {
     static LOST: Result<Layers, Gap> = Err(Gap::Lost);
     let shown = displayed_gpu(state, gpu);
     match observed.account.gpus.get(index) {
@@ -226,17 +291,31 @@ fn mig_label(m: &MigSample) -> String {
 fn bar_or_gap(view: &DeviceView<'_>, width: usize, theme: Theme) -> Line<'static> {
     match view.layers {
         Ok(layers) => bar(layers, width, theme, view.greyed),
-        Err(gap) => Line::styled(fit(&format!("layers n/a: {}", gap.describe()), width), theme.alert()),
+        Err(gap) => Line::styled(
+            fit(&format!("layers n/a: {}", gap.describe()), width),
+            theme.alert(),
+        ),
     }
 }
 
-fn device_lines(view: &DeviceView<'_>, width: usize, theme: Theme, short: bool) -> Vec<Line<'static>> {
+fn device_lines(
+    view: &DeviceView<'_>,
+    width: usize,
+    theme: Theme,
+    short: bool,
+) -> Vec<Line<'static>> {
     let mut lines = vec![bar_or_gap(view, width, theme)];
     if let Ok(layers) = view.layers {
         let mut entries = legend_entries(layers, theme, short, view.greyed);
         // Say how much of `other` is the driver's own reservation, beside `other` itself.
-        if let (Some(other), Some(reserved)) = (layers.other, view.memory.and_then(|m| m.driver_reserved)) {
-            if let Some(entry) = Layer::ALL.iter().position(|&l| l == Layer::Other).and_then(|i| entries.get_mut(i)) {
+        if let (Some(other), Some(reserved)) =
+            (layers.other, view.memory.and_then(|m| m.driver_reserved))
+        {
+            if let Some(entry) = Layer::ALL
+                .iter()
+                .position(|&l| l == Layer::Other)
+                .and_then(|i| entries.get_mut(i))
+            {
                 entry.push(Span::styled(
                     format!(" ({} driver)", short_bytes(Some(reserved.min(other)))),
                     theme.dim(),
@@ -250,7 +329,12 @@ fn device_lines(view: &DeviceView<'_>, width: usize, theme: Theme, short: bool) 
 
 fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme) -> Line<'static> {
     let history = &state.pipeline.history;
-    let series = |key: SeriesKey| history.get(&key).map(|s| s.recent(width)).unwrap_or_default();
+    let series = |key: SeriesKey| {
+        history
+            .get(&key)
+            .map(|s| s.recent(width))
+            .unwrap_or_default()
+    };
     let used = series(SeriesKey::DeviceUsed(uuid.to_string()));
     let live = series(SeriesKey::DeviceLive(uuid.to_string()));
     let last = |v: &[Option<u64>]| short_bytes(v.last().copied().flatten());
@@ -261,27 +345,59 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
     let w_live = width.saturating_sub(half + label_live.chars().count());
     Line::from(vec![
         Span::styled(label_used, theme.dim()),
-        Span::styled(sparkline(&used, w_used, Some(total)), theme.layer(Layer::Other)),
+        Span::styled(
+            sparkline(&used, w_used, Some(total)),
+            theme.layer(Layer::Other),
+        ),
         Span::styled(label_live, theme.dim()),
-        Span::styled(sparkline(&live, w_live, Some(total)), theme.layer(Layer::Live)),
+        Span::styled(
+            sparkline(&live, w_live, Some(total)),
+            theme.layer(Layer::Live),
+        ),
     ])
 }
 
-fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Observed, theme: Theme) {
+fn draw_compact(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    theme: Theme,
+) {
     let width = area.width as usize;
     let mut lines = vec![Line::from(key_line(theme))];
     const LABEL: usize = 10;
     const SPARK: usize = 8;
-    for (index, (gpu, acc)) in observed.sample.gpus.iter().zip(&observed.account.gpus).enumerate() {
+    for (index, (gpu, acc)) in observed
+        .sample
+        .gpus
+        .iter()
+        .zip(&observed.account.gpus)
+        .enumerate()
+    {
         let view = gpu_view(state, gpu, &acc.layers);
         let shown = displayed_gpu(state, gpu);
-        let label = format!("{:<LABEL$}", fit(&format!("{} {}", gpu.index, short_gpu_name(shown.name.as_deref())), LABEL - 1));
+        let label = format!(
+            "{:<LABEL$}",
+            fit(
+                &format!("{} {}", gpu.index, short_gpu_name(shown.name.as_deref())),
+                LABEL - 1
+            )
+        );
         let figure = match (view.memory, view.layers) {
             (Some(m), Ok(l)) => format!("{}/{}G", units::gib(l.occupied()), units::gib(m.total)),
-            (Some(m), Err(_)) => format!("{}/{}G", units::gib(m.total.saturating_sub(m.free)), units::gib(m.total)),
+            (Some(m), Err(_)) => format!(
+                "{}/{}G",
+                units::gib(m.total.saturating_sub(m.free)),
+                units::gib(m.total)
+            ),
             (None, _) => "n/a".into(),
         };
-        let util = if gpu.lost { "LOST".to_string() } else { units::opt_percent(gpu.utilization_gpu) };
+        let util = if gpu.lost {
+            "LOST".to_string()
+        } else {
+            units::opt_percent(gpu.utilization_gpu)
+        };
         let tail = format!(" {figure:>11} {util:>4} ");
         let bar_width = width.saturating_sub(LABEL + tail.chars().count() + SPARK);
         let used = state
@@ -290,7 +406,14 @@ fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obs
             .get(&SeriesKey::DeviceUsed(gpu.uuid.clone()))
             .map(|s| s.recent(SPARK))
             .unwrap_or_default();
-        let mut spans = vec![Span::styled(label, if gpu.lost { theme.alert() } else { theme.title() })];
+        let mut spans = vec![Span::styled(
+            label,
+            if gpu.lost {
+                theme.alert()
+            } else {
+                theme.title()
+            },
+        )];
         spans.extend(bar_or_gap(&view, bar_width, theme).spans);
         spans.push(Span::raw(tail));
         spans.push(Span::styled(
@@ -298,10 +421,22 @@ fn draw_compact(frame: &mut Frame<'_>, area: Rect, state: &State, observed: &Obs
             theme.layer(Layer::Other),
         ));
         lines.push(Line::from(spans));
-        for (m, macc) in shown.mig.iter().zip(mig_accounts(observed, state, gpu, index)) {
-            let label = format!("{:<LABEL$}", fit(&format!(" └{}", m.profile.as_deref().unwrap_or("MIG")), LABEL - 1));
+        for (m, macc) in shown
+            .mig
+            .iter()
+            .zip(mig_accounts(observed, state, gpu, index))
+        {
+            let label = format!(
+                "{:<LABEL$}",
+                fit(
+                    &format!(" └{}", m.profile.as_deref().unwrap_or("MIG")),
+                    LABEL - 1
+                )
+            );
             let figure = match (m.memory, macc) {
-                (Some(mem), Ok(l)) => format!("{}/{}G", units::gib(l.occupied()), units::gib(mem.total)),
+                (Some(mem), Ok(l)) => {
+                    format!("{}/{}G", units::gib(l.occupied()), units::gib(mem.total))
+                }
                 _ => "n/a".into(),
             };
             let tail = format!(" {figure:>11}");

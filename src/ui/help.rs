@@ -30,13 +30,11 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, theme: Theme) {
             Span::raw(format!(" {:<13} {}", layer.name(), layer.meaning())),
         ]));
     }
-    let help = Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(theme.focused_border())
-                .title(Line::styled(" Help ", theme.title())),
-        );
+    let help = Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+        Block::default()
+            .borders(Borders::ALL)
+            .border_style(theme.focused_border())
+            .title(Line::styled(" Help ", theme.title())),
+    );
     frame.render_widget(help, area);
 }

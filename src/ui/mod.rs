@@ -71,7 +71,13 @@ fn draw_main(
     theme: Theme,
 ) {
     let findings_height = findings::height_for(observed.findings.len(), area.height);
-    let plan = gpus::plan(state, observed, area.width, area.height.saturating_sub(findings_height + 4), theme);
+    let plan = gpus::plan(
+        state,
+        observed,
+        area.width,
+        area.height.saturating_sub(findings_height + 4),
+        theme,
+    );
     let [gpu_area, table_area, findings_area] = Layout::vertical([
         Constraint::Length(plan.height),
         Constraint::Min(3),

@@ -11,7 +11,11 @@ use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
 use ratatui::Frame;
 
 /// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`, `gone`.
-pub fn state_label(process: &ProcessSample, feed: &FeedStatus, host_namespace: Option<bool>) -> String {
+pub fn state_label(
+    process: &ProcessSample,
+    feed: &FeedStatus,
+    host_namespace: Option<bool>,
+) -> String {
     let proc_state = match (process.visible, process.proc_state.as_deref()) {
         (false, _) if host_namespace == Some(true) => return "gone".into(),
         (false, _) => return "hidden".into(),
@@ -37,16 +41,30 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     let focused = state.focus == Focus::Processes;
     let block = Block::default()
         .borders(Borders::TOP)
-        .border_style(if focused { theme.focused_border() } else { theme.border() })
+        .border_style(if focused {
+            theme.focused_border()
+        } else {
+            theme.border()
+        })
         .title(Line::styled(
-            format!(" Processes ({}) · sorted by {} ", rows.len(), state.sort.label()),
+            format!(
+                " Processes ({}) · sorted by {} ",
+                rows.len(),
+                state.sort.label()
+            ),
             theme.title(),
         ));
-    let host_ns = state.current.as_ref().and_then(|o| o.sample.host_pid_namespace);
+    let host_ns = state
+        .current
+        .as_ref()
+        .and_then(|o| o.sample.host_pid_namespace);
     let trend_width: u16 = if wide { 12 } else { 8 };
     let (header, widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
-            vec!["PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "TREND", "STATE", "COMMAND"],
+            vec![
+                "PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE",
+                "TREND", "STATE", "COMMAND",
+            ],
             vec![
                 Constraint::Length(7),
                 Constraint::Length(9),
@@ -64,7 +82,9 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         )
     } else {
         (
-            vec!["PID", "GPU", "USED", "LIVE", "CACHE", "FRAG", "TREND", "STATE", "COMMAND"],
+            vec![
+                "PID", "GPU", "USED", "LIVE", "CACHE", "FRAG", "TREND", "STATE", "COMMAND",
+            ],
             vec![
                 Constraint::Length(6),
                 Constraint::Length(9),
@@ -86,7 +106,11 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .header(Row::new(header).style(theme.table_header()))
         .column_spacing(1)
         .block(block)
-        .row_highlight_style(if focused { theme.selected() } else { theme.dim() });
+        .row_highlight_style(if focused {
+            theme.selected()
+        } else {
+            theme.dim()
+        });
     let mut table_state = TableState::default().with_selected(state.selected_index(&rows));
     frame.render_stateful_widget(table, area, &mut table_state);
 }
@@ -99,7 +123,13 @@ fn figure(value: Option<u64>, wide: bool) -> String {
     }
 }
 
-fn table_row<'a>(row: &ProcessRow<'a>, wide: bool, trend_width: usize, host_ns: Option<bool>, theme: Theme) -> Row<'a> {
+fn table_row<'a>(
+    row: &ProcessRow<'a>,
+    wide: bool,
+    trend_width: usize,
+    host_ns: Option<bool>,
+    theme: Theme,
+) -> Row<'a> {
     let p = row.process;
     let layers = &row.account.layers;
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
@@ -120,7 +150,11 @@ fn table_row<'a>(row: &ProcessRow<'a>, wide: bool, trend_width: usize, host_ns: 
         cells.push(Cell::from(figure(layers.outside_pool, wide)));
     }
     cells.push(Cell::from(trend));
-    let state_style = if state == "gone" || state == "zombie" || stale { theme.alert() } else { ratatui::style::Style::new() };
+    let state_style = if state == "gone" || state == "zombie" || stale {
+        theme.alert()
+    } else {
+        ratatui::style::Style::new()
+    };
     cells.push(Cell::from(state).style(state_style));
     cells.push(Cell::from(command));
     Row::new(cells)

@@ -93,7 +93,14 @@ fn tiny_terminals_do_not_panic() {
 #[test]
 fn every_size_in_between_draws() {
     let mut state = demo_state(false);
-    for (w, h) in [(60, 16), (80, 24), (100, 30), (120, 40), (160, 48), (250, 70)] {
+    for (w, h) in [
+        (60, 16),
+        (80, 24),
+        (100, 30),
+        (120, 40),
+        (160, 48),
+        (250, 70),
+    ] {
         render(&state, w, h);
     }
     state.apply_action(Action::Open);
@@ -123,7 +130,11 @@ fn monochrome_bars_distinguish_layers_by_glyph() {
         .nth(1)
         .expect("GPU 3 panel");
     for layer in Layer::ALL {
-        assert!(bar.contains(layer.glyph()), "{} not in bar: {bar}", layer.name());
+        assert!(
+            bar.contains(layer.glyph()),
+            "{} not in bar: {bar}",
+            layer.name()
+        );
     }
 }
 
@@ -134,7 +145,9 @@ fn lost_gpu_shows_its_last_values_greyed() {
     sample.time += 10.0;
     sample.gpus[1].lost = true;
     sample.gpus[1].memory = None;
-    sample.processes.retain(|p| p.device_uuid != sample.gpus[1].uuid);
+    sample
+        .processes
+        .retain(|p| p.device_uuid != sample.gpus[1].uuid);
     state.on_sample(sample);
     let screen = text(&render(&state, 160, 48));
     assert!(screen.contains("LOST"), "{screen}");

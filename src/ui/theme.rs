@@ -71,12 +71,18 @@ impl Theme {
     }
 
     pub fn alert(self) -> Style {
-        self.pick(Style::new().fg(Color::LightRed).add_modifier(Modifier::BOLD))
+        self.pick(
+            Style::new()
+                .fg(Color::LightRed)
+                .add_modifier(Modifier::BOLD),
+        )
     }
 
     pub fn severity(self, severity: Severity) -> Style {
         let style = match severity {
-            Severity::Critical => Style::new().fg(Color::LightRed).add_modifier(Modifier::BOLD),
+            Severity::Critical => Style::new()
+                .fg(Color::LightRed)
+                .add_modifier(Modifier::BOLD),
             Severity::Warning => Style::new().fg(Color::Yellow),
             Severity::Info => Style::new().fg(Color::Cyan),
         };

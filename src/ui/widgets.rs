@@ -69,7 +69,11 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
     let spans: Vec<Span<'static>> = bar_cells(layers, width)
         .into_iter()
         .map(|(layer, n)| {
-            let style = if greyed { theme.stale() } else { theme.layer(layer) };
+            let style = if greyed {
+                theme.stale()
+            } else {
+                theme.layer(layer)
+            };
             Span::styled(layer.glyph().to_string().repeat(n), style)
         })
         .collect();
@@ -77,12 +81,23 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
 }
 
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
-pub fn legend(layers: &Layers, width: usize, theme: Theme, short: bool, greyed: bool) -> Vec<Line<'static>> {
+pub fn legend(
+    layers: &Layers,
+    width: usize,
+    theme: Theme,
+    short: bool,
+    greyed: bool,
+) -> Vec<Line<'static>> {
     pack(legend_entries(layers, theme, short, greyed), width, 2)
 }
 
 /// The legend's entries, one per layer in bar order, before packing into lines.
-pub fn legend_entries(layers: &Layers, theme: Theme, short: bool, greyed: bool) -> Vec<Vec<Span<'static>>> {
+pub fn legend_entries(
+    layers: &Layers,
+    theme: Theme,
+    short: bool,
+    greyed: bool,
+) -> Vec<Vec<Span<'static>>> {
     Layer::ALL
         .iter()
         .map(|&layer| {
@@ -92,7 +107,11 @@ pub fn legend_entries(layers: &Layers, theme: Theme, short: bool, greyed: bool) 
                 units::opt_bytes(layers.get(layer))
             };
             let name = if short { layer.short() } else { layer.name() };
-            let style = if greyed { theme.stale() } else { theme.layer(layer) };
+            let style = if greyed {
+                theme.stale()
+            } else {
+                theme.layer(layer)
+            };
             vec![
                 Span::styled(layer.glyph().to_string(), style),
                 Span::raw(format!(" {name} ")),

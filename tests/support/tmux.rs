@@ -49,7 +49,11 @@ impl Pane {
                 script.to_str().expect("utf-8 path"),
             ],
         );
-        assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Pane { socket, dir }
     }
 
@@ -66,7 +70,13 @@ impl Pane {
     pub fn resize(&self, width: u16, height: u16) {
         tmux(
             &self.socket,
-            &["resize-window", "-x", &width.to_string(), "-y", &height.to_string()],
+            &[
+                "resize-window",
+                "-x",
+                &width.to_string(),
+                "-y",
+                &height.to_string(),
+            ],
         );
     }
 
@@ -94,12 +104,18 @@ impl Pane {
         .to_string();
         let start = Instant::now();
         loop {
-            let out = Command::new("pgrep").args(["-P", &shell]).output().expect("pgrep");
+            let out = Command::new("pgrep")
+                .args(["-P", &shell])
+                .output()
+                .expect("pgrep");
             let text = String::from_utf8_lossy(&out.stdout);
             if let Some(pid) = text.lines().next().and_then(|l| l.trim().parse().ok()) {
                 return pid;
             }
-            assert!(start.elapsed() < Duration::from_secs(10), "no child of the pane shell");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no child of the pane shell"
+            );
             std::thread::sleep(Duration::from_millis(25));
         }
     }

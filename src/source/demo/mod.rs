@@ -127,7 +127,12 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
             let used = mig.iter().filter_map(|m| m.memory).map(|m| m.used).sum();
             ("NVIDIA A100-SXM4-80GB", A100_TOTAL, used, mig)
         } else {
-            ("NVIDIA H100 80GB HBM3", H100_TOTAL, on(Place::Gpu(index)), Vec::new())
+            (
+                "NVIDIA H100 80GB HBM3",
+                H100_TOTAL,
+                on(Place::Gpu(index)),
+                Vec::new(),
+            )
         };
         gpus.push(GpuSample {
             index: index as u32,
@@ -181,7 +186,7 @@ fn process_sample(actor: &Actor, epoch: f64, loop_start: f64) -> ProcessSample {
             .then(|| if running { "R" } else { "S" }.to_string()),
         start_time: actor
             .visible
-            .then(|| ((BOOT_UPTIME_SECS + loop_start + actor.started_at) * TICKS) as u64),
+            .then_some(((BOOT_UPTIME_SECS + loop_start + actor.started_at) * TICKS) as u64),
         user: actor.user.map(str::to_string),
         command: actor.command.map(str::to_string),
         sm_util: actor.sm_util,

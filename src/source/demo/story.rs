@@ -149,7 +149,9 @@ fn leaker(seed: u64, t: f64) -> Actor {
     let start = 30.0;
     let live = move |t: f64| {
         let minutes = (t - start).max(0.0) / 60.0;
-        bytes(5.8 * ramp(t, start, start + 40.0) + 0.62 * minutes + 0.08 * noise(seed, 11, t as u64))
+        bytes(
+            5.8 * ramp(t, start, start + 40.0) + 0.62 * minutes + 0.08 * noise(seed, 11, t as u64),
+        )
     };
     let fragmented = |_t: f64| 180 * MIB;
     let reserved = move |t: f64| {
@@ -241,7 +243,11 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
         }
     };
     let reserved = move |t: f64| {
-        segments((21.0 * ramp(t, start, start + 90.0) + 15.5 * ramp(t, 150.0, 880.0) * f64::from(u8::from(crash))).min(CAPACITY_GIB))
+        segments(
+            (21.0 * ramp(t, start, start + 90.0)
+                + 15.5 * ramp(t, 150.0, 880.0) * f64::from(u8::from(crash)))
+            .min(CAPACITY_GIB),
+        )
     };
     let live = move |t: f64| {
         let shape = noise(seed, 31, (t / 3.0) as u64);
@@ -280,7 +286,9 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
             peak_reserved: peak(start, t, reserved),
             alloc_retries: Some(retries),
             ooms: Some(ooms),
-            largest_free_block: Some(bytes((1.9 - 1.6 * ramp(t, 60.0, 930.0) * f64::from(u8::from(crash))).max(0.05))),
+            largest_free_block: Some(bytes(
+                (1.9 - 1.6 * ramp(t, 60.0, 930.0) * f64::from(u8::from(crash))).max(0.05),
+            )),
             published_at: t,
         }),
     })
@@ -319,8 +327,20 @@ fn jax_server(seed: u64, t: f64) -> Actor {
 /// Everyone on the node at story time `t` (within one loop).
 pub fn cast(seed: u64, t: f64) -> Vec<Actor> {
     let mut actors = vec![
-        trainer(seed, t, 41230, 0, "python train.py --config llama-7b.yaml --rank 0"),
-        trainer(seed, t, 41231, 1, "python train.py --config llama-7b.yaml --rank 1"),
+        trainer(
+            seed,
+            t,
+            41230,
+            0,
+            "python train.py --config llama-7b.yaml --rank 0",
+        ),
+        trainer(
+            seed,
+            t,
+            41231,
+            1,
+            "python train.py --config llama-7b.yaml --rank 1",
+        ),
         Actor {
             pid: 38811,
             place: Place::Gpu(1),
