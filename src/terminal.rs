@@ -30,6 +30,13 @@ fn install_panic_hook() {
     PANIC_HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            // A panic on the sampling thread is caught there and shown on the status line;
+            // the screen stays up, so do not restore it nor print over it.
+            if std::thread::current().name() == Some(crate::tui::COLLECTOR_THREAD)
+                && ACTIVE.load(Ordering::SeqCst)
+            {
+                return;
+            }
             restore();
             previous(info);
         }));

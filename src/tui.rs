@@ -21,10 +21,19 @@ enum Event {
     Signal,
 }
 
+/// Name of the sampling thread; the panic hook leaves the terminal alone for it.
+pub const COLLECTOR_THREAD: &str = "strata-collector";
+
 /// Runs the source on its own thread, one sample per interval, until the receiver is gone.
-fn spawn_collector(mut source: Box<dyn Source>, interval: Duration, tx: mpsc::Sender<Event>) {
+/// A panic while sampling (a bug) stops sampling and is reported on the status line; the
+/// monitor stays up with the last good sample.
+fn spawn_collector(
+    mut source: Box<dyn Source>,
+    interval: Duration,
+    tx: mpsc::Sender<Event>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
-        .name("strata-collector".into())
+        .name(COLLECTOR_THREAD.into())
         .spawn(move || {
             for sample in source.backlog() {
                 if tx.blocking_send(Event::Sample(Box::new(sample))).is_err() {
@@ -33,11 +42,23 @@ fn spawn_collector(mut source: Box<dyn Source>, interval: Duration, tx: mpsc::Se
             }
             let mut next = Instant::now();
             loop {
-                let event = match source.sample() {
-                    Ok(sample) => Event::Sample(Box::new(sample)),
-                    Err(e) => Event::SourceFailed(format!("{e} ({})", e.hint())),
+                let taken =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.sample()));
+                let (event, stop) = match taken {
+                    Ok(Ok(sample)) => (Event::Sample(Box::new(sample)), false),
+                    Ok(Err(e)) => (Event::SourceFailed(format!("{e} ({})", e.hint())), false),
+                    Err(payload) => {
+                        let what = payload
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| payload.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown panic".into());
+                        let line =
+                            format!("sampling stopped: {what} (a bug in strata: please report it)");
+                        (Event::SourceFailed(line), true)
+                    }
                 };
-                if tx.blocking_send(event).is_err() {
+                if tx.blocking_send(event).is_err() || stop {
                     return;
                 }
                 next += interval;
@@ -51,7 +72,6 @@ fn spawn_collector(mut source: Box<dyn Source>, interval: Duration, tx: mpsc::Se
             }
         })
         .map(|_| ())
-        .unwrap_or_else(|_| ());
 }
 
 /// Runs the monitor until the user quits or a signal arrives. The terminal is restored on
@@ -62,7 +82,8 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
         .build()?;
     runtime.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
-        spawn_collector(source, interval, tx.clone());
+        spawn_collector(source, interval, tx)?;
+        let mut sampling = true;
         let mut sigterm = signal(SignalKind::terminate())?;
         let mut sighup = signal(SignalKind::hangup())?;
         let mut sigint = signal(SignalKind::interrupt())?;
@@ -71,7 +92,14 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
         guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
         loop {
             let event = tokio::select! {
-                Some(e) = rx.recv() => e,
+                e = rx.recv(), if sampling => match e {
+                    Some(e) => e,
+                    None => {
+                        // The collector is gone; whatever it last said stays on the status line.
+                        sampling = false;
+                        continue;
+                    }
+                },
                 e = input.next() => match e {
                     Some(Ok(e)) => Event::Terminal(e),
                     Some(Err(_)) | None => Event::InputClosed,
@@ -111,4 +139,46 @@ fn handle(state: &mut State, guard: &mut terminal::Guard, event: Event) -> std::
         Event::InputClosed | Event::Signal => state.quit = true,
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceError;
+
+    struct Panicky(u32);
+
+    impl Source for Panicky {
+        fn sample(&mut self) -> Result<NodeSample, SourceError> {
+            self.0 += 1;
+            match self.0 {
+                1 => Err(SourceError::Sample {
+                    detail: "first try failed".into(),
+                }),
+                _ => panic!("driver answered nonsense"),
+            }
+        }
+
+        fn label(&self) -> String {
+            "panicky".into()
+        }
+    }
+
+    #[test]
+    fn a_failing_then_panicking_source_reports_and_stops_without_taking_the_monitor_down() {
+        let (tx, mut rx) = mpsc::channel(8);
+        spawn_collector(Box::new(Panicky(0)), Duration::from_millis(1), tx).expect("thread");
+        let mut lines = Vec::new();
+        while let Some(event) = rx.blocking_recv() {
+            if let Event::SourceFailed(line) = event {
+                lines.push(line);
+            }
+        }
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("first try failed"));
+        assert!(
+            lines[1].contains("sampling stopped: driver answered nonsense"),
+            "{lines:?}"
+        );
+    }
 }

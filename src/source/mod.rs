@@ -28,7 +28,7 @@ impl SourceError {
             SourceError::Init { .. } => {
                 "check the driver with `nvidia-smi`, choose another library with --nvml-lib PATH, or run `strata --demo`"
             }
-            SourceError::Sample { .. } => "retry; if it persists, run with --log FILE and report it",
+            SourceError::Sample { .. } => "strata keeps trying at every interval; if it persists, check `nvidia-smi`",
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum Mode {
     Full { columns: u16 },
     /// One line per GPU and per MIG instance, under one key line.
     Compact,
+    /// NVML sees no GPU at all: one line says so.
+    Empty,
 }
 
 /// The chosen layout, with each panel's contents already built (once per frame).
@@ -46,6 +48,13 @@ struct DeviceView<'a> {
 /// Chooses the richest layout whose height fits in `budget` rows.
 pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
     let gpus = &observed.sample.gpus;
+    if gpus.is_empty() {
+        return Plan {
+            mode: Mode::Empty,
+            height: 1,
+            panels: Vec::new(),
+        };
+    }
     let mut tries = Vec::new();
     if width >= 150 {
         tries.push(2);
@@ -115,6 +124,17 @@ pub fn draw_gpus(
 ) {
     match plan.mode {
         Mode::Compact => draw_compact(frame, area, state, observed, theme),
+        Mode::Empty => put_lines(
+            frame,
+            area,
+            &[Line::styled(
+                fit(
+                    "NVML reports no GPU on this node (strata --demo shows a simulated one)",
+                    area.width as usize,
+                ),
+                theme.alert(),
+            )],
+        ),
         Mode::Full { columns } => {
             let gpus = &observed.sample.gpus;
             let mut y = area.y;

@@ -155,3 +155,14 @@ fn lost_gpu_shows_its_last_values_greyed() {
     // The other GPUs go on.
     assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
 }
+
+#[test]
+fn a_node_without_gpus_says_so() {
+    let mut state = State::new(Pipeline::new(None), "nvml".into(), 1.0);
+    state.on_sample(crate::fixtures::node());
+    let screen = text(&render(&state, 100, 30));
+    assert!(
+        screen.contains("NVML reports no GPU on this node"),
+        "{screen}"
+    );
+}

@@ -143,7 +143,14 @@ impl Pane {
 
 impl Drop for Pane {
     fn drop(&mut self) {
+        let socket_path = tmux(&self.socket, &["display-message", "-p", "#{socket_path}"]);
         tmux(&self.socket, &["kill-server"]);
+        let path = String::from_utf8_lossy(&socket_path.stdout)
+            .trim()
+            .to_string();
+        if !path.is_empty() {
+            let _ = std::fs::remove_file(path);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
