@@ -6,6 +6,7 @@ mod common;
 
 use assert_cmd::Command;
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use common::snapshot::assert_layers_add_up;
 use serde_json::Value;
 use std::path::Path;
 
@@ -45,42 +46,10 @@ fn process(snapshot: &Value, pid: u64) -> &Value {
         .unwrap_or_else(|| panic!("pid {pid} missing: {snapshot}"))
 }
 
-const LAYERS: [&str; 8] = [
-    "context",
-    "outside_pool",
-    "cached",
-    "fragmented",
-    "live",
-    "unattributed",
-    "other",
-    "free",
-];
-
-fn assert_layers_add_up(snapshot: &Value) {
-    for g in snapshot["gpus"].as_array().expect("gpus") {
-        let mut devices = vec![g];
-        devices.extend(g["mig"].as_array().expect("mig"));
-        for d in devices {
-            if d["layers"].is_null() {
-                assert!(
-                    !d["layers_gap"].is_null(),
-                    "null layers without a reason: {d}"
-                );
-                continue;
-            }
-            let sum: u64 = LAYERS
-                .iter()
-                .map(|k| d["layers"][k].as_u64().unwrap_or(0))
-                .sum();
-            assert_eq!(sum, d["memory"]["total"].as_u64().expect("total"), "{d}");
-        }
-    }
-}
-
 #[test]
 fn plain_two_gpu_node() {
     let s = one("two_gpus");
-    assert_layers_add_up(&s);
+    assert_layers_add_up(&s, true);
     assert_eq!(s["driver_version"], "550.54.15");
     assert_eq!(s["cuda_driver_version"], "12.4");
     let gpus = s["gpus"].as_array().expect("gpus");
@@ -98,7 +67,7 @@ fn plain_two_gpu_node() {
 #[test]
 fn mig_instances_with_their_processes() {
     let s = one("mig");
-    assert_layers_add_up(&s);
+    assert_layers_add_up(&s, true);
     let gpu = &s["gpus"][0];
     assert_eq!(gpu["mig_mode"], true);
     let mig = gpu["mig"].as_array().expect("mig");
@@ -131,7 +100,7 @@ fn mig_instances_with_their_processes() {
 #[test]
 fn refused_fields_are_null_and_the_rest_still_shows() {
     let s = one("not_supported");
-    assert_layers_add_up(&s);
+    assert_layers_add_up(&s, true);
     let g = &s["gpus"];
     assert!(g[0]["utilization_gpu"].is_null());
     assert!(g[0]["mig_mode"].is_null());
@@ -160,7 +129,7 @@ fn refused_fields_are_null_and_the_rest_still_shows() {
 #[test]
 fn unavailable_process_memory_is_null_not_zero() {
     let s = one("unavailable_process_memory");
-    assert_layers_add_up(&s);
+    assert_layers_add_up(&s, true);
     assert!(process(&s, 7001)["used"].is_null());
     assert!(process(&s, 1234)["used"].is_null());
     assert_eq!(process(&s, 7002)["used"], 9_678_356_480u64);
@@ -219,7 +188,7 @@ fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
         "GPU 0 climbs: {used:?}"
     );
     for (poll, s) in samples.iter().enumerate() {
-        assert_layers_add_up(s);
+        assert_layers_add_up(s, true);
         let lost = &s["gpus"][1];
         assert_eq!(lost["lost"], poll >= 3, "poll {poll}: {lost}");
         if poll >= 3 {
@@ -253,7 +222,7 @@ fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
 fn absurd_answers_never_panic() {
     let samples = snapshots(&scenario("absurd"), &["--count", "3"]);
     for s in &samples {
-        assert_layers_add_up(s);
+        assert_layers_add_up(s, true);
         let kinds: Vec<&str> = s["findings"]
             .as_array()
             .expect("f")

@@ -1,6 +1,9 @@
 //! `strata snapshot --demo --json`: the public contract scripts and later views rely on.
 
+mod common;
+
 use assert_cmd::Command;
+use common::snapshot::{assert_layers_add_up, LAYERS};
 use serde_json::Value;
 
 fn snapshot(args: &[&str]) -> Vec<Value> {
@@ -26,21 +29,6 @@ fn has(object: &Value, keys: &[&str], what: &str) {
     for key in keys {
         assert!(object.get(key).is_some(), "{what} lacks `{key}`: {object}");
     }
-}
-
-const LAYERS: [&str; 8] = [
-    "context",
-    "outside_pool",
-    "cached",
-    "fragmented",
-    "live",
-    "unattributed",
-    "other",
-    "free",
-];
-
-fn layer_sum(layers: &Value) -> u64 {
-    LAYERS.iter().map(|k| layers[k].as_u64().unwrap_or(0)).sum()
 }
 
 #[test]
@@ -158,20 +146,7 @@ fn every_gpu_and_mig_instance_adds_up_to_its_total() {
         .iter()
         .chain(&snapshot(&[]))
     {
-        for g in snap["gpus"].as_array().expect("gpus") {
-            assert_eq!(
-                layer_sum(&g["layers"]),
-                g["memory"]["total"].as_u64().expect("total"),
-                "{g}"
-            );
-            for m in g["mig"].as_array().expect("mig") {
-                assert_eq!(
-                    layer_sum(&m["layers"]),
-                    m["memory"]["total"].as_u64().expect("total"),
-                    "{m}"
-                );
-            }
-        }
+        assert_layers_add_up(snap, false);
     }
 }
 

@@ -1,9 +1,10 @@
 //! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
 
+mod compact;
+
 use super::theme::Theme;
 use super::widgets::{
-    bar, fit, key_line, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name,
-    sparkline,
+    bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline,
 };
 use crate::accounting::Gap;
 use crate::app::State;
@@ -123,7 +124,7 @@ pub fn draw_gpus(
     theme: Theme,
 ) {
     match plan.mode {
-        Mode::Compact => draw_compact(frame, area, state, observed, theme),
+        Mode::Compact => compact::draw_compact(frame, area, state, observed, theme),
         Mode::Empty => put_lines(
             frame,
             area,
@@ -163,16 +164,43 @@ pub fn draw_gpus(
     }
 }
 
-fn usage_figure(memory: Option<&DeviceMemory>, layers: &Result<Layers, Gap>) -> String {
-    match (memory, layers) {
-        (Some(m), Ok(l)) => format!("{} / {}", units::gib(l.occupied()), units::bytes(m.total)),
-        (Some(m), Err(_)) => format!(
-            "{} / {}",
-            units::gib(m.total.saturating_sub(m.free)),
-            units::bytes(m.total)
-        ),
-        (None, _) => "memory n/a".into(),
+/// `54.6 / 79.6 GiB` (or `54.6/79.6G` when `compact`): occupied over total, from the layers
+/// where there are any, else from NVML's own total and free.
+fn usage_figure(
+    memory: Option<&DeviceMemory>,
+    layers: &Result<Layers, Gap>,
+    compact: bool,
+) -> String {
+    let Some(m) = memory else {
+        return if compact {
+            "n/a".into()
+        } else {
+            "memory n/a".into()
+        };
+    };
+    let occupied = match layers {
+        Ok(l) => l.occupied(),
+        Err(_) => m.total.saturating_sub(m.free),
+    };
+    if compact {
+        format!("{}/{}G", units::gib(occupied), units::gib(m.total))
+    } else {
+        format!("{} / {}", units::gib(occupied), units::bytes(m.total))
     }
+}
+
+/// A labelled bar row: `label`, the device's bar (or why it has none) `bar_width` wide, `tail`.
+fn bar_row(
+    label: Span<'static>,
+    view: &DeviceView<'_>,
+    bar_width: usize,
+    tail: String,
+    theme: Theme,
+) -> Line<'static> {
+    let mut spans = vec![label];
+    spans.extend(bar_or_gap(view, bar_width, theme).spans);
+    spans.push(Span::raw(tail));
+    Line::from(spans)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -230,7 +258,11 @@ fn draw_panel(
         .border_style(theme.border())
         .title(Line::from(title))
         .title_top(
-            Line::from(format!(" {} ", usage_figure(view.memory, view.layers))).right_aligned(),
+            Line::from(format!(
+                " {} ",
+                usage_figure(view.memory, view.layers, false)
+            ))
+            .right_aligned(),
         );
     let inner = block.inner(area);
     frame.render_widget(block, area);
@@ -263,17 +295,20 @@ fn panel_lines(
         .zip(mig_accounts(observed, state, gpu, index))
     {
         let label = mig_label(m);
-        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc));
+        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc, false));
         let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
         let mig_view = DeviceView {
             memory: m.memory.as_ref(),
             layers: macc,
             greyed: view.greyed,
         };
-        let mut spans = vec![Span::styled(label, theme.title())];
-        spans.extend(bar_or_gap(&mig_view, bar_width, theme).spans);
-        spans.push(Span::raw(tail));
-        lines.push(Line::from(spans));
+        lines.push(bar_row(
+            Span::styled(label, theme.title()),
+            &mig_view,
+            bar_width,
+            tail,
+            theme,
+        ));
         if let Ok(layers) = macc {
             for l in legend(layers, width.saturating_sub(4), theme, true, view.greyed) {
                 let mut spans = vec![Span::raw("    ")];
@@ -375,103 +410,4 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
             theme.layer(Layer::Live),
         ),
     ])
-}
-
-fn draw_compact(
-    frame: &mut Frame<'_>,
-    area: Rect,
-    state: &State,
-    observed: &Observed,
-    theme: Theme,
-) {
-    let width = area.width as usize;
-    let mut lines = vec![Line::from(key_line(theme))];
-    const LABEL: usize = 10;
-    const SPARK: usize = 8;
-    for (index, (gpu, acc)) in observed
-        .sample
-        .gpus
-        .iter()
-        .zip(&observed.account.gpus)
-        .enumerate()
-    {
-        let view = gpu_view(state, gpu, &acc.layers);
-        let shown = displayed_gpu(state, gpu);
-        let label = format!(
-            "{:<LABEL$}",
-            fit(
-                &format!("{} {}", gpu.index, short_gpu_name(shown.name.as_deref())),
-                LABEL - 1
-            )
-        );
-        let figure = match (view.memory, view.layers) {
-            (Some(m), Ok(l)) => format!("{}/{}G", units::gib(l.occupied()), units::gib(m.total)),
-            (Some(m), Err(_)) => format!(
-                "{}/{}G",
-                units::gib(m.total.saturating_sub(m.free)),
-                units::gib(m.total)
-            ),
-            (None, _) => "n/a".into(),
-        };
-        let util = if gpu.lost {
-            "LOST".to_string()
-        } else {
-            units::opt_percent(gpu.utilization_gpu)
-        };
-        let tail = format!(" {figure:>11} {util:>4} ");
-        let bar_width = width.saturating_sub(LABEL + tail.chars().count() + SPARK);
-        let used = state
-            .pipeline
-            .history
-            .get(&SeriesKey::DeviceUsed(gpu.uuid.clone()))
-            .map(|s| s.recent(SPARK))
-            .unwrap_or_default();
-        let mut spans = vec![Span::styled(
-            label,
-            if gpu.lost {
-                theme.alert()
-            } else {
-                theme.title()
-            },
-        )];
-        spans.extend(bar_or_gap(&view, bar_width, theme).spans);
-        spans.push(Span::raw(tail));
-        spans.push(Span::styled(
-            sparkline(&used, SPARK, view.memory.map(|m| m.total)),
-            theme.layer(Layer::Other),
-        ));
-        lines.push(Line::from(spans));
-        for (m, macc) in shown
-            .mig
-            .iter()
-            .zip(mig_accounts(observed, state, gpu, index))
-        {
-            let label = format!(
-                "{:<LABEL$}",
-                fit(
-                    &format!(" └{}", m.profile.as_deref().unwrap_or("MIG")),
-                    LABEL - 1
-                )
-            );
-            let figure = match (m.memory, macc) {
-                (Some(mem), Ok(l)) => {
-                    format!("{}/{}G", units::gib(l.occupied()), units::gib(mem.total))
-                }
-                _ => "n/a".into(),
-            };
-            let tail = format!(" {figure:>11}");
-            let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
-            let mig_view = DeviceView {
-                memory: m.memory.as_ref(),
-                layers: macc,
-                greyed: view.greyed,
-            };
-            let mut spans = vec![Span::styled(label, theme.title())];
-            spans.extend(bar_or_gap(&mig_view, bar_width, theme).spans);
-            spans.push(Span::raw(tail));
-            lines.push(Line::from(spans));
-        }
-    }
-    lines.truncate(area.height as usize);
-    put_lines(frame, area, &lines);
 }
