@@ -55,8 +55,18 @@ struct Tier {
 
 impl Tier {
     fn new(capacity: usize) -> Self {
+        // Write every slot once now, then empty the ring: its pages are resident from the
+        // start, so the monitor's resident memory is flat over a long run instead of creeping
+        // up for hours while the coarse tiers fill.
+        let blank = Point {
+            time: 0.0,
+            span: None,
+        };
+        let mut points = VecDeque::with_capacity(capacity);
+        points.extend(std::iter::repeat_n(blank, capacity));
+        points.clear();
         Tier {
-            points: VecDeque::with_capacity(capacity),
+            points,
             capacity,
             pending: 0,
         }

@@ -26,20 +26,22 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     } else {
         "● live".into()
     };
-    let wide = area.width >= 100;
-    let text = if wide {
-        format!(
-            " strata │ {host} [{}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{} │ every {:.1}s │ {clock} UTC │ {mode} │ ? help",
-            state.source_label,
-            if gpus == 1 { "" } else { "s" },
-            state.interval
-        )
-    } else {
-        format!(
-            " strata {host} drv {driver} CUDA {cuda} {gpus}GPU {:.1}s {clock} {mode}",
-            state.interval
-        )
-    };
+    let plural = if gpus == 1 { "" } else { "s" };
+    let label = &state.source_label;
+    let interval = state.interval;
+    // The richest line that fits; the state (live, paused, recording) is in every one.
+    let variants = [
+        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock} UTC │ {mode} │ ? help"),
+        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock} │ {mode}"),
+        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode}"),
+        format!(" {mode} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
+    ];
+    let fits = |t: &String| t.chars().count() <= area.width as usize;
+    let text = variants
+        .iter()
+        .find(|t| fits(t))
+        .unwrap_or(&variants[3])
+        .clone();
     let width = area.width as usize;
     let padded = format!("{:<width$}", fit(&text, width));
     super::widgets::put_lines(frame, area, &[Line::styled(padded, theme.header_bar())]);

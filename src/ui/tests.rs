@@ -166,3 +166,15 @@ fn a_node_without_gpus_says_so() {
         "{screen}"
     );
 }
+
+/// Whatever the width, the header says whether the monitor is live or paused.
+#[test]
+fn header_always_shows_the_state() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::TogglePause);
+    for width in [60, 80, 100, 120, 160, 250] {
+        let screen = text(&render(&state, width, 30));
+        let header = screen.lines().next().unwrap_or_default();
+        assert!(header.contains("‖ paused"), "{width}: {header}");
+    }
+}
