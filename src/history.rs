@@ -199,7 +199,7 @@ impl History {
     /// Starts recording one instant; call [`History::record`] for each series after.
     pub fn begin(&mut self) {
         self.generation += 1;
-        if self.generation % 64 == 0 {
+        if self.generation.is_multiple_of(64) {
             let now = self.generation;
             self.series
                 .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
