@@ -66,7 +66,7 @@ fn present_at0(entry: &Value) -> bool {
         Some(window) => {
             let from = window.get(0).and_then(Value::as_u64).unwrap_or(0);
             let to = window.get(1).and_then(Value::as_u64);
-            from == 0 && to.map_or(true, |to| to > 0)
+            from == 0 && to.is_none_or(|to| to > 0)
         }
     }
 }
