@@ -112,9 +112,14 @@ pub fn legend_entries(
             } else {
                 theme.layer(layer)
             };
+            let name = if short {
+                format!("{name} ")
+            } else {
+                format!(" {name} ")
+            };
             vec![
                 Span::styled(layer.glyph().to_string(), style),
-                Span::raw(format!(" {name} ")),
+                Span::raw(name),
                 Span::styled(figure, if greyed { theme.stale() } else { Style::new() }),
             ]
         })

@@ -1,29 +1,48 @@
-//! The compact GPU section: one line per GPU and per MIG instance under one key line, for
-//! 80x24 over SSH.
+//! The compact GPU section: one line per GPU and per MIG instance, for 80x24 over SSH, with
+//! a short legend under each where the terminal is a little larger.
 
 use super::{bar_row, displayed_gpu, gpu_view, mig_accounts, usage_figure, DeviceView};
+use crate::accounting::Gap;
 use crate::app::State;
 use crate::history::SeriesKey;
-use crate::layers::Layer;
+use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
 use crate::ui::theme::Theme;
-use crate::ui::widgets::{fit, key_line, put_lines, short_gpu_name, sparkline};
+use crate::ui::widgets::{fit, key_line, legend, short_gpu_name, sparkline};
 use crate::units;
-use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::Frame;
 
-pub(super) fn draw_compact(
-    frame: &mut Frame<'_>,
-    area: Rect,
+const LABEL: usize = 10;
+const SPARK: usize = 8;
+
+/// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
+/// its short legend when `legends` (a medium-sized terminal), else under one shared key line.
+pub(super) fn compact_lines(
     state: &State,
     observed: &Observed,
+    width: usize,
     theme: Theme,
-) {
-    let width = area.width as usize;
-    let mut lines = vec![Line::from(key_line(theme))];
-    const LABEL: usize = 10;
-    const SPARK: usize = 8;
+    legends: bool,
+) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if !legends {
+        lines.push(Line::from(key_line(theme)));
+    }
+    let legend_lines = |layers: &Result<Layers, Gap>, greyed: bool| -> Vec<Line<'static>> {
+        match layers {
+            Ok(layers) if legends => {
+                legend(layers, width.saturating_sub(LABEL), theme, true, greyed)
+                    .into_iter()
+                    .map(|l| {
+                        let mut spans = vec![Span::raw(" ".repeat(LABEL))];
+                        spans.extend(l.spans);
+                        Line::from(spans)
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    };
     for (index, (gpu, acc)) in observed
         .sample
         .gpus
@@ -65,6 +84,7 @@ pub(super) fn draw_compact(
             theme.layer(Layer::Other),
         ));
         lines.push(row);
+        lines.extend(legend_lines(view.layers, view.greyed));
         for (m, macc) in shown
             .mig
             .iter()
@@ -92,8 +112,8 @@ pub(super) fn draw_compact(
                 tail,
                 theme,
             ));
+            lines.extend(legend_lines(macc, view.greyed));
         }
     }
-    lines.truncate(area.height as usize);
-    put_lines(frame, area, &lines);
+    lines
 }

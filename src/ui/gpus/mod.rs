@@ -24,8 +24,9 @@ use ratatui::Frame;
 pub enum Mode {
     /// Bordered panels with legend and sparklines, in this many columns.
     Full { columns: u16 },
-    /// One line per GPU and per MIG instance, under one key line.
-    Compact,
+    /// One line per GPU and per MIG instance (with a short legend line under each when
+    /// `legends`), for terminals too small for panels.
+    Compact { legends: bool },
     /// NVML sees no GPU at all: one line says so.
     Empty,
 }
@@ -35,7 +36,7 @@ pub enum Mode {
 pub struct Plan {
     pub mode: Mode,
     pub height: u16,
-    /// Inside of each GPU's panel, in Full mode.
+    /// Inside of each GPU's panel in Full mode; the section's lines in Compact mode.
     panels: Vec<Vec<Line<'static>>>,
 }
 
@@ -80,13 +81,27 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: 
             };
         }
     }
-    let lines = 1 + gpus.iter().map(|g| 1 + g.mig.len() as u16).sum::<u16>();
+    // With legends only where the process table keeps room for a few more rows than its minimum.
+    if width >= 100 {
+        let lines = compact::compact_lines(state, observed, width as usize, theme, true);
+        if lines.len() as u16 + ROOM_FOR_TABLE <= budget {
+            return Plan {
+                mode: Mode::Compact { legends: true },
+                height: lines.len() as u16,
+                panels: vec![lines],
+            };
+        }
+    }
+    let lines = compact::compact_lines(state, observed, width as usize, theme, false);
     Plan {
-        mode: Mode::Compact,
-        height: lines.min(budget.max(2)),
-        panels: Vec::new(),
+        mode: Mode::Compact { legends: false },
+        height: (lines.len() as u16).min(budget.max(2)),
+        panels: vec![lines],
     }
 }
+
+/// Rows the medium layout leaves the process table beyond its minimum.
+const ROOM_FOR_TABLE: u16 = 4;
 
 /// The GPU as shown: its last good reading while it is lost.
 fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
@@ -124,7 +139,11 @@ pub fn draw_gpus(
     theme: Theme,
 ) {
     match plan.mode {
-        Mode::Compact => compact::draw_compact(frame, area, state, observed, theme),
+        Mode::Compact { .. } => {
+            if let Some(lines) = plan.panels.first() {
+                put_lines(frame, area, lines);
+            }
+        }
         Mode::Empty => put_lines(
             frame,
             area,
