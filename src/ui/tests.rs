@@ -45,6 +45,12 @@ fn main_screen_80x24() {
     insta::assert_snapshot!(text(&render(&demo_state(false), 80, 24)));
 }
 
+/// Between compact and panels: bars with a short legend under each.
+#[test]
+fn main_screen_120x40() {
+    insta::assert_snapshot!(text(&render(&demo_state(false), 120, 40)));
+}
+
 #[test]
 fn main_screen_160x48() {
     insta::assert_snapshot!(text(&render(&demo_state(false), 160, 48)));
