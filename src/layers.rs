@@ -71,20 +71,16 @@ impl Layer {
         }
     }
 
-    /// One line saying what the layer is, for the help screen and the legend.
+    /// One line saying what the layer is, for the help screen (fits 80 columns).
     pub fn meaning(self) -> &'static str {
         match self {
             Layer::Live => "bytes held by live tensors",
-            Layer::Fragmented => "free split pieces of the pool that cannot serve other sizes",
+            Layer::Fragmented => "free split pieces of the pool that no other size can use",
             Layer::Cached => "pool bytes neither live nor fragmented: reusable cache",
-            Layer::OutsidePool => {
-                "the process's memory outside its allocator (NCCL, cuDNN, cudaMalloc)"
-            }
-            Layer::Context => "CUDA context of a fed process (estimate)",
-            Layer::Unattributed => "memory of a visible process that has no feed: not split",
-            Layer::Other => {
-                "usage no visible process accounts for: driver, other PID namespaces, exited PIDs"
-            }
+            Layer::OutsidePool => "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
+            Layer::Context => "CUDA context of a fed process (an estimate)",
+            Layer::Unattributed => "held by a visible process without a feed: not split",
+            Layer::Other => "driver reservation, other PID namespaces, exited PIDs",
             Layer::Free => "free device memory",
         }
     }

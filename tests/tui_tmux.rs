@@ -81,8 +81,11 @@ fn enter_opens_the_reconciliation_and_escape_returns() {
     pane.wait_for(&["Processes ("], Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("escape did not return:\n{s}"));
     pane.keys(&["?"]);
-    pane.wait_for(&["How the layers add up"], Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("no help:\n{s}"));
+    pane.wait_for(
+        &["Per GPU and per MIG instance, at one instant"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|s| panic!("no help:\n{s}"));
     pane.keys(&["C-c"]);
     let (exit, cooked) = pane
         .wait_exit(Duration::from_secs(5))

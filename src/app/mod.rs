@@ -63,6 +63,8 @@ pub struct State {
     /// Until the user moves, the selection stays on the top row, whatever comes there.
     pub selection_moved: bool,
     pub finding_scroll: usize,
+    /// First line of the help screen shown.
+    pub help_scroll: usize,
     /// The last error from the source, shown in the footer.
     pub status: Option<String>,
     /// Draw with glyphs only (`NO_COLOR`).
@@ -87,6 +89,7 @@ impl State {
             selected: None,
             selection_moved: false,
             finding_scroll: 0,
+            help_scroll: 0,
             status: None,
             monochrome: false,
             quit: false,

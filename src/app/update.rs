@@ -96,6 +96,13 @@ impl State {
     }
 
     fn move_by(&mut self, delta: isize) {
+        if self.view == View::Help {
+            // The help screen has about twenty lines: scroll within them.
+            self.help_scroll = (self.help_scroll as isize)
+                .saturating_add(delta)
+                .clamp(0, 20) as usize;
+            return;
+        }
         if self.view != View::Main {
             return;
         }

@@ -59,7 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         View::Detail { pid, device_uuid } => {
             detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
         }
-        View::Help => help::draw_help(frame, body, theme),
+        View::Help => help::draw_help(frame, body, state.help_scroll, theme),
     }
 }
 
