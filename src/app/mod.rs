@@ -162,3 +162,102 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::SeriesKey;
+    use crate::source::demo::node_at;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    fn state() -> State {
+        State::new(Pipeline::new(None), "demo".into(), 1.0)
+    }
+
+    #[test]
+    fn pausing_freezes_the_screen_and_loses_no_sample() {
+        let mut s = state();
+        s.on_sample(node_at(0, 100.0, 10.0));
+        s.apply_action(Action::TogglePause);
+        for t in [110.0, 120.0, 130.0] {
+            s.on_sample(node_at(0, t, 10.0));
+        }
+        let shown = s.current.as_ref().map(|o| o.sample.time);
+        assert_eq!(
+            shown,
+            Some(crate::source::demo::DEMO_EPOCH + 100.0),
+            "frozen while paused"
+        );
+        assert_eq!(s.queued.len(), 3);
+        s.apply_action(Action::TogglePause);
+        assert!(s.queued.is_empty());
+        let uuid = s
+            .current
+            .as_ref()
+            .map(|o| o.sample.gpus[0].uuid.clone())
+            .unwrap_or_default();
+        let series = s
+            .pipeline
+            .history
+            .get(&SeriesKey::DeviceUsed(uuid))
+            .expect("series");
+        assert_eq!(
+            series.raw().len(),
+            4,
+            "every queued sample went into history"
+        );
+    }
+
+    #[test]
+    fn selection_follows_its_process_once_the_user_moved() {
+        let mut s = state();
+        s.on_sample(node_at(0, 600.0, 10.0));
+        let first = s.selected.clone();
+        s.apply_action(Action::Down);
+        let chosen = s.selected.clone();
+        assert_ne!(first, chosen);
+        s.apply_action(Action::CycleSort);
+        s.on_sample(node_at(0, 610.0, 10.0));
+        assert_eq!(
+            s.selected, chosen,
+            "stays on the same process when rows move"
+        );
+        s.apply_action(Action::Open);
+        let (pid, uuid) = chosen.expect("a selection");
+        assert_eq!(
+            s.view,
+            View::Detail {
+                pid,
+                device_uuid: uuid
+            }
+        );
+        s.apply_action(Action::Back);
+        assert_eq!(s.view, View::Main);
+        s.apply_action(Action::Back);
+        assert!(s.quit, "Esc on the main screen quits");
+    }
+
+    #[test]
+    fn keys_map_to_actions() {
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        assert_eq!(key_action(key(KeyCode::Char('q'))), Some(Action::Quit));
+        assert_eq!(
+            key_action(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(key_action(key(KeyCode::Char('j'))), Some(Action::Down));
+        assert_eq!(key_action(key(KeyCode::Up)), Some(Action::Up));
+        assert_eq!(key_action(key(KeyCode::Enter)), Some(Action::Open));
+        assert_eq!(key_action(key(KeyCode::Tab)), Some(Action::FocusNext));
+        assert_eq!(key_action(key(KeyCode::Char('s'))), Some(Action::CycleSort));
+        assert_eq!(
+            key_action(key(KeyCode::Char('p'))),
+            Some(Action::TogglePause)
+        );
+        assert_eq!(
+            key_action(key(KeyCode::Char('?'))),
+            Some(Action::ToggleHelp)
+        );
+        assert_eq!(key_action(key(KeyCode::Char('x'))), None);
+    }
+}
