@@ -99,6 +99,14 @@ impl Default for Series {
 }
 
 impl Series {
+    /// Empties every tier, keeping the memory.
+    fn clear(&mut self) {
+        for tier in &mut self.tiers {
+            tier.points.clear();
+            tier.pending = 0;
+        }
+    }
+
     /// Appends a sample; `None` records a gap.
     pub fn push(&mut self, time: f64, value: Option<u64>) {
         let mut point = Point {
@@ -191,9 +199,14 @@ pub enum SeriesKey {
 pub struct History {
     series: HashMap<SeriesKey, (Series, u64)>,
     generation: u64,
+    /// Rings of forgotten series, emptied and kept for the next new series: processes that
+    /// come and go reuse the same memory instead of allocating and freeing it.
+    spare: Vec<Series>,
 }
 
 const FORGET_AFTER: u64 = RAW_CAPACITY as u64;
+/// Emptied rings kept for reuse at most.
+const SPARE_SERIES: usize = 64;
 
 impl History {
     /// Starts recording one instant; call [`History::record`] for each series after.
@@ -201,13 +214,29 @@ impl History {
         self.generation += 1;
         if self.generation.is_multiple_of(64) {
             let now = self.generation;
-            self.series
-                .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
+            let stale: Vec<SeriesKey> = self
+                .series
+                .iter()
+                .filter(|(_, (_, seen))| now.saturating_sub(*seen) > FORGET_AFTER)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in stale {
+                if let Some((mut series, _)) = self.series.remove(&key) {
+                    if self.spare.len() < SPARE_SERIES {
+                        series.clear();
+                        self.spare.push(series);
+                    }
+                }
+            }
         }
     }
 
     pub fn record(&mut self, key: SeriesKey, time: f64, value: Option<u64>) {
-        let entry = self.series.entry(key).or_default();
+        let spare = &mut self.spare;
+        let entry = self
+            .series
+            .entry(key)
+            .or_insert_with(|| (spare.pop().unwrap_or_default(), 0));
         entry.0.push(time, value);
         entry.1 = self.generation;
     }
@@ -276,5 +305,14 @@ mod tests {
         }
         assert!(h.get(&SeriesKey::DeviceUsed("gone".into())).is_none());
         assert!(h.get(&SeriesKey::DeviceUsed("kept".into())).is_some());
+        // A new series reuses the forgotten one's rings, and starts empty.
+        assert_eq!(h.spare.len(), 1);
+        h.record(SeriesKey::DeviceUsed("new".into()), 0.0, Some(5));
+        assert!(h.spare.is_empty());
+        let new = h
+            .get(&SeriesKey::DeviceUsed("new".into()))
+            .expect("new series");
+        assert_eq!(new.recent(10), vec![Some(5)]);
+        assert_eq!(new.tier(1).count(), 0);
     }
 }
