@@ -260,9 +260,11 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
                     ),
                 })
                 .collect();
-            let on_gpu = sample.processes.iter().zip(&processes).filter(|(p, _)| {
-                p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
-            });
+            let on_gpu = sample
+                .processes
+                .iter()
+                .zip(&processes)
+                .filter(|(p, _)| gpu.holds(&p.device_uuid));
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
             GpuAccount {
                 layers: device_layers(gpu.memory.as_ref(), gpu.lost, known, on_gpu),

@@ -143,20 +143,18 @@ fn yes() -> bool {
     true
 }
 
+impl GpuSample {
+    /// Whether a process on the device with this UUID runs on this GPU: on the GPU itself or
+    /// on one of its MIG instances.
+    pub fn holds(&self, device_uuid: &str) -> bool {
+        self.uuid == device_uuid || self.mig.iter().any(|m| m.uuid == device_uuid)
+    }
+}
+
 impl NodeSample {
     /// The processes running on the device with this UUID, directly (not through MIG).
     pub fn processes_on<'a>(&'a self, uuid: &'a str) -> impl Iterator<Item = &'a ProcessSample> {
         self.processes.iter().filter(move |p| p.device_uuid == uuid)
-    }
-
-    /// The processes running on this GPU or on any of its MIG instances.
-    pub fn processes_of_gpu<'a>(
-        &'a self,
-        gpu: &'a GpuSample,
-    ) -> impl Iterator<Item = &'a ProcessSample> {
-        self.processes.iter().filter(move |p| {
-            p.device_uuid == gpu.uuid || gpu.mig.iter().any(|m| m.uuid == p.device_uuid)
-        })
     }
 
     /// The GPU (and MIG instance, if any) a device UUID names.
