@@ -1,13 +1,12 @@
 //! The findings panel: zombie contexts, invisible holders, unattributed and unexplained usage.
 
 use super::theme::Theme;
-use super::widgets::fit;
+use super::widgets::{fit, section_block};
 use crate::app::{Focus, State};
 use crate::pipeline::Observed;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// Rows the panel takes: its title and up to a quarter of the screen of findings.
@@ -25,17 +24,7 @@ pub fn draw_findings(
 ) {
     let focused = state.focus == Focus::Findings;
     let findings = &observed.findings;
-    let block = Block::default()
-        .borders(Borders::TOP)
-        .border_style(if focused {
-            theme.focused_border()
-        } else {
-            theme.border()
-        })
-        .title(Line::styled(
-            format!(" Findings ({}) ", findings.len()),
-            theme.title(),
-        ));
+    let block = section_block(format!(" Findings ({}) ", findings.len()), focused, theme);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let width = inner.width as usize;

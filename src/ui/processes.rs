@@ -1,13 +1,12 @@
 //! The process table: who holds what, split into layers where a feed allows.
 
 use super::theme::Theme;
-use super::widgets::{fit, short_bytes, trend};
+use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{Focus, ProcessRow, State};
 use crate::sample::ProcessSample;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table, TableState};
 use ratatui::Frame;
 
 /// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`, `gone`.
@@ -39,21 +38,15 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     let rows = state.rows();
     let wide = area.width >= 120;
     let focused = state.focus == Focus::Processes;
-    let block = Block::default()
-        .borders(Borders::TOP)
-        .border_style(if focused {
-            theme.focused_border()
-        } else {
-            theme.border()
-        })
-        .title(Line::styled(
-            format!(
-                " Processes ({}) · sorted by {} ",
-                rows.len(),
-                state.sort.label()
-            ),
-            theme.title(),
-        ));
+    let block = section_block(
+        format!(
+            " Processes ({}) · sorted by {} ",
+            rows.len(),
+            state.sort.label()
+        ),
+        focused,
+        theme,
+    );
     let host_ns = state
         .current
         .as_ref()

@@ -6,6 +6,7 @@ use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// Splits `width` cells among the layers in proportion to their bytes (largest remainder),
@@ -52,6 +53,18 @@ pub fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
         .filter(|c| c.1 > 0)
         .map(|(l, n, _)| (l, n))
         .collect()
+}
+
+/// A section under a rule with its title, highlighted when it has the keyboard focus.
+pub fn section_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
+    Block::default()
+        .borders(Borders::TOP)
+        .border_style(if focused {
+            theme.focused_border()
+        } else {
+            theme.border()
+        })
+        .title(Line::styled(title, theme.title()))
 }
 
 /// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a

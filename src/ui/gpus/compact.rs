@@ -100,11 +100,7 @@ pub(super) fn compact_lines(
             let figure = usage_figure(m.memory.as_ref(), macc, true);
             let tail = format!(" {figure:>11}");
             let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
-            let mig_view = DeviceView {
-                memory: m.memory.as_ref(),
-                layers: macc,
-                greyed: view.greyed,
-            };
+            let mig_view = DeviceView::mig(m, macc, view.greyed);
             lines.push(bar_row(
                 Span::styled(label, theme.title()),
                 &mig_view,

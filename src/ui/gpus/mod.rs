@@ -47,6 +47,17 @@ struct DeviceView<'a> {
     greyed: bool,
 }
 
+impl<'a> DeviceView<'a> {
+    /// A MIG instance, greyed with its GPU.
+    fn mig(instance: &'a MigSample, layers: &'a Result<Layers, Gap>, greyed: bool) -> Self {
+        DeviceView {
+            memory: instance.memory.as_ref(),
+            layers,
+            greyed,
+        }
+    }
+}
+
 /// Chooses the richest layout whose height fits in `budget` rows.
 pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
     let gpus = &observed.sample.gpus;
@@ -316,11 +327,7 @@ fn panel_lines(
         let label = mig_label(m);
         let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc, false));
         let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
-        let mig_view = DeviceView {
-            memory: m.memory.as_ref(),
-            layers: macc,
-            greyed: view.greyed,
-        };
+        let mig_view = DeviceView::mig(m, macc, view.greyed);
         lines.push(bar_row(
             Span::styled(label, theme.title()),
             &mig_view,
