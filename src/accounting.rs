@@ -1,64 +1,11 @@
 //! Pure functions from a raw sample to layers (DESIGN.md §1). No I/O.
 
-use crate::context::ContextEstimator;
+use crate::context::{ContextEstimator, ContextSource};
+use crate::feed::attach::Attachment;
+pub use crate::feed::attach::FeedStatus;
 use crate::layers::{Layer, Layers};
-use crate::sample::{DeviceMemory, FeedSample, NodeSample, ProcessSample};
+use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
 use serde::Serialize;
-
-/// A feed older (or newer) than this many sampling intervals is stale.
-pub const STALE_INTERVALS: f64 = 3.0;
-
-/// Whether a process's allocator feed can be used at this instant.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum FeedStatus {
-    /// No feed from this process.
-    Absent,
-    /// Recent enough to be combined with NVML's reading.
-    Fresh { age: f64 },
-    /// Too old to combine with this instant; shown, not used.
-    Stale { age: f64 },
-    /// Its numbers contradict themselves or NVML's: shown, not used.
-    Inconsistent { reason: String },
-}
-
-impl FeedStatus {
-    pub fn is_usable(&self) -> bool {
-        matches!(self, FeedStatus::Fresh { .. })
-    }
-}
-
-/// Judges a process's feed against the sample's instant and NVML's per-process reading.
-pub fn feed_status(sample: &NodeSample, process: &ProcessSample) -> FeedStatus {
-    let Some(feed) = &process.feed else {
-        return FeedStatus::Absent;
-    };
-    let age = sample.time - feed.time;
-    if !age.is_finite() || age.abs() > STALE_INTERVALS * sample.interval.max(0.0) {
-        return FeedStatus::Stale { age };
-    }
-    if let Some(reason) = feed_contradiction(feed, process.used) {
-        return FeedStatus::Inconsistent { reason };
-    }
-    FeedStatus::Fresh { age }
-}
-
-fn feed_contradiction(feed: &FeedSample, nvml_used: Option<u64>) -> Option<String> {
-    let pool_parts = u128::from(feed.allocated) + u128::from(feed.inactive_split.unwrap_or(0));
-    if pool_parts > u128::from(feed.reserved) {
-        return Some(format!(
-            "allocated + inactive_split ({pool_parts} B) exceed reserved ({} B)",
-            feed.reserved
-        ));
-    }
-    match nvml_used {
-        Some(used) if feed.reserved > used => Some(format!(
-            "allocator reserved ({} B) exceeds NVML used ({used} B)",
-            feed.reserved
-        )),
-        _ => None,
-    }
-}
 
 /// The layers of one process on its device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -87,38 +34,49 @@ impl ProcessLayers {
     }
 }
 
-/// A process's accounting: its layers and whether its feed was used.
+/// A process's accounting: its layers, whether its feed was used, and where its context
+/// figure comes from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessAccount {
     pub layers: ProcessLayers,
     pub feed_status: FeedStatus,
+    pub context_source: Option<ContextSource>,
 }
 
 /// Splits one process's usage (DESIGN.md §1):
 /// NVML used = context + outside_pool + reserved, reserved = live + fragmented + cached.
+/// `feed_status` is the judgement [`crate::feed::attach::attach`] made of its feed.
 pub fn account_process(
-    sample: &NodeSample,
     process: &ProcessSample,
+    feed_status: &FeedStatus,
     contexts: &ContextEstimator,
 ) -> ProcessAccount {
-    let feed_status = feed_status(sample, process);
     let mut layers = ProcessLayers::default();
+    let mut context_source = None;
     match (&process.feed, feed_status.is_usable()) {
         (Some(feed), true) => {
-            let fragmented = feed.inactive_split;
-            layers.live = Some(feed.allocated);
+            let stats = &feed.stats;
+            let fragmented = stats.inactive_split;
+            layers.live = Some(stats.allocated);
             layers.fragmented = fragmented;
-            // feed_status checked allocated + fragmented <= reserved.
-            layers.cached = Some(feed.reserved - feed.allocated - fragmented.unwrap_or(0));
+            // The judgement checked allocated + fragmented <= reserved.
+            layers.cached = Some(stats.reserved - stats.allocated - fragmented.unwrap_or(0));
             if let Some(used) = process.used {
-                // feed_status checked reserved <= used.
-                let beyond_pool = used - feed.reserved;
-                let context = contexts
-                    .estimate(process)
-                    .unwrap_or(beyond_pool)
-                    .min(beyond_pool);
-                layers.context = Some(context);
-                layers.outside_pool = Some(beyond_pool - context);
+                // The judgement checked reserved <= used.
+                let beyond_pool = used - stats.reserved;
+                match contexts.estimate(process) {
+                    Some((context, source)) => {
+                        let context = context.min(beyond_pool);
+                        layers.context = Some(context);
+                        layers.outside_pool = Some(beyond_pool - context);
+                        context_source = Some(source);
+                    }
+                    None => {
+                        // Not split yet: context and what lies outside the pool, together.
+                        layers.context = Some(beyond_pool);
+                        context_source = Some(ContextSource::Unsplit);
+                    }
+                }
             }
         }
         _ => {
@@ -131,7 +89,8 @@ pub fn account_process(
     }
     ProcessAccount {
         layers,
-        feed_status,
+        feed_status: feed_status.clone(),
+        context_source,
     }
 }
 
@@ -213,13 +172,30 @@ pub fn device_layers<'a>(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigAccount {
     pub layers: Result<Layers, Gap>,
+    /// The least exact source among its processes' contexts.
+    pub context_source: Option<ContextSource>,
 }
 
 /// One GPU's layers (all its processes, MIG instances included) and those of its instances.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuAccount {
     pub layers: Result<Layers, Gap>,
+    pub context_source: Option<ContextSource>,
     pub mig: Vec<MigAccount>,
+}
+
+/// The least exact of the context sources of some processes: the sum is only as exact as
+/// its least exact part.
+fn least_exact<'a>(accounts: impl Iterator<Item = &'a ProcessAccount>) -> Option<ContextSource> {
+    let rank = |s: ContextSource| match s {
+        ContextSource::Unsplit => 0,
+        ContextSource::Estimated => 1,
+        ContextSource::Fixed => 2,
+        ContextSource::Observed => 3,
+    };
+    accounts
+        .filter_map(|a| a.context_source)
+        .min_by_key(|&s| rank(s))
 }
 
 /// The layers of a whole node sample. `gpus` and `processes` are parallel to the sample's.
@@ -229,12 +205,21 @@ pub struct NodeAccount {
     pub processes: Vec<ProcessAccount>,
 }
 
-/// Computes every layer of a sample. `contexts` must have observed this sample already.
-pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount {
+/// Computes every layer of a sample whose feeds are attached (`attachment`). `contexts` must
+/// have observed this sample already.
+pub fn account(
+    sample: &NodeSample,
+    attachment: &Attachment,
+    contexts: &ContextEstimator,
+) -> NodeAccount {
     let processes: Vec<ProcessAccount> = sample
         .processes
         .iter()
-        .map(|p| account_process(sample, p, contexts))
+        .enumerate()
+        .map(|(i, p)| {
+            let status = attachment.statuses.get(i).unwrap_or(&FeedStatus::Absent);
+            account_process(p, status, contexts)
+        })
         .collect();
     let accounts_on = |uuid: &str| -> Vec<(&ProcessSample, &ProcessAccount)> {
         sample
@@ -251,13 +236,17 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
             let mig: Vec<MigAccount> = gpu
                 .mig
                 .iter()
-                .map(|m| MigAccount {
-                    layers: device_layers(
-                        m.memory.as_ref(),
-                        gpu.lost,
-                        m.processes_known,
-                        accounts_on(&m.uuid).into_iter(),
-                    ),
+                .map(|m| {
+                    let on = accounts_on(&m.uuid);
+                    MigAccount {
+                        context_source: least_exact(on.iter().map(|(_, a)| *a)),
+                        layers: device_layers(
+                            m.memory.as_ref(),
+                            gpu.lost,
+                            m.processes_known,
+                            on.into_iter(),
+                        ),
+                    }
                 })
                 .collect();
             let on_gpu = sample
@@ -267,6 +256,7 @@ pub fn account(sample: &NodeSample, contexts: &ContextEstimator) -> NodeAccount 
                 .filter(|(p, _)| gpu.holds(&p.device_uuid));
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
             GpuAccount {
+                context_source: least_exact(on_gpu.clone().map(|(_, a)| a)),
                 layers: device_layers(gpu.memory.as_ref(), gpu.lost, known, on_gpu),
                 mig,
             }

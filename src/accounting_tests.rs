@@ -10,8 +10,8 @@ fn one_gpu_with(total: u64, used: u64, processes: Vec<ProcessSample>) -> NodeSam
 
 fn layers_of(sample: &NodeSample) -> Layers {
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(sample);
-    account(sample, &contexts).gpus[0]
+    contexts.observe(sample, &judged(sample).statuses);
+    account(sample, &judged(sample), &contexts).gpus[0]
         .layers
         .clone()
         .expect("layers computable")
@@ -54,8 +54,8 @@ fn backend_without_split_stats_gives_null_fragmented() {
     p.feed = Some(f);
     let sample = one_gpu_with(40 * GIB, 10 * GIB, vec![p]);
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(&sample);
-    let node = account(&sample, &contexts);
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let node = account(&sample, &judged(&sample), &contexts);
     assert_eq!(node.processes[0].layers.fragmented, None);
     assert_eq!(node.processes[0].layers.cached, Some(4 * GIB));
     let layers = node.gpus[0].layers.clone().expect("layers");
@@ -68,8 +68,8 @@ fn process_without_nvml_usage_is_null_not_zero() {
     let p = process(10, "GPU-test-0", None);
     let sample = one_gpu_with(40 * GIB, 3 * GIB, vec![p]);
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(&sample);
-    let node = account(&sample, &contexts);
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let node = account(&sample, &judged(&sample), &contexts);
     assert_eq!(node.processes[0].layers.unattributed, None);
     let layers = node.gpus[0].layers.clone().expect("layers");
     assert_eq!(layers.unattributed, Some(0));
@@ -83,8 +83,8 @@ fn stale_feed_is_not_mixed_into_the_instant() {
     p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 1000.0 - 3.5));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p.clone()]);
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(&sample);
-    let node = account(&sample, &contexts);
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let node = account(&sample, &judged(&sample), &contexts);
     assert!(matches!(
         node.processes[0].feed_status,
         FeedStatus::Stale { .. }
@@ -95,7 +95,7 @@ fn stale_feed_is_not_mixed_into_the_instant() {
     // Exactly three intervals old is still current.
     p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 997.0));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
-    assert!(feed_status(&sample, &sample.processes[0]).is_usable());
+    assert!(judged(&sample).statuses[0].clone().is_usable());
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn feed_reserving_more_than_nvml_sees_is_not_used() {
     let mut p = process(10, "GPU-test-0", Some(8 * GIB));
     p.feed = Some(feed(4 * GIB, 9 * GIB, Some(0), 1000.0));
     let sample = one_gpu_with(40 * GIB, 8 * GIB, vec![p]);
-    let status = feed_status(&sample, &sample.processes[0]);
+    let status = judged(&sample).statuses[0].clone();
     assert!(
         matches!(status, FeedStatus::Inconsistent { .. }),
         "{status:?}"
@@ -118,14 +118,14 @@ fn context_is_the_smallest_gap_seen_and_the_rest_is_outside_pool() {
     let mut p = process(10, "GPU-test-0", Some(GIB / 2 + 2 * GIB));
     p.feed = Some(feed(GIB, 2 * GIB, Some(0), 1000.0));
     let first = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]);
-    contexts.observe(&first);
+    contexts.observe(&first, &judged(&first).statuses);
     // Later NCCL adds 3 GiB outside the pool.
     p.used = Some(GIB / 2 + 3 * GIB + 10 * GIB);
     p.feed = Some(feed(6 * GIB, 10 * GIB, Some(GIB), 1001.0));
     let mut later = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
     later.time = 1001.0;
-    contexts.observe(&later);
-    let node = account(&later, &contexts);
+    contexts.observe(&later, &judged(&later).statuses);
+    let node = account(&later, &judged(&later), &contexts);
     let layers = node.processes[0].layers;
     assert_eq!(layers.context, Some(GIB / 2));
     assert_eq!(layers.outside_pool, Some(3 * GIB));
@@ -139,7 +139,7 @@ fn fixed_context_size_caps_at_what_is_beyond_the_pool() {
     p.feed = Some(feed(GIB, 10 * GIB, Some(0), 1000.0));
     let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
     let contexts = ContextEstimator::fixed(512 * MIB);
-    let layers = account(&sample, &contexts).processes[0].layers;
+    let layers = account(&sample, &judged(&sample), &contexts).processes[0].layers;
     assert_eq!(layers.context, Some(256 * MIB));
     assert_eq!(layers.outside_pool, Some(0));
 }
@@ -149,16 +149,16 @@ fn reused_pid_starts_a_new_context_estimate() {
     let mut contexts = ContextEstimator::learning();
     let mut p = process(10, "GPU-test-0", Some(GIB + GIB / 4));
     p.feed = Some(feed(0, GIB, Some(0), 1000.0));
-    contexts.observe(&one_gpu_with(
-        80 * GIB,
-        p.used.unwrap_or(0),
-        vec![p.clone()],
-    ));
+    let first = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]);
+    contexts.observe(&first, &judged(&first).statuses);
     p.start_time = Some(999_999);
     p.used = Some(GIB + GIB / 2);
     let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
-    contexts.observe(&sample);
-    assert_eq!(contexts.estimate(&sample.processes[0]), Some(GIB / 2));
+    contexts.observe(&sample, &judged(&sample).statuses);
+    assert_eq!(
+        contexts.estimate(&sample.processes[0]).map(|e| e.0),
+        Some(GIB / 2)
+    );
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn contradictory_counters_give_no_layers_rather_than_wrong_ones() {
     let p = process(10, "GPU-test-0", Some(5 * GIB));
     let sample = one_gpu_with(40 * GIB, 4 * GIB, vec![p]);
     let contexts = ContextEstimator::learning();
-    let node = account(&sample, &contexts);
+    let node = account(&sample, &judged(&sample), &contexts);
     assert!(matches!(
         node.gpus[0].layers,
         Err(Gap::ProcessesExceedOccupied { .. })
@@ -187,7 +187,7 @@ fn contradictory_counters_give_no_layers_rather_than_wrong_ones() {
     if let Some(m) = absurd.gpus[0].memory.as_mut() {
         m.free = 50 * GIB;
     }
-    let node = account(&absurd, &contexts);
+    let node = account(&absurd, &judged(&absurd), &contexts);
     assert!(matches!(
         node.gpus[0].layers,
         Err(Gap::FreeExceedsTotal { .. })
@@ -222,8 +222,8 @@ fn mig_instances_and_their_gpu_each_add_up() {
     fed.feed = Some(feed(10 * GIB, 16 * GIB, Some(GIB), 1000.0));
     sample.processes = vec![fed, process(2, "MIG-b", Some(4 * GIB))];
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(&sample);
-    let node = account(&sample, &contexts);
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let node = account(&sample, &judged(&sample), &contexts);
     let a = node.gpus[0].mig[0].layers.clone().expect("a");
     let b = node.gpus[0].mig[1].layers.clone().expect("b");
     let whole = node.gpus[0].layers.clone().expect("gpu");
@@ -240,6 +240,6 @@ fn mig_instances_and_their_gpu_each_add_up() {
 fn lost_gpu_has_no_layers() {
     let mut sample = one_gpu_with(40 * GIB, GIB, vec![]);
     sample.gpus[0].lost = true;
-    let node = account(&sample, &ContextEstimator::learning());
+    let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
     assert_eq!(node.gpus[0].layers, Err(Gap::Lost));
 }

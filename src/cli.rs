@@ -1,6 +1,7 @@
 //! The command line (DESIGN.md §4). Doc comments are the help text.
 
 use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Where every byte of each NVIDIA GPU's memory goes: CUDA context, memory outside the
@@ -29,6 +30,11 @@ pub struct Common {
     #[arg(long, global = true, env = "STRATA_NVML_LIB", value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
 
+    /// Look for allocator feeds only in this directory (and in the jobs' own roots): by
+    /// default /tmp/strata-<uid>, or every /tmp/strata-* as root.
+    #[arg(long, global = true, env = "STRATA_FEED_DIR", value_name = "DIR")]
+    pub feed_dir: Option<PathBuf>,
+
     /// Use this CUDA context size for every fed process instead of estimating it.
     #[arg(long, global = true, value_name = "N")]
     pub context_mib: Option<u64>,
@@ -50,6 +56,40 @@ pub struct Common {
 pub enum Command {
     /// Print one sample of the node: every layer and finding.
     Snapshot(SnapshotArgs),
+    /// Run CMD with the allocator feed in every Python process it starts (no code change).
+    Run(RunArgs),
+    /// Start the allocator feed in a running Python 3.14+ process (sys.remote_exec).
+    Attach(AttachArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Seconds between the agent's samples of the allocator.
+    #[arg(long, default_value_t = 0.5, value_name = "SECS", value_parser = parse_feed_interval)]
+    pub feed_interval: f64,
+
+    /// The command to run and its arguments, after `--`: strata run -- python train.py
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The Python process to attach to.
+    pub pid: u32,
+
+    /// Seconds between the agent's samples of the allocator.
+    #[arg(long, default_value_t = 0.5, value_name = "SECS", value_parser = parse_feed_interval)]
+    pub feed_interval: f64,
+
+    /// Seconds to wait for the agent to report that it started.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_nonnegative)]
+    pub wait: f64,
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +117,10 @@ fn parse_interval(text: &str) -> Result<f64, String> {
     parse_positive(text, "seconds", 0.05, 3600.0)
 }
 
+fn parse_feed_interval(text: &str) -> Result<f64, String> {
+    parse_positive(text, "seconds", 0.01, 60.0)
+}
+
 fn parse_speed(text: &str) -> Result<f64, String> {
     parse_positive(text, "story seconds per second", 0.01, 10_000.0)
 }
@@ -101,5 +145,25 @@ mod tests {
         assert!(Cli::try_parse_from(["strata", "--interval", "nan"]).is_err());
         assert!(Cli::try_parse_from(["strata", "--interval", "0.5"]).is_ok());
         assert!(Cli::try_parse_from(["strata", "snapshot", "--count", "0"]).is_err());
+    }
+
+    #[test]
+    fn run_takes_the_whole_command_after_the_separator() {
+        let cli = Cli::try_parse_from([
+            "strata", "run", "--", "python", "-u", "train.py", "--lr", "3",
+        ])
+        .expect("parses");
+        match cli.command {
+            Some(Command::Run(run)) => assert_eq!(
+                run.command,
+                ["python", "-u", "train.py", "--lr", "3"].map(OsString::from)
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            Cli::try_parse_from(["strata", "run"]).is_err(),
+            "CMD is required"
+        );
+        assert!(Cli::try_parse_from(["strata", "attach", "not-a-pid"]).is_err());
     }
 }

@@ -1,14 +1,58 @@
-//! Estimating each fed process's CUDA context.
+//! The CUDA context of each fed process: observed, estimated, or fixed.
 //!
-//! NVML's per-process figure includes the CUDA context, which no allocator sees. The context
-//! is fixed once created, while memory outside the pool (NCCL, cuDNN workspaces) comes and
-//! grows later, so the smallest `NVML used - reserved` seen for a process on a device is the
-//! best estimate of its context available without the driver's help. `--context-mib` replaces
-//! the estimate with a fixed size.
+//! NVML's per-process figure is `context + outside_pool + reserved`; no allocator sees the
+//! context. What the agent reports makes it knowable:
+//! - **observed**: an NVML reading taken while the allocator held nothing (`reserved` 0 after
+//!   CUDA init, the agent running from before the first allocation, as under `strata run`):
+//!   that reading *is* the context;
+//! - **estimated**: otherwise, the smallest `used - reserved` over readings that can be paired
+//!   exactly with a feed sample: the agent says the pool held the same bytes from before the
+//!   NVML reading until after it (`reserved_since <= reading <= feed time`). A feed read at
+//!   another instant than NVML is never paired, so skewed samples never ratchet the estimate;
+//! - **fixed**: `--context-mib`.
+//!
+//! What is learned is kept for the life of the process (pid and start time), not only while
+//! NVML lists it.
 
-use crate::accounting::feed_status;
-use crate::sample::{NodeSample, ProcessSample};
+use crate::feed::attach::FeedStatus;
+use crate::sample::{AllocatorStats, NodeSample, ProcessSample};
+use serde::Serialize;
 use std::collections::HashMap;
+
+/// Where a context figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextSource {
+    /// NVML's reading while the pool was empty: exact.
+    Observed,
+    /// The smallest exactly-paired `used - reserved`: an upper bound that tightens.
+    Estimated,
+    /// `--context-mib`.
+    Fixed,
+    /// Nothing paired yet: the figure is `used - reserved`, context and memory outside the
+    /// pool together.
+    Unsplit,
+}
+
+impl ContextSource {
+    /// The mark shown before a context figure: `~` for anything not exact.
+    pub fn mark(self) -> &'static str {
+        match self {
+            ContextSource::Observed | ContextSource::Fixed => "",
+            ContextSource::Estimated => "~",
+            ContextSource::Unsplit => "≤",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextSource::Observed => "observed",
+            ContextSource::Estimated => "estimated",
+            ContextSource::Fixed => "fixed",
+            ContextSource::Unsplit => "unsplit",
+        }
+    }
+}
 
 /// A process on a device, across samples. The start time tells a reused PID apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,11 +72,36 @@ impl ProcessKey {
     }
 }
 
-/// The running minimum of `NVML used - reserved` per process and device.
+/// What has been learned of one process's context.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Learned {
+    bytes: u64,
+    source: ContextSource,
+    /// Sample time it was last listed at, for forgetting.
+    seen: f64,
+}
+
+/// One NVML reading of a process, waiting for a feed sample taken after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reading {
+    /// NVML read the process between `from` and `to`.
+    from: f64,
+    to: f64,
+    used: u64,
+}
+
+/// A process not listed for this long is forgotten: a pid and start time name one process
+/// for its whole life, so keeping it longer is never wrong, only memory.
+const FORGET_AFTER_SECS: f64 = 3600.0;
+/// At most this many processes remembered.
+const MAX_REMEMBERED: usize = 8192;
+
+/// Learns each fed process's context from exactly paired readings.
 #[derive(Debug, Clone, Default)]
 pub struct ContextEstimator {
     fixed_bytes: Option<u64>,
-    smallest: HashMap<ProcessKey, u64>,
+    learned: HashMap<ProcessKey, Learned>,
+    pending: HashMap<ProcessKey, Reading>,
 }
 
 impl ContextEstimator {
@@ -45,40 +114,238 @@ impl ContextEstimator {
     pub fn fixed(bytes: u64) -> Self {
         ContextEstimator {
             fixed_bytes: Some(bytes),
-            smallest: HashMap::new(),
+            ..Self::default()
         }
     }
 
-    /// Learns from one sample. Processes no longer present are forgotten, so memory stays
-    /// bounded by the processes alive now.
-    pub fn observe(&mut self, sample: &NodeSample) {
+    /// Learns from one sample whose feeds are attached (`statuses` parallel to its
+    /// processes). A feed that contradicts itself or NVML is not learned from.
+    pub fn observe(&mut self, sample: &NodeSample, statuses: &[FeedStatus]) {
         if self.fixed_bytes.is_some() {
             return;
         }
-        let mut seen: HashMap<ProcessKey, u64> = HashMap::with_capacity(sample.processes.len());
-        for process in &sample.processes {
+        let now = sample.time;
+        let poll = sample.poll_secs.filter(|s| s.is_finite() && *s >= 0.0);
+        let reading_from = now - poll.unwrap_or(0.0);
+        for (process, status) in sample.processes.iter().zip(statuses) {
             let key = ProcessKey::of(process);
-            let beyond_pool = match (&process.feed, process.used) {
-                (Some(feed), Some(used)) if feed_status(sample, process).is_usable() => {
-                    Some(used - feed.reserved)
-                }
-                _ => None,
-            };
-            let previous = self.smallest.get(&key).copied();
-            let smallest = match (previous, beyond_pool) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            if let Some(bytes) = smallest {
-                seen.insert(key, bytes);
+            if let Some(learned) = self.learned.get_mut(&key) {
+                learned.seen = now;
             }
+            let Some(used) = process.used else { continue };
+            let current = Reading {
+                from: reading_from,
+                to: now,
+                used,
+            };
+            if let (Some(feed), false) = (
+                &process.feed,
+                matches!(status, FeedStatus::Inconsistent { .. }),
+            ) {
+                // The previous reading first: the feed usually arrives after it.
+                if let Some(earlier) = self.pending.get(&key).copied() {
+                    self.pair(&key, earlier, &feed.stats, now);
+                }
+                self.pair(&key, current, &feed.stats, now);
+            }
+            self.pending.insert(key, current);
         }
-        self.smallest = seen;
+        self.forget(now, sample);
     }
 
-    /// The context estimate for a process, if any was observed (or fixed).
-    pub fn estimate(&self, process: &ProcessSample) -> Option<u64> {
-        self.fixed_bytes
-            .or_else(|| self.smallest.get(&ProcessKey::of(process)).copied())
+    /// Learns from one NVML reading if the feed sample brackets it with an unchanged pool.
+    fn pair(&mut self, key: &ProcessKey, reading: Reading, stats: &AllocatorStats, now: f64) {
+        let Some(since) = stats.reserved_since else {
+            return;
+        };
+        let bracketed = since <= reading.from && reading.to <= stats.time;
+        if !bracketed || stats.reserved > reading.used {
+            return;
+        }
+        let beyond_pool = reading.used - stats.reserved;
+        let entry = self.learned.entry(key.clone()).or_insert(Learned {
+            bytes: beyond_pool,
+            source: ContextSource::Estimated,
+            seen: now,
+        });
+        if entry.source == ContextSource::Observed {
+            return;
+        }
+        if stats.reserved == 0 {
+            *entry = Learned {
+                bytes: reading.used,
+                source: ContextSource::Observed,
+                seen: now,
+            };
+        } else {
+            entry.bytes = entry.bytes.min(beyond_pool);
+        }
+    }
+
+    fn forget(&mut self, now: f64, sample: &NodeSample) {
+        self.learned
+            .retain(|_, l| now - l.seen <= FORGET_AFTER_SECS || now < l.seen);
+        if self.learned.len() > MAX_REMEMBERED {
+            let mut by_age: Vec<(f64, ProcessKey)> = self
+                .learned
+                .iter()
+                .map(|(k, l)| (l.seen, k.clone()))
+                .collect();
+            by_age.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (_, key) in by_age.into_iter().take(self.learned.len() - MAX_REMEMBERED) {
+                self.learned.remove(&key);
+            }
+        }
+        // A reading waits for one sample only: it pairs with the next feed or never.
+        let listed: std::collections::HashSet<ProcessKey> =
+            sample.processes.iter().map(ProcessKey::of).collect();
+        self.pending.retain(|k, _| listed.contains(k));
+    }
+
+    /// The context of a process and where the figure comes from, if known.
+    pub fn estimate(&self, process: &ProcessSample) -> Option<(u64, ContextSource)> {
+        if let Some(bytes) = self.fixed_bytes {
+            return Some((bytes, ContextSource::Fixed));
+        }
+        self.learned
+            .get(&ProcessKey::of(process))
+            .map(|l| (l.bytes, l.source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::attach::FeedStatus;
+    use crate::fixtures::*;
+    use crate::sample::FeedSample;
+
+    fn fed(used: u64, stats: AllocatorStats) -> NodeSample {
+        let mut sample = node();
+        sample.gpus.push(gpu(0, memory(80 * GIB, used)));
+        let mut p = process(10, "GPU-test-0", Some(used));
+        p.feed = Some(FeedSample {
+            framework: "torch".into(),
+            framework_version: None,
+            backend: "native".into(),
+            feed: 0,
+            stats,
+        });
+        sample.processes.push(p);
+        sample
+    }
+
+    fn at(sample: NodeSample, time: f64) -> NodeSample {
+        NodeSample { time, ..sample }
+    }
+
+    const FRESH: [FeedStatus; 1] = [FeedStatus::Fresh { age: 0.0 }];
+
+    #[test]
+    fn a_reading_while_the_pool_is_empty_is_the_observed_context() {
+        let mut c = ContextEstimator::learning();
+        // The feed sample (time 1000.2) comes after the reading (1000.0), pool empty since 999.
+        let s = at(fed(600 * MIB, stats(0, 0, 999.0, 1000.2)), 1000.0);
+        c.observe(&s, &FRESH);
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((600 * MIB, ContextSource::Observed))
+        );
+        // Later, with a pool and memory outside it, the observed context stays.
+        let s = at(
+            fed(30 * GIB, stats(8 * GIB, 20 * GIB, 1001.0, 1010.5)),
+            1010.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((600 * MIB, ContextSource::Observed))
+        );
+    }
+
+    #[test]
+    fn a_reading_paired_across_samples_gives_an_estimate() {
+        let mut c = ContextEstimator::learning();
+        // Feed read before NVML: cannot pair yet.
+        let s = at(
+            fed(21 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 999.6)),
+            1000.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(c.estimate(&s.processes[0]), None);
+        // The next feed sample says the pool has not moved since 990: the reading at 1000 pairs.
+        let s = at(
+            fed(21 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 1000.6)),
+            1001.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((GIB, ContextSource::Estimated))
+        );
+    }
+
+    #[test]
+    fn skewed_samples_never_ratchet_the_estimate_down() {
+        let mut c = ContextEstimator::learning();
+        let s = at(
+            fed(21 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 1000.5)),
+            1000.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(c.estimate(&s.processes[0]).map(|e| e.0), Some(GIB));
+        // The pool grew to 20.9 GiB just after NVML read 21 GiB (which still saw 20 GiB):
+        // used - reserved would read 0.1 GiB. The feed says the pool moved at 1001.1, after the
+        // reading at 1001.0, so the pair is refused.
+        let grown = 20 * GIB + 900 * MIB;
+        let s = at(fed(21 * GIB, stats(8 * GIB, grown, 1001.1, 1001.4)), 1001.0);
+        c.observe(&s, &FRESH);
+        let s = at(
+            fed(21 * GIB + 900 * MIB, stats(8 * GIB, grown, 1001.1, 1002.4)),
+            1002.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((GIB, ContextSource::Estimated)),
+            "never 100 MiB"
+        );
+    }
+
+    #[test]
+    fn a_process_missing_from_one_sample_keeps_its_context() {
+        let mut c = ContextEstimator::learning();
+        let s = at(fed(600 * MIB, stats(0, 0, 999.0, 1000.2)), 1000.0);
+        c.observe(&s, &FRESH);
+        let process = s.processes[0].clone();
+        let mut empty = at(node(), 1001.0);
+        empty.gpus.push(gpu(0, memory(80 * GIB, 0)));
+        c.observe(&empty, &[]);
+        assert_eq!(
+            c.estimate(&process),
+            Some((600 * MIB, ContextSource::Observed))
+        );
+        // A reused pid (another start time) knows nothing.
+        let mut other = process.clone();
+        other.start_time = Some(1);
+        assert_eq!(c.estimate(&other), None);
+    }
+
+    #[test]
+    fn an_inconsistent_feed_teaches_nothing() {
+        let mut c = ContextEstimator::learning();
+        let s = at(fed(GIB, stats(0, 0, 999.0, 1000.2)), 1000.0);
+        c.observe(&s, &[FeedStatus::Inconsistent { reason: "x".into() }]);
+        assert_eq!(c.estimate(&s.processes[0]), None);
+    }
+
+    #[test]
+    fn a_fixed_size_answers_for_everyone() {
+        let c = ContextEstimator::fixed(512 * MIB);
+        let s = fed(GIB, stats(0, 0, 999.0, 1000.2));
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((512 * MIB, ContextSource::Fixed))
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! Small builders of raw samples, shared by unit, property and screen tests.
 #![doc(hidden)]
 
+use crate::feed::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
 use crate::sample::{
-    ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample, ProcessSample,
+    AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample,
+    ProcessSample,
 };
 
 pub const GIB: u64 = 1 << 30;
@@ -19,6 +21,8 @@ pub fn node() -> NodeSample {
         host_pid_namespace: Some(true),
         gpus: Vec::new(),
         processes: Vec::new(),
+        feeds: Vec::new(),
+        poll_secs: None,
     }
 }
 
@@ -37,6 +41,7 @@ pub fn gpu(index: u32, memory: DeviceMemory) -> GpuSample {
         index,
         uuid: format!("GPU-test-{index}"),
         name: Some("NVIDIA H100 80GB HBM3".into()),
+        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * index)),
         memory: Some(memory),
         utilization_gpu: Some(50),
         mig_mode: Some(false),
@@ -70,24 +75,54 @@ pub fn process(pid: u32, device_uuid: &str, used: Option<u64>) -> ProcessSample 
         user: Some("alice".into()),
         command: Some(format!("python train.py --rank {pid}")),
         sm_util: Some(40),
+        executable: Some("/usr/bin/python3.11".into()),
         feed: None,
     }
 }
 
-/// A torch feed with the native backend, read at `time`.
+/// Allocator statistics of device 0 read at `time`, the pool unchanged since `since`.
+pub fn stats(allocated: u64, reserved: u64, since: f64, time: f64) -> AllocatorStats {
+    AllocatorStats {
+        allocated,
+        reserved,
+        inactive_split: Some(0),
+        peak_allocated: Some(allocated),
+        peak_reserved: Some(reserved),
+        alloc_retries: Some(0),
+        ooms: Some(0),
+        reserved_since: Some(since),
+        time,
+        ..AllocatorStats::default()
+    }
+}
+
+/// A torch feed with the native backend, read at `time`, attached as matching would.
 pub fn feed(allocated: u64, reserved: u64, inactive_split: Option<u64>, time: f64) -> FeedSample {
     FeedSample {
         framework: "torch".into(),
         framework_version: Some("2.5.1".into()),
         backend: "native".into(),
-        allocated,
-        reserved,
-        inactive_split,
-        peak_allocated: Some(allocated),
-        peak_reserved: Some(reserved),
-        alloc_retries: Some(0),
-        ooms: Some(0),
-        largest_free_block: None,
-        time,
+        feed: 0,
+        stats: AllocatorStats {
+            inactive_split,
+            ..stats(allocated, reserved, time, time)
+        },
+    }
+}
+
+/// The judgement of feeds already attached to a sample's processes (as [`feed`] makes them),
+/// for tests that start after matching.
+pub fn judged(sample: &NodeSample) -> Attachment {
+    let window = STALE_INTERVALS * sample.interval;
+    Attachment {
+        statuses: sample
+            .processes
+            .iter()
+            .map(|p| match &p.feed {
+                Some(f) => judge(sample.time, window, &f.stats, p.used),
+                None => FeedStatus::Absent,
+            })
+            .collect(),
+        unlisted: Vec::new(),
     }
 }

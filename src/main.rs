@@ -6,10 +6,13 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
-use strata::cli::{Cli, Command, Common, SnapshotArgs};
+use strata::cli::{AttachArgs, Cli, Command, Common, RunArgs, SnapshotArgs};
+use strata::feed::{FeedConfig, FeedHub};
+use strata::launch::run::RunOptions;
 use strata::pipeline::Pipeline;
 use strata::snapshot::{self, Snapshot};
 use strata::source::demo::{DemoSource, SNAPSHOT_AT};
+use strata::source::fed::FedSource;
 use strata::source::nvml::NvmlSource;
 use strata::source::{Source, SourceError};
 
@@ -18,6 +21,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => monitor(&cli.common),
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
+        Some(Command::Run(args)) => return run(&cli.common, &args),
+        Some(Command::Attach(args)) => attach(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -33,37 +38,69 @@ fn main() -> ExitCode {
     }
 }
 
-/// The source the options ask for: the demo starting at `demo_start`, or this machine's NVML.
-fn open_source(common: &Common, demo_start: f64) -> Result<Box<dyn Source>, SourceError> {
+/// The source the options ask for: the demo starting at `demo_start` (its feeds are part of
+/// its story), or this machine's NVML with the allocator feeds found on this node.
+fn open_source(common: &Common, demo_start: f64) -> anyhow::Result<Opened> {
     if common.demo {
         let start = common.demo_at.unwrap_or(demo_start);
-        Ok(Box::new(DemoSource::new(
+        return Ok(Opened::Plain(Box::new(DemoSource::new(
             common.demo_seed,
             common.interval,
             common.demo_speed,
             start,
-        )))
-    } else {
-        Ok(Box::new(NvmlSource::open(
-            common.nvml_lib.clone(),
-            common.interval,
-        )?))
+        ))));
+    }
+    let nvml = NvmlSource::open(common.nvml_lib.clone(), common.interval)?;
+    let config = FeedConfig::new(
+        common.feed_dir.clone(),
+        Duration::from_secs_f64(common.interval),
+    );
+    let hub = FeedHub::start(config)
+        .map_err(|e| anyhow::anyhow!("cannot start reading allocator feeds: {e}"))?;
+    Ok(Opened::Fed(FedSource::new(Box::new(nvml), hub)))
+}
+
+/// A source, and whether it reads feeds (a one-shot snapshot waits for them).
+enum Opened {
+    Plain(Box<dyn Source>),
+    Fed(FedSource),
+}
+
+impl Opened {
+    fn boxed(self) -> Box<dyn Source> {
+        match self {
+            Opened::Plain(s) => s,
+            Opened::Fed(s) => Box::new(s),
+        }
     }
 }
+
+/// How long a snapshot waits to read every feed's hello and backlog.
+const SNAPSHOT_SETTLE: Duration = Duration::from_millis(1500);
+/// How long a snapshot waits after NVML's reading for the feeds' next samples.
+const SNAPSHOT_WAIT_NEWER: Duration = Duration::from_millis(1200);
 
 fn pipeline(common: &Common) -> Pipeline {
     Pipeline::new(common.context_mib.map(|mib| mib << 20))
 }
 
 fn monitor(common: &Common) -> anyhow::Result<()> {
-    let source = open_source(common, 0.0)?;
+    let source = open_source(common, 0.0)?.boxed();
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
 }
 
 fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
-    let mut source = open_source(common, SNAPSHOT_AT)?;
+    let mut source = match open_source(common, SNAPSHOT_AT)? {
+        Opened::Fed(mut fed) => {
+            // Read every feed's hello and backlog, and pair each NVML reading with the feed
+            // samples on either side of it.
+            fed.for_snapshot(SNAPSHOT_SETTLE, SNAPSHOT_WAIT_NEWER);
+            Box::new(fed) as Box<dyn Source>
+        }
+        Opened::Plain(plain) => plain,
+    };
     let mut pipeline = pipeline(common);
     // Learn from what came before (context estimates, when findings were first raised).
     for earlier in source.backlog() {
@@ -84,5 +121,30 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
         }
         out.flush()?;
     }
+    Ok(())
+}
+
+/// `strata run`: replaces this process with CMD; returns only when CMD could not be run.
+fn run(common: &Common, args: &RunArgs) -> ExitCode {
+    let options = RunOptions {
+        feed_dir: common.feed_dir.clone(),
+        interval: args.feed_interval,
+    };
+    let failure = strata::launch::run::exec(&args.command, &options);
+    eprintln!(
+        "strata: {} (hint: strata run -- CMD ARGS runs CMD with the allocator feed; check that CMD is on PATH)",
+        failure.error
+    );
+    ExitCode::from(failure.status)
+}
+
+fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
+    let report = strata::launch::attach::attach(
+        args.pid,
+        common.feed_dir.clone(),
+        args.feed_interval,
+        Duration::from_secs_f64(args.wait),
+    )?;
+    println!("{report}");
     Ok(())
 }

@@ -3,13 +3,17 @@
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{detect_instant, Finding, FindingTracker};
+use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, SeriesKey};
 use crate::sample::NodeSample;
 
 /// One instant, with everything derived from it.
 #[derive(Debug, Clone)]
 pub struct Observed {
+    /// The raw sample, with each process's feed attached.
     pub sample: NodeSample,
+    /// How the feeds matched NVML's processes, and each feed's judgement.
+    pub attachment: Attachment,
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
 }
@@ -34,14 +38,16 @@ impl Pipeline {
     }
 
     /// Takes in one sample and returns it with its layers and findings.
-    pub fn ingest(&mut self, sample: NodeSample) -> Observed {
-        self.contexts.observe(&sample);
-        let account = account(&sample, &self.contexts);
-        let mut findings = detect_instant(&sample, &account);
+    pub fn ingest(&mut self, mut sample: NodeSample) -> Observed {
+        let attachment = attach(&mut sample);
+        self.contexts.observe(&sample, &attachment.statuses);
+        let account = account(&sample, &attachment, &self.contexts);
+        let mut findings = detect_instant(&sample, &attachment, &account);
         self.tracker.stamp(&mut findings);
         self.record(&sample, &account);
         Observed {
             sample,
+            attachment,
             account,
             findings,
         }
@@ -79,11 +85,31 @@ impl Pipeline {
                 time,
                 p.used,
             );
-            history.record(
-                SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone()),
-                time,
-                acc.layers.live,
-            );
+            let live = SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone());
+            // A feed met for the first time brings its backlog: the warm-up before this
+            // monitor started, at the monitor's own spacing.
+            if let Some(feed) = &p.feed {
+                if history.get(&live).is_none_or(|s| s.raw().len() == 0) {
+                    let earlier = sample
+                        .feeds
+                        .get(feed.feed)
+                        .and_then(|r| {
+                            r.devices
+                                .iter()
+                                .find(|d| d.latest.index == feed.stats.index)
+                        })
+                        .map(|d| d.earlier.as_slice())
+                        .unwrap_or_default();
+                    let mut last = f64::NEG_INFINITY;
+                    for stats in earlier {
+                        if stats.time >= last + sample.interval && stats.time < time {
+                            history.record(live.clone(), stats.time, Some(stats.allocated));
+                            last = stats.time;
+                        }
+                    }
+                }
+            }
+            history.record(live, time, acc.layers.live);
         }
     }
 }

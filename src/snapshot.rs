@@ -5,9 +5,11 @@
 //! readers of recordings recompute them.
 
 use crate::accounting::{FeedStatus, Gap, ProcessLayers};
+use crate::context::ContextSource;
 use crate::detect::Finding;
 use crate::layers::Layers;
 use crate::pipeline::Observed;
+use crate::sample::feed::FeedRecord;
 use crate::sample::{ContextKind, DeviceMemory, FeedSample};
 use serde::Serialize;
 
@@ -24,6 +26,9 @@ pub struct Snapshot<'a> {
     pub host_pid_namespace: Option<bool>,
     pub gpus: Vec<GpuOut<'a>>,
     pub processes: Vec<ProcessOut<'a>>,
+    /// Every allocator feed: who it is (kernel credentials and hello), its state, its
+    /// latest statistics per device, and its counters of bad input.
+    pub feeds: &'a [FeedRecord],
     pub findings: &'a [Finding],
 }
 
@@ -32,6 +37,7 @@ pub struct GpuOut<'a> {
     pub index: u32,
     pub uuid: &'a str,
     pub name: Option<&'a str>,
+    pub pci_bus_id: Option<&'a str>,
     pub memory: Option<DeviceMemory>,
     pub utilization_gpu: Option<u32>,
     pub mig_mode: Option<bool>,
@@ -40,6 +46,8 @@ pub struct GpuOut<'a> {
     pub layers: Option<Layers>,
     /// Why `layers` is null, when it is.
     pub layers_gap: Option<&'a Gap>,
+    /// The least exact source of the contexts summed in `layers.context`.
+    pub context_source: Option<ContextSource>,
     pub mig: Vec<MigOut<'a>>,
 }
 
@@ -53,6 +61,7 @@ pub struct MigOut<'a> {
     pub processes_known: bool,
     pub layers: Option<Layers>,
     pub layers_gap: Option<&'a Gap>,
+    pub context_source: Option<ContextSource>,
 }
 
 #[derive(Serialize)]
@@ -67,9 +76,14 @@ pub struct ProcessOut<'a> {
     pub user: Option<&'a str>,
     pub command: Option<&'a str>,
     pub sm_util: Option<u32>,
+    pub executable: Option<&'a str>,
+    /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
     pub layers: ProcessLayers,
+    /// Where `layers.context` comes from: `observed`, `estimated`, `fixed`, or `unsplit`
+    /// (context and memory outside the pool together, until a reading pairs).
+    pub context_source: Option<ContextSource>,
 }
 
 fn split(layers: &Result<Layers, Gap>) -> (Option<Layers>, Option<&Gap>) {
@@ -92,6 +106,7 @@ impl<'a> Snapshot<'a> {
                     index: g.index,
                     uuid: &g.uuid,
                     name: g.name.as_deref(),
+                    pci_bus_id: g.pci_bus_id.as_deref(),
                     memory: g.memory,
                     utilization_gpu: g.utilization_gpu,
                     mig_mode: g.mig_mode,
@@ -99,6 +114,7 @@ impl<'a> Snapshot<'a> {
                     processes_known: g.processes_known,
                     layers,
                     layers_gap,
+                    context_source: acc.context_source,
                     mig: g
                         .mig
                         .iter()
@@ -114,6 +130,7 @@ impl<'a> Snapshot<'a> {
                                 processes_known: m.processes_known,
                                 layers,
                                 layers_gap,
+                                context_source: macc.context_source,
                             }
                         })
                         .collect(),
@@ -135,9 +152,11 @@ impl<'a> Snapshot<'a> {
                 user: p.user.as_deref(),
                 command: p.command.as_deref(),
                 sm_util: p.sm_util,
+                executable: p.executable.as_deref(),
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
+                context_source: acc.context_source,
             })
             .collect();
         Snapshot {
@@ -150,6 +169,7 @@ impl<'a> Snapshot<'a> {
             host_pid_namespace: sample.host_pid_namespace,
             gpus,
             processes,
+            feeds: &sample.feeds,
             findings: &observed.findings,
         }
     }
@@ -157,6 +177,7 @@ impl<'a> Snapshot<'a> {
 
 /// A plain-text summary of one instant, for `strata snapshot` without `--json`.
 pub fn text(observed: &Observed) -> String {
+    use crate::text::clean;
     use crate::units::{bytes, opt_bytes};
     use std::fmt::Write;
     let s = &observed.sample;
@@ -164,17 +185,17 @@ pub fn text(observed: &Observed) -> String {
     let _ = writeln!(
         out,
         "{} at {} UTC · driver {} · CUDA {}",
-        s.host,
+        clean(&s.host),
         crate::units::clock(s.time),
-        s.driver_version.as_deref().unwrap_or("n/a"),
-        s.cuda_driver_version.as_deref().unwrap_or("n/a")
+        clean(s.driver_version.as_deref().unwrap_or("n/a")),
+        clean(s.cuda_driver_version.as_deref().unwrap_or("n/a"))
     );
     let device = |out: &mut String,
                   label: String,
                   memory: Option<DeviceMemory>,
                   layers: &Result<Layers, Gap>| {
         let total = memory.map_or_else(|| "n/a".into(), |m| bytes(m.total));
-        let _ = writeln!(out, "{label} (total {total})");
+        let _ = writeln!(out, "{} (total {total})", clean(&label));
         match layers {
             Ok(l) => {
                 for layer in crate::layers::Layer::ALL {
@@ -208,7 +229,7 @@ pub fn text(observed: &Observed) -> String {
         }
     }
     for f in &observed.findings {
-        let _ = writeln!(out, "[{}] {}", f.severity.label(), f.message);
+        let _ = writeln!(out, "[{}] {}", f.severity.label(), clean(&f.message));
     }
     out
 }

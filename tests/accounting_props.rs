@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 use strata::accounting::{account, FeedStatus, Gap};
 use strata::context::ContextEstimator;
-use strata::fixtures::{feed, gpu, mig, node, process, GIB, MIB};
+use strata::context::ContextSource;
+use strata::fixtures::{feed, gpu, judged, mig, node, process, GIB, MIB};
 use strata::sample::{DeviceMemory, NodeSample, ProcessSample};
 
 /// A process spec: NVML used (maybe unknown), a feed (maybe), visible, age of feed.
@@ -85,7 +86,7 @@ fn build(specs: &[Spec], device: &str, t: f64) -> Vec<ProcessSample> {
             // Most feeds sit inside NVML's figure; some do not (a different instant).
             if let (Some(used), Some(f)) = (p.used, &p.feed) {
                 if i % 5 != 4 {
-                    p.used = Some(used.max(f.reserved) + (used % (512 * MIB)));
+                    p.used = Some(used.max(f.stats.reserved) + (used % (512 * MIB)));
                 }
             }
             p
@@ -169,8 +170,9 @@ proptest! {
     #[test]
     fn layers_add_up_exactly_or_are_withheld_for_a_true_reason(sample in sample()) {
         let mut contexts = ContextEstimator::learning();
-        contexts.observe(&sample);
-        let node = account(&sample, &contexts);
+        let attachment = judged(&sample);
+        contexts.observe(&sample, &attachment.statuses);
+        let node = account(&sample, &attachment, &contexts);
         for (g, acc) in sample.gpus.iter().zip(&node.gpus) {
             check_device(g.memory.as_ref(), &acc.layers)?;
             for (m, macc) in g.mig.iter().zip(&acc.mig) {
@@ -182,15 +184,16 @@ proptest! {
     #[test]
     fn a_process_splits_exactly_into_its_layers(sample in sample()) {
         let mut contexts = ContextEstimator::learning();
-        contexts.observe(&sample);
-        let node = account(&sample, &contexts);
+        let attachment = judged(&sample);
+        contexts.observe(&sample, &attachment.statuses);
+        let node = account(&sample, &attachment, &contexts);
         for (p, acc) in sample.processes.iter().zip(&node.processes) {
             let l = acc.layers;
             match (&acc.feed_status, p.used, &p.feed) {
                 (FeedStatus::Fresh { .. }, used, Some(f)) => {
                     let pool = l.live.unwrap_or(0) + l.fragmented.unwrap_or(0) + l.cached.unwrap_or(0);
-                    prop_assert_eq!(pool, f.reserved);
-                    prop_assert_eq!(l.fragmented, f.inactive_split, "null stays null");
+                    prop_assert_eq!(pool, f.stats.reserved);
+                    prop_assert_eq!(l.fragmented, f.stats.inactive_split, "null stays null");
                     match used {
                         Some(u) => prop_assert_eq!(l.context.unwrap_or(0) + l.outside_pool.unwrap_or(0) + pool, u),
                         None => prop_assert!(l.context.is_none() && l.outside_pool.is_none()),
@@ -223,11 +226,64 @@ proptest! {
             let mut p = process(7, "GPU-test-0", Some(10 * GIB + extra));
             p.feed = Some(feed(GIB, 10 * GIB, Some(0), s.time));
             s.processes.push(p);
-            contexts.observe(&s);
+            let attachment = judged(&s);
+            contexts.observe(&s, &attachment.statuses);
             smallest = smallest.min(*extra);
-            let layers = account(&s, &contexts).processes[0].layers;
+            let layers = account(&s, &attachment, &contexts).processes[0].layers;
             prop_assert_eq!(layers.context, Some(smallest));
             prop_assert_eq!(layers.outside_pool, Some(extra - smallest));
+        }
+    }
+
+    /// Whatever the skew between NVML's readings and the agent's samples, and however the
+    /// pool moves between them, the context figure is never below the true context (it never
+    /// ratchets down on a reading paired with the wrong pool) nor above context plus what lies
+    /// outside the pool.
+    #[test]
+    fn context_never_ratchets_on_skewed_samples(
+        context in 100u64..2000,
+        steps in prop::collection::vec((0u64..8, 0u64..4, -90i32..90), 2..40)
+    ) {
+        let context = context * MIB;
+        // The true state at agent tick k (every 0.5 s): pool and outside memory, in GiB steps.
+        let pool_at = |k: usize| steps[k.min(steps.len() - 1)].0 * GIB;
+        let outside_at = |k: usize| steps[k.min(steps.len() - 1)].1 * (GIB / 4);
+        let tick_of = |t: f64| ((t - 1000.0) / 0.5).floor().max(0.0) as usize;
+        // reserved_since as the agent knows it: the first of its ticks with the current pool.
+        let since = |k: usize| {
+            let mut first = k;
+            while first > 0 && pool_at(first - 1) == pool_at(k) {
+                first -= 1;
+            }
+            1000.0 + first as f64 * 0.5
+        };
+        let mut contexts = ContextEstimator::learning();
+        let mut largest_outside = 0;
+        for (i, &(_, _, skew)) in steps.iter().enumerate() {
+            // NVML reads at 1000.25 + i (between agent ticks); the freshest feed sample the
+            // monitor holds was read `skew` hundredths of a second away, at an agent tick.
+            let now = 1000.25 + i as f64;
+            let reading_tick = tick_of(now);
+            let used = context + outside_at(reading_tick) + pool_at(reading_tick);
+            largest_outside = largest_outside.max(outside_at(reading_tick));
+            let feed_tick = tick_of(now + f64::from(skew) / 100.0);
+            let mut s = node();
+            s.time = now;
+            s.poll_secs = Some(0.001);
+            s.gpus.push(gpu(0, strata::fixtures::memory(80 * GIB, used)));
+            let mut p = process(7, "GPU-test-0", Some(used));
+            let feed_time = 1000.0 + feed_tick as f64 * 0.5;
+            let mut f = feed(0, pool_at(feed_tick), Some(0), feed_time);
+            f.stats.reserved_since = Some(since(feed_tick));
+            p.feed = Some(f);
+            s.processes.push(p);
+            let attachment = judged(&s);
+            contexts.observe(&s, &attachment.statuses);
+            if let Some((bytes, source)) = contexts.estimate(&s.processes[0]) {
+                prop_assert!(bytes >= context, "{bytes} below the true context {context} ({source:?})");
+                prop_assert!(bytes <= context + largest_outside, "{bytes} above context + outside");
+                prop_assert!(source != ContextSource::Fixed);
+            }
         }
     }
 }

@@ -65,6 +65,8 @@ pub struct State {
     pub finding_scroll: usize,
     /// First line of the help screen shown.
     pub help_scroll: usize,
+    /// First line of the reconciliation view shown.
+    pub detail_scroll: usize,
     /// The last error from the source, shown in the footer.
     pub status: Option<String>,
     /// Draw with glyphs only (`NO_COLOR`).
@@ -90,6 +92,7 @@ impl State {
             selection_moved: false,
             finding_scroll: 0,
             help_scroll: 0,
+            detail_scroll: 0,
             status: None,
             monochrome: false,
             quit: false,

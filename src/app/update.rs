@@ -48,6 +48,8 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
 }
 
 const PAGE: isize = 10;
+/// The reconciliation view's lines, at most: the scroll never goes past them.
+const DETAIL_LINES: isize = 48;
 
 impl State {
     /// Applies one action.
@@ -83,6 +85,7 @@ impl State {
                 if self.view == View::Main && self.focus == Focus::Processes {
                     if let Some((pid, device_uuid)) = self.selected.clone() {
                         self.view = View::Detail { pid, device_uuid };
+                        self.detail_scroll = 0;
                     }
                 }
             }
@@ -101,6 +104,13 @@ impl State {
             self.help_scroll = (self.help_scroll as isize)
                 .saturating_add(delta)
                 .clamp(0, 20) as usize;
+            return;
+        }
+        if let View::Detail { .. } = self.view {
+            // The view has some forty lines at most; drawing clamps to what there is.
+            self.detail_scroll = (self.detail_scroll as isize)
+                .saturating_add(delta)
+                .clamp(0, DETAIL_LINES) as usize;
             return;
         }
         if self.view != View::Main {

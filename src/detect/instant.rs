@@ -2,6 +2,8 @@
 
 use super::{sort_findings, Finding, FindingKind, Severity};
 use crate::accounting::{FeedStatus, Gap, NodeAccount};
+use crate::feed::attach::Attachment;
+use crate::sample::feed::FeedState;
 use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
 
@@ -14,9 +16,14 @@ const UNEXPLAINED_MIN_BYTES: u64 = 512 << 20;
 const UNEXPLAINED_MIN_BYTES_NO_RESERVED: u64 = 1 << 30;
 
 /// Everything this one instant shows: zombie contexts, invisible holders, unattributed and
-/// unexplained usage, stale or inconsistent feeds, lost GPUs, contradictory counters.
-/// `since` is this sample's time; [`super::FindingTracker`] carries it forward.
-pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding> {
+/// unexplained usage, stale, inconsistent, refused or misplaced feeds, lost GPUs,
+/// contradictory counters. `since` is this sample's time; [`super::FindingTracker`] carries
+/// it forward.
+pub fn detect_instant(
+    sample: &NodeSample,
+    attachment: &Attachment,
+    account: &NodeAccount,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     let now = sample.time;
     let mut raise = |kind, severity, device: Option<&str>, pid, message: String| {
@@ -30,6 +37,7 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
         });
     };
 
+    let mut unfed: Vec<&ProcessSample> = Vec::new();
     for (process, process_account) in sample.processes.iter().zip(&account.processes) {
         let place = device_name(sample, &process.device_uuid);
         let held = process
@@ -73,17 +81,11 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
         }
         match &process_account.feed_status {
             FeedStatus::Absent => {
-                if process.visible && process.used.unwrap_or(0) >= UNATTRIBUTED_MIN_BYTES {
-                    raise(
-                        FindingKind::UnattributedMemory,
-                        Severity::Info,
-                        device,
-                        pid,
-                        format!(
-                            "PID {} holds {held} on {place} without a feed: run it under `strata run` to split it",
-                            process.pid
-                        ),
-                    );
+                if process.visible
+                    && is_python(process)
+                    && process.used.unwrap_or(0) >= UNATTRIBUTED_MIN_BYTES
+                {
+                    unfed.push(process);
                 }
             }
             FeedStatus::Stale { age } => raise(
@@ -104,8 +106,77 @@ pub fn detect_instant(sample: &NodeSample, account: &NodeAccount) -> Vec<Finding
                 pid,
                 format!("feed of PID {} not used: {reason}", process.pid),
             ),
-            FeedStatus::Fresh { .. } => {}
+            FeedStatus::Fresh { .. } | FeedStatus::Refused { .. } | FeedStatus::Pending { .. } => {}
         }
+    }
+    if !unfed.is_empty() {
+        let mut pids: Vec<u32> = unfed.iter().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let held: u64 = unfed.iter().filter_map(|p| p.used).sum();
+        let who = match pids[..] {
+            [one] => format!("Python process {one} holds"),
+            _ => format!("{} Python processes hold", pids.len()),
+        };
+        raise(
+            FindingKind::UnattributedMemory,
+            Severity::Info,
+            None,
+            None,
+            format!(
+                "{who} {} without an allocator feed: run jobs under `strata run -- CMD` (or `strata attach PID`, Python 3.14+) to split it into layers",
+                bytes(held)
+            ),
+        );
+    }
+
+    for record in &sample.feeds {
+        let pid = record.pid();
+        let who = pid.map_or_else(|| "a feed".to_string(), |p| format!("feed of PID {p}"));
+        match &record.state {
+            FeedState::Refused { reason } => raise(
+                FindingKind::RefusedFeed,
+                Severity::Warning,
+                None,
+                pid,
+                format!("{who} refused ({}): {reason}", record.socket),
+            ),
+            FeedState::Dropped { reason } => raise(
+                FindingKind::RefusedFeed,
+                Severity::Warning,
+                None,
+                pid,
+                format!("{who} dropped: {reason}"),
+            ),
+            FeedState::Connected | FeedState::Closed { .. } => {}
+        }
+        let c = &record.counters;
+        if c.bad() > 0 {
+            raise(
+                FindingKind::FeedBadInput,
+                Severity::Info,
+                None,
+                pid,
+                format!(
+                    "{who} sent {} line(s) that were skipped: {} malformed, {} oversized, {} unknown version, {} invalid, {} over the rate limit",
+                    c.bad(),
+                    c.malformed,
+                    c.oversized,
+                    c.unknown_version,
+                    c.invalid,
+                    c.rate_limited
+                ),
+            );
+        }
+    }
+    for unlisted in &attachment.unlisted {
+        raise(
+            FindingKind::FeedDeviceUnlisted,
+            Severity::Warning,
+            unlisted.device_uuid.as_deref(),
+            Some(unlisted.pid),
+            format!("feed of PID {}: {}", unlisted.pid, unlisted.reason),
+        );
     }
 
     for (gpu, gpu_account) in sample.gpus.iter().zip(&account.gpus) {
@@ -190,6 +261,28 @@ fn unexplained_bytes(
         UNEXPLAINED_MIN_BYTES_NO_RESERVED
     };
     (unexplained >= threshold).then_some(unexplained)
+}
+
+/// Whether a process runs a Python interpreter (`python`, `python3.11`, `pypy3`), from its
+/// executable, else its command line: only those can be fed.
+pub fn is_python(process: &ProcessSample) -> bool {
+    let program = process.executable.as_deref().or_else(|| {
+        process
+            .command
+            .as_deref()
+            .and_then(|c| c.split_whitespace().next())
+    });
+    let Some(program) = program else {
+        return false;
+    };
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let rest = name
+        .strip_prefix("python")
+        .or_else(|| name.strip_prefix("pypy"));
+    rest.is_some_and(|r| {
+        r.chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == 'd' || c == 'm' || c == 't')
+    })
 }
 
 /// `GPU 2` or `GPU 3 MIG 2g.20gb`, for messages.

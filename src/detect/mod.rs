@@ -2,7 +2,7 @@
 
 mod instant;
 
-pub use instant::{detect_instant, device_name};
+pub use instant::{detect_instant, device_name, is_python};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -34,7 +34,8 @@ pub enum FindingKind {
     ZombieContext,
     /// A PID outside this monitor's PID namespace holds memory.
     NotVisibleHolder,
-    /// A process without an allocator feed holds memory that cannot be split.
+    /// Processes without an allocator feed hold memory that cannot be split (one finding
+    /// for the node, counting the Python processes that could be fed).
     UnattributedMemory,
     /// Device memory in use that no listed process accounts for.
     UnexplainedUsage,
@@ -46,6 +47,12 @@ pub enum FindingKind {
     GpuLost,
     /// NVML's counters for a device contradict each other: no layers this instant.
     InconsistentCounters,
+    /// A feed that failed a trust check, or was dropped for flooding.
+    RefusedFeed,
+    /// A feed that sent lines it had to skip (malformed, oversized, unknown version...).
+    FeedBadInput,
+    /// A feed reports a device that NVML does not list its process on.
+    FeedDeviceUnlisted,
 }
 
 /// One finding, as the findings panel and the snapshot show it.

@@ -2,6 +2,7 @@
 //! [`Source`], so everything downstream is tested without a GPU.
 
 pub mod demo;
+pub mod fed;
 pub mod nvml;
 pub mod procfs;
 

@@ -13,6 +13,17 @@ pub struct Identity {
     pub start_time: Option<u64>,
     pub user: Option<String>,
     pub command: Option<String>,
+    /// Where `/proc/PID/exe` points, when readable.
+    pub executable: Option<String>,
+}
+
+/// What is read once per process: it cannot change while the process lives (an `exec` keeps
+/// the pid but is rare enough that the next start time read catches most).
+#[derive(Debug, Clone)]
+struct Fixed {
+    user: Option<String>,
+    command: Option<String>,
+    executable: Option<String>,
 }
 
 /// The inode of the initial PID namespace (`PROC_PID_INIT_INO` in the kernel).
@@ -26,7 +37,7 @@ pub struct ProcFs {
     passwd: Option<String>,
     /// User and command line per (pid, start time): they are read once per process, and only
     /// `stat` (state, start time) is read at every poll.
-    known: HashMap<(u32, u64), (Option<String>, Option<String>)>,
+    known: HashMap<(u32, u64), Fixed>,
 }
 
 impl Default for ProcFs {
@@ -63,13 +74,14 @@ impl ProcFs {
             return Identity::default();
         };
         let (comm, state, start_time) = parse_stat(&stat);
-        if let Some((user, command)) = start_time.and_then(|t| self.known.get(&(pid, t))) {
+        if let Some(fixed) = start_time.and_then(|t| self.known.get(&(pid, t))) {
             return Identity {
                 visible: true,
                 state,
                 start_time,
-                user: user.clone(),
-                command: command.clone(),
+                user: fixed.user.clone(),
+                command: fixed.command.clone(),
+                executable: fixed.executable.clone(),
             };
         }
         let uid = fs::read_to_string(dir.join("status"))
@@ -84,8 +96,16 @@ impl ProcFs {
             })
             .filter(|c| !c.is_empty())
             .or_else(|| comm.map(|c| format!("[{c}]")));
+        let executable = fs::read_link(dir.join("exe"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
         if let Some(t) = start_time {
-            self.known.insert((pid, t), (user.clone(), command.clone()));
+            let fixed = Fixed {
+                user: user.clone(),
+                command: command.clone(),
+                executable: executable.clone(),
+            };
+            self.known.insert((pid, t), fixed);
         }
         Identity {
             visible: true,
@@ -93,6 +113,7 @@ impl ProcFs {
             start_time,
             user,
             command,
+            executable,
         }
     }
 

@@ -22,13 +22,7 @@ pub fn state_label(
         (true, Some(s)) => s.to_string(),
         (true, None) => "?".into(),
     };
-    let feed = match feed {
-        FeedStatus::Absent => "nofeed",
-        FeedStatus::Fresh { .. } => "fed",
-        FeedStatus::Stale { .. } => "stale",
-        FeedStatus::Inconsistent { .. } => "badfeed",
-    };
-    format!("{proc_state} {feed}")
+    format!("{proc_state} {}", feed.label())
 }
 
 /// A process's memory must move by more than this across the trend to look like it moved.
@@ -86,7 +80,7 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
                 Constraint::Length(5),
                 Constraint::Length(5),
                 Constraint::Length(trend_width),
-                Constraint::Length(8),
+                Constraint::Length(9),
                 Constraint::Min(8),
             ],
         )
@@ -126,24 +120,33 @@ fn table_row<'a>(
     let p = row.process;
     let layers = &row.account.layers;
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
-    let command = p.command.clone().unwrap_or_else(|| "n/a".into());
+    let command = crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned();
     let state = state_label(p, &row.account.feed_status, host_ns);
     let trend = trend(&row.trend, trend_width, TREND_MIN_RANGE);
     let mut cells = vec![Cell::from(p.pid.to_string())];
     if wide {
         cells.push(Cell::from(fit(p.user.as_deref().unwrap_or("n/a"), 9)));
     }
-    cells.push(Cell::from(row.place.clone()));
+    cells.push(Cell::from(crate::text::clean(&row.place).into_owned()));
     cells.push(Cell::from(figure(p.used, wide)));
     cells.push(Cell::from(figure(layers.live, wide)));
     cells.push(Cell::from(figure(layers.cached, wide)));
     cells.push(Cell::from(figure(layers.fragmented, wide)));
     if wide {
-        cells.push(Cell::from(figure(layers.context, wide)));
+        let mark = row.account.context_source.map_or("", |s| s.mark());
+        let context = match layers.context {
+            Some(_) => format!("{mark}{}", figure(layers.context, wide)),
+            None => "n/a".into(),
+        };
+        cells.push(Cell::from(context));
         cells.push(Cell::from(figure(layers.outside_pool, wide)));
     }
     cells.push(Cell::from(trend));
-    let state_style = if state == "gone" || state == "zombie" || stale {
+    let refused = matches!(
+        row.account.feed_status,
+        FeedStatus::Refused { .. } | FeedStatus::Inconsistent { .. }
+    );
+    let state_style = if state == "gone" || state == "zombie" || stale || refused {
         theme.alert()
     } else {
         ratatui::style::Style::new()

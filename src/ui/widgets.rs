@@ -1,6 +1,7 @@
 //! Small drawing pieces: the layer bar, its legend, text sparklines.
 
 use super::theme::Theme;
+use crate::context::ContextSource;
 use crate::layers::{Layer, Layers};
 use crate::units;
 use ratatui::layout::Rect;
@@ -96,17 +97,24 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
 pub fn legend(
     layers: &Layers,
+    context: Option<ContextSource>,
     width: usize,
     theme: Theme,
     short: bool,
     greyed: bool,
 ) -> Vec<Line<'static>> {
-    pack(legend_entries(layers, theme, short, greyed), width, 2)
+    pack(
+        legend_entries(layers, context, theme, short, greyed),
+        width,
+        2,
+    )
 }
 
-/// The legend's entries, one per layer in bar order, before packing into lines.
+/// The legend's entries, one per layer in bar order, before packing into lines. The context
+/// figure carries the mark of its least exact part (`~` estimated, `≤` not yet split).
 pub fn legend_entries(
     layers: &Layers,
+    context: Option<ContextSource>,
     theme: Theme,
     short: bool,
     greyed: bool,
@@ -114,11 +122,14 @@ pub fn legend_entries(
     Layer::ALL
         .iter()
         .map(|&layer| {
-            let figure = if short {
+            let mut figure = if short {
                 short_bytes(layers.get(layer))
             } else {
                 units::opt_bytes(layers.get(layer))
             };
+            if let (Layer::Context, Some(source), Some(_)) = (layer, context, layers.get(layer)) {
+                figure.insert_str(0, source.mark());
+            }
             let name = if short { layer.short() } else { layer.name() };
             let style = if greyed {
                 theme.stale()
@@ -242,13 +253,18 @@ pub fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
 
 /// A GPU's name without the vendor, shortened: `H100`, `A100`.
 pub fn short_gpu_name(name: Option<&str>) -> String {
-    let name = name.unwrap_or("GPU");
+    let name = crate::text::clean(name.unwrap_or("GPU"));
+    let name = name.as_ref();
     let name = name.strip_prefix("NVIDIA ").unwrap_or(name);
     name.split([' ', '-']).next().unwrap_or(name).to_string()
 }
 
-/// Truncates to `width` display cells, marking the cut with `…`.
+/// Truncates to `width` display cells, marking the cut with `…`. Whatever it is given is made
+/// safe for the terminal first ([`crate::text::clean`]): most of what is drawn comes from
+/// outside (NVML, `/proc`, feeds).
 pub fn fit(text: &str, width: usize) -> String {
+    let text = crate::text::clean(text);
+    let text = text.as_ref();
     if text.chars().count() <= width {
         return text.to_string();
     }

@@ -13,8 +13,11 @@ pub use story::LOOP_SECS;
 
 use super::{Source, SourceError};
 use crate::history::RAW_CAPACITY;
+use crate::sample::feed::{
+    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
+};
 use crate::sample::{
-    ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample, ProcessSample,
+    AllocatorStats, ContextKind, DeviceMemory, GpuSample, MigSample, NodeSample, ProcessSample,
 };
 use story::{Actor, Place};
 
@@ -138,6 +141,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
             index: index as u32,
             uuid: (*uuid).to_string(),
             name: Some(name.to_string()),
+            pci_bus_id: Some(pci_bus_id(index)),
             memory: Some(DeviceMemory {
                 total,
                 used,
@@ -155,7 +159,18 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
     let epoch = DEMO_EPOCH + loop_start;
     let processes = actors
         .iter()
-        .map(|a| process_sample(a, epoch, loop_start))
+        .map(|a| process_sample(a, loop_start))
+        .collect();
+    // One step earlier in the same loop: whether each pool held still since then.
+    let before = (t >= interval).then(|| story::cast(seed, t - interval));
+    let feeds = actors
+        .iter()
+        .filter_map(|a| {
+            let earlier = before
+                .as_ref()
+                .and_then(|b| b.iter().find(|e| e.pid == a.pid));
+            feed_record(a, earlier, epoch, interval)
+        })
         .collect();
     NodeSample {
         time: DEMO_EPOCH + story_secs,
@@ -166,10 +181,126 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
         host_pid_namespace: Some(true),
         gpus,
         processes,
+        feeds,
+        poll_secs: Some(0.002),
     }
 }
 
-fn process_sample(actor: &Actor, epoch: f64, loop_start: f64) -> ProcessSample {
+/// The agent's feed of a fed actor, as the monitor would hold it: torch names its device by
+/// bare UUID (the MIG instance's, under MIG), JAX only by PCI bus id.
+fn feed_record(
+    actor: &Actor,
+    earlier: Option<&Actor>,
+    epoch: f64,
+    step: f64,
+) -> Option<FeedRecord> {
+    let pool = actor.pool.as_ref()?;
+    let (uuid, pci) = match actor.place {
+        Place::Gpu(g) => (GPU_UUIDS[g].to_string(), pci_bus_id(g)),
+        Place::Mig(g, slot) => (mig_uuid(slot), pci_bus_id(g)),
+    };
+    let uuid = match pool.framework {
+        "jax" => None,
+        _ => Some(uuid.trim_start_matches("GPU-").to_string()),
+    };
+    // The agent publishes a moment before the monitor samples.
+    let time = epoch + pool.published_at - 0.4;
+    let held_still = earlier
+        .and_then(|e| e.pool.as_ref())
+        .is_some_and(|e| e.reserved == pool.reserved && e.published_at < pool.published_at);
+    let reserved_since = if pool.reserved == 0 {
+        epoch + actor.started_at
+    } else if held_still {
+        time - step
+    } else {
+        time
+    };
+    let uid = match actor.user {
+        Some("mlteam") => 1001,
+        Some("bob") => 1002,
+        Some("carol") => 1003,
+        _ => 1100,
+    };
+    let native = pool.backend == "native";
+    let mut unreported = std::collections::BTreeMap::new();
+    if pool.inactive_split.is_none() {
+        let why = match pool.backend {
+            "cudaMallocAsync" => "not reported by cudaMallocAsync",
+            _ => "not reported by this framework",
+        };
+        unreported.insert("inactive_split".to_string(), why.to_string());
+    }
+    let stats = AllocatorStats {
+        index: 0,
+        seq: (pool.published_at * 2.0) as u64,
+        time,
+        allocated: pool.allocated,
+        reserved: pool.reserved,
+        active: Some(pool.allocated),
+        inactive_split: pool.inactive_split,
+        requested: native.then_some(pool.allocated),
+        peak_allocated: Some(pool.peak_allocated),
+        peak_reserved: Some(pool.peak_reserved),
+        alloc_retries: pool.alloc_retries,
+        ooms: pool.ooms,
+        largest_free_block: pool.largest_free_block,
+        largest_free_block_time: pool.largest_free_block.map(|_| time),
+        reserved_since: Some(reserved_since),
+        unreported,
+        ..AllocatorStats::default()
+    };
+    let dir = format!("/tmp/strata-{uid}");
+    Some(FeedRecord {
+        socket: format!("{dir}/{}.sock", actor.pid),
+        found_via: FoundVia::FeedDir,
+        peer: Some(PeerCred {
+            pid: actor.pid,
+            uid,
+            gid: uid,
+        }),
+        nspid: Some(actor.pid),
+        state: FeedState::Connected,
+        hello: Some(Hello {
+            pid: actor.pid,
+            time: epoch + actor.started_at,
+            agent_version: Some(env!("CARGO_PKG_VERSION").into()),
+            python: Some("3.11.9".into()),
+            executable: Some("/usr/bin/python3.11".into()),
+            started: Some(epoch + actor.started_at),
+            interval: Some(0.5),
+            framework: Some(pool.framework.into()),
+            framework_version: Some(pool.framework_version.into()),
+            backend: Some(pool.backend.into()),
+            settings: Default::default(),
+            devices: vec![FeedDevice {
+                index: 0,
+                uuid,
+                pci_bus_id: Some(pci),
+                name: None,
+            }],
+            note: None,
+        }),
+        devices: vec![DeviceFeed {
+            latest: stats,
+            earlier: Vec::new(),
+        }],
+        ooms: Vec::new(),
+        counters: FeedCounters {
+            lines: (pool.published_at * 2.0) as u64 + 1,
+            samples: (pool.published_at * 2.0) as u64,
+            ..FeedCounters::default()
+        },
+        connected_at: Some(epoch + actor.started_at),
+        last_heard: Some(time),
+    })
+}
+
+/// The PCI bus id of demo GPU `g`.
+fn pci_bus_id(g: usize) -> String {
+    format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)
+}
+
+fn process_sample(actor: &Actor, loop_start: f64) -> ProcessSample {
     let device_uuid = match actor.place {
         Place::Gpu(g) => GPU_UUIDS[g].to_string(),
         Place::Mig(_, slot) => mig_uuid(slot),
@@ -190,21 +321,11 @@ fn process_sample(actor: &Actor, epoch: f64, loop_start: f64) -> ProcessSample {
         user: actor.user.map(str::to_string),
         command: actor.command.map(str::to_string),
         sm_util: actor.sm_util,
-        feed: actor.pool.as_ref().map(|p| FeedSample {
-            framework: p.framework.into(),
-            framework_version: Some(p.framework_version.into()),
-            backend: p.backend.into(),
-            allocated: p.allocated,
-            reserved: p.reserved,
-            inactive_split: p.inactive_split,
-            peak_allocated: Some(p.peak_allocated),
-            peak_reserved: Some(p.peak_reserved),
-            alloc_retries: p.alloc_retries,
-            ooms: p.ooms,
-            largest_free_block: p.largest_free_block,
-            // The agent publishes a moment before the monitor samples.
-            time: epoch + p.published_at - 0.4,
-        }),
+        executable: actor
+            .command
+            .filter(|c| c.starts_with("python"))
+            .map(|_| "/usr/bin/python3.11".to_string()),
+        feed: None,
     }
 }
 

@@ -98,24 +98,43 @@ fn outside(t: f64, start: f64, bytes: u64) -> u64 {
     }
 }
 
-const CONTEXT_H100: u64 = 532 * MIB;
-const CONTEXT_A100: u64 = 476 * MIB;
+pub const CONTEXT_H100: u64 = 532 * MIB;
+pub const CONTEXT_A100: u64 = 476 * MIB;
+
+/// Story seconds a trainer spends between CUDA init and its first allocation (loading data):
+/// its agent, started with it under `strata run`, sees the pool empty, so the monitor
+/// observes the CUDA context exactly.
+const TRAINER_IDLE_SECS: f64 = 24.0;
 
 /// A data-parallel training rank: warms up to a plateau, tensors saw-tooth within each step,
 /// NCCL buffers outside the pool.
 fn trainer(seed: u64, t: f64, pid: u32, gpu: usize, command: &'static str) -> Actor {
     let start = 4.0;
-    let warm = |t: f64| ramp(t, start + 8.0, start + 150.0);
+    let first_alloc = start + TRAINER_IDLE_SECS;
+    let warm = move |t: f64| ramp(t, first_alloc, start + 150.0);
     let live = move |t: f64| {
+        if t < first_alloc {
+            return 0;
+        }
         let w = warm(t);
         let weights = 17.6 * w.min(1.0);
         let activations = 21.5 * step_shape(t + gpu as f64 * 1.7, 60.0) * w;
         bytes(weights + activations + 0.05 * noise(seed, u64::from(pid), (t * 4.0) as u64))
     };
     // The pool grows in segments as warm-up reaches new peaks, then stays: a plateau.
-    let reserved = move |t: f64| segments((39.2 * warm(t) + 12.6 * warm(t).powi(2)).max(0.0) + 0.5);
-    let fragmented = move |t: f64| bytes(0.31 * warm(t) + 0.02 * noise(seed, 77, (t * 4.0) as u64));
-    let nccl = outside(t, start + 8.0, 1792 * MIB);
+    let reserved = move |t: f64| {
+        if t < first_alloc {
+            return 0;
+        }
+        segments((39.2 * warm(t) + 12.6 * warm(t).powi(2)).max(0.0) + 0.5)
+    };
+    let fragmented = move |t: f64| {
+        if t < first_alloc {
+            return 0;
+        }
+        bytes(0.31 * warm(t) + 0.02 * noise(seed, 77, (t * 4.0) as u64))
+    };
+    let nccl = outside(t, first_alloc, 1792 * MIB);
     let allocated = live(t);
     let pool_reserved = reserved(t).max(allocated + fragmented(t));
     Actor {

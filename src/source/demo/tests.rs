@@ -1,11 +1,23 @@
 use super::*;
 use crate::accounting::account;
 use crate::context::ContextEstimator;
+use crate::feed::attach::attach;
+
+/// The demo sample with its feeds attached, as the pipeline would.
+fn attached(seed: u64, t: f64) -> NodeSample {
+    let mut s = node_at(seed, t, 10.0);
+    attach(&mut s);
+    s
+}
 
 fn layers_sum_to_totals(sample: &NodeSample) {
+    let mut sample = sample.clone();
+    let attachment = attach(&mut sample);
+    assert!(attachment.unlisted.is_empty(), "{:?}", attachment.unlisted);
+    let sample = &sample;
     let mut contexts = ContextEstimator::learning();
-    contexts.observe(sample);
-    let node = account(sample, &contexts);
+    contexts.observe(sample, &attachment.statuses);
+    let node = account(sample, &attachment, &contexts);
     for (gpu, acc) in sample.gpus.iter().zip(&node.gpus) {
         let layers = acc.layers.clone().expect("demo GPUs are consistent");
         let total = gpu.memory.map(|m| m.total).unwrap_or(0);
@@ -43,7 +55,7 @@ fn same_seed_same_instant_same_sample() {
 
 #[test]
 fn the_story_has_every_situation() {
-    let s = node_at(0, SNAPSHOT_AT, 10.0);
+    let s = attached(0, SNAPSHOT_AT);
     assert_eq!(s.gpus.len(), 4);
     let mig: Vec<_> = s.gpus[3]
         .mig
@@ -68,36 +80,75 @@ fn the_story_has_every_situation() {
         .find(|p| p.pid == 60112)
         .expect("varlen job");
     let feed = varlen.feed.as_ref().expect("fed");
-    assert!(feed.ooms.unwrap_or(0) >= 1 && feed.alloc_retries.unwrap_or(0) > 50);
+    assert!(feed.stats.ooms.unwrap_or(0) >= 1 && feed.stats.alloc_retries.unwrap_or(0) > 50);
+    // JAX names its device by PCI id only: matched to its MIG instance all the same.
+    let jax = s.processes.iter().find(|p| p.pid == 60500).expect("jax");
+    assert_eq!(jax.feed.as_ref().map(|f| f.framework.as_str()), Some("jax"));
     // The leak climbs: later samples hold more live memory.
     let live = |t: f64| {
-        node_at(0, t, 10.0)
+        attached(0, t)
             .processes
             .iter()
             .find(|p| p.pid == 52010)
-            .and_then(|p| p.feed.as_ref().map(|f| f.allocated))
+            .and_then(|p| p.feed.as_ref().map(|f| f.stats.allocated))
             .unwrap_or(0)
     };
     assert!(live(300.0) < live(600.0) && live(600.0) < live(1100.0));
     // The trainer plateaus: reserved is the same late in the story.
     let reserved = |t: f64| {
-        node_at(0, t, 10.0).processes[0]
+        attached(0, t).processes[0]
             .feed
             .as_ref()
-            .map(|f| f.reserved)
+            .map(|f| f.stats.reserved)
     };
     assert_eq!(reserved(400.0), reserved(1100.0));
 }
 
 #[test]
 fn a_stalled_agent_goes_stale() {
-    let s = node_at(0, 720.0, 10.0);
-    let p = s
+    let mut s = node_at(0, 720.0, 10.0);
+    let statuses = attach(&mut s).statuses;
+    let i = s
         .processes
         .iter()
-        .find(|p| p.pid == 52077)
+        .position(|p| p.pid == 52077)
         .expect("async server");
-    assert!(!crate::accounting::feed_status(&s, p).is_usable());
+    assert!(matches!(
+        statuses[i],
+        crate::accounting::FeedStatus::Stale { .. }
+    ));
+}
+
+#[test]
+fn the_trainers_context_is_observed_and_the_others_estimated() {
+    let mut pipeline = crate::pipeline::Pipeline::new(None);
+    for n in 0..=60 {
+        pipeline.ingest(node_at(0, 5.0 + 10.0 * f64::from(n), 10.0));
+    }
+    let observed = pipeline.ingest(node_at(0, 615.0, 10.0));
+    let source = |pid: u32| {
+        let i = observed
+            .sample
+            .processes
+            .iter()
+            .position(|p| p.pid == pid)
+            .expect("process");
+        (
+            observed.account.processes[i].context_source,
+            observed.account.processes[i].layers.context,
+        )
+    };
+    use crate::context::ContextSource;
+    assert_eq!(
+        source(41230),
+        (Some(ContextSource::Observed), Some(story::CONTEXT_H100))
+    );
+    // The JAX server's pool never moves, and its library memory arrives 12 s in: paired
+    // readings before then give its context exactly, but it is still an estimate.
+    assert_eq!(
+        source(60500),
+        (Some(ContextSource::Estimated), Some(story::CONTEXT_A100))
+    );
 }
 
 #[test]

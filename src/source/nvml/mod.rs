@@ -31,6 +31,7 @@ struct GpuStatic {
     handle: Option<Handle>,
     uuid: String,
     name: Option<String>,
+    pci_bus_id: Option<String>,
 }
 
 pub struct NvmlSource {
@@ -98,12 +99,14 @@ impl NvmlSource {
                         .uuid()
                         .unwrap_or_else(|_| format!("GPU-unreadable-{index}")),
                     name: device.name().ok(),
+                    pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
                 },
                 Err(_) => GpuStatic {
                     index,
                     handle: None,
                     uuid: format!("GPU-unreadable-{index}"),
                     name: None,
+                    pci_bus_id: None,
                 },
             })
             .collect();
@@ -143,6 +146,7 @@ impl NvmlSource {
             index: g.index,
             uuid: g.uuid.clone(),
             name: g.name.clone(),
+            pci_bus_id: g.pci_bus_id.clone(),
             memory: None,
             utilization_gpu: None,
             mig_mode: None,
@@ -264,6 +268,7 @@ impl NvmlSource {
 
 impl Source for NvmlSource {
     fn sample(&mut self) -> Result<NodeSample, SourceError> {
+        let started = std::time::Instant::now();
         let mut gpus = Vec::with_capacity(self.gpus.len());
         let mut processes = Vec::new();
         for i in 0..self.gpus.len() {
@@ -281,6 +286,7 @@ impl Source for NvmlSource {
                     user: identity.user,
                     command: identity.command,
                     sm_util: sm.get(&h.pid).copied(),
+                    executable: identity.executable,
                     feed: None,
                 });
             }
@@ -300,6 +306,8 @@ impl Source for NvmlSource {
             host_pid_namespace: self.procfs.host_pid_namespace(),
             gpus,
             processes,
+            feeds: Vec::new(),
+            poll_secs: Some(started.elapsed().as_secs_f64()),
         })
     }
 

@@ -2,10 +2,9 @@
 //! a short legend under each where the terminal is a little larger.
 
 use super::{bar_row, displayed_gpu, gpu_view, mig_accounts, usage_figure, DeviceView};
-use crate::accounting::Gap;
 use crate::app::State;
 use crate::history::SeriesKey;
-use crate::layers::{Layer, Layers};
+use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::ui::theme::Theme;
 use crate::ui::widgets::{fit, key_line, legend, short_gpu_name, sparkline};
@@ -28,10 +27,11 @@ pub(super) fn compact_lines(
     if !legends {
         lines.push(Line::from(key_line(theme)));
     }
-    let legend_lines = |layers: &Result<Layers, Gap>, greyed: bool| -> Vec<Line<'static>> {
-        match layers {
+    let legend_lines = |view: &DeviceView<'_>| -> Vec<Line<'static>> {
+        match view.layers {
             Ok(layers) if legends => {
-                legend(layers, width.saturating_sub(LABEL), theme, true, greyed)
+                let legend_width = width.saturating_sub(LABEL);
+                legend(layers, view.context, legend_width, theme, true, view.greyed)
                     .into_iter()
                     .map(|l| {
                         let mut spans = vec![Span::raw(" ".repeat(LABEL))];
@@ -50,7 +50,7 @@ pub(super) fn compact_lines(
         .zip(&observed.account.gpus)
         .enumerate()
     {
-        let view = gpu_view(state, gpu, &acc.layers);
+        let view = gpu_view(state, gpu, acc);
         let shown = displayed_gpu(state, gpu);
         let label = format!(
             "{:<LABEL$}",
@@ -84,7 +84,7 @@ pub(super) fn compact_lines(
             theme.layer(Layer::Other),
         ));
         lines.push(row);
-        lines.extend(legend_lines(view.layers, view.greyed));
+        lines.extend(legend_lines(&view));
         for (m, macc) in shown
             .mig
             .iter()
@@ -97,7 +97,7 @@ pub(super) fn compact_lines(
                     LABEL - 1
                 )
             );
-            let figure = usage_figure(m.memory.as_ref(), macc, true);
+            let figure = usage_figure(m.memory.as_ref(), macc.0, true);
             let tail = format!(" {figure:>11}");
             let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
             let mig_view = DeviceView::mig(m, macc, view.greyed);
@@ -108,7 +108,7 @@ pub(super) fn compact_lines(
                 tail,
                 theme,
             ));
-            lines.extend(legend_lines(macc, view.greyed));
+            lines.extend(legend_lines(&mig_view));
         }
     }
     lines

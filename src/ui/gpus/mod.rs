@@ -6,8 +6,9 @@ use super::theme::Theme;
 use super::widgets::{
     bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline,
 };
-use crate::accounting::Gap;
+use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
+use crate::context::ContextSource;
 use crate::history::SeriesKey;
 use crate::layers::Layer;
 use crate::layers::Layers;
@@ -44,19 +45,25 @@ pub struct Plan {
 struct DeviceView<'a> {
     memory: Option<&'a DeviceMemory>,
     layers: &'a Result<Layers, Gap>,
+    /// The least exact source of the contexts in `layers`.
+    context: Option<ContextSource>,
     greyed: bool,
 }
 
 impl<'a> DeviceView<'a> {
     /// A MIG instance, greyed with its GPU.
-    fn mig(instance: &'a MigSample, layers: &'a Result<Layers, Gap>, greyed: bool) -> Self {
+    fn mig(instance: &'a MigSample, account: MigShown<'a>, greyed: bool) -> Self {
         DeviceView {
             memory: instance.memory.as_ref(),
-            layers,
+            layers: account.0,
+            context: account.1,
             greyed,
         }
     }
 }
+
+/// A MIG instance's layers as shown, and the source of their context.
+type MigShown<'a> = (&'a Result<Layers, Gap>, Option<ContextSource>);
 
 /// Chooses the richest layout whose height fits in `budget` rows.
 pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
@@ -124,19 +131,16 @@ fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
     gpu
 }
 
-fn gpu_view<'a>(
-    state: &'a State,
-    gpu: &'a GpuSample,
-    layers: &'a Result<Layers, Gap>,
-) -> DeviceView<'a> {
+fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -> DeviceView<'a> {
     let shown = displayed_gpu(state, gpu);
-    let (layers, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
-        (true, Some(last)) => (&last.layers, true),
-        _ => (layers, false),
+    let (layers, context, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
+        (true, Some(last)) => (&last.layers, None, true),
+        _ => (&account.layers, account.context_source, false),
     };
     DeviceView {
         memory: shown.memory.as_ref(),
         layers,
+        context,
         greyed,
     }
 }
@@ -247,7 +251,7 @@ fn draw_panel(
     let Some(account) = observed.account.gpus.get(index) else {
         return;
     };
-    let view = gpu_view(state, gpu, &account.layers);
+    let view = gpu_view(state, gpu, account);
     let shown = displayed_gpu(state, gpu);
     let mut title = vec![Span::styled(
         match gpu.lost {
@@ -313,7 +317,7 @@ fn panel_lines(
     ) else {
         return Vec::new();
     };
-    let view = gpu_view(state, gpu, &account.layers);
+    let view = gpu_view(state, gpu, account);
     let shown = displayed_gpu(state, gpu);
     let mut lines = device_lines(&view, width, theme, false);
     if let Some(memory) = view.memory {
@@ -325,7 +329,7 @@ fn panel_lines(
         .zip(mig_accounts(observed, state, gpu, index))
     {
         let label = mig_label(m);
-        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc, false));
+        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc.0, false));
         let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
         let mig_view = DeviceView::mig(m, macc, view.greyed);
         lines.push(bar_row(
@@ -335,8 +339,9 @@ fn panel_lines(
             tail,
             theme,
         ));
-        if let Ok(layers) = macc {
-            for l in legend(layers, width.saturating_sub(4), theme, true, view.greyed) {
+        if let Ok(layers) = macc.0 {
+            let legend_width = width.saturating_sub(4);
+            for l in legend(layers, macc.1, legend_width, theme, true, view.greyed) {
                 let mut spans = vec![Span::raw("    ")];
                 spans.extend(l.spans);
                 lines.push(Line::from(spans));
@@ -352,12 +357,16 @@ fn mig_accounts<'a>(
     state: &'a State,
     gpu: &'a GpuSample,
     index: usize,
-) -> Vec<&'a Result<Layers, Gap>> {
+) -> Vec<MigShown<'a>> {
     static LOST: Result<Layers, Gap> = Err(Gap::Lost);
     let shown = displayed_gpu(state, gpu);
     match observed.account.gpus.get(index) {
-        Some(acc) if !gpu.lost => acc.mig.iter().map(|m| &m.layers).collect(),
-        _ => shown.mig.iter().map(|_| &LOST).collect(),
+        Some(acc) if !gpu.lost => acc
+            .mig
+            .iter()
+            .map(|m| (&m.layers, m.context_source))
+            .collect(),
+        _ => shown.mig.iter().map(|_| (&LOST, None)).collect(),
     }
 }
 
@@ -387,7 +396,7 @@ fn device_lines(
 ) -> Vec<Line<'static>> {
     let mut lines = vec![bar_or_gap(view, width, theme)];
     if let Ok(layers) = view.layers {
-        let mut entries = legend_entries(layers, theme, short, view.greyed);
+        let mut entries = legend_entries(layers, view.context, theme, short, view.greyed);
         // Say how much of `other` is the driver's own reservation, beside `other` itself.
         if let (Some(other), Some(reserved)) =
             (layers.other, view.memory.and_then(|m| m.driver_reserved))

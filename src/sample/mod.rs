@@ -5,6 +5,9 @@
 //! Every value that a source could fail to read is an `Option`: unknown is `null`,
 //! never 0.
 
+pub mod feed;
+
+pub use feed::{AllocatorStats, FeedRecord};
 use serde::{Deserialize, Serialize};
 
 /// Memory of one device (a whole GPU or one MIG instance) as NVML reports it, in bytes.
@@ -50,6 +53,10 @@ pub struct GpuSample {
     pub index: u32,
     pub uuid: String,
     pub name: Option<String>,
+    /// `DDDDDDDD:BB:DD.0` as NVML writes it: how a feed without UUIDs, or on a MIG instance,
+    /// is matched to this GPU.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
     pub memory: Option<DeviceMemory>,
     /// Percent of time a kernel ran over NVML's last sample period.
     pub utilization_gpu: Option<u32>,
@@ -72,7 +79,9 @@ pub enum ContextKind {
     ComputeGraphics,
 }
 
-/// A framework allocator's own statistics, as published by the in-process agent.
+/// A process's allocator feed for one device, matched to NVML's listing of that process
+/// ([`crate::feed::attach`]). Derived: not part of the raw sample, which holds the feeds
+/// themselves in [`NodeSample::feeds`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedSample {
     /// `torch`, `jax`, `cupy`.
@@ -80,22 +89,11 @@ pub struct FeedSample {
     pub framework_version: Option<String>,
     /// Allocator backend: `native`, `cudaMallocAsync`, `bfc`, ...
     pub backend: String,
-    /// Bytes held by live tensors (`allocated_bytes.all.current`).
-    pub allocated: u64,
-    /// Bytes the allocator holds from the driver (`reserved_bytes.all.current`).
-    pub reserved: u64,
-    /// Free split pieces (`inactive_split_bytes.all.current`); `None` where the backend
-    /// does not report it.
-    pub inactive_split: Option<u64>,
-    pub peak_allocated: Option<u64>,
-    pub peak_reserved: Option<u64>,
-    /// `num_alloc_retries`: allocations that had to free cache and retry.
-    pub alloc_retries: Option<u64>,
-    /// `num_ooms`: out-of-memory errors the allocator raised.
-    pub ooms: Option<u64>,
-    pub largest_free_block: Option<u64>,
-    /// When the agent read these statistics (unix seconds).
-    pub time: f64,
+    /// Position of the feed in [`NodeSample::feeds`].
+    pub feed: usize,
+    /// The allocator's statistics for this device, at `stats.time`.
+    #[serde(flatten)]
+    pub stats: AllocatorStats,
 }
 
 /// One process holding memory on one device (a GPU, or a MIG instance of it).
@@ -119,6 +117,11 @@ pub struct ProcessSample {
     pub command: Option<String>,
     /// Per-process SM utilization in percent, where NVML gives it.
     pub sm_util: Option<u32>,
+    /// The process's executable (`/proc/PID/exe`), when visible and readable.
+    #[serde(default)]
+    pub executable: Option<String>,
+    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never read from input.
+    #[serde(skip)]
     pub feed: Option<FeedSample>,
 }
 
@@ -137,6 +140,14 @@ pub struct NodeSample {
     pub host_pid_namespace: Option<bool>,
     pub gpus: Vec<GpuSample>,
     pub processes: Vec<ProcessSample>,
+    /// Every allocator feed the monitor holds, trusted or refused (empty for a source
+    /// without feeds).
+    #[serde(default)]
+    pub feeds: Vec<FeedRecord>,
+    /// How long the poll that produced this sample took (seconds): NVML's readings were
+    /// taken between `time - poll_secs` and `time`.
+    #[serde(default)]
+    pub poll_secs: Option<f64>,
 }
 
 fn yes() -> bool {

@@ -1,15 +1,18 @@
 //! The reconciliation view of one process: NVML used = context + outside_pool + reserved,
 //! reserved = live + fragmented + cached, each with its metric, unit and time.
 
+mod feed;
+
 use super::processes::state_label;
 use super::theme::Theme;
 use super::widgets::{fit, sparkline};
 use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
+use crate::context::ContextSource;
 use crate::detect::device_name;
 use crate::history::SeriesKey;
 use crate::pipeline::Observed;
-use crate::sample::{FeedSample, ProcessSample};
+use crate::sample::ProcessSample;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -70,7 +73,7 @@ fn metric_names(framework: &str) -> MetricNames {
 }
 
 /// `09:11:19.6`: the time of a reading, to a tenth of a second.
-fn clock_tenths(unix_secs: f64) -> String {
+pub(super) fn clock_tenths(unix_secs: f64) -> String {
     let tenths = ((unix_secs.fract() * 10.0).floor() as u8).min(9);
     format!("{}.{tenths}", units::clock(unix_secs))
 }
@@ -88,7 +91,7 @@ fn grouped(value: u64) -> String {
     out
 }
 
-struct Rows {
+pub(super) struct Rows {
     lines: Vec<Line<'static>>,
     width: usize,
 }
@@ -115,11 +118,11 @@ impl Rows {
         self.lines.push(Line::styled(fit(&text, self.width), style));
     }
 
-    fn text(&mut self, text: String, style: Style) {
+    pub(super) fn text(&mut self, text: String, style: Style) {
         self.lines.push(Line::styled(fit(&text, self.width), style));
     }
 
-    fn blank(&mut self) {
+    pub(super) fn blank(&mut self) {
         self.lines.push(Line::raw(""));
     }
 }
@@ -163,7 +166,11 @@ pub fn draw_detail(
             reconcile(&mut rows, state, observed, process, account, &place, theme)
         }
     }
-    super::widgets::put_lines(frame, inner, &rows.lines);
+    let visible = inner.height as usize;
+    let start = state
+        .detail_scroll
+        .min(rows.lines.len().saturating_sub(visible));
+    super::widgets::put_lines(frame, inner, &rows.lines[start..]);
 }
 
 fn reconcile(
@@ -193,10 +200,11 @@ fn reconcile(
         || "no allocator feed".to_string(),
         |f| {
             format!(
-                "{} {} · allocator backend {}",
+                "{} {} · allocator backend {}{}",
                 f.framework,
                 f.framework_version.as_deref().unwrap_or("(version n/a)"),
-                f.backend
+                f.backend,
+                feed::settings_summary(sample, f)
             )
         },
     );
@@ -205,7 +213,6 @@ fn reconcile(
         Style::new(),
     );
     let nvml_time = clock_tenths(sample.time);
-    let feed_time = |f: &FeedSample| clock_tenths(f.time);
     rows.blank();
     rows.text(
         format!("{:<18}{}", "layer", "metric (times UTC)"),
@@ -221,19 +228,35 @@ fn reconcile(
     let layers = &account.layers;
     match (&p.feed, &account.feed_status) {
         (Some(feed), FeedStatus::Fresh { .. }) => {
+            let stats = &feed.stats;
             let names = metric_names(&feed.framework);
-            let when = feed_time(feed);
+            let when = clock_tenths(stats.time);
             let fw = feed.framework.as_str();
+            let (context_metric, outside_metric) = match account.context_source {
+                Some(ContextSource::Observed) => (
+                    "observed: NVML used while the pool was empty",
+                    "used - reserved - context",
+                ),
+                Some(ContextSource::Estimated) => (
+                    "~ estimated: least used - reserved, paired",
+                    "used - reserved - context (estimate)",
+                ),
+                Some(ContextSource::Fixed) => ("fixed: --context-mib", "used - reserved - context"),
+                Some(ContextSource::Unsplit) | None => (
+                    "≤ unsplit: used - reserved (no paired reading)",
+                    "inside the context figure until split",
+                ),
+            };
             rows.value(
                 " = context",
-                "estimate: min(used - reserved) seen",
+                context_metric,
                 layers.context,
                 &nvml_time,
                 theme.layer(crate::layers::Layer::Context),
             );
             rows.value(
                 " + outside_pool",
-                "used - reserved - context",
+                outside_metric,
                 layers.outside_pool,
                 &nvml_time,
                 theme.layer(crate::layers::Layer::OutsidePool),
@@ -241,7 +264,7 @@ fn reconcile(
             rows.value(
                 " + reserved",
                 &format!("{fw} {}", names.reserved),
-                Some(feed.reserved),
+                Some(stats.reserved),
                 &when,
                 Style::new(),
             );
@@ -266,47 +289,56 @@ fn reconcile(
                 &when,
                 theme.layer(crate::layers::Layer::Cached),
             );
-            let check = match (p.used, layers.context, layers.outside_pool) {
-                (Some(used), Some(c), Some(o)) if c + o + feed.reserved == used => {
+            let outside = layers.outside_pool.unwrap_or(0);
+            let check = match (p.used, layers.context) {
+                (Some(used), Some(c)) if c + outside + stats.reserved == used => {
                     "check: context + outside_pool + reserved = NVML used, exactly".to_string()
                 }
-                (None, _, _) => {
+                (None, _) => {
                     "NVML does not report this process's usage: context and outside_pool are n/a"
                         .to_string()
                 }
                 _ => "check: the parts do not add up (report this)".to_string(),
             };
             rows.text(check, theme.dim());
-            if feed.inactive_split.is_none() {
+            if stats.inactive_split.is_none() {
+                let why = stats
+                    .unreported
+                    .get("inactive_split")
+                    .cloned()
+                    .unwrap_or_else(|| format!("backend {} does not report it", feed.backend));
                 rows.text(
-                    format!("backend {} does not report split blocks: fragmented is n/a and any fragmentation is inside cached", feed.backend),
+                    format!("fragmented is n/a ({why}): any fragmentation is inside cached"),
                     theme.dim(),
                 );
             }
             rows.blank();
             rows.text(
-                "peaks since the process started (each its own instant; never summed)".into(),
+                "peaks since the process started or last reset them (each its own instant; never summed)".into(),
                 theme.table_header(),
             );
             rows.value(
                 "peak allocated",
                 &format!("{fw} {}", names.peak_allocated),
-                feed.peak_allocated,
+                stats.peak_allocated,
                 &when,
                 Style::new(),
             );
             rows.value(
                 "peak reserved",
                 &format!("{fw} {}", names.peak_reserved),
-                feed.peak_reserved,
+                stats.peak_reserved,
                 &when,
                 Style::new(),
             );
+            let largest_when = stats
+                .largest_free_block_time
+                .map_or_else(|| "n/a".to_string(), clock_tenths);
             rows.value(
                 "largest free",
                 "largest cached block",
-                feed.largest_free_block,
-                &when,
+                stats.largest_free_block,
+                &largest_when,
                 Style::new(),
             );
             let count = |v: Option<u64>| v.map_or_else(|| "n/a".into(), |v| v.to_string());
@@ -315,11 +347,11 @@ fn reconcile(
                     "{:<18}{} {}    {} {}",
                     "counters",
                     names.retries,
-                    count(feed.alloc_retries),
+                    count(stats.alloc_retries),
                     names.ooms,
-                    count(feed.ooms)
+                    count(stats.ooms)
                 ),
-                if feed.ooms.unwrap_or(0) > 0 {
+                if stats.ooms.unwrap_or(0) > 0 {
                     theme.alert()
                 } else {
                     Style::new()
@@ -327,6 +359,7 @@ fn reconcile(
             );
         }
         (Some(feed), status) => {
+            let stats = &feed.stats;
             let why = match status {
                 FeedStatus::Stale { age } => format!(
                     "feed is stale ({} old): shown, not combined with NVML's instant",
@@ -337,25 +370,25 @@ fn reconcile(
             };
             rows.text(why, theme.alert());
             let names = metric_names(&feed.framework);
-            let when = feed_time(feed);
+            let when = clock_tenths(stats.time);
             rows.value(
                 " (reserved)",
                 names.reserved,
-                Some(feed.reserved),
+                Some(stats.reserved),
                 &when,
                 theme.stale(),
             );
             rows.value(
                 " (live)",
                 names.allocated,
-                Some(feed.allocated),
+                Some(stats.allocated),
                 &when,
                 theme.stale(),
             );
             rows.value(
                 " (fragmented)",
                 names.inactive_split,
-                feed.inactive_split,
+                stats.inactive_split,
                 &when,
                 theme.stale(),
             );
@@ -365,7 +398,7 @@ fn reconcile(
                 theme.dim(),
             );
         }
-        (None, _) => {
+        (None, status) => {
             rows.value(
                 " = unattributed",
                 "no allocator feed: not split",
@@ -373,14 +406,27 @@ fn reconcile(
                 &nvml_time,
                 theme.layer(crate::layers::Layer::Unattributed),
             );
-            let hint = if p.visible {
-                "start the job under `strata run -- CMD` (or `import strata_feed`) to split it into layers"
-            } else {
-                "this PID is not visible here: its bytes are counted in the device's `other` layer"
+            let hint = match status {
+                FeedStatus::Refused { reason } | FeedStatus::Pending { reason } => reason.clone(),
+                _ if !p.visible => {
+                    "this PID is not visible here: its bytes are counted in the device's `other` layer"
+                        .into()
+                }
+                _ if crate::detect::is_python(p) => {
+                    "start the job under `strata run -- CMD` (or `strata attach PID`, Python 3.14+) to split it into layers"
+                        .into()
+                }
+                _ => "not a Python process: no allocator feed can split it".into(),
             };
-            rows.text(hint.into(), theme.dim());
+            let style = if matches!(status, FeedStatus::Refused { .. }) {
+                theme.alert()
+            } else {
+                theme.dim()
+            };
+            rows.text(hint, style);
         }
     }
+    feed::section(rows, observed, p, theme);
     rows.blank();
     let width = rows.width.saturating_sub(12);
     let history = &state.pipeline.history;

@@ -1,0 +1,315 @@
+//! Matching feeds to NVML's processes, and judging each feed once per sample. Pure: no I/O.
+//!
+//! A feed speaks for the pid the kernel gave its socket (`SO_PEERCRED`, in this monitor's PID
+//! namespace), which is the pid NVML lists when the monitor runs on the host. Each device the
+//! agent reports is matched to NVML's devices by UUID (without prefix or case), else by PCI
+//! bus id, which is how a MIG instance (whose framework may name only the parent GPU) or a
+//! framework without UUIDs is matched. A feed device whose pid NVML does not list on it is a
+//! finding, never a silent drop.
+
+use crate::sample::feed::{FeedDevice, FeedRecord, FeedState};
+use crate::sample::{AllocatorStats, FeedSample, GpuSample, NodeSample, ProcessSample};
+use serde::Serialize;
+
+/// A feed older (or newer) than this many sampling intervals is stale.
+pub const STALE_INTERVALS: f64 = 3.0;
+
+/// Whether a process's allocator feed can be combined with NVML's reading at this instant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum FeedStatus {
+    /// No feed from this process.
+    Absent,
+    /// A feed speaks for this pid but was refused (or dropped): nothing it says is used.
+    Refused { reason: String },
+    /// A trusted feed that has nothing for this device yet (CUDA not initialised, say).
+    Pending { reason: String },
+    /// Recent enough to be combined with NVML's reading.
+    Fresh { age: f64 },
+    /// Too old to combine with this instant; shown, not used.
+    Stale { age: f64 },
+    /// Its numbers contradict themselves or NVML's: shown, not used.
+    Inconsistent { reason: String },
+}
+
+impl FeedStatus {
+    pub fn is_usable(&self) -> bool {
+        matches!(self, FeedStatus::Fresh { .. })
+    }
+
+    /// A word for the process table.
+    pub fn label(&self) -> &'static str {
+        match self {
+            FeedStatus::Absent => "nofeed",
+            FeedStatus::Refused { .. } => "refused",
+            FeedStatus::Pending { .. } => "waiting",
+            FeedStatus::Fresh { .. } => "fed",
+            FeedStatus::Stale { .. } => "stale",
+            FeedStatus::Inconsistent { .. } => "badfeed",
+        }
+    }
+}
+
+/// A device a trusted feed reports that NVML does not list its pid on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unlisted {
+    /// Position in [`NodeSample::feeds`].
+    pub feed: usize,
+    pub pid: u32,
+    /// The framework's device index.
+    pub index: u32,
+    /// The NVML device it matched, if any.
+    pub device_uuid: Option<String>,
+    pub reason: String,
+}
+
+/// What matching found, beside the feeds it attached to the processes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Attachment {
+    /// Parallel to the sample's processes.
+    pub statuses: Vec<FeedStatus>,
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// A UUID without its `GPU-`/`MIG-` prefix, dashes or case: how frameworks and NVML compare.
+pub fn normalize_uuid(uuid: &str) -> String {
+    let trimmed = uuid.trim();
+    let bare = ["GPU-", "MIG-", "gpu-", "mig-"]
+        .iter()
+        .find_map(|p| trimmed.strip_prefix(p))
+        .unwrap_or(trimmed);
+    bare.chars()
+        .filter(|c| *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A PCI bus id as `DDDDDDDD:BB:DD` (upper case, 8-digit domain, function dropped): NVML's
+/// `00000000:18:00.0`, the kernel's `0000:18:00.0` and a framework's spelling compare equal.
+pub fn normalize_pci(id: &str) -> Option<String> {
+    let id = id.trim();
+    let (rest, _function) = id.rsplit_once('.').unwrap_or((id, "0"));
+    let mut parts = rest.split(':').collect::<Vec<_>>();
+    if parts.len() == 2 {
+        parts.insert(0, "0");
+    }
+    let [domain, bus, device] = parts[..] else {
+        return None;
+    };
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    Some(format!(
+        "{:08X}:{:02X}:{:02X}",
+        hex(domain)?,
+        hex(bus)?,
+        hex(device)?
+    ))
+}
+
+/// The NVML device (GPU or MIG instance UUID) a feed device names, for a process `pid`.
+fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String, String> {
+    if let Some(uuid) = device.uuid.as_deref().map(normalize_uuid) {
+        for gpu in &sample.gpus {
+            if normalize_uuid(&gpu.uuid) == uuid {
+                return Ok(gpu.uuid.clone());
+            }
+            if let Some(m) = gpu.mig.iter().find(|m| normalize_uuid(&m.uuid) == uuid) {
+                return Ok(m.uuid.clone());
+            }
+        }
+    }
+    let by_pci = device.pci_bus_id.as_deref().and_then(normalize_pci);
+    let gpu: Option<&GpuSample> = by_pci.as_ref().and_then(|pci| {
+        sample
+            .gpus
+            .iter()
+            .find(|g| g.pci_bus_id.as_deref().and_then(normalize_pci).as_ref() == Some(pci))
+    });
+    let Some(gpu) = gpu else {
+        return Err(format!(
+            "cuda:{} ({}) is none of this node's GPUs",
+            device.index,
+            describe(device)
+        ));
+    };
+    if gpu.mig.is_empty() {
+        return Ok(gpu.uuid.clone());
+    }
+    // A framework under MIG may name only the parent GPU: the instance is the one NVML
+    // lists this pid on.
+    let on: Vec<&str> = gpu
+        .mig
+        .iter()
+        .filter(|m| sample.processes_on(&m.uuid).any(|p| p.pid == pid))
+        .map(|m| m.uuid.as_str())
+        .collect();
+    match on[..] {
+        [one] => Ok(one.to_string()),
+        [] => Err(format!(
+            "cuda:{} is on GPU {} (MIG) but NVML lists PID {pid} on none of its instances",
+            device.index, gpu.index
+        )),
+        _ => Err(format!(
+            "cuda:{} names only GPU {} and PID {pid} is on {} of its MIG instances: cannot tell which",
+            device.index,
+            gpu.index,
+            on.len()
+        )),
+    }
+}
+
+fn describe(device: &FeedDevice) -> String {
+    match (&device.uuid, &device.pci_bus_id) {
+        (Some(u), _) => format!("UUID {u}"),
+        (None, Some(p)) => format!("PCI {p}"),
+        (None, None) => "no UUID or PCI id".into(),
+    }
+}
+
+/// Why a refused or dropped feed is not used, if it is.
+fn refusal(record: &FeedRecord) -> Option<String> {
+    match &record.state {
+        FeedState::Refused { reason } => Some(format!("feed refused: {reason}")),
+        FeedState::Dropped { reason } => Some(format!("feed dropped: {reason}")),
+        _ if record.hello.is_none() => Some("feed connected, no hello yet".into()),
+        _ => None,
+    }
+}
+
+/// Matches every feed to NVML's processes: fills each process's `feed` with the statistics
+/// of its device, judges it once, and lists feed devices NVML does not list the pid on.
+pub fn attach(sample: &mut NodeSample) -> Attachment {
+    for p in &mut sample.processes {
+        p.feed = None;
+    }
+    let mut statuses = vec![FeedStatus::Absent; sample.processes.len()];
+    let mut unlisted = Vec::new();
+    let mut matched: Vec<(usize, FeedSample, f64)> = Vec::new();
+    for (feed_index, record) in sample.feeds.iter().enumerate() {
+        let Some(pid) = record.pid() else { continue };
+        let held: Vec<usize> = positions(&sample.processes, pid);
+        if let Some(reason) = refusal(record) {
+            for &i in &held {
+                if statuses[i] == FeedStatus::Absent {
+                    statuses[i] = FeedStatus::Refused {
+                        reason: reason.clone(),
+                    };
+                }
+            }
+            continue;
+        }
+        let Some(hello) = &record.hello else { continue };
+        for &i in &held {
+            if statuses[i] == FeedStatus::Absent {
+                let reason = hello
+                    .note
+                    .clone()
+                    .unwrap_or_else(|| "no statistics for this device yet".into());
+                statuses[i] = FeedStatus::Pending { reason };
+            }
+        }
+        let interval = hello.interval.filter(|i| i.is_finite() && *i > 0.0);
+        for device_feed in &record.devices {
+            let stats = &device_feed.latest;
+            let identity = hello
+                .devices
+                .iter()
+                .find(|d| d.index == stats.index)
+                .cloned()
+                .unwrap_or(FeedDevice {
+                    index: stats.index,
+                    ..FeedDevice::default()
+                });
+            let device_uuid = match resolve(sample, pid, &identity) {
+                Ok(uuid) => uuid,
+                Err(reason) => {
+                    unlisted.push(Unlisted {
+                        feed: feed_index,
+                        pid,
+                        index: stats.index,
+                        device_uuid: None,
+                        reason,
+                    });
+                    continue;
+                }
+            };
+            let Some(&i) = held
+                .iter()
+                .find(|&&i| sample.processes[i].device_uuid == device_uuid)
+            else {
+                unlisted.push(Unlisted {
+                    feed: feed_index,
+                    pid,
+                    index: stats.index,
+                    reason: format!(
+                        "the feed reports cuda:{} but NVML does not list PID {pid} on that device",
+                        stats.index
+                    ),
+                    device_uuid: Some(device_uuid),
+                });
+                continue;
+            };
+            let feed = FeedSample {
+                framework: hello.framework.clone().unwrap_or_else(|| "n/a".into()),
+                framework_version: hello.framework_version.clone(),
+                backend: hello.backend.clone().unwrap_or_else(|| "n/a".into()),
+                feed: feed_index,
+                stats: stats.clone(),
+            };
+            matched.push((i, feed, interval.unwrap_or(0.0)));
+        }
+    }
+    // Two feeds for one process and device (a socket seen twice): the freshest speaks.
+    matched.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(a.1.stats.time.total_cmp(&b.1.stats.time))
+    });
+    for (i, feed, agent_interval) in matched {
+        let process = &mut sample.processes[i];
+        let window = STALE_INTERVALS * sample.interval.max(agent_interval).max(0.0);
+        statuses[i] = judge(sample.time, window, &feed.stats, process.used);
+        process.feed = Some(feed);
+    }
+    Attachment { statuses, unlisted }
+}
+
+fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {
+    processes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.pid == pid)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Judges a feed's statistics against the sample's instant and NVML's per-process reading.
+pub fn judge(now: f64, window: f64, stats: &AllocatorStats, nvml_used: Option<u64>) -> FeedStatus {
+    let age = now - stats.time;
+    if !age.is_finite() || age.abs() > window {
+        return FeedStatus::Stale { age };
+    }
+    if let Some(reason) = contradiction(stats, nvml_used) {
+        return FeedStatus::Inconsistent { reason };
+    }
+    FeedStatus::Fresh { age }
+}
+
+fn contradiction(stats: &AllocatorStats, nvml_used: Option<u64>) -> Option<String> {
+    let pool_parts = u128::from(stats.allocated) + u128::from(stats.inactive_split.unwrap_or(0));
+    if pool_parts > u128::from(stats.reserved) {
+        return Some(format!(
+            "allocated + inactive_split ({pool_parts} B) exceed reserved ({} B)",
+            stats.reserved
+        ));
+    }
+    match nvml_used {
+        Some(used) if stats.reserved > used => Some(format!(
+            "allocator reserved ({} B) exceeds NVML used ({used} B)",
+            stats.reserved
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "attach_tests.rs"]
+mod tests;

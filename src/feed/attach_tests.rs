@@ -1,0 +1,262 @@
+use super::*;
+use crate::fixtures::*;
+use crate::sample::feed::{DeviceFeed, FeedCounters, FoundVia, Hello, PeerCred};
+
+fn record(pid: u32, devices: Vec<(FeedDevice, AllocatorStats)>) -> FeedRecord {
+    FeedRecord {
+        socket: format!("/tmp/strata-1000/{pid}.sock"),
+        found_via: FoundVia::FeedDir,
+        peer: Some(PeerCred {
+            pid,
+            uid: 1000,
+            gid: 1000,
+        }),
+        nspid: Some(pid),
+        state: FeedState::Connected,
+        hello: Some(Hello {
+            pid,
+            time: 990.0,
+            interval: Some(0.5),
+            framework: Some("torch".into()),
+            framework_version: Some("2.5.1".into()),
+            backend: Some("native".into()),
+            devices: devices.iter().map(|(d, _)| d.clone()).collect(),
+            ..Hello::default()
+        }),
+        devices: devices
+            .into_iter()
+            .map(|(d, s)| DeviceFeed {
+                latest: AllocatorStats {
+                    index: d.index,
+                    ..s
+                },
+                earlier: Vec::new(),
+            })
+            .collect(),
+        ooms: Vec::new(),
+        counters: FeedCounters::default(),
+        connected_at: Some(990.0),
+        last_heard: Some(999.9),
+    }
+}
+
+fn device(index: u32, uuid: Option<&str>, pci: Option<&str>) -> FeedDevice {
+    FeedDevice {
+        index,
+        uuid: uuid.map(str::to_string),
+        pci_bus_id: pci.map(str::to_string),
+        name: None,
+    }
+}
+
+fn one_gpu(pid: u32) -> NodeSample {
+    let mut s = node();
+    s.gpus.push(gpu(0, memory(80 * GIB, 30 * GIB)));
+    s.gpus.push(gpu(1, memory(80 * GIB, 0)));
+    s.processes.push(process(pid, "GPU-test-0", Some(30 * GIB)));
+    s
+}
+
+#[test]
+fn uuids_compare_without_prefix_dashes_or_case() {
+    assert_eq!(
+        normalize_uuid("GPU-5F3C2A1E-8b7d-4c6e-9a10-2d4f6b8e0c31"),
+        normalize_uuid("5f3c2a1e-8b7d-4c6e-9a10-2d4f6b8e0c31")
+    );
+    assert_eq!(normalize_uuid("MIG-ab-CD"), "abcd");
+    assert_eq!(
+        normalize_pci("0000:18:00.0").as_deref(),
+        Some("00000000:18:00")
+    );
+    assert_eq!(
+        normalize_pci("00000000:af:00.0").as_deref(),
+        Some("00000000:AF:00")
+    );
+    assert_eq!(normalize_pci("nonsense"), None);
+}
+
+#[test]
+fn a_torch_feed_matches_by_bare_uuid() {
+    let mut s = one_gpu(7);
+    // gpu() names its GPU `GPU-test-0`: torch gives UUIDs without the prefix.
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("TEST-0"), None),
+            stats(8 * GIB, 20 * GIB, 990.0, 999.8),
+        )],
+    ));
+    let a = attach(&mut s);
+    let feed = s.processes[0].feed.as_ref().expect("attached");
+    assert_eq!(feed.stats.allocated, 8 * GIB);
+    assert_eq!(feed.framework, "torch");
+    assert!(matches!(a.statuses[0], FeedStatus::Fresh { .. }), "{a:?}");
+    assert!(a.unlisted.is_empty());
+}
+
+#[test]
+fn without_a_uuid_the_pci_id_matches() {
+    let mut s = one_gpu(7);
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(3, None, Some("0000:18:00.0")),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    ));
+    attach(&mut s);
+    assert!(s.processes[0].feed.is_some());
+}
+
+#[test]
+fn on_a_mig_gpu_the_pci_id_finds_the_instance_the_pid_is_on() {
+    let mut s = node();
+    let mut g = gpu(0, memory(80 * GIB, 30 * GIB));
+    g.mig = vec![
+        mig("MIG-a", "3g.40gb", memory(40 * GIB, 20 * GIB)),
+        mig("MIG-b", "2g.20gb", memory(20 * GIB, 5 * GIB)),
+    ];
+    s.gpus.push(g);
+    s.processes.push(process(7, "MIG-b", Some(4 * GIB)));
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, None, Some("00000000:18:00.0")),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    ));
+    attach(&mut s);
+    assert_eq!(
+        s.processes[0].feed.as_ref().map(|f| f.stats.reserved),
+        Some(2 * GIB)
+    );
+}
+
+#[test]
+fn a_feed_device_its_pid_is_not_listed_on_is_reported() {
+    let mut s = one_gpu(7);
+    // The feed says cuda:1 is GPU 1 (matched by UUID) but NVML lists PID 7 only on GPU 0.
+    s.feeds.push(record(
+        7,
+        vec![
+            (
+                device(0, Some("GPU-test-0"), None),
+                stats(GIB, 2 * GIB, 990.0, 999.8),
+            ),
+            (
+                device(1, Some("GPU-test-1"), None),
+                stats(GIB, 2 * GIB, 990.0, 999.8),
+            ),
+            (
+                device(2, Some("GPU-elsewhere"), None),
+                stats(GIB, 2 * GIB, 990.0, 999.8),
+            ),
+        ],
+    ));
+    let a = attach(&mut s);
+    assert_eq!(a.unlisted.len(), 2, "{a:?}");
+    assert_eq!(a.unlisted[0].device_uuid.as_deref(), Some("GPU-test-1"));
+    assert!(a.unlisted[1].reason.contains("none of this node's GPUs"));
+}
+
+#[test]
+fn a_refused_feed_is_shown_on_its_process_and_never_used() {
+    let mut s = one_gpu(7);
+    let mut r = record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    );
+    r.state = FeedState::Refused {
+        reason: "peer uid 65534 is not the feed dir owner 1000".into(),
+    };
+    s.feeds.push(r);
+    let a = attach(&mut s);
+    assert!(s.processes[0].feed.is_none());
+    match &a.statuses[0] {
+        FeedStatus::Refused { reason } => assert!(reason.contains("65534"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_feed_waiting_for_cuda_is_pending_with_its_note() {
+    let mut s = one_gpu(7);
+    let mut r = record(7, vec![]);
+    if let Some(h) = r.hello.as_mut() {
+        h.note = Some("waiting for torch to initialise CUDA".into());
+    }
+    s.feeds.push(r);
+    let a = attach(&mut s);
+    assert_eq!(
+        a.statuses[0],
+        FeedStatus::Pending {
+            reason: "waiting for torch to initialise CUDA".into()
+        }
+    );
+}
+
+#[test]
+fn an_old_feed_is_stale_and_a_contradictory_one_inconsistent() {
+    let mut s = one_gpu(7);
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 2 * GIB, 900.0, 990.0),
+        )],
+    ));
+    let a = attach(&mut s);
+    assert_eq!(a.statuses[0], FeedStatus::Stale { age: 10.0 });
+    let mut s = one_gpu(7);
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 40 * GIB, 990.0, 999.9),
+        )],
+    ));
+    let a = attach(&mut s);
+    assert!(matches!(a.statuses[0], FeedStatus::Inconsistent { .. }));
+}
+
+#[test]
+fn a_slow_agent_is_judged_against_its_own_interval() {
+    let mut s = one_gpu(7);
+    let mut r = record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 2 * GIB, 900.0, 995.0),
+        )],
+    );
+    if let Some(h) = r.hello.as_mut() {
+        h.interval = Some(2.0);
+    }
+    s.feeds.push(r);
+    let a = attach(&mut s);
+    assert!(matches!(a.statuses[0], FeedStatus::Fresh { .. }), "{a:?}");
+}
+
+#[test]
+fn a_feed_without_a_kernel_pid_speaks_for_nobody() {
+    let mut s = one_gpu(7);
+    let mut r = record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    );
+    r.peer = Some(PeerCred {
+        pid: 0,
+        uid: 1000,
+        gid: 1000,
+    });
+    s.feeds.push(r);
+    let a = attach(&mut s);
+    assert!(s.processes[0].feed.is_none());
+    assert_eq!(a.statuses[0], FeedStatus::Absent);
+}

@@ -1,0 +1,18 @@
+//! Allocator feeds (DESIGN.md §3, assets/python/PROTOCOL.md).
+//!
+//! Two halves that never blur:
+//! - collecting: [`hub`] finds agents' sockets (feed dirs, and `/proc/<pid>/root` for jobs in
+//!   containers), checks who is on the other end, reads their lines with limits, and hands
+//!   the raw [`crate::sample::feed::FeedRecord`]s to whichever source takes the node sample;
+//! - judging: [`attach`] is pure: it matches each feed's devices to the processes NVML lists,
+//!   once per sample, and says whether each can be combined with NVML's instant.
+
+pub mod attach;
+mod conn;
+mod discover;
+pub mod hub;
+mod protocol;
+mod state;
+mod trust;
+
+pub use hub::{FeedConfig, FeedHub};

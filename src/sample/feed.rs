@@ -1,0 +1,245 @@
+//! What allocator feeds said, as the monitor holds it at the instant of a node sample.
+//!
+//! These are raw fields (assets/python/PROTOCOL.md): what each agent sent and what the
+//! monitor checked of its peer. Matching a feed to NVML's processes and judging its freshness
+//! are derived, in [`crate::feed::attach`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The allocator's statistics for one device at one instant (a `sample` device entry).
+/// Bytes; `None` where the agent did not report it, with the reason in `unreported`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllocatorStats {
+    /// The framework's device index (not NVML's).
+    pub index: u32,
+    /// The agent's sample number; shared with `oom` messages.
+    #[serde(default)]
+    pub seq: u64,
+    /// When the agent read these statistics (unix seconds).
+    #[serde(default)]
+    pub time: f64,
+    /// Bytes held by live tensors (`allocated_bytes.all.current`).
+    pub allocated: u64,
+    /// Bytes the allocator holds from the driver (`reserved_bytes.all.current`).
+    pub reserved: u64,
+    #[serde(default)]
+    pub active: Option<u64>,
+    /// Free split pieces (`inactive_split_bytes.all.current`).
+    #[serde(default)]
+    pub inactive_split: Option<u64>,
+    #[serde(default)]
+    pub requested: Option<u64>,
+    #[serde(default)]
+    pub peak_allocated: Option<u64>,
+    #[serde(default)]
+    pub peak_reserved: Option<u64>,
+    #[serde(default)]
+    pub peak_active: Option<u64>,
+    #[serde(default)]
+    pub peak_inactive_split: Option<u64>,
+    #[serde(default)]
+    pub peak_requested: Option<u64>,
+    /// `num_alloc_retries`: allocations that had to free cache and retry.
+    #[serde(default)]
+    pub alloc_retries: Option<u64>,
+    /// `num_ooms`: out-of-memory errors the allocator raised.
+    #[serde(default)]
+    pub ooms: Option<u64>,
+    /// `num_device_alloc`: cudaMalloc (or cuMemMap) calls.
+    #[serde(default)]
+    pub device_allocs: Option<u64>,
+    /// `num_device_free`: cudaFree (or cuMemUnmap) calls.
+    #[serde(default)]
+    pub device_frees: Option<u64>,
+    /// The largest free cached block, measured at `largest_free_block_time`.
+    #[serde(default)]
+    pub largest_free_block: Option<u64>,
+    #[serde(default)]
+    pub largest_free_block_time: Option<f64>,
+    /// The allocator's limit (JAX `bytes_limit`, CuPy's pool limit).
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Since when `reserved` (and the device alloc/free counters) held this value, as the
+    /// agent saw it: an NVML reading taken between this and `time` saw the same pool.
+    #[serde(default)]
+    pub reserved_since: Option<f64>,
+    /// Why a statistic is `None`, by field name.
+    #[serde(default)]
+    pub unreported: BTreeMap<String, String>,
+}
+
+/// One device as the agent names it in `hello`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedDevice {
+    /// The framework's device index.
+    pub index: u32,
+    /// As the framework gives it: bare hex or `GPU-`/`MIG-` prefixed.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// `DDDDDDDD:BB:DD.0`, naming the physical GPU.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Who the agent says it is (the latest `hello`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The pid as the agent sees it (its own PID namespace).
+    pub pid: u32,
+    pub time: f64,
+    #[serde(default)]
+    pub agent_version: Option<String>,
+    #[serde(default)]
+    pub python: Option<String>,
+    #[serde(default)]
+    pub executable: Option<String>,
+    #[serde(default)]
+    pub started: Option<f64>,
+    /// Seconds between the agent's samples.
+    #[serde(default)]
+    pub interval: Option<f64>,
+    #[serde(default)]
+    pub framework: Option<String>,
+    #[serde(default)]
+    pub framework_version: Option<String>,
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Allocator settings: values are strings, numbers, booleans or null.
+    #[serde(default)]
+    pub settings: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub devices: Vec<FeedDevice>,
+    /// Why nothing is read yet.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// The framework's report of an out-of-memory error.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OomReport {
+    pub time: f64,
+    #[serde(default)]
+    pub seq: u64,
+    pub index: u32,
+    #[serde(default)]
+    pub requested: Option<u64>,
+    #[serde(default)]
+    pub device_free: Option<u64>,
+    #[serde(default)]
+    pub device_total: Option<u64>,
+    #[serde(default)]
+    pub stats: Option<AllocatorStats>,
+}
+
+/// The peer's credentials from `SO_PEERCRED`, in this monitor's namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCred {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Where the monitor stands with a feed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum FeedState {
+    /// Connected and trusted.
+    Connected,
+    /// Not trusted: the reason says which check failed. Nothing it sent is used.
+    Refused { reason: String },
+    /// Was trusted, and dropped for its behaviour (a flood); retried later.
+    Dropped { reason: String },
+    /// The agent said `bye`, or the connection closed.
+    Closed { reason: String },
+}
+
+/// How a feed's socket was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundVia {
+    /// In a feed directory of this monitor's mount namespace.
+    FeedDir,
+    /// Through `/proc/<pid>/root` of a process NVML lists (a job in a container).
+    ProcessRoot,
+}
+
+/// Bad input from a feed, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedCounters {
+    /// Lines read and accepted.
+    pub lines: u64,
+    pub samples: u64,
+    /// Lines over the 64 KiB limit.
+    pub oversized: u64,
+    /// Lines that are not a JSON object.
+    pub malformed: u64,
+    /// A `v` other than 1.
+    pub unknown_version: u64,
+    /// A `type` this monitor does not know.
+    pub unknown_type: u64,
+    /// Valid JSON with missing or wrongly typed fields.
+    pub invalid: u64,
+    /// Lines dropped over the rate limit.
+    pub rate_limited: u64,
+    /// Times the rate limit was hit.
+    pub floods: u64,
+}
+
+impl FeedCounters {
+    /// Lines that were not used for a fault of the sender.
+    pub fn bad(&self) -> u64 {
+        self.oversized + self.malformed + self.unknown_version + self.invalid + self.rate_limited
+    }
+}
+
+/// One device of a feed: its latest statistics, and the ones received since the previous
+/// node sample (oldest first; the backlog on a new connection), for history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFeed {
+    pub latest: AllocatorStats,
+    #[serde(default)]
+    pub earlier: Vec<AllocatorStats>,
+}
+
+/// One allocator feed, as the monitor holds it when a node sample is taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeedRecord {
+    /// The socket's path (through `/proc/<pid>/root` for a job in a container).
+    pub socket: String,
+    pub found_via: FoundVia,
+    /// The peer's credentials; `None` when it could not be connected.
+    pub peer: Option<PeerCred>,
+    /// The peer's pid in its own PID namespace (last field of `NSpid:`).
+    pub nspid: Option<u32>,
+    pub state: FeedState,
+    /// The latest `hello`, once trusted.
+    pub hello: Option<Hello>,
+    /// Per device index, in index order.
+    #[serde(default)]
+    pub devices: Vec<DeviceFeed>,
+    /// The latest OOM report, and any received since the previous node sample.
+    #[serde(default)]
+    pub ooms: Vec<OomReport>,
+    #[serde(default)]
+    pub counters: FeedCounters,
+    /// When the monitor connected (unix seconds).
+    pub connected_at: Option<f64>,
+    /// When the monitor last received a line from it.
+    pub last_heard: Option<f64>,
+}
+
+impl FeedRecord {
+    /// The pid this feed speaks for, in the monitor's PID namespace: the kernel's word
+    /// (`SO_PEERCRED`), never the agent's.
+    pub fn pid(&self) -> Option<u32> {
+        self.peer.map(|p| p.pid).filter(|&p| p != 0)
+    }
+
+    pub fn is_trusted(&self) -> bool {
+        matches!(self.state, FeedState::Connected | FeedState::Closed { .. })
+            && self.hello.is_some()
+    }
+}

@@ -1,0 +1,66 @@
+//! Any source's samples, with the allocator feeds the hub holds attached as raw records.
+
+use super::{Source, SourceError};
+use crate::feed::FeedHub;
+use crate::sample::NodeSample;
+use std::time::Duration;
+
+/// A source whose samples carry the feeds: the NVML source, the fake NVML, anything live.
+pub struct FedSource {
+    inner: Box<dyn Source>,
+    hub: FeedHub,
+    /// For a one-shot snapshot: how long to wait, after NVML's reading, to connect to every
+    /// feed and read its hello and backlog, then for each feed to send a sample newer than the
+    /// reading, so that the reading can be paired with the pool around it.
+    snapshot_waits: Option<(Duration, Duration)>,
+}
+
+impl FedSource {
+    pub fn new(inner: Box<dyn Source>, hub: FeedHub) -> Self {
+        FedSource {
+            inner,
+            hub,
+            snapshot_waits: None,
+        }
+    }
+
+    /// For `snapshot`: after each NVML reading, find and read every feed (hello and backlog,
+    /// the jobs NVML lists included) within `settle`, then wait up to `newer` for the feeds to
+    /// send samples past the reading. NVML is read once per sample all the same.
+    pub fn for_snapshot(&mut self, settle: Duration, newer: Duration) {
+        self.snapshot_waits = Some((settle, newer));
+    }
+}
+
+fn visible_pids(sample: &NodeSample) -> Vec<u32> {
+    let mut pids: Vec<u32> = sample
+        .processes
+        .iter()
+        .filter(|p| p.visible)
+        .map(|p| p.pid)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+impl Source for FedSource {
+    fn sample(&mut self) -> Result<NodeSample, SourceError> {
+        let mut sample = self.inner.sample()?;
+        self.hub.watch_pids(&visible_pids(&sample));
+        if let Some((settle, newer)) = self.snapshot_waits {
+            self.hub.settle(settle);
+            self.hub.wait_newer(sample.time, newer);
+        }
+        sample.feeds = self.hub.collect();
+        Ok(sample)
+    }
+
+    fn backlog(&mut self) -> Vec<NodeSample> {
+        self.inner.backlog()
+    }
+
+    fn label(&self) -> String {
+        format!("{} + feeds", self.inner.label())
+    }
+}
