@@ -10,7 +10,10 @@
 pub mod attach;
 mod conn;
 mod discover;
+mod fd;
 pub mod hub;
+mod limits;
+mod poller;
 mod protocol;
 mod state;
 mod trust;

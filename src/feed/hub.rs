@@ -1,0 +1,453 @@
+//! The collecting half of feeds: a background thread that finds agents' sockets, judges who
+//! is on the other end, and reads their lines; [`FeedHub::collect`] hands out what it holds.
+//!
+//! One thread, one epoll set over every connection and a wake-up socket; it sleeps until a
+//! line arrives, a rescan is due, or a caller asks for a scan.
+
+use super::conn::{Conn, End, Phase, READ_CHUNK};
+use super::discover::{Candidate, FeedKey, Scanner, MAX_FEEDS};
+use super::fd::unlink_in;
+use super::poller::{wait_readable, Poller};
+use super::state::{Feed, Feeds, RETRY_REFUSED};
+use super::trust::{attempt, Attempt};
+use crate::sample::feed::{FeedRecord, FeedState, FoundVia};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A socket nobody listens on is removed only when seen so twice this far apart (an agent
+/// between `bind()` and `listen()` refuses connections for an instant).
+const STALE_CONFIRM: Duration = Duration::from_millis(250);
+/// After `hello`, a feed whose socket stays quiet this long has sent its whole backlog (an
+/// agent's sender thread may wait for the GIL between lines: 5 ms switch interval).
+const QUIET: Duration = Duration::from_millis(100);
+/// After reading, wait this long for more lines before the next read, so that many feeds
+/// cost a few wake-ups per second rather than one per line (unless data is still pending).
+const COALESCE: Duration = Duration::from_millis(50);
+/// Watched pids kept.
+const MAX_WATCHED: usize = 4096;
+
+/// Where and how often to look for feeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedConfig {
+    /// --feed-dir / STRATA_FEED_DIR: look only in this directory (plus process roots).
+    /// None: the default (`<tmp_root>/strata-<euid>`, or every user's as root).
+    pub feed_dir: Option<PathBuf>,
+    /// Root of procfs, "/proc" (tests may point elsewhere).
+    pub proc_root: PathBuf,
+    /// Where the default `strata-<uid>` directories live, "/tmp" (tests may point elsewhere).
+    pub tmp_root: PathBuf,
+    /// How often to look for new sockets (the monitor's interval).
+    pub rescan: Duration,
+}
+
+impl FeedConfig {
+    /// The real paths: `/proc` and `/tmp`.
+    pub fn new(feed_dir: Option<PathBuf>, rescan: Duration) -> Self {
+        FeedConfig {
+            feed_dir,
+            proc_root: PathBuf::from("/proc"),
+            tmp_root: PathBuf::from("/tmp"),
+            rescan,
+        }
+    }
+}
+
+struct Shared {
+    feeds: Feeds,
+    watched: Vec<u32>,
+    scans_requested: u64,
+    scans_done: u64,
+    /// Connections not yet judged, or whose backlog may still be arriving.
+    unsettled: usize,
+    stop: bool,
+}
+
+struct Inner {
+    shared: Mutex<Shared>,
+    changed: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Owns the feed thread; dropping it stops the thread.
+pub struct FeedHub {
+    inner: Arc<Inner>,
+    wake: UnixStream,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FeedHub {
+    /// Starts the thread, which scans at once.
+    pub fn start(config: FeedConfig) -> io::Result<FeedHub> {
+        let (wake, wake_rx) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        let poller = Poller::new()?;
+        poller.add(wake_rx.as_raw_fd(), WAKE)?;
+        let inner = Arc::new(Inner {
+            shared: Mutex::new(Shared {
+                feeds: Feeds::default(),
+                watched: Vec::new(),
+                scans_requested: 0,
+                scans_done: 0,
+                unsettled: 0,
+                stop: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let thread_inner = Arc::clone(&inner);
+        let thread = std::thread::Builder::new()
+            .name("strata-feeds".into())
+            .spawn(move || Hub::new(thread_inner, wake_rx, poller, config).run())?;
+        Ok(FeedHub {
+            inner,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    /// The host pids NVML lists: for each, also look for its socket through its root.
+    pub fn watch_pids(&self, pids: &[u32]) {
+        let mut pids: Vec<u32> = pids.to_vec();
+        pids.sort_unstable();
+        pids.dedup();
+        pids.truncate(MAX_WATCHED);
+        let mut shared = self.inner.lock();
+        let new = pids
+            .iter()
+            .any(|p| shared.watched.binary_search(p).is_err());
+        shared.watched = pids;
+        if new {
+            shared.scans_requested += 1;
+            drop(shared);
+            self.wake();
+        }
+    }
+
+    /// The feeds as they stand now, one record per socket (connected, refused, dropped, or
+    /// recently closed). `earlier` and `ooms` carry what arrived since the previous call.
+    pub fn collect(&self) -> Vec<FeedRecord> {
+        self.inner.lock().feeds.collect()
+    }
+
+    /// Scans now and waits until every connection has been judged (trusted with its hello and
+    /// backlog read, or refused), or until `timeout`.
+    pub fn settle(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut shared = self.inner.lock();
+        shared.scans_requested += 1;
+        let want = shared.scans_requested;
+        self.wake();
+        self.wait_until(shared, deadline, |s| {
+            s.scans_done >= want && s.unsettled == 0
+        });
+    }
+
+    /// Waits until every trusted, connected feed with devices has a sample with time ≥ `time`,
+    /// or until `timeout`.
+    pub fn wait_newer(&self, time: f64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let shared = self.inner.lock();
+        self.wait_until(shared, deadline, |s| {
+            s.feeds.map.values().all(|f| {
+                !(f.judged && f.is_connected() && f.hello.is_some() && f.has_devices())
+                    || f.newest_time().is_some_and(|t| t >= time)
+            })
+        });
+    }
+
+    fn wait_until(
+        &self,
+        mut shared: MutexGuard<'_, Shared>,
+        deadline: Instant,
+        done: impl Fn(&Shared) -> bool,
+    ) {
+        while !done(&shared) && !shared.stop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            shared = match self.inner.changed.wait_timeout(shared, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    fn wake(&self) {
+        let _ = (&self.wake).write(&[1]); // full: a wake-up is pending anyway
+    }
+}
+
+impl Drop for FeedHub {
+    fn drop(&mut self) {
+        self.inner.lock().stop = true;
+        self.wake();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The epoll token of the wake-up socket; connections get 1, 2, ...
+const WAKE: u64 = 0;
+
+/// The thread's side.
+struct Hub {
+    inner: Arc<Inner>,
+    wake: UnixStream,
+    poller: Poller,
+    config: FeedConfig,
+    scanner: Scanner,
+    conns: HashMap<FeedKey, Conn>,
+    tokens: HashMap<u64, FeedKey>,
+    next_token: u64,
+    /// Sockets found refusing connections, and when first seen so.
+    stale: HashMap<FeedKey, Instant>,
+    scan_no: u64,
+    next_scan: Instant,
+    buf: Vec<u8>,
+}
+
+impl Hub {
+    fn new(inner: Arc<Inner>, wake: UnixStream, poller: Poller, config: FeedConfig) -> Self {
+        let scanner = Scanner::new(
+            config.feed_dir.clone(),
+            config.proc_root.clone(),
+            config.tmp_root.clone(),
+        );
+        Hub {
+            inner,
+            wake,
+            poller,
+            config,
+            scanner,
+            conns: HashMap::new(),
+            tokens: HashMap::new(),
+            next_token: WAKE + 1,
+            stale: HashMap::new(),
+            scan_no: 0,
+            next_scan: Instant::now(),
+            buf: vec![0; READ_CHUNK],
+        }
+    }
+
+    fn run(mut self) {
+        let mut ready: Vec<u64> = Vec::new();
+        let mut keys: Vec<FeedKey> = Vec::new();
+        loop {
+            let now = Instant::now();
+            let due = {
+                let shared = self.inner.lock();
+                if shared.stop {
+                    return;
+                }
+                let requested =
+                    (shared.scans_requested > shared.scans_done).then_some(shared.scans_requested);
+                (requested.is_some() || now >= self.next_scan)
+                    .then(|| (requested, shared.watched.clone()))
+            };
+            if let Some((requested, watched)) = due {
+                self.scan(&watched, requested, now);
+            }
+            let timeout = self.timeout(Instant::now());
+            self.poller.wait(timeout, &mut ready);
+            keys.clear();
+            for token in &ready {
+                if *token == WAKE {
+                    let mut sink = [0u8; 64];
+                    while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
+                } else if let Some(key) = self.tokens.get(token) {
+                    keys.push(*key);
+                }
+            }
+            let pending = self.service(&keys);
+            if !keys.is_empty() && !pending {
+                wait_readable(&self.wake, COALESCE); // a caller's wake-up ends it at once
+            }
+        }
+    }
+
+    /// How long until the next thing to do on a timer.
+    fn timeout(&self, now: Instant) -> Duration {
+        let mut next = self.next_scan;
+        for conn in self.conns.values() {
+            match &conn.phase {
+                Phase::AwaitingHello { deadline, .. } => next = next.min(*deadline),
+                Phase::Trusted { .. } if !conn.settled => next = next.min(conn.last_data + QUIET),
+                Phase::Trusted { .. } => {}
+            }
+        }
+        next.saturating_duration_since(now)
+    }
+
+    /// Reads ready connections, applies timers, and tells waiters. True when a connection
+    /// has more to read at once.
+    fn service(&mut self, ready: &[FeedKey]) -> bool {
+        let now = Instant::now();
+        let wall = wall_clock();
+        let mut shared = self.inner.lock();
+        let mut ended: Vec<(FeedKey, End)> = Vec::new();
+        let mut pending = false;
+        for key in ready {
+            if let Some(conn) = self.conns.get_mut(key) {
+                match conn.pump(&mut shared.feeds, &mut self.buf, now, wall) {
+                    Some(end) => ended.push((*key, end)),
+                    None => pending |= conn.busy,
+                }
+            }
+        }
+        for (key, conn) in &mut self.conns {
+            match &conn.phase {
+                Phase::AwaitingHello { deadline, .. } if now >= *deadline => ended.push((
+                    *key,
+                    End::Refused("no valid hello within 5 s: is this a strata agent?".into()),
+                )),
+                Phase::Trusted { .. } if !conn.settled && now >= conn.last_data + QUIET => {
+                    conn.settled = true
+                }
+                _ => {}
+            }
+        }
+        for (key, end) in ended {
+            if let Some(conn) = self.conns.remove(&key) {
+                self.poller.remove(conn.stream.as_raw_fd());
+                self.tokens.remove(&conn.token);
+                shared.feeds.finish(key, end, now);
+            }
+        }
+        shared.unsettled = self.conns.values().filter(|c| !c.settled).count();
+        drop(shared);
+        self.inner.changed.notify_all();
+        pending
+    }
+
+    fn scan(&mut self, watched: &[u32], requested: Option<u64>, now: Instant) {
+        let candidates = self.scanner.scan(watched);
+        self.scan_no += 1;
+        self.next_scan = now + self.config.rescan;
+        let inner = Arc::clone(&self.inner);
+        let mut shared = inner.lock();
+        for c in &candidates {
+            self.consider(&mut shared.feeds, c, now);
+        }
+        let scan_no = self.scan_no;
+        shared.feeds.retain(|f| match f.state {
+            FeedState::Refused { .. } | FeedState::Dropped { .. } => f.seen == scan_no,
+            FeedState::Closed { .. } => f.forget_at.is_none_or(|t| now < t),
+            FeedState::Connected => true,
+        });
+        self.stale
+            .retain(|key, _| candidates.iter().any(|c| c.key == *key));
+        if let Some(requested) = requested {
+            shared.scans_done = shared.scans_done.max(requested);
+        }
+        shared.unsettled = self.conns.values().filter(|c| !c.settled).count();
+        drop(shared);
+        inner.changed.notify_all();
+    }
+
+    /// One candidate of a scan: keep its record alive, and connect if it is new or due.
+    fn consider(&mut self, feeds: &mut Feeds, c: &Candidate, now: Instant) {
+        if let Some(feed) = feeds.map.get_mut(&c.key) {
+            feed.seen = self.scan_no;
+            if c.via == FoundVia::FeedDir && feed.found_via == FoundVia::ProcessRoot {
+                feed.found_via = FoundVia::FeedDir;
+                feed.socket = c.path.display().to_string();
+            }
+            let due =
+                feed.judged && !feed.is_connected() && feed.retry_at.is_some_and(|t| now >= t);
+            if !due {
+                return;
+            }
+        } else if feeds.map.len() >= MAX_FEEDS {
+            return;
+        }
+        let socket = c.path.display().to_string();
+        match attempt(c, &self.config.proc_root) {
+            Attempt::Connected {
+                stream,
+                peer,
+                nspid,
+            } => {
+                let token = self.next_token;
+                if self.poller.add(stream.as_raw_fd(), token).is_err() {
+                    return; // out of resources: the next scan tries again
+                }
+                self.next_token += 1;
+                self.tokens.insert(token, c.key);
+                self.stale.remove(&c.key);
+                let mut feed = Feed::new(socket, c.via, self.scan_no);
+                feed.peer = Some(peer);
+                feed.nspid = Some(nspid);
+                feeds.insert(c.key, feed);
+                let mut conn = Conn::new(c.key, stream, nspid, c.name.clone(), c.name_pid, now);
+                conn.token = token;
+                self.conns.insert(c.key, conn);
+            }
+            Attempt::Refused {
+                reason,
+                peer,
+                nspid,
+            } => {
+                let mut feed = Feed::new(socket, c.via, self.scan_no);
+                feed.judged = true;
+                feed.peer = peer;
+                feed.nspid = nspid;
+                feed.state = FeedState::Refused { reason };
+                feed.retry_at = Some(now + RETRY_REFUSED);
+                feeds.insert(c.key, feed);
+            }
+            Attempt::Stale => {
+                if feeds
+                    .map
+                    .get(&c.key)
+                    .is_some_and(|f| matches!(f.state, FeedState::Refused { .. }))
+                {
+                    feeds.remove(&c.key);
+                }
+                self.stale_socket(c, now);
+            }
+            Attempt::Busy => {}
+        }
+    }
+
+    /// Removes a socket nobody listens on, when it is ours and found in a feed dir (never
+    /// through a process root: that is another mount namespace's file).
+    fn stale_socket(&mut self, c: &Candidate, now: Instant) {
+        if c.via != FoundVia::FeedDir
+            || c.socket_uid != self.scanner.euid()
+            || c.dir_verdict.is_err()
+        {
+            return;
+        }
+        let first = *self.stale.entry(c.key).or_insert(now);
+        if now.saturating_duration_since(first) >= STALE_CONFIRM {
+            let _ = unlink_in(&c.dir, &c.name);
+            self.stale.remove(&c.key);
+        }
+    }
+}
+
+fn wall_clock() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+#[path = "hub_tests.rs"]
+mod tests;

@@ -1,0 +1,273 @@
+//! What one connection may cost: lines of bounded length, and token buckets on lines and
+//! bytes (PROTOCOL.md, "What the monitor checks").
+
+use super::protocol::MAX_LINE_BYTES;
+use crate::sample::feed::FeedCounters;
+use std::time::{Duration, Instant};
+
+/// One complete line, or the length of one that was too long and skipped.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LineEvent<'a> {
+    Line(&'a [u8]),
+    Oversized { bytes: usize },
+}
+
+/// Splits a byte stream into lines of at most [`MAX_LINE_BYTES`] (with the `\n`), never
+/// buffering more than that.
+#[derive(Default)]
+pub(crate) struct LineReader {
+    buf: Vec<u8>,
+    /// Inside a line that is too long: the bytes skipped so far.
+    discarding: Option<usize>,
+}
+
+impl LineReader {
+    pub fn push(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(LineEvent<'_>)) {
+        while !chunk.is_empty() {
+            let Some(newline) = chunk.iter().position(|&b| b == b'\n') else {
+                if let Some(skipped) = &mut self.discarding {
+                    *skipped += chunk.len();
+                } else if self.buf.len() + chunk.len() >= MAX_LINE_BYTES {
+                    self.discarding = Some(self.buf.len() + chunk.len());
+                    self.buf = Vec::new();
+                } else {
+                    self.buf.extend_from_slice(chunk);
+                }
+                return;
+            };
+            let (head, rest) = (&chunk[..newline], &chunk[newline + 1..]);
+            if let Some(skipped) = self.discarding.take() {
+                on_line(LineEvent::Oversized {
+                    bytes: skipped + newline + 1,
+                });
+            } else if self.buf.len() + newline + 1 > MAX_LINE_BYTES {
+                on_line(LineEvent::Oversized {
+                    bytes: self.buf.len() + newline + 1,
+                });
+                self.buf = Vec::new();
+            } else if self.buf.is_empty() {
+                on_line(LineEvent::Line(head));
+            } else {
+                self.buf.extend_from_slice(head);
+                on_line(LineEvent::Line(&self.buf));
+                self.buf.clear();
+                if self.buf.capacity() > 16 * 1024 {
+                    self.buf = Vec::new(); // an idle feed does not keep a big buffer
+                }
+            }
+            chunk = rest;
+        }
+    }
+}
+
+struct Bucket {
+    level: f64,
+    burst: f64,
+    per_second: f64,
+}
+
+impl Bucket {
+    fn full(burst: f64, per_second: f64) -> Self {
+        Bucket {
+            level: burst,
+            burst,
+            per_second,
+        }
+    }
+
+    fn refill(&mut self, elapsed: Duration) {
+        self.level = (self.level + elapsed.as_secs_f64() * self.per_second).min(self.burst);
+    }
+}
+
+/// A whole backlog (4 MiB of lines, a few thousand of them) passes at once; then about
+/// 20 lines/s and 256 KiB/s (64 devices sampled twice a second) are sustained.
+const BURST_LINES: f64 = 8192.0;
+pub(crate) const LINES_PER_SECOND: f64 = 20.0;
+const BURST_BYTES: f64 = (4 * 1024 * 1024 + 2 * MAX_LINE_BYTES) as f64;
+pub(crate) const BYTES_PER_SECOND: f64 = 256.0 * 1024.0;
+/// Flood episodes after which the connection is dropped.
+pub(crate) const FLOODS_TO_DROP: u64 = 3;
+
+pub(crate) enum Admit {
+    Yes,
+    /// Over the limit: dropped and counted.
+    Limited,
+    /// Too many floods: close the connection.
+    Drop,
+}
+
+/// Token buckets on lines and bytes. A flood episode starts with the first line dropped
+/// after a line was admitted.
+pub(crate) struct FloodGuard {
+    lines: Bucket,
+    bytes: Bucket,
+    last: Instant,
+    flooding: bool,
+}
+
+impl FloodGuard {
+    pub fn new(now: Instant) -> Self {
+        FloodGuard {
+            lines: Bucket::full(BURST_LINES, LINES_PER_SECOND),
+            bytes: Bucket::full(BURST_BYTES, BYTES_PER_SECOND),
+            last: now,
+            flooding: false,
+        }
+    }
+
+    pub fn admit(&mut self, bytes: usize, now: Instant, counters: &mut FeedCounters) -> Admit {
+        let elapsed = now.saturating_duration_since(self.last);
+        self.last = now;
+        self.lines.refill(elapsed);
+        self.bytes.refill(elapsed);
+        let bytes = bytes as f64;
+        if self.lines.level >= 1.0 && self.bytes.level >= bytes {
+            self.lines.level -= 1.0;
+            self.bytes.level -= bytes;
+            self.flooding = false;
+            return Admit::Yes;
+        }
+        counters.rate_limited += 1;
+        if !self.flooding {
+            self.flooding = true;
+            counters.floods += 1;
+        }
+        if counters.floods >= FLOODS_TO_DROP {
+            Admit::Drop
+        } else {
+            Admit::Limited
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(reader: &mut LineReader, chunks: &[&[u8]]) -> Vec<String> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            reader.push(chunk, |ev| match ev {
+                LineEvent::Line(l) => out.push(String::from_utf8_lossy(l).into_owned()),
+                LineEvent::Oversized { bytes } => out.push(format!("<oversized {bytes}>")),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_split_across_chunks() {
+        let mut reader = LineReader::default();
+        let got = lines_of(&mut reader, &[b"ab", b"c\nde", b"f\n\ng", b"h\n"]);
+        assert_eq!(got, vec!["abc", "def", "", "gh"]);
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_passes_and_one_byte_more_is_skipped() {
+        let mut reader = LineReader::default();
+        let exact = vec![b'x'; MAX_LINE_BYTES - 1];
+        let got = lines_of(&mut reader, &[&exact[..1000], &exact[1000..], b"\n"]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), MAX_LINE_BYTES - 1);
+
+        let over = vec![b'y'; MAX_LINE_BYTES];
+        let got = lines_of(&mut reader, &[&over[..10], &over[10..], b"\nnext\n"]);
+        assert_eq!(
+            got,
+            vec![
+                format!("<oversized {}>", MAX_LINE_BYTES + 1),
+                "next".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_huge_line_is_never_buffered() {
+        let mut reader = LineReader::default();
+        let chunk = vec![b'z'; 1 << 20];
+        for _ in 0..8 {
+            let got = lines_of(&mut reader, &[&chunk]);
+            assert!(got.is_empty());
+            assert!(reader.buf.capacity() <= MAX_LINE_BYTES);
+        }
+        let got = lines_of(&mut reader, &[b"tail\nok\n"]);
+        assert_eq!(
+            got,
+            vec![format!("<oversized {}>", (8 << 20) + 5), "ok".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_backlog_burst_passes_then_the_sustained_rate_holds() {
+        let start = Instant::now();
+        let mut guard = FloodGuard::new(start);
+        let mut counters = FeedCounters::default();
+        // A full backlog: 4 MiB in 6000 lines at once.
+        for _ in 0..6000 {
+            assert!(matches!(guard.admit(699, start, &mut counters), Admit::Yes));
+        }
+        assert_eq!(counters.rate_limited, 0);
+        // Then twice a second for ten minutes, a 64-device line each time.
+        let mut now = start;
+        for _ in 0..1200 {
+            now += Duration::from_millis(500);
+            assert!(matches!(
+                guard.admit(45_000, now, &mut counters),
+                Admit::Yes
+            ));
+        }
+        assert_eq!(counters, FeedCounters::default());
+    }
+
+    #[test]
+    fn floods_are_counted_then_dropped() {
+        let start = Instant::now();
+        let mut guard = FloodGuard::new(start);
+        let mut counters = FeedCounters::default();
+        for _ in 0..BURST_LINES as usize {
+            assert!(matches!(guard.admit(10, start, &mut counters), Admit::Yes));
+        }
+        assert!(matches!(
+            guard.admit(10, start, &mut counters),
+            Admit::Limited
+        ));
+        assert!(matches!(
+            guard.admit(10, start, &mut counters),
+            Admit::Limited
+        ));
+        assert_eq!(
+            (counters.rate_limited, counters.floods),
+            (2, 1),
+            "one episode"
+        );
+        let later = start + Duration::from_millis(100); // two tokens
+        assert!(matches!(guard.admit(10, later, &mut counters), Admit::Yes));
+        assert!(matches!(guard.admit(10, later, &mut counters), Admit::Yes));
+        assert!(matches!(
+            guard.admit(10, later, &mut counters),
+            Admit::Limited
+        ));
+        assert_eq!(counters.floods, 2);
+        let later = later + Duration::from_millis(50);
+        assert!(matches!(guard.admit(10, later, &mut counters), Admit::Yes));
+        assert!(matches!(guard.admit(10, later, &mut counters), Admit::Drop));
+        assert_eq!((counters.rate_limited, counters.floods), (4, 3));
+    }
+
+    #[test]
+    fn bytes_are_limited_too() {
+        let start = Instant::now();
+        let mut guard = FloodGuard::new(start);
+        let mut counters = FeedCounters::default();
+        let mut admitted = 0usize;
+        while matches!(
+            guard.admit(MAX_LINE_BYTES, start, &mut counters),
+            Admit::Yes
+        ) {
+            admitted += 1;
+        }
+        assert_eq!(admitted, BURST_BYTES as usize / MAX_LINE_BYTES);
+        assert_eq!(counters.floods, 1);
+    }
+}

@@ -1,0 +1,546 @@
+//! Parsing one line of the feed protocol (assets/python/PROTOCOL.md) into a bounded message.
+//!
+//! Everything an agent sends is clipped here (string lengths, map sizes, device counts), so
+//! what the hub keeps per message is bounded whatever the agent writes.
+
+use crate::sample::feed::{AllocatorStats, FeedDevice, Hello, OomReport};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The longest line, in bytes, including its `\n`.
+pub(crate) const MAX_LINE_BYTES: usize = 65_536;
+/// The most devices one message may carry (the agent sends at most 64).
+pub(crate) const MAX_DEVICES: usize = 64;
+/// Strings from the agent are cut to this many characters.
+const MAX_STRING_CHARS: usize = 256;
+/// `settings` keeps at most this many entries.
+const MAX_MAP_ENTRIES: usize = 32;
+
+/// One message as the hub uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Message {
+    Hello(Hello),
+    /// Devices carry the message's `seq` and `time`.
+    Sample {
+        backlog: bool,
+        devices: Vec<AllocatorStats>,
+    },
+    Oom {
+        backlog: bool,
+        report: OomReport,
+    },
+    Bye {
+        reason: String,
+    },
+}
+
+/// Why a line was not used; each is one counter of [`crate::sample::feed::FeedCounters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bad {
+    /// Not JSON, or not an object.
+    Malformed,
+    UnknownVersion,
+    UnknownType,
+    /// Missing or wrongly typed fields, or out of bounds.
+    Invalid,
+}
+
+/// The two fields every message has; everything else is skipped on this first pass.
+#[derive(Deserialize)]
+struct Envelope {
+    v: Option<Value>,
+    #[serde(rename = "type")]
+    kind: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireHello {
+    time: f64,
+    pid: u32,
+    #[serde(default)]
+    agent_version: Option<String>,
+    #[serde(default)]
+    python: Option<String>,
+    #[serde(default)]
+    executable: Option<String>,
+    #[serde(default)]
+    started: Option<f64>,
+    #[serde(default)]
+    interval: Option<f64>,
+    #[serde(default)]
+    framework: Option<String>,
+    #[serde(default)]
+    framework_version: Option<String>,
+    #[serde(default)]
+    backend: Option<String>,
+    #[serde(default)]
+    settings: Option<BTreeMap<String, Value>>,
+    #[serde(default)]
+    devices: Option<Vec<WireDevice>>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDevice {
+    index: u32,
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    pci_bus_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireStats {
+    #[serde(default)]
+    index: Option<u32>,
+    allocated: u64,
+    reserved: u64,
+    #[serde(default)]
+    active: Option<u64>,
+    #[serde(default)]
+    inactive_split: Option<u64>,
+    #[serde(default)]
+    requested: Option<u64>,
+    #[serde(default)]
+    peak_allocated: Option<u64>,
+    #[serde(default)]
+    peak_reserved: Option<u64>,
+    #[serde(default)]
+    peak_active: Option<u64>,
+    #[serde(default)]
+    peak_inactive_split: Option<u64>,
+    #[serde(default)]
+    peak_requested: Option<u64>,
+    #[serde(default)]
+    alloc_retries: Option<u64>,
+    #[serde(default)]
+    ooms: Option<u64>,
+    #[serde(default)]
+    device_allocs: Option<u64>,
+    #[serde(default)]
+    device_frees: Option<u64>,
+    #[serde(default)]
+    largest_free_block: Option<u64>,
+    #[serde(default)]
+    largest_free_block_time: Option<f64>,
+    #[serde(default)]
+    limit: Option<u64>,
+    #[serde(default)]
+    reserved_since: Option<f64>,
+    #[serde(default)]
+    unreported: Option<BTreeMap<String, Option<String>>>,
+}
+
+#[derive(Deserialize)]
+struct WireSample {
+    seq: u64,
+    time: f64,
+    #[serde(default)]
+    backlog: Option<bool>,
+    devices: Vec<WireStats>,
+}
+
+#[derive(Deserialize)]
+struct WireOom {
+    time: f64,
+    seq: u64,
+    index: u32,
+    #[serde(default)]
+    requested: Option<u64>,
+    #[serde(default)]
+    device_free: Option<u64>,
+    #[serde(default)]
+    device_total: Option<u64>,
+    #[serde(default)]
+    stats: Option<WireStats>,
+    #[serde(default)]
+    backlog: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct WireBye {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Parses one line (without its `\n`).
+pub(crate) fn parse_line(line: &[u8]) -> Result<Message, Bad> {
+    // serde would also read a struct from a JSON array: only an object is a message.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Bad::Malformed);
+    }
+    let envelope: Envelope = serde_json::from_slice(line).map_err(|_| Bad::Malformed)?;
+    match envelope.v {
+        Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
+        Some(Value::Number(_)) => return Err(Bad::UnknownVersion),
+        _ => return Err(Bad::Invalid),
+    }
+    let kind = match envelope.kind {
+        Some(Value::String(kind)) => kind,
+        _ => return Err(Bad::Invalid),
+    };
+    let invalid = |_| Bad::Invalid;
+    match kind.as_str() {
+        "hello" => hello(serde_json::from_slice(line).map_err(invalid)?).map(Message::Hello),
+        "sample" => sample(serde_json::from_slice(line).map_err(invalid)?),
+        "oom" => oom(serde_json::from_slice(line).map_err(invalid)?),
+        "bye" => {
+            let bye: WireBye = serde_json::from_slice(line).map_err(invalid)?;
+            let reason = clip(bye.reason.unwrap_or_default());
+            Ok(Message::Bye { reason })
+        }
+        _ => Err(Bad::UnknownType),
+    }
+}
+
+fn hello(wire: WireHello) -> Result<Hello, Bad> {
+    let devices = wire.devices.unwrap_or_default();
+    if devices.len() > MAX_DEVICES || !finite(wire.time) {
+        return Err(Bad::Invalid);
+    }
+    let mut settings = BTreeMap::new();
+    for (key, value) in wire.settings.unwrap_or_default() {
+        if settings.len() == MAX_MAP_ENTRIES {
+            break;
+        }
+        let value = match value {
+            Value::String(s) => Value::String(clip(s)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => value,
+            Value::Array(_) | Value::Object(_) => return Err(Bad::Invalid),
+        };
+        settings.insert(clip(key), value);
+    }
+    Ok(Hello {
+        pid: wire.pid,
+        time: wire.time,
+        agent_version: wire.agent_version.map(clip),
+        python: wire.python.map(clip),
+        executable: wire.executable.map(clip),
+        started: wire.started,
+        interval: wire.interval,
+        framework: wire.framework.map(clip),
+        framework_version: wire.framework_version.map(clip),
+        backend: wire.backend.map(clip),
+        settings,
+        devices: devices
+            .into_iter()
+            .map(|d| FeedDevice {
+                index: d.index,
+                uuid: d.uuid.map(clip),
+                pci_bus_id: d.pci_bus_id.map(clip),
+                name: d.name.map(clip),
+            })
+            .collect(),
+        note: wire.note.map(clip),
+    })
+}
+
+fn sample(wire: WireSample) -> Result<Message, Bad> {
+    if wire.devices.len() > MAX_DEVICES || !finite(wire.time) {
+        return Err(Bad::Invalid);
+    }
+    let mut devices: Vec<AllocatorStats> = Vec::with_capacity(wire.devices.len());
+    for entry in wire.devices {
+        let index = entry.index.ok_or(Bad::Invalid)?;
+        if devices.iter().any(|d| d.index == index) {
+            return Err(Bad::Invalid);
+        }
+        devices.push(stats(entry, index, wire.seq, wire.time));
+    }
+    Ok(Message::Sample {
+        backlog: wire.backlog.unwrap_or(false),
+        devices,
+    })
+}
+
+fn oom(wire: WireOom) -> Result<Message, Bad> {
+    if !finite(wire.time) {
+        return Err(Bad::Invalid);
+    }
+    let stats = wire.stats.map(|entry| {
+        let index = entry.index.unwrap_or(wire.index);
+        stats(entry, index, wire.seq, wire.time)
+    });
+    Ok(Message::Oom {
+        backlog: wire.backlog.unwrap_or(false),
+        report: OomReport {
+            time: wire.time,
+            seq: wire.seq,
+            index: wire.index,
+            requested: wire.requested,
+            device_free: wire.device_free,
+            device_total: wire.device_total,
+            stats,
+        },
+    })
+}
+
+/// The statistics that may be null, hence named in `unreported`. Other keys are dropped: a
+/// sample kept for history stays small whatever the agent writes.
+const NULLABLE_STATS: [&str; 16] = [
+    "active",
+    "inactive_split",
+    "requested",
+    "peak_allocated",
+    "peak_reserved",
+    "peak_active",
+    "peak_inactive_split",
+    "peak_requested",
+    "alloc_retries",
+    "ooms",
+    "device_allocs",
+    "device_frees",
+    "largest_free_block",
+    "largest_free_block_time",
+    "limit",
+    "reserved_since",
+];
+/// An `unreported` reason is cut to this many characters.
+const MAX_REASON_CHARS: usize = 128;
+
+fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> AllocatorStats {
+    let mut unreported = BTreeMap::new();
+    for (field, reason) in wire.unreported.unwrap_or_default() {
+        if NULLABLE_STATS.contains(&field.as_str()) {
+            let reason = clip_to(reason.unwrap_or_default(), MAX_REASON_CHARS);
+            unreported.insert(field, reason);
+        }
+    }
+    AllocatorStats {
+        index,
+        seq,
+        time,
+        allocated: wire.allocated,
+        reserved: wire.reserved,
+        active: wire.active,
+        inactive_split: wire.inactive_split,
+        requested: wire.requested,
+        peak_allocated: wire.peak_allocated,
+        peak_reserved: wire.peak_reserved,
+        peak_active: wire.peak_active,
+        peak_inactive_split: wire.peak_inactive_split,
+        peak_requested: wire.peak_requested,
+        alloc_retries: wire.alloc_retries,
+        ooms: wire.ooms,
+        device_allocs: wire.device_allocs,
+        device_frees: wire.device_frees,
+        largest_free_block: wire.largest_free_block,
+        largest_free_block_time: wire.largest_free_block_time,
+        limit: wire.limit,
+        reserved_since: wire.reserved_since,
+        unreported,
+    }
+}
+
+fn finite(time: f64) -> bool {
+    time.is_finite()
+}
+
+/// Cuts a string from the agent to [`MAX_STRING_CHARS`] characters.
+pub(crate) fn clip(s: String) -> String {
+    clip_to(s, MAX_STRING_CHARS)
+}
+
+fn clip_to(mut s: String, max_chars: usize) -> String {
+    if let Some((cut, _)) = s.char_indices().nth(max_chars) {
+        s.truncate(cut);
+    }
+    s.shrink_to_fit();
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: &str = r#"{"v":1,"type":"hello","time":1764412300.0,"pid":4242,"agent_version":"0.1.0","python":"3.11.7","executable":"/usr/bin/python3","started":1764412290.1,"interval":0.5,"framework":"torch","framework_version":"2.5.1","backend":"native","settings":{"expandable_segments":false,"alloc_conf":null},"devices":[{"index":0,"uuid":"5f3c2a1e-8b7d-4c6e-9a10-2d4f6b8e0c31","pci_bus_id":"00000000:18:00.0","name":"NVIDIA H100 80GB HBM3"}],"note":null}"#;
+    const SAMPLE: &str = r#"{"v":1,"type":"sample","seq":7,"time":1764412300.5,"backlog":true,"devices":[{"index":0,"allocated":12884901888,"reserved":21474836480,"active":12884901888,"inactive_split":1073741824,"requested":12800000000,"peak_allocated":13958643712,"peak_reserved":21474836480,"peak_active":13958643712,"peak_inactive_split":2147483648,"peak_requested":13900000000,"alloc_retries":0,"ooms":0,"device_allocs":12,"device_frees":2,"largest_free_block":null,"largest_free_block_time":null,"limit":null,"reserved_since":1764412297.5,"unreported":{"largest_free_block":"not measured yet"}}],"cost":{"read_us":61,"gil_max_us":38}}"#;
+    const OOM: &str = r#"{"v":1,"type":"oom","time":1764412301.2,"seq":8,"index":0,"requested":8589934592,"device_free":2147483648,"device_total":85520809984,"stats":{"index":0,"allocated":60129542144,"reserved":77309411328,"active":60129542144,"inactive_split":9663676416,"requested":null,"peak_allocated":60129542144,"peak_reserved":77309411328,"peak_active":null,"peak_inactive_split":null,"peak_requested":null,"alloc_retries":41,"ooms":1,"device_allocs":30,"device_frees":3,"largest_free_block":1073741824,"largest_free_block_time":1764412290.0,"limit":null,"reserved_since":1764412299.0,"unreported":{}}}"#;
+
+    #[test]
+    fn protocol_examples_parse_with_their_values() {
+        let Ok(Message::Hello(hello)) = parse_line(HELLO.as_bytes()) else {
+            panic!("hello did not parse");
+        };
+        assert_eq!(hello.pid, 4242);
+        assert_eq!(hello.framework.as_deref(), Some("torch"));
+        assert_eq!(
+            hello.settings.get("expandable_segments"),
+            Some(&Value::Bool(false))
+        );
+        assert_eq!(
+            hello.devices[0].pci_bus_id.as_deref(),
+            Some("00000000:18:00.0")
+        );
+
+        let Ok(Message::Sample { backlog, devices }) = parse_line(SAMPLE.as_bytes()) else {
+            panic!("sample did not parse");
+        };
+        assert!(backlog);
+        assert_eq!(devices.len(), 1);
+        let d = &devices[0];
+        assert_eq!((d.seq, d.time), (7, 1764412300.5));
+        assert_eq!((d.allocated, d.reserved), (12884901888, 21474836480));
+        assert_eq!(d.inactive_split, Some(1073741824));
+        assert_eq!(d.largest_free_block, None);
+        assert_eq!(d.reserved_since, Some(1764412297.5));
+        assert_eq!(
+            d.unreported.get("largest_free_block").map(String::as_str),
+            Some("not measured yet")
+        );
+
+        let Ok(Message::Oom { backlog, report }) = parse_line(OOM.as_bytes()) else {
+            panic!("oom did not parse");
+        };
+        assert!(!backlog);
+        assert_eq!(
+            (report.seq, report.index, report.requested),
+            (8, 0, Some(8589934592))
+        );
+        let stats = report.stats.expect("stats");
+        assert_eq!(
+            (stats.seq, stats.time, stats.alloc_retries),
+            (8, 1764412301.2, Some(41))
+        );
+
+        let bye = parse_line(br#"{"v": 1, "type": "bye", "time": 1764412399.2, "reason": "exit"}"#);
+        assert_eq!(
+            bye,
+            Ok(Message::Bye {
+                reason: "exit".into()
+            })
+        );
+    }
+
+    #[test]
+    fn each_kind_of_bad_line_is_told_apart() {
+        let cases: &[(&str, Bad)] = &[
+            ("not json", Bad::Malformed),
+            ("[1,2]", Bad::Malformed),
+            ("42", Bad::Malformed),
+            ("", Bad::Malformed),
+            ("{}", Bad::Invalid),
+            (r#"{"v":1,"type":"hello""#, Bad::Malformed),
+            (
+                r#"{"v":2,"type":"hello","time":1,"pid":1}"#,
+                Bad::UnknownVersion,
+            ),
+            (
+                r#"{"v":1.5,"type":"hello","time":1,"pid":1}"#,
+                Bad::UnknownVersion,
+            ),
+            (r#"{"type":"hello","time":1,"pid":1}"#, Bad::Invalid),
+            (r#"{"v":"1","type":"hello","time":1,"pid":1}"#, Bad::Invalid),
+            (r#"{"v":1,"type":"heartbeat"}"#, Bad::UnknownType),
+            (r#"{"v":1,"type":7}"#, Bad::Invalid),
+            (r#"{"v":1,"type":"hello","time":1}"#, Bad::Invalid),
+            (r#"{"v":1,"type":"hello","time":1,"pid":-3}"#, Bad::Invalid),
+            (
+                r#"{"v":1,"type":"hello","time":1,"pid":1,"settings":{"a":[1]}}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":1,"devices":[{"index":0,"allocated":1}]}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":1,"devices":[{"index":0,"allocated":-1,"reserved":2}]}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":1,"devices":[{"index":0,"allocated":1.5,"reserved":2}]}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":1,"devices":[{"allocated":1,"reserved":2}]}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":1,"devices":[{"index":0,"allocated":1,"reserved":2},{"index":0,"allocated":1,"reserved":2}]}"#,
+                Bad::Invalid,
+            ),
+            (
+                r#"{"v":1,"type":"sample","seq":1,"time":"now","devices":[]}"#,
+                Bad::Invalid,
+            ),
+            (r#"{"v":1,"type":"oom","time":1,"seq":1}"#, Bad::Invalid),
+        ];
+        for (line, want) in cases {
+            assert_eq!(parse_line(line.as_bytes()), Err(*want), "{line}");
+        }
+    }
+
+    #[test]
+    fn more_than_64_devices_is_invalid() {
+        let entry = r#"{"index":N,"allocated":1,"reserved":2}"#;
+        let devices: Vec<String> = (0..65)
+            .map(|i| entry.replace('N', &i.to_string()))
+            .collect();
+        let line = format!(
+            r#"{{"v":1,"type":"sample","seq":1,"time":1,"devices":[{}]}}"#,
+            devices.join(",")
+        );
+        assert_eq!(parse_line(line.as_bytes()), Err(Bad::Invalid));
+        let ok = format!(
+            r#"{{"v":1,"type":"sample","seq":1,"time":1,"devices":[{}]}}"#,
+            devices[..64].join(",")
+        );
+        assert!(
+            matches!(parse_line(ok.as_bytes()), Ok(Message::Sample { devices, .. }) if devices.len() == 64)
+        );
+    }
+
+    #[test]
+    fn strings_and_maps_from_the_agent_are_bounded() {
+        let long = "é".repeat(1000);
+        let settings: Vec<String> = (0..100).map(|i| format!(r#""k{i:03}":"{long}""#)).collect();
+        let line = format!(
+            r#"{{"v":1,"type":"hello","time":1,"pid":1,"executable":"{long}","settings":{{{}}}}}"#,
+            settings.join(",")
+        );
+        let Ok(Message::Hello(hello)) = parse_line(line.as_bytes()) else {
+            panic!("hello did not parse");
+        };
+        assert_eq!(
+            hello.executable.map(|s| s.chars().count()),
+            Some(MAX_STRING_CHARS)
+        );
+        assert_eq!(hello.settings.len(), MAX_MAP_ENTRIES);
+        assert!(hello.settings.values().all(|v| v
+            .as_str()
+            .is_some_and(|s| s.chars().count() == MAX_STRING_CHARS)));
+    }
+
+    #[test]
+    fn unreported_keeps_only_statistics_names_with_short_reasons() {
+        let long = "r".repeat(1000);
+        let line = format!(
+            r#"{{"v":1,"type":"sample","seq":1,"time":1,"devices":[{{"index":0,"allocated":1,"reserved":2,"unreported":{{"requested":"{long}","made_up":"x","limit":null}}}}]}}"#
+        );
+        let Ok(Message::Sample { devices, .. }) = parse_line(line.as_bytes()) else {
+            panic!("sample did not parse");
+        };
+        let unreported = &devices[0].unreported;
+        assert_eq!(
+            unreported.keys().collect::<Vec<_>>(),
+            vec!["limit", "requested"]
+        );
+        assert_eq!(unreported["requested"].len(), MAX_REASON_CHARS);
+        assert_eq!(unreported["limit"], "");
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_missing_optionals_are_none() {
+        let line = r#"{"v":1,"type":"sample","seq":3,"time":2.5,"future":{"x":1},"devices":[{"index":1,"allocated":1,"reserved":2,"new_stat":9}]}"#;
+        let Ok(Message::Sample { backlog, devices }) = parse_line(line.as_bytes()) else {
+            panic!("sample did not parse");
+        };
+        assert!(!backlog);
+        assert_eq!(devices[0].active, None);
+        assert_eq!((devices[0].index, devices[0].seq), (1, 3));
+    }
+}
