@@ -107,23 +107,27 @@ pub fn normalize_pci(id: &str) -> Option<String> {
 
 /// The NVML device (GPU or MIG instance UUID) a feed device names, for a process `pid`.
 fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String, String> {
-    if let Some(uuid) = device.uuid.as_deref().map(normalize_uuid) {
-        for gpu in &sample.gpus {
-            if normalize_uuid(&gpu.uuid) == uuid {
-                return Ok(gpu.uuid.clone());
-            }
-            if let Some(m) = gpu.mig.iter().find(|m| normalize_uuid(&m.uuid) == uuid) {
+    let uuid = device.uuid.as_deref().map(normalize_uuid);
+    let pci = device.pci_bus_id.as_deref().and_then(normalize_pci);
+    let mut gpu: Option<&GpuSample> = None;
+    if let Some(uuid) = &uuid {
+        for g in &sample.gpus {
+            if let Some(m) = g.mig.iter().find(|m| &normalize_uuid(&m.uuid) == uuid) {
                 return Ok(m.uuid.clone());
+            }
+            if &normalize_uuid(&g.uuid) == uuid {
+                gpu = Some(g);
             }
         }
     }
-    let by_pci = device.pci_bus_id.as_deref().and_then(normalize_pci);
-    let gpu: Option<&GpuSample> = by_pci.as_ref().and_then(|pci| {
-        sample
-            .gpus
-            .iter()
-            .find(|g| g.pci_bus_id.as_deref().and_then(normalize_pci).as_ref() == Some(pci))
-    });
+    if gpu.is_none() {
+        gpu = pci.as_ref().and_then(|pci| {
+            sample
+                .gpus
+                .iter()
+                .find(|g| g.pci_bus_id.as_deref().and_then(normalize_pci).as_ref() == Some(pci))
+        });
+    }
     let Some(gpu) = gpu else {
         return Err(format!(
             "cuda:{} ({}) is none of this node's GPUs",
@@ -134,8 +138,8 @@ fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String,
     if gpu.mig.is_empty() {
         return Ok(gpu.uuid.clone());
     }
-    // A framework under MIG may name only the parent GPU: the instance is the one NVML
-    // lists this pid on.
+    // A framework under MIG may name only the parent GPU (by UUID or PCI id): the instance
+    // is the one NVML lists this pid on.
     let on: Vec<&str> = gpu
         .mig
         .iter()

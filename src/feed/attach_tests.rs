@@ -260,3 +260,25 @@ fn a_feed_without_a_kernel_pid_speaks_for_nobody() {
     assert!(s.processes[0].feed.is_none());
     assert_eq!(a.statuses[0], FeedStatus::Absent);
 }
+
+#[test]
+fn a_parent_gpu_uuid_under_mig_finds_the_instance_the_pid_is_on() {
+    let mut s = node();
+    let mut g = gpu(0, memory(80 * GIB, 30 * GIB));
+    g.mig = vec![
+        mig("MIG-a", "3g.40gb", memory(40 * GIB, 20 * GIB)),
+        mig("MIG-b", "2g.20gb", memory(20 * GIB, 5 * GIB)),
+    ];
+    s.gpus.push(g);
+    s.processes.push(process(7, "MIG-a", Some(4 * GIB)));
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("test-0"), None),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    ));
+    let a = attach(&mut s);
+    assert!(a.unlisted.is_empty(), "{a:?}");
+    assert!(s.processes[0].feed.is_some());
+}

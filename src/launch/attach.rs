@@ -91,11 +91,17 @@ fn inspect(pid: u32) -> Result<Target, AttachError> {
         .and_then(|v| v.split_whitespace().last())
         .and_then(|v| v.parse().ok())
         .unwrap_or(pid);
-    let exe = fs::read_link(proc_path(pid, "exe")).map_err(|e| AttachError::Other {
-        pid,
-        detail: format!(
-            "cannot read /proc/{pid}/exe ({e}): attach as the process's own user or as root"
-        ),
+    // Reading the exe link takes the same right as ptrace: a refusal here is that refusal.
+    let exe = fs::read_link(proc_path(pid, "exe")).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => AttachError::PtraceDenied {
+            pid,
+            detail: format!("cannot read /proc/{pid}/exe ({e})"),
+            scope: ptrace_scope(),
+        },
+        _ => AttachError::Other {
+            pid,
+            detail: format!("cannot read /proc/{pid}/exe ({e})"),
+        },
     })?;
     let name = exe
         .file_name()

@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod fake_nvml;
+pub mod feeds;
 pub mod snapshot;

@@ -301,6 +301,12 @@ fn reconcile(
                 _ => "check: the parts do not add up (report this)".to_string(),
             };
             rows.text(check, theme.dim());
+            if account.context_source == Some(ContextSource::Estimated) {
+                rows.text(
+                    "~ the context is an upper bound: memory outside the pool present at every paired reading is inside it".into(),
+                    theme.dim(),
+                );
+            }
             if stats.inactive_split.is_none() {
                 let why = stats
                     .unreported

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# strata against a real GPU: a real PyTorch job under `strata run`, with tensors of known
+# sizes, cached blocks and memory outside the pool (cuMemAlloc through ctypes); then, at one
+# instant, `strata snapshot --json` beside torch.cuda.memory_stats and
+# `nvidia-smi --query-compute-apps`. Fails when they disagree beyond the skew it measured.
+#
+# Needs: an NVIDIA GPU, nvidia-smi, python3 with torch (CUDA). Uses $STRATA, else
+# target/release/strata (built with `cargo build --release` if cargo is there).
+# Prints a table; exit status 0 when every check holds.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+STRATA=${STRATA:-target/release/strata}
+if [ ! -x "$STRATA" ]; then
+  command -v cargo >/dev/null && cargo build --release --quiet || { echo "check.sh: no strata binary at $STRATA and no cargo to build it"; exit 2; }
+fi
+command -v nvidia-smi >/dev/null || { echo "check.sh: nvidia-smi not found: this needs a machine with an NVIDIA GPU"; exit 2; }
+PY=${PYTHON:-python3}
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || { echo "check.sh: $PY has no CUDA-enabled torch"; exit 2; }
+
+work=$(mktemp -d /tmp/strata-gpu-check.XXXXXX)
+trap 'kill $job 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+export STRATA_FEED_DIR="$work/feeds"
+
+cat > "$work/job.py" <<'PYEOF'
+import ctypes, json, os, sys, time
+import torch
+work = sys.argv[1]
+MiB = 1 << 20
+torch.cuda.init()
+torch.cuda.set_device(0)
+torch.cuda.synchronize()          # the context exists; the pool is still empty
+open(os.path.join(work, "context-up"), "w").close()
+time.sleep(4)                     # the monitor sees the context with an empty pool
+live = [torch.empty(256 * MiB, dtype=torch.uint8, device="cuda") for _ in range(4)]  # 1 GiB live
+tmp = torch.empty(512 * MiB, dtype=torch.uint8, device="cuda")
+del tmp                           # 512 MiB cached, not live
+cuda = ctypes.CDLL("libcuda.so.1")
+ptr = ctypes.c_uint64()
+rc = cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(300 * MiB))   # outside the pool
+torch.cuda.synchronize()
+stats = torch.cuda.memory_stats(0)
+props = torch.cuda.get_device_properties(0)
+with open(os.path.join(work, "job.json"), "w") as f:
+    json.dump({"pid": os.getpid(), "cuMemAlloc": rc, "time": time.time(),
+               "allocated": stats.get("allocated_bytes.all.current"),
+               "reserved": stats.get("reserved_bytes.all.current"),
+               "inactive_split": stats.get("inactive_split_bytes.all.current"),
+               "backend": torch.cuda.get_allocator_backend(),
+               "torch": torch.__version__, "uuid": str(getattr(props, "uuid", "")),
+               "name": props.name}, f)
+time.sleep(120)
+PYEOF
+
+"$STRATA" run -- "$PY" "$work/job.py" "$work" > "$work/job.out" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do [ -s "$work/job.json" ] && break; sleep 0.1; done
+[ -s "$work/job.json" ] || { echo "check.sh: the job did not come up:"; cat "$work/job.out"; exit 1; }
+sleep 2   # two agent samples with the settled pool
+
+t0=$(date +%s.%N)
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$work/smi1.csv"
+"$STRATA" snapshot --json > "$work/snapshot.json" 2> "$work/snapshot.err"
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$work/smi2.csv"
+t1=$(date +%s.%N)
+
+"$PY" - "$work" "$t0" "$t1" <<'PYEOF'
+import csv, json, os, sys
+work, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+MiB = 1 << 20
+job = json.load(open(os.path.join(work, "job.json")))
+snap = json.load(open(os.path.join(work, "snapshot.json")))
+def smi(name):
+    rows = {}
+    for r in csv.reader(open(os.path.join(work, name))):
+        if len(r) >= 2:
+            rows[int(r[0])] = int(r[1].strip()) * MiB
+    return rows
+smi1, smi2 = smi("smi1.csv"), smi("smi2.csv")
+pid = job["pid"]
+procs = [p for p in snap["processes"] if p["pid"] == pid]
+rows, failures = [], []
+def check(what, strata, other, source, ok):
+    rows.append((what, strata, other, source, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append(what)
+if not procs:
+    print("strata does not list the job's pid %d; snapshot stderr:" % pid)
+    print(open(os.path.join(work, "snapshot.err")).read())
+    sys.exit(1)
+p = procs[0]
+feed = p.get("feed") or {}
+layers = p["layers"]
+skew = t1 - t0
+stable = smi1.get(pid) == smi2.get(pid)
+check("NVML used (MiB)", p["used"] // MiB if p["used"] is not None else None,
+      smi1.get(pid, 0) // MiB, "nvidia-smi used_memory", stable and p["used"] is not None and abs(p["used"] - smi1.get(pid, 0)) < MiB)
+check("allocated (B)", feed.get("allocated"), job["allocated"], "torch allocated_bytes.all.current", feed.get("allocated") == job["allocated"])
+check("reserved (B)", feed.get("reserved"), job["reserved"], "torch reserved_bytes.all.current", feed.get("reserved") == job["reserved"])
+check("live layer = 1 GiB of tensors", layers.get("live"), 1024 * MiB, "known tensor sizes", layers.get("live") == 1024 * MiB)
+check("cached >= 512 MiB freed tensor", layers.get("cached"), 512 * MiB, "known free", (layers.get("cached") or 0) >= 512 * MiB)
+parts = (layers.get("context") or 0) + (layers.get("outside_pool") or 0) + (feed.get("reserved") or 0)
+check("context+outside+reserved = used", parts, p["used"], "exact", parts == p["used"])
+check("context source", p.get("context_source"), "observed", "pool empty after init", p.get("context_source") == "observed")
+outside = layers.get("outside_pool")
+check("outside_pool >= 300 MiB cuMemAlloc", outside, 300 * MiB, "ctypes cuMemAlloc_v2", outside is not None and outside >= 300 * MiB and job["cuMemAlloc"] == 0)
+check("feed status", p["feed_status"].get("state"), "fresh", "within 3 intervals", p["feed_status"].get("state") == "fresh")
+gpu = next((g for g in snap["gpus"] if any(g2 == p["device_uuid"] for g2 in [g["uuid"]] + [m["uuid"] for m in g.get("mig", [])])), None)
+if gpu and gpu.get("layers"):
+    total = sum(v for v in gpu["layers"].values() if v is not None)
+    check("GPU layers sum = total", total, gpu["memory"]["total"], "NVML total", total == gpu["memory"]["total"])
+w = [max(len(str(c)) for c in col) for col in zip(*([("check", "strata", "reference", "source", "")] + rows))]
+for r in [("check", "strata", "reference", "source", "")] + rows:
+    print("  ".join(str(c).ljust(n) for c, n in zip(r, w)))
+print("torch %s, backend %s, %s; snapshot and nvidia-smi taken within %.2f s; job's pool static since %.1f s before"
+      % (job["torch"], job["backend"], job["name"], skew, t0 - job["time"]))
+sys.exit(1 if failures else 0)
+PYEOF
