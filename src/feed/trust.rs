@@ -34,14 +34,16 @@ pub(crate) fn attempt(c: &Candidate, proc_root: &Path) -> Attempt {
         peer: None,
         nspid: None,
     };
-    if let Err(reason) = &c.dir_verdict {
-        return refused(reason.clone());
-    }
+    // A directory that fails its check is not trusted, but the socket in it is still
+    // connected to (nothing is read): a dead one is stale, and a live one's kernel
+    // credentials say which process the refusal is about.
+    let dir_refusal = c.dir_verdict.as_ref().err();
     let stream = match connect(&c.dir, &c.name) {
         Ok(stream) => stream,
         Err(e) => {
             return match e.raw_os_error() {
                 Some(libc::ECONNREFUSED | libc::ENOENT) => Attempt::Stale,
+                _ if dir_refusal.is_some() => refused(dir_refusal.cloned().unwrap_or_default()),
                 Some(
                     libc::EAGAIN
                     | libc::EMFILE
@@ -71,6 +73,9 @@ pub(crate) fn attempt(c: &Candidate, proc_root: &Path) -> Attempt {
         peer: Some(peer),
         nspid: None,
     };
+    if let Some(reason) = dir_refusal {
+        return refused(reason.clone());
+    }
     if let Err(reason) = check_peer(&peer, c.expected_uid) {
         return refused(reason);
     }
