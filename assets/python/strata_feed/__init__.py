@@ -1,0 +1,141 @@
+"""strata_feed: publish this process's GPU allocator statistics to strata.
+
+    import strata_feed
+    strata_feed.start()          # idempotent, never raises, returns True when the feed runs
+    strata_feed.stop()           # optional: atexit stops it too
+
+Standard library only. The agent never imports a framework and never initialises CUDA: it
+looks for torch, jax or cupy in sys.modules and reads them only once the job itself has
+initialised them. The wire protocol is PROTOCOL.md beside this package.
+"""
+
+import os
+import sys
+import threading
+
+__version__ = "0.1.0"
+__all__ = ["start", "stop", "info"]
+
+_lock = threading.Lock()
+_agent = None  # the running Agent of this process, or None
+_warned = False  # at most one line on stderr over the process's life
+_last_error = None
+_atexit_registered = False
+
+
+def start(interval=0.5, feed_dir=None):
+    """Start the feed (once per process). Returns True when it runs, False when it cannot."""
+    global _agent, _atexit_registered
+    try:
+        with _lock:
+            a = _agent
+            if a is not None and a.pid == os.getpid() and a.alive():
+                return True
+            from . import _core
+            from . import _feeddir
+
+            path, err = _feeddir.prepare(feed_dir)
+            if err is None:
+                a = _core.Agent(_feeddir.clean_interval(interval), path)
+                err = a.open()
+            if err is not None:
+                _fail(err)
+                return False
+            a.start_thread()
+            _agent = a
+            if not _atexit_registered:
+                import atexit
+
+                atexit.register(_at_exit)
+                _atexit_registered = True
+            return True
+    except Exception as e:  # never reach the job
+        try:
+            _fail("internal error, feed not started: %s: %s" % (type(e).__name__, e))
+        except Exception:
+            pass
+        return False
+
+
+def stop():
+    """Stop the feed: send `bye`, close the connections and remove the socket."""
+    _stop("stop")
+
+
+def info():
+    """A small dict about this process's feed: running, pid, socket, error."""
+    try:
+        a = _current()
+        return {
+            "running": a is not None and a.alive(),
+            "pid": os.getpid(),
+            "socket": a.sock_path if a is not None else None,
+            "error": _last_error,
+        }
+    except Exception:
+        return {"running": False, "pid": None, "socket": None, "error": "info failed"}
+
+
+def _current():
+    """The running agent of this very process (never a parent's copy after fork)."""
+    a = _agent
+    if a is not None and a.pid == os.getpid():
+        return a
+    return None
+
+
+def _stop(reason):
+    global _agent
+    try:
+        with _lock:
+            a = _agent
+            _agent = None
+        if a is not None and a.pid == os.getpid():
+            a.stop(reason)
+    except Exception:
+        pass
+
+
+def _at_exit():
+    try:
+        _stop("exit")
+    except BaseException:
+        pass
+
+
+def _fail(message):
+    global _warned, _last_error
+    message = " ".join(str(message).split())
+    _last_error = message
+    if _warned:
+        return
+    _warned = True
+    try:
+        err = sys.stderr
+        if err is not None:
+            err.write("strata_feed: " + message + "\n")
+            err.flush()
+    except Exception:
+        pass
+
+
+def _after_fork_in_child():
+    # Runs in a forked child (os.fork, multiprocessing's fork start method). The agent
+    # thread does not exist here; the inherited sockets are the parent's: close our copies
+    # without shutdown() and without unlinking the parent's socket file. The child has no
+    # feed until it calls start() itself.
+    global _agent, _lock
+    try:
+        _lock = threading.Lock()
+        a = _agent
+        _agent = None
+        if a is not None:
+            a.abandon()
+    except BaseException:
+        pass
+
+
+try:
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+except Exception:
+    pass

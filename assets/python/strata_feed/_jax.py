@@ -1,0 +1,151 @@
+"""JAX: Device.memory_stats() of each local GPU, read only once the job initialised backends."""
+
+import os
+import sys
+
+from . import _cuda
+from ._frameworks import MAX_DEVICES, DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
+
+REASON = "not reported by jax"
+_GPU_PLATFORMS = ("gpu", "cuda")
+_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+
+def _backend_name():
+    a = (os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "").strip().lower()
+    if a in ("", "default", "bfc"):
+        return "bfc"
+    return text(a, 64)
+
+
+class JaxReader(object):
+    name = "jax"
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.waiting_note = "waiting for jax to initialise its backends"
+        self.version = None
+        self.backend = _backend_name()
+        self.settings = dict((k, text(os.environ.get(k), 64)) for k in _ENV)
+        self.devices = []
+        self.ident = {}
+        self.notes = {}
+
+    def ready(self):
+        jax = sys.modules.get("jax")
+        xb = sys.modules.get("jax._src.xla_bridge")
+        if jax is None or xb is None or importing(jax) or importing(xb):
+            self.waiting_note = "waiting for jax to finish importing"
+            return False
+        self.waiting_note = "waiting for jax to initialise its backends"
+        return bool(getattr(xb, "backends_are_initialized")())
+
+    def _gpus(self, jax, timer):
+        devs = timer.call(jax.local_devices)
+        gpus = [d for d in devs if getattr(d, "platform", None) in _GPU_PLATFORMS]
+        if not gpus:
+            # The default backend may be the CPU while a GPU backend exists too. Backends
+            # are initialised already, so naming one initialises nothing.
+            try:
+                devs = timer.call(lambda: jax.local_devices(backend="gpu"))
+                gpus = [d for d in devs if getattr(d, "platform", None) in _GPU_PLATFORMS]
+            except Exception:
+                gpus = []
+        return gpus[:MAX_DEVICES]
+
+    @staticmethod
+    def _index(d):
+        i = getattr(d, "local_hardware_id", None)
+        if i is None:
+            i = getattr(d, "id", None)
+        return i
+
+    def _identity(self, d, i):
+        # JAX initialised the GPU backend, so its cuInit ran: the driver can answer.
+        ident = {"index": i, "uuid": None, "pci_bus_id": None, "name": text(getattr(d, "device_kind", None))}
+        try:
+            ident["pci_bus_id"] = pci_from_string(_cuda.pci_bus_id(i)) if i is not None else None
+            ident["uuid"] = _cuda.uuid(i) if i is not None else None
+        except Exception:
+            pass
+        return ident
+
+    def sample(self, now, timer):
+        jax = sys.modules.get("jax")
+        if jax is None:
+            return None
+        if self.version is None:
+            self.version = text(getattr(jax, "__version__", None), 64)
+        gpus = self._gpus(jax, timer)
+        if not gpus:
+            self.notes["_"] = "jax has no local GPU device"
+        else:
+            self.notes.pop("_", None)
+        entries = []
+        devices = []
+        for d in gpus:
+            i = self._index(d)
+            if not isinstance(i, int):
+                continue
+            devices.append(i)
+            if i not in self.ident:
+                self.ident[i] = self._identity(d, i)
+            try:
+                st = timer.call(d.memory_stats)
+            except Exception as e:
+                self.notes[i] = "memory_stats() of device %d failed: %s" % (i, text(e, 200))
+                continue
+            if st is None:
+                self.notes[i] = "memory_stats() of device %d returned None: the %s allocator keeps no statistics" % (
+                    i,
+                    self.backend,
+                )
+                continue
+            self.notes.pop(i, None)
+            e = self.entry(i, st, now)
+            if e is not None:
+                entries.append(e)
+        self.devices = devices
+        return entries
+
+    def entry(self, i, st, now):
+        e = new_entry(i)
+        unrep = e["unreported"]
+
+        def get(key):
+            return count(st.get(key))
+
+        e["allocated"] = get("bytes_in_use")
+        e["reserved"] = get("pool_bytes")
+        if e["reserved"] is None:
+            e["reserved"] = get("bytes_reserved")
+        if e["allocated"] is None or e["reserved"] is None:
+            self.notes[i] = "memory_stats() of device %d lacks bytes_in_use or a reserved figure" % i
+            return None
+        e["peak_allocated"] = get("peak_bytes_in_use")
+        e["peak_reserved"] = get("peak_pool_bytes")
+        if e["peak_reserved"] is None:
+            e["peak_reserved"] = get("peak_bytes_reserved")
+        for f in DEVICE_FIELDS:
+            if e[f] is None:
+                unrep[f] = REASON
+        e["largest_free_block"] = get("largest_free_block_bytes")
+        if e["largest_free_block"] is None:
+            unrep["largest_free_block"] = REASON
+        else:
+            e["largest_free_block_time"] = now
+        e["limit"] = get("bytes_limit")
+        if e["limit"] is None:
+            unrep["limit"] = "bytes_limit not set"
+        return e
+
+    def hello_fields(self):
+        notes = [self.notes[k] for k in sorted(self.notes, key=str)]
+        return {
+            "framework": "jax",
+            "framework_version": self.version,
+            "backend": self.backend,
+            "settings": self.settings,
+            "devices": [self.ident[i] for i in self.devices if i in self.ident],
+            "note": "; ".join(notes) if notes else None,
+        }

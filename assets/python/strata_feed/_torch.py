@@ -1,0 +1,320 @@
+"""PyTorch: memory_stats per device that holds a context, read only after the job's CUDA init."""
+
+import os
+import sys
+import time
+
+from ._frameworks import MAX_DEVICES, count, importing, new_entry, package, pci_from_parts, text
+
+_FIELDS = (
+    ("allocated", "allocated_bytes.all.current"),
+    ("reserved", "reserved_bytes.all.current"),
+    ("active", "active_bytes.all.current"),
+    ("inactive_split", "inactive_split_bytes.all.current"),
+    ("requested", "requested_bytes.all.current"),
+    ("peak_allocated", "allocated_bytes.all.peak"),
+    ("peak_reserved", "reserved_bytes.all.peak"),
+    ("peak_active", "active_bytes.all.peak"),
+    ("peak_inactive_split", "inactive_split_bytes.all.peak"),
+    ("peak_requested", "requested_bytes.all.peak"),
+    ("alloc_retries", "num_alloc_retries"),
+    ("ooms", "num_ooms"),
+    ("device_allocs", "num_device_alloc"),
+    ("device_frees", "num_device_free"),
+)
+_ASYNC_FILLED = frozenset(
+    ("allocated", "reserved", "active", "peak_allocated", "peak_reserved", "peak_active")
+)
+ASYNC_REASON = "not reported by cudaMallocAsync"
+EXPANDABLE_REASON = "expandable segments: inactive_split does not measure fragmentation"
+MISSING_REASON = "not in this torch version's memory_stats"
+
+SNAPSHOT_MIN_PERIOD = 60.0  # seconds between memory_snapshot calls, at least
+SNAPSHOT_BACKOFF = 1000.0  # and at least this many times the last one's duration
+SNAPSHOT_MAX = 0.020  # one slower than this and no more are taken
+
+# Once per process (inherited by a forked child, like torch's own state).
+_lazy_registered = False
+_oom_attached = False
+
+
+def parse_alloc_conf(environ=None):
+    """PYTORCH_ALLOC_CONF (newer torch), else PYTORCH_CUDA_ALLOC_CONF: 'k:v,k:v'."""
+    env = os.environ if environ is None else environ
+    raw = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF") or None
+    conf = {}
+    if raw:
+        depth, cur, items = 0, [], []
+        for ch in raw:  # commas inside [...] belong to the value
+            if ch == "[":
+                depth += 1
+            elif ch == "]":
+                depth = max(0, depth - 1)
+            if ch == "," and depth == 0:
+                items.append("".join(cur))
+                cur = []
+            else:
+                cur.append(ch)
+        items.append("".join(cur))
+        for item in items:
+            if ":" in item:
+                k, v = item.split(":", 1)
+                conf[k.strip()] = v.strip()
+    return raw, conf
+
+
+def _lazy_callback():
+    # Runs inside the job's torch.cuda._lazy_init (holding torch's init lock): a raise here
+    # would fail the job's CUDA init, so nothing escapes, and it only flags and wakes.
+    try:
+        pkg = package()
+        a = pkg._current() if pkg is not None else None
+        if a is not None:
+            a.framework_init_hint()
+    except Exception:
+        pass
+
+
+def _oom_observer(device, alloc_size, device_total, device_free):
+    # torch calls this on the allocating thread, with the GIL, before raising
+    # OutOfMemoryError; an exception here would replace that error: nothing escapes.
+    try:
+        pkg = package()
+        a = pkg._current() if pkg is not None else None
+        if a is None:
+            return
+        r = a.frameworks.reader
+        if r is not None and r.name == "torch":
+            r.on_oom(device, alloc_size, device_total, device_free)
+    except Exception:
+        pass
+
+
+class TorchReader(object):
+    name = "torch"
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.waiting_note = "waiting for torch to initialise CUDA"
+        self.started = False
+        self.version = None
+        self.backend = None
+        self.raw_conf, conf = parse_alloc_conf()
+        self.expandable = conf.get("expandable_segments", "").lower() == "true"
+        self.settings = {"expandable_segments": self.expandable, "alloc_conf": text(self.raw_conf, 1024)}
+        if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+            self.settings["no_caching"] = True
+        self.count = None
+        self.devices = []
+        self.ident = {}
+        self.failures = {}
+        self.notes = []
+        self.lfb = {}  # index -> largest inactive block of the last snapshot
+        self.lfb_time = None
+        self.lfb_reason = "not measured yet"
+        self.snap_next = 0.0
+        self.snap_off = None
+
+    # -- before init ----------------------------------------------------------------------
+
+    def ready(self):
+        global _lazy_registered
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None) if torch is not None else None
+        if cuda is None or importing(torch) or importing(cuda):
+            self.waiting_note = "waiting for torch to finish importing"
+            return False
+        self.waiting_note = "waiting for torch to initialise CUDA"
+        if getattr(cuda, "is_initialized")():
+            return True
+        lazy = getattr(cuda, "_lazy_call", None)
+        if not _lazy_registered and callable(lazy):
+            _lazy_registered = True
+            try:
+                lazy(_lazy_callback)
+            except Exception:
+                pass
+        return False
+
+    # -- after init -----------------------------------------------------------------------
+
+    def _first(self, torch, timer):
+        self.started = True
+        self.version = text(getattr(torch, "__version__", None), 64)
+        cuda = torch.cuda
+        gab = getattr(cuda, "get_allocator_backend", None)
+        if callable(gab):
+            try:
+                self.backend = text(timer.call(gab), 64)
+            except Exception:
+                self.backend = None
+        try:
+            self.count = int(timer.call(cuda.device_count))
+        except Exception:
+            self.count = 0
+        self._attach_oom(torch, timer)
+
+    def _attach_oom(self, torch, timer):
+        global _oom_attached
+        if _oom_attached or self.backend not in (None, "native"):
+            return
+        attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+        if not callable(attach):
+            return
+        _oom_attached = True
+        try:
+            timer.call(attach, _oom_observer)
+        except Exception as e:
+            self.notes.append("OOM observer not attached: %s" % text(e, 200))
+
+    def _identity(self, cuda, i, timer):
+        d = {"index": i, "uuid": None, "pci_bus_id": None, "name": None}
+        try:
+            p = timer.call(cuda.get_device_properties, i)
+        except Exception:
+            return d
+        u = getattr(p, "uuid", None)
+        d["uuid"] = text(u, 64) if u is not None else None
+        d["pci_bus_id"] = pci_from_parts(
+            getattr(p, "pci_domain_id", None),
+            getattr(p, "pci_bus_id", None),
+            getattr(p, "pci_device_id", None),
+        )
+        d["name"] = text(getattr(p, "name", None))
+        return d
+
+    def sample(self, now, timer):
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        cuda = torch.cuda
+        if not self.started:
+            self._first(torch, timer)
+        has = torch._C._cuda_hasPrimaryContext
+        devices = []
+        for i in range(min(self.count or 0, MAX_DEVICES)):
+            try:
+                if timer.call(has, i):
+                    devices.append(i)
+            except Exception:
+                pass
+        for i in devices:
+            if i not in self.ident:
+                self.ident[i] = self._identity(cuda, i, timer)
+        self.devices = devices
+        if self.backend == "pluggable":
+            return []
+        self._maybe_snapshot(cuda, now, timer)
+        entries = []
+        for i in devices:
+            try:
+                st = timer.call(cuda.memory_stats, i)
+            except Exception as e:
+                self.failures[i] = "memory_stats(%d) failed: %s" % (i, text(e, 200))
+                continue
+            self.failures.pop(i, None)
+            e = self.entry(i, st)
+            if e is not None:
+                entries.append(e)
+        return entries
+
+    def entry(self, i, st):
+        if not st:
+            return None
+        e = new_entry(i)
+        unrep = e["unreported"]
+        is_async = self.backend == "cudaMallocAsync"
+        for field, key in _FIELDS:
+            if is_async and field not in _ASYNC_FILLED:
+                unrep[field] = ASYNC_REASON
+                continue
+            v = count(st.get(key))
+            e[field] = v
+            if v is None:
+                unrep[field] = MISSING_REASON
+        if e["allocated"] is None or e["reserved"] is None:
+            return None
+        if self.expandable and not is_async:
+            for f in ("inactive_split", "peak_inactive_split"):
+                e[f] = None
+                unrep[f] = EXPANDABLE_REASON
+        if is_async:
+            unrep["largest_free_block"] = ASYNC_REASON
+        elif self.lfb_time is not None:
+            e["largest_free_block"] = self.lfb.get(i, 0)
+            e["largest_free_block_time"] = self.lfb_time
+        else:
+            unrep["largest_free_block"] = self.lfb_reason
+        return e
+
+    def _maybe_snapshot(self, cuda, now, timer):
+        if self.backend != "native" or self.snap_off is not None or self.agent.in_warmup():
+            return
+        mono = time.monotonic()
+        if mono < self.snap_next:
+            return
+        cpu0 = time.thread_time_ns()
+        t0 = time.perf_counter()
+        try:
+            segments = timer.call(cuda.memory_snapshot)
+        except Exception as e:
+            self.snap_off = "memory_snapshot failed: %s" % text(e, 200)
+            segments = None
+        d = time.perf_counter() - t0
+        self.snap_next = mono + max(SNAPSHOT_MIN_PERIOD, SNAPSHOT_BACKOFF * d)
+        if self.snap_off is None and d > SNAPSHOT_MAX:
+            self.snap_off = "memory_snapshot took %d ms: not taken again" % round(d * 1000)
+        if self.snap_off is not None:
+            self.lfb, self.lfb_time, self.lfb_reason = {}, None, self.snap_off
+        else:
+            largest = {}
+            for seg in segments or ():
+                dev = seg.get("device")
+                for b in seg.get("blocks") or ():
+                    if b.get("state") == "inactive":
+                        size = count(b.get("size")) or 0
+                        if size > largest.get(dev, 0):
+                            largest[dev] = size
+            self.lfb, self.lfb_time = largest, now
+        timer.excluded_ns += time.thread_time_ns() - cpu0
+
+    def on_oom(self, device, alloc_size, device_total, device_free):
+        """On the job's allocating thread: the stats at that instant, sent at once."""
+        now = time.time()
+        stats = None
+        try:
+            torch = sys.modules.get("torch")
+            stats = self.entry(int(device), torch.cuda.memory_stats(int(device)))
+            if stats is not None:
+                stats["reserved_since"] = self.agent.reserved_since_for(stats, now)
+        except Exception:
+            stats = None
+        msg = {
+            "v": 1,
+            "type": "oom",
+            "time": now,
+            "seq": 0,
+            "index": count(device),
+            "requested": count(alloc_size),
+            "device_free": count(device_free),
+            "device_total": count(device_total),
+            "stats": stats,
+        }
+        self.agent.post_oom(msg)
+
+    def hello_fields(self):
+        notes = list(self.notes)
+        if self.backend == "pluggable":
+            notes.append("pluggable allocator: memory_stats is not available")
+        if self.settings.get("no_caching"):
+            notes.append("PYTORCH_NO_CUDA_MEMORY_CACHING=1: the caching allocator is off, its statistics stay 0")
+        for i in sorted(self.failures):
+            notes.append(self.failures[i])
+        return {
+            "framework": "torch",
+            "framework_version": self.version,
+            "backend": self.backend,
+            "settings": self.settings,
+            "devices": [self.ident[i] for i in self.devices if i in self.ident],
+            "note": "; ".join(notes) if notes else None,
+        }
