@@ -1,0 +1,10 @@
+"""A job with output on both streams and exit code 7: the agent must change none of it."""
+
+import sys
+import time
+
+print("hello from the job")
+sys.stderr.write("a warning from the job\n")
+time.sleep(0.15)
+print("done")
+sys.exit(7)

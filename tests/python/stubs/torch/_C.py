@@ -1,0 +1,41 @@
+"""torch._C: the private bindings the agent may use."""
+
+import _strata_stub as _s
+
+
+def _state():
+    from . import _stub
+
+    return _stub
+
+
+def _cuda_getDeviceCount():
+    return len(_state().DEVICES)
+
+
+def _cuda_hasPrimaryContext(device):
+    st = _state()
+    if not st.initialised:
+        _s.violation("torch._C._cuda_hasPrimaryContext before CUDA init")
+    if not isinstance(device, int):
+        raise TypeError("device must be an int")
+    _s.trace("hasPrimaryContext %d" % device)
+    return st.DEVICES[device].context
+
+
+def _cuda_attach_out_of_memory_observer(observer):
+    st = _state()
+    if not st.initialised:
+        _s.violation("torch._C._cuda_attach_out_of_memory_observer before CUDA init")
+    if st.backend() != "native":
+        raise RuntimeError("cudaMallocAsync does not yet support attachOutOfMemoryObserver")
+    _s.trace("attach_out_of_memory_observer")
+    st.observers.append(observer)
+
+
+def _cuda_isInBadFork():
+    return False
+
+
+def _cuda_getAllocatorBackend():
+    return _state().backend()

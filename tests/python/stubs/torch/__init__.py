@@ -1,0 +1,23 @@
+"""A stub of torch for strata_feed's tests: torch.cuda's memory API over a model allocator.
+
+Shaped like the real one (names, argument order, return types). Stub-only helpers are in
+torch._stub (allocate, free, fragment, oom, empty_cache). Extra environment:
+  STRATA_STUB_BACKEND          native | cudaMallocAsync | pluggable (else from the alloc conf)
+  STRATA_STUB_TORCH_NO_UUID=1  device properties without .uuid (torch before 2.5)
+  STRATA_STUB_SNAPSHOT_DELAY   seconds memory_snapshot() takes
+  STRATA_STUB_IMPORT_DELAY     seconds `import torch` spends half-imported
+"""
+
+import os as _os
+import time as _time
+
+__version__ = "2.5.1+stub"
+
+from . import _C  # noqa: E402
+from . import cuda  # noqa: E402
+
+_delay = float(_os.environ.get("STRATA_STUB_IMPORT_DELAY") or 0)
+if _delay:
+    _time.sleep(_delay)  # torch sits in sys.modules, half-imported
+
+from . import _stub  # noqa: E402,F401

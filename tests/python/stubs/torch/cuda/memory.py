@@ -1,0 +1,16 @@
+"""torch.cuda.memory, stubbed: the calls that initialise CUDA."""
+
+import _strata_stub as _s
+
+
+def _record_memory_history(*args, **kwargs):
+    from . import is_initialized
+
+    if not is_initialized():
+        _s.violation("torch.cuda.memory._record_memory_history before CUDA init")
+
+
+def _snapshot(device=None):
+    from . import memory_snapshot
+
+    return {"segments": memory_snapshot(), "device_traces": []}
