@@ -93,6 +93,16 @@ class JaxTest(Case):
         self.assertTrue(s)
 
 
+    def test_cpu_only_jax_is_not_the_framework_read(self):
+        j = self.job(self.env(libcuda=True))
+        j.do("import jax, torch; jax._src.xla_bridge._backends['cpu'] = jax._stub.Backend('cpu', [])")
+        m = self.monitor(j.pid)
+        m.wait(hello_with(lambda h: h["note"] == "waiting for torch to initialise CUDA"))
+        j.do("a = torch._stub.allocate(0, 1 << 20)")
+        h = m.wait(hello_with(lambda h: h["framework"] is not None))
+        self.assertEqual(h["framework"], "torch")
+
+
 class CupyTest(Case):
     def test_per_device_pool_by_pci_bus_id(self):
         specs = device_specs(3)

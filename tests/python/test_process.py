@@ -193,6 +193,9 @@ class AttachTest(Case):
         self.assertEqual(st, {"ok": True, "pid": j.pid, "socket": self.sock_path(j.pid),
                               "already": False, "imported_before": False})
         self.assertEqual(self.monitor(j.pid).wait(hello)["pid"], j.pid)
+        self.assertNotIn(ASSETS, j.eval("__import__('sys').path"))
+        j.do("import torch; a = torch._stub.allocate(0, 1 << 20)")  # readers load without sys.path
+        self.monitors[-1].wait(is_sample)
         st = self.remote_exec(j, path)
         self.assertTrue(st["ok"])
         self.assertTrue(st["already"])

@@ -37,10 +37,19 @@ def _strata_attach(ns):
     try:
         if not pkg_dir:
             raise RuntimeError("STRATA_PACKAGE_DIR is not set in the attach script")
-        if pkg_dir not in sys.path:
-            sys.path.insert(0, pkg_dir)
         already = "strata_feed" in sys.modules
-        import strata_feed
+        added = pkg_dir not in sys.path
+        if added:
+            sys.path.insert(0, pkg_dir)
+        try:
+            import strata_feed
+        finally:
+            # The package finds its own modules from now on: leave the job's path as it was.
+            if added:
+                try:
+                    sys.path.remove(pkg_dir)
+                except ValueError:
+                    pass
 
         info = strata_feed.info()
         was_running = bool(info.get("running"))

@@ -4,7 +4,6 @@ import collections
 import itertools
 import json
 import os
-import platform
 import socket
 import sys
 import threading
@@ -17,7 +16,9 @@ LINE_LIMIT = 65536
 MAX_DEVICES = 64
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
 WARMUP_SECONDS = 5.0
-DETECT_PERIOD = 0.05  # seconds between looks for a framework, until one is read
+DETECT_PERIOD = 0.1  # seconds between looks in sys.modules for a framework...
+DETECT_SECONDS = 60.0  # ...during the agent's first minute
+WATCH_PERIOD = 0.05  # seconds between looks at an imported, uninitialised framework
 INIT_POLL = 0.002  # after torch's lazy-init callback, until is_initialized() is true
 INIT_POLL_SECONDS = 2.0
 DUTY = 0.01  # the agent's share of one core, at most
@@ -57,6 +58,7 @@ class Agent(object):
         self.feed_dir = feed_dir
         self.sock_path = _feeddir.socket_path(feed_dir, self.pid)
         self.started = time.time()
+        self.started_mono = time.monotonic()
         self.hub = _server.Hub(self.sock_path)
         self.thread = None
         self.seq = itertools.count(1)
@@ -77,7 +79,8 @@ class Agent(object):
         self._static = {
             "pid": self.pid,
             "agent_version": VERSION,
-            "python": platform.python_version(),
+            # What platform.python_version() says, without importing platform.
+            "python": sys.version.split()[0],
             "executable": sys.executable or None,
             "started": self.started,
         }
@@ -305,10 +308,16 @@ class Agent(object):
                 pass
         delay = self.interval
         now = time.monotonic()
-        if self.frameworks.reader is None:
-            # Looking in sys.modules costs next to nothing: notice the framework soon, so
-            # that torch's lazy-init hook is in place before the job initialises CUDA.
-            delay = min(delay, DETECT_PERIOD)
+        fw = self.frameworks
+        if fw.reader is None:
+            # Notice the framework soon: torch's lazy-init hook should be in place before
+            # the job initialises CUDA (then the hook wakes the agent); JAX and CuPy have
+            # no such hook, so their initialisation is watched for. A process that imports
+            # no framework in its first minute is looked at every interval only.
+            if fw.imported and not fw.hooked:
+                delay = min(delay, WATCH_PERIOD)
+            elif not fw.imported and now - self.started_mono < DETECT_SECONDS:
+                delay = min(delay, DETECT_PERIOD)
         if self.warm_until is not None and now < self.warm_until:
             if self.frameworks.warm():
                 delay = max(min(WARMUP_PERIOD, self.interval), need)

@@ -95,6 +95,8 @@ class Frameworks(object):
         self.candidates = {}
         self.waiting_note = "no framework imported yet"
         self.last_entries = None
+        self.imported = False  # a framework module is in sys.modules
+        self.hooked = False  # and it will wake the agent when it initialises
 
     def _make(self, name):
         if name == "torch":
@@ -107,9 +109,11 @@ class Frameworks(object):
 
     def _choose(self):
         note = None
+        self.imported = self.hooked = False
         for name in ("torch", "jax", "cupy"):
             if sys.modules.get(name) is None:
                 continue
+            self.imported = True
             r = self.candidates.get(name)
             if r is None:
                 r = self.candidates[name] = self._make(name)
@@ -117,6 +121,8 @@ class Frameworks(object):
                 ok = r.ready()
             except Exception:
                 ok = False
+            if getattr(r, "hooked", False):
+                self.hooked = True
             if ok:
                 self.reader = r
                 self.ready_at = time.monotonic()

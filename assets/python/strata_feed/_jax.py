@@ -18,6 +18,12 @@ def _backend_name():
     return text(a, 64)
 
 
+class _NoTimer(object):
+    @staticmethod
+    def call(fn, *args):
+        return fn(*args)
+
+
 class JaxReader(object):
     name = "jax"
 
@@ -38,7 +44,14 @@ class JaxReader(object):
             self.waiting_note = "waiting for jax to finish importing"
             return False
         self.waiting_note = "waiting for jax to initialise its backends"
-        return bool(getattr(xb, "backends_are_initialized")())
+        if not getattr(xb, "backends_are_initialized")():
+            return False
+        # Initialised: listing devices initialises nothing more. A JAX on the CPU alone is
+        # not the framework to read (torch or CuPy may hold the GPU).
+        if not self._gpus(jax, _NoTimer()):
+            self.waiting_note = "jax has no GPU backend"
+            return False
+        return True
 
     def _gpus(self, jax, timer):
         devs = timer.call(jax.local_devices)

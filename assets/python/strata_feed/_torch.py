@@ -96,6 +96,7 @@ class TorchReader(object):
     def __init__(self, agent):
         self.agent = agent
         self.waiting_note = "waiting for torch to initialise CUDA"
+        self.hooked = False  # the lazy-init callback is queued: it wakes the agent
         self.started = False
         self.version = None
         self.backend = None
@@ -129,11 +130,12 @@ class TorchReader(object):
             return True
         lazy = getattr(cuda, "_lazy_call", None)
         if not _lazy_registered and callable(lazy):
-            _lazy_registered = True
             try:
                 lazy(_lazy_callback)
+                _lazy_registered = True
             except Exception:
-                pass
+                pass  # tried again at the next look
+        self.hooked = _lazy_registered
         return False
 
     # -- after init -----------------------------------------------------------------------
