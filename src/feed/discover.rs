@@ -7,7 +7,7 @@
 
 use super::fd::{fstat, fstatat, is_link, open_in_root, open_in_root_following, open_path};
 use crate::sample::feed::FoundVia;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -121,7 +121,22 @@ pub(crate) struct Scanner {
     /// `strata-<N>` dirs under `tmp_root`, as of `tmp_root`'s mtime (root only).
     tmp_dirs: Option<(SystemTime, Vec<(PathBuf, u32)>)>,
     scans: u64,
+    /// What `/proc/<pid>/status` and `environ` said of each watched pid, and at which scan:
+    /// read again only every [`ROOT_REFRESH_SCANS`] scans (a pid reused meanwhile is caught
+    /// then), not at every scan.
+    roots: HashMap<u32, (u64, Option<RootInfo>)>,
 }
+
+/// A watched process's identity, for looking through its root.
+#[derive(Clone)]
+struct RootInfo {
+    euid: u32,
+    nspid: u32,
+    environ_dir: Option<PathBuf>,
+}
+
+/// Scans between two reads of a watched process's status and environment.
+const ROOT_REFRESH_SCANS: u64 = 30;
 
 impl Scanner {
     pub fn new(feed_dir: Option<PathBuf>, proc_root: PathBuf, tmp_root: PathBuf) -> Self {
@@ -134,6 +149,7 @@ impl Scanner {
             euid,
             tmp_dirs: None,
             scans: 0,
+            roots: HashMap::new(),
         }
     }
 
@@ -141,8 +157,9 @@ impl Scanner {
         self.euid
     }
 
-    /// Every candidate, deduplicated by socket identity, feed dirs first.
-    pub fn scan(&mut self, watched: &[u32]) -> Vec<Candidate> {
+    /// Every candidate, deduplicated by socket identity, feed dirs first. The roots of
+    /// watched pids in `connected` (whose feed is already read) are not looked through again.
+    pub fn scan(&mut self, watched: &[u32], connected: &HashSet<u32>) -> Vec<Candidate> {
         self.scans += 1;
         let mut found = Found {
             list: Vec::new(),
@@ -151,13 +168,36 @@ impl Scanner {
         for (dir, uid) in self.feed_dirs() {
             list_feed_dir(&dir, uid, &mut found);
         }
+        self.roots.retain(|pid, _| watched.contains(pid));
         for &pid in watched {
             if found.list.len() >= MAX_FEEDS {
                 break;
             }
-            self.process_root(pid, &mut found);
+            if !connected.contains(&pid) {
+                self.process_root(pid, &mut found);
+            }
         }
         found.list
+    }
+
+    /// A watched process's identity, read again when the cached one is old.
+    fn root_info(&mut self, pid: u32) -> Option<RootInfo> {
+        let scans = self.scans;
+        if let Some((read_at, info)) = self.roots.get(&pid) {
+            if scans - read_at < ROOT_REFRESH_SCANS {
+                return info.clone();
+            }
+        }
+        let proc_dir = self.proc_root.join(pid.to_string());
+        let info = read_status(&self.proc_root, pid).ok().and_then(|status| {
+            Some(RootInfo {
+                euid: status.euid?,
+                nspid: status.nspid?,
+                environ_dir: environ_feed_dir(&proc_dir.join("environ")),
+            })
+        });
+        self.roots.insert(pid, (scans, info.clone()));
+        info
     }
 
     fn feed_dirs(&mut self) -> Vec<(PathBuf, u32)> {
@@ -198,12 +238,14 @@ impl Scanner {
         dirs
     }
 
-    fn process_root(&self, pid: u32, found: &mut Found) {
+    fn process_root(&mut self, pid: u32, found: &mut Found) {
         let proc_dir = self.proc_root.join(pid.to_string());
-        let Ok(status) = read_status(&self.proc_root, pid) else {
-            return;
-        };
-        let (Some(euid), Some(nspid)) = (status.euid, status.nspid) else {
+        let Some(RootInfo {
+            euid,
+            nspid,
+            environ_dir,
+        }) = self.root_info(pid)
+        else {
             return;
         };
         let root_path = proc_dir.join("root");
@@ -211,9 +253,7 @@ impl Scanner {
             return; // not ours to see, or gone
         };
         let mut dirs = vec![PathBuf::from(format!("tmp/strata-{euid}"))];
-        if let Some(dir) = environ_feed_dir(&proc_dir.join("environ")) {
-            dirs.push(dir);
-        }
+        dirs.extend(environ_dir);
         let name = format!("{nspid}.sock");
         for rel in dirs {
             let shown = root_path.join(&rel);

@@ -11,7 +11,7 @@ use super::poller::{wait_readable, Poller};
 use super::state::{Feed, Feeds, RETRY_REFUSED};
 use super::trust::{attempt, Attempt};
 use crate::sample::feed::{FeedRecord, FeedState, FoundVia};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -335,7 +335,17 @@ impl Hub {
     }
 
     fn scan(&mut self, watched: &[u32], requested: Option<u64>, now: Instant) {
-        let candidates = self.scanner.scan(watched);
+        let connected: HashSet<u32> = {
+            let shared = self.inner.lock();
+            shared
+                .feeds
+                .map
+                .values()
+                .filter(|f| f.is_connected())
+                .filter_map(|f| f.peer.map(|p| p.pid))
+                .collect()
+        };
+        let candidates = self.scanner.scan(watched, &connected);
         self.scan_no += 1;
         self.next_scan = now + self.config.rescan;
         let inner = Arc::clone(&self.inner);
