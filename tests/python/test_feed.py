@@ -139,23 +139,37 @@ class FeedTest(Case):
 
     def test_exit_code_and_output_unchanged(self):
         plain = os.path.join(JOBS, "plain.py")
-        results = []
-        for with_agent in (False, True):
-            env = self.env()
-            if with_agent:
-                env["PYTHONPATH"] = os.pathsep.join([STRATA_RUN, env["PYTHONPATH"]])
-            j = self.job(env, script=plain, ready=False)
-            out = []
-            while True:
-                line = j.out.get(timeout=10)
-                if line is None:
-                    break
-                out.append(line)
-            rc = j.p.wait(10)
-            results.append((rc, "".join(out), j.stderr()))
-        self.assertEqual(results[0], results[1])
-        self.assertEqual(results[0][0], 7)
-        self.assertEqual(os.listdir(self.feed), [], "socket removed at exit")
+        for args, rc in (([], 7), (["raise"], 1)):
+            results = []
+            for with_agent in (False, True):
+                env = self.env()
+                if with_agent:
+                    env["PYTHONPATH"] = os.pathsep.join([STRATA_RUN, env["PYTHONPATH"]])
+                j = self.job(env, script=plain, args=args, ready=False)
+                out = []
+                while True:
+                    line = j.out.get(timeout=10)
+                    if line is None:
+                        break
+                    out.append(line)
+                code = j.p.wait(10)
+                results.append((code, "".join(out), j.stderr()))
+            self.assertEqual(results[0], results[1])
+            self.assertEqual(results[0][0], rc)
+            self.assertEqual(os.listdir(self.feed), [], "socket removed at exit")
+
+    def test_oom_then_exit_reaches_the_monitor_before_bye(self):
+        j = self.torch_job()
+        j.do("import sys; a = torch._stub.allocate(0, 1 << 20)")
+        m = self.monitor(j.pid)
+        m.wait(is_sample)
+        code = "try: torch._stub.oom(0, 1 << 40)\nexcept torch.cuda.OutOfMemoryError: sys.exit(3)\n"
+        j.p.stdin.write("exec(%r)\n" % code)
+        j.p.stdin.flush()
+        self.assertEqual(j.p.wait(10), 3)
+        m.wait_eof()
+        types = [x["type"] for x in m.snapshot()]
+        self.assertEqual(types[-2:], ["oom", "bye"])
 
     def test_slow_monitor_is_dropped_others_unharmed(self):
         j = self.torch_job(STRATA_STUB_DEVICES=json.dumps(device_specs(1)))

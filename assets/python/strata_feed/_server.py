@@ -57,6 +57,8 @@ class Conn(object):
                 return True
             except OSError:
                 return False
+            if sent <= 0:
+                return True  # nothing taken: wait for the socket to be writable
             self.pending -= sent
             while sent:
                 head = len(q[0]) - self.offset
