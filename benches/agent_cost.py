@@ -87,19 +87,22 @@ def child(framework, seconds, ndev, heap_objects):
         keep = [jax._stub.allocate(i, (i + 1) << 20) for i in range(ndev)]
         # A job's heap: the gc.collect() in each memory_stats call walks it.
         heap = [[i] for i in range(heap_objects)]  # noqa: F841
-    strata_feed.start(interval=0.05)
-    agent = strata_feed._agent
     walls = []
-    real_sample = agent.frameworks.sample
+    from strata_feed import _frameworks
 
-    def timed(now, timer):
+    real_sample = _frameworks.Frameworks.sample
+
+    def timed(self, now, timer):
         t0 = time.perf_counter_ns()
         try:
-            return real_sample(now, timer)
+            return real_sample(self, now, timer)
         finally:
-            walls.append(time.perf_counter_ns() - t0)
+            if self.reader is not None:
+                walls.append(time.perf_counter_ns() - t0)
 
-    agent.frameworks.sample = timed
+    _frameworks.Frameworks.sample = timed  # before start: the first sample counts too
+    strata_feed.start(interval=0.05)
+    agent = strata_feed._agent
     clock = time.pthread_getcpuclockid(agent.thread.ident)
     samples, hellos = [], []
 
