@@ -113,3 +113,79 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use crate::sample::feed::{DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState};
+    use crate::sample::feed::{FoundVia, Hello, PeerCred};
+
+    /// A monitor that meets a feed late draws the warm-up the agent kept, at its own spacing.
+    #[test]
+    fn a_new_feeds_backlog_goes_into_the_process_history() {
+        let mut sample = node();
+        sample.gpus.push(gpu(0, memory(80 * GIB, 10 * GIB)));
+        sample
+            .processes
+            .push(process(7, "GPU-test-0", Some(10 * GIB)));
+        // Warm-up every 0.5 s from 980 to 999.5: live grows by 100 MiB a step.
+        let earlier = (0u32..40)
+            .map(|i| {
+                stats(
+                    u64::from(i) * 100 * MIB,
+                    8 * GIB,
+                    0.0,
+                    980.0 + f64::from(i) / 2.0,
+                )
+            })
+            .collect();
+        sample.feeds.push(FeedRecord {
+            socket: "/tmp/strata-0/7.sock".into(),
+            found_via: FoundVia::FeedDir,
+            peer: Some(PeerCred {
+                pid: 7,
+                uid: 0,
+                gid: 0,
+            }),
+            nspid: Some(7),
+            state: FeedState::Connected,
+            hello: Some(Hello {
+                pid: 7,
+                devices: vec![FeedDevice {
+                    index: 0,
+                    uuid: Some("GPU-test-0".into()),
+                    ..FeedDevice::default()
+                }],
+                ..Hello::default()
+            }),
+            devices: vec![DeviceFeed {
+                latest: stats(4 * GIB, 8 * GIB, 990.0, 999.8),
+                earlier,
+            }],
+            ooms: Vec::new(),
+            counters: FeedCounters::default(),
+            connected_at: None,
+            last_heard: None,
+        });
+        let mut pipeline = Pipeline::new(None);
+        let observed = pipeline.ingest(sample);
+        let p = &observed.sample.processes[0];
+        let series = pipeline
+            .history
+            .get(&SeriesKey::ProcessLive(
+                p.pid,
+                p.start_time,
+                p.device_uuid.clone(),
+            ))
+            .expect("series");
+        let times: Vec<f64> = series.raw().map(|pt| pt.time).collect();
+        assert_eq!(times.first(), Some(&980.0), "from the start of the backlog");
+        assert_eq!(times.last(), Some(&1000.0), "then this instant");
+        assert!(
+            times.windows(2).all(|w| w[1] - w[0] >= 1.0 - 1e-9),
+            "{times:?}"
+        );
+        assert_eq!(series.recent(1), vec![Some(4 * GIB)]);
+    }
+}

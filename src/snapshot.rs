@@ -27,8 +27,10 @@ pub struct Snapshot<'a> {
     pub gpus: Vec<GpuOut<'a>>,
     pub processes: Vec<ProcessOut<'a>>,
     /// Every allocator feed: who it is (kernel credentials and hello), its state, its
-    /// latest statistics per device, and its counters of bad input.
-    pub feeds: &'a [FeedRecord],
+    /// latest statistics per device, and its counters of bad input. `earlier` (what arrived
+    /// since the previous sample: a new feed's whole backlog) is thinned to at most
+    /// [`EARLIER_SHOWN`] samples, evenly spread, the first and last always kept.
+    pub feeds: Vec<FeedRecord>,
     pub findings: &'a [Finding],
 }
 
@@ -169,10 +171,29 @@ impl<'a> Snapshot<'a> {
             host_pid_namespace: sample.host_pid_namespace,
             gpus,
             processes,
-            feeds: &sample.feeds,
+            feeds: sample.feeds.iter().map(thinned).collect(),
             findings: &observed.findings,
         }
     }
+}
+
+/// Earlier feed samples shown per device in the JSON, at most.
+pub const EARLIER_SHOWN: usize = 120;
+
+/// A feed record whose backlog is cut to [`EARLIER_SHOWN`] evenly spread samples: a
+/// snapshot of 64 jobs must not print 64 fifteen-minute backlogs.
+fn thinned(record: &FeedRecord) -> FeedRecord {
+    let mut record = record.clone();
+    for device in &mut record.devices {
+        let n = device.earlier.len();
+        if n > EARLIER_SHOWN {
+            let keep = |i: usize| i * (n - 1) / (EARLIER_SHOWN - 1);
+            device.earlier = (0..EARLIER_SHOWN)
+                .map(|i| device.earlier[keep(i)].clone())
+                .collect();
+        }
+    }
+    record
 }
 
 /// A plain-text summary of one instant, for `strata snapshot` without `--json`.
@@ -232,4 +253,48 @@ pub fn text(observed: &Observed) -> String {
         let _ = writeln!(out, "[{}] {}", f.severity.label(), clean(&f.message));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::stats;
+    use crate::sample::feed::{DeviceFeed, FeedCounters, FeedState, FoundVia};
+
+    #[test]
+    fn a_long_backlog_is_thinned_keeping_its_ends_and_order() {
+        let earlier = (0..1800)
+            .map(|i| stats(0, i, 0.0, f64::from(i as u32)))
+            .collect();
+        let record = FeedRecord {
+            socket: "/tmp/strata-0/1.sock".into(),
+            found_via: FoundVia::FeedDir,
+            peer: None,
+            nspid: None,
+            state: FeedState::Connected,
+            hello: None,
+            devices: vec![DeviceFeed {
+                latest: stats(0, 1800, 0.0, 1800.0),
+                earlier,
+            }],
+            ooms: Vec::new(),
+            counters: FeedCounters::default(),
+            connected_at: None,
+            last_heard: None,
+        };
+        let shown = thinned(&record);
+        let kept: Vec<u64> = shown.devices[0]
+            .earlier
+            .iter()
+            .map(|s| s.reserved)
+            .collect();
+        assert_eq!(kept.len(), EARLIER_SHOWN);
+        assert_eq!(kept.first(), Some(&0));
+        assert_eq!(kept.last(), Some(&1799));
+        assert!(kept.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            shown.devices[0].latest.reserved, 1800,
+            "the latest is whole"
+        );
+    }
 }

@@ -4,6 +4,9 @@
 # instant, `strata snapshot --json` beside torch.cuda.memory_stats and
 # `nvidia-smi --query-compute-apps`. Fails when they disagree beyond the skew it measured.
 #
+# A second, one-shot snapshot after the fact cannot have seen the empty pool: its context is
+# an estimate that holds the memory outside the pool too, never less than the observed one.
+#
 # Needs: an NVIDIA GPU, nvidia-smi, python3 with torch (CUDA). Uses $STRATA, else
 # target/release/strata (built with `cargo build --release` if cargo is there).
 # Prints a table; exit status 0 when every check holds.
@@ -17,8 +20,9 @@ command -v nvidia-smi >/dev/null || { echo "check.sh: nvidia-smi not found: this
 PY=${PYTHON:-python3}
 $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || { echo "check.sh: $PY has no CUDA-enabled torch"; exit 2; }
 
+job=""
 work=$(mktemp -d /tmp/strata-gpu-check.XXXXXX)
-trap 'kill $job 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$job" ] && kill "$job" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 export STRATA_FEED_DIR="$work/feeds"
 
 cat > "$work/job.py" <<'PYEOF'
@@ -53,15 +57,18 @@ PYEOF
 
 "$STRATA" run -- "$PY" "$work/job.py" "$work" > "$work/job.out" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do [ -s "$work/job.json" ] && break; sleep 0.1; done
-[ -s "$work/job.json" ] || { echo "check.sh: the job did not come up:"; cat "$work/job.out"; exit 1; }
-sleep 2   # two agent samples with the settled pool
-
+for _ in $(seq 1 600); do [ -e "$work/context-up" ] && break; sleep 0.1; done
+[ -e "$work/context-up" ] || { echo "check.sh: the job did not initialise CUDA:"; cat "$work/job.out"; exit 1; }
+# The monitor watches from while the pool is empty (it observes the context) until the job
+# has allocated; its last sample is the one compared.
+"$STRATA" snapshot --json --count 20 --interval 0.5 > "$work/snapshots.jsonl" 2> "$work/snapshot.err"
+[ -s "$work/job.json" ] || { echo "check.sh: the job did not allocate:"; cat "$work/job.out"; exit 1; }
 t0=$(date +%s.%N)
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$work/smi1.csv"
-"$STRATA" snapshot --json > "$work/snapshot.json" 2> "$work/snapshot.err"
+"$STRATA" snapshot --json > "$work/oneshot.json" 2>> "$work/snapshot.err"
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$work/smi2.csv"
 t1=$(date +%s.%N)
+tail -n 1 "$work/snapshots.jsonl" > "$work/snapshot.json"
 
 "$PY" - "$work" "$t0" "$t1" <<'PYEOF'
 import csv, json, os, sys
@@ -101,6 +108,10 @@ check("cached >= 512 MiB freed tensor", layers.get("cached"), 512 * MiB, "known 
 parts = (layers.get("context") or 0) + (layers.get("outside_pool") or 0) + (feed.get("reserved") or 0)
 check("context+outside+reserved = used", parts, p["used"], "exact", parts == p["used"])
 check("context source", p.get("context_source"), "observed", "pool empty after init", p.get("context_source") == "observed")
+one = json.load(open(os.path.join(work, "oneshot.json")))
+op = next((q for q in one["processes"] if q["pid"] == pid), {})
+check("one-shot snapshot: context + outside", (op.get("layers") or {}).get("context"), (layers.get("context") or 0) + (layers.get("outside_pool") or 0),
+      "the watching monitor's split", op.get("context_source") in ("estimated", "observed") and (op.get("layers") or {}).get("context", 0) >= (layers.get("context") or 0))
 outside = layers.get("outside_pool")
 check("outside_pool >= 300 MiB cuMemAlloc", outside, 300 * MiB, "ctypes cuMemAlloc_v2", outside is not None and outside >= 300 * MiB and job["cuMemAlloc"] == 0)
 check("feed status", p["feed_status"].get("state"), "fresh", "within 3 intervals", p["feed_status"].get("state") == "fresh")
