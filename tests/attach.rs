@@ -9,7 +9,6 @@ mod common;
 
 use common::feeds::*;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -110,15 +109,7 @@ impl Target {
             .stdout(Stdio::piped())
             .spawn()
             .expect("chroot");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("target up");
-        let pid = line
-            .trim()
-            .strip_prefix("up ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("{line:?}"));
+        let pid = announced_pid(&mut child, "up");
         Target { child, pid }
     }
 }

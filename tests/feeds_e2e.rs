@@ -8,7 +8,7 @@ use common::feeds::*;
 use common::snapshot::assert_layers_add_up;
 use serde_json::{json, Value};
 use std::io::BufRead;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const CONTEXT: u64 = 500 * MIB;
 const OUTSIDE: u64 = 300 * MIB;
@@ -83,18 +83,15 @@ fn under_strata_run_the_context_is_observed_before_the_first_allocation() {
     // Polls 0-2 see the context alone; from poll 3 the pool and NCCL-like memory.
     let used = json!([CONTEXT, CONTEXT, CONTEXT, later]);
     let scenario = one_gpu(vec![holder(job.pid, used.clone())], used);
-    let path = scratch.path("scenario.json");
-    std::fs::write(&path, scenario.to_string()).expect("scenario");
-    let mut monitor = Command::new(strata())
-        .args(["snapshot", "--json", "--count", "6", "--interval", "0.3"])
-        .arg("--nvml-lib")
-        .arg(common::fake_nvml::fake_nvml_lib())
-        .arg("--feed-dir")
-        .arg(scratch.feeds())
-        .env(common::fake_nvml::SCENARIO_ENV, &path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("strata");
+    let path = scenario_file(&scratch, &scenario);
+    let mut monitor = snapshot_command(
+        &path,
+        &scratch.feeds(),
+        &["--count", "6", "--interval", "0.3"],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("strata");
     let mut lines = std::io::BufReader::new(monitor.stdout.take().expect("stdout")).lines();
     let mut samples: Vec<Value> = Vec::new();
     for _ in 0..2 {
@@ -293,16 +290,10 @@ fn a_late_monitor_receives_the_backlog_and_two_monitors_both_work() {
     let reserved = job.torch_stat("reserved_bytes.all.current");
     let used = CONTEXT + reserved;
     let scenario = one_gpu(vec![holder(job.pid, json!(used))], json!(used));
-    let path = scratch.path("scenario.json");
-    std::fs::write(&path, scenario.to_string()).expect("scenario");
+    let path = scenario_file(&scratch, &scenario);
     let monitors: Vec<std::process::Child> = (0..2)
         .map(|_| {
-            Command::new(strata())
-                .args(["snapshot", "--json", "--nvml-lib"])
-                .arg(common::fake_nvml::fake_nvml_lib())
-                .arg("--feed-dir")
-                .arg(scratch.feeds())
-                .env(common::fake_nvml::SCENARIO_ENV, &path)
+            snapshot_command(&path, &scratch.feeds(), &[])
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("strata")

@@ -6,7 +6,6 @@ mod common;
 
 use common::feeds::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -32,15 +31,7 @@ impl Hostile {
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("ready");
-        let pid = line
-            .trim()
-            .strip_prefix("ready ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("{line:?}"));
+        let pid = announced_pid(&mut child, "ready");
         Hostile { child, pid }
     }
 }
@@ -118,7 +109,7 @@ fn an_agent_of_a_foreign_uid_is_refused() {
             "--clear-groups",
             "/usr/bin/python3",
             "-c",
-            "import strata_feed, sys, time; strata_feed.start(interval=0.1); print('up', flush=True); time.sleep(60)",
+            "import os, strata_feed, time; strata_feed.start(interval=0.1); print('up', os.getpid(), flush=True); time.sleep(60)",
         ])
         .env("PYTHONPATH", pythonpath())
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -126,11 +117,8 @@ fn an_agent_of_a_foreign_uid_is_refused() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("setpriv");
-    let mut line = String::new();
-    BufReader::new(agent.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("up");
-    let pid = agent.id();
+    let pid = announced_pid(&mut agent, "up");
+    assert_eq!(pid, agent.id());
     wait_until(
         std::time::Duration::from_secs(10),
         "nobody's socket",
@@ -138,16 +126,8 @@ fn an_agent_of_a_foreign_uid_is_refused() {
     );
     // Root takes the directory over: the socket in it is still nobody's agent.
     std::os::unix::fs::chown(&dir, Some(0), Some(0)).expect("chown");
-    let path = scratch.path("scenario.json");
-    std::fs::write(&path, listed(pid).to_string()).expect("scenario");
-    let output = Command::new(strata())
-        .args(["snapshot", "--json", "--nvml-lib"])
-        .arg(common::fake_nvml::fake_nvml_lib())
-        .arg("--feed-dir")
-        .arg(&dir)
-        .env(common::fake_nvml::SCENARIO_ENV, &path)
-        .output()
-        .expect("strata");
+    let path = scenario_file(&scratch, &listed(pid));
+    let output = snapshot_command(&path, &dir, &[]).output().expect("strata");
     let _ = agent.kill();
     let _ = agent.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -196,13 +176,15 @@ fn garbage_is_counted_on_its_feed_and_the_good_lines_still_serve() {
         snap["findings"]
     );
     // The text view says the same, with nothing from the peer reaching the terminal raw.
-    let path = scratch.path("scenario.json");
     let text = Command::new(strata())
         .args(["snapshot", "--nvml-lib"])
         .arg(common::fake_nvml::fake_nvml_lib())
         .arg("--feed-dir")
         .arg(scratch.feeds())
-        .env(common::fake_nvml::SCENARIO_ENV, &path)
+        .env(
+            common::fake_nvml::SCENARIO_ENV,
+            scratch.path("scenario.json"),
+        )
         .output()
         .expect("strata");
     let out = String::from_utf8_lossy(&text.stdout);

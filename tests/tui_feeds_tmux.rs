@@ -6,7 +6,6 @@ mod common;
 #[path = "support/tmux.rs"]
 mod tmux;
 
-use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
 use common::feeds::*;
 use serde_json::json;
 use std::time::Duration;
@@ -23,15 +22,7 @@ fn a_fed_process_is_split_and_its_feed_shown_with_its_checks() {
     job.wait_for_socket(&scratch.feeds());
     let used = 500 * MIB + GIB;
     let scenario = one_gpu(vec![holder(job.pid, json!(used))], json!(used));
-    let path = scratch.path("scenario.json");
-    std::fs::write(&path, scenario.to_string()).expect("scenario");
-    let command = format!(
-        "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}' --feed-dir '{}'",
-        path.display(),
-        strata().display(),
-        fake_nvml_lib().display(),
-        scratch.feeds().display()
-    );
+    let command = monitor_command_line(&scenario_file(&scratch, &scenario), &scratch.feeds());
     let pane = Pane::start("tui-feed", &command, 120, 40);
     let pid = job.pid.to_string();
     let screen = pane
@@ -65,15 +56,7 @@ fn a_refused_feed_is_marked_on_its_row_at_80_columns() {
     job.wait_for_socket(&scratch.feeds());
     std::os::unix::fs::chown(scratch.feeds(), Some(65534), Some(65534)).expect("chown");
     let scenario = one_gpu(vec![holder(job.pid, json!(GIB))], json!(GIB));
-    let path = scratch.path("scenario.json");
-    std::fs::write(&path, scenario.to_string()).expect("scenario");
-    let command = format!(
-        "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}' --feed-dir '{}'",
-        path.display(),
-        strata().display(),
-        fake_nvml_lib().display(),
-        scratch.feeds().display()
-    );
+    let command = monitor_command_line(&scenario_file(&scratch, &scenario), &scratch.feeds());
     let pane = Pane::start("tui-refused", &command, 80, 24);
     pane.wait_for(&["refused", "feed of PID"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the refusal is not shown:\n{s}"));

@@ -222,18 +222,43 @@ pub fn one_gpu(processes: Vec<Value>, used: Value) -> Value {
     })
 }
 
-/// `strata snapshot --json` with the fake NVML on `scenario` and feeds from `feed_dir`: one
-/// JSON object per sample.
-pub fn snapshot(scratch: &Scratch, scenario: &Value, extra: &[&str]) -> Vec<Value> {
+/// Writes `scenario` as this test's fake NVML scenario; returns its path.
+pub fn scenario_file(scratch: &Scratch, scenario: &Value) -> PathBuf {
     let path = scratch.path("scenario.json");
     std::fs::write(&path, scenario.to_string()).expect("scenario");
-    let output = Command::new(strata())
+    path
+}
+
+/// `strata snapshot --json` on the fake NVML with the scenario at `scenario_path`, reading
+/// feeds from `feed_dir`; more arguments to add, output to collect.
+pub fn snapshot_command(scenario_path: &Path, feed_dir: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(strata());
+    command
         .args(["snapshot", "--json", "--nvml-lib"])
         .arg(fake_nvml_lib())
         .arg("--feed-dir")
-        .arg(scratch.feeds())
+        .arg(feed_dir)
         .args(extra)
-        .env(SCENARIO_ENV, &path)
+        .env(SCENARIO_ENV, scenario_path);
+    command
+}
+
+/// The monitor's full-screen command line on the same node, for a tmux pane.
+pub fn monitor_command_line(scenario_path: &Path, feed_dir: &Path) -> String {
+    format!(
+        "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}' --feed-dir '{}'",
+        scenario_path.display(),
+        strata().display(),
+        fake_nvml_lib().display(),
+        feed_dir.display()
+    )
+}
+
+/// `strata snapshot --json` with the fake NVML on `scenario` and feeds from the scratch's
+/// feed dir: one JSON object per sample.
+pub fn snapshot(scratch: &Scratch, scenario: &Value, extra: &[&str]) -> Vec<Value> {
+    let path = scenario_file(scratch, scenario);
+    let output = snapshot_command(&path, &scratch.feeds(), extra)
         .output()
         .expect("strata runs");
     assert!(
@@ -245,6 +270,18 @@ pub fn snapshot(scratch: &Scratch, scenario: &Value, extra: &[&str]) -> Vec<Valu
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect()
+}
+
+/// Reads a child's first line, `<word> <pid>` (`ready 4242`, `up 4242`): the pid.
+pub fn announced_pid(child: &mut Child, word: &str) -> u32 {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("the child's first line");
+    line.trim()
+        .strip_prefix(word)
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("expected `{word} PID`, got {line:?}"))
 }
 
 /// The process entry of `pid` in a snapshot.
