@@ -46,7 +46,9 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .as_ref()
         .and_then(|o| o.sample.host_pid_namespace);
     let trend_width: u16 = if wide { 12 } else { 8 };
-    let (header, widths): (Vec<&str>, Vec<Constraint>) = if wide {
+    // Room for the feed's framework and backend as well (its age when it lags).
+    let feed_column = area.width >= 150;
+    let (mut header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
             vec![
                 "PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE",
@@ -85,9 +87,25 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
             ],
         )
     };
+    if feed_column {
+        header.insert(header.len() - 1, "FEED");
+        widths.insert(widths.len() - 1, Constraint::Length(FEED_WIDTH as u16));
+    }
+    let interval = state
+        .current
+        .as_ref()
+        .map_or(state.interval, |o| o.sample.interval);
     let table_rows: Vec<Row<'_>> = rows
         .iter()
-        .map(|row| table_row(row, wide, trend_width as usize, host_ns, theme))
+        .map(|row| {
+            let mut cells = table_row(row, wide, trend_width as usize, host_ns, theme);
+            if feed_column {
+                let command = cells.pop();
+                cells.push(feed_cell(row, interval, theme));
+                cells.extend(command);
+            }
+            Row::new(cells)
+        })
         .collect();
     let table = Table::new(table_rows, widths)
         .header(Row::new(header).style(theme.table_header()))
@@ -110,13 +128,41 @@ fn figure(value: Option<u64>, wide: bool) -> String {
     }
 }
 
+const FEED_WIDTH: usize = 21;
+
+/// The FEED column: the framework and allocator backend of a feed in use, with the age of its
+/// sample only when it lags more than an interval (so the cell does not change every second).
+fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static> {
+    let Some(feed) = &row.process.feed else {
+        return Cell::from(match row.account.feed_status {
+            FeedStatus::Refused { .. } => "refused",
+            FeedStatus::Pending { .. } => "waiting",
+            _ => "",
+        });
+    };
+    let name = format!("{}·{}", feed.framework, feed.backend);
+    let (text, style) = match row.account.feed_status {
+        FeedStatus::Fresh { age } if age.abs() <= interval => (name, ratatui::style::Style::new()),
+        FeedStatus::Fresh { age } => (
+            format!("{} {}", feed.framework, crate::units::duration(age.abs())),
+            ratatui::style::Style::new(),
+        ),
+        FeedStatus::Stale { age } => (
+            format!("{} {}", feed.framework, crate::units::duration(age.abs())),
+            theme.alert(),
+        ),
+        _ => (name, theme.alert()),
+    };
+    Cell::from(fit(&text, FEED_WIDTH)).style(style)
+}
+
 fn table_row<'a>(
     row: &ProcessRow<'a>,
     wide: bool,
     trend_width: usize,
     host_ns: Option<bool>,
     theme: Theme,
-) -> Row<'a> {
+) -> Vec<Cell<'a>> {
     let p = row.process;
     let layers = &row.account.layers;
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
@@ -153,5 +199,5 @@ fn table_row<'a>(
     };
     cells.push(Cell::from(state).style(state_style));
     cells.push(Cell::from(command));
-    Row::new(cells)
+    cells
 }
