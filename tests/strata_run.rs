@@ -167,7 +167,9 @@ fn a_job_in_a_container_is_found_through_its_root() {
         "unshare needs root (CI runs as root)"
     );
     let scratch = Scratch::new("container");
-    let inner = "mount -t tmpfs tmpfs /tmp && exec python3 \"$0\"";
+    // The workspace may itself be under /tmp (a fresh clone): bind it to /mnt first, then
+    // give the job a private /tmp of its own.
+    let inner = "mount --bind \"$0\" /mnt && mount -t tmpfs tmpfs /tmp && cd /mnt && exec python3 tests/python/jobs/driven.py";
     let mut child = Command::new("unshare")
         .args([
             "--pid",
@@ -179,8 +181,8 @@ fn a_job_in_a_container_is_found_through_its_root() {
             "-c",
             inner,
         ])
-        .arg(common::fake_nvml::workspace_root().join("tests/python/jobs/driven.py"))
-        .env("PYTHONPATH", pythonpath())
+        .arg(common::fake_nvml::workspace_root())
+        .env("PYTHONPATH", "/mnt/tests/python/stubs:/mnt/assets/python")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("STRATA_TEST_START", "yes")
         .env("STRATA_TEST_INTERVAL", "0.1")
