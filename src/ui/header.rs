@@ -10,13 +10,17 @@ use ratatui::Frame;
 
 pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let sample = state.current.as_ref().map(|o| &o.sample);
-    let host = sample.map_or("…", |s| s.host.as_str());
-    let driver = sample
-        .and_then(|s| s.driver_version.as_deref())
-        .unwrap_or("n/a");
-    let cuda = sample
-        .and_then(|s| s.cuda_driver_version.as_deref())
-        .unwrap_or("n/a");
+    let host = crate::text::clean(sample.map_or("…", |s| s.host.as_str()));
+    let driver = crate::text::clean(
+        sample
+            .and_then(|s| s.driver_version.as_deref())
+            .unwrap_or("n/a"),
+    );
+    let cuda = crate::text::clean(
+        sample
+            .and_then(|s| s.cuda_driver_version.as_deref())
+            .unwrap_or("n/a"),
+    );
     let gpus = sample.map_or(0, |s| s.gpus.len());
     let clock = sample.map_or_else(|| "--:--:--".into(), |s| units::clock(s.time));
     let mode = if state.paused {

@@ -184,3 +184,26 @@ fn header_always_shows_the_state() {
         assert!(header.contains("‖ paused"), "{width}: {header}");
     }
 }
+
+/// Strings from outside (NVML names, MIG profiles, the host, command lines, feeds) reach the
+/// screen with their control characters replaced, in every layout.
+#[test]
+fn hostile_strings_are_shown_defused() {
+    let mut state = demo_state(false);
+    let mut sample = state.current.as_ref().expect("sample").sample.clone();
+    sample.time += 10.0;
+    sample.host = "node\u{1b}]0;pwned\u{7}".into();
+    sample.gpus[0].name = Some("NVIDIA H100\u{1b}[2J 80GB".into());
+    sample.gpus[3].mig[0].profile = Some("3g\u{1b}[31m.40gb".into());
+    sample.processes[0].command = Some("python \u{1b}[2Jtrain.py\u{202e}".into());
+    state.on_sample(sample);
+    for (width, height) in [(80, 24), (120, 40), (160, 48)] {
+        let screen = text(&render(&state, width, height));
+        assert!(!screen.contains('\u{1b}'), "{width}x{height}:\n{screen}");
+        assert!(!screen.contains('\u{202e}'), "{width}x{height}");
+        assert!(screen.contains('\u{fffd}'), "{width}x{height}:\n{screen}");
+    }
+    let screen = text(&render(&state, 160, 48));
+    assert!(screen.contains("NVIDIA H100\u{fffd}[2J 80GB"), "{screen}");
+    assert!(screen.contains("node\u{fffd}]0;pwned\u{fffd}"), "{screen}");
+}

@@ -264,7 +264,7 @@ fn draw_panel(
             false => format!(
                 " GPU {} · {} ",
                 gpu.index,
-                shown.name.as_deref().unwrap_or("n/a")
+                crate::text::clean(shown.name.as_deref().unwrap_or("n/a"))
             ),
         },
         theme.title(),
@@ -375,7 +375,8 @@ fn mig_label(m: &MigSample) -> String {
         (Some(g), Some(c)) => format!(" GI{g}/CI{c}"),
         _ => String::new(),
     };
-    format!(" └ {}{ids} ", m.profile.as_deref().unwrap_or("MIG"))
+    let profile = crate::text::clean(m.profile.as_deref().unwrap_or("MIG"));
+    format!(" └ {profile}{ids} ")
 }
 
 fn bar_or_gap(view: &DeviceView<'_>, width: usize, theme: Theme) -> Line<'static> {
