@@ -23,6 +23,7 @@ pub fn node() -> NodeSample {
         processes: Vec::new(),
         feeds: Vec::new(),
         poll_secs: None,
+        problems: Default::default(),
     }
 }
 
@@ -48,6 +49,7 @@ pub fn gpu(index: u32, memory: DeviceMemory) -> GpuSample {
         lost: false,
         processes_known: true,
         mig: Vec::new(),
+        problems: Default::default(),
     }
 }
 
@@ -59,6 +61,7 @@ pub fn mig(uuid: &str, profile: &str, memory: DeviceMemory) -> MigSample {
         compute_instance_id: Some(0),
         memory: Some(memory),
         processes_known: true,
+        problems: Default::default(),
     }
 }
 
@@ -69,7 +72,9 @@ pub fn process(pid: u32, device_uuid: &str, used: Option<u64>) -> ProcessSample 
         device_uuid: device_uuid.into(),
         used,
         kind: ContextKind::Compute,
+        mps: false,
         visible: true,
+        hidden: false,
         proc_state: Some("R".into()),
         start_time: Some(u64::from(pid) * 10),
         user: Some("alice".into()),

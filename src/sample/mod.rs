@@ -9,6 +9,7 @@ pub mod feed;
 
 pub use feed::{AllocatorStats, FeedRecord};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Memory of one device (a whole GPU or one MIG instance) as NVML reports it, in bytes.
 ///
@@ -45,6 +46,9 @@ pub struct MigSample {
     /// can be attributed to a process.
     #[serde(default = "yes")]
     pub processes_known: bool,
+    /// What NVML refused for this instance, by what was asked (see [`GpuSample::problems`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub problems: BTreeMap<String, String>,
 }
 
 /// One physical GPU.
@@ -63,11 +67,19 @@ pub struct GpuSample {
     /// Current MIG mode; `None` where the GPU does not support MIG.
     pub mig_mode: Option<bool>,
     /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
+    /// Only that error: any other failure is in `problems`.
     pub lost: bool,
     #[serde(default = "yes")]
     pub processes_known: bool,
     #[serde(default)]
     pub mig: Vec<MigSample>,
+    /// What NVML refused, by what was asked, with NVML's own error and what it means:
+    /// `handle` (the GPU could not be opened: no value of it is known), `memory`, `processes`
+    /// (a list could not be read), `utilization`, `mig_mode`, `mig_devices` (the instances could
+    /// not be listed), `parent` (in MIG mode, the parent's own memory or process list: it
+    /// needs root). A missing value with no entry here is one NVML does not support.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub problems: BTreeMap<String, String>,
 }
 
 /// How a process uses the device, as NVML lists it.
@@ -106,8 +118,15 @@ pub struct ProcessSample {
     /// NVML's per-process used memory; `None` where NVML reports it not available.
     pub used: Option<u64>,
     pub kind: ContextKind,
-    /// Whether the PID exists in this monitor's PID namespace.
+    /// Listed by `nvmlDeviceGetMPSComputeRunningProcesses`: a client of the MPS server.
+    #[serde(default)]
+    pub mps: bool,
+    /// Whether `/proc` of this monitor shows the PID (and so who it is).
     pub visible: bool,
+    /// The PID exists here but `/proc` hides it (`hidepid`, permissions): not visible, and
+    /// not gone either.
+    #[serde(default)]
+    pub hidden: bool,
     /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
     pub proc_state: Option<String>,
     /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
@@ -148,6 +167,11 @@ pub struct NodeSample {
     /// taken between `time - poll_secs` and `time`.
     #[serde(default)]
     pub poll_secs: Option<f64>,
+    /// What NVML refused for the node as a whole: `device_count` (the GPUs could not be
+    /// counted: none is shown, and that is not "no GPU"), `driver` (a driver too old for the
+    /// calls strata uses, naming its version).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub problems: BTreeMap<String, String>,
 }
 
 fn yes() -> bool {

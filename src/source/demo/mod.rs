@@ -124,6 +124,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
                             driver_reserved: None,
                         }),
                         processes_known: true,
+                        problems: Default::default(),
                     }
                 })
                 .collect();
@@ -153,6 +154,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
             lost: false,
             processes_known: true,
             mig,
+            problems: Default::default(),
         });
     }
 
@@ -183,6 +185,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
         processes,
         feeds,
         poll_secs: Some(0.002),
+        problems: Default::default(),
     }
 }
 
@@ -311,7 +314,9 @@ fn process_sample(actor: &Actor, loop_start: f64) -> ProcessSample {
         device_uuid,
         used: Some(actor.used),
         kind: ContextKind::Compute,
+        mps: false,
         visible: actor.visible,
+        hidden: false,
         proc_state: actor
             .visible
             .then(|| if running { "R" } else { "S" }.to_string()),

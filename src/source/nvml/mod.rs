@@ -153,6 +153,7 @@ impl NvmlSource {
             lost: true,
             processes_known: false,
             mig: Vec::new(),
+            problems: Default::default(),
         };
         let Some(handle) = g.handle else {
             return (gpu, Vec::new(), HashMap::new());
@@ -235,6 +236,7 @@ impl NvmlSource {
                     ),
                     memory: mig_memory,
                     processes_known: mig_holders.known,
+                    problems: Default::default(),
                 });
                 for (pid, (used, kind)) in mig_holders.by_pid {
                     found.push(Holding {
@@ -280,7 +282,9 @@ impl Source for NvmlSource {
                     device_uuid: h.device_uuid,
                     used: h.used,
                     kind: h.kind,
+                    mps: false,
                     visible: identity.visible,
+                    hidden: false,
                     proc_state: identity.state,
                     start_time: identity.start_time,
                     user: identity.user,
@@ -308,6 +312,7 @@ impl Source for NvmlSource {
             processes,
             feeds: Vec::new(),
             poll_secs: Some(started.elapsed().as_secs_f64()),
+            problems: Default::default(),
         })
     }
 
