@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 /// One layer of the model in DESIGN.md §1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Layer {
     Live,
     Fragmented,

@@ -5,6 +5,7 @@ use crate::context::ContextEstimator;
 use crate::detect::{detect_instant, Finding, FindingTracker};
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, SeriesKey};
+use crate::layers::Layer;
 use crate::sample::NodeSample;
 
 /// One instant, with everything derived from it.
@@ -58,25 +59,26 @@ impl Pipeline {
         let history = &mut self.history;
         history.begin();
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
-            let mut devices = vec![(&gpu.uuid, &acc.layers)];
+            let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial)];
             devices.extend(
                 gpu.mig
                     .iter()
                     .map(|m| &m.uuid)
-                    .zip(acc.mig.iter().map(|m| &m.layers)),
+                    .zip(acc.mig.iter().map(|m| (&m.layers, &m.partial)))
+                    .map(|(uuid, (layers, partial))| (uuid, layers, partial)),
             );
-            for (uuid, layers) in devices {
+            for (uuid, layers, partial) in devices {
                 let layers = layers.as_ref().ok();
                 history.record(
                     SeriesKey::DeviceUsed(uuid.clone()),
                     time,
                     layers.map(|l| l.occupied()),
                 );
-                history.record(
-                    SeriesKey::DeviceLive(uuid.clone()),
-                    time,
-                    layers.and_then(|l| l.live),
-                );
+                // Live tensors only partly known (a feed gone stale) is a gap, not a dip.
+                let live = layers
+                    .and_then(|l| l.live)
+                    .filter(|_| !partial.contains(&Layer::Live));
+                history.record(SeriesKey::DeviceLive(uuid.clone()), time, live);
             }
         }
         for (p, acc) in sample.processes.iter().zip(&account.processes) {

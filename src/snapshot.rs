@@ -7,7 +7,8 @@
 use crate::accounting::{FeedStatus, Gap, ProcessLayers};
 use crate::context::ContextSource;
 use crate::detect::Finding;
-use crate::layers::Layers;
+use crate::layers::{Layer, Layers};
+use std::collections::BTreeMap;
 use crate::pipeline::Observed;
 use crate::sample::feed::FeedRecord;
 use crate::sample::{ContextKind, DeviceMemory, FeedSample};
@@ -24,6 +25,10 @@ pub struct Snapshot<'a> {
     pub driver_version: Option<&'a str>,
     pub cuda_driver_version: Option<&'a str>,
     pub host_pid_namespace: Option<bool>,
+    /// How long NVML's poll for this sample took, in seconds.
+    pub poll_secs: Option<f64>,
+    /// What NVML refused for the node (`device_count`, `driver`).
+    pub problems: &'a BTreeMap<String, String>,
     pub gpus: Vec<GpuOut<'a>>,
     pub processes: Vec<ProcessOut<'a>>,
     /// Every allocator feed: who it is (kernel credentials and hello), its state, its
@@ -48,8 +53,13 @@ pub struct GpuOut<'a> {
     pub layers: Option<Layers>,
     /// Why `layers` is null, when it is.
     pub layers_gap: Option<&'a Gap>,
+    /// Layers summed over the processes whose share is known while another's is not: lower
+    /// bounds.
+    pub partial: &'a [Layer],
     /// The least exact source of the contexts summed in `layers.context`.
     pub context_source: Option<ContextSource>,
+    /// What NVML refused for this GPU (see README).
+    pub problems: &'a BTreeMap<String, String>,
     pub mig: Vec<MigOut<'a>>,
 }
 
@@ -63,7 +73,12 @@ pub struct MigOut<'a> {
     pub processes_known: bool,
     pub layers: Option<Layers>,
     pub layers_gap: Option<&'a Gap>,
+    pub partial: &'a [Layer],
     pub context_source: Option<ContextSource>,
+    /// The UUIDs of the compute instances that share this one's GPU instance (and so its
+    /// memory and `layers`), itself included.
+    pub gpu_instance_members: Vec<&'a str>,
+    pub problems: &'a BTreeMap<String, String>,
 }
 
 #[derive(Serialize)]
@@ -78,6 +93,8 @@ pub struct ProcessOut<'a> {
     pub user: Option<&'a str>,
     pub command: Option<&'a str>,
     pub sm_util: Option<u32>,
+    pub mps: bool,
+    pub hidden: bool,
     pub executable: Option<&'a str>,
     /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
@@ -116,7 +133,9 @@ impl<'a> Snapshot<'a> {
                     processes_known: g.processes_known,
                     layers,
                     layers_gap,
+                    partial: &acc.partial,
                     context_source: acc.context_source,
+                    problems: &g.problems,
                     mig: g
                         .mig
                         .iter()
@@ -132,7 +151,14 @@ impl<'a> Snapshot<'a> {
                                 processes_known: m.processes_known,
                                 layers,
                                 layers_gap,
+                                partial: &macc.partial,
                                 context_source: macc.context_source,
+                                gpu_instance_members: macc
+                                    .gpu_instance_members
+                                    .iter()
+                                    .filter_map(|&i| g.mig.get(i).map(|m| m.uuid.as_str()))
+                                    .collect(),
+                                problems: &m.problems,
                             }
                         })
                         .collect(),
@@ -154,6 +180,8 @@ impl<'a> Snapshot<'a> {
                 user: p.user.as_deref(),
                 command: p.command.as_deref(),
                 sm_util: p.sm_util,
+                mps: p.mps,
+                hidden: p.hidden,
                 executable: p.executable.as_deref(),
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
@@ -169,6 +197,8 @@ impl<'a> Snapshot<'a> {
             driver_version: sample.driver_version.as_deref(),
             cuda_driver_version: sample.cuda_driver_version.as_deref(),
             host_pid_namespace: sample.host_pid_namespace,
+            poll_secs: sample.poll_secs,
+            problems: &sample.problems,
             gpus,
             processes,
             feeds: sample.feeds.iter().map(thinned).collect(),

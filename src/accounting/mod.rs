@@ -1,10 +1,14 @@
 //! Pure functions from a raw sample to layers (DESIGN.md §1). No I/O.
 
+mod device;
+
+pub use device::{partition, Gap, Partition};
+
 use crate::context::{ContextEstimator, ContextSource};
 use crate::feed::attach::Attachment;
 pub use crate::feed::attach::FeedStatus;
 use crate::layers::{Layer, Layers};
-use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
+use crate::sample::{NodeSample, ProcessSample};
 use serde::Serialize;
 
 /// The layers of one process on its device.
@@ -94,92 +98,32 @@ pub fn account_process(
     }
 }
 
-/// Why a device's layers could not be computed at this instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
-pub enum Gap {
-    /// The GPU fell off the bus.
-    Lost,
-    /// NVML did not give the device's memory.
-    MemoryUnknown,
-    /// NVML's memory answer contradicts itself.
-    FreeExceedsTotal { total: u64, free: u64 },
-    /// The processes account for more than the device says is occupied (readings from
-    /// slightly different instants, or a driver bug): no exact partition exists.
-    ProcessesExceedOccupied { attributed: u64, occupied: u64 },
-}
-
-impl Gap {
-    pub fn describe(&self) -> String {
-        match self {
-            Gap::Lost => "GPU lost (fallen off the bus)".into(),
-            Gap::MemoryUnknown => "memory not reported by NVML".into(),
-            Gap::FreeExceedsTotal { total, free } => {
-                format!("NVML reports free {free} B above total {total} B")
-            }
-            Gap::ProcessesExceedOccupied {
-                attributed,
-                occupied,
-            } => format!("processes hold {attributed} B but NVML says {occupied} B are occupied"),
-        }
-    }
-}
-
-/// Partitions one device's NVML total into layers, given the processes on it and their
-/// accounts. Every listed process's NVML usage must fit in what the device says is occupied,
-/// visible or not (an invisible holder's bytes sit in `other`): if not, the readings
-/// contradict each other and no exact partition exists.
-pub fn device_layers<'a>(
-    memory: Option<&DeviceMemory>,
-    lost: bool,
-    processes_known: bool,
-    processes: impl Iterator<Item = (&'a ProcessSample, &'a ProcessAccount)>,
-) -> Result<Layers, Gap> {
-    if lost {
-        return Err(Gap::Lost);
-    }
-    let memory = memory.ok_or(Gap::MemoryUnknown)?;
-    let occupied = memory.occupied().ok_or(Gap::FreeExceedsTotal {
-        total: memory.total,
-        free: memory.free,
-    })?;
-    let mut layers = Layers::default();
-    // What the listed processes need at least: their NVML usage, or the part of it that is
-    // split into layers where NVML does not report it.
-    let mut needed: u64 = 0;
-    if processes_known {
-        layers.unattributed = Some(0);
-        for (process, account) in processes {
-            let share = account.layers.as_device_share();
-            needed = needed.saturating_add(process.used.unwrap_or(0).max(share.occupied()));
-            layers.absorb(&share);
-        }
-    }
-    if needed > occupied {
-        return Err(Gap::ProcessesExceedOccupied {
-            attributed: needed,
-            occupied,
-        });
-    }
-    // needed >= the layers' sum, so this cannot underflow.
-    let other = occupied - layers.occupied();
-    layers.add(Layer::Other, other);
-    layers.add(Layer::Free, memory.free);
-    Ok(layers)
-}
-
-/// One MIG instance's layers.
+/// One MIG device's (compute instance's) account. Memory belongs to the GPU instance: the
+/// compute instances of one GPU instance share one partition, with all their processes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigAccount {
+    /// The partition of its GPU instance (the same for each of the instance's CIs).
     pub layers: Result<Layers, Gap>,
-    /// The least exact source among its processes' contexts.
+    pub partial: Vec<Layer>,
+    /// The least exact source among its GPU instance's processes' contexts.
     pub context_source: Option<ContextSource>,
+    /// Positions, in the GPU's `mig`, of the compute instances of this one's GPU instance,
+    /// itself included, in order: the first of them stands for the GPU instance on screen.
+    pub gpu_instance_members: Vec<usize>,
+}
+
+impl MigAccount {
+    /// Whether this compute instance stands for its GPU instance (the first of its members).
+    pub fn leads(&self, position: usize) -> bool {
+        self.gpu_instance_members.first() == Some(&position)
+    }
 }
 
 /// One GPU's layers (all its processes, MIG instances included) and those of its instances.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuAccount {
     pub layers: Result<Layers, Gap>,
+    pub partial: Vec<Layer>,
     pub context_source: Option<ContextSource>,
     pub mig: Vec<MigAccount>,
 }
@@ -196,6 +140,22 @@ fn least_exact<'a>(accounts: impl Iterator<Item = &'a ProcessAccount>) -> Option
     accounts
         .filter_map(|a| a.context_source)
         .min_by_key(|&s| rank(s))
+}
+
+/// The MIG devices of a GPU grouped by GPU instance, in order of first appearance: each
+/// group's positions in `mig`. A device without a GPU instance id is its own group.
+pub fn gpu_instances(mig: &[crate::sample::MigSample]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
+    for (i, m) in mig.iter().enumerate() {
+        match m.gpu_instance_id {
+            Some(id) => match groups.iter_mut().find(|(g, _)| *g == Some(id)) {
+                Some((_, members)) => members.push(i),
+                None => groups.push((Some(id), vec![i])),
+            },
+            None => groups.push((None, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
 }
 
 /// The layers of a whole node sample. `gpus` and `processes` are parallel to the sample's.
@@ -233,32 +193,40 @@ pub fn account(
         .gpus
         .iter()
         .map(|gpu| {
-            let mig: Vec<MigAccount> = gpu
-                .mig
-                .iter()
-                .map(|m| {
-                    let on = accounts_on(&m.uuid);
-                    MigAccount {
-                        context_source: least_exact(on.iter().map(|(_, a)| *a)),
-                        layers: device_layers(
-                            m.memory.as_ref(),
-                            gpu.lost,
-                            m.processes_known,
-                            on.into_iter(),
-                        ),
-                    }
-                })
-                .collect();
+            let mut mig: Vec<Option<MigAccount>> = vec![None; gpu.mig.len()];
+            for members in gpu_instances(&gpu.mig) {
+                let on: Vec<(&ProcessSample, &ProcessAccount)> = members
+                    .iter()
+                    .flat_map(|&i| accounts_on(&gpu.mig[i].uuid))
+                    .collect();
+                let lead = &gpu.mig[members[0]];
+                let known = members.iter().all(|&i| gpu.mig[i].processes_known);
+                let context_source = least_exact(on.iter().map(|(_, a)| *a));
+                let Partition { layers, partial } =
+                    partition(lead.memory.as_ref(), gpu.lost, known, on.into_iter());
+                for &i in &members {
+                    mig[i] = Some(MigAccount {
+                        layers: layers.clone(),
+                        partial: partial.clone(),
+                        context_source,
+                        gpu_instance_members: members.clone(),
+                    });
+                }
+            }
             let on_gpu = sample
                 .processes
                 .iter()
                 .zip(&processes)
                 .filter(|(p, _)| gpu.holds(&p.device_uuid));
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
+            let context_source = least_exact(on_gpu.clone().map(|(_, a)| a));
+            let Partition { layers, partial } =
+                partition(gpu.memory.as_ref(), gpu.lost, known, on_gpu);
             GpuAccount {
-                context_source: least_exact(on_gpu.clone().map(|(_, a)| a)),
-                layers: device_layers(gpu.memory.as_ref(), gpu.lost, known, on_gpu),
-                mig,
+                layers,
+                partial,
+                context_source,
+                mig: mig.into_iter().flatten().collect(),
             }
         })
         .collect();
@@ -266,5 +234,4 @@ pub fn account(
 }
 
 #[cfg(test)]
-#[path = "accounting_tests.rs"]
 mod tests;
