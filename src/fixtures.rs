@@ -57,8 +57,9 @@ pub fn mig(uuid: &str, profile: &str, memory: DeviceMemory) -> MigSample {
     MigSample {
         uuid: uuid.into(),
         profile: Some(profile.into()),
-        gpu_instance_id: Some(1),
-        compute_instance_id: Some(0),
+        // Each its own GPU instance; tests of several compute instances in one set the ids.
+        gpu_instance_id: None,
+        compute_instance_id: None,
         memory: Some(memory),
         processes_known: true,
         problems: Default::default(),

@@ -2,7 +2,7 @@
 
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
-use crate::detect::{detect_instant, Finding, FindingTracker};
+use crate::detect::{detect_instant, settle, Finding, FindingTracker};
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, SeriesKey};
 use crate::layers::Layer;
@@ -45,6 +45,7 @@ impl Pipeline {
         let account = account(&sample, &attachment, &self.contexts);
         let mut findings = detect_instant(&sample, &attachment, &account);
         self.tracker.stamp(&mut findings);
+        settle(&mut findings, sample.time);
         self.record(&sample, &account);
         Observed {
             sample,

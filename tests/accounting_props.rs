@@ -1,20 +1,24 @@
-//! Property tests of the layer model: whatever the sample, the layers of every GPU and every
-//! MIG instance add up to its NVML total exactly, or are withheld with a true reason.
+//! Property tests of the layer model against an independent oracle: for any sample, each
+//! layer of every GPU and every MIG GPU instance is what the sample implies, computed here
+//! from the processes and feeds their own way (live = Σ allocated of the usable feeds on the
+//! device, and so on), or the layers are withheld for the reason the sample implies.
 
 use proptest::prelude::*;
-use strata::accounting::{account, FeedStatus, Gap};
-use strata::context::ContextEstimator;
-use strata::context::ContextSource;
+use strata::accounting::{account, FeedStatus, Gap, Partition};
+use strata::context::{ContextEstimator, ContextSource};
 use strata::fixtures::{feed, gpu, judged, mig, node, process, GIB, MIB};
+use strata::layers::{Layer, Layers};
 use strata::sample::{DeviceMemory, NodeSample, ProcessSample};
 
-/// A process spec: NVML used (maybe unknown), a feed (maybe), visible, age of feed.
+/// A process spec: NVML used (maybe unknown), a feed (maybe, maybe self-contradicting),
+/// visible or not, the feed's age, and now and then a record no driver writes.
 #[derive(Debug, Clone)]
 struct Spec {
     used: Option<u64>,
     feed: Option<(u64, u64, Option<u64>)>,
     visible: bool,
     feed_age: f64,
+    odd_pid: Option<u32>,
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
@@ -26,59 +30,39 @@ fn spec() -> impl Strategy<Value = Spec> {
                 0u64..16 * GIB,
                 0u64..4 * GIB,
                 prop::option::weighted(0.7, 0u64..2 * GIB),
+                prop::bool::weighted(0.1),
             ),
         ),
         prop::bool::weighted(0.85),
         prop_oneof![4 => 0.0f64..2.5, 1 => 2.5f64..10.0],
+        prop::option::weighted(0.03, prop_oneof![Just(0u32), Just(u32::MAX)]),
     )
-        .prop_map(|(used, feed, visible, feed_age)| Spec {
+        .prop_map(|(used, feed, visible, feed_age, odd_pid)| Spec {
             used,
-            // Shape a feed that is usually consistent: allocated + split <= reserved <= used.
-            feed: feed.map(|(live, extra, split)| (live, live + split.unwrap_or(0) + extra, split)),
+            feed: feed.map(|(live, extra, split, broken)| {
+                // Usually allocated + split <= reserved; now and then not.
+                let reserved = if broken {
+                    live / 2
+                } else {
+                    live + split.unwrap_or(0) + extra
+                };
+                (live, reserved, split)
+            }),
             visible,
             feed_age,
+            odd_pid,
         })
 }
 
-/// A device's memory with its processes' usage, some unlisted usage, and a free part. Now
-/// and then the counters are made absurd.
-fn device_memory(
-    listed: u64,
-    unlisted: u64,
-    free: u64,
-    reserved: Option<u64>,
-    absurd: u8,
-) -> DeviceMemory {
-    let used = listed + unlisted;
-    let total = used + free + reserved.unwrap_or(0);
-    match absurd {
-        0 => DeviceMemory {
-            total,
-            used,
-            free: total + 1,
-            driver_reserved: reserved,
-        },
-        1 => DeviceMemory {
-            total: 0,
-            used,
-            free: 0,
-            driver_reserved: reserved,
-        },
-        _ => DeviceMemory {
-            total,
-            used,
-            free,
-            driver_reserved: reserved,
-        },
-    }
-}
-
-fn build(specs: &[Spec], device: &str, t: f64) -> Vec<ProcessSample> {
+fn build(specs: &[Spec], device: &str, first_pid: u32, t: f64) -> Vec<ProcessSample> {
     specs
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let mut p = process(100 + i as u32, device, s.used);
+            let mut p = process(first_pid + i as u32, device, s.used);
+            if let Some(pid) = s.odd_pid {
+                p.pid = pid;
+            }
             p.visible = s.visible;
             p.feed = s
                 .feed
@@ -98,85 +82,302 @@ fn listed(processes: &[ProcessSample]) -> u64 {
     processes.iter().filter_map(|p| p.used).sum()
 }
 
+/// A device's memory: usually what its processes hold plus something unlisted plus free,
+/// sometimes not derived from them at all, sometimes absurd.
+fn device_memory(listed: u64, shape: (u64, u64, Option<u64>, u8, u64)) -> DeviceMemory {
+    let (unlisted, free, reserved, kind, random) = shape;
+    let used = listed + unlisted;
+    let total = used + free + reserved.unwrap_or(0);
+    let m = |total, used, free, driver_reserved| DeviceMemory {
+        total,
+        used,
+        free,
+        driver_reserved,
+    };
+    match kind {
+        0 => m(total, used, total + 1, reserved),
+        1 => m(total, total + 1, free, reserved),
+        2 => m(total, used, free, Some(total + 1)),
+        // v2 figures that do not add up.
+        3 => m(total + 64 * MIB, used, free, Some(reserved.unwrap_or(0))),
+        // Not derived from the processes: whatever NVML says.
+        4..=6 => m(random + free, random, free, None),
+        _ => m(total, used, free, reserved),
+    }
+}
+
+fn shape() -> impl Strategy<Value = (u64, u64, Option<u64>, u8, u64)> {
+    (
+        0u64..4 * GIB,
+        0u64..40 * GIB,
+        prop::option::of(0u64..GIB),
+        0u8..30,
+        0u64..60 * GIB,
+    )
+}
+
 prop_compose! {
     fn sample()(
-        plain in prop::collection::vec(prop::collection::vec(spec(), 0..5), 0..3),
-        instances in prop::collection::vec(prop::collection::vec(spec(), 0..4), 0..4),
-        unlisted in 0u64..4 * GIB,
-        free in 0u64..40 * GIB,
-        reserved in prop::option::of(0u64..GIB),
-        absurd in 0u8..24,
+        plain in prop::collection::vec((prop::collection::vec(spec(), 0..5), shape(), prop::bool::weighted(0.9)), 0..3),
+        instances in prop::collection::vec((prop::collection::vec(prop::collection::vec(spec(), 0..3), 1..3), shape()), 0..3),
+        gpu_shape in shape(),
     ) -> NodeSample {
         let mut s = node();
-        for (i, specs) in plain.iter().enumerate() {
+        let mut next_pid = 100;
+        for (i, (specs, shape, known)) in plain.iter().enumerate() {
             let uuid = format!("GPU-test-{i}");
-            let processes = build(specs, &uuid, s.time);
-            s.gpus.push(gpu(i as u32, device_memory(listed(&processes), unlisted, free, reserved, absurd)));
+            let processes = build(specs, &uuid, next_pid, s.time);
+            next_pid += 10;
+            let mut g = gpu(i as u32, device_memory(listed(&processes), *shape));
+            g.processes_known = *known;
+            s.gpus.push(g);
             s.processes.extend(processes);
         }
         if !instances.is_empty() {
             let index = plain.len() as u32;
-            let mut g = gpu(index, memory_placeholder());
+            let mut g = gpu(index, DeviceMemory { total: 0, used: 0, free: 0, driver_reserved: None });
             g.mig_mode = Some(true);
             let mut gpu_used = 0;
-            for (slot, specs) in instances.iter().enumerate() {
-                let uuid = format!("MIG-test-{slot}");
-                let processes = build(specs, &uuid, s.time);
-                let memory = device_memory(listed(&processes), unlisted / 2, free / 4, None, absurd.wrapping_add(slot as u8));
+            // Each GPU instance has one or more compute instances, each reporting the GPU
+            // instance's memory and listing its own processes.
+            for (gi, (cis, shape)) in instances.iter().enumerate() {
+                let mut members = Vec::new();
+                for (ci, specs) in cis.iter().enumerate() {
+                    let uuid = format!("MIG-test-{gi}-{ci}");
+                    let processes = build(specs, &uuid, next_pid, s.time);
+                    next_pid += 10;
+                    members.push((uuid, processes));
+                }
+                let all: u64 = members.iter().map(|(_, p)| listed(p)).sum();
+                let memory = device_memory(all, *shape);
                 gpu_used += memory.total.saturating_sub(memory.free);
-                g.mig.push(mig(&uuid, "1g.10gb", memory));
-                s.processes.extend(processes);
+                for (ci, (uuid, processes)) in members.into_iter().enumerate() {
+                    let mut m = mig(&uuid, "2g.20gb", memory);
+                    m.gpu_instance_id = Some(gi as u32 + 1);
+                    m.compute_instance_id = Some(ci as u32);
+                    g.mig.push(m);
+                    s.processes.extend(processes);
+                }
             }
-            g.memory = Some(device_memory(gpu_used, unlisted, free, reserved, absurd));
+            g.memory = Some(device_memory(gpu_used, gpu_shape));
             s.gpus.push(g);
         }
         s
     }
 }
 
-fn memory_placeholder() -> DeviceMemory {
-    DeviceMemory {
-        total: 0,
-        used: 0,
-        free: 0,
-        driver_reserved: None,
+/// A feed the oracle would combine with NVML: recent, and consistent with itself and NVML.
+fn usable(p: &ProcessSample, now: f64) -> bool {
+    p.feed.as_ref().is_some_and(|f| {
+        let s = &f.stats;
+        (now - s.time).abs() <= 3.0
+            && u128::from(s.allocated) + u128::from(s.inactive_split.unwrap_or(0))
+                <= u128::from(s.reserved)
+            && p.used.is_none_or(|u| s.reserved <= u)
+    })
+}
+
+/// What a device's layers must be, computed from the sample alone.
+fn oracle(
+    memory: Option<&DeviceMemory>,
+    known: bool,
+    processes: &[&ProcessSample],
+    now: f64,
+) -> Result<(Layers, Vec<Layer>, u64), &'static str> {
+    let m = memory.ok_or("memory_unknown")?;
+    if m.free > m.total {
+        return Err("free_exceeds_total");
+    }
+    if m.used > m.total {
+        return Err("used_exceeds_total");
+    }
+    if let Some(r) = m.driver_reserved {
+        if r > m.total {
+            return Err("reserved_exceeds_total");
+        }
+        let sum = u128::from(r) + u128::from(m.used) + u128::from(m.free);
+        if sum.abs_diff(u128::from(m.total)) > 2 << 20 {
+            return Err("memory_does_not_add_up");
+        }
+    }
+    let occupied = m.total - m.free;
+    let mut l = Layers::default();
+    let mut partial = Vec::new();
+    let mut beyond_pool = 0u64;
+    if known {
+        for p in processes {
+            let odd = p.pid == u32::MAX
+                || (p.pid == 0 && p.used != Some(0))
+                || p.used.is_some_and(|u| u > m.total);
+            if odd {
+                return Err("implausible_process");
+            }
+        }
+        let mut needed = 0u64;
+        let mut unattributed_known = false;
+        let mut unattributed_unknown = false;
+        for p in processes {
+            if usable(p, now) {
+                let s = &p.feed.as_ref().expect("usable has a feed").stats;
+                let add = |slot: &mut Option<u64>, v: u64| *slot = Some(slot.unwrap_or(0) + v);
+                add(&mut l.live, s.allocated);
+                add(
+                    &mut l.cached,
+                    s.reserved - s.allocated - s.inactive_split.unwrap_or(0),
+                );
+                match s.inactive_split {
+                    Some(split) => add(&mut l.fragmented, split),
+                    None => partial.push(Layer::Fragmented),
+                }
+                match p.used {
+                    Some(u) => {
+                        beyond_pool += u - s.reserved;
+                        l.context = Some(l.context.unwrap_or(0));
+                    }
+                    None => partial.extend([Layer::Context, Layer::OutsidePool]),
+                }
+                needed += p.used.unwrap_or(0).max(s.reserved);
+            } else {
+                if p.feed.is_some() {
+                    partial.extend([
+                        Layer::Live,
+                        Layer::Fragmented,
+                        Layer::Cached,
+                        Layer::Context,
+                        Layer::OutsidePool,
+                    ]);
+                }
+                if p.visible {
+                    match p.used {
+                        Some(u) => {
+                            l.unattributed = Some(l.unattributed.unwrap_or(0) + u);
+                            unattributed_known = true;
+                        }
+                        None => unattributed_unknown = true,
+                    }
+                }
+                needed += p.used.unwrap_or(0);
+            }
+        }
+        if !unattributed_known && !unattributed_unknown {
+            l.unattributed = Some(0);
+        }
+        if unattributed_unknown {
+            partial.push(Layer::Unattributed);
+        }
+        if needed > occupied {
+            return Err("processes_exceed_occupied");
+        }
+    }
+    let split = l.live.unwrap_or(0)
+        + l.fragmented.unwrap_or(0)
+        + l.cached.unwrap_or(0)
+        + beyond_pool
+        + l.unattributed.unwrap_or(0);
+    l.other = Some(occupied - split);
+    l.free = Some(m.free);
+    let partial = Layer::ALL
+        .into_iter()
+        .filter(|x| partial.contains(x) && l.get(*x).is_some())
+        .collect();
+    Ok((l, partial, beyond_pool))
+}
+
+fn reason(gap: &Gap) -> &'static str {
+    match gap {
+        Gap::Lost => "lost",
+        Gap::MemoryUnknown => "memory_unknown",
+        Gap::FreeExceedsTotal { .. } => "free_exceeds_total",
+        Gap::UsedExceedsTotal { .. } => "used_exceeds_total",
+        Gap::ReservedExceedsTotal { .. } => "reserved_exceeds_total",
+        Gap::MemoryDoesNotAddUp { .. } => "memory_does_not_add_up",
+        Gap::ImplausibleProcess { .. } => "implausible_process",
+        Gap::ProcessesExceedOccupied { .. } => "processes_exceed_occupied",
     }
 }
 
-fn check_device(
-    memory: Option<&DeviceMemory>,
-    layers: &Result<strata::layers::Layers, Gap>,
+/// The partition strata made against the oracle's, layer by layer.
+fn compare(
+    what: &str,
+    made: &Partition,
+    expected: Result<(Layers, Vec<Layer>, u64), &'static str>,
 ) -> Result<(), TestCaseError> {
-    match layers {
-        Ok(l) => {
-            let total = memory.map(|m| m.total).unwrap_or(0);
-            prop_assert_eq!(l.sum(), u128::from(total), "layers {:?}", l);
-            prop_assert_eq!(l.free, memory.map(|m| m.free));
+    match (&made.layers, expected) {
+        (Ok(l), Ok((e, partial, beyond_pool))) => {
+            for layer in [
+                Layer::Live,
+                Layer::Fragmented,
+                Layer::Cached,
+                Layer::Unattributed,
+                Layer::Other,
+                Layer::Free,
+            ] {
+                prop_assert_eq!(l.get(layer), e.get(layer), "{}: {:?}", what, layer);
+            }
+            // How context and outside_pool share what lies beyond the pool is the
+            // estimator's; together they are exactly that.
+            prop_assert_eq!(
+                l.context.unwrap_or(0) + l.outside_pool.unwrap_or(0),
+                beyond_pool,
+                "{}: context + outside_pool",
+                what
+            );
+            // Which of context and outside_pool holds a byte is the estimator's: partial is
+            // compared for every other layer.
+            let without_outside = |p: &[Layer]| -> Vec<Layer> {
+                p.iter()
+                    .copied()
+                    .filter(|&x| x != Layer::OutsidePool)
+                    .collect()
+            };
+            prop_assert_eq!(
+                without_outside(&made.partial),
+                without_outside(&partial),
+                "{}: partial layers",
+                what
+            );
         }
-        Err(Gap::FreeExceedsTotal { total, free }) => prop_assert!(free > total),
-        Err(Gap::ProcessesExceedOccupied {
-            attributed,
-            occupied,
-        }) => prop_assert!(attributed > occupied),
-        Err(Gap::MemoryUnknown) => prop_assert!(memory.is_none()),
-        Err(Gap::Lost) => prop_assert!(false, "nothing is lost here"),
+        (Err(gap), Err(expected)) => prop_assert_eq!(reason(gap), expected, "{}", what),
+        (made, expected) => {
+            prop_assert!(false, "{}: made {:?}, expected {:?}", what, made, expected)
+        }
     }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(500))]
 
     #[test]
-    fn layers_add_up_exactly_or_are_withheld_for_a_true_reason(sample in sample()) {
+    fn every_layer_is_what_the_sample_implies(sample in sample()) {
         let mut contexts = ContextEstimator::learning();
         let attachment = judged(&sample);
         contexts.observe(&sample, &attachment.statuses);
         let node = account(&sample, &attachment, &contexts);
         for (g, acc) in sample.gpus.iter().zip(&node.gpus) {
-            check_device(g.memory.as_ref(), &acc.layers)?;
+            let on: Vec<&ProcessSample> =
+                sample.processes.iter().filter(|p| g.holds(&p.device_uuid)).collect();
+            let known = g.processes_known && g.mig.iter().all(|m| m.processes_known);
+            let made = Partition { layers: acc.layers.clone(), partial: acc.partial.clone() };
+            compare(&format!("GPU {}", g.index), &made, oracle(g.memory.as_ref(), known, &on, sample.time))?;
+            if let Ok(l) = &acc.layers {
+                prop_assert_eq!(l.sum(), u128::from(g.memory.map_or(0, |m| m.total)));
+            }
             for (m, macc) in g.mig.iter().zip(&acc.mig) {
-                check_device(m.memory.as_ref(), &macc.layers)?;
+                // The GPU instance's processes: those of every compute instance sharing it.
+                let members: Vec<&str> = g
+                    .mig
+                    .iter()
+                    .filter(|c| c.gpu_instance_id == m.gpu_instance_id)
+                    .map(|c| c.uuid.as_str())
+                    .collect();
+                let on: Vec<&ProcessSample> = sample
+                    .processes
+                    .iter()
+                    .filter(|p| members.contains(&p.device_uuid.as_str()))
+                    .collect();
+                let made = Partition { layers: macc.layers.clone(), partial: macc.partial.clone() };
+                compare(&m.uuid, &made, oracle(m.memory.as_ref(), true, &on, sample.time))?;
             }
         }
     }
@@ -189,6 +390,7 @@ proptest! {
         let node = account(&sample, &attachment, &contexts);
         for (p, acc) in sample.processes.iter().zip(&node.processes) {
             let l = acc.layers;
+            prop_assert_eq!(acc.feed_status.is_usable(), usable(p, sample.time), "{:?}", acc.feed_status);
             match (&acc.feed_status, p.used, &p.feed) {
                 (FeedStatus::Fresh { .. }, used, Some(f)) => {
                     let pool = l.live.unwrap_or(0) + l.fragmented.unwrap_or(0) + l.cached.unwrap_or(0);
@@ -211,8 +413,8 @@ proptest! {
         }
     }
 
-    /// Peaks are never summed, and context never exceeds what lies beyond the pool, over any
-    /// sequence of samples of the same processes.
+    /// Context never exceeds what lies beyond the pool, over any sequence of samples of the
+    /// same process.
     #[test]
     fn context_estimate_never_exceeds_what_is_beyond_the_pool(
         beyond in prop::collection::vec(0u64..4 * GIB, 1..12)

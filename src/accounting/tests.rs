@@ -1,5 +1,6 @@
 use super::*;
 use crate::fixtures::*;
+use crate::sample::DeviceMemory;
 
 fn one_gpu_with(total: u64, used: u64, processes: Vec<ProcessSample>) -> NodeSample {
     let mut sample = node();
@@ -72,8 +73,121 @@ fn process_without_nvml_usage_is_null_not_zero() {
     let node = account(&sample, &judged(&sample), &contexts);
     assert_eq!(node.processes[0].layers.unattributed, None);
     let layers = node.gpus[0].layers.clone().expect("layers");
-    assert_eq!(layers.unattributed, Some(0));
+    assert_eq!(
+        layers.unattributed, None,
+        "NVML does not say how much the process holds: n/a, never 0"
+    );
     assert_eq!(layers.other, Some(3 * GIB), "its bytes stay in other");
+    // Beside a process whose usage is known, the layer is a lower bound.
+    let sample = one_gpu_with(
+        40 * GIB,
+        5 * GIB,
+        vec![
+            process(10, "GPU-test-0", None),
+            process(11, "GPU-test-0", Some(2 * GIB)),
+        ],
+    );
+    let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
+    assert_eq!(
+        node.gpus[0].layers.clone().expect("layers").unattributed,
+        Some(2 * GIB)
+    );
+    assert_eq!(node.gpus[0].partial, vec![Layer::Unattributed]);
+}
+
+/// The demo's GPU 2: a fragmentation figure summed without the cudaMallocAsync process,
+/// whose backend does not report splits, is a lower bound.
+#[test]
+fn a_layer_summed_without_a_process_whose_share_is_unknown_is_partial() {
+    let mut native = process(10, "GPU-test-0", Some(10 * GIB));
+    native.feed = Some(feed(4 * GIB, 8 * GIB, Some(180 * MIB), 1000.0));
+    let mut asynchronous = process(11, "GPU-test-0", Some(10 * GIB));
+    asynchronous.feed = Some(feed(4 * GIB, 8 * GIB, None, 1000.0));
+    let sample = one_gpu_with(40 * GIB, 20 * GIB, vec![native, asynchronous]);
+    let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
+    let layers = node.gpus[0].layers.clone().expect("layers");
+    assert_eq!(layers.fragmented, Some(180 * MIB));
+    assert_eq!(node.gpus[0].partial, vec![Layer::Fragmented]);
+    // A stale feed leaves the pool's layers only partly known.
+    let mut stale = sample.clone();
+    stale.processes[1].feed = Some(feed(4 * GIB, 8 * GIB, Some(0), 990.0));
+    let node = account(&stale, &judged(&stale), &ContextEstimator::learning());
+    assert!(node.gpus[0].partial.contains(&Layer::Live));
+}
+
+/// Several compute instances of one GPU instance share its memory: one partition holds all
+/// their processes, so neither is counted in the other's `other`.
+#[test]
+fn compute_instances_of_one_gpu_instance_share_one_partition() {
+    let mut sample = node();
+    let mut g = gpu(0, memory(80 * GIB, 12 * GIB));
+    g.mig_mode = Some(true);
+    for (uuid, ci) in [("MIG-ci0", 0), ("MIG-ci1", 1)] {
+        let mut m = mig(uuid, "4g.40gb", memory(40 * GIB, 12 * GIB));
+        m.gpu_instance_id = Some(1);
+        m.compute_instance_id = Some(ci);
+        g.mig.push(m);
+    }
+    sample.gpus.push(g);
+    sample.processes = vec![
+        process(1, "MIG-ci0", Some(5 * GIB)),
+        process(2, "MIG-ci1", Some(7 * GIB)),
+    ];
+    let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
+    for m in &node.gpus[0].mig {
+        let layers = m.layers.clone().expect("layers");
+        assert_eq!(layers.unattributed, Some(12 * GIB));
+        assert_eq!(layers.other, Some(0), "no sibling's process in `other`");
+        assert_eq!(m.gpu_instance_members, vec![0, 1]);
+    }
+    assert!(node.gpus[0].mig[0].leads(0) && !node.gpus[0].mig[1].leads(1));
+}
+
+#[test]
+fn records_no_driver_writes_withhold_the_layers() {
+    for (pid, used) in [(0, Some(GIB)), (u32::MAX, Some(GIB)), (7, Some(80 * GIB))] {
+        let sample = one_gpu_with(40 * GIB, 2 * GIB, vec![process(pid, "GPU-test-0", used)]);
+        let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
+        assert!(
+            matches!(node.gpus[0].layers, Err(Gap::ImplausibleProcess { .. })),
+            "{pid}: {:?}",
+            node.gpus[0].layers
+        );
+    }
+    // PID 0 holding nothing is a driver quirk, not a contradiction.
+    let sample = one_gpu_with(40 * GIB, 2 * GIB, vec![process(0, "GPU-test-0", Some(0))]);
+    let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
+    assert!(node.gpus[0].layers.is_ok());
+}
+
+#[test]
+fn memory_figures_that_contradict_each_other_withhold_the_layers() {
+    let with = |m: DeviceMemory| {
+        let mut sample = one_gpu_with(40 * GIB, 0, vec![]);
+        sample.gpus[0].memory = Some(m);
+        account(&sample, &judged(&sample), &ContextEstimator::learning()).gpus[0]
+            .layers
+            .clone()
+    };
+    let m = |total, used, free, driver_reserved| DeviceMemory {
+        total,
+        used,
+        free,
+        driver_reserved,
+    };
+    assert!(matches!(
+        with(m(GIB, 2 * GIB, 0, None)),
+        Err(Gap::UsedExceedsTotal { .. })
+    ));
+    assert!(matches!(
+        with(m(GIB, 0, GIB, Some(2 * GIB))),
+        Err(Gap::ReservedExceedsTotal { .. })
+    ));
+    assert!(matches!(
+        with(m(40 * GIB, GIB, GIB, Some(GIB))),
+        Err(Gap::MemoryDoesNotAddUp { .. })
+    ));
+    assert!(with(m(40 * GIB, GIB, 38 * GIB + 512 * MIB, Some(512 * MIB))).is_ok());
 }
 
 #[test]

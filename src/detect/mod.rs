@@ -1,11 +1,22 @@
 //! Findings: pure functions from samples (and later history) to things a user must see.
 
-mod instant;
+mod devices;
+mod feeds;
+mod processes;
 
-pub use instant::{detect_instant, device_name, is_python};
+pub use processes::is_python;
 
+use crate::accounting::NodeAccount;
+use crate::feed::attach::Attachment;
+use crate::sample::NodeSample;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// A holder must be gone this long before its context is called a zombie: a process that
+/// exits is listed by NVML for a moment after `/proc` has let it go.
+pub const ZOMBIE_CONFIRM_SECS: f64 = 5.0;
+/// More findings of one kind than this become one grouped finding.
+const GROUP_OVER: usize = 3;
 
 /// How urgent a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,6 +64,8 @@ pub enum FindingKind {
     FeedBadInput,
     /// A feed reports a device that NVML does not list its process on.
     FeedDeviceUnlisted,
+    /// NVML refused something (a handle, a list, the device count): what is not known.
+    NvmlProblem,
 }
 
 /// One finding, as the findings panel and the snapshot show it.
@@ -65,6 +78,125 @@ pub struct Finding {
     /// When this finding was first raised (unix seconds) and has held since.
     pub since: f64,
     pub message: String,
+    /// The numbers behind it (bytes, ages, pids), by name.
+    #[serde(default)]
+    pub evidence: serde_json::Value,
+}
+
+/// Findings of one instant as they are raised.
+pub(crate) struct Findings {
+    now: f64,
+    list: Vec<Finding>,
+}
+
+impl Findings {
+    fn raise(
+        &mut self,
+        kind: FindingKind,
+        severity: Severity,
+        device: Option<&str>,
+        pid: Option<u32>,
+        message: String,
+        evidence: serde_json::Value,
+    ) {
+        self.list.push(Finding {
+            kind,
+            severity,
+            device_uuid: device.map(str::to_string),
+            pid,
+            since: self.now,
+            message,
+            evidence,
+        });
+    }
+}
+
+/// Everything this one instant shows: zombie contexts, invisible holders, unattributed and
+/// unexplained usage, stale, inconsistent, refused or misplaced feeds, lost GPUs, what NVML
+/// refused, contradictory counters. `since` is this sample's time; [`FindingTracker`]
+/// carries it forward and [`settle`] then confirms and groups.
+pub fn detect_instant(
+    sample: &NodeSample,
+    attachment: &Attachment,
+    account: &NodeAccount,
+) -> Vec<Finding> {
+    let mut out = Findings {
+        now: sample.time,
+        list: Vec::new(),
+    };
+    processes::detect(sample, account, &mut out);
+    feeds::detect(sample, attachment, &mut out);
+    devices::detect(sample, account, &mut out);
+    sort_findings(&mut out.list);
+    out.list
+}
+
+/// After [`FindingTracker::stamp`]: holds back zombie contexts not yet gone for
+/// [`ZOMBIE_CONFIRM_SECS`], and turns many zombies, or many holders in other PID namespaces,
+/// into one finding each.
+pub fn settle(findings: &mut Vec<Finding>, now: f64) {
+    findings
+        .retain(|f| f.kind != FindingKind::ZombieContext || now - f.since >= ZOMBIE_CONFIRM_SECS);
+    for (kind, what) in [
+        (
+            FindingKind::ZombieContext,
+            "PIDs that no longer exist (or are defunct) still hold CUDA contexts",
+        ),
+        (
+            FindingKind::NotVisibleHolder,
+            "PIDs in other PID namespaces hold memory",
+        ),
+    ] {
+        let count = findings.iter().filter(|f| f.kind == kind).count();
+        if count <= GROUP_OVER {
+            continue;
+        }
+        let (group, rest): (Vec<Finding>, Vec<Finding>) =
+            findings.drain(..).partition(|f| f.kind == kind);
+        *findings = rest;
+        let mut pids: Vec<u32> = group.iter().filter_map(|f| f.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let held: u64 = group
+            .iter()
+            .filter_map(|f| f.evidence.get("used").and_then(|u| u.as_u64()))
+            .sum();
+        let mut devices: Vec<&str> = group
+            .iter()
+            .filter_map(|f| f.device_uuid.as_deref())
+            .collect();
+        devices.sort_unstable();
+        devices.dedup();
+        let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
+        let more = pids.len().saturating_sub(shown.len());
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        let since = group.iter().map(|f| f.since).fold(f64::INFINITY, f64::min);
+        let severity = group
+            .iter()
+            .map(|f| f.severity)
+            .max()
+            .unwrap_or(Severity::Info);
+        findings.push(Finding {
+            kind,
+            severity,
+            device_uuid: None,
+            pid: None,
+            since,
+            message: format!(
+                "{} {what}: {} on {} device(s); PIDs {}{tail}",
+                pids.len(),
+                crate::units::bytes(held),
+                devices.len(),
+                shown.join(", ")
+            ),
+            evidence: serde_json::json!({ "pids": pids, "bytes": held, "devices": devices }),
+        });
+    }
+    sort_findings(findings);
 }
 
 /// Remembers when each finding was first raised, so `since` survives from sample to sample.
@@ -101,4 +233,17 @@ pub fn sort_findings(findings: &mut [Finding]) {
             .then(a.since.total_cmp(&b.since))
             .then(a.pid.cmp(&b.pid))
     });
+}
+
+/// `GPU 2` or `GPU 3 MIG 2g.20gb`, for messages.
+pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
+    match sample.locate(uuid) {
+        Some((gpu, None)) => format!("GPU {}", gpu.index),
+        Some((gpu, Some(m))) => format!(
+            "GPU {} MIG {}",
+            gpu.index,
+            m.profile.as_deref().unwrap_or(uuid)
+        ),
+        None => uuid.to_string(),
+    }
 }

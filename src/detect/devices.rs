@@ -1,0 +1,165 @@
+//! Findings about devices: lost GPUs, what NVML refused, contradictions that withhold the
+//! layers, and usage no listed process accounts for.
+
+use super::{device_name, FindingKind, Findings, Severity};
+use crate::accounting::NodeAccount;
+use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
+use crate::units::bytes;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Usage no process accounts for, beyond the driver's reservation, worth a line.
+const UNEXPLAINED_MIN_BYTES: u64 = 512 << 20;
+/// Without NVML's driver reservation figure the driver's share is hidden in `other`: wait for
+/// more before calling usage unexplained.
+const UNEXPLAINED_MIN_BYTES_NO_RESERVED: u64 = 1 << 30;
+
+fn problems(
+    out: &mut Findings,
+    place: &str,
+    device: Option<&str>,
+    problems: &BTreeMap<String, String>,
+) {
+    for (what, error) in problems {
+        let what = match what.as_str() {
+            "handle" => "the device could not be opened",
+            "memory" => "its memory could not be read",
+            "processes" => "its process list could not be read",
+            "utilization" => "its utilization could not be read",
+            "mig_mode" => "its MIG mode could not be read",
+            "mig_devices" => "its MIG instances could not be listed",
+            "parent" => "the parent GPU's own figures could not be read",
+            "device_count" => "the GPUs could not be counted",
+            "driver" => "the driver lacks calls strata uses",
+            other => other,
+        };
+        out.raise(
+            FindingKind::NvmlProblem,
+            Severity::Warning,
+            device,
+            None,
+            format!("{place}: {what}: {error}"),
+            json!({ "error": error }),
+        );
+    }
+}
+
+pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findings) {
+    problems(out, "NVML", None, &sample.problems);
+    for (gpu, gpu_account) in sample.gpus.iter().zip(&account.gpus) {
+        let uuid = Some(gpu.uuid.as_str());
+        if gpu.lost {
+            out.raise(
+                FindingKind::GpuLost,
+                Severity::Critical,
+                uuid,
+                None,
+                format!(
+                    "GPU {} fell off the bus (GPU_IS_LOST): last known values shown greyed",
+                    gpu.index
+                ),
+                json!({}),
+            );
+            continue;
+        }
+        problems(out, &format!("GPU {}", gpu.index), uuid, &gpu.problems);
+        // The GPU itself; in MIG mode its GPU instances, each once (its first compute
+        // instance stands for it), whose partitions hold the processes NVML lists.
+        let mut devices = vec![(
+            gpu.uuid.as_str(),
+            gpu.memory.as_ref(),
+            &gpu_account.layers,
+            gpu.processes_known,
+            vec![gpu.uuid.as_str()],
+        )];
+        for (i, (m, m_account)) in gpu.mig.iter().zip(&gpu_account.mig).enumerate() {
+            problems(
+                out,
+                &device_name(sample, &m.uuid),
+                Some(&m.uuid),
+                &m.problems,
+            );
+            if !m_account.leads(i) {
+                continue;
+            }
+            let members: Vec<&str> = m_account
+                .gpu_instance_members
+                .iter()
+                .filter_map(|&j| gpu.mig.get(j).map(|c| c.uuid.as_str()))
+                .collect();
+            let known = m_account
+                .gpu_instance_members
+                .iter()
+                .all(|&j| gpu.mig.get(j).is_some_and(|c| c.processes_known));
+            devices.push((
+                m.uuid.as_str(),
+                m.memory.as_ref(),
+                &m_account.layers,
+                known,
+                members,
+            ));
+        }
+        let is_mig = !gpu.mig.is_empty();
+        for (i, (uuid, memory, layers, known, members)) in devices.into_iter().enumerate() {
+            let place = device_name(sample, uuid);
+            match layers {
+                Err(gap) if gap.is_contradiction() => out.raise(
+                    FindingKind::InconsistentCounters,
+                    Severity::Warning,
+                    Some(uuid),
+                    None,
+                    format!("{place}: {}; layers not shown this instant", gap.describe()),
+                    json!(gap),
+                ),
+                // A MIG GPU's own partition repeats its instances': judged there.
+                Ok(layers) if !(is_mig && i == 0) && known => {
+                    let listed: Vec<&ProcessSample> = members
+                        .iter()
+                        .flat_map(|m| sample.processes_on(m))
+                        .collect();
+                    if let Some(unexplained) = unexplained_bytes(layers.other, memory, &listed) {
+                        out.raise(
+                            FindingKind::UnexplainedUsage,
+                            Severity::Warning,
+                            Some(uuid),
+                            None,
+                            format!(
+                                "{} in use on {place} is held by no listed process: another PID namespace or container?",
+                                bytes(unexplained)
+                            ),
+                            json!({ "bytes": unexplained, "other": layers.other }),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Bytes of `other` beyond the driver's reservation and the listed holders that are not
+/// visible (already reported on their own), if enough to report. Nothing is unexplained when
+/// a listed process's usage is not reported: its bytes are in `other` too.
+fn unexplained_bytes(
+    other: Option<u64>,
+    memory: Option<&DeviceMemory>,
+    listed: &[&ProcessSample],
+) -> Option<u64> {
+    let memory = memory?;
+    if listed.iter().any(|p| p.used.is_none()) {
+        return None;
+    }
+    let invisible: u64 = listed
+        .iter()
+        .filter(|p| !p.visible && p.feed.is_none())
+        .filter_map(|p| p.used)
+        .sum();
+    let explained = invisible.saturating_add(memory.driver_reserved.unwrap_or(0));
+    let unexplained = other?.saturating_sub(explained);
+    let threshold = if memory.driver_reserved.is_some() {
+        UNEXPLAINED_MIN_BYTES
+    } else {
+        UNEXPLAINED_MIN_BYTES_NO_RESERVED
+    };
+    (unexplained >= threshold).then_some(unexplained)
+}
