@@ -94,27 +94,49 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
     Line::from(spans)
 }
 
+/// How exact a device's figures are: the least exact source of its context, and the layers
+/// only partly known (lower bounds).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exactness<'a> {
+    pub context: Option<ContextSource>,
+    pub partial: &'a [Layer],
+}
+
+impl Exactness<'_> {
+    /// The mark before a layer's figure: `≥` for a lower bound, else the context's own mark
+    /// (`~` estimated, `≤` not yet split).
+    pub fn mark(&self, layer: Layer) -> &'static str {
+        if self.partial.contains(&layer) {
+            "≥"
+        } else if layer == Layer::Context {
+            self.context.map_or("", |c| c.mark())
+        } else {
+            ""
+        }
+    }
+}
+
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
 pub fn legend(
     layers: &Layers,
-    context: Option<ContextSource>,
+    exactness: Exactness<'_>,
     width: usize,
     theme: Theme,
     short: bool,
     greyed: bool,
 ) -> Vec<Line<'static>> {
     pack(
-        legend_entries(layers, context, theme, short, greyed),
+        legend_entries(layers, exactness, theme, short, greyed),
         width,
         2,
     )
 }
 
-/// The legend's entries, one per layer in bar order, before packing into lines. The context
-/// figure carries the mark of its least exact part (`~` estimated, `≤` not yet split).
+/// The legend's entries, one per layer in bar order, before packing into lines. A figure
+/// carries its mark ([`Exactness::mark`]).
 pub fn legend_entries(
     layers: &Layers,
-    context: Option<ContextSource>,
+    exactness: Exactness<'_>,
     theme: Theme,
     short: bool,
     greyed: bool,
@@ -127,8 +149,8 @@ pub fn legend_entries(
             } else {
                 units::opt_bytes(layers.get(layer))
             };
-            if let (Layer::Context, Some(source), Some(_)) = (layer, context, layers.get(layer)) {
-                figure.insert_str(0, source.mark());
+            if layers.get(layer).is_some() {
+                figure.insert_str(0, exactness.mark(layer));
             }
             let name = if short { layer.short() } else { layer.name() };
             let style = if greyed {

@@ -31,14 +31,21 @@ pub(super) fn compact_lines(
         match view.layers {
             Ok(layers) if legends => {
                 let legend_width = width.saturating_sub(LABEL);
-                legend(layers, view.context, legend_width, theme, true, view.greyed)
-                    .into_iter()
-                    .map(|l| {
-                        let mut spans = vec![Span::raw(" ".repeat(LABEL))];
-                        spans.extend(l.spans);
-                        Line::from(spans)
-                    })
-                    .collect()
+                legend(
+                    layers,
+                    view.exactness,
+                    legend_width,
+                    theme,
+                    true,
+                    view.greyed,
+                )
+                .into_iter()
+                .map(|l| {
+                    let mut spans = vec![Span::raw(" ".repeat(LABEL))];
+                    spans.extend(l.spans);
+                    Line::from(spans)
+                })
+                .collect()
             }
             _ => Vec::new(),
         }
@@ -85,11 +92,15 @@ pub(super) fn compact_lines(
         ));
         lines.push(row);
         lines.extend(legend_lines(&view));
-        for (m, macc) in shown
+        for (position, (m, macc)) in shown
             .mig
             .iter()
             .zip(mig_accounts(observed, state, gpu, index))
+            .enumerate()
         {
+            if !macc.leads(position) {
+                continue;
+            }
             let label = format!(
                 "{:<LABEL$}",
                 fit(
@@ -97,10 +108,10 @@ pub(super) fn compact_lines(
                     LABEL - 1
                 )
             );
-            let figure = usage_figure(m.memory.as_ref(), macc.0, true);
+            let figure = usage_figure(m.memory.as_ref(), macc.layers, true);
             let tail = format!(" {figure:>11}");
             let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
-            let mig_view = DeviceView::mig(m, macc, view.greyed);
+            let mig_view = DeviceView::mig(m, &macc, view.greyed);
             lines.push(bar_row(
                 Span::styled(label, theme.title()),
                 &mig_view,

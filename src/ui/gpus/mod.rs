@@ -5,10 +5,10 @@ mod compact;
 use super::theme::Theme;
 use super::widgets::{
     bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline,
+    Exactness,
 };
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
-use crate::context::ContextSource;
 use crate::history::SeriesKey;
 use crate::layers::Layer;
 use crate::layers::Layers;
@@ -45,25 +45,35 @@ pub struct Plan {
 struct DeviceView<'a> {
     memory: Option<&'a DeviceMemory>,
     layers: &'a Result<Layers, Gap>,
-    /// The least exact source of the contexts in `layers`.
-    context: Option<ContextSource>,
+    exactness: Exactness<'a>,
     greyed: bool,
 }
 
 impl<'a> DeviceView<'a> {
-    /// A MIG instance, greyed with its GPU.
-    fn mig(instance: &'a MigSample, account: MigShown<'a>, greyed: bool) -> Self {
+    /// A MIG GPU instance, greyed with its GPU.
+    fn mig(instance: &'a MigSample, account: &MigShown<'a>, greyed: bool) -> Self {
         DeviceView {
             memory: instance.memory.as_ref(),
-            layers: account.0,
-            context: account.1,
+            layers: account.layers,
+            exactness: account.exactness,
             greyed,
         }
     }
 }
 
-/// A MIG instance's layers as shown, and the source of their context.
-type MigShown<'a> = (&'a Result<Layers, Gap>, Option<ContextSource>);
+/// A MIG device's layers as shown: its GPU instance's partition, how exact it is, and the
+/// positions of the compute instances sharing it (the first one stands for them all).
+struct MigShown<'a> {
+    layers: &'a Result<Layers, Gap>,
+    exactness: Exactness<'a>,
+    members: &'a [usize],
+}
+
+impl MigShown<'_> {
+    fn leads(&self, position: usize) -> bool {
+        self.members.first().is_none_or(|&first| first == position)
+    }
+}
 
 /// Chooses the richest layout whose height fits in `budget` rows.
 pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
@@ -133,14 +143,21 @@ fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
 
 fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -> DeviceView<'a> {
     let shown = displayed_gpu(state, gpu);
-    let (layers, context, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
-        (true, Some(last)) => (&last.layers, None, true),
-        _ => (&account.layers, account.context_source, false),
+    let (layers, exactness, greyed) = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
+        (true, Some(last)) => (&last.layers, Exactness::default(), true),
+        _ => (
+            &account.layers,
+            Exactness {
+                context: account.context_source,
+                partial: &account.partial,
+            },
+            false,
+        ),
     };
     DeviceView {
         memory: shown.memory.as_ref(),
         layers,
-        context,
+        exactness,
         greyed,
     }
 }
@@ -159,17 +176,21 @@ pub fn draw_gpus(
                 put_lines(frame, area, lines);
             }
         }
-        Mode::Empty => put_lines(
-            frame,
-            area,
-            &[Line::styled(
-                fit(
-                    "NVML reports no GPU on this node (strata --demo shows a simulated one)",
-                    area.width as usize,
+        Mode::Empty => {
+            let text = match observed.sample.problems.get("device_count") {
+                Some(error) => format!(
+                    "NVML could not count the GPUs: {error} (strata tries again every interval)"
                 ),
-                theme.alert(),
-            )],
-        ),
+                None => {
+                    "NVML reports no GPU on this node (strata --demo shows a simulated one)".into()
+                }
+            };
+            put_lines(
+                frame,
+                area,
+                &[Line::styled(fit(&text, area.width as usize), theme.alert())],
+            )
+        }
         Mode::Full { columns } => {
             let gpus = &observed.sample.gpus;
             let mut y = area.y;
@@ -320,18 +341,29 @@ fn panel_lines(
     let view = gpu_view(state, gpu, account);
     let shown = displayed_gpu(state, gpu);
     let mut lines = device_lines(&view, width, theme, false);
+    // What NVML refused for this GPU, one line each, so that an n/a says why.
+    for (what, error) in &shown.problems {
+        lines.push(Line::styled(
+            fit(&format!("{what} n/a: {error}"), width),
+            theme.alert(),
+        ));
+    }
     if let Some(memory) = view.memory {
         lines.push(spark_line(state, &gpu.uuid, memory.total, width, theme));
     }
-    for (m, macc) in shown
+    for (position, (m, macc)) in shown
         .mig
         .iter()
         .zip(mig_accounts(observed, state, gpu, index))
+        .enumerate()
     {
-        let label = mig_label(m);
-        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc.0, false));
+        if !macc.leads(position) {
+            continue;
+        }
+        let label = mig_label(&shown.mig, macc.members, m);
+        let tail = format!(" {}", usage_figure(m.memory.as_ref(), macc.layers, false));
         let bar_width = width.saturating_sub(label.chars().count() + tail.chars().count());
-        let mig_view = DeviceView::mig(m, macc, view.greyed);
+        let mig_view = DeviceView::mig(m, &macc, view.greyed);
         lines.push(bar_row(
             Span::styled(label, theme.title()),
             &mig_view,
@@ -339,9 +371,16 @@ fn panel_lines(
             tail,
             theme,
         ));
-        if let Ok(layers) = macc.0 {
+        if let Ok(layers) = macc.layers {
             let legend_width = width.saturating_sub(4);
-            for l in legend(layers, macc.1, legend_width, theme, true, view.greyed) {
+            for l in legend(
+                layers,
+                macc.exactness,
+                legend_width,
+                theme,
+                true,
+                view.greyed,
+            ) {
                 let mut spans = vec![Span::raw("    ")];
                 spans.extend(l.spans);
                 lines.push(Line::from(spans));
@@ -364,15 +403,45 @@ fn mig_accounts<'a>(
         Some(acc) if !gpu.lost => acc
             .mig
             .iter()
-            .map(|m| (&m.layers, m.context_source))
+            .map(|m| MigShown {
+                layers: &m.layers,
+                exactness: Exactness {
+                    context: m.context_source,
+                    partial: &m.partial,
+                },
+                members: &m.gpu_instance_members,
+            })
             .collect(),
-        _ => shown.mig.iter().map(|_| (&LOST, None)).collect(),
+        _ => shown
+            .mig
+            .iter()
+            .map(|_| MigShown {
+                layers: &LOST,
+                exactness: Exactness::default(),
+                members: &[],
+            })
+            .collect(),
     }
 }
 
-fn mig_label(m: &MigSample) -> String {
-    let ids = match (m.gpu_instance_id, m.compute_instance_id) {
-        (Some(g), Some(c)) => format!(" GI{g}/CI{c}"),
+/// ` └ 3g.40gb GI1/CI0`, or ` └ 4g.40gb GI2/CI0+1` for a GPU instance with two compute
+/// instances.
+fn mig_label(all: &[MigSample], members: &[usize], m: &MigSample) -> String {
+    let cis: Vec<String> = if members.is_empty() {
+        m.compute_instance_id
+            .map(|c| c.to_string())
+            .into_iter()
+            .collect()
+    } else {
+        members
+            .iter()
+            .filter_map(|&i| all.get(i).and_then(|c| c.compute_instance_id))
+            .map(|c| c.to_string())
+            .collect()
+    };
+    let ids = match (m.gpu_instance_id, cis.is_empty()) {
+        (Some(g), false) => format!(" GI{g}/CI{}", cis.join("+")),
+        (Some(g), true) => format!(" GI{g}"),
         _ => String::new(),
     };
     let profile = crate::text::clean(m.profile.as_deref().unwrap_or("MIG"));
@@ -397,7 +466,7 @@ fn device_lines(
 ) -> Vec<Line<'static>> {
     let mut lines = vec![bar_or_gap(view, width, theme)];
     if let Ok(layers) = view.layers {
-        let mut entries = legend_entries(layers, view.context, theme, short, view.greyed);
+        let mut entries = legend_entries(layers, view.exactness, theme, short, view.greyed);
         // Say how much of `other` is the driver's own reservation, beside `other` itself.
         if let (Some(other), Some(reserved)) =
             (layers.other, view.memory.and_then(|m| m.driver_reserved))
