@@ -47,29 +47,56 @@ pub fn fake_nvml_target_dir() -> PathBuf {
 /// Panics with cargo's output if the build fails.
 pub fn fake_nvml_lib() -> PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(build_fake_nvml).clone()
+    LIB.get_or_init(|| build_fake_nvml(&fake_nvml_target_dir(), None))
+        .clone()
 }
 
-fn build_fake_nvml() -> PathBuf {
+/// The fake built with one of its cargo features (`pre-r510`, `v1-processes`: a driver that
+/// lacks newer symbols), into its own target dir `target/fake-nvml-<feature>`, once per test
+/// process and feature.
+pub fn fake_nvml_lib_with(feature: &str) -> PathBuf {
+    static LIBS: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = LIBS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, lib)) = built.iter().find(|(f, _)| f == feature) {
+        return lib.clone();
+    }
+    let target_dir = fake_nvml_target_dir().with_file_name(format!(
+        "{}-{feature}",
+        fake_nvml_target_dir()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let lib = build_fake_nvml(&target_dir, Some(feature));
+    built.push((feature.to_string(), lib.clone()));
+    lib
+}
+
+fn build_fake_nvml(target_dir: &Path, feature: Option<&str>) -> PathBuf {
     let cargo = std::env::var_os("CARGO")
         .or_else(|| option_env!("CARGO").map(Into::into))
         .unwrap_or_else(|| "cargo".into());
-    let target_dir = fake_nvml_target_dir();
-    let output = Command::new(&cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "strata-fake-nvml",
-            "--manifest-path",
-        ])
-        .arg(workspace_root().join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target_dir)
+    let mut command = Command::new(&cargo);
+    command.args([
+        "build",
+        "--quiet",
+        "-p",
+        "strata-fake-nvml",
+        "--manifest-path",
+    ]);
+    command.arg(workspace_root().join("Cargo.toml"));
+    if let Some(feature) = feature {
+        command.args(["--features", feature]);
+    }
+    let output = command
+        .env("CARGO_TARGET_DIR", target_dir)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cargo:?} to build the fake NVML library: {e}"));
     assert!(
         output.status.success(),
-        "building the fake NVML library (cargo build -p strata-fake-nvml) failed:\n{}{}",
+        "building the fake NVML library (cargo build -p strata-fake-nvml, features {feature:?}) failed:\n{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );

@@ -48,6 +48,15 @@ pub struct NvmlProcessInfo {
     pub compute_instance_id: c_uint,
 }
 
+/// `nvmlProcessInfo_v1_t`, what the unversioned process calls fill (the oldest drivers' only
+/// layout): no instance ids.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NvmlProcessInfoV1 {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
+}
+
 /// `nvmlProcessUtilizationSample_t`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -78,5 +87,6 @@ const _: () = assert!(std::mem::size_of::<NvmlMemoryV2>() == 40);
 const _: () = assert!(NVML_MEMORY_V2_VERSION == 0x0200_0028);
 const _: () = assert!(std::mem::size_of::<NvmlUtilization>() == 8);
 const _: () = assert!(std::mem::size_of::<NvmlProcessInfo>() == 24);
+const _: () = assert!(std::mem::size_of::<NvmlProcessInfoV1>() == 16);
 const _: () = assert!(std::mem::size_of::<NvmlProcessUtilizationSample>() == 32);
 const _: () = assert!(std::mem::size_of::<NvmlPciInfo>() == 68);

@@ -9,10 +9,23 @@ pub const ERROR_NOT_SUPPORTED: u32 = 3;
 pub const ERROR_NO_PERMISSION: u32 = 4;
 pub const ERROR_NOT_FOUND: u32 = 6;
 pub const ERROR_INSUFFICIENT_SIZE: u32 = 7;
+pub const ERROR_INSUFFICIENT_POWER: u32 = 8;
+pub const ERROR_DRIVER_NOT_LOADED: u32 = 9;
 pub const ERROR_TIMEOUT: u32 = 10;
+pub const ERROR_IRQ_ISSUE: u32 = 11;
+pub const ERROR_FUNCTION_NOT_FOUND: u32 = 13;
+pub const ERROR_CORRUPTED_INFOROM: u32 = 14;
 pub const ERROR_GPU_IS_LOST: u32 = 15;
+pub const ERROR_RESET_REQUIRED: u32 = 16;
+pub const ERROR_OPERATING_SYSTEM: u32 = 17;
+pub const ERROR_LIB_RM_VERSION_MISMATCH: u32 = 18;
+pub const ERROR_IN_USE: u32 = 19;
+pub const ERROR_MEMORY: u32 = 20;
 pub const ERROR_NO_DATA: u32 = 21;
+pub const ERROR_INSUFFICIENT_RESOURCES: u32 = 23;
 pub const ERROR_ARGUMENT_VERSION_MISMATCH: u32 = 25;
+pub const ERROR_NOT_READY: u32 = 27;
+pub const ERROR_GPU_NOT_FOUND: u32 = 28;
 pub const ERROR_UNKNOWN: u32 = 999;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as the unsigned 64-bit value NVML writes (e.g. process memory).
@@ -22,12 +35,28 @@ pub const NO_INSTANCE_ID: u32 = u32::MAX;
 
 /// The error names a scenario may use in place of a value, with the code each one answers.
 pub const SCENARIO_ERROR_NAMES: &[(&str, u32)] = &[
+    ("Uninitialized", ERROR_UNINITIALIZED),
+    ("InvalidArgument", ERROR_INVALID_ARGUMENT),
     ("NotSupported", ERROR_NOT_SUPPORTED),
     ("NoPermission", ERROR_NO_PERMISSION),
     ("NotFound", ERROR_NOT_FOUND),
+    ("InsufficientSize", ERROR_INSUFFICIENT_SIZE),
+    ("InsufficientPower", ERROR_INSUFFICIENT_POWER),
+    ("DriverNotLoaded", ERROR_DRIVER_NOT_LOADED),
     ("Timeout", ERROR_TIMEOUT),
+    ("IrqIssue", ERROR_IRQ_ISSUE),
+    ("FunctionNotFound", ERROR_FUNCTION_NOT_FOUND),
+    ("CorruptedInfoROM", ERROR_CORRUPTED_INFOROM),
     ("GpuIsLost", ERROR_GPU_IS_LOST),
+    ("ResetRequired", ERROR_RESET_REQUIRED),
+    ("OperatingSystem", ERROR_OPERATING_SYSTEM),
+    ("LibRmVersionMismatch", ERROR_LIB_RM_VERSION_MISMATCH),
+    ("InUse", ERROR_IN_USE),
+    ("Memory", ERROR_MEMORY),
     ("NoData", ERROR_NO_DATA),
+    ("InsufficientResources", ERROR_INSUFFICIENT_RESOURCES),
+    ("NotReady", ERROR_NOT_READY),
+    ("GpuNotFound", ERROR_GPU_NOT_FOUND),
     ("Unknown", ERROR_UNKNOWN),
 ];
 

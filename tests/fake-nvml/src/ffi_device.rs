@@ -37,7 +37,7 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     length: c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetName", false, |ctx| {
             let text = match ctx.instance {
                 Some(instance) => instance.name.get()?,
                 None => ctx.device.name.get()?,
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     length: c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetUUID", false, |ctx| {
             let text = match ctx.instance {
                 Some(instance) => instance.uuid.get()?,
                 None => ctx.device.uuid.get()?,
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetIndex", false, |ctx| {
             if ctx.instance.is_some() {
                 return Err(ERROR_NOT_SUPPORTED);
             }
@@ -88,22 +88,29 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     memory: *mut NvmlMemory,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, !memory.is_null(), |ctx| {
-            let at = memory_of(ctx)?;
-            let answer = NvmlMemory {
-                total: at.total,
-                free: at.free,
-                used: at.used.saturating_add(at.reserved),
-            };
-            // SAFETY: `memory` is null or points to an nvmlMemory_t (contract above).
-            unsafe { put(memory, answer) }
-        })
+        state::with_device(
+            device,
+            "nvmlDeviceGetMemoryInfo",
+            !memory.is_null(),
+            |ctx| {
+                let at = memory_of(ctx)?;
+                let answer = NvmlMemory {
+                    total: at.total,
+                    free: at.free,
+                    used: at.used.saturating_add(at.reserved),
+                };
+                // SAFETY: `memory` is null or points to an nvmlMemory_t (contract above).
+                unsafe { put(memory, answer) }
+            },
+        )
     })
 }
 
 /// v2 memory; the caller must set `version` to `nvmlMemory_v2` (`0x02000028`). A call refused
-/// for its version or a null pointer does not count as a poll.
-#[no_mangle]
+/// for its version or a null pointer does not count as a poll. Not exported by a `pre-r510`
+/// build (drivers before R510 lack it).
+#[cfg_attr(not(feature = "pre-r510"), no_mangle)]
+#[cfg_attr(feature = "pre-r510", allow(dead_code, non_snake_case))]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut NvmlMemoryV2,
@@ -115,25 +122,30 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             false => Some(unsafe { std::ptr::addr_of!((*memory).version).read() }),
         };
         let counts_as_poll = version == Some(NVML_MEMORY_V2_VERSION);
-        state::with_device(device, counts_as_poll, |ctx| {
-            match version {
-                None => return Err(ERROR_INVALID_ARGUMENT),
-                Some(version) if version != NVML_MEMORY_V2_VERSION => {
-                    return Err(ERROR_ARGUMENT_VERSION_MISMATCH)
+        state::with_device(
+            device,
+            "nvmlDeviceGetMemoryInfo_v2",
+            counts_as_poll,
+            |ctx| {
+                match version {
+                    None => return Err(ERROR_INVALID_ARGUMENT),
+                    Some(version) if version != NVML_MEMORY_V2_VERSION => {
+                        return Err(ERROR_ARGUMENT_VERSION_MISMATCH)
+                    }
+                    Some(_) => {}
                 }
-                Some(_) => {}
-            }
-            let at = memory_of(ctx)?;
-            let answer = NvmlMemoryV2 {
-                version: NVML_MEMORY_V2_VERSION,
-                total: at.total,
-                reserved: at.reserved,
-                free: at.free,
-                used: at.used,
-            };
-            // SAFETY: `memory` is non-null and points to an nvmlMemory_v2_t.
-            unsafe { put(memory, answer) }
-        })
+                let at = memory_of(ctx)?;
+                let answer = NvmlMemoryV2 {
+                    version: NVML_MEMORY_V2_VERSION,
+                    total: at.total,
+                    reserved: at.reserved,
+                    free: at.free,
+                    used: at.used,
+                };
+                // SAFETY: `memory` is non-null and points to an nvmlMemory_v2_t.
+                unsafe { put(memory, answer) }
+            },
+        )
     })
 }
 
@@ -143,7 +155,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
     utilization: *mut NvmlUtilization,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetUtilizationRates", false, |ctx| {
             let rates = match ctx.instance {
                 Some(instance) => instance.utilization.get()?,
                 None => ctx.device.utilization.get()?,
@@ -162,7 +174,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetPciInfo_v3", false, |ctx| {
             let bus_id = bus_id_of(ctx.device, ctx.gpu_index);
             let location = parse_bus_id(&bus_id).ok_or(ERROR_UNKNOWN)?;
             let legacy = format!(

@@ -8,11 +8,9 @@
 use std::ffi::c_uint;
 
 use crate::abi::NvmlDevice;
-use crate::codes::{
-    ERROR_GPU_IS_LOST, ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED,
-};
+use crate::codes::{ERROR_INVALID_ARGUMENT, ERROR_NOT_FOUND, ERROR_NOT_SUPPORTED};
 use crate::ffi_util::{guard, put};
-use crate::state::{self, handle_for, is_lost};
+use crate::state::{self, handle_for};
 
 /// `NVML_DEVICE_MIG_ENABLE`.
 const MIG_ENABLED: c_uint = 1;
@@ -24,7 +22,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     pending_mode: *mut c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetMigMode", false, |ctx| {
             if ctx.instance.is_some() {
                 return Err(ERROR_NOT_SUPPORTED);
             }
@@ -47,7 +45,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
     count: *mut c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetMaxMigDeviceCount", false, |ctx| {
             if ctx.instance.is_some() {
                 return Err(ERROR_NOT_SUPPORTED);
             }
@@ -59,15 +57,17 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
 }
 
 /// Refuses with `NVML_ERROR_NOT_SUPPORTED` when MIG is not enabled, `INVALID_ARGUMENT` for an
-/// index at or past `max_mig_devices`, `NOT_FOUND` for an empty slot.
+/// index at or past `max_mig_devices`, `NOT_FOUND` for an empty slot. The parent's faults apply
+/// first, then those of the MIG device in the slot.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     device: NvmlDevice,
     index: c_uint,
     mig_device: *mut NvmlDevice,
 ) -> u32 {
+    const CALL: &str = "nvmlDeviceGetMigDeviceHandleByIndex";
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        let handle = state::with_device(device, CALL, false, |ctx| {
             if ctx.instance.is_some() {
                 return Err(ERROR_INVALID_ARGUMENT);
             }
@@ -83,12 +83,12 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
                 .iter()
                 .find(|instance| instance.slot == index)
                 .ok_or(ERROR_NOT_FOUND)?;
-            if is_lost(instance.lost_at_poll, ctx.poll) {
-                return Err(ERROR_GPU_IS_LOST);
-            }
-            // SAFETY: `mig_device` is null or points to an nvmlDevice_t (contract above).
-            unsafe { put(mig_device, handle_for(ctx.gpu_index, Some(instance.slot))) }
-        })
+            Ok(handle_for(ctx.gpu_index, Some(instance.slot)))
+        })?;
+        // The MIG device's own faults, and its lost state.
+        state::with_device(handle, CALL, false, |_| Ok(()))?;
+        // SAFETY: `mig_device` is null or points to an nvmlDevice_t (contract above).
+        unsafe { put(mig_device, handle) }
     })
 }
 
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
     is_mig_device: *mut c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceIsMigDeviceHandle", false, |ctx| {
             let is_mig = c_uint::from(ctx.instance.is_some());
             // SAFETY: `is_mig_device` is null or points to an unsigned int (contract above).
             unsafe { put(is_mig_device, is_mig) }
@@ -112,13 +112,18 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
     device: *mut NvmlDevice,
 ) -> u32 {
     guard(|| {
-        state::with_device(mig_device, false, |ctx| {
-            if ctx.instance.is_none() {
-                return Err(ERROR_INVALID_ARGUMENT);
-            }
-            // SAFETY: `device` is null or points to an nvmlDevice_t (contract above).
-            unsafe { put(device, handle_for(ctx.gpu_index, None)) }
-        })
+        state::with_device(
+            mig_device,
+            "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+            false,
+            |ctx| {
+                if ctx.instance.is_none() {
+                    return Err(ERROR_INVALID_ARGUMENT);
+                }
+                // SAFETY: `device` is null or points to an nvmlDevice_t (contract above).
+                unsafe { put(device, handle_for(ctx.gpu_index, None)) }
+            },
+        )
     })
 }
 
@@ -126,7 +131,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: NvmlDevice, id: *mut c_uint) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetGpuInstanceId", false, |ctx| {
             let instance = ctx.instance.ok_or(ERROR_NOT_SUPPORTED)?;
             let gpu_instance_id = *instance.gpu_instance_id.get()?;
             // SAFETY: `id` is null or points to an unsigned int (contract above).
@@ -142,7 +147,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
     id: *mut c_uint,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetComputeInstanceId", false, |ctx| {
             let instance = ctx.instance.ok_or(ERROR_NOT_SUPPORTED)?;
             let compute_instance_id = *instance.compute_instance_id.get()?;
             // SAFETY: `id` is null or points to an unsigned int (contract above).

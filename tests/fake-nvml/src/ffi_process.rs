@@ -7,7 +7,7 @@
 
 use std::ffi::{c_uint, c_ulonglong};
 
-use crate::abi::{NvmlDevice, NvmlProcessInfo, NvmlProcessUtilizationSample};
+use crate::abi::{NvmlDevice, NvmlProcessInfo, NvmlProcessInfoV1, NvmlProcessUtilizationSample};
 use crate::codes::{ERROR_INVALID_ARGUMENT, NO_INSTANCE_ID};
 use crate::ffi_util::{from_code, guard};
 use crate::protocol;
@@ -18,12 +18,14 @@ use crate::state::{self, is_lost, Ctx};
 enum Kind {
     Compute,
     Graphics,
+    Mps,
 }
 
 fn list_of(instance: &MigInstance, kind: Kind) -> &Answer<Vec<Process>> {
     match kind {
         Kind::Compute => &instance.compute_processes,
         Kind::Graphics => &instance.graphics_processes,
+        Kind::Mps => &instance.mps_processes,
     }
 }
 
@@ -62,6 +64,7 @@ fn processes_of(ctx: &Ctx, kind: Kind) -> Result<(Vec<ProcessAt>, i64), u32> {
     let own = match kind {
         Kind::Compute => ctx.device.compute_processes.get()?,
         Kind::Graphics => ctx.device.graphics_processes.get()?,
+        Kind::Mps => ctx.device.mps_processes.get()?,
     };
     let mut all = processes_at(own, ctx.poll, NO_INSTANCE_ID, NO_INSTANCE_ID);
     let mut instances: Vec<&MigInstance> = ctx.device.mig.iter().collect();
@@ -77,14 +80,40 @@ fn processes_of(ctx: &Ctx, kind: Kind) -> Result<(Vec<ProcessAt>, i64), u32> {
     Ok((all, ctx.device.count_jitter.at(ctx.poll)))
 }
 
-unsafe fn running_processes(
+/// An entry of the caller's array, in one of the layouts NVML's process calls fill.
+trait Entry {
+    fn of(process: &ProcessAt) -> Self;
+}
+
+impl Entry for NvmlProcessInfo {
+    fn of(process: &ProcessAt) -> Self {
+        NvmlProcessInfo {
+            pid: process.pid,
+            used_gpu_memory: process.used_bytes,
+            gpu_instance_id: process.gpu_instance_id,
+            compute_instance_id: process.compute_instance_id,
+        }
+    }
+}
+
+impl Entry for NvmlProcessInfoV1 {
+    fn of(process: &ProcessAt) -> Self {
+        NvmlProcessInfoV1 {
+            pid: process.pid,
+            used_gpu_memory: process.used_bytes,
+        }
+    }
+}
+
+unsafe fn running_processes<E: Entry>(
     device: NvmlDevice,
     count: *mut c_uint,
-    infos: *mut NvmlProcessInfo,
+    infos: *mut E,
     kind: Kind,
+    call: &'static str,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, call, false, |ctx| {
             if count.is_null() {
                 return Err(ERROR_INVALID_ARGUMENT);
             }
@@ -94,14 +123,8 @@ unsafe fn running_processes(
             let answer =
                 protocol::running_processes(processes.len(), jitter, infos.is_null(), capacity);
             for (slot, process) in processes.iter().take(answer.write).enumerate() {
-                let entry = NvmlProcessInfo {
-                    pid: process.pid,
-                    used_gpu_memory: process.used_bytes,
-                    gpu_instance_id: process.gpu_instance_id,
-                    compute_instance_id: process.compute_instance_id,
-                };
                 // SAFETY: `answer.write <= capacity`, and `infos` holds `capacity` entries.
-                unsafe { infos.add(slot).write(entry) };
+                unsafe { infos.add(slot).write(E::of(process)) };
             }
             // SAFETY: as above.
             unsafe { count.write(answer.count) };
@@ -110,25 +133,101 @@ unsafe fn running_processes(
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
-    device: NvmlDevice,
-    info_count: *mut c_uint,
-    infos: *mut NvmlProcessInfo,
-) -> u32 {
-    // SAFETY: same contract.
-    unsafe { running_processes(device, info_count, infos, Kind::Compute) }
+/// Exports one process call. `$v3` marks the `_v3` calls, which a `pre-r510` build leaves out.
+macro_rules! process_call {
+    ($name:ident, $entry:ty, $kind:expr, v3) => {
+        #[cfg_attr(not(feature = "pre-r510"), no_mangle)]
+        #[cfg_attr(feature = "pre-r510", allow(dead_code, non_snake_case))]
+        pub unsafe extern "C" fn $name(
+            device: NvmlDevice,
+            info_count: *mut c_uint,
+            infos: *mut $entry,
+        ) -> u32 {
+            // SAFETY: same contract.
+            unsafe { running_processes(device, info_count, infos, $kind, stringify!($name)) }
+        }
+    };
+    ($name:ident, $entry:ty, $kind:expr, v2) => {
+        #[cfg_attr(not(feature = "v1-processes"), no_mangle)]
+        #[cfg_attr(feature = "v1-processes", allow(dead_code, non_snake_case))]
+        pub unsafe extern "C" fn $name(
+            device: NvmlDevice,
+            info_count: *mut c_uint,
+            infos: *mut $entry,
+        ) -> u32 {
+            // SAFETY: same contract.
+            unsafe { running_processes(device, info_count, infos, $kind, stringify!($name)) }
+        }
+    };
+    ($name:ident, $entry:ty, $kind:expr, v1) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            device: NvmlDevice,
+            info_count: *mut c_uint,
+            infos: *mut $entry,
+        ) -> u32 {
+            // SAFETY: same contract.
+            unsafe { running_processes(device, info_count, infos, $kind, stringify!($name)) }
+        }
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
-    device: NvmlDevice,
-    info_count: *mut c_uint,
-    infos: *mut NvmlProcessInfo,
-) -> u32 {
-    // SAFETY: same contract.
-    unsafe { running_processes(device, info_count, infos, Kind::Graphics) }
-}
+// The `_v3` and `_v2` calls fill the same 24-byte `nvmlProcessInfo_t`; the unversioned ones
+// the 16-byte `nvmlProcessInfo_v1_t`.
+process_call!(
+    nvmlDeviceGetComputeRunningProcesses_v3,
+    NvmlProcessInfo,
+    Kind::Compute,
+    v3
+);
+process_call!(
+    nvmlDeviceGetGraphicsRunningProcesses_v3,
+    NvmlProcessInfo,
+    Kind::Graphics,
+    v3
+);
+process_call!(
+    nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    NvmlProcessInfo,
+    Kind::Mps,
+    v3
+);
+process_call!(
+    nvmlDeviceGetComputeRunningProcesses_v2,
+    NvmlProcessInfo,
+    Kind::Compute,
+    v2
+);
+process_call!(
+    nvmlDeviceGetGraphicsRunningProcesses_v2,
+    NvmlProcessInfo,
+    Kind::Graphics,
+    v2
+);
+process_call!(
+    nvmlDeviceGetMPSComputeRunningProcesses_v2,
+    NvmlProcessInfo,
+    Kind::Mps,
+    v2
+);
+process_call!(
+    nvmlDeviceGetComputeRunningProcesses,
+    NvmlProcessInfoV1,
+    Kind::Compute,
+    v1
+);
+process_call!(
+    nvmlDeviceGetGraphicsRunningProcesses,
+    NvmlProcessInfoV1,
+    Kind::Graphics,
+    v1
+);
+process_call!(
+    nvmlDeviceGetMPSComputeRunningProcesses,
+    NvmlProcessInfoV1,
+    Kind::Mps,
+    v1
+);
 
 /// Samples newer than `last_seen_time_stamp` (µs); none at all answers `NVML_ERROR_NOT_FOUND`.
 #[no_mangle]
@@ -139,7 +238,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     last_seen_time_stamp: c_ulonglong,
 ) -> u32 {
     guard(|| {
-        state::with_device(device, false, |ctx| {
+        state::with_device(device, "nvmlDeviceGetProcessUtilization", false, |ctx| {
             if process_samples_count.is_null() {
                 return Err(ERROR_INVALID_ARGUMENT);
             }

@@ -42,7 +42,7 @@ pub extern "C" fn nvmlErrorString(result: u32) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> u32 {
     guard(|| {
-        state::with_scenario(|scenario| {
+        state::with_system("nvmlSystemGetDriverVersion", |scenario| {
             let text = scenario.system.driver_version.get()?;
             // SAFETY: `version` is null or holds `length` bytes (contract above).
             unsafe { put_str(text, version, length) }
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> u32 {
     guard(|| {
-        state::with_scenario(|scenario| {
+        state::with_system("nvmlSystemGetNVMLVersion", |scenario| {
             let text = scenario.system.nvml_version.get()?;
             // SAFETY: `version` is null or holds `length` bytes (contract above).
             unsafe { put_str(text, version, length) }
@@ -61,9 +61,9 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: 
     })
 }
 
-unsafe fn cuda_driver_version(out: *mut c_int) -> u32 {
+unsafe fn cuda_driver_version(out: *mut c_int, call: &'static str) -> u32 {
     guard(|| {
-        state::with_scenario(|scenario| {
+        state::with_system(call, |scenario| {
             let version = *scenario.system.cuda_driver_version.get()?;
             // SAFETY: `out` is null or points to an int (contract above).
             unsafe { put(out, version) }
@@ -76,7 +76,7 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(
     cuda_driver_version_out: *mut c_int,
 ) -> u32 {
     // SAFETY: same contract.
-    unsafe { cuda_driver_version(cuda_driver_version_out) }
+    unsafe { cuda_driver_version(cuda_driver_version_out, "nvmlSystemGetCudaDriverVersion") }
 }
 
 #[no_mangle]
@@ -84,12 +84,12 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
     cuda_driver_version_out: *mut c_int,
 ) -> u32 {
     // SAFETY: same contract.
-    unsafe { cuda_driver_version(cuda_driver_version_out) }
+    unsafe { cuda_driver_version(cuda_driver_version_out, "nvmlSystemGetCudaDriverVersion_v2") }
 }
 
-unsafe fn device_count(count: *mut c_uint) -> u32 {
+unsafe fn device_count(count: *mut c_uint, call: &'static str) -> u32 {
     guard(|| {
-        state::with_scenario(|scenario| {
+        state::with_system(call, |scenario| {
             let devices = u32::try_from(scenario.devices.len()).unwrap_or(u32::MAX);
             // SAFETY: `count` is null or points to an unsigned int (contract above).
             unsafe { put(count, devices) }
@@ -100,18 +100,18 @@ unsafe fn device_count(count: *mut c_uint) -> u32 {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> u32 {
     // SAFETY: same contract.
-    unsafe { device_count(count) }
+    unsafe { device_count(count, "nvmlDeviceGetCount_v2") }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> u32 {
     // SAFETY: same contract.
-    unsafe { device_count(count) }
+    unsafe { device_count(count, "nvmlDeviceGetCount") }
 }
 
-unsafe fn handle_by_index(index: c_uint, device: *mut NvmlDevice) -> u32 {
+unsafe fn handle_by_index(index: c_uint, device: *mut NvmlDevice, call: &'static str) -> u32 {
     guard(|| {
-        let handle = state::handle_by_index(index)?;
+        let handle = state::handle_by_index(index, call)?;
         // SAFETY: `device` is null or points to an nvmlDevice_t (contract above).
         unsafe { put(device, handle) }
     })
@@ -123,13 +123,13 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     device: *mut NvmlDevice,
 ) -> u32 {
     // SAFETY: same contract.
-    unsafe { handle_by_index(index, device) }
+    unsafe { handle_by_index(index, device, "nvmlDeviceGetHandleByIndex_v2") }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut NvmlDevice) -> u32 {
     // SAFETY: same contract.
-    unsafe { handle_by_index(index, device) }
+    unsafe { handle_by_index(index, device, "nvmlDeviceGetHandleByIndex") }
 }
 
 /// Finds a GPU or a MIG device by UUID (`GPU-...` or `MIG-...`).

@@ -7,6 +7,7 @@
 
 mod abi;
 mod codes;
+mod faults;
 mod ffi_device;
 mod ffi_mig;
 mod ffi_process;
@@ -16,6 +17,7 @@ mod protocol;
 mod scenario;
 mod state;
 mod validate;
+mod values;
 
 #[cfg(test)]
 mod tests;

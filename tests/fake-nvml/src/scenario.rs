@@ -5,50 +5,16 @@
 
 use std::path::Path;
 
-use serde::de::{DeserializeOwned, Error as _};
-use serde::{Deserialize, Deserializer};
-use serde_json::Value;
+use serde::Deserialize;
 
-use crate::codes::{code_for_name, ERROR_NOT_SUPPORTED};
+use crate::codes::ERROR_NOT_SUPPORTED;
+use crate::faults::Fault;
+pub use crate::values::{present, Answer, PollWindow, Scripted};
 
 /// Most GPUs a scenario may describe (the handle table has room for this many).
 pub const MAX_DEVICES: usize = 64;
 /// Most MIG slots per GPU (real GPUs have at most 7).
 pub const MAX_MIG_SLOTS: u32 = 15;
-
-/// A value that a call answers with, or the NVML error code it fails with.
-///
-/// In JSON: the value itself, or one of the names in `codes::SCENARIO_ERROR_NAMES`
-/// (`"NotSupported"`, `"NoPermission"`, ...).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Answer<T> {
-    Value(T),
-    Error(u32),
-}
-
-impl<T> Answer<T> {
-    /// The value, or the error code the call must return.
-    pub fn get(&self) -> Result<&T, u32> {
-        match self {
-            Answer::Value(value) => Ok(value),
-            Answer::Error(code) => Err(*code),
-        }
-    }
-}
-
-impl<'de, T: DeserializeOwned> Deserialize<'de> for Answer<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        if let Value::String(text) = &value {
-            if let Some(code) = code_for_name(text) {
-                return Ok(Answer::Error(code));
-            }
-        }
-        T::deserialize(value)
-            .map(Answer::Value)
-            .map_err(D::Error::custom)
-    }
-}
 
 fn not_supported<T>() -> Answer<T> {
     Answer::Error(ERROR_NOT_SUPPORTED)
@@ -56,88 +22,6 @@ fn not_supported<T>() -> Answer<T> {
 
 fn empty_list<T>() -> Answer<Vec<T>> {
     Answer::Value(Vec::new())
-}
-
-/// A value that may change with the poll number: one value, or a non-empty array indexed by
-/// poll number (0-based) and clamped to its last element.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scripted<T> {
-    first: T,
-    later: Vec<T>,
-}
-
-impl<T: Clone> Scripted<T> {
-    /// The same value at every poll.
-    pub fn fixed(value: T) -> Self {
-        Scripted {
-            first: value,
-            later: Vec::new(),
-        }
-    }
-
-    /// The value at `poll`.
-    pub fn at(&self, poll: usize) -> T {
-        match poll.checked_sub(1) {
-            None => self.first.clone(),
-            Some(later_index) => self
-                .later
-                .get(later_index)
-                .or(self.later.last())
-                .unwrap_or(&self.first)
-                .clone(),
-        }
-    }
-}
-
-impl<T: Clone + Default> Default for Scripted<T> {
-    fn default() -> Self {
-        Scripted::fixed(T::default())
-    }
-}
-
-impl<'de, T: DeserializeOwned> Deserialize<'de> for Scripted<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        match value {
-            Value::Array(items) => {
-                let mut values = items
-                    .into_iter()
-                    .map(T::deserialize)
-                    .collect::<Result<Vec<T>, _>>()
-                    .map_err(D::Error::custom)?
-                    .into_iter();
-                let first = values.next().ok_or_else(|| {
-                    D::Error::custom(
-                        "an empty array is not a per-poll script: give one value at least",
-                    )
-                })?;
-                Ok(Scripted {
-                    first,
-                    later: values.collect(),
-                })
-            }
-            single => T::deserialize(single)
-                .map(|first| Scripted {
-                    first,
-                    later: Vec::new(),
-                })
-                .map_err(D::Error::custom),
-        }
-    }
-}
-
-/// Polls during which an entry exists: `[from, to)`, `to` = `null` meaning for ever.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct PollWindow(pub usize, pub Option<usize>);
-
-impl PollWindow {
-    pub fn contains(&self, poll: usize) -> bool {
-        poll >= self.0 && self.1.map_or(true, |to| poll < to)
-    }
-}
-
-fn present(window: &Option<PollWindow>, poll: usize) -> bool {
-    window.map_or(true, |w| w.contains(poll))
 }
 
 /// The whole scenario.
@@ -162,6 +46,9 @@ pub struct System {
     pub nvml_version: Answer<String>,
     #[serde(default = "default_cuda_driver_version")]
     pub cuda_driver_version: Answer<i32>,
+    /// Faults of the calls that name no device (`nvmlDeviceGetCount*`, `nvmlSystemGet*`).
+    #[serde(default)]
+    pub faults: Vec<Fault>,
 }
 
 fn default_driver_version() -> Answer<String> {
@@ -180,6 +67,7 @@ impl Default for System {
             driver_version: default_driver_version(),
             nvml_version: default_nvml_version(),
             cuda_driver_version: default_cuda_driver_version(),
+            faults: Vec::new(),
         }
     }
 }
@@ -205,12 +93,18 @@ pub struct Device {
     pub compute_processes: Answer<Vec<Process>>,
     #[serde(default = "empty_list")]
     pub graphics_processes: Answer<Vec<Process>>,
+    /// Clients of an MPS server (`nvmlDeviceGetMPSComputeRunningProcesses*`).
+    #[serde(default = "empty_list")]
+    pub mps_processes: Answer<Vec<Process>>,
     #[serde(default = "empty_list")]
     pub process_utilization: Answer<Vec<ProcessUtilization>>,
     #[serde(default)]
     pub lost_at_poll: Option<usize>,
     #[serde(default)]
     pub count_jitter: Scripted<i64>,
+    /// Errors and delays injected into the calls on this GPU's handle.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
 }
 
 fn zero_mig_devices() -> Answer<u32> {
@@ -233,12 +127,17 @@ pub struct MigInstance {
     pub compute_processes: Answer<Vec<Process>>,
     #[serde(default = "empty_list")]
     pub graphics_processes: Answer<Vec<Process>>,
+    #[serde(default = "empty_list")]
+    pub mps_processes: Answer<Vec<Process>>,
     #[serde(default = "not_supported")]
     pub process_utilization: Answer<Vec<ProcessUtilization>>,
     #[serde(default)]
     pub lost_at_poll: Option<usize>,
     #[serde(default)]
     pub count_jitter: Scripted<i64>,
+    /// Errors and delays injected into the calls on this MIG device's handle.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

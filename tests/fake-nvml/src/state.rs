@@ -1,14 +1,17 @@
 //! The library's global state: the loaded scenario, the init reference count, device handles
 //! and each GPU's poll clock.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use crate::codes::{
     ERROR_GPU_IS_LOST, ERROR_INVALID_ARGUMENT, ERROR_UNINITIALIZED, ERROR_UNKNOWN, SUCCESS,
 };
+use crate::faults::{self, Outcome};
 use crate::scenario::{self, Device, MigInstance, Scenario, MAX_DEVICES, MAX_MIG_SLOTS};
 
 /// The environment variable naming the scenario file.
@@ -62,9 +65,29 @@ impl PollClock {
     }
 }
 
+/// Which device a counted call named: `(gpu, sub)` as in the handle table, or the system.
+type CallSite = Option<(usize, usize)>;
+
 struct Loaded {
     scenario: Scenario,
     clocks: Vec<PollClock>,
+    /// Calls made since init, per call site and function: what `calls` windows count.
+    calls: HashMap<(CallSite, &'static str), usize>,
+}
+
+impl Loaded {
+    /// Counts one call of `call` at `site`; returns how many came before it.
+    fn count_call(&mut self, site: CallSite, call: &'static str) -> usize {
+        let seen = self.calls.entry((site, call)).or_insert(0);
+        let nth = *seen;
+        *seen = seen.saturating_add(1);
+        nth
+    }
+
+    /// The poll a call that names no device belongs to: the furthest any GPU has got.
+    fn system_poll(&self) -> usize {
+        self.clocks.iter().map(PollClock::poll).max().unwrap_or(0)
+    }
 }
 
 struct State {
@@ -101,7 +124,11 @@ pub fn init() -> u32 {
         Ok(scenario) => {
             let mut state = lock();
             let clocks = vec![PollClock::default(); scenario.devices.len()];
-            state.loaded = Some(Loaded { scenario, clocks });
+            state.loaded = Some(Loaded {
+                scenario,
+                clocks,
+                calls: HashMap::new(),
+            });
             state.init_count = state.init_count.saturating_add(1);
             SUCCESS
         }
@@ -134,6 +161,42 @@ pub fn with_scenario<R>(f: impl FnOnce(&Scenario) -> Result<R, u32>) -> Result<R
     }
 }
 
+/// Runs `f` for `call`, a function that names no device, after `system.faults`: a fault that
+/// holds answers its error instead, and its delay is slept (outside the lock) either way.
+pub fn with_system<R>(
+    call: &'static str,
+    f: impl FnOnce(&Scenario) -> Result<R, u32>,
+) -> Result<R, u32> {
+    let (result, delay_ms) = {
+        let mut state = lock();
+        if state.init_count == 0 {
+            return Err(ERROR_UNINITIALIZED);
+        }
+        let loaded = state.loaded.as_mut().ok_or(ERROR_UNINITIALIZED)?;
+        let nth = loaded.count_call(None, call);
+        let fault = faults::outcome(
+            &loaded.scenario.system.faults,
+            call,
+            loaded.system_poll(),
+            nth,
+        );
+        let result = match fault.error {
+            Some(code) => Err(code),
+            None => f(&loaded.scenario),
+        };
+        (result, fault.delay_ms)
+    };
+    pause(delay_ms);
+    result
+}
+
+/// Sleeps an injected delay; called with the lock released, so other calls go on.
+fn pause(delay_ms: u64) {
+    if delay_ms > 0 {
+        std::thread::sleep(Duration::from_millis(delay_ms));
+    }
+}
+
 /// What a device handle names, at the poll a call belongs to.
 pub struct Ctx<'a> {
     pub gpu_index: usize,
@@ -148,60 +211,76 @@ pub fn is_lost(lost_at_poll: Option<usize>, poll: usize) -> bool {
     lost_at_poll.is_some_and(|lost| poll >= lost)
 }
 
-/// Resolves `handle` and runs `f` on it. `memory_read` marks a memory-info call (which may
-/// start a new poll). Unknown handles answer `NVML_ERROR_INVALID_ARGUMENT`; a lost GPU or MIG
+/// Resolves `handle` and runs `f` on it for `call` (the exported function's name).
+/// `memory_read` marks a memory-info call (which may start a new poll). Unknown handles answer
+/// `NVML_ERROR_INVALID_ARGUMENT`; then the handle's `faults` apply (an error that holds is
+/// answered instead; delays are slept after the lock is released); then a lost GPU or MIG
 /// device answers `NVML_ERROR_GPU_IS_LOST`.
 pub fn with_device<R>(
     handle: *mut c_void,
+    call: &'static str,
     memory_read: bool,
     f: impl FnOnce(&Ctx) -> Result<R, u32>,
 ) -> Result<R, u32> {
-    let mut state = lock();
-    if state.init_count == 0 {
-        return Err(ERROR_UNINITIALIZED);
-    }
-    let Loaded { scenario, clocks } = state.loaded.as_mut().ok_or(ERROR_UNINITIALIZED)?;
-    let (gpu_index, sub) = decode_handle(handle).ok_or(ERROR_INVALID_ARGUMENT)?;
-    let device = scenario
-        .devices
-        .get(gpu_index)
-        .ok_or(ERROR_INVALID_ARGUMENT)?;
-    let instance = match sub {
-        0 => None,
-        _ => Some(
-            device
-                .mig
-                .iter()
-                .find(|instance| instance.slot as usize + 1 == sub)
-                .ok_or(ERROR_INVALID_ARGUMENT)?,
-        ),
+    let (result, delay_ms) = {
+        let mut state = lock();
+        if state.init_count == 0 {
+            return Err(ERROR_UNINITIALIZED);
+        }
+        let loaded = state.loaded.as_mut().ok_or(ERROR_UNINITIALIZED)?;
+        let (gpu_index, sub) = decode_handle(handle).ok_or(ERROR_INVALID_ARGUMENT)?;
+        let nth = loaded.count_call(Some((gpu_index, sub)), call);
+        let Loaded {
+            scenario, clocks, ..
+        } = loaded;
+        let device = scenario
+            .devices
+            .get(gpu_index)
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        let instance = match sub {
+            0 => None,
+            _ => Some(
+                device
+                    .mig
+                    .iter()
+                    .find(|instance| instance.slot as usize + 1 == sub)
+                    .ok_or(ERROR_INVALID_ARGUMENT)?,
+            ),
+        };
+        let clock = clocks.get_mut(gpu_index).ok_or(ERROR_UNKNOWN)?;
+        let poll = if memory_read {
+            clock.on_memory_read(sub)
+        } else {
+            clock.poll()
+        };
+        let faults = instance.map_or(&device.faults, |instance| &instance.faults);
+        let fault: Outcome = faults::outcome(faults, call, poll, nth);
+        let lost = is_lost(device.lost_at_poll, poll)
+            || instance.is_some_and(|instance| is_lost(instance.lost_at_poll, poll));
+        let result = match (fault.error, lost) {
+            (Some(code), _) => Err(code),
+            (None, true) => Err(ERROR_GPU_IS_LOST),
+            (None, false) => f(&Ctx {
+                gpu_index,
+                device,
+                instance,
+                poll,
+            }),
+        };
+        (result, fault.delay_ms)
     };
-    let clock = clocks.get_mut(gpu_index).ok_or(ERROR_UNKNOWN)?;
-    let poll = if memory_read {
-        clock.on_memory_read(sub)
-    } else {
-        clock.poll()
-    };
-    if is_lost(device.lost_at_poll, poll)
-        || instance.is_some_and(|instance| is_lost(instance.lost_at_poll, poll))
-    {
-        return Err(ERROR_GPU_IS_LOST);
-    }
-    f(&Ctx {
-        gpu_index,
-        device,
-        instance,
-        poll,
-    })
+    pause(delay_ms);
+    result
 }
 
-/// The handle of GPU `index`, checked against the scenario and its lost state.
-pub fn handle_by_index(index: u32) -> Result<*mut c_void, u32> {
+/// The handle of GPU `index`, checked against the scenario, its faults on `call` and its
+/// lost state.
+pub fn handle_by_index(index: u32, call: &'static str) -> Result<*mut c_void, u32> {
     let handle = handle_for(index as usize, None);
     if index as usize >= MAX_DEVICES {
         return Err(ERROR_INVALID_ARGUMENT);
     }
-    with_device(handle, false, |_| Ok(handle))
+    with_device(handle, call, false, |_| Ok(handle))
 }
 
 /// The handle of the GPU or MIG device with this UUID.
@@ -220,7 +299,7 @@ pub fn handle_by_uuid(uuid: &str) -> Result<*mut c_void, u32> {
         Ok(None)
     })?;
     let handle = found.ok_or(crate::codes::ERROR_NOT_FOUND)?;
-    with_device(handle, false, |_| Ok(handle))
+    with_device(handle, "nvmlDeviceGetHandleByUUID", false, |_| Ok(handle))
 }
 
 #[cfg(test)]

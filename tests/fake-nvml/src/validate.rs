@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use crate::faults::{self, DEVICE_CALLS, SYSTEM_CALLS};
 use crate::scenario::{
     Answer, Device, Process, ProcessUtilization, Scenario, MAX_DEVICES, MAX_MIG_SLOTS,
 };
@@ -56,6 +57,7 @@ pub fn check(scenario: &Scenario) -> Result<(), String> {
     ] {
         check_string(text, "system")?;
     }
+    faults::check(&scenario.system.faults, SYSTEM_CALLS, "system")?;
     let mut uuids = HashSet::new();
     for (index, device) in scenario.devices.iter().enumerate() {
         let at = format!("devices[{index}]");
@@ -87,8 +89,11 @@ fn check_device<'a>(
     }
     check_processes(&device.compute_processes, at)?;
     check_processes(&device.graphics_processes, at)?;
+    check_processes(&device.mps_processes, at)?;
     check_samples(&device.process_utilization, at)?;
+    faults::check(&device.faults, DEVICE_CALLS, at)?;
     let mut slots = HashSet::new();
+    let mut instance_ids = HashSet::new();
     for instance in &device.mig {
         let mig_at = format!("{at}.mig[slot {}]", instance.slot);
         let limit = match device.max_mig_devices {
@@ -107,7 +112,19 @@ fn check_device<'a>(
         check_uuid(&instance.uuid, &mig_at, uuids)?;
         check_processes(&instance.compute_processes, &mig_at)?;
         check_processes(&instance.graphics_processes, &mig_at)?;
+        check_processes(&instance.mps_processes, &mig_at)?;
         check_samples(&instance.process_utilization, &mig_at)?;
+        faults::check(&instance.faults, DEVICE_CALLS, &mig_at)?;
+        // Several compute instances may share a GPU instance, but a (GI, CI) pair names one.
+        if let (Answer::Value(gi), Answer::Value(ci)) =
+            (&instance.gpu_instance_id, &instance.compute_instance_id)
+        {
+            if !instance_ids.insert((*gi, *ci)) {
+                return Err(format!(
+                    "{mig_at}: GPU instance {gi}, compute instance {ci} is used twice"
+                ));
+            }
+        }
     }
     Ok(())
 }

@@ -126,3 +126,44 @@ pub fn compute_processes(device: NvmlDevice) -> Result<Vec<NvmlProcessInfo>, u32
         code => Err(code),
     }
 }
+
+pub fn uuid(device: NvmlDevice) -> Result<String, u32> {
+    let mut buffer = [0 as c_char; 96];
+    // SAFETY: the buffer holds 96 bytes.
+    match unsafe { crate::ffi_device::nvmlDeviceGetUUID(device, buffer.as_mut_ptr(), 96) } {
+        // SAFETY: NUL-terminated by the callee.
+        SUCCESS => Ok(unsafe { CStr::from_ptr(buffer.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()),
+        code => Err(code),
+    }
+}
+
+/// A process call with the 24-byte layout (`_v3`, `_v2`).
+pub type ProcessCall = unsafe extern "C" fn(NvmlDevice, *mut c_uint, *mut NvmlProcessInfo) -> u32;
+
+/// The two-call protocol on any process call with the 24-byte layout.
+pub fn list(device: NvmlDevice, call: ProcessCall) -> Result<Vec<NvmlProcessInfo>, u32> {
+    let mut count: c_uint = 0;
+    // SAFETY: valid count pointer, null array.
+    match unsafe { call(device, &mut count, null_mut()) } {
+        SUCCESS => return Ok(Vec::new()),
+        ERROR_INSUFFICIENT_SIZE => {}
+        code => return Err(code),
+    }
+    let empty = NvmlProcessInfo {
+        pid: 0,
+        used_gpu_memory: 0,
+        gpu_instance_id: 0,
+        compute_instance_id: 0,
+    };
+    let mut infos = vec![empty; count as usize];
+    // SAFETY: the array holds `count` entries.
+    match unsafe { call(device, &mut count, infos.as_mut_ptr()) } {
+        SUCCESS => {
+            infos.truncate(count as usize);
+            Ok(infos)
+        }
+        code => Err(code),
+    }
+}
