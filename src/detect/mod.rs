@@ -247,3 +247,6 @@ pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
         None => uuid.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,315 @@
+//! Every kind of finding, raised when the sample says so and only then, in the host's PID
+//! namespace and in a container's.
+
+use super::*;
+use crate::fixtures::*;
+use crate::pipeline::Pipeline;
+use crate::sample::feed::{FeedCounters, FeedRecord, FeedState, FoundVia, PeerCred};
+
+fn kinds(findings: &[Finding]) -> Vec<FindingKind> {
+    findings.iter().map(|f| f.kind).collect()
+}
+
+/// One GPU with these processes, `unlisted` bytes in use beyond them, NVML's driver
+/// reservation reported.
+fn node_with(processes: Vec<ProcessSample>, unlisted: u64) -> NodeSample {
+    let mut s = node();
+    let held: u64 = processes.iter().filter_map(|p| p.used).sum();
+    s.gpus.push(gpu(
+        0,
+        DeviceMemory {
+            total: 80 * GIB,
+            used: held + unlisted,
+            free: 80 * GIB - 512 * MIB - held - unlisted,
+            driver_reserved: Some(512 * MIB),
+        },
+    ));
+    s.processes = processes;
+    s
+}
+
+use crate::sample::{DeviceMemory, ProcessSample};
+
+fn gone(pid: u32) -> ProcessSample {
+    let mut p = process(pid, "GPU-test-0", Some(GIB));
+    p.visible = false;
+    p.proc_state = None;
+    p.command = None;
+    p
+}
+
+/// Findings of a run of samples one second apart, as the pipeline settles them.
+fn over(seconds: u32, sample: &NodeSample) -> Vec<Finding> {
+    let mut pipeline = Pipeline::new(None);
+    let mut last = Vec::new();
+    for i in 0..=seconds {
+        let mut s = sample.clone();
+        s.time += f64::from(i);
+        last = pipeline.ingest(s).findings;
+    }
+    last
+}
+
+#[test]
+fn a_gone_holder_is_a_zombie_only_after_a_few_seconds_and_only_in_the_host_namespace() {
+    let s = node_with(vec![gone(4242)], 0);
+    assert!(
+        !kinds(&over(1, &s)).contains(&FindingKind::ZombieContext),
+        "one or two samples are not enough"
+    );
+    let late = over(6, &s);
+    let zombie = late
+        .iter()
+        .find(|f| f.kind == FindingKind::ZombieContext)
+        .expect("confirmed after 5 s");
+    assert_eq!(zombie.severity, Severity::Critical);
+    assert_eq!(zombie.pid, Some(4242));
+    assert_eq!(zombie.since, 1000.0, "since it was first seen gone");
+    // In a container the same PID is in another namespace: not gone, not critical.
+    let mut contained = s.clone();
+    contained.host_pid_namespace = Some(false);
+    let findings = over(6, &contained);
+    assert!(!kinds(&findings).contains(&FindingKind::ZombieContext));
+    assert!(kinds(&findings).contains(&FindingKind::NotVisibleHolder));
+}
+
+#[test]
+fn a_defunct_holder_is_a_zombie_and_a_hidden_one_is_not() {
+    let mut defunct = process(10, "GPU-test-0", Some(GIB));
+    defunct.proc_state = Some("Z".into());
+    let findings = over(6, &node_with(vec![defunct], 0));
+    assert!(findings
+        .iter()
+        .any(|f| f.kind == FindingKind::ZombieContext && f.message.contains("defunct")));
+    // hidepid: the PID exists, /proc will not show it.
+    let mut hidden = gone(11);
+    hidden.hidden = true;
+    assert!(over(6, &node_with(vec![hidden], 0)).is_empty());
+    // PID 0 holding nothing: a driver quirk.
+    let mut quirk = gone(0);
+    quirk.used = Some(0);
+    assert!(!kinds(&over(6, &node_with(vec![quirk], 0))).contains(&FindingKind::ZombieContext));
+}
+
+#[test]
+fn many_zombies_are_one_finding() {
+    let small = |pid| ProcessSample {
+        used: Some(64 * MIB),
+        ..gone(pid)
+    };
+    let s = node_with((5000..6000).map(small).collect(), 0);
+    let findings = over(6, &s);
+    let zombies: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::ZombieContext)
+        .collect();
+    assert_eq!(zombies.len(), 1, "{:?}", kinds(&findings));
+    assert!(
+        zombies[0].message.starts_with("1000 PIDs"),
+        "{}",
+        zombies[0].message
+    );
+    assert!(
+        zombies[0].message.contains("62.5 GiB"),
+        "{}",
+        zombies[0].message
+    );
+    let mut contained = s.clone();
+    contained.host_pid_namespace = Some(false);
+    let findings = over(0, &contained);
+    assert_eq!(
+        kinds(&findings)
+            .iter()
+            .filter(|k| **k == FindingKind::NotVisibleHolder)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn python_processes_without_a_feed_make_one_hint_for_the_node() {
+    let mut triton = process(3, "GPU-test-0", Some(4 * GIB));
+    triton.executable = Some("/opt/tritonserver/bin/tritonserver".into());
+    let s = node_with(
+        vec![
+            process(1, "GPU-test-0", Some(4 * GIB)),
+            process(2, "GPU-test-0", Some(4 * GIB)),
+            triton,
+        ],
+        0,
+    );
+    let findings = over(0, &s);
+    let hints: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::UnattributedMemory)
+        .collect();
+    assert_eq!(hints.len(), 1);
+    assert!(hints[0]
+        .message
+        .starts_with("2 Python processes hold 8.00 GiB"));
+    assert_eq!(hints[0].pid, None);
+}
+
+#[test]
+fn usage_no_listed_process_holds_is_unexplained_unless_it_cannot_be_known() {
+    let s = node_with(vec![process(1, "GPU-test-0", Some(4 * GIB))], 2 * GIB);
+    let findings = over(0, &s);
+    let unexplained = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::UnexplainedUsage)
+        .expect("2 GiB beyond the listed process and the driver's reservation");
+    assert!(
+        unexplained.message.starts_with("2.00 GiB"),
+        "{}",
+        unexplained.message
+    );
+    // A process list NVML could not read: nothing is unexplained, and it says why.
+    let mut unread = s.clone();
+    unread.gpus[0].processes_known = false;
+    unread.gpus[0].problems.insert(
+        "processes".into(),
+        "NVML_ERROR_NO_PERMISSION: needs root".into(),
+    );
+    unread.processes.clear();
+    let findings = over(0, &unread);
+    assert!(!kinds(&findings).contains(&FindingKind::UnexplainedUsage));
+    let problem = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::NvmlProblem)
+        .expect("the refusal is a finding");
+    assert!(
+        problem.message.contains("process list could not be read")
+            && problem.message.contains("needs root"),
+        "{}",
+        problem.message
+    );
+    // A listed process whose usage NVML does not report: its bytes are in `other` too.
+    let mut unreported = s.clone();
+    unreported.processes.push(process(2, "GPU-test-0", None));
+    assert!(!kinds(&over(0, &unreported)).contains(&FindingKind::UnexplainedUsage));
+}
+
+#[test]
+fn feeds_that_cannot_be_combined_are_findings() {
+    let mut stale = process(1, "GPU-test-0", Some(10 * GIB));
+    stale.feed = Some(feed(GIB, 8 * GIB, Some(0), 990.0));
+    let mut inconsistent = process(2, "GPU-test-0", Some(GIB));
+    inconsistent.feed = Some(feed(GIB, 8 * GIB, Some(0), 1000.0));
+    let s = node_with(vec![stale, inconsistent], 0);
+    let attachment = judged(&s);
+    let account = crate::accounting::account(
+        &s,
+        &attachment,
+        &crate::context::ContextEstimator::learning(),
+    );
+    let found = kinds(&detect_instant(&s, &attachment, &account));
+    assert!(found.contains(&FindingKind::StaleFeed), "{found:?}");
+    assert!(found.contains(&FindingKind::InconsistentFeed), "{found:?}");
+}
+
+fn record(state: FeedState, counters: FeedCounters) -> FeedRecord {
+    FeedRecord {
+        socket: "/tmp/strata-0/1.sock".into(),
+        found_via: FoundVia::FeedDir,
+        peer: Some(PeerCred {
+            pid: 1,
+            uid: 0,
+            gid: 0,
+        }),
+        nspid: Some(1),
+        state,
+        hello: None,
+        devices: Vec::new(),
+        ooms: Vec::new(),
+        counters,
+        connected_at: None,
+        last_heard: None,
+    }
+}
+
+#[test]
+fn refused_dropped_and_noisy_feeds_are_findings() {
+    let mut s = node_with(vec![process(1, "GPU-test-0", Some(GIB))], 0);
+    s.feeds.push(record(
+        FeedState::Refused {
+            reason: "peer uid 65534 is not the feed dir owner 0".into(),
+        },
+        FeedCounters::default(),
+    ));
+    s.feeds.push(record(
+        FeedState::Dropped {
+            reason: "flooding".into(),
+        },
+        FeedCounters::default(),
+    ));
+    s.feeds.push(record(
+        FeedState::Connected,
+        FeedCounters {
+            malformed: 3,
+            ..FeedCounters::default()
+        },
+    ));
+    let found = kinds(&over(0, &s));
+    assert_eq!(
+        found
+            .iter()
+            .filter(|k| **k == FindingKind::RefusedFeed)
+            .count(),
+        2
+    );
+    assert!(found.contains(&FindingKind::FeedBadInput));
+}
+
+#[test]
+fn a_lost_gpu_and_contradictory_counters_are_findings() {
+    let mut s = node_with(vec![], 0);
+    s.gpus.push(gpu(1, memory(80 * GIB, 0)));
+    s.gpus[1].uuid = "GPU-test-1".into();
+    s.gpus[1].lost = true;
+    if let Some(m) = s.gpus[0].memory.as_mut() {
+        m.used = 90 * GIB;
+    }
+    let findings = over(0, &s);
+    let found = kinds(&findings);
+    assert!(found.contains(&FindingKind::GpuLost));
+    let contradiction = findings
+        .iter()
+        .find(|f| f.kind == FindingKind::InconsistentCounters)
+        .expect("used above total");
+    assert!(contradiction.message.contains("above total"));
+    // A handle NVML refused is not "fell off the bus".
+    let mut refused = node_with(vec![], 0);
+    refused.gpus[0].memory = None;
+    refused.gpus[0].problems.insert(
+        "handle".into(),
+        "NVML_ERROR_RESET_REQUIRED: the GPU needs a reset".into(),
+    );
+    let findings = over(0, &refused);
+    assert!(!kinds(&findings).contains(&FindingKind::GpuLost));
+    assert!(findings
+        .iter()
+        .any(|f| f.kind == FindingKind::NvmlProblem && f.message.contains("reset")));
+}
+
+#[test]
+fn a_feed_device_its_pid_is_not_listed_on_is_a_finding() {
+    use crate::feed::attach::{Attachment, Unlisted};
+    let s = node_with(vec![process(1, "GPU-test-0", Some(GIB))], 0);
+    let attachment = Attachment {
+        statuses: vec![crate::accounting::FeedStatus::Absent],
+        unlisted: vec![Unlisted {
+            feed: 0,
+            pid: 1,
+            index: 1,
+            device_uuid: Some("GPU-test-1".into()),
+            reason: "the feed reports cuda:1 but NVML does not list PID 1 on that device".into(),
+        }],
+    };
+    let account = crate::accounting::account(
+        &s,
+        &attachment,
+        &crate::context::ContextEstimator::learning(),
+    );
+    let findings = detect_instant(&s, &attachment, &account);
+    assert!(kinds(&findings).contains(&FindingKind::FeedDeviceUnlisted));
+}
