@@ -25,118 +25,87 @@ fn snapshot(args: &[&str]) -> Vec<Value> {
         .collect()
 }
 
-fn has(object: &Value, keys: &[&str], what: &str) {
-    for key in keys {
-        assert!(object.get(key).is_some(), "{what} lacks `{key}`: {object}");
-    }
+/// The keys the README documents for each kind of object (its `snapshot-keys` block).
+fn documented() -> std::collections::BTreeMap<String, Vec<String>> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find("<!-- snapshot-keys -->")
+        .expect("the README documents the snapshot's keys");
+    let end = readme.find("<!-- /snapshot-keys -->").expect("end marker");
+    readme[start..end]
+        .lines()
+        .filter(|l| !l.starts_with("<!--") && !l.starts_with("```") && !l.trim().is_empty())
+        .map(|l| {
+            let mut words = l.split_whitespace().map(str::to_string);
+            let kind = words.next().unwrap_or_default();
+            (kind, words.collect())
+        })
+        .collect()
+}
+
+/// `object` has exactly the keys the README documents for `kind`: none missing, none
+/// undocumented.
+fn exactly(object: &Value, kind: &str, docs: &std::collections::BTreeMap<String, Vec<String>>) {
+    let mut expected: Vec<&str> = docs
+        .get(kind)
+        .unwrap_or_else(|| panic!("README documents no `{kind}`"))
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut found: Vec<&str> = object
+        .as_object()
+        .unwrap_or_else(|| panic!("{kind} is not an object: {object}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    expected.sort_unstable();
+    found.sort_unstable();
+    assert_eq!(found, expected, "{kind}: the output's keys against the README's");
 }
 
 #[test]
-fn snapshot_has_the_documented_fields() {
+fn snapshot_has_exactly_the_documented_fields() {
+    let docs = documented();
     let snap = &snapshot(&[])[0];
-    has(
-        snap,
-        &[
-            "schema",
-            "time",
-            "host",
-            "driver_version",
-            "cuda_driver_version",
-            "gpus",
-            "processes",
-            "findings",
-        ],
-        "snapshot",
-    );
+    exactly(snap, "snapshot", &docs);
     assert_eq!(snap["schema"], "strata.snapshot/1");
     assert!(snap["time"].is_number());
     let gpus = snap["gpus"].as_array().expect("gpus");
     assert_eq!(gpus.len(), 4);
+    let mut migs = 0;
     for g in gpus {
-        has(
-            g,
-            &[
-                "index",
-                "uuid",
-                "name",
-                "memory",
-                "utilization_gpu",
-                "mig_mode",
-                "lost",
-                "layers",
-                "mig",
-            ],
-            "gpu",
-        );
-        has(
-            &g["memory"],
-            &["total", "used", "free", "driver_reserved"],
-            "gpu memory",
-        );
-        has(&g["layers"], &LAYERS, "gpu layers");
+        exactly(g, "gpu", &docs);
+        exactly(&g["memory"], "memory", &docs);
+        exactly(&g["layers"], "layers", &docs);
         for m in g["mig"].as_array().expect("mig list") {
-            has(
-                m,
-                &[
-                    "uuid",
-                    "profile",
-                    "gpu_instance_id",
-                    "compute_instance_id",
-                    "memory",
-                    "layers",
-                ],
-                "mig",
-            );
+            exactly(m, "mig", &docs);
+            exactly(&m["layers"], "layers", &docs);
+            migs += 1;
         }
     }
+    assert_eq!(migs, 3);
     let processes = snap["processes"].as_array().expect("processes");
     assert!(!processes.is_empty());
+    let mut fed = 0;
     for p in processes {
-        has(
-            p,
-            &[
-                "pid",
-                "device_uuid",
-                "used",
-                "visible",
-                "proc_state",
-                "user",
-                "command",
-                "sm_util",
-                "feed",
-                "layers",
-            ],
-            "process",
-        );
+        exactly(p, "process", &docs);
         if !p["feed"].is_null() {
-            has(
-                &p["feed"],
-                &[
-                    "framework",
-                    "framework_version",
-                    "backend",
-                    "allocated",
-                    "reserved",
-                    "inactive_split",
-                    "peak_allocated",
-                    "peak_reserved",
-                    "alloc_retries",
-                    "ooms",
-                    "largest_free_block",
-                    "time",
-                ],
-                "feed",
-            );
+            exactly(&p["feed"], "process.feed", &docs);
+            fed += 1;
         }
+    }
+    assert!(fed > 0);
+    let feeds = snap["feeds"].as_array().expect("feeds");
+    assert!(!feeds.is_empty());
+    for f in feeds {
+        exactly(f, "feed", &docs);
+        exactly(&f["counters"], "counters", &docs);
     }
     let findings = snap["findings"].as_array().expect("findings");
     assert!(!findings.is_empty());
     for f in findings {
-        has(
-            f,
-            &["kind", "severity", "device_uuid", "pid", "since", "message"],
-            "finding",
-        );
+        exactly(f, "finding", &docs);
     }
 }
 
