@@ -9,15 +9,18 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
 use ratatui::Frame;
 
-/// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`, `gone`.
+/// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`; or, for a PID
+/// `/proc` does not show: `gone` (exited), `hidden` (`hidepid`), `foreign` (another PID
+/// namespace).
 pub fn state_label(
     process: &ProcessSample,
     feed: &FeedStatus,
     host_namespace: Option<bool>,
 ) -> String {
     let proc_state = match (process.visible, process.proc_state.as_deref()) {
+        (false, _) if process.hidden => return "hidden".into(),
         (false, _) if host_namespace == Some(true) => return "gone".into(),
-        (false, _) => return "hidden".into(),
+        (false, _) => return "foreign".into(),
         (true, Some("Z")) => return "zombie".into(),
         (true, Some(s)) => s.to_string(),
         (true, None) => "?".into(),

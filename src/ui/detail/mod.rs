@@ -187,9 +187,10 @@ fn reconcile(
         .locate(&p.device_uuid)
         .and_then(|(g, _)| g.name.clone())
         .unwrap_or_else(|| "n/a".into());
+    let mps = if p.mps { " · MPS client" } else { "" };
     rows.text(
         format!(
-            "{} · user {} · {}",
+            "{} · user {} · {}{mps}",
             p.command.as_deref().unwrap_or("command n/a"),
             p.user.as_deref().unwrap_or("n/a"),
             state_label(p, &account.feed_status, sample.host_pid_namespace)
