@@ -8,11 +8,11 @@ use crate::accounting::{FeedStatus, Gap, ProcessLayers};
 use crate::context::ContextSource;
 use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
-use std::collections::BTreeMap;
 use crate::pipeline::Observed;
 use crate::sample::feed::FeedRecord;
 use crate::sample::{ContextKind, DeviceMemory, FeedSample};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub const SCHEMA: &str = "strata.snapshot/1";
 
@@ -226,7 +226,10 @@ fn thinned(record: &FeedRecord) -> FeedRecord {
     record
 }
 
-/// A plain-text summary of one instant, for `strata snapshot` without `--json`.
+/// A plain-text summary of one instant, for `strata snapshot` without `--json`: each device's
+/// layers, the processes holding memory, and the findings. Every string that comes from
+/// outside (NVML, `/proc`, feeds) goes through [`crate::text::clean`]: this goes to a
+/// terminal.
 pub fn text(observed: &Observed) -> String {
     use crate::text::clean;
     use crate::units::{bytes, opt_bytes};
@@ -259,7 +262,7 @@ pub fn text(observed: &Observed) -> String {
                 }
             }
             Err(gap) => {
-                let _ = writeln!(out, "    layers n/a: {}", gap.describe());
+                let _ = writeln!(out, "    layers n/a: {}", clean(&gap.describe()));
             }
         }
     };
@@ -278,6 +281,32 @@ pub fn text(observed: &Observed) -> String {
                 &macc.layers,
             );
         }
+    }
+    if !s.processes.is_empty() {
+        let _ = writeln!(out, "Processes ({})", s.processes.len());
+    }
+    for p in &s.processes {
+        let place = match s.locate(&p.device_uuid) {
+            Some((g, None)) => format!("GPU {}", g.index),
+            Some((g, Some(m))) => {
+                format!("GPU {} {}", g.index, m.profile.as_deref().unwrap_or("MIG"))
+            }
+            None => p.device_uuid.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "    {:>7}  {:<12} {:>10}  {}  {}",
+            p.pid,
+            clean(p.user.as_deref().unwrap_or("n/a")),
+            opt_bytes(p.used),
+            clean(&place),
+            match (&p.command, p.visible, p.hidden) {
+                (Some(command), _, _) => clean(command),
+                (None, _, true) => "n/a (hidden by /proc)".into(),
+                (None, false, false) => "n/a (not in this /proc)".into(),
+                (None, true, false) => "n/a".into(),
+            }
+        );
     }
     for f in &observed.findings {
         let _ = writeln!(out, "[{}] {}", f.severity.label(), clean(&f.message));
@@ -326,5 +355,48 @@ mod tests {
             shown.devices[0].latest.reserved, 1800,
             "the latest is whole"
         );
+    }
+
+    /// Every string in the text view that comes from outside, with escapes, bidi overrides,
+    /// zero-width characters and newlines planted in each: none reaches the output raw, and
+    /// each is still there, defused.
+    #[test]
+    fn the_text_view_defuses_every_string_from_outside() {
+        let mut sample = crate::source::demo::node_at(0, 600.0, 10.0);
+        sample.host = "node\u{1b}]0;pwned\u{7}".into();
+        sample.driver_version = Some("550\u{1b}[2J".into());
+        sample.cuda_driver_version = Some("12.4\u{202e}".into());
+        sample.gpus[0].name = Some("H100\u{9b}31m".into());
+        let mig = sample
+            .gpus
+            .iter()
+            .position(|g| !g.mig.is_empty())
+            .expect("the demo has MIG");
+        sample.gpus[mig].mig[0].profile = Some("3g\u{200b}.40gb".into());
+        sample.processes[0].command = Some("python\ntrain.py \u{1b}]0;pwned\u{7}".into());
+        sample.processes[0].user = Some("ro\u{feff}ot\r".into());
+        let observed = crate::pipeline::Pipeline::new(None).ingest(sample);
+        let shown = text(&observed);
+        let raw: Vec<char> = shown
+            .chars()
+            .filter(|&c| c != '\n' && crate::text::clean(&c.to_string()) != c.to_string())
+            .collect();
+        assert!(raw.is_empty(), "raw {raw:?} in:\n{shown}");
+        for defused in [
+            "node\u{fffd}]0;pwned\u{fffd}",
+            "driver 550\u{fffd}[2J",
+            "CUDA 12.4\u{fffd}",
+            "H100\u{fffd}31m",
+            "3g\u{fffd}.40gb",
+            "python\u{fffd}train.py \u{fffd}]0;pwned\u{fffd}",
+            "ro\u{fffd}ot\u{fffd}",
+        ] {
+            assert!(
+                shown.contains(defused),
+                "{defused:?} missing from:\n{shown}"
+            );
+        }
+        // A newline in a command line does not start a line of its own.
+        assert!(!shown.lines().any(|l| l.starts_with("train.py")), "{shown}");
     }
 }
