@@ -1,6 +1,8 @@
 //! The command line (DESIGN.md §4). Doc comments are the help text.
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -35,8 +37,8 @@ pub struct Common {
     #[arg(long, global = true, env = "STRATA_FEED_DIR", value_name = "DIR")]
     pub feed_dir: Option<PathBuf>,
 
-    /// Use this CUDA context size for every fed process instead of estimating it.
-    #[arg(long, global = true, value_name = "N")]
+    /// Use this CUDA context size (MiB) for every fed process instead of estimating it.
+    #[arg(long, global = true, value_name = "N", value_parser = parse_context_mib)]
     pub context_mib: Option<u64>,
 
     /// Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2).
@@ -50,6 +52,82 @@ pub struct Common {
     /// Demo only: the seed of the simulation's noise.
     #[arg(long, global = true, default_value_t = 0, value_name = "N")]
     pub demo_seed: u64,
+}
+
+impl Common {
+    /// The fixed CUDA context size in bytes (`--context-mib`); the parser has made sure it
+    /// fits.
+    pub fn context_bytes(&self) -> Option<u64> {
+        self.context_mib.and_then(|mib| mib.checked_mul(MIB))
+    }
+}
+
+/// The options that only the demo reads: given without `--demo`, they are a mistake.
+const DEMO_ONLY: [&str; 3] = ["demo_speed", "demo_at", "demo_seed"];
+
+/// Which of `ids` the user typed, at the top level or in the subcommand (a global option
+/// may come after the subcommand's name); a default value is not a use.
+fn given_on_command_line(matches: &ArgMatches, ids: &[&'static str]) -> Vec<&'static str> {
+    let typed = |m: &ArgMatches, id: &str| {
+        m.try_contains_id(id).unwrap_or(false)
+            && m.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    ids.iter()
+        .copied()
+        .filter(|id| {
+            typed(matches, id) || matches.subcommand().is_some_and(|(_, sub)| typed(sub, id))
+        })
+        .collect()
+}
+
+/// The environment variables that stand for options: set but empty means unset.
+const OPTION_ENV: [(&str, &str); 2] = [
+    ("nvml_lib", "STRATA_NVML_LIB"),
+    ("feed_dir", "STRATA_FEED_DIR"),
+];
+
+impl Cli {
+    /// Parses the process's command line, exiting with clap's message (status 2) on a usage
+    /// error. An empty `STRATA_NVML_LIB` or `STRATA_FEED_DIR` counts as unset (as a shell's
+    /// `VAR= strata` means), not as an empty path.
+    pub fn from_env() -> Cli {
+        let empty = |name: &str| std::env::var_os(name).is_some_and(|v| v.is_empty());
+        Cli::parse_with(std::env::args_os(), empty).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args`; `empty_env(NAME)` says whether that variable is set but empty.
+    pub fn parse_with<I, T>(args: I, empty_env: impl Fn(&str) -> bool) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        for (id, var) in OPTION_ENV {
+            if empty_env(var) {
+                command = command.mut_arg(id, |arg| arg.env(Option::<&'static str>::None));
+            }
+        }
+        let mut matches = command.try_get_matches_from_mut(args)?;
+        if !matches.get_flag("demo") {
+            let given = given_on_command_line(&matches, &DEMO_ONLY);
+            if !given.is_empty() {
+                let flags: Vec<String> = given
+                    .iter()
+                    .map(|id| format!("--{}", id.replace('_', "-")))
+                    .collect();
+                return Err(command.error(
+                    ErrorKind::MissingRequiredArgument,
+                    format!(
+                        "{} only {} to the simulated node: add --demo, or leave {} out",
+                        flags.join(", "),
+                        if flags.len() == 1 { "applies" } else { "apply" },
+                        if flags.len() == 1 { "it" } else { "them" },
+                    ),
+                ));
+            }
+        }
+        Cli::from_arg_matches_mut(&mut matches)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -113,6 +191,22 @@ fn parse_positive(text: &str, what: &str, min: f64, max: f64) -> Result<f64, Str
     Ok(value)
 }
 
+const MIB: u64 = 1 << 20;
+
+/// A context size in MiB whose bytes fit in 64 bits (a larger one would wrap silently).
+fn parse_context_mib(text: &str) -> Result<u64, String> {
+    let mib: u64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a whole number of MiB"))?;
+    if mib.checked_mul(MIB).is_none() {
+        return Err(format!(
+            "{mib} MiB is more bytes than strata can count (at most {} MiB)",
+            u64::MAX / MIB
+        ));
+    }
+    Ok(mib)
+}
+
 fn parse_interval(text: &str) -> Result<f64, String> {
     parse_positive(text, "seconds", 0.05, 3600.0)
 }
@@ -132,7 +226,6 @@ fn parse_nonnegative(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn command_line_is_well_formed() {
@@ -165,5 +258,69 @@ mod tests {
             "CMD is required"
         );
         assert!(Cli::try_parse_from(["strata", "attach", "not-a-pid"]).is_err());
+    }
+
+    #[test]
+    fn a_context_size_whose_bytes_would_wrap_is_refused() {
+        let largest = u64::MAX >> 20;
+        let cli = Cli::try_parse_from(["strata", "--context-mib", &largest.to_string()])
+            .expect("the largest size that fits");
+        assert_eq!(cli.common.context_bytes(), Some(largest << 20));
+        assert_eq!(largest << 20 >> 20, largest, "no bit lost");
+        for too_big in [largest + 1, 1 << 44, u64::MAX] {
+            let err = Cli::try_parse_from(["strata", "--context-mib", &too_big.to_string()])
+                .expect_err("wraps");
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(
+                err.to_string().contains("at most 17592186044415 MiB"),
+                "{err}"
+            );
+        }
+        let cli = Cli::try_parse_from(["strata", "--context-mib", "500"]).expect("parses");
+        assert_eq!(cli.common.context_bytes(), Some(500 << 20));
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::parse_with(args.iter().copied(), |_| false)
+    }
+
+    #[test]
+    fn demo_only_options_need_the_demo() {
+        for args in [
+            vec!["strata", "--demo-speed", "5"],
+            vec!["strata", "--demo-at", "600"],
+            vec!["strata", "--demo-seed", "3"],
+            vec!["strata", "snapshot", "--demo-speed", "10"],
+            vec!["strata", "--demo-seed", "0", "snapshot", "--json"],
+        ] {
+            let err = parse(&args).expect_err("needs --demo");
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{args:?}"
+            );
+            assert!(err.to_string().contains("--demo"), "{err}");
+            let mut with_demo = args.clone();
+            with_demo.push("--demo");
+            assert!(parse(&with_demo).is_ok(), "{with_demo:?}");
+        }
+        // The defaults alone are not a use of the options.
+        let cli = parse(&["strata", "snapshot"]).expect("parses");
+        assert_eq!(cli.common.demo_speed, 10.0);
+        assert_eq!(cli.common.demo_seed, 0);
+    }
+
+    #[test]
+    fn an_empty_environment_variable_is_unset() {
+        let empty = |name: &str| name == "STRATA_NVML_LIB" || name == "STRATA_FEED_DIR";
+        let cli = Cli::parse_with(["strata", "snapshot"], empty).expect("parses");
+        assert_eq!(cli.common.nvml_lib, None);
+        assert_eq!(cli.common.feed_dir, None);
+        let cli =
+            Cli::parse_with(["strata", "--nvml-lib", "/x/libnvidia-ml.so"], empty).expect("parses");
+        assert_eq!(
+            cli.common.nvml_lib,
+            Some(PathBuf::from("/x/libnvidia-ml.so"))
+        );
     }
 }

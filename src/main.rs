@@ -1,7 +1,6 @@
 //! The `strata` binary: parses the command line and hands off. Errors end here, as one line
 //! with a hint, exit status 1; usage errors are clap's, exit status 2.
 
-use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,7 +16,7 @@ use strata::source::nvml::NvmlSource;
 use strata::source::{Source, SourceError};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     let result = match cli.command {
         None => monitor(&cli.common),
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
@@ -81,7 +80,7 @@ const SNAPSHOT_SETTLE: Duration = Duration::from_millis(1500);
 const SNAPSHOT_WAIT_NEWER: Duration = Duration::from_millis(1200);
 
 fn pipeline(common: &Common) -> Pipeline {
-    Pipeline::new(common.context_mib.map(|mib| mib << 20))
+    Pipeline::new(common.context_bytes())
 }
 
 fn monitor(common: &Common) -> anyhow::Result<()> {
