@@ -1,7 +1,7 @@
 //! The `strata` binary: parses the command line and hands off. Errors end here, as one line
 //! with a hint, exit status 1; usage errors are clap's, exit status 2.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
@@ -85,6 +85,24 @@ fn pipeline(common: &Common) -> Pipeline {
 
 fn monitor(common: &Common) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
+    // Without a terminal on both ends (cron, `ssh host strata` without -t, a pipe), raw
+    // mode and the alternate screen would fail half-way or garble the output: say what to
+    // use instead, before touching the terminal.
+    let missing = match (
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+    ) {
+        (true, true) => None,
+        (false, true) => Some("stdin is not one"),
+        (true, false) => Some("stdout is not one"),
+        (false, false) => Some("neither stdin nor stdout is one"),
+    };
+    if let Some(which) = missing {
+        anyhow::bail!(
+            "the monitor needs a terminal, and {which} (hint: `strata snapshot` prints samples \
+             without a terminal; over SSH, `ssh -t HOST strata` gives the monitor one)"
+        );
+    }
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
@@ -111,14 +129,20 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_secs_f64(common.interval));
         }
         let observed = pipeline.ingest(source.sample()?);
-        let mut out = stdout.lock();
-        if args.json {
-            serde_json::to_writer(&mut out, &Snapshot::of(&observed))?;
-            writeln!(out)?;
+        let shown = if args.json {
+            let mut line = serde_json::to_string(&Snapshot::of(&observed))?;
+            line.push('\n');
+            line
         } else {
-            write!(out, "{}", snapshot::text(&observed))?;
+            snapshot::text(&observed)
+        };
+        let mut out = stdout.lock();
+        match out.write_all(shown.as_bytes()).and_then(|()| out.flush()) {
+            // The reader has gone (`strata snapshot | head -1`): it has what it wanted.
+            // Stop quietly, with status 0, as a shell pipeline expects.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            written => written?,
         }
-        out.flush()?;
     }
     Ok(())
 }
