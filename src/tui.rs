@@ -1,6 +1,7 @@
 //! The full-screen monitor's event loop. The source runs on its own thread and sends owned
 //! samples; input, resize and signals arrive as events; the screen is redrawn only when
-//! something arrived, never on a timer.
+//! something arrived. The one timer runs while a poll is overdue (NVML stuck in the
+//! driver): then the header counts the seconds, once a second, until the sample comes.
 
 use crate::app::{key_action, State};
 use crate::sample::NodeSample;
@@ -14,8 +15,12 @@ use tokio::sync::mpsc;
 
 /// Everything the loop reacts to.
 enum Event {
+    /// The collector began a poll at this instant.
+    PollStarted(Instant),
     Sample(Box<NodeSample>),
     SourceFailed(String),
+    /// A poll is overdue and the header's count of seconds moved on.
+    Tick,
     Terminal(TermEvent),
     InputClosed,
     Signal,
@@ -42,6 +47,12 @@ fn spawn_collector(
             }
             let mut next = Instant::now();
             loop {
+                if tx
+                    .blocking_send(Event::PollStarted(Instant::now()))
+                    .is_err()
+                {
+                    return;
+                }
                 let taken =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.sample()));
                 let (event, stop) = match taken {
@@ -91,6 +102,12 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
         let mut input = EventStream::new();
         guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
         loop {
+            // Armed only while a poll runs, for the moment it would be overdue: a poll that
+            // comes back in time disarms it before it fires.
+            let wake = state.next_wake(Instant::now());
+            let alarm = tokio::time::Instant::from_std(
+                wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
+            );
             let event = tokio::select! {
                 e = rx.recv(), if sampling => match e {
                     Some(e) => e,
@@ -107,6 +124,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                 _ = sigterm.recv() => Event::Signal,
                 _ = sighup.recv() => Event::Signal,
                 _ = sigint.recv() => Event::Signal,
+                _ = tokio::time::sleep_until(alarm), if wake.is_some() => Event::Tick,
             };
             let mut redraw = handle(&mut state, &mut guard, event)?;
             // Take in whatever else already waits (a backlog) before drawing once.
@@ -117,6 +135,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                 break;
             }
             if redraw {
+                state.refresh(Instant::now());
                 guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
             }
         }
@@ -128,8 +147,14 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
 /// Applies one event; says whether the screen needs redrawing.
 fn handle(state: &mut State, guard: &mut terminal::Guard, event: Event) -> std::io::Result<bool> {
     match event {
+        // Nothing to show yet: a poll in time is not news.
+        Event::PollStarted(at) => {
+            state.on_poll_started(at);
+            return Ok(false);
+        }
         Event::Sample(sample) => state.on_sample(*sample),
-        Event::SourceFailed(message) => state.status = Some(message),
+        Event::SourceFailed(message) => state.on_poll_failed(message),
+        Event::Tick => {}
         Event::Terminal(TermEvent::Key(key)) => match key_action(key) {
             Some(action) => state.apply_action(action),
             None => return Ok(false),
@@ -180,5 +205,45 @@ mod tests {
             lines[1].contains("sampling stopped: driver answered nonsense"),
             "{lines:?}"
         );
+    }
+
+    /// A source whose polls take a while, like NVML on a busy driver.
+    struct Slow {
+        polls: u32,
+        takes: Duration,
+    }
+
+    impl Source for Slow {
+        fn sample(&mut self) -> Result<NodeSample, SourceError> {
+            self.polls += 1;
+            std::thread::sleep(self.takes);
+            Ok(crate::source::demo::node_at(0, f64::from(self.polls), 1.0))
+        }
+
+        fn label(&self) -> String {
+            "slow".into()
+        }
+    }
+
+    /// The loop hears of each poll as it starts, before its sample: that is what lets the
+    /// header say a poll has been running too long while the thread is still stuck in it.
+    #[test]
+    fn the_collector_says_when_each_poll_starts() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let takes = Duration::from_millis(60);
+        let slow = Slow { polls: 0, takes };
+        spawn_collector(Box::new(slow), Duration::from_millis(1), tx).expect("thread");
+        for _ in 0..3 {
+            let started = match rx.blocking_recv() {
+                Some(Event::PollStarted(at)) => at,
+                _ => panic!("a poll's sample came before its start"),
+            };
+            match rx.blocking_recv() {
+                Some(Event::Sample(_)) => {
+                    assert!(started.elapsed() >= takes, "announced before the poll ran");
+                }
+                _ => panic!("no sample after the poll's start"),
+            }
+        }
     }
 }

@@ -1,22 +1,35 @@
 //! The monitor on the real NVML path (the fake library) in a real pseudo-terminal: MIG
-//! instances nested under their GPU, a lost GPU marked while the other goes on, `q` restores.
+//! instances nested under their GPU, a lost GPU marked while the other goes on, a poll stuck
+//! in the driver shown as such, `q` restores.
 
 mod common;
 #[path = "support/tmux.rs"]
 mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 use tmux::{strata, Pane};
 
 fn monitor(name: &str, scenario_name: &str, interval: &str) -> Pane {
+    monitor_of(name, &scenario(scenario_name), interval, "", (160, 48))
+}
+
+/// The monitor on the scenario at `path`, its command line behind `wrapper` (`unshare ...`).
+fn monitor_of(
+    name: &str,
+    path: &Path,
+    interval: &str,
+    wrapper: &str,
+    (width, height): (u16, u16),
+) -> Pane {
     let command = format!(
-        "{SCENARIO_ENV}='{}' {} --interval {interval} --nvml-lib '{}'",
-        scenario(scenario_name).display(),
+        "{SCENARIO_ENV}='{}' {wrapper} {} --interval {interval} --nvml-lib '{}'",
+        path.display(),
         strata(),
         fake_nvml_lib().display()
     );
-    Pane::start(name, &command, 160, 48)
+    Pane::start(name, &command, width, height)
 }
 
 fn quit_and_check(pane: &Pane) {
@@ -62,4 +75,62 @@ fn a_lost_gpu_is_marked_and_the_other_goes_on() {
         .unwrap_or_else(|s| panic!("lost GPU not marked:\n{s}"));
     assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
     quit_and_check(&pane);
+}
+
+/// two_gpus.json, whose polls 3 and 4 each take 3 s: NVML's memory read of GPU 0 sleeps (the
+/// fake's `delay_ms` fault), as a driver stuck on a busy or failing GPU does.
+fn stalling_scenario(dir: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(scenario("two_gpus")).expect("two_gpus.json");
+    let mut value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    value["devices"][0]["faults"] = serde_json::json!([
+        { "call": "nvmlDeviceGetMemoryInfo_v2", "delay_ms": 3000, "polls": [3, 5] }
+    ]);
+    let path = dir.join("stall.json");
+    std::fs::write(&path, value.to_string()).expect("scenario");
+    path
+}
+
+/// While a poll is overdue the header says the data is stale, how old it is and how long the
+/// poll has been running, counting up each second with no input; then it is live again.
+#[test]
+fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
+    let dir = std::env::temp_dir().join(format!("strata-stall-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pane = monitor_of("nvml-stall", &stalling_scenario(&dir), "0.5", "", (160, 48));
+    pane.wait_for(&["● live", "GPU 0 · NVIDIA H100"], Duration::from_secs(15))
+        .unwrap_or_else(|s| panic!("the monitor did not start:\n{s}"));
+    let header = |screen: &str| screen.lines().next().unwrap_or_default().to_string();
+    let first = pane
+        .wait_for(
+            &["◌ stale 1s · NVML poll running 1s"],
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|s| panic!("no stale state while the poll hangs:\n{s}"));
+    assert!(!header(&first).contains("live"), "{}", header(&first));
+    // No key pressed: the header counts on by itself.
+    let later = pane
+        .wait_for(
+            &["◌ stale 2s · NVML poll running 2s"],
+            Duration::from_secs(3),
+        )
+        .unwrap_or_else(|s| panic!("the stale state did not count on:\n{s}"));
+    assert!(header(&later).contains("◌ stale"), "{}", header(&later));
+    // Polls 3 and 4 hang, then the driver answers in time again: live, and it stays live.
+    let started = Instant::now();
+    loop {
+        let screen = pane.capture();
+        if header(&screen).contains("● live") && started.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "never live again:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let screen = pane.capture();
+    assert!(header(&screen).contains("● live"), "{screen}");
+    quit_and_check(&pane);
+    let _ = std::fs::remove_dir_all(&dir);
 }

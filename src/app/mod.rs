@@ -4,13 +4,14 @@ mod rows;
 mod update;
 
 pub use rows::{process_rows, ProcessRow, SortKey};
-pub use update::{key_action, Action};
+pub use update::{key_action, Action, Freshness};
 
 use crate::accounting::Gap;
 use crate::layers::Layers;
 use crate::pipeline::{Observed, Pipeline};
 use crate::sample::{GpuSample, NodeSample};
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 /// Which part of the main screen the arrow keys move in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +73,17 @@ pub struct State {
     /// Draw with glyphs only (`NO_COLOR`).
     pub monochrome: bool,
     pub quit: bool,
+    /// When the poll now running started; `None` between polls.
+    pub poll_started: Option<Instant>,
+    /// Whether the last poll failed (its error is in `status`).
+    pub poll_failed: bool,
+    /// When the last sample arrived (shown, or queued while paused).
+    pub last_arrival: Option<Instant>,
+    /// When the sample shown arrived: the age of the data on screen.
+    pub shown_since: Option<Instant>,
+    /// How current the data shown is, as of the last [`State::refresh`]: drawing reads it,
+    /// so that it never looks at the clock itself.
+    pub freshness: Freshness,
 }
 
 impl State {
@@ -96,11 +108,24 @@ impl State {
             status: None,
             monochrome: false,
             quit: false,
+            poll_started: None,
+            poll_failed: false,
+            last_arrival: None,
+            shown_since: None,
+            freshness: Freshness::Live,
         }
     }
 
     /// Takes in a new sample; while paused it waits in a bounded queue.
     pub fn on_sample(&mut self, sample: NodeSample) {
+        self.on_sample_at(sample, Instant::now());
+    }
+
+    /// Takes in a sample that arrived at `now`: the poll that made it is over.
+    pub fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
+        self.poll_started = None;
+        self.poll_failed = false;
+        self.last_arrival = Some(now);
         if self.paused {
             if self.queued.len() == PAUSE_QUEUE {
                 self.queued.pop_front();
@@ -126,6 +151,7 @@ impl State {
             }
         }
         self.current = Some(observed);
+        self.shown_since = self.last_arrival;
         self.status = None;
         self.clamp_selection();
     }

@@ -2,9 +2,10 @@
 
 use super::theme::Theme;
 use super::widgets::fit;
-use crate::app::{Focus, State, View};
+use crate::app::{Focus, Freshness, State, View};
 use crate::units;
 use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::Frame;
 
@@ -23,32 +24,82 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     );
     let gpus = sample.map_or(0, |s| s.gpus.len());
     let clock = sample.map_or_else(|| "--:--:--".into(), |s| units::clock(s.time));
-    let mode = if state.paused {
-        format!("‖ paused ({} queued)", state.queued.len())
-    } else if let Some(file) = &state.recording {
-        format!("● rec {file}")
-    } else {
-        "● live".into()
-    };
+    let (mode, mode_short) = mode(state);
     let plural = if gpus == 1 { "" } else { "s" };
     let label = &state.source_label;
     let interval = state.interval;
-    // The richest line that fits; the state (live, paused, recording) is in every one.
-    let variants = [
+    // The richest line that fits; the state (live, stale, paused, recording) is in every one.
+    let variants = vec![
         format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock} UTC │ {mode} │ ? help"),
         format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock} │ {mode}"),
-        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode}"),
-        format!(" {mode} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
+        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode_short}"),
+        format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
     ];
-    let fits = |t: &String| t.chars().count() <= area.width as usize;
+    let width = area.width as usize;
+    let fits = |t: &&String| t.chars().count() <= width;
     let text = variants
         .iter()
-        .find(|t| fits(t))
-        .unwrap_or(&variants[3])
-        .clone();
-    let width = area.width as usize;
+        .find(fits)
+        .or(variants.last())
+        .cloned()
+        .unwrap_or_default();
     let padded = format!("{:<width$}", fit(&text, width));
-    super::widgets::put_lines(frame, area, &[Line::styled(padded, theme.header_bar())]);
+    let style = if state.freshness.is_live() || theme.mono {
+        theme.header_bar()
+    } else {
+        Style::new().fg(Color::Black).bg(Color::Yellow)
+    };
+    super::widgets::put_lines(frame, area, &[Line::styled(padded, style)]);
+}
+
+/// The monitor's state, long and short: paused, recording, stale (a poll overdue, or failed:
+/// the data's age, and how long the poll has been running), or live.
+fn mode(state: &State) -> (String, String) {
+    if state.paused {
+        let paused = format!("‖ paused ({} queued)", state.queued.len());
+        return (paused.clone(), paused);
+    }
+    let age = |age: Option<std::time::Duration>| match age {
+        Some(age) => format!("stale {}", seconds(age)),
+        None => "no data yet".to_string(),
+    };
+    match state.freshness {
+        Freshness::Stalled {
+            data_age,
+            poll_running,
+        } => {
+            let source = match state.source_label.split_whitespace().next() {
+                Some("nvml") | None => "NVML".to_string(),
+                Some(word) => word.to_string(),
+            };
+            let running = seconds(poll_running);
+            (
+                format!("◌ {} · {source} poll running {running}", age(data_age)),
+                format!("◌ {} · poll {running}", age(data_age)),
+            )
+        }
+        Freshness::Failed { data_age } => (
+            format!("◌ {} · last poll failed", age(data_age)),
+            format!("◌ {} · poll failed", age(data_age)),
+        ),
+        Freshness::Live => {
+            let live = match &state.recording {
+                Some(file) => format!("● rec {file}"),
+                None => "● live".to_string(),
+            };
+            (live.clone(), live)
+        }
+    }
+}
+
+/// A duration in whole seconds, minutes past two of them: `9s`, `4m05s`, `2h03m`.
+fn seconds(duration: std::time::Duration) -> String {
+    let s = duration.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
 }
 
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
@@ -73,4 +124,91 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
         Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
     };
     super::widgets::put_lines(frame, area, &[line]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Pipeline;
+    use crate::source::demo::node_at;
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use std::time::{Duration, Instant};
+
+    const WIDTHS: [u16; 7] = [60, 70, 80, 100, 120, 160, 250];
+
+    /// The monitor on the NVML path, one sample shown since `t0`.
+    fn state(t0: Instant) -> State {
+        let mut state = State::new(
+            Pipeline::new(None),
+            "nvml libnvidia-ml.so.1 + feeds".into(),
+            1.0,
+        );
+        state.on_sample_at(node_at(0, 600.0, 10.0), t0);
+        state.refresh(t0);
+        state
+    }
+
+    fn header(state: &State, width: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, 30)).expect("test backend");
+        terminal
+            .draw(|f| super::super::draw(f, state))
+            .expect("draws");
+        let buffer = terminal.backend().buffer();
+        (0..width)
+            .map(|x| buffer[(x, 0)].symbol().to_string())
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+    }
+
+    /// NVML stuck in a poll: 12 s after the data shown arrived, its poll has run 9 s. Every
+    /// width says the data is stale and that a poll is running, and nowhere "live".
+    #[test]
+    fn a_stalled_poll_shows_the_data_age_and_the_poll_at_every_width() {
+        let t0 = Instant::now();
+        let mut state = state(t0);
+        state.on_poll_started(t0 + Duration::from_secs(3));
+        state.refresh(t0 + Duration::from_secs(12));
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("◌ stale 12s · "), "{width}: {line}");
+            assert!(
+                line.contains("poll 9s") || line.contains("poll running 9s"),
+                "{width}: {line}"
+            );
+            assert!(!line.contains("live"), "{width}: {line}");
+        }
+        assert!(header(&state, 250).contains("◌ stale 12s · NVML poll running 9s"));
+        // The sample comes: live again.
+        state.on_sample_at(node_at(0, 610.0, 10.0), t0 + Duration::from_secs(13));
+        state.refresh(t0 + Duration::from_secs(13));
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("● live"), "{width}: {line}");
+            assert!(!line.contains("stale"), "{width}: {line}");
+        }
+    }
+
+    #[test]
+    fn a_failed_poll_shows_the_data_age_at_every_width() {
+        let t0 = Instant::now();
+        let mut state = state(t0);
+        state.on_poll_started(t0 + Duration::from_secs(1));
+        state.on_poll_failed("NVML: Unknown Error (hint)".into());
+        state.refresh(t0 + Duration::from_secs(125));
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("◌ stale 2m05s · "), "{width}: {line}");
+            assert!(line.contains("poll failed"), "{width}: {line}");
+        }
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(seconds(Duration::from_millis(9_900)), "9s");
+        assert_eq!(seconds(Duration::from_secs(119)), "119s");
+        assert_eq!(seconds(Duration::from_secs(245)), "4m05s");
+        assert_eq!(seconds(Duration::from_secs(7380)), "2h03m");
+    }
 }
