@@ -1,6 +1,6 @@
 //! The monitor on the real NVML path (the fake library) in a real pseudo-terminal: MIG
 //! instances nested under their GPU, a lost GPU marked while the other goes on, a poll stuck
-//! in the driver shown as such, `q` restores.
+//! in the driver shown as such, the monitor in its own PID namespace, `q` restores.
 
 mod common;
 #[path = "support/tmux.rs"]
@@ -133,4 +133,40 @@ fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
     assert!(header(&screen).contains("● live"), "{screen}");
     quit_and_check(&pane);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Inside a PID namespace of its own (a container without --pid=host), the header says so
+/// once, with what it costs and what to do, at 80 columns.
+#[test]
+fn in_its_own_pid_namespace_the_header_says_so() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "unshare needs root (CI runs as root)"
+    );
+    let pane = monitor_of(
+        "nvml-pidns",
+        &scenario("two_gpus"),
+        "1",
+        "unshare --pid --fork --mount-proc",
+        (80, 24),
+    );
+    let screen = pane
+        .wait_for(
+            &["● live", "own PID namespace", "--pid=host"],
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|s| panic!("no note on the PID namespace:\n{s}"));
+    let header = screen.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("own PID namespace"),
+        "in the header: {screen}"
+    );
+    assert_eq!(
+        screen.matches("own PID namespace").count(),
+        1,
+        "once: {screen}"
+    );
+    quit_and_check(&pane);
 }

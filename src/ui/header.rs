@@ -9,6 +9,16 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::Frame;
 
+/// What the header says, once, when strata runs in its own PID namespace (a container without
+/// `--pid=host`), longest first: the richest that fits is shown.
+const OWN_PID_NAMESPACE: [&str; 5] = [
+    "in a container (own PID namespace): NVML's processes are not visible here (no users, commands, zombies); run strata on the host or with --pid=host",
+    "own PID namespace: NVML's processes not visible here (no users, commands, zombies); run on the host or with --pid=host",
+    "own PID namespace: no users/commands/zombies; use host or --pid=host",
+    "own PID namespace: processes not visible; use --pid=host",
+    "own PID ns: use --pid=host",
+];
+
 pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let sample = state.current.as_ref().map(|o| &o.sample);
     let host = crate::text::clean(sample.map_or("…", |s| s.host.as_str()));
@@ -29,12 +39,21 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     let label = &state.source_label;
     let interval = state.interval;
     // The richest line that fits; the state (live, stale, paused, recording) is in every one.
-    let variants = vec![
+    let mut variants = vec![
         format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock} UTC │ {mode} │ ? help"),
         format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock} │ {mode}"),
         format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode_short}"),
         format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
     ];
+    if sample.and_then(|s| s.host_pid_namespace) == Some(false) {
+        // The note matters more than the versions and the clock: leaner lines first.
+        variants.push(format!(" {mode_short} │ {host} │ {clock}"));
+        variants.push(format!(" {mode_short}"));
+        variants = OWN_PID_NAMESPACE
+            .iter()
+            .flat_map(|note| variants.iter().map(move |line| format!("{line} │ {note}")))
+            .collect();
+    }
     let width = area.width as usize;
     let fits = |t: &&String| t.chars().count() <= width;
     let text = variants
@@ -210,5 +229,64 @@ mod tests {
         assert_eq!(seconds(Duration::from_secs(119)), "119s");
         assert_eq!(seconds(Duration::from_secs(245)), "4m05s");
         assert_eq!(seconds(Duration::from_secs(7380)), "2h03m");
+    }
+
+    /// In a container without `--pid=host`, the header says so once, with what it limits and
+    /// what to do, from 80 columns on; the state stays first in line at every width.
+    #[test]
+    fn in_its_own_pid_namespace_the_header_says_so_and_what_to_do() {
+        let t0 = Instant::now();
+        let mut state = state(t0);
+        let mut sample = node_at(0, 610.0, 10.0);
+        sample.host_pid_namespace = Some(false);
+        state.on_sample_at(sample, t0);
+        state.refresh(t0);
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("● live"), "{width}: {line}");
+            assert_eq!(
+                line.matches("PID n").count(),
+                1,
+                "said once: {width}: {line}"
+            );
+            if width >= 80 {
+                assert!(line.contains("own PID namespace"), "{width}: {line}");
+                assert!(line.contains("--pid=host"), "{width}: {line}");
+            }
+        }
+        let line = header(&state, 80);
+        assert!(line.contains("no users/commands/zombies"), "{line}");
+        assert!(line.contains("host"), "{line}");
+        let line = header(&state, 250);
+        assert!(
+            line.contains("NVML's processes are not visible here (no users, commands, zombies); run strata on the host or with --pid=host"),
+            "{line}"
+        );
+        assert!(
+            line.contains("demo-node"),
+            "and the rest of the header: {line}"
+        );
+        // Stalled, too: both the state and the note.
+        state.on_poll_started(t0 + Duration::from_secs(1));
+        state.refresh(t0 + Duration::from_secs(5));
+        let line = header(&state, 80);
+        assert!(line.contains("◌ stale 5s"), "{line}");
+        assert!(line.contains("--pid=host"), "{line}");
+    }
+
+    #[test]
+    fn on_the_host_or_unknown_there_is_no_namespace_note() {
+        let t0 = Instant::now();
+        for namespace in [Some(true), None] {
+            let mut state = state(t0);
+            let mut sample = node_at(0, 610.0, 10.0);
+            sample.host_pid_namespace = namespace;
+            state.on_sample_at(sample, t0);
+            for width in WIDTHS {
+                let line = header(&state, width);
+                assert!(!line.contains("namespace"), "{namespace:?} {width}: {line}");
+                assert!(!line.contains("PID ns"), "{namespace:?} {width}: {line}");
+            }
+        }
     }
 }
