@@ -9,6 +9,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
     pub visible: bool,
+    /// The PID exists but this `/proc` hides it (`hidepid`, permissions): not gone.
+    pub hidden: bool,
     pub state: Option<String>,
     pub start_time: Option<u64>,
     pub user: Option<String>,
@@ -77,6 +79,7 @@ impl ProcFs {
         if let Some(fixed) = start_time.and_then(|t| self.known.get(&(pid, t))) {
             return Identity {
                 visible: true,
+                hidden: false,
                 state,
                 start_time,
                 user: fixed.user.clone(),
@@ -109,6 +112,7 @@ impl ProcFs {
         }
         Identity {
             visible: true,
+            hidden: false,
             state,
             start_time,
             user,

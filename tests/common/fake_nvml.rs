@@ -139,3 +139,31 @@ fn link_atomically(target: &Path, link: &Path) {
     std::fs::rename(&temporary, link)
         .unwrap_or_else(|e| panic!("cannot rename a link to {}: {e}", link.display()));
 }
+
+/// The scenario variable and the fake's state are process-wide: in-process NVML tests take
+/// turns.
+pub static IN_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `polls` samples of strata's NVML source, in this process, against `scenario_file` through
+/// the fake at `lib` (one `NvmlSource::open`, so the fake's poll clocks and call counts start
+/// at 0). The raw samples, with every field the source fills (`problems`, `mps`, `hidden`).
+pub fn source_samples(
+    lib: &Path,
+    scenario_file: &Path,
+    polls: usize,
+) -> Vec<strata::sample::NodeSample> {
+    use strata::source::Source;
+    let _turn = IN_PROCESS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    std::env::set_var(SCENARIO_ENV, scenario_file);
+    let mut source = strata::source::nvml::NvmlSource::open(Some(lib.to_path_buf()), 1.0)
+        .unwrap_or_else(|e| panic!("cannot open the fake on {}: {e}", scenario_file.display()));
+    (0..polls)
+        .map(|poll| {
+            source.sample().unwrap_or_else(|e| {
+                panic!("poll {poll} of {} failed: {e}", scenario_file.display())
+            })
+        })
+        .collect()
+}

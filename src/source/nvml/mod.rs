@@ -1,19 +1,30 @@
-//! The real node: NVML through `nvml-wrapper` 0.13, plus process identity from `/proc`.
+//! The real node: NVML through `nvml-wrapper` 0.13 (and raw calls where it lacks one), plus
+//! process identity from `/proc`.
 //!
-//! Every query may fail on its own. `NotSupported`, `NoPermission` and the like make that
-//! field `None` and the rest of the device still shows; `GPU_IS_LOST` marks the GPU lost and
-//! the other GPUs go on. Only a library that cannot be loaded or initialised stops strata.
+//! Every query may fail on its own, and what NVML refused is said in the sample's `problems`
+//! beside the value it cost: a refused process list makes that device's processes unknown, a
+//! refused handle or GPU count is retried at every poll, `GPU_IS_LOST` (and only that) marks a
+//! GPU lost while the other GPUs go on. Only a library that cannot be loaded or initialised
+//! stops strata.
 
+mod api;
+mod gpu;
+mod handles;
+mod mig;
+mod processes;
 mod query;
+mod refusal;
 
 use super::procfs::ProcFs;
 use super::{Source, SourceError};
-use crate::sample::{GpuSample, MigSample, NodeSample, ProcessSample};
+use crate::sample::{NodeSample, ProcessSample};
+use api::Api;
+use gpu::Reader;
+use handles::Gpus;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{cuda_driver_version_major, cuda_driver_version_minor, Device, Nvml};
+use nvml_wrapper::{cuda_driver_version_major, cuda_driver_version_minor, Nvml};
 pub use query::profile_from_name;
-use query::{holders, memory, raw_id, sm_utilization, Handle, Holding};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,24 +33,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// exists only with development packages.
 const DEFAULT_LIBRARIES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 
-/// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
-const MIG_ENABLED: u32 = 1;
-
-/// What is read once per GPU at start.
-struct GpuStatic {
-    index: u32,
-    handle: Option<Handle>,
-    uuid: String,
-    name: Option<String>,
-    pci_bus_id: Option<String>,
-}
-
 pub struct NvmlSource {
+    /// The calls chosen for this driver: pointers into `nvml`'s library, which lives as long.
+    api: Api,
     nvml: Nvml,
     library: String,
-    gpus: Vec<GpuStatic>,
+    gpus: Gpus,
     driver_version: Option<String>,
     cuda_driver_version: Option<String>,
+    /// What this driver lacks of the calls strata prefers, in one line.
+    driver_problem: Option<String>,
     procfs: ProcFs,
     host: String,
     interval: f64,
@@ -47,7 +50,8 @@ pub struct NvmlSource {
     utilization_seen: HashMap<u32, u64>,
 }
 
-// SAFETY: `Nvml` holds a loaded library and plain function pointers; NVML is thread-safe.
+// SAFETY: `Nvml` holds a loaded library and plain function pointers (as does `Api`); NVML is
+// thread-safe.
 unsafe impl Send for NvmlSource {}
 
 fn describe(e: &NvmlError) -> String {
@@ -64,7 +68,8 @@ fn describe(e: &NvmlError) -> String {
 }
 
 impl NvmlSource {
-    /// Loads NVML from `library` (or the driver's usual names) and reads each GPU's identity.
+    /// Loads NVML from `library` (or the driver's usual names). The GPUs are counted and
+    /// opened at the first poll, and again at later polls for whatever NVML refused.
     pub fn open(library: Option<PathBuf>, interval: f64) -> Result<Self, SourceError> {
         let candidates: Vec<PathBuf> = match library {
             Some(path) => vec![path],
@@ -88,28 +93,6 @@ impl NvmlSource {
     }
 
     fn start(nvml: Nvml, library: String, interval: f64) -> Self {
-        let count = nvml.device_count().unwrap_or(0);
-        let gpus = (0..count)
-            .map(|index| match nvml.device_by_index(index) {
-                Ok(device) => GpuStatic {
-                    index,
-                    // SAFETY: the handle stays valid while `nvml` lives, and both move together.
-                    handle: Some(Handle(unsafe { device.handle() })),
-                    uuid: device
-                        .uuid()
-                        .unwrap_or_else(|_| format!("GPU-unreadable-{index}")),
-                    name: device.name().ok(),
-                    pci_bus_id: device.pci_info().ok().map(|p| p.bus_id),
-                },
-                Err(_) => GpuStatic {
-                    index,
-                    handle: None,
-                    uuid: format!("GPU-unreadable-{index}"),
-                    name: None,
-                    pci_bus_id: None,
-                },
-            })
-            .collect();
         let driver_version = nvml.sys_driver_version().ok();
         let cuda_driver_version = nvml.sys_cuda_driver_version().ok().map(|v| {
             format!(
@@ -118,183 +101,78 @@ impl NvmlSource {
                 cuda_driver_version_minor(v)
             )
         });
+        let api = Api::of(&nvml);
+        let driver_problem = api.driver_problem(driver_version.as_deref());
         NvmlSource {
+            api,
             nvml,
             library,
-            gpus,
+            gpus: Gpus::default(),
             driver_version,
             cuda_driver_version,
+            driver_problem,
             procfs: ProcFs::default(),
             host: host_name(),
             interval,
             utilization_seen: HashMap::new(),
         }
     }
-
-    fn device(&self, handle: Handle) -> Device<'_> {
-        // SAFETY: the handle came from this `nvml` and stays valid while it lives.
-        unsafe { Device::new(handle.0, &self.nvml) }
-    }
-}
-
-impl NvmlSource {
-    /// Reads one GPU (and its MIG instances). On `GPU_IS_LOST` from any query the GPU is
-    /// returned lost, with no values: none of them would be current.
-    fn sample_gpu(&mut self, i: usize) -> (GpuSample, Vec<Holding>, HashMap<u32, u32>) {
-        let g = &self.gpus[i];
-        let mut gpu = GpuSample {
-            index: g.index,
-            uuid: g.uuid.clone(),
-            name: g.name.clone(),
-            pci_bus_id: g.pci_bus_id.clone(),
-            memory: None,
-            utilization_gpu: None,
-            mig_mode: None,
-            lost: true,
-            processes_known: false,
-            mig: Vec::new(),
-            problems: Default::default(),
-        };
-        let Some(handle) = g.handle else {
-            return (gpu, Vec::new(), HashMap::new());
-        };
-        let lost_gpu = |gpu: GpuSample| {
-            (
-                GpuSample {
-                    memory: None,
-                    utilization_gpu: None,
-                    mig: Vec::new(),
-                    processes_known: false,
-                    lost: true,
-                    ..gpu
-                },
-                Vec::new(),
-                HashMap::new(),
-            )
-        };
-        let device = self.device(handle);
-        let mut lost = false;
-        gpu.lost = false;
-        gpu.memory = memory(&device, &mut lost);
-        match device.utilization_rates() {
-            Ok(u) => gpu.utilization_gpu = Some(u.gpu),
-            Err(NvmlError::GpuLost) => lost = true,
-            Err(_) => {}
-        }
-        if lost {
-            return lost_gpu(gpu);
-        }
-        gpu.mig_mode = match device.mig_mode() {
-            Ok(m) => Some(m.current == MIG_ENABLED),
-            Err(NvmlError::GpuLost) => return lost_gpu(gpu),
-            Err(_) => None,
-        };
-        let mut seen = self.utilization_seen.get(&gpu.index).copied().unwrap_or(0);
-        let since = (seen > 0).then_some(seen);
-        let mut sm = sm_utilization(&device, since, &mut seen);
-        let mut found = Vec::new();
-        if gpu.mig_mode == Some(true) {
-            // Processes are read per instance: the parent's list aggregates them.
-            gpu.processes_known = true;
-            let slots = match device.mig_device_count() {
-                Ok(n) => n,
-                Err(NvmlError::GpuLost) => return lost_gpu(gpu),
-                Err(_) => 0,
-            };
-            for slot in 0..slots {
-                let mig = match device.mig_device_by_index(slot) {
-                    Ok(m) => m,
-                    Err(NvmlError::GpuLost) => return lost_gpu(gpu),
-                    // An empty slot, or an instance destroyed since the count: skip it.
-                    Err(_) => continue,
-                };
-                // SAFETY: a handle NVML just returned for this library.
-                let mig_handle = Handle(unsafe { mig.handle() });
-                let mig_uuid = match mig.uuid() {
-                    Ok(u) => u,
-                    Err(NvmlError::GpuLost) => return lost_gpu(gpu),
-                    Err(_) => continue,
-                };
-                let mig_memory = memory(&mig, &mut lost);
-                let mig_holders = holders(&mig, &mut lost);
-                if lost {
-                    return lost_gpu(gpu);
-                }
-                let mut mig_seen = 0;
-                sm.extend(sm_utilization(&mig, since, &mut mig_seen));
-                let lib = self.nvml.lib();
-                gpu.mig.push(MigSample {
-                    uuid: mig_uuid.clone(),
-                    profile: mig.name().ok().and_then(|n| profile_from_name(&n)),
-                    gpu_instance_id: raw_id(
-                        lib.nvmlDeviceGetGpuInstanceId.as_ref().ok(),
-                        mig_handle,
-                    ),
-                    compute_instance_id: raw_id(
-                        lib.nvmlDeviceGetComputeInstanceId.as_ref().ok(),
-                        mig_handle,
-                    ),
-                    memory: mig_memory,
-                    processes_known: mig_holders.known,
-                    problems: Default::default(),
-                });
-                for (pid, (used, kind)) in mig_holders.by_pid {
-                    found.push(Holding {
-                        pid,
-                        device_uuid: mig_uuid.clone(),
-                        used,
-                        kind,
-                    });
-                }
-            }
-        } else {
-            let gpu_holders = holders(&device, &mut lost);
-            if lost {
-                return lost_gpu(gpu);
-            }
-            gpu.processes_known = gpu_holders.known;
-            for (pid, (used, kind)) in gpu_holders.by_pid {
-                found.push(Holding {
-                    pid,
-                    device_uuid: gpu.uuid.clone(),
-                    used,
-                    kind,
-                });
-            }
-        }
-        let index = gpu.index;
-        self.utilization_seen.insert(index, seen);
-        (gpu, found, sm)
-    }
 }
 
 impl Source for NvmlSource {
     fn sample(&mut self) -> Result<NodeSample, SourceError> {
         let started = std::time::Instant::now();
-        let mut gpus = Vec::with_capacity(self.gpus.len());
+        self.gpus.refresh(&self.nvml);
+        let mut problems = BTreeMap::new();
+        if let Some(refusal) = &self.gpus.count_refused {
+            problems.insert(
+                "device_count".to_string(),
+                format!(
+                    "{}; no GPU can be shown until NVML counts them (strata asks again at every poll)",
+                    refusal.line()
+                ),
+            );
+        }
+        if let Some(line) = &self.driver_problem {
+            problems.insert("driver".to_string(), line.clone());
+        }
+        let reader = Reader {
+            nvml: &self.nvml,
+            api: &self.api,
+        };
+        let reads: Vec<gpu::GpuRead> = self
+            .gpus
+            .slots()
+            .iter()
+            .map(|slot| {
+                let seen = self.utilization_seen.get(&slot.index).copied().unwrap_or(0);
+                gpu::read(&reader, slot, seen)
+            })
+            .collect();
+        let mut gpus = Vec::with_capacity(reads.len());
         let mut processes = Vec::new();
-        for i in 0..self.gpus.len() {
-            let (gpu, found, sm) = self.sample_gpu(i);
-            for h in found {
-                let identity = self.procfs.identity(h.pid);
+        for read in reads {
+            self.utilization_seen.insert(read.gpu.index, read.seen);
+            for placed in read.placed {
+                let identity = self.procfs.identity(placed.pid);
                 processes.push(ProcessSample {
-                    pid: h.pid,
-                    device_uuid: h.device_uuid,
-                    used: h.used,
-                    kind: h.kind,
-                    mps: false,
+                    pid: placed.pid,
+                    device_uuid: placed.device_uuid,
+                    used: placed.holding.used,
+                    kind: placed.holding.kind,
+                    mps: placed.holding.mps,
                     visible: identity.visible,
-                    hidden: false,
+                    hidden: identity.hidden,
                     proc_state: identity.state,
                     start_time: identity.start_time,
                     user: identity.user,
                     command: identity.command,
-                    sm_util: sm.get(&h.pid).copied(),
+                    sm_util: read.sm.get(&placed.pid).copied(),
                     executable: identity.executable,
                     feed: None,
                 });
             }
-            gpus.push(gpu);
+            gpus.push(read.gpu);
         }
         let alive: Vec<(u32, u64)> = processes
             .iter()
@@ -312,7 +190,7 @@ impl Source for NvmlSource {
             processes,
             feeds: Vec::new(),
             poll_secs: Some(started.elapsed().as_secs_f64()),
-            problems: Default::default(),
+            problems,
         })
     }
 

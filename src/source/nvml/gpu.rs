@@ -1,0 +1,189 @@
+//! One poll of one GPU: its memory, utilization, MIG mode and processes (or, in MIG mode, its
+//! instances'), each refusal kept beside the value it cost.
+
+use super::api::Api;
+use super::handles::GpuSlot;
+use super::mig;
+use super::processes::{self, Holding};
+use super::query::{sm_utilization, Handle};
+use super::refusal::{Refusal, NO_PERMISSION};
+use crate::sample::GpuSample;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use std::collections::{BTreeMap, HashMap};
+
+/// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
+const MIG_ENABLED: u32 = 1;
+
+/// What a poll reads with: the library and the calls chosen for its driver.
+pub(super) struct Reader<'a> {
+    pub(super) nvml: &'a Nvml,
+    pub(super) api: &'a Api,
+}
+
+impl Reader<'_> {
+    pub(super) fn device(&self, handle: Handle) -> Device<'_> {
+        // SAFETY: every handle comes from this `nvml`, and stays valid while it lives.
+        unsafe { Device::new(handle.0, self.nvml) }
+    }
+}
+
+/// The device answered `GPU_IS_LOST`: nothing read in this poll is current.
+#[derive(Debug)]
+pub(super) struct Lost;
+
+/// A holder of memory, placed on the device (GPU or MIG instance) it holds memory on.
+pub(super) struct Placed {
+    pub(super) pid: u32,
+    pub(super) device_uuid: String,
+    pub(super) holding: Holding,
+}
+
+/// One GPU as one poll saw it.
+pub(super) struct GpuRead {
+    pub(super) gpu: GpuSample,
+    pub(super) placed: Vec<Placed>,
+    /// Per-process SM utilization, by pid.
+    pub(super) sm: HashMap<u32, u32>,
+    /// The latest utilization timestamp seen (µs), for the next poll's query.
+    pub(super) seen: u64,
+}
+
+/// A value, `None` with the refusal noted in `problems` under `key` (a `NotSupported` is not
+/// noted), or [`Lost`].
+pub(super) fn value<T>(
+    result: Result<T, NvmlError>,
+    call: &'static str,
+    key: &str,
+    problems: &mut BTreeMap<String, String>,
+) -> Result<Option<T>, Lost> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => note(Refusal::of(call, e), key, problems).map(|()| None),
+    }
+}
+
+/// Notes a refusal under `key` unless it is `NotSupported`; [`Lost`] for `GPU_IS_LOST`.
+pub(super) fn note(
+    refusal: Refusal,
+    key: &str,
+    problems: &mut BTreeMap<String, String>,
+) -> Result<(), Lost> {
+    if refusal.is_lost() {
+        return Err(Lost);
+    }
+    if !refusal.is_not_supported() {
+        problems.insert(key.to_string(), refusal.line());
+    }
+    Ok(())
+}
+
+/// Reads one GPU. A GPU whose handle is refused appears with its index, its placeholder UUID
+/// and the refusal, and no values; on `GPU_IS_LOST` it is returned lost, with no values: none
+/// of them would be current.
+pub(super) fn read(reader: &Reader<'_>, slot: &GpuSlot, seen_before: u64) -> GpuRead {
+    let mut gpu = GpuSample {
+        index: slot.index,
+        uuid: slot.uuid.clone(),
+        name: slot.name.clone(),
+        pci_bus_id: slot.pci_bus_id.clone(),
+        memory: None,
+        utilization_gpu: None,
+        mig_mode: None,
+        lost: slot.lost,
+        processes_known: false,
+        mig: Vec::new(),
+        problems: slot
+            .refused
+            .iter()
+            .map(|(key, refusal)| (key.to_string(), refusal.line()))
+            .collect(),
+    };
+    let idle = |gpu| GpuRead {
+        gpu,
+        placed: Vec::new(),
+        sm: HashMap::new(),
+        seen: seen_before,
+    };
+    let Some(handle) = slot.handle else {
+        return idle(gpu);
+    };
+    let identity = gpu.clone();
+    match read_live(reader, handle, &mut gpu, seen_before) {
+        Ok((placed, sm, seen)) => GpuRead {
+            gpu,
+            placed,
+            sm,
+            seen,
+        },
+        Err(Lost) => idle(GpuSample {
+            lost: true,
+            problems: Default::default(),
+            ..identity
+        }),
+    }
+}
+
+type Live = (Vec<Placed>, HashMap<u32, u32>, u64);
+
+fn read_live(
+    reader: &Reader<'_>,
+    handle: Handle,
+    gpu: &mut GpuSample,
+    seen_before: u64,
+) -> Result<Live, Lost> {
+    let device = reader.device(handle);
+    // The memory read comes first: it is what a poll is, to NVML's own samplers and the fake.
+    let memory = reader.api.memory(&device);
+    let problems = &mut gpu.problems;
+    gpu.utilization_gpu = value(
+        device.utilization_rates().map(|u| u.gpu),
+        "nvmlDeviceGetUtilizationRates",
+        "utilization",
+        problems,
+    )?;
+    gpu.mig_mode = value(
+        device.mig_mode().map(|m| m.current == MIG_ENABLED),
+        "nvmlDeviceGetMigMode",
+        "mig_mode",
+        problems,
+    )?;
+    let in_mig = gpu.mig_mode == Some(true);
+    match memory {
+        Ok(memory) => gpu.memory = Some(memory),
+        Err(refusal) if in_mig && refusal.is(NO_PERMISSION) => {
+            problems.insert(
+                "memory".into(),
+                refusal.line_saying(
+                    "the parent GPU's memory in MIG mode needs root (run strata as root); each instance's memory is shown",
+                ),
+            );
+        }
+        Err(refusal) => note(refusal, "memory", problems)?,
+    }
+    let mut seen = seen_before;
+    let since = (seen > 0).then_some(seen);
+    let mut sm = sm_utilization(&device, since, &mut seen);
+    let placed = if in_mig {
+        mig::read(reader, &device, handle, gpu, since, &mut sm)?
+    } else {
+        let lists = processes::read(reader.api, handle);
+        if lists.lost {
+            return Err(Lost);
+        }
+        gpu.processes_known = lists.known();
+        if let Some(problem) = lists.problem() {
+            gpu.problems.insert("processes".into(), problem);
+        }
+        lists
+            .by_pid
+            .into_iter()
+            .map(|(pid, holding)| Placed {
+                pid,
+                device_uuid: gpu.uuid.clone(),
+                holding,
+            })
+            .collect()
+    };
+    Ok((placed, sm, seen))
+}
