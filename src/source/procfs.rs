@@ -1,8 +1,14 @@
 //! Process identity from `/proc`: user, command line, state and start time, and whether a PID
 //! is visible at all in this PID namespace (inside a container NVML reports host PIDs).
+//!
+//! NVML names processes by their pid in the host's (initial) PID namespace. Those numbers are
+//! looked up here only when this `/proc` shows that namespace; in a container with its own,
+//! pid 1 is the container's init, not NVML's pid 1, so nothing is looked up at all. A pid
+//! `/proc` hides (`hidepid`, EACCES/EPERM) but `kill(pid, 0)` finds is `hidden`, not gone.
 
 use std::collections::HashMap;
 use std::fs;
+use std::io::ErrorKind;
 use std::path::PathBuf;
 
 /// What `/proc` says of one PID, as observed.
@@ -35,6 +41,12 @@ const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
 #[derive(Debug)]
 pub struct ProcFs {
     root: PathBuf,
+    /// Whether NVML's pids name this `/proc`'s processes (`None`: cannot tell, as on a kernel
+    /// without PID namespaces; they are then looked up).
+    host_pids: Option<bool>,
+    /// Whether `kill(pid, 0)` names the same processes as NVML's pids: this monitor runs in the
+    /// initial PID namespace itself.
+    may_probe: bool,
     users: HashMap<u32, Option<String>>,
     passwd: Option<String>,
     /// User and command line per (pid, start time): they are read once per process, and only
@@ -50,8 +62,25 @@ impl Default for ProcFs {
 
 impl ProcFs {
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let link =
+            |path: &str| fs::read_link(root.join(path)).map(|l| l.to_string_lossy().into_owned());
+        let self_namespace = link("self/ns/pid").ok();
+        // `/proc/self` is this process's pid as this `/proc`'s namespace numbers it.
+        let self_pid_matches = link("self").ok() == Some(std::process::id().to_string());
+        let kthreadd = fs::read_to_string(root.join("2/stat")).is_ok_and(|stat| is_kthreadd(&stat));
+        let host_pids = pids_are_host(
+            link("1/ns/pid").ok(),
+            kthreadd,
+            self_namespace.as_deref(),
+            self_pid_matches,
+        );
+        let may_probe =
+            self_namespace.as_deref() == Some(INITIAL_PID_NAMESPACE) && host_pids != Some(false);
         ProcFs {
-            root: root.into(),
+            root,
+            host_pids,
+            may_probe,
             users: HashMap::new(),
             passwd: None,
             known: HashMap::new(),
@@ -63,17 +92,26 @@ impl ProcFs {
         self.known.retain(|key, _| alive.contains(key));
     }
 
-    /// Whether this monitor runs in the initial (host) PID namespace; `None` if unreadable.
+    /// Whether this `/proc` shows the initial (host) PID namespace, the one NVML's pids are
+    /// in: only then are they looked up here. `None` if it cannot tell.
     pub fn host_pid_namespace(&self) -> Option<bool> {
-        let link = fs::read_link(self.root.join("self/ns/pid")).ok()?;
-        Some(link.to_string_lossy() == INITIAL_PID_NAMESPACE)
+        self.host_pids
     }
 
-    /// Everything `/proc` tells of a PID. A PID that is not there is `visible: false`.
+    /// Everything `/proc` tells of a PID NVML listed. A PID that is not there is
+    /// `visible: false`, and `hidden` when it exists all the same; in another PID namespace
+    /// nothing is looked up (the number would name another process).
     pub fn identity(&mut self, pid: u32) -> Identity {
-        let dir = self.root.join(pid.to_string());
-        let Ok(stat) = fs::read_to_string(dir.join("stat")) else {
+        if self.host_pids == Some(false) {
             return Identity::default();
+        }
+        let dir = self.root.join(pid.to_string());
+        let stat = match fs::read_to_string(dir.join("stat")) {
+            Ok(stat) => stat,
+            Err(e) => {
+                let may_probe = self.may_probe;
+                return absent(e.kind(), || may_probe && exists(pid));
+            }
         };
         let (comm, state, start_time) = parse_stat(&stat);
         if let Some(fixed) = start_time.and_then(|t| self.known.get(&(pid, t))) {
@@ -136,6 +174,65 @@ impl ProcFs {
         self.users.insert(uid, name.clone());
         name
     }
+}
+
+/// Whether NVML's pids can be looked up in a `/proc`: its pid 1's namespace says so
+/// (`init_namespace`). Where that link is unreadable (another process's namespace needs
+/// ptrace access; `hidepid` hides pid 1), a `kthreadd` at pid 2 says so: kernel threads appear
+/// only in the initial namespace's `/proc` (the host's `/proc` mounted in a container). Else
+/// this process's own namespace, if this `/proc` numbers it as it numbers itself.
+fn pids_are_host(
+    init_namespace: Option<String>,
+    kthreadd: bool,
+    self_namespace: Option<&str>,
+    self_pid_matches: bool,
+) -> Option<bool> {
+    if let Some(init) = init_namespace {
+        return Some(init == INITIAL_PID_NAMESPACE);
+    }
+    if kthreadd {
+        return Some(true);
+    }
+    let own = self_namespace?;
+    Some(own == INITIAL_PID_NAMESPACE && self_pid_matches)
+}
+
+/// `/proc/2/stat` of the initial namespace: the kernel's thread creator, child of pid 0.
+fn is_kthreadd(stat: &str) -> bool {
+    let (comm, _, _) = parse_stat(stat);
+    let parent = stat
+        .rfind(')')
+        .and_then(|close| stat[close + 1..].split_whitespace().nth(1));
+    comm.as_deref() == Some("kthreadd") && parent == Some("0")
+}
+
+/// The identity of a pid whose `stat` could not be read (`kind`): hidden when `/proc` refused
+/// it (EACCES, EPERM: `hidepid=1`) or when it is missing but `exists()` (`hidepid=2`).
+fn absent(kind: ErrorKind, exists: impl FnOnce() -> bool) -> Identity {
+    let hidden = match kind {
+        ErrorKind::PermissionDenied => true,
+        ErrorKind::NotFound => exists(),
+        _ => false,
+    };
+    Identity {
+        hidden,
+        ..Identity::default()
+    }
+}
+
+/// Whether a process with this pid exists (in this monitor's PID namespace), by
+/// `kill(pid, 0)`: success or EPERM. Pid 0 and pids above `i32::MAX` are never probed: to
+/// `kill` they mean a process group or every process.
+fn exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 delivers nothing; it only checks that the pid exists.
+    let answer = unsafe { libc::kill(pid, 0) };
+    answer == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Parses `/proc/PID/stat`: (comm, state letter, start time in clock ticks). The command name
@@ -202,6 +299,68 @@ mod tests {
         assert!(me.start_time.is_some());
         assert!(me.command.is_some());
         assert!(!procfs.identity(4_000_000_000).visible);
+    }
+
+    #[test]
+    fn a_refused_or_hidden_pid_is_hidden_and_a_gone_one_is_not() {
+        let hidden = absent(ErrorKind::PermissionDenied, || {
+            unreachable!("no probe needed")
+        });
+        assert!(hidden.hidden && !hidden.visible);
+        assert!(
+            absent(ErrorKind::NotFound, || true).hidden,
+            "hidepid=2: exists"
+        );
+        assert!(!absent(ErrorKind::NotFound, || false).hidden, "gone");
+        assert!(!absent(ErrorKind::InvalidData, || true).hidden);
+    }
+
+    #[test]
+    fn exists_asks_the_kernel_and_never_signals_a_group() {
+        assert!(exists(std::process::id()));
+        assert!(exists(1), "init exists (EPERM counts as existing)");
+        // kill(0, ..) is this process group and kill(-1, ..) every process: never asked.
+        assert!(!exists(0));
+        assert!(!exists(u32::MAX));
+        assert!(!exists(4_194_305), "above PID_MAX_LIMIT");
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("true runs");
+        let pid = child.id();
+        child.wait().expect("reaped");
+        assert!(!exists(pid), "an exited, reaped pid is gone");
+    }
+
+    #[test]
+    fn nvml_pids_are_looked_up_only_in_the_initial_namespace() {
+        let init = || Some(INITIAL_PID_NAMESPACE.to_string());
+        let other = || Some("pid:[4026532999]".to_string());
+        assert_eq!(pids_are_host(init(), false, None, false), Some(true));
+        let own_init = Some(INITIAL_PID_NAMESPACE);
+        assert_eq!(pids_are_host(other(), false, own_init, true), Some(false));
+        // /proc/1 unreadable: the host's /proc in a container shows kthreadd.
+        let elsewhere = Some("pid:[4026532999]");
+        assert_eq!(pids_are_host(None, true, elsewhere, false), Some(true));
+        // Neither (not root, hidepid): this process's own namespace decides.
+        assert_eq!(pids_are_host(None, false, own_init, true), Some(true));
+        assert_eq!(pids_are_host(None, false, own_init, false), Some(false));
+        assert_eq!(pids_are_host(None, false, elsewhere, true), Some(false));
+        assert_eq!(pids_are_host(None, false, None, true), None);
+        assert!(is_kthreadd(
+            "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 1"
+        ));
+        assert!(!is_kthreadd(
+            "2 (kthreadd) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1"
+        ));
+        assert!(!is_kthreadd("2 (sh) S 0 0 0"));
+    }
+
+    #[test]
+    fn another_namespaces_proc_is_not_searched() {
+        let mut procfs = ProcFs::default();
+        procfs.host_pids = Some(false);
+        let me = procfs.identity(std::process::id());
+        assert_eq!(me, Identity::default(), "no identity by number");
     }
 
     #[test]
