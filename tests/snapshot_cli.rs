@@ -3,7 +3,7 @@
 mod common;
 
 use assert_cmd::Command;
-use common::snapshot::{assert_layers_add_up, LAYERS};
+use common::snapshot::assert_layers_add_up;
 use serde_json::Value;
 
 fn snapshot(args: &[&str]) -> Vec<Value> {
