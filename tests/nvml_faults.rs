@@ -324,3 +324,12 @@ fn per_process_memory_not_available_stays_unknown() {
         "not available from poll 1"
     );
 }
+
+#[test]
+fn a_stalled_nvml_makes_the_poll_slow_from_poll_three() {
+    let polls = samples("stall", 4);
+    let took: Vec<f64> = polls.iter().map(|s| s.poll_secs.unwrap_or(0.0)).collect();
+    assert!(took[..3].iter().all(|t| *t < 1.0), "{took:?}");
+    assert!(took[3] >= 2.9, "poll 3 waits on its memory read: {took:?}");
+    assert!(polls[3].gpus[0].memory.is_some(), "slow, not refused");
+}
