@@ -1,14 +1,19 @@
 //! strata's real NVML path, end to end, against the fake driver library: the binary loads it
 //! with `--nvml-lib`, reads every GPU and MIG instance and every process, and keeps each
-//! failure local to the field or GPU it belongs to.
+//! failure local to the field or GPU it belongs to. Every device's layers are what the
+//! scenario implies (`fake-nvml/oracle.rs`, worked out from the scenario file), or withheld
+//! exactly where the scenario makes NVML contradict itself.
 
 mod common;
+#[path = "fake-nvml/oracle.rs"]
+mod oracle;
 
 use assert_cmd::Command;
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
-use common::snapshot::assert_layers_add_up;
+use oracle::Expect;
 use serde_json::Value;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// Runs `strata snapshot --json` against a scenario file; returns each sample.
 fn snapshots(scenario_file: &Path, extra: &[&str]) -> Vec<Value> {
@@ -34,7 +39,152 @@ fn snapshots(scenario_file: &Path, extra: &[&str]) -> Vec<Value> {
 }
 
 fn one(name: &str) -> Value {
-    snapshots(&scenario(name), &[]).remove(0)
+    let s = snapshots(&scenario(name), &[]).remove(0);
+    assert_implied(&s, &scenario_json(&scenario(name)), 0, &|_| false, name);
+    s
+}
+
+fn scenario_json(file: &Path) -> Value {
+    let text = std::fs::read_to_string(file).expect("scenario readable");
+    serde_json::from_str(&text).expect("scenario is JSON")
+}
+
+/// One device's layers against the oracle's.
+fn assert_device(device: &Value, expect: &Expect, at: &str) {
+    let layers = &device["layers"];
+    match expect {
+        Expect::Withheld(why) => {
+            assert!(layers.is_null(), "{at}: layers withheld ({why}): {device}");
+            assert!(!device["layers_gap"].is_null(), "{at}: a reason: {device}");
+        }
+        Expect::Layers {
+            other,
+            free,
+            unattributed,
+            unattributed_partial,
+        } => {
+            assert!(layers.is_object(), "{at}: layers expected: {device}");
+            assert_eq!(
+                layers["other"].as_u64(),
+                Some(*other),
+                "{at} other: {device}"
+            );
+            assert_eq!(layers["free"].as_u64(), Some(*free), "{at} free");
+            assert_eq!(
+                layers["unattributed"].as_u64(),
+                *unattributed,
+                "{at} unattributed: {device}"
+            );
+            for feed_layer in ["context", "outside_pool", "cached", "fragmented", "live"] {
+                assert!(
+                    layers[feed_layer].is_null(),
+                    "{at}: no feed, no {feed_layer}"
+                );
+            }
+            let partial = device["partial"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|l| l == "unattributed"));
+            assert_eq!(
+                partial, *unattributed_partial,
+                "{at}: unattributed partial: {device}"
+            );
+        }
+    }
+}
+
+/// Every GPU's and MIG device's layers are those the scenario implies at `poll`.
+fn assert_implied(
+    snapshot: &Value,
+    scenario: &Value,
+    poll: usize,
+    visible: &dyn Fn(u64) -> bool,
+    name: &str,
+) {
+    let expected = oracle::expected(scenario, poll, visible);
+    let gpus = snapshot["gpus"].as_array().expect("gpus");
+    assert_eq!(gpus.len(), expected.len(), "{name}: GPUs");
+    for (i, (gpu, expect)) in gpus.iter().zip(&expected).enumerate() {
+        let at = format!("{name} poll {poll} GPU {i}");
+        assert_device(gpu, &expect.layers, &at);
+        let mig = gpu["mig"].as_array().expect("mig");
+        assert_eq!(mig.len(), expect.mig.len(), "{at}: MIG devices");
+        for (j, (m, e)) in mig.iter().zip(&expect.mig).enumerate() {
+            assert_device(m, e, &format!("{at} MIG {j}"));
+        }
+    }
+}
+
+/// Live processes standing in for a scenario's pids, killed on drop.
+struct Live {
+    children: Vec<std::process::Child>,
+    file: PathBuf,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Every `"pid"` in `value` found in `map`, replaced.
+fn replace_pids(value: &mut Value, map: &BTreeMap<u64, u64>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields.iter_mut() {
+                match (key.as_str(), field.as_u64().and_then(|pid| map.get(&pid))) {
+                    ("pid", Some(live)) => *field = Value::from(*live),
+                    _ => replace_pids(field, map),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| replace_pids(item, map)),
+        _ => {}
+    }
+}
+
+fn listed_pids(value: &Value, out: &mut Vec<u64>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                match (key.as_str(), field.as_u64()) {
+                    ("pid", Some(pid)) => out.push(pid),
+                    _ => listed_pids(field, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| listed_pids(item, out)),
+        _ => {}
+    }
+}
+
+/// The scenario with each of its pids replaced by a live process's (a `sleep`), so that
+/// `/proc` shows them: all but the pids no process can have (0, 0xFFFFFFFF, and those of
+/// `missing_pid.json`, at or above 4000000). Returns the rewritten scenario, and the live
+/// processes with the file.
+fn with_live_pids(name: &str) -> (Value, Live) {
+    let mut scenario = scenario_json(&scenario(name));
+    let mut pids = Vec::new();
+    listed_pids(&scenario, &mut pids);
+    pids.sort_unstable();
+    pids.dedup();
+    let mut children = Vec::new();
+    let mut map = BTreeMap::new();
+    for pid in pids.into_iter().filter(|p| (1..4_000_000).contains(p)) {
+        let child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .expect("sleep");
+        map.insert(pid, u64::from(child.id()));
+        children.push(child);
+    }
+    replace_pids(&mut scenario, &map);
+    let file = std::env::temp_dir().join(format!("strata-live-{name}-{}.json", std::process::id()));
+    std::fs::write(&file, scenario.to_string()).expect("write scenario");
+    (scenario, Live { children, file })
 }
 
 fn process(snapshot: &Value, pid: u64) -> &Value {
@@ -49,7 +199,6 @@ fn process(snapshot: &Value, pid: u64) -> &Value {
 #[test]
 fn plain_two_gpu_node() {
     let s = one("two_gpus");
-    assert_layers_add_up(&s, true);
     assert_eq!(s["driver_version"], "550.54.15");
     assert_eq!(s["cuda_driver_version"], "12.4");
     let gpus = s["gpus"].as_array().expect("gpus");
@@ -67,7 +216,6 @@ fn plain_two_gpu_node() {
 #[test]
 fn mig_instances_with_their_processes() {
     let s = one("mig");
-    assert_layers_add_up(&s, true);
     let gpu = &s["gpus"][0];
     assert_eq!(gpu["mig_mode"], true);
     let mig = gpu["mig"].as_array().expect("mig");
@@ -100,7 +248,6 @@ fn mig_instances_with_their_processes() {
 #[test]
 fn refused_fields_are_null_and_the_rest_still_shows() {
     let s = one("not_supported");
-    assert_layers_add_up(&s, true);
     let g = &s["gpus"];
     assert!(g[0]["utilization_gpu"].is_null());
     assert!(g[0]["mig_mode"].is_null());
@@ -129,7 +276,6 @@ fn refused_fields_are_null_and_the_rest_still_shows() {
 #[test]
 fn unavailable_process_memory_is_null_not_zero() {
     let s = one("unavailable_process_memory");
-    assert_layers_add_up(&s, true);
     assert!(process(&s, 7001)["used"].is_null());
     assert!(process(&s, 1234)["used"].is_null());
     assert_eq!(process(&s, 7002)["used"], 9_678_356_480u64);
@@ -187,8 +333,9 @@ fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
         used.windows(2).all(|w| w[0] < w[1]),
         "GPU 0 climbs: {used:?}"
     );
+    let written = scenario_json(&scenario("gpu_lost"));
     for (poll, s) in samples.iter().enumerate() {
-        assert_layers_add_up(s, true);
+        assert_implied(s, &written, poll, &|_| false, "gpu_lost");
         let lost = &s["gpus"][1];
         assert_eq!(lost["lost"], poll >= 3, "poll {poll}: {lost}");
         if poll >= 3 {
@@ -221,8 +368,9 @@ fn a_gpu_lost_at_poll_three_while_the_other_keeps_updating() {
 #[test]
 fn absurd_answers_never_panic() {
     let samples = snapshots(&scenario("absurd"), &["--count", "3"]);
-    for s in &samples {
-        assert_layers_add_up(s, true);
+    let written = scenario_json(&scenario("absurd"));
+    for (poll, s) in samples.iter().enumerate() {
+        assert_implied(s, &written, poll, &|_| false, "absurd");
         let kinds: Vec<&str> = s["findings"]
             .as_array()
             .expect("f")
@@ -259,4 +407,71 @@ fn missing_or_malformed_scenario_is_one_clear_line() {
         assert!(ours[0].contains("--demo"), "gives a hint: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each scenario with its holders alive here: every device's layers, at every poll, are those
+/// the scenario implies (visible holders in `unattributed`, the rest of the occupied memory in
+/// `other`).
+#[test]
+fn every_scenario_with_live_holders_has_the_layers_it_implies() {
+    for (name, polls) in [
+        ("two_gpus", 1),
+        ("mig", 1),
+        ("not_supported", 1),
+        ("unavailable_process_memory", 2),
+        ("gpu_lost", 5),
+        ("absurd", 3),
+        ("missing_pid", 1),
+        ("mps", 1),
+        ("mig_parent", 1),
+        ("mig_multi_ci", 1),
+        ("process_list_refused", 1),
+        ("raw_records", 1),
+        ("old_driver", 1),
+    ] {
+        let (written, live) = with_live_pids(name);
+        let alive: Vec<u64> = live.children.iter().map(|c| u64::from(c.id())).collect();
+        let visible = |pid: u64| alive.contains(&pid);
+        let count = polls.to_string();
+        let samples = snapshots(&live.file, &["--count", &count]);
+        assert_eq!(samples.len(), polls, "{name}");
+        for (poll, s) in samples.iter().enumerate() {
+            assert_implied(s, &written, poll, &visible, name);
+        }
+    }
+}
+
+/// two_gpus.json's own numbers: GPU 0 holds 500 MiB that no process accounts for, on top of
+/// the driver's reservation; GPU 1's processes account for all it uses.
+#[test]
+fn the_unaccounted_500_mib_of_two_gpus_is_other() {
+    let (written, live) = with_live_pids("two_gpus");
+    let s = snapshots(&live.file, &[]).remove(0);
+    let gpu0 = &written["devices"][0];
+    let number = |v: &Value| v.as_u64().expect("a number");
+    let (total, reserved, free) = (
+        number(&gpu0["memory"]["total"]),
+        number(&gpu0["memory"]["reserved"]),
+        number(&gpu0["memory"]["free"]),
+    );
+    let listed: u64 = gpu0["compute_processes"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|p| number(&p["used"]))
+        .sum();
+    let layers = &s["gpus"][0]["layers"];
+    assert_eq!(layers["unattributed"].as_u64(), Some(listed));
+    assert_eq!(layers["other"].as_u64(), Some(total - free - listed));
+    assert_eq!(
+        layers["other"].as_u64(),
+        Some(reserved + (500 << 20)),
+        "the driver's reservation and the scenario's 500 MiB"
+    );
+    let layers = &s["gpus"][1]["layers"];
+    assert_eq!(
+        layers["other"].as_u64(),
+        Some(617_611_264),
+        "only the reservation"
+    );
 }
