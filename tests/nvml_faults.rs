@@ -232,6 +232,8 @@ fn a_process_listed_on_the_mig_parent_is_kept_and_a_refused_parent_needs_root() 
     assert_eq!(process(&s, 9001).used, Some(1 << 30));
     assert_eq!(process(&s, 9101).device_uuid, gpu0.mig[0].uuid);
     assert_eq!(process(&s, 9201).device_uuid, gpu0.mig[1].uuid);
+    // Listed by the parent alone, with an instance's ids: placed on that instance.
+    assert_eq!(process(&s, 9002).device_uuid, gpu0.mig[1].uuid);
     assert!(
         gpu0.processes_known && gpu0.problems.is_empty(),
         "{:?}",

@@ -354,6 +354,20 @@ fn gpu(device: &Value, poll: usize, visible: &dyn Fn(u64) -> bool) -> GpuExpect 
         all.extend(own.iter().flatten().copied());
         merged(&all)
     });
+    // What the parent lists and no instance does: on the instance its ids name, if any.
+    let on_instances: Vec<u64> = lists.iter().flatten().flatten().map(|h| h.pid).collect();
+    let parent_only: Vec<Holder> = own
+        .iter()
+        .flatten()
+        .filter(|h| !on_instances.contains(&h.pid))
+        .copied()
+        .collect();
+    let placed = |i: usize| -> Option<Vec<Holder>> {
+        let mut holders = lists[i].clone()?;
+        let ids = ids_of(readable[i]);
+        holders.extend(parent_only.iter().filter(|h| h.ids == ids));
+        Some(holders)
+    };
     // Each GPU instance: its compute instances' processes, the memory of the first.
     let mut mig = Vec::new();
     for instance in &readable {
@@ -370,7 +384,7 @@ fn gpu(device: &Value, poll: usize, visible: &dyn Fn(u64) -> bool) -> GpuExpect 
             .collect();
         let holders: Option<Vec<Holder>> = members
             .iter()
-            .map(|&i| lists[i].clone())
+            .map(|&i| placed(i))
             .collect::<Option<Vec<Vec<Holder>>>>()
             .map(|l| l.concat());
         let lead = readable[members[0]];
