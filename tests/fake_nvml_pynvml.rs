@@ -1,8 +1,9 @@
 //! The fake libnvidia-ml (`tests/fake-nvml`) read by two independent clients, pynvml (the
-//! `nvidia-ml-py` package, in a venv under `target/`) and nvml-wrapper, must show each
-//! scenario exactly as the scenario file says. This is how we know the fake's C structs,
-//! version words and count protocol are right, and so that strata's tests against it mean
-//! something. Needs `python3` with `venv`, and network access for pip the first time.
+//! `nvidia-ml-py` package, pinned to [`NVIDIA_ML_PY`], installed by this test in a venv under
+//! `target/`) and nvml-wrapper, must show each scenario exactly as the scenario file says. This
+//! is how we know the fake's C structs, version words and count protocol are right, and so that
+//! strata's tests against it mean something. Needs `python3` with `venv`, and network access
+//! for pip the first time.
 
 mod common;
 #[path = "fake-nvml/expect.rs"]
@@ -20,7 +21,11 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 use serde_json::{json, Value};
 
-/// Every example scenario: each must read the same through both clients.
+/// The one version of pynvml the cross-check uses: its struct layouts are what is checked.
+const NVIDIA_ML_PY: &str = "nvidia-ml-py==13.615.71";
+
+/// Every example scenario the cross-check models (not those with `calls`-window faults or
+/// delays): each must read the same through both clients.
 const SCENARIOS: &[&str] = &[
     "two_gpus",
     "mig",
@@ -29,6 +34,12 @@ const SCENARIOS: &[&str] = &[
     "gpu_lost",
     "absurd",
     "missing_pid",
+    "mps",
+    "mig_multi_ci",
+    "mig_parent",
+    "process_list_refused",
+    "raw_records",
+    "old_driver",
 ];
 
 fn scenario_json(name: &str) -> Value {
@@ -70,14 +81,27 @@ fn imports_pynvml(python: &Path) -> bool {
         .is_ok_and(|output| output.status.success())
 }
 
-/// `target/pynvml-venv/bin/python`, with nvidia-ml-py installed (reused when it works).
-/// A failing pip (no network, say) fails the test with pip's output: it is not skipped.
+/// Whether the venv's nvidia-ml-py is the pinned version.
+fn pinned(python: &Path) -> bool {
+    let wanted = NVIDIA_ML_PY.trim_start_matches("nvidia-ml-py==");
+    Command::new(python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('nvidia-ml-py'))",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == wanted)
+}
+
+/// `target/pynvml-venv/bin/python`, with the pinned nvidia-ml-py installed (reused when it
+/// imports and is that version). A failing pip (no network, say) fails the test with pip's
+/// output: it is not skipped.
 fn venv_python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
         let venv = workspace_root().join("target").join("pynvml-venv");
         let python = venv.join("bin").join("python");
-        if imports_pynvml(&python) {
+        if imports_pynvml(&python) && pinned(&python) {
             return python;
         }
         let system_python =
@@ -95,13 +119,13 @@ fn venv_python() -> &'static Path {
                 "install",
                 "--disable-pip-version-check",
                 "--quiet",
-                "nvidia-ml-py",
+                NVIDIA_ML_PY,
             ]),
-            "pip install nvidia-ml-py into target/pynvml-venv",
+            &format!("pip install {NVIDIA_ML_PY} into target/pynvml-venv"),
         );
         assert!(
-            imports_pynvml(&python),
-            "pynvml installed but does not import"
+            imports_pynvml(&python) && pinned(&python),
+            "pynvml installed but does not import, or is not {NVIDIA_ML_PY}"
         );
         python
     })
@@ -213,6 +237,7 @@ fn mig_json(nvml: &Nvml, parent: &Device, slot: u32) -> Value {
         "gpu_instance_id": instance_id(nvml, &mig, false),
         "compute_instance_id": instance_id(nvml, &mig, true),
         "compute_processes": processes_json(mig.running_compute_processes()),
+        "mps_processes": processes_json(mig.mps_running_compute_processes()),
     })
 }
 
@@ -231,6 +256,7 @@ fn device_json(nvml: &Nvml, index: u32) -> Value {
         "utilization": or_code(device.utilization_rates(), |u| json!({ "gpu": u.gpu, "memory": u.memory })),
         "compute_processes": processes_json(device.running_compute_processes()),
         "graphics_processes": processes_json(device.running_graphics_processes()),
+        "mps_processes": processes_json(device.mps_running_compute_processes()),
         "process_utilization": or_code(device.process_utilization_stats(None), |samples| {
             samples.iter().map(|s| json!({ "pid": s.pid, "sm": s.sm_util, "mem": s.mem_util, "enc": s.enc_util, "dec": s.dec_util })).collect()
         }),
@@ -369,39 +395,72 @@ fn pynvml_memory(memory: &Value) -> Value {
     })
 }
 
-/// pynvml's process list as sorted (pid, used) pairs; compute and graphics lists merged, as
-/// strata merges them (one process listed in both is one holder).
-fn pynvml_holders(device: &Value) -> Vec<(u64, Value)> {
-    let mut holders: std::collections::BTreeMap<u64, Value> = std::collections::BTreeMap::new();
-    for list in ["compute_processes", "graphics_processes"] {
-        for p in device[list].as_array().into_iter().flatten() {
-            let pid = p["pid"].as_u64().expect("pid");
-            let used = p["used"].clone();
-            holders
-                .entry(pid)
-                .and_modify(|u| {
-                    if let (Some(a), Some(b)) = (u.as_u64(), used.as_u64()) {
-                        *u = json!(a.max(b));
-                    } else if u.is_null() {
-                        *u = used.clone();
-                    }
-                })
-                .or_insert(used);
-        }
-    }
-    holders.into_iter().collect()
+/// A holder as the snapshot shows it: pid, NVML used (`null`: not available), MPS client.
+type Holder = (u64, Value, bool);
+
+const LISTS: [&str; 3] = ["compute_processes", "graphics_processes", "mps_processes"];
+
+/// The entries pynvml read in `device`'s lists (a refused list has none), with their list.
+fn pynvml_entries(device: &Value) -> Vec<(&'static str, &Value)> {
+    LISTS
+        .iter()
+        .flat_map(|list| {
+            device[*list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |p| (*list, p))
+        })
+        .collect()
 }
 
-fn strata_holders(snapshot: &Value, device_uuid: &str) -> Vec<(u64, Value)> {
-    let mut holders: Vec<(u64, Value)> = snapshot["processes"]
+/// pynvml's entries as sorted holders, merged as strata merges them: one process listed twice
+/// (compute and graphics, or compute and MPS) is one holder, an MPS client if MPS lists it.
+fn pynvml_holders(entries: &[(&str, &Value)]) -> Vec<Holder> {
+    let mut holders: std::collections::BTreeMap<u64, (Value, bool)> = Default::default();
+    for (list, p) in entries {
+        let pid = p["pid"].as_u64().expect("pid");
+        let used = p["used"].clone();
+        let mps = *list == "mps_processes";
+        holders
+            .entry(pid)
+            .and_modify(|(u, m)| {
+                if let (Some(a), Some(b)) = (u.as_u64(), used.as_u64()) {
+                    *u = json!(a.max(b));
+                } else if u.is_null() {
+                    *u = used.clone();
+                }
+                *m |= mps;
+            })
+            .or_insert((used, mps));
+    }
+    holders
+        .into_iter()
+        .map(|(pid, (used, mps))| (pid, used, mps))
+        .collect()
+}
+
+fn strata_holders(snapshot: &Value, device_uuid: &str) -> Vec<Holder> {
+    let mut holders: Vec<Holder> = snapshot["processes"]
         .as_array()
         .expect("processes")
         .iter()
         .filter(|p| p["device_uuid"] == device_uuid)
-        .map(|p| (p["pid"].as_u64().expect("pid"), p["used"].clone()))
+        .map(|p| {
+            let mps = p["mps"].as_bool().expect("mps");
+            (p["pid"].as_u64().expect("pid"), p["used"].clone(), mps)
+        })
         .collect();
     holders.sort_by_key(|h| h.0);
     holders
+}
+
+/// (GPU instance, compute instance) of an entry or a MIG device, as pynvml read it.
+fn ids(v: &Value) -> (Value, Value) {
+    (
+        or_null(&v["gpu_instance_id"]),
+        or_null(&v["compute_instance_id"]),
+    )
 }
 
 /// What strata reports equals what pynvml reads through the same library: devices, memory
@@ -413,6 +472,10 @@ fn strata_reports_what_pynvml_sees() {
         "mig",
         "unavailable_process_memory",
         "not_supported",
+        "mps",
+        "mig_multi_ci",
+        "mig_parent",
+        "process_list_refused",
     ] {
         let py = pynvml_view(name);
         let st = strata_view(name);
@@ -442,12 +505,33 @@ fn strata_reports_what_pynvml_sees() {
                 .is_some_and(|m| m.first() == Some(&json!(1)));
             if !mig_on {
                 assert_eq!(
-                    pynvml_holders(pd),
+                    pynvml_holders(&pynvml_entries(pd)),
                     strata_holders(&st, uuid),
                     "{at} processes"
                 );
                 continue;
             }
+            // What the parent lists and no instance does: strata places it on the instance
+            // its ids name, else on the parent.
+            let on_instances: Vec<u64> = pd["mig"]
+                .as_array()
+                .expect("mig slots")
+                .iter()
+                .flat_map(|m| {
+                    pynvml_entries(m)
+                        .into_iter()
+                        .map(|(_, p)| p["pid"].as_u64())
+                })
+                .flatten()
+                .collect();
+            let parent_only: Vec<(&str, &Value)> = pynvml_entries(pd)
+                .into_iter()
+                .filter(|(_, p)| {
+                    !p["pid"]
+                        .as_u64()
+                        .is_some_and(|pid| on_instances.contains(&pid))
+                })
+                .collect();
             let instances: Vec<&Value> = pd["mig"]
                 .as_array()
                 .expect("mig slots")
@@ -479,16 +563,23 @@ fn strata_reports_what_pynvml_sees() {
                     .and_then(|n| n.rsplit_once("MIG "))
                     .map(|(_, p)| p);
                 assert_eq!(sm["profile"].as_str(), profile, "{at} MIG {uuid} profile");
+                let mut entries = pynvml_entries(pm);
+                entries.extend(parent_only.iter().filter(|(_, p)| ids(p) == ids(pm)));
                 assert_eq!(
-                    pynvml_holders(pm),
+                    pynvml_holders(&entries),
                     strata_holders(&st, uuid),
                     "{at} MIG {uuid} processes"
                 );
             }
-            // In MIG mode strata reads processes per instance: none is left on the parent.
-            assert!(
-                strata_holders(&st, uuid).is_empty(),
-                "{at}: processes double-counted on the parent"
+            // On the parent: only what no instance lists or names (never one counted twice).
+            let on_parent: Vec<(&str, &Value)> = parent_only
+                .into_iter()
+                .filter(|(_, p)| !instances.iter().any(|pm| ids(p) == ids(pm)))
+                .collect();
+            assert_eq!(
+                pynvml_holders(&on_parent),
+                strata_holders(&st, uuid),
+                "{at}: processes on the parent itself"
             );
         }
     }

@@ -3,7 +3,8 @@
 Run with LD_LIBRARY_PATH pointing at the fake library and STRATA_FAKE_NVML_SCENARIO at a
 scenario. The Rust test `tests/fake_nvml_pynvml.rs` compares the output with the scenario's
 values at poll 0. Each device's memory is read first, so every other answer belongs to poll 0.
-A refused call is recorded as {"error": <NVML return code>}.
+A refused call is recorded as {"error": <NVML return code>}. The process lists are read
+through pynvml's default calls, the `_v3` ones (compute, graphics, and MPS clients).
 """
 
 import json
@@ -87,6 +88,7 @@ def read_mig_device(parent, index):
         "gpu_instance_id": attempt(pynvml.nvmlDeviceGetGpuInstanceId, handle),
         "compute_instance_id": attempt(pynvml.nvmlDeviceGetComputeInstanceId, handle),
         "compute_processes": read_processes(pynvml.nvmlDeviceGetComputeRunningProcesses, handle),
+        "mps_processes": read_processes(pynvml.nvmlDeviceGetMPSComputeRunningProcesses, handle),
     }
 
 
@@ -100,6 +102,7 @@ def read_device(index):
     device["utilization"] = read_utilization(handle)
     device["compute_processes"] = read_processes(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
     device["graphics_processes"] = read_processes(pynvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
+    device["mps_processes"] = read_processes(pynvml.nvmlDeviceGetMPSComputeRunningProcesses, handle)
     device["process_utilization"] = read_samples(handle)
     device["mig_mode"] = attempt(pynvml.nvmlDeviceGetMigMode, handle)
     max_mig = attempt(pynvml.nvmlDeviceGetMaxMigDeviceCount, handle)

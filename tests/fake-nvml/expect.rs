@@ -7,12 +7,28 @@
 use serde_json::{json, Map, Value};
 
 const ERROR_NAMES: &[(&str, u64)] = &[
+    ("Uninitialized", 1),
+    ("InvalidArgument", 2),
     ("NotSupported", 3),
     ("NoPermission", 4),
     ("NotFound", 6),
+    ("InsufficientSize", 7),
+    ("InsufficientPower", 8),
+    ("DriverNotLoaded", 9),
     ("Timeout", 10),
+    ("IrqIssue", 11),
+    ("FunctionNotFound", 13),
+    ("CorruptedInfoROM", 14),
     ("GpuIsLost", 15),
+    ("ResetRequired", 16),
+    ("OperatingSystem", 17),
+    ("LibRmVersionMismatch", 18),
+    ("InUse", 19),
+    ("Memory", 20),
     ("NoData", 21),
+    ("InsufficientResources", 23),
+    ("NotReady", 27),
+    ("GpuNotFound", 28),
     ("Unknown", 999),
 ];
 const NOT_SUPPORTED: u64 = 3;
@@ -42,6 +58,33 @@ fn answer<'a>(field: Option<&'a Value>, default: Result<&'a Value, u64>) -> Resu
         Some((_, code)) => Err(*code),
         None => Ok(value),
     }
+}
+
+/// The error an injected fault makes `call` answer on `entry` (a GPU or MIG device) at poll 0,
+/// first call. Faults with a `calls` window are not modelled (no cross-checked scenario has one).
+fn fault(entry: &Value, call: &str) -> Option<u64> {
+    let faults = entry.get("faults").and_then(Value::as_array)?;
+    faults.iter().find_map(|f| {
+        assert!(
+            f.get("calls").is_none(),
+            "expect.rs does not model `calls` windows: {f}"
+        );
+        let named = f["call"] == call || f["call"] == "*";
+        let window = f.get("polls").is_none_or(|w| {
+            w.get(0).and_then(Value::as_u64) == Some(0)
+                && w.get(1).and_then(Value::as_u64) != Some(0)
+        });
+        let code = match f.get("error")? {
+            Value::String(name) => ERROR_NAMES.iter().find(|(n, _)| n == name).map(|(_, c)| *c),
+            number => number.as_u64(),
+        };
+        (named && window).then_some(code).flatten()
+    })
+}
+
+/// `value` unless a fault on `call` answers an error first.
+fn unless_faulted(entry: &Value, call: &str, value: Value) -> Value {
+    fault(entry, call).map_or(value, error)
 }
 
 fn or_error(result: Result<Value, u64>) -> Value {
@@ -75,7 +118,11 @@ fn lost_at0(entry: &Value) -> bool {
     entry.get("lost_at_poll").and_then(Value::as_u64) == Some(0)
 }
 
-fn memory(field: Option<&Value>) -> Value {
+fn memory(entry: &Value) -> Value {
+    let field = entry.get("memory");
+    if let Some(code) = fault(entry, "nvmlDeviceGetMemoryInfo_v2") {
+        return error(code);
+    }
     or_error(answer(field, Err(NOT_SUPPORTED)).map(|memory| {
         let total = u64_at0(memory.get("total"), 0);
         let reserved = u64_at0(memory.get("reserved"), 0);
@@ -198,7 +245,33 @@ fn text(field: Option<&Value>) -> Value {
     or_error(answer(field, Err(NOT_SUPPORTED)).cloned())
 }
 
+const LIST_CALLS: [(&str, &str); 3] = [
+    (
+        "compute_processes",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    ),
+    (
+        "graphics_processes",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    ),
+    (
+        "mps_processes",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    ),
+];
+
+fn list_call(key: &str) -> &'static str {
+    LIST_CALLS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, call)| *call)
+        .unwrap_or("?")
+}
+
 fn mig_device(device: &Value, slot: u64, capacity: Capacity) -> Value {
+    if let Some(code) = fault(device, "nvmlDeviceGetMigDeviceHandleByIndex") {
+        return error(code);
+    }
     match answer(device.get("mig_mode"), Err(NOT_SUPPORTED)) {
         Err(code) => return error(code),
         Ok(mode) if mode.get("current").and_then(Value::as_u64) != Some(1) => {
@@ -212,47 +285,84 @@ fn mig_device(device: &Value, slot: u64, capacity: Capacity) -> Value {
     let Some(instance) = found else {
         return error(NOT_FOUND);
     };
+    if let Some(code) = fault(instance, "nvmlDeviceGetMigDeviceHandleByIndex") {
+        return error(code);
+    }
     if lost_at0(instance) {
         return error(GPU_IS_LOST);
     }
-    let processes = match instance_processes(instance, "compute_processes") {
-        Ok(list) => after_protocol(list, jitter_of(instance), capacity),
-        Err(code) => error(code),
+    let processes = |key: &str| {
+        let list = match instance_processes(instance, key) {
+            Ok(list) => after_protocol(list, jitter_of(instance), capacity),
+            Err(code) => error(code),
+        };
+        unless_faulted(instance, list_call(key), list)
+    };
+    let id = |key: &str, call: &str| {
+        let value = or_error(answer(instance.get(key), Err(NOT_SUPPORTED)).cloned());
+        unless_faulted(instance, call, value)
     };
     json!({
-        "memory": memory(instance.get("memory")),
-        "name": text(instance.get("name")),
-        "uuid": text(instance.get("uuid")),
-        "gpu_instance_id": or_error(answer(instance.get("gpu_instance_id"), Err(NOT_SUPPORTED)).cloned()),
-        "compute_instance_id": or_error(answer(instance.get("compute_instance_id"), Err(NOT_SUPPORTED)).cloned()),
-        "compute_processes": processes,
+        "memory": memory(instance),
+        "name": unless_faulted(instance, "nvmlDeviceGetName", text(instance.get("name"))),
+        "uuid": unless_faulted(instance, "nvmlDeviceGetUUID", text(instance.get("uuid"))),
+        "gpu_instance_id": id("gpu_instance_id", "nvmlDeviceGetGpuInstanceId"),
+        "compute_instance_id": id("compute_instance_id", "nvmlDeviceGetComputeInstanceId"),
+        "compute_processes": processes("compute_processes"),
+        "mps_processes": processes("mps_processes"),
     })
 }
 
 fn gpu(device: &Value, capacity: Capacity) -> Value {
+    if let Some(code) = fault(device, "nvmlDeviceGetHandleByIndex_v2") {
+        return error(code);
+    }
     if lost_at0(device) {
         return error(GPU_IS_LOST);
     }
     let zero = json!(0);
     let max_mig = answer(device.get("max_mig_devices"), Ok(&zero));
-    let slots = max_mig.ok().and_then(Value::as_u64).unwrap_or(0);
     let mig_mode = answer(device.get("mig_mode"), Err(NOT_SUPPORTED))
         .map(|mode| json!([mode.get("current"), mode.get("pending")]));
     let empty = json!([]);
     let mut out = Map::new();
-    out.insert("memory".into(), memory(device.get("memory")));
-    out.insert("name".into(), text(device.get("name")));
-    out.insert("uuid".into(), text(device.get("uuid")));
-    out.insert("utilization".into(), utilization(device.get("utilization")));
-    for key in ["compute_processes", "graphics_processes"] {
-        out.insert(key.into(), gpu_processes(device, key, capacity));
+    let faulted = |call: &str, value: Value| unless_faulted(device, call, value);
+    out.insert("memory".into(), memory(device));
+    out.insert(
+        "name".into(),
+        faulted("nvmlDeviceGetName", text(device.get("name"))),
+    );
+    out.insert(
+        "uuid".into(),
+        faulted("nvmlDeviceGetUUID", text(device.get("uuid"))),
+    );
+    out.insert(
+        "utilization".into(),
+        faulted(
+            "nvmlDeviceGetUtilizationRates",
+            utilization(device.get("utilization")),
+        ),
+    );
+    for (key, call) in LIST_CALLS {
+        out.insert(
+            key.into(),
+            faulted(call, gpu_processes(device, key, capacity)),
+        );
     }
     out.insert(
         "process_utilization".into(),
-        samples(device.get("process_utilization"), Ok(&empty)),
+        faulted(
+            "nvmlDeviceGetProcessUtilization",
+            samples(device.get("process_utilization"), Ok(&empty)),
+        ),
     );
-    out.insert("mig_mode".into(), or_error(mig_mode));
-    out.insert("max_mig_devices".into(), or_error(max_mig.cloned()));
+    out.insert(
+        "mig_mode".into(),
+        faulted("nvmlDeviceGetMigMode", or_error(mig_mode)),
+    );
+    let max_mig_answer = faulted("nvmlDeviceGetMaxMigDeviceCount", or_error(max_mig.cloned()));
+    let slots = max_mig_answer.as_u64().unwrap_or(0);
+    out.insert("max_mig_devices".into(), max_mig_answer);
     let mig = (0..slots)
         .map(|slot| mig_device(device, slot, capacity))
         .collect();
