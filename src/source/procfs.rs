@@ -357,8 +357,10 @@ mod tests {
 
     #[test]
     fn another_namespaces_proc_is_not_searched() {
-        let mut procfs = ProcFs::default();
-        procfs.host_pids = Some(false);
+        let mut procfs = ProcFs {
+            host_pids: Some(false),
+            ..ProcFs::default()
+        };
         let me = procfs.identity(std::process::id());
         assert_eq!(me, Identity::default(), "no identity by number");
     }
