@@ -154,8 +154,10 @@ pub struct NodeSample {
     pub host: String,
     pub driver_version: Option<String>,
     pub cuda_driver_version: Option<String>,
-    /// Whether this monitor runs in the initial (host) PID namespace. There, a PID that NVML
-    /// lists but `/proc` does not show has exited: its context is a zombie.
+    /// Whether this monitor's `/proc` shows the initial (host) PID namespace, the one NVML's
+    /// PIDs are in: on the host, or in a container given the host's `/proc`. Then NVML's PIDs
+    /// are looked up in it, and one it does not show (and does not hide) has exited: its
+    /// context is a zombie. `false`: none of NVML's PIDs can be named here.
     pub host_pid_namespace: Option<bool>,
     pub gpus: Vec<GpuSample>,
     pub processes: Vec<ProcessSample>,
