@@ -61,7 +61,10 @@ fn exactly(object: &Value, kind: &str, docs: &std::collections::BTreeMap<String,
         .collect();
     expected.sort_unstable();
     found.sort_unstable();
-    assert_eq!(found, expected, "{kind}: the output's keys against the README's");
+    assert_eq!(
+        found, expected,
+        "{kind}: the output's keys against the README's"
+    );
 }
 
 #[test]
