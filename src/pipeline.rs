@@ -4,7 +4,7 @@ use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{detect_instant, settle, Finding, FindingTracker};
 use crate::feed::attach::{attach, Attachment};
-use crate::history::{History, SeriesKey};
+use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::NodeSample;
 
@@ -58,7 +58,7 @@ impl Pipeline {
     fn record(&mut self, sample: &NodeSample, account: &NodeAccount) {
         let time = sample.time;
         let history = &mut self.history;
-        history.begin();
+        history.begin(time, sample.interval);
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
             let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial)];
             devices.extend(
@@ -71,48 +71,49 @@ impl Pipeline {
             for (uuid, layers, partial) in devices {
                 let layers = layers.as_ref().ok();
                 history.record(
-                    SeriesKey::DeviceUsed(uuid.clone()),
+                    SeriesKey::device(uuid, Metric::Used),
                     time,
                     layers.map(|l| l.occupied()),
                 );
-                // Live tensors only partly known (a feed gone stale) is a gap, not a dip.
-                let live = layers
-                    .and_then(|l| l.live)
-                    .filter(|_| !partial.contains(&Layer::Live));
-                history.record(SeriesKey::DeviceLive(uuid.clone()), time, live);
+                // `free` is the total less `Used`; every other layer has its own series. A
+                // layer only partly known (a feed gone stale) is a gap, not a dip.
+                for layer in Layer::ALL.into_iter().filter(|&l| l != Layer::Free) {
+                    let value = layers
+                        .and_then(|l| l.get(layer))
+                        .filter(|_| !partial.contains(&layer));
+                    history.record(SeriesKey::device(uuid, Metric::Layer(layer)), time, value);
+                }
             }
         }
         for (p, acc) in sample.processes.iter().zip(&account.processes) {
-            history.record(
-                SeriesKey::ProcessUsed(p.pid, p.start_time, p.device_uuid.clone()),
-                time,
-                p.used,
-            );
-            let live = SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone());
-            // A feed met for the first time brings its backlog: the warm-up before this
-            // monitor started, at the monitor's own spacing.
-            if let Some(feed) = &p.feed {
-                if history.get(&live).is_none_or(|s| s.raw().len() == 0) {
-                    let earlier = sample
-                        .feeds
-                        .get(feed.feed)
-                        .and_then(|r| {
-                            r.devices
-                                .iter()
-                                .find(|d| d.latest.index == feed.stats.index)
-                        })
-                        .map(|d| d.earlier.as_slice())
-                        .unwrap_or_default();
-                    let mut last = f64::NEG_INFINITY;
-                    for stats in earlier {
-                        if stats.time >= last + sample.interval && stats.time < time {
-                            history.record(live.clone(), stats.time, Some(stats.allocated));
-                            last = stats.time;
-                        }
-                    }
-                }
+            let key = |metric| SeriesKey::process(p.pid, p.start_time, &p.device_uuid, metric);
+            history.record(key(Metric::Used), time, p.used);
+            if p.sm_util.is_some() || history.get(&key(Metric::Sm)).is_some() {
+                history.record(key(Metric::Sm), time, p.sm_util.map(u64::from));
             }
-            history.record(live, time, acc.layers.live);
+            let Some(feed) = &p.feed else { continue };
+            // The allocator's figures at the instant the agent read them; a feed met for the
+            // first time brings its backlog (the warm-up before this monitor started), and
+            // each later sample what arrived since the previous one.
+            let earlier = sample
+                .feeds
+                .get(feed.feed)
+                .and_then(|r| {
+                    r.devices
+                        .iter()
+                        .find(|d| d.latest.index == feed.stats.index)
+                })
+                .map(|d| d.earlier.as_slice())
+                .unwrap_or_default();
+            for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
+                let t = stats.time;
+                history.record(key(Metric::Allocated), t, Some(stats.allocated));
+                history.record(key(Metric::Reserved), t, Some(stats.reserved));
+                history.record(key(Metric::InactiveSplit), t, stats.inactive_split);
+                history.record(key(Metric::Retries), t, stats.alloc_retries);
+                history.record(key(Metric::Ooms), t, stats.ooms);
+            }
+            history.record(key(Metric::OutsidePool), time, acc.layers.outside_pool);
         }
     }
 }
@@ -176,18 +177,28 @@ mod tests {
         let p = &observed.sample.processes[0];
         let series = pipeline
             .history
-            .get(&SeriesKey::ProcessLive(
+            .get(&SeriesKey::process(
                 p.pid,
                 p.start_time,
-                p.device_uuid.clone(),
+                &p.device_uuid,
+                Metric::Allocated,
             ))
             .expect("series");
-        let times: Vec<f64> = series.raw().map(|pt| pt.time).collect();
-        assert_eq!(times.first(), Some(&980.0), "from the start of the backlog");
-        assert_eq!(times.last(), Some(&1000.0), "then this instant");
+        let points: Vec<(f64, Option<u64>)> = series.raw().collect();
+        assert_eq!(
+            points.first().map(|p| p.0),
+            Some(980.0),
+            "from the start of the backlog"
+        );
+        assert_eq!(
+            points.last().map(|p| p.0),
+            Some(1000.0),
+            "then this instant"
+        );
+        assert!(points.iter().all(|(_, v)| v.is_some()), "{points:?}");
         assert!(
-            times.windows(2).all(|w| w[1] - w[0] >= 1.0 - 1e-9),
-            "{times:?}"
+            points.windows(2).all(|w| w[1].0 - w[0].0 == 1.0),
+            "one slot a second: {points:?}"
         );
         assert_eq!(series.recent(1), vec![Some(4 * GIB)]);
     }

@@ -228,10 +228,10 @@ mod tests {
         let series = s
             .pipeline
             .history
-            .get(&SeriesKey::DeviceUsed(uuid))
+            .get(&SeriesKey::device(&uuid, crate::history::Metric::Used))
             .expect("series");
         assert_eq!(
-            series.raw().len(),
+            series.raw().filter(|(_, v)| v.is_some()).count(),
             4,
             "every queued sample went into history"
         );

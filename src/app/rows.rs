@@ -1,7 +1,7 @@
 //! Process table rows: a process sample with its layers and trend, sorted.
 
 use crate::accounting::ProcessAccount;
-use crate::history::{History, SeriesKey};
+use crate::history::{History, Metric, SeriesKey};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 
@@ -78,10 +78,11 @@ pub fn process_rows<'a>(
                 ),
                 None => ("?".into(), u32::MAX),
             };
-            let key = SeriesKey::ProcessUsed(
+            let key = SeriesKey::process(
                 process.pid,
                 process.start_time,
-                process.device_uuid.clone(),
+                &process.device_uuid,
+                Metric::Used,
             );
             let trend = history
                 .get(&key)

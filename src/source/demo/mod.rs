@@ -12,7 +12,6 @@ mod story;
 pub use story::LOOP_SECS;
 
 use super::{Source, SourceError};
-use crate::history::RAW_CAPACITY;
 use crate::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
 };
@@ -32,6 +31,8 @@ const MIB: u64 = 1 << 20;
 const H100_TOTAL: u64 = 81_559 * MIB;
 const A100_TOTAL: u64 = 81_920 * MIB;
 const DRIVER_RESERVED: u64 = 521 * MIB;
+/// Samples of the story before the first one loaded as history: 15 minutes at 1 s.
+const BACKLOG_SAMPLES: i64 = 900;
 /// Clock ticks per second of `/proc/PID/stat` start times.
 const TICKS: f64 = 100.0;
 /// The simulated machine had been up this long when the story began.
@@ -369,7 +370,7 @@ impl Source for DemoSource {
 
     fn backlog(&mut self) -> Vec<NodeSample> {
         let available = (self.start_at / self.step).floor() as i64;
-        let count = available.min(RAW_CAPACITY as i64);
+        let count = available.min(BACKLOG_SAMPLES);
         (1..=count).rev().map(|n| self.at(-n)).collect()
     }
 

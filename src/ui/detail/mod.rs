@@ -10,7 +10,7 @@ use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
 use crate::detect::device_name;
-use crate::history::SeriesKey;
+use crate::history::{Metric, SeriesKey};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use crate::units;
@@ -444,11 +444,11 @@ fn reconcile(
     for (label, key) in [
         (
             "used",
-            SeriesKey::ProcessUsed(p.pid, p.start_time, p.device_uuid.clone()),
+            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Used),
         ),
         (
             "live",
-            SeriesKey::ProcessLive(p.pid, p.start_time, p.device_uuid.clone()),
+            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Allocated),
         ),
     ] {
         let values = history

@@ -3,7 +3,7 @@
 
 use super::{bar_row, displayed_gpu, gpu_view, mig_accounts, usage_figure, DeviceView};
 use crate::app::State;
-use crate::history::SeriesKey;
+use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::ui::theme::Theme;
@@ -77,7 +77,7 @@ pub(super) fn compact_lines(
         let used = state
             .pipeline
             .history
-            .get(&SeriesKey::DeviceUsed(gpu.uuid.clone()))
+            .get(&SeriesKey::device(&gpu.uuid, Metric::Used))
             .map(|s| s.recent(SPARK))
             .unwrap_or_default();
         let style = if gpu.lost {

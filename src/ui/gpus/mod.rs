@@ -9,7 +9,7 @@ use super::widgets::{
 };
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
-use crate::history::SeriesKey;
+use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::layers::Layers;
 use crate::pipeline::Observed;
@@ -495,8 +495,8 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
             .map(|s| s.recent(width))
             .unwrap_or_default()
     };
-    let used = series(SeriesKey::DeviceUsed(uuid.to_string()));
-    let live = series(SeriesKey::DeviceLive(uuid.to_string()));
+    let used = series(SeriesKey::device(uuid, Metric::Used));
+    let live = series(SeriesKey::device(uuid, Metric::Layer(Layer::Live)));
     let last = |v: &[Option<u64>]| short_bytes(v.last().copied().flatten());
     let half = width / 2;
     let label_used = format!("used {:>6} ", last(&used));

@@ -1,0 +1,543 @@
+//! One series: values at implicit times (one slot per sampling step), stored as `u32` (KiB for
+//! bytes, the count itself for counters and percentages), with a gap marker, in three rings:
+//! raw slots for the last 15 minutes, and two folded tiers (min, max, last) reaching 2 and 24
+//! hours. A series costs about 21 KB at a 1 s step, whatever its uptime.
+
+use std::collections::VecDeque;
+
+/// The marker of a slot with no value (unknown at that instant, or nothing sampled).
+const GAP: u32 = u32::MAX;
+/// How many raw slots make one point of the first tier, and first-tier points the second.
+pub const FOLD_1: i64 = 10;
+pub const FOLD_2: i64 = 12;
+/// Seconds each ring covers.
+const RAW_SECS: f64 = 900.0;
+const TIER_1_SECS: f64 = 7200.0;
+const TIER_2_SECS: f64 = 86_400.0;
+
+/// How values are kept: bytes as KiB (rounded up, so a non-zero value never reads 0), or as
+/// they are (counts, percentages), saturating below the gap marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Kib,
+    Unit,
+}
+
+impl Scale {
+    fn encode(self, value: u64) -> u32 {
+        let v = match self {
+            Scale::Kib => value.div_ceil(1024),
+            Scale::Unit => value,
+        };
+        v.min(u64::from(GAP - 1)) as u32
+    }
+
+    fn decode(self, stored: u32) -> Option<u64> {
+        (stored != GAP).then(|| match self {
+            Scale::Kib => u64::from(stored) * 1024,
+            Scale::Unit => u64::from(stored),
+        })
+    }
+}
+
+/// The smallest, largest and last known value over a span of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub min: u64,
+    pub max: u64,
+    pub last: u64,
+}
+
+impl Span {
+    fn merge(self, later: Span) -> Span {
+        Span {
+            min: self.min.min(later.min),
+            max: self.max.max(later.max),
+            last: later.last,
+        }
+    }
+}
+
+/// A ring of consecutive slots ending at `head` (an absolute slot number).
+#[derive(Debug, Clone)]
+struct Ring<T: Copy> {
+    items: VecDeque<T>,
+    capacity: usize,
+    head: Option<i64>,
+}
+
+impl<T: Copy> Ring<T> {
+    fn new(capacity: usize, blank: T) -> Self {
+        // Write every slot once now, then empty the ring: its pages are resident from the
+        // start, so resident memory is flat over a long run.
+        let mut items = VecDeque::with_capacity(capacity);
+        items.extend(std::iter::repeat_n(blank, capacity));
+        items.clear();
+        Ring {
+            items,
+            capacity,
+            head: None,
+        }
+    }
+
+    fn push(&mut self, slot: i64, value: T) {
+        if self.items.len() == self.capacity {
+            self.items.pop_front();
+        }
+        self.items.push_back(value);
+        self.head = Some(slot);
+    }
+
+    fn clear(&mut self) {
+        self.items.clear();
+        self.head = None;
+    }
+
+    /// The absolute slot of the oldest item held.
+    fn first(&self) -> Option<i64> {
+        self.head.map(|h| h - self.items.len() as i64 + 1)
+    }
+
+    /// Items with their absolute slots, oldest first.
+    fn iter(&self) -> impl DoubleEndedIterator<Item = (i64, T)> + '_ {
+        let first = self.first().unwrap_or(0);
+        self.items
+            .iter()
+            .enumerate()
+            .map(move |(i, v)| (first + i as i64, *v))
+    }
+}
+
+/// One series. Times are implicit: slot `k` is `origin + k * step`.
+#[derive(Debug, Clone)]
+pub struct Series {
+    scale: Scale,
+    step: f64,
+    origin: f64,
+    raw: Ring<u32>,
+    tier_1: Ring<[u32; 3]>,
+    tier_2: Ring<[u32; 3]>,
+    /// Out-of-order values dropped.
+    pub dropped: u64,
+}
+
+fn capacity(secs: f64, step: f64) -> usize {
+    ((secs / step).ceil() as usize).clamp(16, 1 << 16)
+}
+
+fn span_of(stored: [u32; 3], scale: Scale) -> Option<Span> {
+    Some(Span {
+        min: scale.decode(stored[0])?,
+        max: scale.decode(stored[1])?,
+        last: scale.decode(stored[2])?,
+    })
+}
+
+fn fold_raw(values: impl Iterator<Item = u32>) -> [u32; 3] {
+    let mut out = [GAP; 3];
+    for v in values.filter(|&v| v != GAP) {
+        if out[0] == GAP {
+            out = [v, v, v];
+        } else {
+            out = [out[0].min(v), out[1].max(v), v];
+        }
+    }
+    out
+}
+
+fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
+    let mut out = [GAP; 3];
+    for v in values.filter(|v| v[0] != GAP) {
+        if out[0] == GAP {
+            out = v;
+        } else {
+            out = [out[0].min(v[0]), out[1].max(v[1]), v[2]];
+        }
+    }
+    out
+}
+
+impl Series {
+    /// An empty series with slots of `step` seconds from `origin`.
+    pub fn new(scale: Scale, step: f64, origin: f64) -> Self {
+        let step = if step.is_finite() && step > 0.0 {
+            step
+        } else {
+            1.0
+        };
+        Series {
+            scale,
+            step,
+            origin,
+            raw: Ring::new(capacity(RAW_SECS, step), GAP),
+            tier_1: Ring::new(capacity(TIER_1_SECS, step * FOLD_1 as f64), [GAP; 3]),
+            tier_2: Ring::new(
+                capacity(TIER_2_SECS, step * (FOLD_1 * FOLD_2) as f64),
+                [GAP; 3],
+            ),
+            dropped: 0,
+        }
+    }
+
+    /// Empties the series for reuse with another scale, step and origin, keeping its memory
+    /// when the rings are the same size.
+    pub fn reset(&mut self, scale: Scale, step: f64, origin: f64) {
+        if (self.step - step).abs() > f64::EPSILON {
+            *self = Series::new(scale, step, origin);
+            return;
+        }
+        self.scale = scale;
+        self.origin = origin;
+        self.raw.clear();
+        self.tier_1.clear();
+        self.tier_2.clear();
+        self.dropped = 0;
+    }
+
+    pub fn step(&self) -> f64 {
+        self.step
+    }
+
+    fn slot(&self, time: f64) -> Option<i64> {
+        let s = ((time - self.origin) / self.step).round();
+        s.is_finite().then_some(s as i64)
+    }
+
+    /// The time of a slot.
+    pub fn time_of(&self, slot: i64) -> f64 {
+        self.origin + slot as f64 * self.step
+    }
+
+    /// Records a value (`None`: unknown) at `time`. A time in the slot already last written
+    /// replaces that value; an older one is dropped and counted; a later one leaves gaps for
+    /// the slots between.
+    pub fn push(&mut self, time: f64, value: Option<u64>) {
+        let Some(slot) = self.slot(time) else {
+            self.dropped += 1;
+            return;
+        };
+        let stored = value.map_or(GAP, |v| self.scale.encode(v));
+        match self.raw.head {
+            Some(head) if slot < head => self.dropped += 1,
+            Some(head) if slot == head => {
+                if let Some(last) = self.raw.items.back_mut() {
+                    *last = stored;
+                }
+            }
+            Some(head) => {
+                // Slots with nothing sampled are gaps; a long silence restarts the rings.
+                if slot - head > self.raw.capacity as i64 * FOLD_1 * FOLD_2 {
+                    self.raw.clear();
+                    self.tier_1.clear();
+                    self.tier_2.clear();
+                } else {
+                    for missing in head + 1..slot {
+                        self.advance(missing, GAP);
+                    }
+                }
+                self.advance(slot, stored);
+            }
+            None => self.advance(slot, stored),
+        }
+    }
+
+    /// Appends a raw slot, folding the block it closes into the tiers.
+    fn advance(&mut self, slot: i64, stored: u32) {
+        if let Some(head) = self.raw.head {
+            let block = head.div_euclid(FOLD_1);
+            if slot.div_euclid(FOLD_1) != block {
+                self.fold_block(block);
+            }
+        }
+        self.raw.push(slot, stored);
+    }
+
+    /// Folds raw block `block` (slots `block * FOLD_1 ..`) into the first tier, and the first
+    /// tier's block it closes into the second.
+    fn fold_block(&mut self, block: i64) {
+        let from = block * FOLD_1;
+        let folded = fold_raw(
+            self.raw
+                .iter()
+                .filter(|(s, _)| s.div_euclid(FOLD_1) == block && *s >= from)
+                .map(|(_, v)| v),
+        );
+        if let Some(head) = self.tier_1.head {
+            let group = head.div_euclid(FOLD_2);
+            if block.div_euclid(FOLD_2) != group {
+                let spans = fold_spans(
+                    self.tier_1
+                        .iter()
+                        .filter(|(s, _)| s.div_euclid(FOLD_2) == group)
+                        .map(|(_, v)| v),
+                );
+                self.tier_2.push(group, spans);
+            }
+            for missing in head + 1..block {
+                self.tier_1.push(missing, [GAP; 3]);
+            }
+        }
+        self.tier_1.push(block, folded);
+    }
+
+    /// The latest known value.
+    pub fn last(&self) -> Option<u64> {
+        self.raw.items.back().and_then(|&v| self.scale.decode(v))
+    }
+
+    /// The time of the latest slot written.
+    pub fn last_time(&self) -> Option<f64> {
+        self.raw.head.map(|h| self.time_of(h))
+    }
+
+    /// How many raw slots are held.
+    pub fn len(&self) -> usize {
+        self.raw.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw.items.is_empty()
+    }
+
+    /// The last `n` raw values (gaps as `None`), oldest first.
+    pub fn recent(&self, n: usize) -> Vec<Option<u64>> {
+        let items = &self.raw.items;
+        items
+            .iter()
+            .skip(items.len().saturating_sub(n))
+            .map(|&v| self.scale.decode(v))
+            .collect()
+    }
+
+    /// The raw values with their times, oldest first.
+    pub fn raw(&self) -> impl Iterator<Item = (f64, Option<u64>)> + '_ {
+        self.raw
+            .iter()
+            .map(|(s, v)| (self.time_of(s), self.scale.decode(v)))
+    }
+
+    /// The largest known value over the raw window, with the window's length in seconds.
+    pub fn peak(&self) -> Option<(u64, f64)> {
+        let max = self
+            .raw
+            .items
+            .iter()
+            .filter_map(|&v| self.scale.decode(v))
+            .max()?;
+        Some((
+            max,
+            self.raw.items.len().saturating_sub(1) as f64 * self.step,
+        ))
+    }
+
+    /// Seconds of the past each tier reaches: raw, first tier, second tier.
+    pub fn reach(&self) -> [f64; 3] {
+        [
+            self.raw.capacity as f64 * self.step,
+            self.tier_1.capacity as f64 * self.step * FOLD_1 as f64,
+            self.tier_2.capacity as f64 * self.step * (FOLD_1 * FOLD_2) as f64,
+        ]
+    }
+
+    /// `n` equal chunks of `[end - window, end]`, oldest first, each the min, max and last
+    /// value within it (`None` where nothing is known), from the finest tier that holds the
+    /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
+    pub fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+        let mut out = vec![None; n];
+        if n == 0 || window.is_nan() || window <= 0.0 {
+            return out;
+        }
+        let start = end - window;
+        let width = window / n as f64;
+        let mut put = |time: f64, span: Option<Span>| {
+            if time < start || time > end {
+                return;
+            }
+            let i = (((time - start) / width) as usize).min(n - 1);
+            if let Some(span) = span {
+                out[i] = Some(out[i].map_or(span, |o: Span| o.merge(span)));
+            }
+        };
+        let reach = self.reach();
+        if window <= reach[0] {
+            for (slot, v) in self.raw.iter() {
+                put(
+                    self.time_of(slot),
+                    self.scale.decode(v).map(|x| Span {
+                        min: x,
+                        max: x,
+                        last: x,
+                    }),
+                );
+            }
+            return out;
+        }
+        let (ring, points) = if window <= reach[1] {
+            (&self.tier_1, FOLD_1)
+        } else {
+            (&self.tier_2, FOLD_1 * FOLD_2)
+        };
+        for (point, v) in ring.iter() {
+            // A point stands at the end of the slots it folds.
+            let time = self.time_of((point + 1) * points - 1);
+            put(time, span_of(v, self.scale));
+        }
+        // What the second tier has not folded yet: the first tier's open group.
+        if points == FOLD_1 * FOLD_2 {
+            let folded_to = self.tier_2.head.map_or(i64::MIN, |h| (h + 1) * FOLD_2);
+            for (point, v) in self.tier_1.iter().filter(|(p, _)| *p >= folded_to) {
+                put(
+                    self.time_of((point + 1) * FOLD_1 - 1),
+                    span_of(v, self.scale),
+                );
+            }
+        }
+        // The open block not folded yet: from the raw ring.
+        if let Some(head) = self.raw.head {
+            let open_from = head.div_euclid(FOLD_1) * FOLD_1;
+            for (slot, v) in self.raw.iter().filter(|(s, _)| *s >= open_from) {
+                put(
+                    self.time_of(slot),
+                    self.scale.decode(v).map(|x| Span {
+                        min: x,
+                        max: x,
+                        last: x,
+                    }),
+                );
+            }
+        }
+        out
+    }
+
+    /// The points of a tier (0 raw, 1 and 2 folded) from `since` on, with their times, oldest
+    /// first: what a chart of that zoom draws.
+    pub fn points(&self, tier: usize, since: f64) -> Vec<(f64, Option<Span>)> {
+        match tier {
+            0 => self
+                .raw()
+                .filter(|(t, _)| *t >= since)
+                .map(|(t, v)| {
+                    (
+                        t,
+                        v.map(|x| Span {
+                            min: x,
+                            max: x,
+                            last: x,
+                        }),
+                    )
+                })
+                .collect(),
+            1 | 2 => {
+                let (ring, points) = if tier == 1 {
+                    (&self.tier_1, FOLD_1)
+                } else {
+                    (&self.tier_2, FOLD_1 * FOLD_2)
+                };
+                ring.iter()
+                    .map(|(p, v)| (self.time_of((p + 1) * points - 1), span_of(v, self.scale)))
+                    .filter(|(t, _)| *t >= since)
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Bytes this series holds, its rings at full capacity.
+    pub fn footprint(&self) -> usize {
+        self.raw.capacity * 4 + (self.tier_1.capacity + self.tier_2.capacity) * 12
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_slots_are_bounded_and_keep_the_newest() {
+        let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+        let cap = s.reach()[0] as u64;
+        for i in 0..cap + 50 {
+            s.push(i as f64, Some(i));
+        }
+        assert_eq!(s.len() as u64, cap);
+        assert_eq!(s.recent(cap as usize)[0], Some(50));
+        assert_eq!(s.last(), Some(cap + 49));
+    }
+
+    #[test]
+    fn bytes_round_up_to_kib_and_a_nonzero_value_never_reads_zero() {
+        let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+        s.push(0.0, Some(1));
+        assert_eq!(s.last(), Some(1024));
+        s.push(1.0, Some(0));
+        assert_eq!(s.last(), Some(0));
+        s.push(2.0, Some(80 << 30));
+        assert_eq!(s.last(), Some(80 << 30));
+    }
+
+    #[test]
+    fn folding_keeps_peaks_and_gaps_do_not_become_zero() {
+        let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+        for i in 0..FOLD_1 * 2 {
+            let value = match i {
+                3 => Some(900),
+                5 => None,
+                _ => Some(10 + i as u64),
+            };
+            s.push(i as f64, value);
+        }
+        let folded = s.points(1, f64::NEG_INFINITY);
+        assert_eq!(folded.len(), 1, "the second block is still open");
+        let span = folded[0].1.expect("known values");
+        assert_eq!((span.min, span.max, span.last), (10, 900, 19));
+        assert_eq!(s.recent(15)[0], None, "a gap stays a gap");
+    }
+
+    #[test]
+    fn late_and_duplicate_times_never_rewrite_the_past_and_silence_is_a_gap() {
+        let mut s = Series::new(Scale::Unit, 1.0, 100.0);
+        s.push(100.0, Some(1));
+        s.push(101.02, Some(2));
+        s.push(100.9, Some(7)); // the same slot as 101.02: the newer value replaces it
+        s.push(99.0, Some(5)); // older: dropped
+        assert_eq!(s.dropped, 1);
+        s.push(105.0, Some(3));
+        assert_eq!(
+            s.recent(6),
+            vec![Some(1), Some(7), None, None, None, Some(3)]
+        );
+        assert_eq!(s.last_time(), Some(105.0));
+    }
+
+    #[test]
+    fn chunks_come_from_the_finest_tier_that_holds_the_window() {
+        let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+        // Three hours at one value a second: a ramp of one per second.
+        let end = 3 * 3600;
+        for i in 0..=end {
+            s.push(i as f64, Some(i as u64));
+        }
+        let e = end as f64;
+        let raw = s.chunks(e, 600.0, 10);
+        assert_eq!(raw[9].map(|c| c.max), Some(end as u64));
+        assert_eq!(raw[0].map(|c| c.min), Some(end as u64 - 600));
+        let hour = s.chunks(e, 3600.0, 6);
+        assert!(hour.iter().all(|c| c.is_some()), "{hour:?}");
+        assert!(hour
+            .windows(2)
+            .all(|w| w[0].map(|a| a.max) < w[1].map(|b| b.max)));
+        let day = s.chunks(e, 86_400.0, 24);
+        assert!(
+            day[..20].iter().all(|c| c.is_none()),
+            "before the start: unknown"
+        );
+        assert!(day[23].is_some());
+        assert!(s.reach()[2] >= 86_400.0 && s.reach()[1] >= 7200.0 && s.reach()[0] >= 900.0);
+    }
+
+    #[test]
+    fn a_series_costs_about_21_kb_at_one_second() {
+        let s = Series::new(Scale::Kib, 1.0, 0.0);
+        assert_eq!(s.footprint(), 900 * 4 + 720 * 12 + 720 * 12);
+    }
+}
