@@ -2,7 +2,9 @@
 
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
-use crate::detect::{detect_instant, settle, Finding, FindingTracker};
+use crate::detect::{
+    detect_history, detect_instant, settle, sort_findings, Finding, FindingTracker,
+};
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
@@ -43,10 +45,12 @@ impl Pipeline {
         let attachment = attach(&mut sample);
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
+        self.record(&sample, &account);
         let mut findings = detect_instant(&sample, &attachment, &account);
+        findings.extend(detect_history(&sample, &self.history));
+        sort_findings(&mut findings);
         self.tracker.stamp(&mut findings);
         settle(&mut findings, sample.time);
-        self.record(&sample, &account);
         Observed {
             sample,
             attachment,

@@ -1,8 +1,10 @@
 //! Findings: pure functions from samples (and later history) to things a user must see.
 
 mod devices;
+mod diagnosis;
 mod feeds;
 mod processes;
+pub mod trend;
 
 pub use processes::is_python;
 
@@ -66,6 +68,18 @@ pub enum FindingKind {
     FeedDeviceUnlisted,
     /// NVML refused something (a handle, a list, the device count): what is not known.
     NvmlProblem,
+    /// A series rising steadily with no plateau; `evidence.cause` says which layer.
+    Climb,
+    /// Free split pieces large and growing as a share of the pool.
+    Fragmentation,
+    /// The allocator's retry counter rising: pressure before OOMs.
+    AllocRetries,
+    /// An out-of-memory error, classed `capacity` or `fragmentation`.
+    Oom,
+    /// Live tensors within a few percent of what the device holds.
+    Capacity,
+    /// Alive, SMs idle for minutes, holding memory.
+    IdleHolder,
 }
 
 /// One finding, as the findings panel and the snapshot show it.
@@ -128,6 +142,18 @@ pub fn detect_instant(
     feeds::detect(sample, attachment, &mut out);
     devices::detect(sample, account, &mut out);
     sort_findings(&mut out.list);
+    out.list
+}
+
+/// What the history shows up to this instant (which must be recorded in it already):
+/// climbs with their cause, fragmentation, allocation retries, OOMs with their class,
+/// capacity, idle holders.
+pub fn detect_history(sample: &NodeSample, history: &crate::history::History) -> Vec<Finding> {
+    let mut out = Findings {
+        now: sample.time,
+        list: Vec::new(),
+    };
+    diagnosis::detect(sample, history, &mut out);
     out.list
 }
 

@@ -339,6 +339,19 @@ impl Series {
         ]
     }
 
+    /// Seconds between the points [`Series::chunks`] reads for a window of this length: a
+    /// chunk narrower than this may hold none.
+    pub fn resolution(&self, window: f64) -> f64 {
+        let reach = self.reach();
+        if window <= reach[0] {
+            self.step
+        } else if window <= reach[1] {
+            self.step * FOLD_1 as f64
+        } else {
+            self.step * (FOLD_1 * FOLD_2) as f64
+        }
+    }
+
     /// `n` equal chunks of `[end - window, end]`, oldest first, each the min, max and last
     /// value within it (`None` where nothing is known), from the finest tier that holds the
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
@@ -359,8 +372,16 @@ impl Series {
             }
         };
         let reach = self.reach();
+        // Raw slots from `from` on, without walking the older ones.
+        let raw_from = |from: i64| {
+            let first = self.raw.first().unwrap_or(0);
+            self.raw
+                .iter()
+                .skip(usize::try_from(from - first).unwrap_or(0))
+        };
         if window <= reach[0] {
-            for (slot, v) in self.raw.iter() {
+            let from = ((start - self.origin) / self.step).floor() as i64;
+            for (slot, v) in raw_from(from) {
                 put(
                     self.time_of(slot),
                     self.scale.decode(v).map(|x| Span {
@@ -395,7 +416,7 @@ impl Series {
         // The open block not folded yet: from the raw ring.
         if let Some(head) = self.raw.head {
             let open_from = head.div_euclid(FOLD_1) * FOLD_1;
-            for (slot, v) in self.raw.iter().filter(|(s, _)| *s >= open_from) {
+            for (slot, v) in raw_from(open_from) {
                 put(
                     self.time_of(slot),
                     self.scale.decode(v).map(|x| Span {

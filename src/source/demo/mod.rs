@@ -13,7 +13,8 @@ pub use story::LOOP_SECS;
 
 use super::{Source, SourceError};
 use crate::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
+    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, OomReport,
+    PeerCred,
 };
 use crate::sample::{
     AllocatorStats, ContextKind, DeviceMemory, GpuSample, MigSample, NodeSample, ProcessSample,
@@ -285,10 +286,22 @@ fn feed_record(
             note: None,
         }),
         devices: vec![DeviceFeed {
-            latest: stats,
+            latest: stats.clone(),
             earlier: Vec::new(),
         }],
-        ooms: Vec::new(),
+        ooms: pool
+            .last_oom
+            .map(|o| OomReport {
+                time: epoch + o.at,
+                seq: (o.at * 2.0) as u64,
+                index: 0,
+                requested: Some(o.requested),
+                device_free: Some(o.device_free),
+                device_total: Some(o.device_total),
+                stats: Some(stats.clone()),
+            })
+            .into_iter()
+            .collect(),
         counters: FeedCounters {
             lines: (pool.published_at * 2.0) as u64 + 1,
             samples: (pool.published_at * 2.0) as u64,

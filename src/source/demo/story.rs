@@ -33,6 +33,23 @@ pub struct Pool {
     pub largest_free_block: Option<u64>,
     /// Story time the feed was last published at (a stuck agent stops publishing).
     pub published_at: f64,
+    /// The latest out-of-memory error so far, as the OOM observer reported it.
+    pub last_oom: Option<DemoOom>,
+}
+
+/// An out-of-memory error of the story: when, what was asked, and the device's free and
+/// total (or allowed maximum) as the allocator saw them.
+#[derive(Debug, Clone, Copy)]
+pub struct DemoOom {
+    pub at: f64,
+    pub requested: u64,
+    pub device_free: u64,
+    pub device_total: u64,
+}
+
+/// The latest of `times` up to `t`.
+fn latest(times: &[f64], t: f64) -> Option<f64> {
+    times.iter().copied().rfind(|&at| t >= at)
 }
 
 /// One simulated process at one story instant.
@@ -159,17 +176,28 @@ fn trainer(seed: u64, t: f64, pid: u32, gpu: usize, command: &'static str) -> Ac
             ooms: Some(0),
             largest_free_block: Some(bytes(6.4 * warm(t))),
             published_at: t,
+            last_oom: None,
         }),
     }
 }
 
-/// An evaluation loop that keeps every result on the GPU: live memory climbs without plateau.
+/// The eval loop's memory cap (`torch.cuda.set_per_process_memory_fraction(0.2)`).
+const LEAKER_CAP_GIB: f64 = 15.9;
+/// When its climbing live tensors meet that cap: the loop catches each OOM and goes on.
+const LEAKER_OOMS: [f64; 3] = [1010.0, 1070.0, 1130.0];
+
+/// An evaluation loop that keeps every result on the GPU: live memory climbs without plateau,
+/// until it runs into its memory cap (a capacity OOM, caught and repeated).
 fn leaker(seed: u64, t: f64) -> Actor {
     let start = 30.0;
     let live = move |t: f64| {
         let minutes = (t - start).max(0.0) / 60.0;
+        // Past its cap the loop cannot hold more: each new result is an OOM it catches.
         bytes(
-            5.8 * ramp(t, start, start + 40.0) + 0.62 * minutes + 0.08 * noise(seed, 11, t as u64),
+            (5.8 * ramp(t, start, start + 40.0)
+                + 0.62 * minutes
+                + 0.08 * noise(seed, 11, t as u64))
+            .min(LEAKER_CAP_GIB - 0.9),
         )
     };
     let fragmented = |_t: f64| 180 * MIB;
@@ -197,9 +225,15 @@ fn leaker(seed: u64, t: f64) -> Actor {
             peak_allocated: peak(start, t, live),
             peak_reserved: peak(start, t, reserved),
             alloc_retries: Some(0),
-            ooms: Some(0),
+            ooms: Some(LEAKER_OOMS.iter().filter(|&&at| t >= at).count() as u64),
             largest_free_block: Some(512 * MIB),
             published_at: t,
+            last_oom: latest(&LEAKER_OOMS, t).map(|at| DemoOom {
+                at,
+                requested: 2 << 30,
+                device_total: bytes(LEAKER_CAP_GIB),
+                device_free: bytes(LEAKER_CAP_GIB).saturating_sub(reserved(at)),
+            }),
         }),
     }
 }
@@ -237,6 +271,7 @@ fn async_server(seed: u64, t: f64) -> Actor {
             ooms: Some(0),
             largest_free_block: None,
             published_at: at,
+            last_oom: None,
         }),
     }
 }
@@ -279,12 +314,24 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
     } else {
         0
     };
+    const OOMS: [f64; 3] = [900.0, 930.0, 955.0];
     let ooms = if crash {
-        [900.0, 930.0, 955.0].iter().filter(|&&at| t >= at).count() as u64
+        OOMS.iter().filter(|&&at| t >= at).count() as u64
     } else {
         0
     };
     let pool_reserved = reserved(t).max(live(t) + fragmented(t));
+    // Each OOM asks for a long sequence's activations: well under what is free in all, but
+    // larger than any free block.
+    let last_oom = latest(&OOMS, t).filter(|_| crash).map(|at| {
+        let held = CONTEXT_A100 + outside(at, start, 380 * MIB) + reserved(at);
+        DemoOom {
+            at,
+            requested: 2560 * MIB,
+            device_total: bytes(CAPACITY_GIB + 1.3),
+            device_free: bytes(CAPACITY_GIB + 1.3).saturating_sub(held),
+        }
+    });
     Some(Actor {
         pid,
         place: Place::Mig(3, 0),
@@ -309,6 +356,7 @@ fn varlen(seed: u64, t: f64) -> Option<Actor> {
                 (1.9 - 1.6 * ramp(t, 60.0, 930.0) * f64::from(u8::from(crash))).max(0.05),
             )),
             published_at: t,
+            last_oom,
         }),
     })
 }
@@ -339,6 +387,7 @@ fn jax_server(seed: u64, t: f64) -> Actor {
             ooms: Some(0),
             largest_free_block: None,
             published_at: t,
+            last_oom: None,
         }),
     }
 }

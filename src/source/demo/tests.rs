@@ -160,3 +160,59 @@ fn backlog_leads_up_to_the_first_sample() {
     assert!(backlog.windows(2).all(|w| w[0].time < w[1].time));
     assert_eq!(backlog.last().map(|s| s.time + 10.0), Some(first.time));
 }
+
+/// The story's leak, fragmentation, retries and out-of-memory errors are each flagged, with
+/// the right cause or class, by the time a user watching would expect.
+#[test]
+fn the_story_is_diagnosed_when_a_user_would_expect() {
+    use crate::detect::FindingKind;
+    let mut pipeline = crate::pipeline::Pipeline::new(None);
+    let mut first: Vec<(FindingKind, Option<u32>, String, f64)> = Vec::new();
+    let mut t = 0.0;
+    while t < LOOP_SECS {
+        let observed = pipeline.ingest(node_at(0, t, 10.0));
+        for f in &observed.findings {
+            let detail = f
+                .evidence
+                .get("cause")
+                .or_else(|| f.evidence.get("class"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string();
+            if !first
+                .iter()
+                .any(|(k, p, d, _)| *k == f.kind && *p == f.pid && *d == detail)
+            {
+                first.push((f.kind, f.pid, detail, t));
+            }
+        }
+        t += 10.0;
+    }
+    let when = |kind: FindingKind, pid: u32, detail: &str| {
+        first
+            .iter()
+            .find(|(k, p, d, _)| *k == kind && *p == Some(pid) && d == detail)
+            .map(|x| x.3)
+            .unwrap_or_else(|| panic!("{kind:?} {pid} {detail} never flagged: {first:?}"))
+    };
+    // The eval loop leaks from 70 s (after loading its model): flagged within ten minutes.
+    let leak = when(FindingKind::Climb, 52010, "live");
+    assert!(leak <= 70.0 + 600.0, "leak flagged at {leak}");
+    // The fine-tune's split pieces grow from 60 s to 930 s; its retries from about 400 s.
+    let fragmentation = when(FindingKind::Fragmentation, 60112, "");
+    assert!((300.0..=700.0).contains(&fragmentation), "{fragmentation}");
+    let retries = when(FindingKind::AllocRetries, 60112, "");
+    assert!((390.0..=500.0).contains(&retries), "{retries}");
+    // Its OOM at 900 s is fragmentation; the eval loop's at 1010 s, against its cap, capacity.
+    assert_eq!(when(FindingKind::Oom, 60112, "fragmentation"), 900.0);
+    assert_eq!(when(FindingKind::Oom, 52010, "capacity"), 1010.0);
+    // No climb on the trainers' warm-up, saw-tooth and plateau, nor on the JAX server.
+    for pid in [41230, 41231, 60500, 52077] {
+        assert!(
+            !first
+                .iter()
+                .any(|(k, p, _, _)| *k == FindingKind::Climb && *p == Some(pid)),
+            "a false climb on {pid}: {first:?}"
+        );
+    }
+}

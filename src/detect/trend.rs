@@ -1,0 +1,253 @@
+//! Reading a series' shape: is it climbing steadily, with no plateau? The trend
+//! discriminates, not the level: a flat plateau at 95% is a healthy cache, a slow climb with no
+//! plateau is a leak.
+//!
+//! The window is cut into chunks and each chunk's *minimum* is taken: a saw-tooth (tensors
+//! allocated and freed within every step) has a flat floor however deep its teeth, while a leak
+//! lifts the floor. A climb needs the floor to rise:
+//! - steadily: a robust slope (Theil–Sen) of at least a minimum rate, and most chunks above
+//!   the one before;
+//! - by more than the noise: the rise is several times the floor's scatter around its line;
+//! - spread out: no single step makes half of it (a one-off allocation is a step, not a leak);
+//! - still: the last third of the window climbs at half the overall rate or more (a warm-up
+//!   that reached its plateau does not);
+//! - and not only the floor: the chunks' peaks rise too.
+
+use crate::history::{Series, Span};
+
+/// What a climb looks like, in bytes (or counts) per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Climb {
+    /// Robust slope of the floor, units per second.
+    pub rate: f64,
+    /// When it began: where the floor's line meets the window's first level.
+    pub start: f64,
+    /// The floor at the window's start and end.
+    pub from: u64,
+    pub to: u64,
+    /// The window read, seconds.
+    pub window: f64,
+}
+
+/// The windows read, and the chunks each is cut into. The short one catches fast leaks early;
+/// the long one slow leaks through their noise.
+pub const WINDOWS: [(f64, usize); 2] = [(480.0, 8), (1200.0, 10)];
+
+/// A climb slower than this is not one, MiB a minute.
+pub const MIN_RATE_MIB_PER_MIN: f64 = 10.0;
+/// The least rise a climb must show, bytes: below it, nothing a user acts on.
+const MIN_RISE: u64 = 128 << 20;
+
+/// The median of some numbers (not empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Theil–Sen slope: the median of the slopes between every two points.
+fn theil_sen(points: &[(f64, f64)]) -> f64 {
+    let mut slopes = Vec::with_capacity(points.len() * points.len() / 2);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            if b.0 > a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
+    }
+    if slopes.is_empty() {
+        return 0.0;
+    }
+    median(slopes)
+}
+
+/// Reads one series over a window ending at `now`: a climb, if its shape is one.
+pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> {
+    // No chunk narrower than the points it is made of.
+    let n = n.min((window / series.resolution(window)).floor() as usize);
+    if n < 4 {
+        return None;
+    }
+    let chunks: Vec<Option<Span>> = series.chunks(now, window, n);
+    // Every chunk known, or nearly: a series that began inside the window (a warm-up, a
+    // restart) is not read until it covers it.
+    let known = chunks.iter().filter(|c| c.is_some()).count();
+    if known + 1 < n || chunks.first().is_none_or(|c| c.is_none()) || chunks[n - 1].is_none() {
+        return None;
+    }
+    let width = window / n as f64;
+    let at = |i: usize| now - window + (i as f64 + 0.5) * width;
+    let floor: Vec<(f64, f64)> = chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (at(i), c.min as f64)))
+        .collect();
+    let peaks: Vec<(f64, f64)> = chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (at(i), c.max as f64)))
+        .collect();
+    let rate = theil_sen(&floor);
+    if rate * 60.0 < MIN_RATE_MIB_PER_MIN * f64::from(1 << 20) {
+        return None;
+    }
+    let first = floor[0].1;
+    let last = floor[floor.len() - 1].1;
+    let rise = last - first;
+    if rise < MIN_RISE as f64 {
+        return None;
+    }
+    // Scatter of the floor around its line.
+    let t0 = floor[0].0;
+    let intercept = median(floor.iter().map(|(t, v)| v - rate * (t - t0)).collect());
+    let scatter = median(
+        floor
+            .iter()
+            .map(|(t, v)| (v - (intercept + rate * (t - t0))).abs())
+            .collect(),
+    );
+    if rise < 4.0 * scatter {
+        return None;
+    }
+    // Steady: most steps up, and none carrying half the rise.
+    let steps: Vec<f64> = floor.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    let up = steps.iter().filter(|&&s| s > 0.0).count();
+    if (up as f64) < 0.6 * steps.len() as f64 {
+        return None;
+    }
+    if steps.iter().any(|&s| s > 0.5 * rise) {
+        return None;
+    }
+    // Still climbing at the end: no plateau.
+    let tail = &floor[floor.len() - floor.len().div_ceil(3)..];
+    if tail.len() >= 2 && theil_sen(tail) < 0.5 * rate {
+        return None;
+    }
+    // The peaks rise too.
+    if theil_sen(&peaks) < 0.3 * rate {
+        return None;
+    }
+    let (start, from) = onset(series, now, window, rate, first.max(0.0) as u64);
+    Some(Climb {
+        rate,
+        start,
+        from,
+        to: last.max(0.0) as u64,
+        window,
+    })
+}
+
+/// When a climb seen over `window` began, and the floor it began from: walking back from now
+/// over up to two hours, the last point from which the floor kept rising (each earlier floor
+/// no higher than the next, give or take half a chunk of the climb).
+fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64, u64) {
+    let span = (series.reach()[1]).min(7200.0).max(window);
+    let n = (span / series.resolution(span).max(60.0)).floor().max(1.0) as usize;
+    let chunks = series.chunks(now, span, n);
+    let width = span / n as f64;
+    let slack = rate * width * 0.5;
+    let mut i = n - 1;
+    while i > 0 {
+        match (chunks[i - 1], chunks[i]) {
+            (Some(before), Some(after)) if before.min as f64 <= after.min as f64 + slack => i -= 1,
+            _ => break,
+        }
+    }
+    let start = now - span + i as f64 * width;
+    match chunks[i] {
+        Some(c) if start < now - window / 2.0 => (start, c.min.min(floor)),
+        _ => (now - window / 2.0, floor),
+    }
+}
+
+/// The first window (short, then long) in which a series climbs.
+pub fn climbing(series: &Series, now: f64) -> Option<Climb> {
+    WINDOWS
+        .iter()
+        .find_map(|&(window, n)| climb(series, now, window, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Scale, Series};
+
+    const MIB: f64 = (1u64 << 20) as f64;
+
+    fn series(minutes: f64, f: impl Fn(f64) -> f64) -> (Series, f64) {
+        let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+        let end = minutes * 60.0;
+        let mut t = 0.0;
+        while t <= end {
+            s.push(t, Some(f(t).max(0.0) as u64));
+            t += 1.0;
+        }
+        (s, end)
+    }
+
+    /// Deterministic noise in [-1, 1].
+    fn noise(t: f64) -> f64 {
+        ((t * 12.9898).sin() * 43_758.545).fract() * 2.0 - 1.0
+    }
+
+    #[test]
+    fn a_steady_leak_climbs_and_says_its_rate() {
+        let (s, end) = series(30.0, |t| {
+            20_000.0 * MIB + 100.0 * MIB * (t - 600.0).max(0.0) / 60.0 + 30.0 * MIB * noise(t)
+        });
+        let c = climbing(&s, end).expect("a climb");
+        let per_min = c.rate * 60.0 / MIB;
+        assert!((per_min - 100.0).abs() < 10.0, "{per_min}");
+        // Seen at its start too: within ten minutes.
+        assert!(climbing(
+            &series(18.0, |t| 20_000.0 * MIB
+                + 100.0 * MIB * (t - 600.0).max(0.0) / 60.0)
+            .0,
+            18.0 * 60.0
+        )
+        .is_some());
+    }
+
+    #[test]
+    fn a_leak_on_a_saw_tooth_lifts_the_floor() {
+        let (s, end) = series(40.0, |t| {
+            10_000.0 * MIB + 8_000.0 * MIB * ((t % 60.0) / 60.0) + 60.0 * MIB * t / 60.0
+        });
+        assert!(climbing(&s, end).is_some());
+    }
+
+    #[test]
+    fn normal_shapes_never_climb() {
+        let plateau = |t: f64| 30_000.0 * MIB * (t / 180.0).min(1.0);
+        let saw = |t: f64| 10_000.0 * MIB + 9_000.0 * MIB * ((t % 300.0) / 300.0);
+        let fast_saw = |t: f64| 10_000.0 * MIB + 20_000.0 * MIB * ((t % 20.0) / 20.0);
+        let noisy = |t: f64| 40_000.0 * MIB + 900.0 * MIB * noise(t);
+        let step = |t: f64| 10_000.0 * MIB + if t > 1500.0 { 6_000.0 * MIB } else { 0.0 };
+        let warm_up = |t: f64| {
+            let x = (t / 300.0).clamp(0.0, 1.0);
+            30_000.0 * MIB * x * x * (3.0 - 2.0 * x) + 200.0 * MIB * noise(t)
+        };
+        for (name, f) in [
+            ("plateau", &plateau as &dyn Fn(f64) -> f64),
+            ("saw", &saw),
+            ("fast saw", &fast_saw),
+            ("noisy", &noisy),
+            ("step", &step),
+            ("warm-up", &warm_up),
+        ] {
+            // Read every minute as the series grows, as the monitor does.
+            let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+            for second in 0..=45 * 60 {
+                let t = f64::from(second);
+                s.push(t, Some(f(t).max(0.0) as u64));
+                if second % 60 == 0 {
+                    assert!(climbing(&s, t).is_none(), "{name} climbs at {t} s");
+                }
+            }
+        }
+    }
+}
