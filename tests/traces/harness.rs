@@ -1,0 +1,487 @@
+//! Scoring `strata analyze --json` against the corpus's labels, and the report
+//! (`tests/corpus.rs`; the labels' format is in `tests/traces/README.md`).
+//!
+//! A finding matches an expected event when its kind is the same, its pid is the same (or
+//! both are null), its device is the same where the label names one, its `evidence.cause`
+//! is the same for a `climb` and its `evidence.class` for an `oom`, and it was not raised
+//! more than [`EARLY_SECS`] before the event's start. An expected event counts as flagged
+//! from the earliest finding that matches it; a climb is on time when that is within its
+//! deadline.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The finding kinds (the JSON contract).
+pub const KINDS: [&str; 8] = [
+    "climb",
+    "fragmentation",
+    "alloc_retries",
+    "oom",
+    "capacity",
+    "zombie_context",
+    "idle_holder",
+    "unexplained_usage",
+];
+/// A climb's `evidence.cause`.
+pub const CAUSES: [&str; 5] = [
+    "live",
+    "cache",
+    "outside_pool",
+    "unattributed",
+    "no_process",
+];
+/// An OOM's `evidence.class`.
+pub const CLASSES: [&str; 2] = ["capacity", "fragmentation"];
+
+/// A finding raised this long before an event's labelled start was raised on what came
+/// before it, not on the event.
+pub const EARLY_SECS: f64 = 60.0;
+/// Climbs this fast (MiB/min) must be flagged within [`FAST_DEADLINE_SECS`] of their start,
+/// slower ones within [`SLOW_DEADLINE_SECS`].
+pub const FAST_MIB_PER_MIN: f64 = 50.0;
+pub const FAST_DEADLINE_SECS: f64 = 600.0;
+pub const SLOW_DEADLINE_SECS: f64 = 1200.0;
+
+/// `<name>.labels.json`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Labels {
+    pub description: String,
+    /// How long the story lasts.
+    pub minutes: f64,
+    pub expect: Vec<Expected>,
+    /// No `climb` may be raised on this trace at all.
+    pub normal: bool,
+}
+
+/// One event a correct monitor must flag.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    pub kind: String,
+    /// A climb's cause.
+    #[serde(default)]
+    pub cause: Option<String>,
+    /// An OOM's class.
+    #[serde(default)]
+    pub class: Option<String>,
+    pub pid: Option<u32>,
+    /// When given, the finding must name this device.
+    #[serde(default)]
+    pub device_uuid: Option<String>,
+    /// When the event starts (unix seconds).
+    pub start: f64,
+    /// A climb's rate.
+    #[serde(default)]
+    pub rate_mib_per_min: Option<f64>,
+}
+
+impl Expected {
+    /// The latest `since` that is on time: climbs only; other kinds need only be flagged.
+    pub fn deadline(&self) -> Option<f64> {
+        let rate = self.rate_mib_per_min?;
+        (self.kind == "climb").then(|| {
+            let secs = if rate >= FAST_MIB_PER_MIN {
+                FAST_DEADLINE_SECS
+            } else {
+                SLOW_DEADLINE_SECS
+            };
+            self.start + secs
+        })
+    }
+
+    fn describe(&self, origin: f64) -> String {
+        let mut out = self.kind.clone();
+        if let Some(qualifier) = self.cause.as_ref().or(self.class.as_ref()) {
+            let _ = write!(out, "/{qualifier}");
+        }
+        let _ = write!(out, " {}", who(self.pid, self.device_uuid.as_deref()));
+        let _ = write!(out, " from {}", offset(self.start - origin));
+        if let Some(rate) = self.rate_mib_per_min {
+            let _ = write!(out, " at {rate} MiB/min");
+        }
+        out
+    }
+}
+
+/// One finding of `strata analyze --json`, as far as scoring needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flagged {
+    pub kind: String,
+    pub pid: Option<u32>,
+    pub device_uuid: Option<String>,
+    /// When it was first raised.
+    pub since: f64,
+    pub until: Option<f64>,
+    pub cause: Option<String>,
+    pub class: Option<String>,
+    /// `evidence.rate_mib_per_min`, where given: reported, not scored.
+    pub rate: Option<f64>,
+}
+
+impl Flagged {
+    fn describe(&self, origin: f64) -> String {
+        let mut out = self.kind.clone();
+        if let Some(qualifier) = self.cause.as_ref().or(self.class.as_ref()) {
+            let _ = write!(out, "/{qualifier}");
+        }
+        let _ = write!(
+            out,
+            " {} raised at {}",
+            who(self.pid, self.device_uuid.as_deref()),
+            offset(self.since - origin)
+        );
+        out
+    }
+}
+
+fn who(pid: Option<u32>, device: Option<&str>) -> String {
+    let device = device.map_or_else(|| "any device".to_string(), short_uuid);
+    match pid {
+        Some(pid) => format!("pid {pid} on {device}"),
+        None => format!("no pid on {device}"),
+    }
+}
+
+fn short_uuid(uuid: &str) -> String {
+    uuid.chars().take(12).collect()
+}
+
+/// The findings of `strata analyze FILE --json`: `{"findings": [...]}`.
+pub fn parse_findings(stdout: &str) -> Result<Vec<Flagged>, String> {
+    let value: Value =
+        serde_json::from_str(stdout.trim()).map_err(|e| format!("not one JSON object: {e}"))?;
+    let list = value
+        .get("findings")
+        .and_then(Value::as_array)
+        .ok_or("no `findings` array")?;
+    list.iter()
+        .enumerate()
+        .map(|(i, f)| parse_finding(f).map_err(|e| format!("finding {i}: {e}: {f}")))
+        .collect()
+}
+
+fn parse_finding(f: &Value) -> Result<Flagged, String> {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let kind = text(f.get("kind")).ok_or("no kind")?;
+    let pid = match f.get("pid") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or("pid is not a pid")?,
+        ),
+    };
+    let since = f.get("since").and_then(Value::as_f64).ok_or("no since")?;
+    let evidence = f.get("evidence");
+    Ok(Flagged {
+        kind,
+        pid,
+        device_uuid: text(f.get("device_uuid")),
+        since,
+        until: f.get("until").and_then(Value::as_f64),
+        cause: text(evidence.and_then(|e| e.get("cause"))),
+        class: text(evidence.and_then(|e| e.get("class"))),
+        rate: evidence
+            .and_then(|e| e.get("rate_mib_per_min"))
+            .and_then(Value::as_f64),
+    })
+}
+
+/// Whether `flagged` is a flag of `expected`.
+pub fn matches(expected: &Expected, flagged: &Flagged) -> bool {
+    expected.kind == flagged.kind
+        && expected.pid == flagged.pid
+        && expected
+            .device_uuid
+            .as_ref()
+            .is_none_or(|d| flagged.device_uuid.as_ref() == Some(d))
+        && (expected.kind != "climb" || expected.cause == flagged.cause)
+        && (expected.kind != "oom" || expected.class == flagged.class)
+        && flagged.since >= expected.start - EARLY_SECS
+}
+
+/// What became of one expected event.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub expected: Expected,
+    /// The earliest finding that matches it.
+    pub flagged: Option<Flagged>,
+}
+
+impl Outcome {
+    pub fn time_to_flag(&self) -> Option<f64> {
+        self.flagged.as_ref().map(|f| f.since - self.expected.start)
+    }
+
+    /// Flagged, and within the deadline where there is one.
+    pub fn on_time(&self) -> bool {
+        match (&self.flagged, self.expected.deadline()) {
+            (Some(f), Some(deadline)) => f.since <= deadline,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
+
+/// One trace, scored.
+#[derive(Debug, Clone)]
+pub struct TraceScore {
+    pub name: String,
+    /// The trace's first time: offsets in the report are from here.
+    pub origin: f64,
+    pub normal: bool,
+    pub outcomes: Vec<Outcome>,
+    /// Every `climb` raised, and whether it matches an expected climb.
+    pub climbs: Vec<(Flagged, bool)>,
+    /// Findings raised, by kind (the kinds only).
+    pub raised: BTreeMap<String, usize>,
+    /// Why there are no findings to score (analyze failed).
+    pub error: Option<String>,
+}
+
+/// Scores the findings of one trace against its labels.
+pub fn score(name: &str, origin: f64, labels: &Labels, findings: &[Flagged]) -> TraceScore {
+    let outcomes = labels
+        .expect
+        .iter()
+        .map(|expected| Outcome {
+            expected: expected.clone(),
+            flagged: findings
+                .iter()
+                .filter(|f| matches(expected, f))
+                .min_by(|a, b| a.since.total_cmp(&b.since))
+                .cloned(),
+        })
+        .collect();
+    let climbs = findings
+        .iter()
+        .filter(|f| f.kind == "climb")
+        .map(|f| {
+            let true_positive = labels
+                .expect
+                .iter()
+                .any(|e| e.kind == "climb" && matches(e, f));
+            (f.clone(), true_positive)
+        })
+        .collect();
+    let mut raised = BTreeMap::new();
+    for f in findings.iter().filter(|f| KINDS.contains(&f.kind.as_str())) {
+        *raised.entry(f.kind.clone()).or_insert(0) += 1;
+    }
+    TraceScore {
+        name: name.to_string(),
+        origin,
+        normal: labels.normal,
+        outcomes,
+        climbs,
+        raised,
+        error: None,
+    }
+}
+
+/// A trace whose findings could not be had: every expected event is missed.
+pub fn failed(name: &str, origin: f64, labels: &Labels, error: String) -> TraceScore {
+    TraceScore {
+        error: Some(error),
+        ..score(name, origin, labels, &[])
+    }
+}
+
+/// Where the trace misses the targets: an expected climb not flagged with the right
+/// cause within its deadline, another expected event not flagged, a climb on a normal trace.
+pub fn failures(trace: &TraceScore) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(error) = &trace.error {
+        out.push(format!("{}: {error}", trace.name));
+    }
+    for outcome in &trace.outcomes {
+        if outcome.on_time() {
+            continue;
+        }
+        let what = outcome.expected.describe(trace.origin);
+        let why = match (&outcome.flagged, outcome.expected.deadline()) {
+            (Some(f), Some(deadline)) => format!(
+                "flagged after {}, past its {} deadline",
+                duration(f.since - outcome.expected.start),
+                duration(deadline - outcome.expected.start)
+            ),
+            _ => "not flagged".to_string(),
+        };
+        out.push(format!("{}: {what}: {why}", trace.name));
+    }
+    if trace.normal {
+        for (climb, _) in &trace.climbs {
+            out.push(format!(
+                "{}: a normal trace, yet {}",
+                trace.name,
+                climb.describe(trace.origin)
+            ));
+        }
+    }
+    out
+}
+
+/// Precision, recall and time-to-flag over the corpus.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Climbs raised, and those matching an expected climb.
+    pub climbs_raised: usize,
+    pub climbs_true: usize,
+    /// Expected climbs, those flagged at all and those flagged on time.
+    pub climbs_expected: usize,
+    pub climbs_flagged: usize,
+    pub climbs_on_time: usize,
+    /// Mean `since - start` over the expected climbs that were flagged.
+    pub mean_time_to_flag: Option<f64>,
+    /// Per other kind: (flagged, expected).
+    pub recall: BTreeMap<String, (usize, usize)>,
+    pub normal_traces: usize,
+    pub normal_with_climb: usize,
+}
+
+impl Totals {
+    pub fn precision(&self) -> Option<f64> {
+        ratio(self.climbs_true, self.climbs_raised)
+    }
+
+    pub fn climb_recall(&self) -> Option<f64> {
+        ratio(self.climbs_on_time, self.climbs_expected)
+    }
+}
+
+fn ratio(part: usize, whole: usize) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+pub fn totals(traces: &[TraceScore]) -> Totals {
+    let mut t = Totals::default();
+    let mut flag_times = Vec::new();
+    for trace in traces {
+        t.climbs_raised += trace.climbs.len();
+        t.climbs_true += trace.climbs.iter().filter(|(_, ok)| *ok).count();
+        if trace.normal {
+            t.normal_traces += 1;
+            t.normal_with_climb += usize::from(!trace.climbs.is_empty());
+        }
+        for outcome in &trace.outcomes {
+            if outcome.expected.kind == "climb" {
+                t.climbs_expected += 1;
+                t.climbs_on_time += usize::from(outcome.on_time());
+                if let Some(ttf) = outcome.time_to_flag() {
+                    t.climbs_flagged += 1;
+                    flag_times.push(ttf);
+                }
+            } else {
+                let entry = t
+                    .recall
+                    .entry(outcome.expected.kind.clone())
+                    .or_insert((0, 0));
+                entry.0 += usize::from(outcome.on_time());
+                entry.1 += 1;
+            }
+        }
+    }
+    t.mean_time_to_flag =
+        (!flag_times.is_empty()).then(|| flag_times.iter().sum::<f64>() / flag_times.len() as f64);
+    t
+}
+
+/// The table: per trace what was expected, what was raised and what matched, then totals.
+pub fn report(traces: &[TraceScore]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<32} {:<7} raised", "trace", "normal");
+    for trace in traces {
+        let raised: Vec<String> = trace
+            .raised
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        let raised = if raised.is_empty() {
+            "-".to_string()
+        } else {
+            raised.join(", ")
+        };
+        let normal = if trace.normal { "yes" } else { "no" };
+        let _ = writeln!(out, "{:<32} {normal:<7} {raised}", trace.name);
+        if let Some(error) = &trace.error {
+            let _ = writeln!(out, "  ERROR {error}");
+        }
+        for outcome in &trace.outcomes {
+            let verdict = match (&outcome.flagged, outcome.on_time()) {
+                (_, true) => "ok",
+                (Some(_), false) => "LATE",
+                (None, false) => "MISS",
+            };
+            let mut line = format!("  {verdict:<5} {}", outcome.expected.describe(trace.origin));
+            if let Some(f) = &outcome.flagged {
+                let _ = write!(
+                    line,
+                    ": flagged after {}",
+                    duration(f.since - outcome.expected.start)
+                );
+                if let Some(rate) = f.rate {
+                    let _ = write!(line, " (rate given {rate:.0} MiB/min)");
+                }
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        for (climb, true_positive) in &trace.climbs {
+            if !true_positive {
+                let _ = writeln!(out, "  FALSE {}", climb.describe(trace.origin));
+            }
+        }
+    }
+    let t = totals(traces);
+    let percent =
+        |r: Option<f64>| r.map_or_else(|| "n/a".to_string(), |r| format!("{:.1}%", 100.0 * r));
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "climb: precision {}/{} ({}), recall {}/{} within the deadline ({}), flagged at all {}/{}, mean time-to-flag {}",
+        t.climbs_true,
+        t.climbs_raised,
+        percent(t.precision()),
+        t.climbs_on_time,
+        t.climbs_expected,
+        percent(t.climb_recall()),
+        t.climbs_flagged,
+        t.climbs_expected,
+        t.mean_time_to_flag
+            .map_or_else(|| "n/a".to_string(), duration),
+    );
+    for (kind, (flagged, expected)) in &t.recall {
+        let _ = writeln!(
+            out,
+            "{kind}: recall {flagged}/{expected} ({})",
+            percent(ratio(*flagged, *expected))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "normal traces with a climb: {} of {}",
+        t.normal_with_climb, t.normal_traces
+    );
+    out
+}
+
+/// `+12m05s` from the trace's start.
+fn offset(secs: f64) -> String {
+    if secs < 0.0 {
+        format!("-{}", duration(-secs))
+    } else {
+        format!("+{}", duration(secs))
+    }
+}
+
+/// `3m05s`, `-40s`.
+pub fn duration(secs: f64) -> String {
+    let sign = if secs < 0.0 { "-" } else { "" };
+    let whole = secs.abs().round() as u64;
+    match (whole / 60, whole % 60) {
+        (0, s) => format!("{sign}{s}s"),
+        (m, s) => format!("{sign}{m}m{s:02}s"),
+    }
+}

@@ -1,0 +1,522 @@
+"""The model behind strata's labelled corpus (make_traces.py tells the stories with it).
+
+A story is a few GPUs and processes whose memory is a sum of components in time (a warm-up,
+a saw-tooth, a leak, a step). Rendering walks the story every 5 s and writes what a node
+would have shown strata at each instant: NVML's figures, /proc's, and each allocator feed's
+latest sample, kept consistent the way a real node is:
+- per fed process, NVML `used` = context + outside_pool + reserved, to the byte, and the
+  feed's `reserved` >= `allocated` + `inactive_split`;
+- the feed is the agent's last sample (on its 0.5 s grid) 0.15-0.35 s before NVML's reading,
+  and `reserved_since` is the first agent sample that saw the pool at its present size; the
+  pool never changes between the feed's sample and NVML's reading (no skew is staged);
+- a GPU's `used` = the sum of its processes' `used` + memory no listed process holds, and
+  `free` = `total` - `driver_reserved` - `used`.
+Every process also carries `layers`: the generator's truth at the line (context,
+outside_pool, live, fragmented, cached; or unattributed for a process without a feed). It is
+a derived field of the snapshot schema, which strata ignores on input; tests/corpus.rs checks
+the identity against it.
+"""
+
+import gzip
+import json
+import math
+import os
+import random
+import zlib
+
+MiB = 1 << 20
+GiB = 1 << 30
+T0 = 1767258000.0  # 2026-01-01 09:00:00 UTC: every story starts here
+INTERVAL = 5.0
+AGENT_INTERVAL = 0.5
+HZ = 100  # clock ticks per second, for /proc start times
+BOOT = T0 - 3 * 86400 - 1234.0  # the node booted three days before
+UID = 1000
+
+GPU_MODELS = {
+    "h100": ("NVIDIA H100 80GB HBM3", 85520809984, 546308096),
+    "a100": ("NVIDIA A100-SXM4-80GB", 85899345920, 546308096),
+    "l40s": ("NVIDIA L40S", 48305799168, 592445440),
+}
+PCI_BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+
+
+def M(minutes):
+    """Unix time `minutes` into the story."""
+    return T0 + 60.0 * minutes
+
+
+def clamp01(x):
+    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+
+
+def round_up(value, unit):
+    return -(-int(value) // unit) * unit
+
+
+def round_down(value, unit):
+    return int(value) // unit * unit
+
+
+def ticks(unix):
+    """A /proc start time (clock ticks since boot)."""
+    return int(round((unix - BOOT) * HZ))
+
+
+# Components: functions of time (unix seconds) to bytes. A process's live tensors, its
+# fragmentation, its extra cache, its memory outside the pool and a GPU's unheld memory are
+# each a sum of these.
+
+
+def ramp(begin, seconds, amount):
+    """Rises linearly by `amount` bytes over `seconds` from `begin`, then holds."""
+    return lambda t: amount * clamp01((t - begin) / seconds)
+
+
+def step(at, amount, seconds=8.0):
+    """A single step (a new model on the device, an eval pass, a bigger batch)."""
+    return ramp(at, seconds, amount)
+
+
+def leak(begin, mib_per_min, end=None):
+    """A steady climb of `mib_per_min` from `begin` (to `end`, if it stops)."""
+    stop = end if end is not None else float("inf")
+    return lambda t: 0.0 if t < begin else (min(t, stop) - begin) / 60.0 * mib_per_min * MiB
+
+
+def settle(begin, tau, amount):
+    """Approaches `amount` exponentially (time constant `tau` seconds): a warm-up's tail."""
+    return lambda t: 0.0 if t < begin else amount * (1.0 - math.exp(-(t - begin) / tau))
+
+
+def saw(begin, period, depth, phase=0.0):
+    """A saw-tooth: rises by `depth` over each `period`, then drops back."""
+
+    def f(t):
+        if t < begin:
+            return 0.0
+        x = (t - begin + phase) / period
+        return depth * (x - math.floor(x))
+
+    return f
+
+
+def constant(amount):
+    return lambda t: amount
+
+
+def total(components, t):
+    return sum(c(t) for c in components)
+
+
+class Gpu:
+    def __init__(self, rng, index, model="h100", other=()):
+        self.index = index
+        self.name, self.total, self.driver_reserved = GPU_MODELS[model]
+        self.uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (
+            rng.getrandbits(32),
+            rng.getrandbits(16),
+            0x4000 | rng.getrandbits(12),
+            0x8000 | rng.getrandbits(14),
+            rng.getrandbits(48),
+        )
+        self.pci_bus_id = "00000000:%s:00.0" % PCI_BUSES[index]
+        # Memory no listed process holds, beyond the driver's reservation.
+        self.other = list(other)
+
+    @property
+    def bare_uuid(self):
+        """As torch names the device: no `GPU-` prefix."""
+        return self.uuid[len("GPU-"):]
+
+
+class Proc:
+    """One process on one GPU, from its start to its exit (and what it leaves behind).
+
+    live, frag, cache, outside: components (live tensors; inactive splits beyond the usual
+    `frag_level`; cache the pool keeps beyond what live and splits need; memory outside the
+    pool). step_amp: live varies within each training step by up to this, so each sample
+    falls anywhere in it; noise: jitter on top. retries: (begin, end, per minute) of
+    allocation retries; ooms: (time, class, requested or None, whether the agent reports
+    it); idle: (begin, end) with SM at 0%. exit, after: when it ends and what it leaves:
+    "gone" (released), "zombie" (the pid is gone, its context stays), "defunct" (state Z).
+    floor: a pool reserved up front to this size; breathe: (without a feed) a pool that
+    grows and is released, by these components.
+    """
+
+    def __init__(self, pid, gpu, start, command="python train.py",
+                 executable="/usr/bin/python3.11", user="alice", fed=True, context_mib=506,
+                 cuda_after=4.0, live=(), step_amp=0, noise=8 * MiB, frag_level=160 * MiB,
+                 frag=(), cache=(), outside=(), retries=(), ooms=(), idle=(), exit=None,
+                 after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0):
+        self.pid = pid
+        self.gpu = gpu
+        self.start = start
+        self.listed_from = start + cuda_after  # when it created its CUDA context
+        self.command = command
+        self.executable = executable
+        self.user = user
+        self.fed = fed
+        self.context = context_mib * MiB
+        self.live = list(live)
+        self.step_amp = step_amp
+        self.noise = noise
+        self.frag_level = frag_level
+        self.frag = list(frag)
+        self.cache = list(cache)
+        self.outside = list(outside)
+        self.retries = list(retries)
+        self.ooms = list(ooms)
+        self.idle = list(idle)
+        self.exit = exit
+        self.after = after
+        self.sm = sm
+        self.growth_odds = growth_odds
+        self.breathe = list(breathe)
+        self.floor = floor
+        # The allocator's state, advanced line by line.
+        self.agent_start = None
+        self.pool = 0
+        self.pool_since = None
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.device_allocs = 0
+        self.device_frees = 0
+        self.outside_wobble = 0
+        self.last = None  # (stats, used, truth) of the last line it was alive
+        self.oom_reports = []
+
+    def alive(self, t):
+        return self.exit is None or t < self.exit
+
+    def listed(self, t):
+        return t >= self.listed_from and (self.alive(t) or self.after in ("zombie", "defunct"))
+
+    def idle_at(self, t):
+        return any(begin <= t < end for begin, end in self.idle)
+
+    def start_agent(self, rng):
+        """The agent samples every 0.5 s from just after the process starts, on a grid that
+        falls 0.15-0.35 s before NVML's readings."""
+        if self.agent_start is None:
+            lag = rng.choice([0.15, 0.2, 0.25, 0.3, 0.35])
+            grid = T0 - lag
+            self.agent_start = grid + AGENT_INTERVAL * math.ceil((self.start + 0.6 - grid)
+                                                                 / AGENT_INTERVAL)
+
+    def feed_time(self, line_time):
+        """The agent's last sample at least 0.1 s before NVML's reading."""
+        k = math.floor((line_time - 0.1 - self.agent_start) / AGENT_INTERVAL)
+        return self.agent_start + max(0, k) * AGENT_INTERVAL
+
+    def agent_ceil(self, t):
+        """The first agent sample at or after `t`."""
+        k = math.ceil((t - self.agent_start) / AGENT_INTERVAL - 1e-9)
+        return self.agent_start + k * AGENT_INTERVAL
+
+    def seq(self, t):
+        return int((t - self.agent_start) / AGENT_INTERVAL + 1e-6)
+
+    def advance(self, rng, prev_time, line_time):
+        """The process at this line: its feed statistics, NVML's `used`, and the truth."""
+        self.start_agent(rng)
+        tf = self.feed_time(line_time)
+        idle = self.idle_at(tf) and self.last is not None
+        base = max(0.0, total(self.live, tf))
+        if idle:  # nothing runs: the tensors stay as they were
+            live = self.last[0]["allocated"]
+            inactive = self.last[0]["inactive_split"]
+        elif base > 0:
+            live = base + rng.uniform(0, self.step_amp) + rng.gauss(0, self.noise)
+            live = max(0, round_down(live, 512))
+            inactive = self.frag_level * rng.uniform(0.5, 1.5) + max(0.0, total(self.frag, tf))
+            inactive = round_down(inactive, 512)
+        else:
+            live = inactive = 0
+        self.grow_pool(rng, prev_time, line_time, tf, live, inactive, idle)
+        cached = self.pool - live - inactive
+        assert cached >= 0, (self.pid, line_time, self.pool, live, inactive)
+        retries = int(sum(max(0.0, (min(tf, end) - begin) / 60.0 * per_min)
+                          for begin, end, per_min in self.retries))
+        if idle:
+            largest = self.last[0]["largest_free_block"]
+        else:
+            # Split remnants are many small pieces; unsplit cache comes in segments.
+            largest_cached = round_down(cached * rng.uniform(0.2, 0.8), 2 * MiB)
+            largest_split = round_down(min(inactive * rng.uniform(0.04, 0.12),
+                                           rng.uniform(96, 640) * MiB), 512)
+            largest = max(largest_cached, largest_split)
+        self.peak_allocated = max(self.peak_allocated, live,
+                                  min(round_down(base + self.step_amp, 512), self.pool))
+        self.peak_reserved = max(self.peak_reserved, self.pool)
+        if not idle and rng.random() < 0.02:  # a cuBLAS/cuDNN workspace comes and goes
+            self.outside_wobble = rng.choice([0, 0, 2, 4, 8, 32]) * MiB
+        outside = 0
+        if self.pool > 0:
+            outside = round_down(max(0.0, total(self.outside, line_time)), 2 * MiB)
+            outside += self.outside_wobble
+        stats = {
+            "index": 0,
+            "seq": self.seq(tf),
+            "time": round(tf, 3),
+            "allocated": live,
+            "reserved": self.pool,
+            "inactive_split": inactive,
+            "active": live,
+            "peak_allocated": self.peak_allocated,
+            "peak_reserved": self.peak_reserved,
+            "alloc_retries": retries,
+            "ooms": sum(1 for o in self.ooms if o[0] <= tf),
+            "device_allocs": self.device_allocs + retries,
+            "device_frees": self.device_frees + retries + retries // 3,
+            "largest_free_block": largest,
+            "reserved_since": round(self.pool_since, 3),
+        }
+        used = self.context + outside + self.pool
+        truth = {"context": self.context, "outside_pool": outside, "live": live,
+                 "fragmented": inactive, "cached": cached}
+        self.last = (stats, used, truth)
+        return self.last
+
+    def grow_pool(self, rng, prev_time, line_time, tf, live, inactive, idle):
+        """The caching allocator's pool: grows to what the last interval needed (the live
+        peak within a step, the most the splits reach, the story's extra cache; not this
+        sample's own jitter, or the pool would creep up record by record), and keeps it."""
+        span = [prev_time + (line_time - prev_time) * f for f in (0.0, 0.33, 0.66, 1.0)]
+        top = max(max(0.0, total(self.live, s)) for s in span)
+        need = 0
+        if top > 0:
+            splits = 1.5 * self.frag_level + max(0.0, total(self.frag, tf))
+            need = top + self.step_amp + 4 * self.noise + splits + total(self.cache, tf)
+            need = max(need, live + inactive, self.floor)
+        size = None
+        if self.breathe and need > 0:
+            size = round_up(need + max(0.0, total(self.breathe, tf)), 2 * MiB)
+            size = None if size == self.pool else size
+        elif need > self.pool:
+            size = round_up(need, 2 * MiB) + rng.choice([0, 2, 2, 20, 64]) * MiB
+        elif self.pool > 0 and not idle and rng.random() < self.growth_odds:
+            size = self.pool + rng.choice([2, 20, 20, 64]) * MiB  # a rare new shape
+        if size is not None:
+            segments = max(1, abs(size - self.pool) // (64 * MiB))
+            if size > self.pool:
+                self.device_allocs += min(segments, 40)
+            else:
+                self.device_frees += min(segments, 40)
+            self.pool = size
+            # It changed between the previous reading and this feed sample.
+            change = rng.uniform(prev_time, tf - 0.05) if tf - 0.05 > prev_time else tf
+            self.pool_since = min(self.agent_ceil(change), tf)
+        if self.pool_since is None:
+            self.pool_since = self.agent_start
+
+    def sm_util(self, rng, t):
+        if self.idle_at(t):
+            return 0
+        if self.pool == 0 or rng.random() < 0.02:
+            return 0  # loading, or a data-loader stall
+        low, high = self.sm
+        return max(0, min(100, int(rng.gauss((low + high) / 2, (high - low) / 4))))
+
+    def oom_reports_since(self, rng, prev_time, line_time, stats, free):
+        """The OOM reports received since the previous line, plus the latest: what a feed
+        record holds."""
+        fresh = []
+        for when, klass, requested, reported in self.ooms:
+            if not (prev_time < when <= line_time) or not reported:
+                continue
+            aggregate = (stats["reserved"] - stats["allocated"]) + free
+            if requested is None and klass == "capacity":
+                # More than is free in all: the device cannot hold it.
+                requested = round_up(aggregate + rng.uniform(0.5, 2.5) * GiB, 2 * MiB)
+            elif requested is None:
+                # Above every free block and above what freeing the unsplit cache and
+                # retrying could give, below the free memory in all.
+                cached = stats["reserved"] - stats["allocated"] - stats["inactive_split"]
+                low = max(stats["largest_free_block"], free + cached) + 256 * MiB
+                requested = round_up(low + (aggregate - low) * rng.uniform(0.02, 0.1),
+                                     2 * MiB)
+                assert low < requested < aggregate, (self.pid, when)
+            seq = self.seq(when)
+            fresh.append({
+                "time": round(when, 3),
+                "seq": seq,
+                "index": 0,
+                "requested": requested,
+                "device_free": free,
+                "device_total": self.gpu.total,
+                "stats": dict(stats, time=round(when, 3), seq=seq),
+            })
+        if fresh:
+            self.oom_reports = fresh
+        return fresh or self.oom_reports[-1:]
+
+    def feed_record(self, stats, ooms, closed):
+        connected_at = max(T0 - 1.0, self.agent_start)
+        samples = max(1, int(round((stats["time"] - connected_at) / AGENT_INTERVAL)))
+        hello = {
+            "pid": self.pid,
+            "time": round(self.agent_start, 3),
+            "started": round(self.agent_start, 3),
+            "interval": AGENT_INTERVAL,
+            "framework": "torch",
+            "framework_version": "2.5.1+cu124",
+            "backend": "native",
+            "devices": [{"index": 0, "uuid": self.gpu.bare_uuid,
+                         "pci_bus_id": self.gpu.pci_bus_id}],
+        }
+        state = {"state": "connected"}
+        if closed:
+            state = {"state": "closed", "reason": "the agent closed the connection"}
+        return {
+            "socket": "/tmp/strata-%d/%d.sock" % (UID, self.pid),
+            "found_via": "feed_dir",
+            "peer": {"pid": self.pid, "uid": UID, "gid": UID},
+            "nspid": self.pid,
+            "state": state,
+            "hello": hello,
+            "devices": [{"latest": stats, "earlier": []}],
+            "ooms": ooms,
+            "counters": {"lines": samples + 1 + len(self.oom_reports), "samples": samples,
+                         "oversized": 0, "malformed": 0, "unknown_version": 0,
+                         "unknown_type": 0, "invalid": 0, "rate_limited": 0, "floods": 0},
+            "connected_at": round(connected_at, 3),
+            "last_heard": stats["time"],
+        }
+
+
+def process_entry(proc, rng, line_time, used, truth, alive):
+    entry = {
+        "pid": proc.pid,
+        "device_uuid": proc.gpu.uuid,
+        "used": used,
+        "kind": "compute",
+        "visible": True,
+        "proc_state": rng.choice("RRRS"),
+        "start_time": ticks(proc.start),
+        "user": proc.user,
+        "command": proc.command,
+        "executable": proc.executable,
+        "sm_util": None,
+    }
+    if alive:
+        entry["sm_util"] = proc.sm_util(rng, line_time)
+        if proc.idle_at(line_time):
+            entry["proc_state"] = "S"
+    elif proc.after == "zombie":  # /proc has no such pid: nothing of it is known
+        entry.update(visible=False, proc_state=None, start_time=None, user=None, command=None,
+                     executable=None)
+    else:  # defunct: /proc still has it, as Z, with no command line or executable
+        entry.update(proc_state="Z", command=None, executable=None)
+    if proc.fed:
+        entry["layers"] = dict(truth, unattributed=None)
+    else:
+        entry["layers"] = {"context": None, "outside_pool": None, "live": None,
+                           "fragmented": None, "cached": None, "unattributed": used}
+    return entry
+
+
+def render(gpus, procs, minutes, rng):
+    """The story as recorded lines (dicts), one every 5 s."""
+    lines = []
+    prev_time = T0 - INTERVAL
+    for k in range(int(minutes * 60 / INTERVAL) + 1):
+        line_time = round(T0 + k * INTERVAL + rng.gauss(0, 0.01), 3)
+        held = {g.index: 0 for g in gpus}
+        busy = {g.index: 0 for g in gpus}
+        listed = []
+        for proc in procs:
+            if not proc.listed(line_time):
+                continue
+            alive = proc.alive(line_time)
+            if alive:
+                stats, used, truth = proc.advance(rng, prev_time, line_time)
+            else:
+                stats, used, truth = proc.last
+            entry = process_entry(proc, rng, line_time, used, truth, alive)
+            held[proc.gpu.index] += used
+            busy[proc.gpu.index] = max(busy[proc.gpu.index], entry["sm_util"] or 0)
+            listed.append((proc, entry, stats, alive))
+        gpu_entries, free_of = [], {}
+        for g in gpus:
+            used = held[g.index] + round_down(max(0.0, total(g.other, line_time)), 2 * MiB)
+            free = g.total - g.driver_reserved - used
+            assert free > 0, (line_time, g.index)
+            free_of[g.index] = free
+            util = busy[g.index]
+            gpu_entries.append({
+                "index": g.index,
+                "uuid": g.uuid,
+                "name": g.name,
+                "pci_bus_id": g.pci_bus_id,
+                "memory": {"total": g.total, "used": used, "free": free,
+                           "driver_reserved": g.driver_reserved},
+                "utilization_gpu": max(0, min(100, util + rng.randint(-3, 2))) if util else 0,
+                "mig_mode": False,
+                "lost": False,
+                "processes_known": True,
+                "mig": [],
+            })
+        feeds = []
+        for proc, _, stats, alive in listed:
+            if not proc.fed:
+                continue
+            if alive:
+                ooms = proc.oom_reports_since(rng, prev_time, line_time, stats,
+                                              free_of[proc.gpu.index])
+            else:
+                ooms = proc.oom_reports[-1:]
+            feeds.append(proc.feed_record(stats, ooms, closed=not alive))
+        lines.append({
+            "time": line_time,
+            "interval": INTERVAL,
+            "host": "trace",
+            "driver_version": "550.90.07",
+            "cuda_driver_version": "12.4",
+            "host_pid_namespace": True,
+            "gpus": gpu_entries,
+            "processes": [entry for _, entry, _, _ in listed],
+            "feeds": feeds,
+        })
+        prev_time = line_time
+    return lines
+
+
+# Labels: one entry per event a correct monitor must flag.
+
+
+def _who(proc_or_gpu):
+    if isinstance(proc_or_gpu, Proc):
+        return proc_or_gpu.pid, proc_or_gpu.gpu.uuid
+    return None, proc_or_gpu.uuid
+
+
+def climb(cause, proc_or_gpu, start, rate):
+    pid, uuid = _who(proc_or_gpu)
+    return {"kind": "climb", "cause": cause, "pid": pid, "device_uuid": uuid,
+            "start": round(start, 3), "rate_mib_per_min": float(rate)}
+
+
+def event(kind, proc_or_gpu, start, **extra):
+    pid, uuid = _who(proc_or_gpu)
+    return dict({"kind": kind, "pid": pid, "device_uuid": uuid, "start": round(start, 3)},
+                **extra)
+
+
+def write(directory, name, story):
+    """Tells one story (seeded by its name) and writes its trace and labels."""
+    rng = random.Random(zlib.crc32(name.encode()))
+    description, minutes, gpus, procs, expect, normal = story(rng)
+    assert normal == (not any(e["kind"] == "climb" for e in expect)), name
+    lines = render(gpus, procs, minutes, rng)
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    path = os.path.join(directory, name + ".jsonl.gz")
+    # mtime 0 and no file name in the header: the same story gives the same bytes.
+    with open(path, "wb") as out:
+        out.write(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    labels = {"description": description, "minutes": minutes, "expect": expect,
+              "normal": normal}
+    with open(os.path.join(directory, name + ".labels.json"), "w") as out:
+        json.dump(labels, out, indent=2)
+        out.write("\n")
+    return path, len(text)
