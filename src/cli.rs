@@ -138,6 +138,19 @@ pub enum Command {
     Run(RunArgs),
     /// Start the allocator feed in a running Python 3.14+ process (sys.remote_exec).
     Attach(AttachArgs),
+    /// Judge a recording as the monitor would have: findings with when each was first raised
+    /// and last seen.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// The recording: JSON lines, each one sample (strata.snapshot/1); `-` reads stdin.
+    pub file: PathBuf,
+
+    /// Print JSON: {"findings": [...]} with each finding's evidence.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod accounting;
+pub mod analyze;
 pub mod app;
 pub mod cli;
 pub mod context;

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
-use strata::cli::{AttachArgs, Cli, Command, Common, RunArgs, SnapshotArgs};
+use strata::cli::{AnalyzeArgs, AttachArgs, Cli, Command, Common, RunArgs, SnapshotArgs};
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
 use strata::pipeline::Pipeline;
@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
+        Some(Command::Analyze(args)) => analyze(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -170,4 +171,34 @@ fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
     )?;
     println!("{report}");
     Ok(())
+}
+
+fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let context = common.context_bytes();
+    let analysis = if args.file.as_os_str() == "-" {
+        strata::analyze::analyze(std::io::stdin().lock(), context)
+    } else {
+        let file = std::fs::File::open(&args.file).with_context(|| {
+            format!(
+                "cannot read the recording {} (hint: record one with `strata snapshot --json --count N > FILE`)",
+                args.file.display()
+            )
+        })?;
+        strata::analyze::analyze(std::io::BufReader::new(file), context)
+    }
+    .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if args.json {
+        serde_json::to_writer(&mut out, &analysis)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{}", strata::analyze::timeline(&analysis))
+    };
+    match written.and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

@@ -47,9 +47,9 @@ impl Pipeline {
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
         let mut findings = detect_instant(&sample, &attachment, &account);
-        findings.extend(detect_history(&sample, &self.history));
+        findings.extend(detect_history(&sample, &account, &self.history));
         sort_findings(&mut findings);
-        self.tracker.stamp(&mut findings);
+        self.tracker.stamp(&mut findings, sample.time);
         settle(&mut findings, sample.time);
         Observed {
             sample,

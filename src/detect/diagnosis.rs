@@ -3,6 +3,7 @@
 
 use super::trend::{climbing, Climb};
 use super::{device_name, FindingKind, Findings, Severity};
+use crate::accounting::NodeAccount;
 use crate::history::{History, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::feed::OomReport;
@@ -119,7 +120,12 @@ fn counter_rise(series: &Series, now: f64, window: f64) -> Option<u64> {
     Some(last.saturating_sub(least))
 }
 
-pub(super) fn detect(sample: &NodeSample, history: &History, out: &mut Findings) {
+pub(super) fn detect(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    history: &History,
+    out: &mut Findings,
+) {
     let now = sample.time;
     let mut climbing_devices: Vec<&str> = Vec::new();
     for p in &sample.processes {
@@ -131,17 +137,7 @@ pub(super) fn detect(sample: &NodeSample, history: &History, out: &mut Findings)
         let place = device_name(sample, &p.device_uuid);
         let who = format!("PID {} on {place}", p.pid);
         let found = if p.feed.is_some() {
-            [
-                (Metric::Allocated, Cause::Live),
-                (Metric::Reserved, Cause::Cache),
-                (Metric::OutsidePool, Cause::OutsidePool),
-            ]
-            .into_iter()
-            .find_map(|(metric, cause)| {
-                series(history, &id, metric)
-                    .and_then(|s| climbing(s, now))
-                    .map(|c| (cause, c))
-            })
+            fed_climb(history, &id, now)
         } else if p.visible {
             series(history, &id, Metric::Used)
                 .and_then(|s| climbing(s, now))
@@ -168,22 +164,32 @@ pub(super) fn detect(sample: &NodeSample, history: &History, out: &mut Findings)
         idle(out, now, history, &id, p, &who);
     }
     ooms(sample, history, out);
-    for gpu in &sample.gpus {
+    for (gpu, gpu_account) in sample.gpus.iter().zip(&account.gpus) {
         if gpu.lost {
             continue;
         }
         let mut devices = vec![(
             gpu.uuid.as_str(),
             gpu.memory.map(|m| m.total),
+            gpu_account.layers.as_ref().ok(),
             vec![gpu.uuid.as_str()],
         )];
         for group in crate::accounting::gpu_instances(&gpu.mig) {
             let lead = &gpu.mig[group[0]];
+            let layers = gpu_account
+                .mig
+                .get(group[0])
+                .and_then(|m| m.layers.as_ref().ok());
             let members = group.iter().map(|&i| gpu.mig[i].uuid.as_str()).collect();
-            devices.push((lead.uuid.as_str(), lead.memory.map(|m| m.total), members));
+            devices.push((
+                lead.uuid.as_str(),
+                lead.memory.map(|m| m.total),
+                layers,
+                members,
+            ));
         }
         let is_mig = !gpu.mig.is_empty();
-        for (i, (uuid, total, members)) in devices.into_iter().enumerate() {
+        for (i, (uuid, total, layers, members)) in devices.into_iter().enumerate() {
             let place = device_name(sample, uuid);
             // A MIG GPU's own figures repeat its instances': judged there.
             if !(is_mig && i == 0) {
@@ -197,9 +203,45 @@ pub(super) fn detect(sample: &NodeSample, history: &History, out: &mut Findings)
                     raise_climb(out, now, uuid, None, place.clone(), Cause::NoProcess, climb);
                 }
             }
-            capacity(out, history, uuid, total, &place);
+            if !(is_mig && i == 0) {
+                capacity(out, history, uuid, layers, total, &place);
+            }
         }
     }
+}
+
+/// Which layer of a fed process climbs: live tensors first; the cache only when live tensors
+/// are flat beside it (a quarter of its rate or less); memory outside the pool only when the
+/// pool is flat too. A layer that climbs along with another is not its cause.
+fn fed_climb(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Climb)> {
+    // A layer is flat beside a climb when its floor moves at a quarter of the climb's rate
+    // or less, over the climb's own window and over the longest one (a slow leak under a
+    // noisy saw-tooth hides in a short window, not in a long one).
+    let longest = super::trend::WINDOWS[super::trend::WINDOWS.len() - 1].0;
+    let flat = |metric, c: &Climb| {
+        [c.window, longest].into_iter().all(|window| {
+            series(history, id, metric)
+                .and_then(|s| super::trend::floor_rate(s, now, window))
+                .is_none_or(|r| r <= 0.25 * c.rate)
+        })
+    };
+    let climbs = |metric| series(history, id, metric).and_then(|s| climbing(s, now));
+    if let Some(c) = climbs(Metric::Allocated) {
+        return Some((Cause::Live, c));
+    }
+    // The pool climbs: the cache grows if live tensors are flat beside it; otherwise the
+    // pool grows because the tensors do (their own series too noisy to show it alone, a
+    // leak under a deep saw-tooth).
+    if let Some(c) = climbs(Metric::Reserved) {
+        let cause = if flat(Metric::Allocated, &c) {
+            Cause::Cache
+        } else {
+            Cause::Live
+        };
+        return Some((cause, c));
+    }
+    let c = climbs(Metric::OutsidePool)?;
+    (flat(Metric::Allocated, &c) && flat(Metric::Reserved, &c)).then_some((Cause::OutsidePool, c))
 }
 
 /// Free split pieces large and growing as a share of the pool.
@@ -404,10 +446,20 @@ fn ooms(sample: &NodeSample, history: &History, out: &mut Findings) {
     }
 }
 
-/// Live tensors peaking within a few percent of what the device holds.
-fn capacity(out: &mut Findings, history: &History, uuid: &str, total: Option<u64>, place: &str) {
-    let (Some(total), Some(live)) = (
+/// Live tensors peaking within a few percent of what the device can give them: its total
+/// less what is held outside any pool's tensors and cache at this instant (contexts, memory
+/// outside the pools, processes without a feed, everything else).
+fn capacity(
+    out: &mut Findings,
+    history: &History,
+    uuid: &str,
+    layers: Option<&crate::layers::Layers>,
+    total: Option<u64>,
+    place: &str,
+) {
+    let (Some(total), Some(layers), Some(live)) = (
         total,
+        layers,
         history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Live))),
     ) else {
         return;
@@ -415,7 +467,17 @@ fn capacity(out: &mut Findings, history: &History, uuid: &str, total: Option<u64
     let Some((peak, window)) = live.peak() else {
         return;
     };
-    if total == 0 || (peak as f64) < CAPACITY_SHARE * total as f64 {
+    let elsewhere = [
+        Layer::Context,
+        Layer::OutsidePool,
+        Layer::Unattributed,
+        Layer::Other,
+    ]
+    .iter()
+    .filter_map(|&l| layers.get(l))
+    .fold(0u64, u64::saturating_add);
+    let holdable = total.saturating_sub(elsewhere);
+    if holdable == 0 || (peak as f64) < CAPACITY_SHARE * holdable as f64 {
         return;
     }
     out.raise(
@@ -424,13 +486,13 @@ fn capacity(out: &mut Findings, history: &History, uuid: &str, total: Option<u64
         Some(uuid),
         None,
         format!(
-            "{place}: live tensors peaked at {} of {} ({:.0}%) in the last {}: at capacity",
+            "{place}: live tensors peaked at {} of the {} they can have ({:.0}%) in the last {}: at capacity",
             bytes(peak),
-            bytes(total),
-            peak as f64 * 100.0 / total as f64,
+            bytes(holdable),
+            peak as f64 * 100.0 / holdable as f64,
             duration(window)
         ),
-        json!({ "peak_live": peak, "total": total, "window_secs": window }),
+        json!({ "peak_live": peak, "holdable": holdable, "total": total, "window_secs": window }),
     );
 }
 

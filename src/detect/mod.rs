@@ -82,6 +82,16 @@ pub enum FindingKind {
     IdleHolder,
 }
 
+impl FindingKind {
+    /// Its name in the JSON contract: `climb`, `zombie_context`...
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
 /// One finding, as the findings panel and the snapshot show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
@@ -148,12 +158,16 @@ pub fn detect_instant(
 /// What the history shows up to this instant (which must be recorded in it already):
 /// climbs with their cause, fragmentation, allocation retries, OOMs with their class,
 /// capacity, idle holders.
-pub fn detect_history(sample: &NodeSample, history: &crate::history::History) -> Vec<Finding> {
+pub fn detect_history(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    history: &crate::history::History,
+) -> Vec<Finding> {
     let mut out = Findings {
         now: sample.time,
         list: Vec::new(),
     };
-    diagnosis::detect(sample, history, &mut out);
+    diagnosis::detect(sample, account, history, &mut out);
     out.list
 }
 
@@ -226,28 +240,33 @@ pub fn settle(findings: &mut Vec<Finding>, now: f64) {
 }
 
 /// Remembers when each finding was first raised, so `since` survives from sample to sample.
-/// A finding that clears and comes back starts afresh.
+/// A finding that clears and comes back within [`trend::HOLD_SECS`] is the same one (one noisy
+/// reading does not end a leak and start another); later, it starts afresh.
 #[derive(Debug, Default, Clone)]
 pub struct FindingTracker {
-    first_raised: HashMap<(FindingKind, Option<String>, Option<u32>), f64>,
+    /// Per finding: when first raised, and when last seen.
+    first_raised: HashMap<FindingKey, (f64, f64)>,
 }
 
+/// A finding's identity from sample to sample: its kind, device and process.
+type FindingKey = (FindingKind, Option<String>, Option<u32>);
+
 impl FindingTracker {
-    /// Stamps `since` on this instant's findings and forgets findings that cleared.
-    pub fn stamp(&mut self, findings: &mut [Finding]) {
-        let mut current = HashMap::with_capacity(findings.len());
+    /// Stamps `since` on the findings of the instant `now`, and forgets those cleared for
+    /// longer than the hold.
+    pub fn stamp(&mut self, findings: &mut [Finding], now: f64) {
         for finding in findings.iter_mut() {
             let key = (finding.kind, finding.device_uuid.clone(), finding.pid);
             let since = self
                 .first_raised
                 .get(&key)
-                .copied()
-                .unwrap_or(finding.since)
+                .map_or(finding.since, |&(since, _)| since)
                 .min(finding.since);
             finding.since = since;
-            current.insert(key, since);
+            self.first_raised.insert(key, (since, now));
         }
-        self.first_raised = current;
+        self.first_raised
+            .retain(|_, (_, seen)| now - *seen <= trend::HOLD_SECS && *seen <= now);
     }
 }
 

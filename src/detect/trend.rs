@@ -29,9 +29,12 @@ pub struct Climb {
     pub window: f64,
 }
 
-/// The windows read, and the chunks each is cut into. The short one catches fast leaks early;
-/// the long one slow leaks through their noise.
-pub const WINDOWS: [(f64, usize); 2] = [(480.0, 8), (1200.0, 10)];
+/// The windows read, and the chunks each is cut into. The short ones catch fast leaks early;
+/// the long ones slow leaks through their noise. Wide chunks keep a saw-tooth's troughs in
+/// every chunk when its period is longer than a minute.
+pub const WINDOWS: [(f64, usize); 4] = [(480.0, 8), (600.0, 5), (1200.0, 10), (1800.0, 6)];
+/// Kendall's tau of the floor against time, at least: most pairs of chunks in order.
+const MIN_TAU: f64 = 0.6;
 
 /// A climb slower than this is not one, MiB a minute.
 pub const MIN_RATE_MIB_PER_MIN: f64 = 10.0;
@@ -67,17 +70,22 @@ fn theil_sen(points: &[(f64, f64)]) -> f64 {
 
 /// Reads one series over a window ending at `now`: a climb, if its shape is one.
 pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> {
+    read(series, now, window, n).ok()
+}
+
+/// [`climb`], or the first test the shape failed.
+pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &'static str> {
     // No chunk narrower than the points it is made of.
     let n = n.min((window / series.resolution(window)).floor() as usize);
     if n < 4 {
-        return None;
+        return Err("few chunks");
     }
     let chunks: Vec<Option<Span>> = series.chunks(now, window, n);
     // Every chunk known, or nearly: a series that began inside the window (a warm-up, a
     // restart) is not read until it covers it.
     let known = chunks.iter().filter(|c| c.is_some()).count();
     if known + 1 < n || chunks.first().is_none_or(|c| c.is_none()) || chunks[n - 1].is_none() {
-        return None;
+        return Err("not covered");
     }
     let width = window / n as f64;
     let at = |i: usize| now - window + (i as f64 + 0.5) * width;
@@ -93,13 +101,13 @@ pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> 
         .collect();
     let rate = theil_sen(&floor);
     if rate * 60.0 < MIN_RATE_MIB_PER_MIN * f64::from(1 << 20) {
-        return None;
+        return Err("too slow");
     }
     let first = floor[0].1;
     let last = floor[floor.len() - 1].1;
     let rise = last - first;
     if rise < MIN_RISE as f64 {
-        return None;
+        return Err("too small");
     }
     // Scatter of the floor around its line.
     let t0 = floor[0].0;
@@ -111,28 +119,51 @@ pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> 
             .collect(),
     );
     if rise < 4.0 * scatter {
-        return None;
+        return Err("noise");
     }
-    // Steady: most steps up, and none carrying half the rise.
+    // Monotonic: most pairs of chunks in order (Kendall's tau), most steps up, and no step
+    // carrying half the rise.
+    let mut concordant = 0i64;
+    let mut pairs = 0i64;
+    for (i, a) in floor.iter().enumerate() {
+        for b in &floor[i + 1..] {
+            pairs += 1;
+            concordant += match b.1.total_cmp(&a.1) {
+                std::cmp::Ordering::Greater => 1,
+                std::cmp::Ordering::Less => -1,
+                std::cmp::Ordering::Equal => 0,
+            };
+        }
+    }
+    if pairs == 0 || (concordant as f64) < MIN_TAU * pairs as f64 {
+        return Err("not monotonic");
+    }
     let steps: Vec<f64> = floor.windows(2).map(|w| w[1].1 - w[0].1).collect();
     let up = steps.iter().filter(|&&s| s > 0.0).count();
     if (up as f64) < 0.6 * steps.len() as f64 {
-        return None;
+        return Err("few steps up");
     }
     if steps.iter().any(|&s| s > 0.5 * rise) {
-        return None;
+        return Err("one step");
+    }
+    // The same chunks half a width earlier: a quick step that straddles a boundary above is
+    // split between two chunks there, and whole in one here.
+    let shifted = series.chunks(now - width / 2.0, window, n);
+    let floors: Vec<f64> = shifted.iter().flatten().map(|c| c.min as f64).collect();
+    if floors.windows(2).any(|w| w[1] - w[0] > 0.5 * rise) {
+        return Err("one step");
     }
     // Still climbing at the end: no plateau.
     let tail = &floor[floor.len() - floor.len().div_ceil(3)..];
     if tail.len() >= 2 && theil_sen(tail) < 0.5 * rate {
-        return None;
+        return Err("plateau");
     }
     // The peaks rise too.
     if theil_sen(&peaks) < 0.3 * rate {
-        return None;
+        return Err("peaks flat");
     }
     let (start, from) = onset(series, now, window, rate, first.max(0.0) as u64);
-    Some(Climb {
+    Ok(Climb {
         rate,
         start,
         from,
@@ -142,8 +173,9 @@ pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> 
 }
 
 /// When a climb seen over `window` began, and the floor it began from: walking back from now
-/// over up to two hours, the last point from which the floor kept rising (each earlier floor
-/// no higher than the next, give or take half a chunk of the climb).
+/// over up to two hours, the last point from which the floor kept rising at about the climb's
+/// rate (each earlier floor no higher than the next, give or take half a chunk of the climb,
+/// and no lower than four chunks of it).
 fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64, u64) {
     let span = (series.reach()[1]).min(7200.0).max(window);
     let n = (span / series.resolution(span).max(60.0)).floor().max(1.0) as usize;
@@ -153,7 +185,14 @@ fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64,
     let mut i = n - 1;
     while i > 0 {
         match (chunks[i - 1], chunks[i]) {
-            (Some(before), Some(after)) if before.min as f64 <= after.min as f64 + slack => i -= 1,
+            // Rising, give or take the slack, and no steeper than a few chunks of the climb
+            // (a warm-up below it is not the climb).
+            (Some(before), Some(after))
+                if before.min as f64 <= after.min as f64 + slack
+                    && (after.min as f64) - (before.min as f64) <= 8.0 * slack =>
+            {
+                i -= 1
+            }
             _ => break,
         }
     }
@@ -164,11 +203,53 @@ fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64,
     }
 }
 
-/// The first window (short, then long) in which a series climbs.
+/// A climb is read again this long before now, and must hold there too: one lucky run of
+/// noise is not a leak.
+const CONFIRM_SECS: f64 = 60.0;
+
+/// The first window (short, then long) in which a series climbs, now and a minute before.
+pub fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
+    WINDOWS.iter().find_map(|&(window, n)| {
+        let c = climb(series, now, window, n)?;
+        climb(series, now - CONFIRM_SECS, window, n)?;
+        Some(c)
+    })
+}
+
+/// How long a climb, once seen, is held through a reading that misses it: one noisy minute
+/// does not end a leak and start another.
+pub const HOLD_SECS: f64 = 120.0;
+
+/// A climb now, or one seen within [`HOLD_SECS`] whose floor has not fallen since.
 pub fn climbing(series: &Series, now: f64) -> Option<Climb> {
-    WINDOWS
+    if let Some(c) = climbing_at(series, now) {
+        return Some(c);
+    }
+    let last = series.last()?;
+    [60.0, HOLD_SECS]
+        .into_iter()
+        .find_map(|back| climbing_at(series, now - back).filter(|c| last >= c.to))
+}
+
+/// The robust slope of a series' floor over a window (cut as a climb over it would be),
+/// units per second: how fast it moves, climb or not. None where the series began inside
+/// the window.
+pub fn floor_rate(series: &Series, now: f64, window: f64) -> Option<f64> {
+    let n = WINDOWS
         .iter()
-        .find_map(|&(window, n)| climb(series, now, window, n))
+        .find(|w| w.0 == window)
+        .map_or(8, |w| w.1)
+        .min((window / series.resolution(window)).floor() as usize);
+    let width = window / n.max(1) as f64;
+    let chunks = series.chunks(now, window, n);
+    let floor: Vec<(f64, f64)> = chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (now - window + (i as f64 + 0.5) * width, c.min as f64)))
+        .collect();
+    // Only over a window the series covers: a warm-up at its start is not its pace.
+    let covered = chunks.first().is_some_and(|c| c.is_some());
+    (covered && floor.len() >= 3).then(|| theil_sen(&floor))
 }
 
 #[cfg(test)]
@@ -231,8 +312,15 @@ mod tests {
             let x = (t / 300.0).clamp(0.0, 1.0);
             30_000.0 * MIB * x * x * (3.0 - 2.0 * x) + 200.0 * MIB * noise(t)
         };
+        // A warm-up settling slowly, then one evaluation's buffers kept: a 3 GiB ramp of 20 s
+        // straddling a chunk boundary.
+        let settle_then_step = |t: f64| {
+            31_000.0 * MIB * (1.0 - (-t / 90.0).exp())
+                + 3_000.0 * MIB * ((t - 530.0) / 20.0).clamp(0.0, 1.0)
+        };
         for (name, f) in [
             ("plateau", &plateau as &dyn Fn(f64) -> f64),
+            ("settle, then a step", &settle_then_step),
             ("saw", &saw),
             ("fast saw", &fast_saw),
             ("noisy", &noisy),
