@@ -54,6 +54,9 @@ pub struct ProcessRow<'a> {
     pub gpu_index: u32,
     /// Recent NVML used values, oldest first.
     pub trend: Vec<Option<u64>>,
+    /// The climb flagged for this process on this device, if any: its rate and window
+    /// replace the plain trend.
+    pub climb: Option<super::ClimbNote>,
 }
 
 /// Trend points kept for the table's sparkline.
@@ -88,12 +91,19 @@ pub fn process_rows<'a>(
                 .get(&key)
                 .map(|s| s.recent(TREND_POINTS))
                 .unwrap_or_default();
+            let climb = super::climbs(&observed.findings)
+                .find(|(f, _)| {
+                    f.pid == Some(process.pid)
+                        && f.device_uuid.as_deref() == Some(process.device_uuid.as_str())
+                })
+                .map(|(_, note)| note);
             ProcessRow {
                 process,
                 account,
                 place,
                 gpu_index,
                 trend,
+                climb,
             }
         })
         .collect();

@@ -1,6 +1,6 @@
 //! Keys become actions; actions, and what the collector says of its polls, change the state.
 
-use super::{Focus, State, View};
+use super::{strata_devices, FindingId, Focus, State, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,12 @@ pub enum Action {
     CycleSort,
     TogglePause,
     ToggleHelp,
+    /// Open or close the strata view.
+    ToggleStrata,
+    /// The strata view: a shorter window (finer tier), a longer one, or the next one round.
+    ZoomIn,
+    ZoomOut,
+    ZoomCycle,
 }
 
 /// Maps a key to an action, htop/nvtop style.
@@ -44,6 +50,10 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('s') | KeyCode::F(6) => Action::CycleSort,
         KeyCode::Char('p') => Action::TogglePause,
         KeyCode::Char('?') | KeyCode::Char('h') | KeyCode::F(1) => Action::ToggleHelp,
+        KeyCode::Char('v') => Action::ToggleStrata,
+        KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
+        KeyCode::Char('-') | KeyCode::Char('_') => Action::ZoomOut,
+        KeyCode::Char('z') => Action::ZoomCycle,
         _ => return None,
     })
 }
@@ -134,7 +144,11 @@ impl State {
 
 const PAGE: isize = 10;
 /// The reconciliation view's lines, at most: the scroll never goes past them.
-const DETAIL_LINES: isize = 48;
+const DETAIL_LINES: usize = 48;
+/// The help screen's lines, about: the scroll stops at them.
+const HELP_LINES: usize = 26;
+/// The evidence view's lines, at most (a long message wrapped, every field, a chart).
+const EVIDENCE_LINES: usize = 60;
 
 impl State {
     /// Applies one action.
@@ -143,13 +157,35 @@ impl State {
             Action::Quit => self.quit = true,
             Action::Back => match self.view {
                 View::Main => self.quit = true,
+                View::Help => self.view = self.help_from.take().unwrap_or(View::Main),
                 _ => self.view = View::Main,
             },
             Action::ToggleHelp => {
-                self.view = if self.view == View::Help {
+                if self.view == View::Help {
+                    self.view = self.help_from.take().unwrap_or(View::Main);
+                } else {
+                    let from = std::mem::replace(&mut self.view, View::Help);
+                    self.help_from = (from != View::Main).then_some(from);
+                    self.help_scroll = 0;
+                }
+            }
+            Action::ToggleStrata => {
+                self.view = if self.view == View::Strata {
                     View::Main
                 } else {
-                    View::Help
+                    View::Strata
+                };
+                self.help_from = None;
+                self.clamp_strata_device();
+            }
+            Action::ZoomIn | Action::ZoomOut | Action::ZoomCycle => {
+                // Only where the zoom shows: elsewhere the key would change something unseen.
+                if self.view == View::Strata {
+                    self.zoom = match action {
+                        Action::ZoomIn => self.zoom.zoom_in(),
+                        Action::ZoomOut => self.zoom.zoom_out(),
+                        _ => self.zoom.cycle(),
+                    };
                 }
             }
             Action::TogglePause => {
@@ -160,20 +196,15 @@ impl State {
                 }
             }
             Action::CycleSort => self.sort = self.sort.next(),
+            // The focus is the main screen's: elsewhere Tab would change it unseen.
+            Action::FocusNext if self.view != View::Main => {}
             Action::FocusNext => {
                 self.focus = match self.focus {
                     Focus::Processes => Focus::Findings,
                     Focus::Findings => Focus::Processes,
                 }
             }
-            Action::Open => {
-                if self.view == View::Main && self.focus == Focus::Processes {
-                    if let Some((pid, device_uuid)) = self.selected.clone() {
-                        self.view = View::Detail { pid, device_uuid };
-                        self.detail_scroll = 0;
-                    }
-                }
-            }
+            Action::Open => self.open(),
             Action::Up => self.move_by(-1),
             Action::Down => self.move_by(1),
             Action::PageUp => self.move_by(-PAGE),
@@ -183,41 +214,73 @@ impl State {
         }
     }
 
-    fn move_by(&mut self, delta: isize) {
-        if self.view == View::Help {
-            // The help screen has about twenty lines: scroll within them.
-            self.help_scroll = (self.help_scroll as isize)
-                .saturating_add(delta)
-                .clamp(0, 20) as usize;
-            return;
-        }
-        if let View::Detail { .. } = self.view {
-            // The view has some forty lines at most; drawing clamps to what there is.
-            self.detail_scroll = (self.detail_scroll as isize)
-                .saturating_add(delta)
-                .clamp(0, DETAIL_LINES) as usize;
-            return;
-        }
+    /// Enter on the main screen: the selected process's reconciliation, or the selected
+    /// finding's evidence.
+    fn open(&mut self) {
         if self.view != View::Main {
             return;
         }
         match self.focus {
             Focus::Processes => {
-                let rows = self.rows();
-                if rows.is_empty() {
-                    return;
+                if let Some((pid, device_uuid)) = self.selected.clone() {
+                    self.view = View::Detail { pid, device_uuid };
+                    self.detail_scroll = 0;
                 }
-                let at = self.selected_index(&rows).unwrap_or(0) as isize;
-                let to = (at.saturating_add(delta)).clamp(0, rows.len() as isize - 1) as usize;
-                let chosen = (rows[to].process.pid, rows[to].process.device_uuid.clone());
-                self.selection_moved = true;
-                self.selected = Some(chosen);
             }
             Focus::Findings => {
-                let count = self.current.as_ref().map_or(0, |o| o.findings.len());
-                let to = (self.finding_scroll as isize).saturating_add(delta);
-                self.finding_scroll = to.clamp(0, count.saturating_sub(1) as isize) as usize;
+                let Some(index) = self.selected_finding_index() else {
+                    return;
+                };
+                let finding = self.findings()[index].clone();
+                self.view = View::Evidence(FindingId::of(&finding));
+                self.evidence_last = Some(finding);
+                self.evidence_scroll = 0;
             }
+        }
+    }
+
+    /// Keeps the strata view's selected device among those there are.
+    pub(super) fn clamp_strata_device(&mut self) {
+        let count = self
+            .current
+            .as_ref()
+            .map_or(0, |o| strata_devices(&o.sample).len());
+        self.strata_device = self.strata_device.min(count.saturating_sub(1));
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let scroll = |at: usize, most: usize| {
+            (at as isize).saturating_add(delta).clamp(0, most as isize) as usize
+        };
+        match self.view {
+            // The help screen has a couple of dozen lines: scroll within them.
+            View::Help => self.help_scroll = scroll(self.help_scroll, HELP_LINES),
+            // Drawing clamps these to the lines there are.
+            View::Detail { .. } => self.detail_scroll = scroll(self.detail_scroll, DETAIL_LINES),
+            View::Evidence(_) => {
+                self.evidence_scroll = scroll(self.evidence_scroll, EVIDENCE_LINES)
+            }
+            View::Strata => {
+                let count = self
+                    .current
+                    .as_ref()
+                    .map_or(0, |o| strata_devices(&o.sample).len());
+                self.strata_device = scroll(self.strata_device, count.saturating_sub(1));
+            }
+            View::Main => match self.focus {
+                Focus::Processes => {
+                    let rows = self.rows();
+                    if rows.is_empty() {
+                        return;
+                    }
+                    let at = self.selected_index(&rows).unwrap_or(0) as isize;
+                    let to = (at.saturating_add(delta)).clamp(0, rows.len() as isize - 1) as usize;
+                    let chosen = (rows[to].process.pid, rows[to].process.device_uuid.clone());
+                    self.selection_moved = true;
+                    self.selected = Some(chosen);
+                }
+                Focus::Findings => self.move_finding(delta),
+            },
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The findings panel: zombie contexts, invisible holders, unattributed and unexplained usage.
+//! The findings panel: most severe first, then oldest; Tab focuses it, the arrows select one,
+//! Enter opens its evidence.
 
 use super::theme::Theme;
 use super::widgets::{fit, section_block};
@@ -29,8 +30,10 @@ pub fn draw_findings(
     frame.render_widget(block, area);
     let width = inner.width as usize;
     let visible = inner.height as usize;
-    let start = state
-        .finding_scroll
+    // The selection in view: the list scrolls just enough to show it.
+    let selected = state.selected_finding_index();
+    let start = selected
+        .map_or(0, |i| (i + 1).saturating_sub(visible))
         .min(findings.len().saturating_sub(visible));
     let now = observed.sample.time;
     let lines: Vec<Line<'_>> = if findings.is_empty() {
@@ -38,19 +41,29 @@ pub fn draw_findings(
     } else {
         findings
             .iter()
+            .enumerate()
             .skip(start)
             .take(visible)
-            .map(|f| {
+            .map(|(i, f)| {
                 let lead = format!(
                     "{:<4} {:>6}  ",
                     f.severity.label(),
                     units::duration(now - f.since)
                 );
                 let text = fit(&f.message, width.saturating_sub(lead.chars().count()));
-                Line::from(vec![
+                let line = Line::from(vec![
                     Span::styled(lead, theme.severity(f.severity)),
                     Span::raw(text),
-                ])
+                ]);
+                if focused && Some(i) == selected {
+                    // The whole row, padded, so the highlight reads as a bar.
+                    let pad = width.saturating_sub(line.width());
+                    let mut line = line;
+                    line.spans.push(Span::raw(" ".repeat(pad)));
+                    line.style(theme.selected())
+                } else {
+                    line
+                }
             })
             .collect()
     };

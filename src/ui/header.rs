@@ -125,21 +125,43 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     let line = if let Some(status) = &state.status {
         Line::styled(fit(status, area.width as usize), theme.alert())
     } else {
-        let keys = match state.view {
+        let pause = if state.paused { "resume" } else { "pause" };
+        // The richest line of hints that fits.
+        let variants: Vec<String> = match state.view {
             View::Main => {
-                let focus = match state.focus {
-                    Focus::Processes => "processes",
-                    Focus::Findings => "findings",
+                let (focus, open) = match state.focus {
+                    Focus::Processes => ("processes", "detail"),
+                    Focus::Findings => ("findings", "evidence"),
                 };
-                format!(
-                    " q quit  ↑↓/jk move  ⏎ detail  tab focus:{focus}  s sort:{}  p {}  ? help",
-                    state.sort.label(),
-                    if state.paused { "resume" } else { "pause" }
-                )
+                let sort = state.sort.label();
+                vec![
+                    format!(" q quit  ↑↓/jk move  ⏎ {open}  tab focus:{focus}  s sort:{sort}  v strata  p {pause}  ? help"),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}  v strata  p {pause}  ? help"),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort  v strata  p {pause}  ? help"),
+                    format!(" q quit ⏎ {open} tab {focus} s sort v strata p {pause} ? help"),
+                ]
             }
-            View::Detail { .. } => " esc back  q quit  p pause  ? help".to_string(),
-            View::Help => " esc/? back  q quit".to_string(),
+            View::Detail { .. } | View::Evidence(_) => vec![
+                format!(" esc back  ↑↓ scroll  v strata  q quit  p {pause}  ? help"),
+                format!(" esc back  ↑↓ scroll  q quit  ? help"),
+            ],
+            View::Strata => {
+                let zoom = state.zoom.label();
+                vec![
+                    format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom} (15m 2h 24h)  q quit  p {pause}  ? help"),
+                    format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom}  q quit  p {pause}  ? help"),
+                    format!(" esc back  ↑↓ device  z zoom:{zoom}  q quit  ? help"),
+                ]
+            }
+            View::Help => vec![" esc/? back  ↑↓ scroll  q quit".to_string()],
         };
+        let width = area.width as usize;
+        let keys = variants
+            .iter()
+            .find(|v| v.chars().count() <= width)
+            .or(variants.last())
+            .cloned()
+            .unwrap_or_default();
         Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
     };
     super::widgets::put_lines(frame, area, &[line]);

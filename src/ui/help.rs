@@ -1,6 +1,9 @@
 //! The help screen: keys, layers and how they add up.
 
+use super::chart::CLIMB_MARK;
+use super::strata::PARTIAL_GLYPH;
 use super::theme::Theme;
+use crate::detect::Severity;
 use crate::layers::Layer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -11,8 +14,23 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, scroll: usize, theme: Theme)
     let mut lines = vec![
         Line::styled("Keys", theme.table_header()),
         Line::raw("  q Ctrl-C quit · Esc back · ↑↓ j k PgUp PgDn Home End move"),
-        Line::raw("  Enter reconcile a process · Tab focus processes/findings · s sort"),
-        Line::raw("  p pause/resume (samples are kept) · ? this help (↑↓ scroll it)"),
+        Line::raw("  Tab focus processes/findings · s sort · p pause/resume (samples are kept)"),
+        Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),
+        Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
+        Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
+        Line::raw("  ? this help (↑↓ scroll it)"),
+        Line::styled("Marks", theme.table_header()),
+        Line::from(vec![
+            Span::raw("  "),
+            Span::styled(CLIMB_MARK.to_string(), theme.severity(Severity::Warning)),
+            Span::raw(" where a flagged climb began (sparklines, strata view, evidence)"),
+        ]),
+        Line::raw("  TREND +636M/m 8m: a flagged climb's rate, read over its window (8 min)"),
+        Line::from(vec![
+            Span::raw("  "),
+            Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()),
+            Span::raw(" strata view: bytes of a layer known only in part · blank: unknown"),
+        ]),
         Line::styled(
             "Per GPU and per MIG instance, at one instant",
             theme.table_header(),

@@ -1,11 +1,14 @@
 //! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state.
 
+mod chart;
 mod detail;
+mod evidence;
 mod findings;
 mod gpus;
 mod header;
 mod help;
 mod processes;
+mod strata;
 pub mod theme;
 pub mod widgets;
 
@@ -60,6 +63,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
             detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
         }
         View::Help => help::draw_help(frame, body, state.help_scroll, theme),
+        View::Evidence(id) => evidence::draw_evidence(frame, body, state, observed, id, theme),
+        View::Strata => strata::draw_strata(frame, body, state, observed, theme),
     }
 }
 
@@ -91,3 +96,5 @@ fn draw_main(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_diagnosis;

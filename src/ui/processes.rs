@@ -1,9 +1,10 @@
 //! The process table: who holds what, split into layers where a feed allows.
 
+use super::chart::short_window;
 use super::theme::Theme;
 use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
-use crate::app::{Focus, ProcessRow, State};
+use crate::app::{ClimbNote, Focus, ProcessRow, State};
 use crate::sample::ProcessSample;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
@@ -48,9 +49,11 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .current
         .as_ref()
         .and_then(|o| o.sample.host_pid_namespace);
-    let trend_width: u16 = if wide { 12 } else { 8 };
     // Room for the feed's framework and backend as well (its age when it lags).
     let feed_column = area.width >= 150;
+    // Room for a climb's rate and window (`+636M/min 8m`; `+636 MiB/min 8m` where wider),
+    // and a whole number of the 60 trend points a cell.
+    let trend_width: u16 = if feed_column { 15 } else { 12 };
     let (mut header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
             vec![
@@ -159,6 +162,34 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
     Cell::from(fit(&text, FEED_WIDTH)).style(style)
 }
 
+/// A flagged climb's rate and the window it was read over, as much as `width` holds:
+/// `+636 MiB/min 8m`, `+636M/min 8m`, `+636M/m 8m`, `+1.6G/m 8m`, `+636M/m`.
+pub fn climb_rate(climb: &ClimbNote, width: usize) -> String {
+    let rate = climb.rate_mib_per_min;
+    let sign = if rate < 0.0 { '-' } else { '+' };
+    let mib = format!("{sign}{:.0}", rate.abs());
+    let gib = format!("{sign}{:.1}G", rate.abs() / 1024.0);
+    let window = short_window(climb.window_secs);
+    let with_window = |text: String| match window.is_empty() {
+        true => text,
+        false => format!("{text} {window}"),
+    };
+    let variants = [
+        with_window(format!("{mib} MiB/min")),
+        with_window(format!("{mib}M/min")),
+        with_window(format!("{mib}M/m")),
+        with_window(format!("{gib}/m")),
+        format!("{mib}M/m"),
+        format!("{gib}/m"),
+        format!("{mib}M"),
+    ];
+    variants
+        .iter()
+        .find(|v| v.chars().count() <= width)
+        .cloned()
+        .unwrap_or_else(|| fit(&variants[variants.len() - 1], width))
+}
+
 fn table_row<'a>(
     row: &ProcessRow<'a>,
     wide: bool,
@@ -171,7 +202,11 @@ fn table_row<'a>(
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
     let command = crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned();
     let state = state_label(p, &row.account.feed_status, host_ns);
-    let trend = trend(&row.trend, trend_width, TREND_MIN_RANGE);
+    let trend = match &row.climb {
+        Some(climb) => Cell::from(climb_rate(climb, trend_width))
+            .style(theme.severity(crate::detect::Severity::Warning)),
+        None => Cell::from(trend(&row.trend, trend_width, TREND_MIN_RANGE)),
+    };
     let mut cells = vec![Cell::from(p.pid.to_string())];
     if wide {
         cells.push(Cell::from(fit(p.user.as_deref().unwrap_or("n/a"), 9)));
@@ -190,7 +225,7 @@ fn table_row<'a>(
         cells.push(Cell::from(context));
         cells.push(Cell::from(figure(layers.outside_pool, wide)));
     }
-    cells.push(Cell::from(trend));
+    cells.push(trend);
     let refused = matches!(
         row.account.feed_status,
         FeedStatus::Refused { .. } | FeedStatus::Inconsistent { .. }

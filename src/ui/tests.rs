@@ -10,7 +10,7 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 
 /// The monitor after running the demo up to its snapshot instant.
-fn demo_state(mono: bool) -> State {
+pub(super) fn demo_state(mono: bool) -> State {
     let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
     let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
     state.monochrome = mono;
@@ -21,13 +21,13 @@ fn demo_state(mono: bool) -> State {
     state
 }
 
-fn render(state: &State, width: u16, height: u16) -> Buffer {
+pub(super) fn render(state: &State, width: u16, height: u16) -> Buffer {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
     terminal.draw(|f| draw(f, state)).expect("draws");
     terminal.backend().buffer().clone()
 }
 
-fn text(buffer: &Buffer) -> String {
+pub(super) fn text(buffer: &Buffer) -> String {
     let area = buffer.area;
     let mut out = String::new();
     for y in 0..area.height {

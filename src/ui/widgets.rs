@@ -298,6 +298,42 @@ pub fn fit(text: &str, width: usize) -> String {
     out
 }
 
+/// Words of `text` (made safe first) in lines no wider than `width`; a word longer than a
+/// line is cut across lines.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let text = crate::text::clean(text);
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        if used > 0 && used + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+            used = 0;
+        }
+        while word.len() > width {
+            let rest = word.split_off(width);
+            if used > 0 {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.into_iter().collect());
+            used = 0;
+            word = rest;
+        }
+        if used > 0 {
+            line.push(' ');
+            used += 1;
+        }
+        used += word.len();
+        line.extend(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +358,17 @@ mod tests {
         let climb: Vec<Option<u64>> = (0..40u64).map(|i| Some(i * 100)).collect();
         assert_eq!(trend(&climb, 4, 100), "▁▃▆█");
         assert_eq!(trend(&[], 3, 1), "   ");
+    }
+
+    #[test]
+    fn wrap_keeps_words_whole_and_cuts_only_longer_ones() {
+        assert_eq!(
+            wrap("PID 52010 on GPU 2: live tensors climbing", 16),
+            vec!["PID 52010 on GPU", "2: live tensors", "climbing"]
+        );
+        assert_eq!(wrap("abcdefghij xy", 4), vec!["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(wrap("a\u{1b}[2J b", 20), vec!["a\u{fffd}[2J b"]);
+        assert!(wrap("", 10).is_empty());
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 mod feed;
 
+use super::chart::marked_sparkline;
 use super::processes::state_label;
 use super::theme::Theme;
-use super::widgets::{fit, sparkline};
+use super::widgets::fit;
 use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
@@ -441,6 +442,8 @@ fn reconcile(
         .locate(&p.device_uuid)
         .and_then(|(g, m)| m.and_then(|m| m.memory).or(g.memory))
         .map(|m| m.total);
+    // Where a climb flagged for this process began, marked on its sparklines.
+    let climb_starts = state.climb_starts_of(p.pid, &p.device_uuid);
     for (label, key) in [
         (
             "used",
@@ -451,21 +454,30 @@ fn reconcile(
             SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Allocated),
         ),
     ] {
-        let values = history
-            .get(&key)
-            .map(|s| s.recent(width))
-            .unwrap_or_default();
         let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
             || "n/a".into(),
             |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
         );
-        rows.lines.push(Line::from(vec![
-            Span::styled(format!("{label:<6}"), theme.dim()),
-            Span::styled(
-                sparkline(&values, width, total),
-                theme.layer(crate::layers::Layer::Live),
-            ),
-        ]));
+        let mut spans = vec![Span::styled(format!("{label:<6}"), theme.dim())];
+        spans.extend(marked_sparkline(
+            history.get(&key),
+            width,
+            total,
+            &climb_starts,
+            theme.layer(crate::layers::Layer::Live),
+            theme.severity(crate::detect::Severity::Warning),
+        ));
+        rows.lines.push(Line::from(spans));
         rows.text(format!("      {peak} (scale: device total)"), theme.dim());
+    }
+    if let Some(start) = climb_starts.first() {
+        rows.text(
+            format!(
+                "      {} where the climb flagged for this process began: {} UTC",
+                super::chart::CLIMB_MARK,
+                units::clock(*start)
+            ),
+            theme.severity(crate::detect::Severity::Warning),
+        );
     }
 }

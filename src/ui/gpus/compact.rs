@@ -3,11 +3,13 @@
 
 use super::{bar_row, displayed_gpu, gpu_view, mig_accounts, usage_figure, DeviceView};
 use crate::app::State;
+use crate::detect::Severity;
 use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
+use crate::ui::chart::marked_sparkline;
 use crate::ui::theme::Theme;
-use crate::ui::widgets::{fit, key_line, legend, short_gpu_name, sparkline};
+use crate::ui::widgets::{fit, key_line, legend, short_gpu_name};
 use crate::units;
 use ratatui::text::{Line, Span};
 
@@ -77,18 +79,20 @@ pub(super) fn compact_lines(
         let used = state
             .pipeline
             .history
-            .get(&SeriesKey::device(&gpu.uuid, Metric::Used))
-            .map(|s| s.recent(SPARK))
-            .unwrap_or_default();
+            .get(&SeriesKey::device(&gpu.uuid, Metric::Used));
         let style = if gpu.lost {
             theme.alert()
         } else {
             theme.title()
         };
         let mut row = bar_row(Span::styled(label, style), &view, bar_width, tail, theme);
-        row.spans.push(Span::styled(
-            sparkline(&used, SPARK, view.memory.map(|m| m.total)),
+        row.spans.extend(marked_sparkline(
+            used,
+            SPARK,
+            view.memory.map(|m| m.total),
+            &state.climb_starts_on_gpu(&gpu.uuid),
             theme.layer(Layer::Other),
+            theme.severity(Severity::Warning),
         ));
         lines.push(row);
         lines.extend(legend_lines(&view));

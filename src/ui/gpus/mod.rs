@@ -2,10 +2,10 @@
 
 mod compact;
 
+use super::chart::marked_sparkline;
 use super::theme::Theme;
 use super::widgets::{
-    bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, sparkline,
-    Exactness,
+    bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, Exactness,
 };
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
@@ -489,30 +489,34 @@ fn device_lines(
 
 fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme) -> Line<'static> {
     let history = &state.pipeline.history;
-    let series = |key: SeriesKey| {
-        history
-            .get(&key)
-            .map(|s| s.recent(width))
-            .unwrap_or_default()
-    };
-    let used = series(SeriesKey::device(uuid, Metric::Used));
-    let live = series(SeriesKey::device(uuid, Metric::Layer(Layer::Live)));
-    let last = |v: &[Option<u64>]| short_bytes(v.last().copied().flatten());
+    let used = history.get(&SeriesKey::device(uuid, Metric::Used));
+    let live = history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Live)));
+    let last = |s: Option<&crate::history::Series>| short_bytes(s.and_then(|s| s.last()));
     let half = width / 2;
-    let label_used = format!("used {:>6} ", last(&used));
-    let label_live = format!(" live {:>6} ", last(&live));
+    let label_used = format!("used {:>6} ", last(used));
+    let label_live = format!(" live {:>6} ", last(live));
     let w_used = half.saturating_sub(label_used.chars().count());
     let w_live = width.saturating_sub(half + label_live.chars().count());
-    Line::from(vec![
-        Span::styled(label_used, theme.dim()),
-        Span::styled(
-            sparkline(&used, w_used, Some(total)),
-            theme.layer(Layer::Other),
-        ),
-        Span::styled(label_live, theme.dim()),
-        Span::styled(
-            sparkline(&live, w_live, Some(total)),
-            theme.layer(Layer::Live),
-        ),
-    ])
+    // Where climbs on this GPU began, marked on both.
+    let starts = state.climb_starts_on_gpu(uuid);
+    let warn = theme.severity(crate::detect::Severity::Warning);
+    let mut spans = vec![Span::styled(label_used, theme.dim())];
+    spans.extend(marked_sparkline(
+        used,
+        w_used,
+        Some(total),
+        &starts,
+        theme.layer(Layer::Other),
+        warn,
+    ));
+    spans.push(Span::styled(label_live, theme.dim()));
+    spans.extend(marked_sparkline(
+        live,
+        w_live,
+        Some(total),
+        &starts,
+        theme.layer(Layer::Live),
+        warn,
+    ));
+    Line::from(spans)
 }

@@ -1,0 +1,171 @@
+//! Findings as the monitor handles them: which one is selected (by identity, so the selection
+//! stays on it as others come and go), and what a climb's evidence says for the views that mark
+//! it (the trend column, sparklines, the strata view).
+
+use super::State;
+use crate::detect::{Finding, FindingKind};
+
+/// A finding's identity from sample to sample: its kind, device and process (the same
+/// identity the detectors use to carry `since` forward).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingId {
+    pub kind: FindingKind,
+    pub device_uuid: Option<String>,
+    pub pid: Option<u32>,
+}
+
+impl FindingId {
+    pub fn of(finding: &Finding) -> Self {
+        FindingId {
+            kind: finding.kind,
+            device_uuid: finding.device_uuid.clone(),
+            pid: finding.pid,
+        }
+    }
+
+    pub fn matches(&self, finding: &Finding) -> bool {
+        self.kind == finding.kind
+            && self.pid == finding.pid
+            && self.device_uuid == finding.device_uuid
+    }
+}
+
+/// What a `climb` finding's evidence says, read back from its JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClimbNote {
+    /// Which layer climbs: `live`, `cache`, `outside_pool`, `unattributed`, `no_process`.
+    pub cause: String,
+    pub rate_mib_per_min: f64,
+    /// Unix seconds where the climb began.
+    pub start: f64,
+    /// The window the detector read the rate over, seconds.
+    pub window_secs: f64,
+    pub from_bytes: Option<u64>,
+    pub to_bytes: Option<u64>,
+}
+
+impl ClimbNote {
+    /// The note of a climb finding; `None` for other kinds or evidence without a rate.
+    pub fn of(finding: &Finding) -> Option<Self> {
+        if finding.kind != FindingKind::Climb {
+            return None;
+        }
+        let e = &finding.evidence;
+        let number = |key: &str| e.get(key).and_then(serde_json::Value::as_f64);
+        Some(ClimbNote {
+            cause: e
+                .get("cause")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            rate_mib_per_min: number("rate_mib_per_min").filter(|r| r.is_finite())?,
+            start: number("start").filter(|s| s.is_finite())?,
+            window_secs: number("window_secs").unwrap_or(f64::NAN),
+            from_bytes: e.get("from_bytes").and_then(serde_json::Value::as_u64),
+            to_bytes: e.get("to_bytes").and_then(serde_json::Value::as_u64),
+        })
+    }
+}
+
+/// Every flagged climb of the findings, with the finding it comes from.
+pub fn climbs(findings: &[Finding]) -> impl Iterator<Item = (&Finding, ClimbNote)> {
+    findings
+        .iter()
+        .filter_map(|f| ClimbNote::of(f).map(|note| (f, note)))
+}
+
+impl State {
+    /// The findings shown now (none before the first sample).
+    pub fn findings(&self) -> &[Finding] {
+        self.current.as_ref().map_or(&[], |o| o.findings.as_slice())
+    }
+
+    /// Where the flagged climbs on a GPU began: on the GPU itself or on one of its MIG
+    /// instances (whose memory is part of the GPU's).
+    pub fn climb_starts_on_gpu(&self, gpu_uuid: &str) -> Vec<f64> {
+        let Some(observed) = &self.current else {
+            return Vec::new();
+        };
+        climbs(&observed.findings)
+            .filter(|(f, _)| {
+                f.device_uuid.as_deref().is_some_and(|uuid| {
+                    observed
+                        .sample
+                        .locate(uuid)
+                        .is_some_and(|(gpu, _)| gpu.uuid == gpu_uuid)
+                })
+            })
+            .map(|(_, note)| note.start)
+            .collect()
+    }
+
+    /// Where the flagged climb of a process on a device began.
+    pub fn climb_starts_of(&self, pid: u32, device_uuid: &str) -> Vec<f64> {
+        climbs(self.findings())
+            .filter(|(f, _)| f.pid == Some(pid) && f.device_uuid.as_deref() == Some(device_uuid))
+            .map(|(_, note)| note.start)
+            .collect()
+    }
+
+    /// Index of the selected finding in the panel's order, if it is still raised.
+    pub fn selected_finding_index(&self) -> Option<usize> {
+        let id = self.finding_selected.as_ref()?;
+        self.findings().iter().position(|f| id.matches(f))
+    }
+
+    /// The finding the evidence view shows: the current one while it is raised, else the
+    /// copy last seen (with `false`: it has cleared since).
+    pub fn evidence_finding(&self, id: &FindingId) -> Option<(&Finding, bool)> {
+        match self.findings().iter().find(|f| id.matches(f)) {
+            Some(f) => Some((f, true)),
+            None => self
+                .evidence_last
+                .as_ref()
+                .filter(|f| id.matches(f))
+                .map(|f| (f, false)),
+        }
+    }
+
+    /// After a new sample: the selected finding stays selected while it is raised; once it
+    /// clears, its neighbour takes its place. Until the user moves, the top (most severe) one
+    /// is selected, whatever it is. The evidence view keeps a copy of the finding it shows.
+    pub(super) fn follow_findings(&mut self) {
+        let Some(observed) = &self.current else {
+            return;
+        };
+        let findings = &observed.findings;
+        if let super::View::Evidence(id) = &self.view {
+            if let Some(f) = findings.iter().find(|f| id.matches(f)) {
+                self.evidence_last = Some(f.clone());
+            }
+        }
+        if findings.is_empty() {
+            self.finding_selected = None;
+            return;
+        }
+        let at = self
+            .finding_selected
+            .as_ref()
+            .and_then(|id| findings.iter().position(|f| id.matches(f)));
+        let index = match at {
+            Some(i) if self.finding_moved => i,
+            _ if !self.finding_moved => 0,
+            _ => self.finding_index.min(findings.len() - 1),
+        };
+        self.finding_index = index;
+        self.finding_selected = Some(FindingId::of(&findings[index]));
+    }
+
+    /// Moves the finding selection by `delta` rows, clamped to the list.
+    pub(super) fn move_finding(&mut self, delta: isize) {
+        let count = self.findings().len();
+        if count == 0 {
+            return;
+        }
+        let at = self.selected_finding_index().unwrap_or(0) as isize;
+        let to = at.saturating_add(delta).clamp(0, count as isize - 1) as usize;
+        self.finding_index = to;
+        self.finding_moved = true;
+        self.finding_selected = Some(FindingId::of(&self.findings()[to]));
+    }
+}

@@ -1,0 +1,496 @@
+//! The strata view: per device (a GPU, or a MIG instance), every layer stacked over time in
+//! its own glyph and colour, from the bottom (live tensors) to the top (free), on a byte axis
+//! up to the device's total. It answers "where did this memory go over the last hour".
+//!
+//! Each column is the last sample within its span of time, all layers from that one instant
+//! (the history records them together). A column with no sample is blank: unknown, never
+//! zero. Bytes the device's occupied total holds beyond its known layers (a layer known only
+//! as a lower bound, a feed gone stale) are drawn as `?`, never given to a layer.
+
+use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
+use super::theme::Theme;
+use super::widgets::{fit, key_line, pack};
+use crate::app::{climbs, strata_devices, ClimbNote, State, StrataDevice};
+use crate::detect::device_name;
+use crate::history::{History, Metric, SeriesKey};
+use crate::layers::Layer;
+use crate::pipeline::Observed;
+use crate::units;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders};
+use ratatui::Frame;
+
+/// What fills one cell of a chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Band {
+    Layer(Layer),
+    /// Occupied bytes no known layer holds at that instant: partly known.
+    Partial,
+}
+
+/// The glyph of bytes only partly known.
+pub const PARTIAL_GLYPH: char = '?';
+
+/// Chart rows a device gets where there is room, at least and at most.
+const PREFERRED_ROWS: usize = 10;
+const MOST_ROWS: usize = 20;
+/// Lines around a chart: its title, the time axis and its labels.
+const FRAME_LINES: usize = 3;
+
+/// The bands of a device at one instant, bottom to top, in bytes: its known layers, then
+/// what is only partly known, then free. `None` where nothing is known.
+pub type Column = Option<Vec<(Band, u64)>>;
+
+/// The device's columns from its history: `axis.width` of them, each the last sample in
+/// its span. Where the history's points are sparser than the columns, a point spreads over
+/// the columns it covers.
+pub fn columns(history: &History, uuid: &str, total: u64, axis: &TimeAxis) -> Vec<Column> {
+    let width = axis.width;
+    let Some(used) = history.get(&SeriesKey::device(uuid, Metric::Used)) else {
+        return vec![None; width];
+    };
+    let resolution = used.resolution(axis.window).max(f64::MIN_POSITIVE);
+    // No chunk narrower than a point of the tier read, so none falls between two points.
+    let chunks = ((axis.window / (resolution * 1.0001)).floor() as usize).clamp(1, width.max(1));
+    let read = |metric| {
+        history
+            .get(&SeriesKey::device(uuid, metric))
+            .map(|s| s.chunks(axis.end, axis.window, chunks))
+            .unwrap_or_else(|| vec![None; chunks])
+    };
+    let occupied = used.chunks(axis.end, axis.window, chunks);
+    let layers: Vec<(Layer, Vec<Option<crate::history::Span>>)> = Layer::ALL
+        .into_iter()
+        .filter(|&l| l != Layer::Free)
+        .map(|l| (l, read(Metric::Layer(l))))
+        .collect();
+    let per_chunk: Vec<Column> = (0..chunks)
+        .map(|i| {
+            let occupied = occupied[i]?.last;
+            let known: u64 = layers
+                .iter()
+                .filter_map(|(_, values)| values[i].map(|s| s.last))
+                .fold(0, u64::saturating_add);
+            let partial = occupied.saturating_sub(known);
+            // What is only partly known goes where the first unknown layer would be: a
+            // stale feed's pool shows as `?` in the pool's place, not on top of `other`.
+            let first_unknown = layers
+                .iter()
+                .position(|(_, values)| values[i].is_none())
+                .unwrap_or(layers.len());
+            let mut bands: Vec<(Band, u64)> = Vec::with_capacity(layers.len() + 2);
+            for (position, (layer, values)) in layers.iter().enumerate() {
+                if position == first_unknown {
+                    bands.push((Band::Partial, partial));
+                }
+                if let Some(span) = values[i] {
+                    bands.push((Band::Layer(*layer), span.last));
+                }
+            }
+            if first_unknown == layers.len() {
+                bands.push((Band::Partial, partial));
+            }
+            bands.push((Band::Layer(Layer::Free), total.saturating_sub(occupied)));
+            Some(bands)
+        })
+        .collect();
+    (0..width)
+        .map(|c| per_chunk[(c * chunks / width.max(1)).min(chunks - 1)].clone())
+        .collect()
+}
+
+/// The band of each of `height` rows of a column, bottom first: each band's upper edge is
+/// its running total rounded to a row, so a layer that grows lifts its edge steadily.
+pub fn stack(bands: &[(Band, u64)], total: u64, height: usize) -> Vec<Band> {
+    let mut rows = Vec::with_capacity(height);
+    if total == 0 {
+        return rows;
+    }
+    let mut running: u128 = 0;
+    for &(band, bytes) in bands {
+        running += u128::from(bytes);
+        let edge = ((running * height as u128 * 2 + u128::from(total)) / (2 * u128::from(total)))
+            .min(height as u128) as usize;
+        while rows.len() < edge {
+            rows.push(band);
+        }
+    }
+    rows
+}
+
+fn band_glyph(band: Band) -> char {
+    match band {
+        Band::Layer(layer) => layer.glyph(),
+        Band::Partial => PARTIAL_GLYPH,
+    }
+}
+
+fn band_style(band: Band, theme: Theme) -> ratatui::style::Style {
+    match band {
+        Band::Layer(layer) => theme.layer(layer),
+        Band::Partial => theme.alert(),
+    }
+}
+
+/// Rows the chart of each device gets, and how many devices fit at once, in `height` lines.
+fn chart_rows(height: usize, devices: usize) -> (usize, usize) {
+    let per_page = (height / (PREFERRED_ROWS + FRAME_LINES))
+        .clamp(1, devices.max(1))
+        .max(1);
+    let rows = (height / per_page)
+        .saturating_sub(FRAME_LINES)
+        .clamp(1, MOST_ROWS);
+    (rows, per_page)
+}
+
+pub fn draw_strata(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    theme: Theme,
+) {
+    let devices = strata_devices(&observed.sample);
+    let zoom = state.zoom;
+    let zooms: Vec<String> = crate::app::Zoom::ALL
+        .iter()
+        .map(|z| match *z == zoom {
+            true => format!("[{}]", z.label()),
+            false => z.label().to_string(),
+        })
+        .collect();
+    let frame_block = Block::default().borders(Borders::ALL);
+    let inner = frame_block.inner(area);
+    let width = inner.width as usize;
+    let warn = theme.severity(crate::detect::Severity::Warning);
+    let mut key = key_line(theme);
+    key.push(Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()));
+    key.push(Span::raw("partly known  "));
+    key.push(Span::styled(CLIMB_MARK.to_string(), warn));
+    key.push(Span::raw("climb began  blank: n/a (unknown)"));
+    let mut lines = vec![Line::from(key)];
+    if lines[0].width() > width {
+        // Too narrow for one line: the entries packed over two.
+        let mut entries: Vec<Vec<Span<'static>>> = key_line(theme)
+            .chunks(2)
+            .map(|pair| pair.to_vec())
+            .collect();
+        entries.push(vec![
+            Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()),
+            Span::raw("partial "),
+        ]);
+        entries.push(vec![
+            Span::styled(CLIMB_MARK.to_string(), warn),
+            Span::raw("climb "),
+        ]);
+        entries.push(vec![Span::raw("blank: n/a")]);
+        lines = pack(entries, width, 0);
+    }
+    let room = (inner.height as usize).saturating_sub(lines.len());
+    let (rows, per_page) = chart_rows(room, devices.len());
+    let selected = state.strata_device.min(devices.len().saturating_sub(1));
+    let first = ((selected / per_page) * per_page).min(devices.len().saturating_sub(per_page));
+    let shown = &devices[first..(first + per_page).min(devices.len())];
+    let column = units::duration(zoom.window_secs() / width.saturating_sub(Y_AXIS).max(1) as f64);
+    let mut block = frame_block
+        .border_style(theme.focused_border())
+        .title(Line::styled(
+            format!(
+                " Strata · every layer over the last {} · a column ≈ {column} ",
+                zoom.label()
+            ),
+            theme.title(),
+        ))
+        .title_top(Line::from(format!(" zoom {} ", zooms.join(" "))).right_aligned());
+    if shown.len() < devices.len() {
+        block = block.title_bottom(
+            Line::from(match shown.len() {
+                1 => format!(" device {} of {} · ↑↓ ", first + 1, devices.len()),
+                n => format!(
+                    " devices {}-{} of {} · ↑↓ ",
+                    first + 1,
+                    first + n,
+                    devices.len()
+                ),
+            })
+            .right_aligned(),
+        );
+    }
+    frame.render_widget(block, area);
+    if inner.width <= Y_AXIS as u16 + 4 || inner.height < 2 {
+        return;
+    }
+    if devices.is_empty() {
+        lines.push(Line::styled("no device to chart", theme.dim()));
+        super::widgets::put_lines(frame, inner, &lines);
+        return;
+    }
+    let axis = TimeAxis {
+        end: observed.sample.time,
+        window: zoom.window_secs(),
+        width: width - Y_AXIS,
+    };
+    for (i, device) in shown.iter().enumerate() {
+        let is_selected = first + i == selected && shown.len() < devices.len();
+        lines.extend(device_lines(
+            state,
+            observed,
+            device,
+            &axis,
+            rows,
+            is_selected,
+            theme,
+        ));
+    }
+    super::widgets::put_lines(frame, inner, &lines);
+}
+
+/// One device: its title (name, total, now, climbs), chart, time axis and labels.
+fn device_lines(
+    state: &State,
+    observed: &Observed,
+    device: &StrataDevice,
+    axis: &TimeAxis,
+    rows: usize,
+    selected: bool,
+    theme: Theme,
+) -> Vec<Line<'static>> {
+    let sample = &observed.sample;
+    let width = axis.width + Y_AXIS;
+    let gpu = &sample.gpus[device.gpu];
+    // A lost GPU is drawn from its last good reading (its name and size still hold).
+    let shown = match (gpu.lost, state.last_known.get(&gpu.uuid)) {
+        (true, Some(last)) => &last.gpu,
+        _ => gpu,
+    };
+    let (name, memory) = match device.mig {
+        None => (
+            format!(
+                "GPU {} · {}",
+                gpu.index,
+                crate::text::clean(shown.name.as_deref().unwrap_or("n/a"))
+            ),
+            shown.memory,
+        ),
+        Some(m) => (
+            format!("  └ {}", device_name(sample, &device.uuid)),
+            shown.mig.get(m).and_then(|m| m.memory),
+        ),
+    };
+    // Climbs on this device; a GPU's chart holds its MIG instances' too.
+    let on_device = |uuid: &str| {
+        uuid == device.uuid
+            || (device.mig.is_none()
+                && sample
+                    .locate(uuid)
+                    .is_some_and(|(g, m)| m.is_some() && g.uuid == device.uuid))
+    };
+    let notes: Vec<(Option<u32>, ClimbNote)> = climbs(&observed.findings)
+        .filter(|(f, _)| f.device_uuid.as_deref().is_some_and(on_device))
+        .map(|(f, note)| (f.pid, note))
+        .collect();
+    let mut title = vec![Span::styled(
+        name,
+        if selected {
+            theme.selected()
+        } else {
+            theme.title()
+        },
+    )];
+    let Some(total) = memory.map(|m| m.total).filter(|&t| t > 0) else {
+        title.push(Span::styled(
+            " · memory size n/a: nothing to chart",
+            theme.alert(),
+        ));
+        return vec![Line::from(title)];
+    };
+    let now = state
+        .pipeline
+        .history
+        .get(&SeriesKey::device(&device.uuid, Metric::Used))
+        .and_then(|s| s.last());
+    let mut facts = format!(" · total {}", units::bytes(total));
+    match now {
+        Some(used) => facts.push_str(&format!(" · in use now {}", units::bytes(used))),
+        None => facts.push_str(" · in use now n/a"),
+    }
+    if gpu.lost {
+        facts.push_str(" · LOST");
+    }
+    title.push(Span::raw(facts));
+    for (pid, note) in &notes {
+        let who = pid.map_or_else(String::new, |p| format!("PID {p} "));
+        title.push(Span::styled(
+            format!(
+                " · {CLIMB_MARK} {who}{} {:+.0} MiB/min from {}",
+                note.cause,
+                note.rate_mib_per_min,
+                &units::clock(note.start)[..5]
+            ),
+            theme.severity(crate::detect::Severity::Warning),
+        ));
+    }
+    let mut lines = vec![fit_line(title, width)];
+    let columns = columns(&state.pipeline.history, &device.uuid, total, axis);
+    let stacks: Vec<Option<Vec<Band>>> = columns
+        .iter()
+        .map(|c| c.as_ref().map(|bands| stack(bands, total, rows)))
+        .collect();
+    let labels = byte_labels(total, rows);
+    for (r, label) in labels.into_iter().enumerate() {
+        let row = rows - 1 - r; // from the bottom
+        let mut runs = Runs::default();
+        let tick = if label.trim().is_empty() {
+            '│'
+        } else {
+            '┤'
+        };
+        runs.push_str(&label, theme.dim());
+        runs.push(tick, theme.border());
+        for stack in &stacks {
+            match stack.as_ref().and_then(|s| s.get(row)) {
+                Some(&band) => runs.push(band_glyph(band), band_style(band, theme)),
+                None => runs.push(' ', ratatui::style::Style::new()),
+            }
+        }
+        lines.push(Line::from(runs.finish()));
+    }
+    let mark_style = theme.severity(crate::detect::Severity::Warning);
+    let marks: Vec<(usize, char, ratatui::style::Style)> = notes
+        .iter()
+        .filter_map(|(_, note)| axis.column(note.start))
+        .map(|c| (c, CLIMB_MARK, mark_style))
+        .collect();
+    let mut rule = vec![Span::styled(
+        format!("{:>w$}└", "0", w = Y_AXIS - 1),
+        theme.dim(),
+    )];
+    rule.extend(axis.rule(&marks, theme.border()));
+    lines.push(Line::from(rule));
+    lines.push(Line::styled(
+        format!("{}{}", " ".repeat(Y_AXIS), axis.labels()),
+        theme.dim(),
+    ));
+    lines
+}
+
+/// A line cut at `width` cells, the cut marked.
+fn fit_line(line: Vec<Span<'static>>, width: usize) -> Line<'static> {
+    let mut out = Vec::new();
+    let mut left = width;
+    for span in line {
+        let w = span.width();
+        if w <= left {
+            left -= w;
+            out.push(span);
+        } else {
+            out.push(Span::styled(fit(&span.content, left), span.style));
+            break;
+        }
+    }
+    Line::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::History;
+    use crate::ui::widgets::short_bytes;
+
+    /// Short figures for a column, bottom to top: for tests and debugging.
+    fn describe(column: &Column) -> String {
+        match column {
+            None => "unknown".into(),
+            Some(bands) => bands
+                .iter()
+                .map(|(b, v)| format!("{}{}", band_glyph(*b), short_bytes(Some(*v))))
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    #[test]
+    fn a_column_stacks_to_its_total_and_a_growing_layer_lifts_its_edge() {
+        let total = 80u64 << 30;
+        let column = |live: u64| {
+            vec![
+                (Band::Layer(Layer::Live), live << 30),
+                (Band::Layer(Layer::Cached), 10 << 30),
+                (Band::Partial, 0),
+                (Band::Layer(Layer::Free), total - ((live + 10) << 30)),
+            ]
+        };
+        let low = stack(&column(10), total, 8);
+        assert_eq!(low.len(), 8);
+        assert_eq!(
+            low.iter()
+                .filter(|&&b| b == Band::Layer(Layer::Live))
+                .count(),
+            1
+        );
+        let high = stack(&column(40), total, 8);
+        assert_eq!(
+            high.iter()
+                .filter(|&&b| b == Band::Layer(Layer::Live))
+                .count(),
+            4
+        );
+        assert_eq!(high[7], Band::Layer(Layer::Free));
+    }
+
+    /// A gap in the history is a blank column, never a column of zeros; bytes beyond the
+    /// known layers are partial, not given to a layer.
+    #[test]
+    fn gaps_stay_unknown_and_unexplained_bytes_are_partial() {
+        let mut history = History::default();
+        let uuid = "GPU-x";
+        let total = 10u64 << 30;
+        for t in 0..60 {
+            let time = f64::from(t);
+            history.begin(time, 1.0);
+            let known = !(20..30).contains(&t);
+            history.record(
+                SeriesKey::device(uuid, Metric::Used),
+                time,
+                known.then_some(6 << 30),
+            );
+            for layer in Layer::ALL.into_iter().filter(|&l| l != Layer::Free) {
+                let value = match layer {
+                    Layer::Live => Some(4u64 << 30),
+                    // From 40 s the cache is only partly known: recorded as a gap.
+                    Layer::Cached if t < 40 => Some(2 << 30),
+                    Layer::Cached => None,
+                    _ => Some(0),
+                };
+                history.record(
+                    SeriesKey::device(uuid, Metric::Layer(layer)),
+                    time,
+                    value.filter(|_| known),
+                );
+            }
+        }
+        let axis = TimeAxis {
+            end: 59.0,
+            window: 60.0,
+            width: 60,
+        };
+        let columns = columns(&history, uuid, total, &axis);
+        assert_eq!(columns.len(), 60);
+        let at = |t: f64| &columns[axis.column(t).expect("on the axis")];
+        assert_eq!(*at(25.0), None, "{}", describe(at(25.0)));
+        let bands = at(10.0).clone().expect("known");
+        let get = |bands: &[(Band, u64)], b: Band| bands.iter().find(|x| x.0 == b).map(|x| x.1);
+        assert_eq!(get(&bands, Band::Layer(Layer::Cached)), Some(2 << 30));
+        assert_eq!(get(&bands, Band::Partial), Some(0));
+        assert_eq!(get(&bands, Band::Layer(Layer::Free)), Some(4 << 30));
+        let later = at(50.0).clone().expect("known");
+        assert_eq!(get(&later, Band::Layer(Layer::Cached)), None);
+        assert_eq!(get(&later, Band::Partial), Some(2 << 30));
+        assert_eq!(
+            later.iter().map(|b| b.1).sum::<u64>(),
+            total,
+            "still adds up to the total"
+        );
+    }
+}

@@ -1,0 +1,437 @@
+//! The monitor's diagnosis on screen: findings selected and opened to their evidence, climb
+//! rates in the trend column, climb marks on sparklines, and the strata view at each zoom.
+
+use super::tests::{demo_state, render, text};
+use crate::app::{Action, Focus, State, View, Zoom};
+use crate::detect::FindingKind;
+use crate::layers::Layer;
+use crate::pipeline::Pipeline;
+use crate::source::demo::node_at;
+use ratatui::style::Color;
+
+/// The demo after 25 story hours, ending at the same point of its 20-minute loop as
+/// [`demo_state`] (the fine-tune's OOM, the eval loop's leak): a sample a minute until the
+/// last 2.5 hours, then one every 10 s (the monitor's own pace at `--demo-speed 10`). Every
+/// tier of the history is full, and the test stays quick.
+fn long_demo(mono: bool) -> State {
+    let end = 25.0 * 3600.0 + crate::source::demo::SNAPSHOT_AT;
+    let dense_from = end - 9000.0;
+    let coarse = (0..)
+        .map(|k| dense_from - 60.0 * f64::from(k))
+        .take_while(|&t| t >= 0.0)
+        .skip(1);
+    let dense = (0..=900).map(|k| end - 10.0 * f64::from(k));
+    let mut times: Vec<f64> = coarse.chain(dense).collect();
+    times.sort_by(f64::total_cmp);
+    let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    state.monochrome = mono;
+    for t in times {
+        state.on_sample(node_at(0, t, 10.0));
+    }
+    state
+}
+
+/// The rows of the first chart on screen (between its title and its time axis), without
+/// the border and the byte axis: one string per row, top first.
+fn first_chart(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains("┤"))
+        .take_while(|l| !l.contains("0└"))
+        .map(|l| {
+            let row: String = l.chars().skip(1 + super::chart::Y_AXIS).collect();
+            row.trim_end_matches('│').to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn strata_view_at_each_zoom() {
+    let mut state = long_demo(false);
+    state.apply_action(Action::ToggleStrata);
+    for zoom in Zoom::ALL {
+        state.zoom = zoom;
+        for (w, h) in [(80, 24), (160, 48)] {
+            let screen = text(&render(&state, w, h));
+            assert!(
+                screen.contains(&format!("every layer over the last {}", zoom.label())),
+                "{screen}"
+            );
+            assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
+            assert!(
+                screen.contains("79.6G┤"),
+                "the total on the axis:\n{screen}"
+            );
+            // A full history: no column of GPU 0's chart is unknown.
+            let chart = first_chart(&screen);
+            assert!(chart.len() >= 8, "{screen}");
+            let bottom = chart.last().cloned().unwrap_or_default();
+            assert!(!bottom.contains(' '), "a gap in a full history:\n{screen}");
+            insta::assert_snapshot!(format!("strata_{}_{w}x{h}", zoom.label()), screen);
+        }
+    }
+}
+
+/// The story's OOMs and leak happen in the last 20 minutes: seen at 15 minutes, and at 24
+/// hours the loop repeats (each 20-minute story a tooth).
+#[test]
+fn strata_view_scrolls_to_every_device_and_marks_climbs() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::ToggleStrata);
+    let screen = text(&render(&state, 160, 48));
+    assert!(screen.contains("devices 1-3 of 7"), "{screen}");
+    // GPU 2: the eval loop's leak, marked where it began.
+    assert!(
+        screen.contains("▲ PID 52010 live +636 MiB/min from 09:01"),
+        "{screen}"
+    );
+    let axis_marks = screen
+        .lines()
+        .filter(|l| l.contains("0└") && l.contains('▲'))
+        .count();
+    assert_eq!(axis_marks, 1, "one climb on GPUs 0-2:\n{screen}");
+    for _ in 0..6 {
+        state.apply_action(Action::Down);
+    }
+    let screen = text(&render(&state, 160, 48));
+    assert!(screen.contains("devices 5-7 of 7"), "{screen}");
+    assert!(screen.contains("GPU 3 MIG 1g.10gb"), "{screen}");
+    assert!(
+        screen.contains("▲ PID 60112 cache"),
+        "the fine-tune's climb on its instance:\n{screen}"
+    );
+}
+
+/// Samples missing for two minutes are a blank stretch in every row of the chart: unknown,
+/// not zero, and not bridged.
+#[test]
+fn a_gap_in_the_history_is_a_gap_in_the_strata_view() {
+    let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    let mut t = 0.0;
+    while t <= 905.0 {
+        if !(600.0..720.0).contains(&t) {
+            state.on_sample(node_at(0, t, 10.0));
+        }
+        t += 10.0;
+    }
+    state.apply_action(Action::ToggleStrata);
+    let screen = text(&render(&state, 160, 48));
+    let chart = first_chart(&screen);
+    let width = chart.iter().map(|r| r.chars().count()).max().unwrap_or(0);
+    let blank_in_every_row = |c: usize| {
+        chart
+            .iter()
+            .all(|row| row.chars().nth(c).is_none_or(|ch| ch == ' '))
+    };
+    let blank: Vec<usize> = (0..width).filter(|&c| blank_in_every_row(c)).collect();
+    // 120 s of the 900 shown over 151 columns: about 20 columns, together.
+    assert!((16..=22).contains(&blank.len()), "{blank:?}\n{screen}");
+    assert!(blank.windows(2).all(|w| w[1] == w[0] + 1), "{blank:?}");
+    let from = blank[0] as f64 / width as f64 * 900.0 + 5.0;
+    assert!(
+        (590.0..630.0).contains(&from),
+        "starts at {from} s\n{screen}"
+    );
+}
+
+/// With NO_COLOR the strata view has no colour, and its layers are told apart by glyph.
+#[test]
+fn the_strata_view_reads_in_monochrome() {
+    let mut state = demo_state(true);
+    state.apply_action(Action::ToggleStrata);
+    let buffer = render(&state, 160, 48);
+    for cell in buffer.content() {
+        assert!(
+            matches!(cell.fg, Color::Reset) && matches!(cell.bg, Color::Reset),
+            "coloured cell {cell:?}"
+        );
+    }
+    let screen = text(&buffer);
+    let charts: String = screen
+        .lines()
+        .filter(|l| l.contains('┤') || l.contains("│      │"))
+        .collect();
+    for layer in [
+        Layer::Live,
+        Layer::Cached,
+        Layer::OutsidePool,
+        Layer::Other,
+        Layer::Free,
+    ] {
+        assert!(
+            charts.contains(layer.glyph()),
+            "{} missing:\n{screen}",
+            layer.name()
+        );
+    }
+}
+
+/// Selects the first finding of `kind` (and `pid`) in the findings panel, by the keys.
+fn select(state: &mut State, kind: FindingKind, pid: Option<u32>) {
+    if state.focus != Focus::Findings {
+        state.apply_action(Action::FocusNext);
+    }
+    state.apply_action(Action::Top);
+    for _ in 0..state.findings().len() {
+        let at = state.selected_finding_index().map(|i| &state.findings()[i]);
+        if at.is_some_and(|f| f.kind == kind && (pid.is_none() || f.pid == pid)) {
+            return;
+        }
+        state.apply_action(Action::Down);
+    }
+    panic!("no {kind:?} {pid:?} among {:?}", state.findings());
+}
+
+#[test]
+fn evidence_of_a_climb_80x24() {
+    let mut state = demo_state(false);
+    select(&mut state, FindingKind::Climb, Some(52010));
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 80, 24));
+    assert!(screen.contains("Finding · climb"), "{screen}");
+    assert!(screen.contains("PID 52010 · user bob"), "{screen}");
+    insta::assert_snapshot!(screen);
+    // Scrolled down: the chart of allocated bytes, the start marked under it.
+    for _ in 0..30 {
+        state.apply_action(Action::Down);
+    }
+    let screen = text(&render(&state, 80, 24));
+    assert!(
+        screen.contains("allocated (live tensors) of PID 52010"),
+        "{screen}"
+    );
+    assert!(screen.contains("▲ began 09:01"), "{screen}");
+    insta::assert_snapshot!("evidence_of_a_climb_80x24_scrolled", screen);
+}
+
+#[test]
+fn evidence_of_a_climb_160x48() {
+    let mut state = demo_state(false);
+    select(&mut state, FindingKind::Climb, Some(52010));
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 160, 48));
+    for field in [
+        "rate_mib_per_min       +635.8 MiB/min",
+        "start                  09:01",
+        "from_bytes",
+        "window_secs            8m00s (480 s)",
+        "cause                  live",
+    ] {
+        assert!(screen.contains(field), "{field}:\n{screen}");
+    }
+    let axis = screen.lines().find(|l| l.contains("0└")).expect("a chart");
+    assert!(axis.contains('▲'), "{axis}");
+    insta::assert_snapshot!(screen);
+}
+
+/// Every kind opens, each field with its unit: an OOM's request and free bytes, retries'
+/// rate, fragmentation's share (and its chart).
+#[test]
+fn evidence_of_other_kinds_names_every_figure() {
+    let mut state = demo_state(false);
+    for (kind, expect) in [
+        (
+            FindingKind::Oom,
+            vec![
+                "class",
+                "fragmentation",
+                "requested",
+                "2.50 GiB (2,684,354,560 B)",
+            ],
+        ),
+        (
+            FindingKind::AllocRetries,
+            vec!["rate_per_min", "a minute", "window_secs", "5m00s (300 s)"],
+        ),
+        (
+            FindingKind::Fragmentation,
+            vec![
+                "share",
+                "%",
+                "inactive_split (free split pieces) of PID 60112",
+            ],
+        ),
+        (
+            FindingKind::ZombieContext,
+            vec!["used", "2.10 GiB (2,254,438,400 B)", "PID 31337 · user n/a"],
+        ),
+    ] {
+        select(&mut state, kind, None);
+        state.apply_action(Action::Open);
+        assert!(matches!(state.view, View::Evidence(_)));
+        let screen = text(&render(&state, 120, 40));
+        for e in expect {
+            assert!(screen.contains(e), "{kind:?}: {e}\n{screen}");
+        }
+        state.apply_action(Action::Back);
+    }
+}
+
+/// The trend column shows a flagged climb's rate and its window on its row, at 80 columns
+/// and wider; other rows keep their sparkline.
+#[test]
+fn the_trend_column_shows_a_flagged_climbs_rate() {
+    let state = demo_state(false);
+    for (w, h, rate) in [
+        (80, 24, "+636M/min 8m"),
+        (120, 40, "+636M/min 8m"),
+        (160, 48, "+636 MiB/min 8m"),
+    ] {
+        let screen = text(&render(&state, w, h));
+        let row = screen
+            .lines()
+            .find(|l| l.starts_with("52010"))
+            .unwrap_or_else(|| panic!("{w}x{h}:\n{screen}"));
+        assert!(row.contains(rate), "{w}x{h}: {row}");
+        let trainer = screen
+            .lines()
+            .find(|l| l.starts_with("41230"))
+            .unwrap_or_default();
+        assert!(trainer.contains("▁▁▁▁"), "{w}x{h}: {trainer}");
+    }
+}
+
+/// The reconciliation of the leaking process marks on its sparklines where the climb began.
+#[test]
+fn sparklines_mark_where_a_climb_began() {
+    let mut state = demo_state(false);
+    while state.selected.as_ref().map(|s| s.0) != Some(52010) {
+        state.apply_action(Action::Down);
+    }
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 160, 60));
+    let used = screen
+        .lines()
+        .find(|l| l.trim_start_matches('│').starts_with("used  "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(used.matches('▲').count(), 1, "{used}");
+    assert!(
+        screen.contains("▲ where the climb flagged for this process began: 09:01"),
+        "{screen}"
+    );
+}
+
+/// The story's leak, fragmentation, retries and OOMs reach the findings panel when a user
+/// would expect (as the detectors' own test says), and none before its cause exists.
+#[test]
+fn the_demos_story_appears_in_the_findings_panel_on_time() {
+    let expected: [(&str, f64, f64); 5] = [
+        ("PID 52010 on GPU 2: live tensors climbing", 70.0, 670.0),
+        (
+            "PID 60112 on GPU 3 MIG 3g.40gb: fragmentation",
+            300.0,
+            700.0,
+        ),
+        ("PID 60112 on GPU 3 MIG 3g.40gb: ", 390.0, 500.0),
+        (
+            "PID 60112 on GPU 3 MIG 3g.40gb ran out of memory",
+            900.0,
+            900.0,
+        ),
+        ("PID 52010 on GPU 2 ran out of memory", 1010.0, 1010.0),
+    ];
+    let kinds = [
+        FindingKind::Climb,
+        FindingKind::Fragmentation,
+        FindingKind::AllocRetries,
+        FindingKind::Oom,
+        FindingKind::Oom,
+    ];
+    let mut first_seen: Vec<Option<f64>> = vec![None; expected.len()];
+    let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    let mut t = 0.0;
+    while t <= 1010.0 {
+        state.on_sample(node_at(0, t, 10.0));
+        let screen = text(&render(&state, 200, 80));
+        let panel: Vec<&str> = screen
+            .lines()
+            .skip_while(|l| !l.contains("Findings ("))
+            .collect();
+        for (i, (phrase, _, _)) in expected.iter().enumerate() {
+            // Retries: the line that counts them.
+            let hit = panel
+                .iter()
+                .any(|l| l.contains(phrase) && (i != 2 || l.contains("allocation retries")));
+            if hit && first_seen[i].is_none() {
+                first_seen[i] = Some(t);
+                // It opens, from the panel, to its evidence.
+                select(&mut state, kinds[i], None);
+                state.apply_action(Action::Open);
+                let screen = text(&render(&state, 120, 40));
+                assert!(
+                    screen.contains(&format!("Finding · {}", kinds[i].name())),
+                    "{screen}"
+                );
+                state.apply_action(Action::Back);
+            }
+        }
+        t += 10.0;
+    }
+    for ((phrase, from, by), seen) in expected.iter().zip(&first_seen) {
+        let seen = seen.unwrap_or_else(|| panic!("never in the panel: {phrase}"));
+        assert!(
+            (*from..=*by).contains(&seen),
+            "{phrase}: first in the panel at {seen} s, expected {from}..={by}"
+        );
+    }
+}
+
+#[test]
+fn the_new_views_draw_at_every_size_without_panic() {
+    let mut state = demo_state(false);
+    select(&mut state, FindingKind::Climb, Some(52010));
+    state.apply_action(Action::Open);
+    let evidence = state.view.clone();
+    for view in [evidence, View::Strata] {
+        state.view = view;
+        for zoom in Zoom::ALL {
+            state.zoom = zoom;
+            for (w, h) in [
+                (0, 0),
+                (1, 1),
+                (20, 5),
+                (60, 16),
+                (61, 17),
+                (80, 24),
+                (100, 30),
+                (250, 70),
+                (1000, 20),
+            ] {
+                render(&state, w, h);
+            }
+        }
+    }
+}
+
+#[test]
+fn help_and_footer_name_the_new_keys() {
+    let mut state = demo_state(false);
+    let footer = |state: &State, w: u16| {
+        text(&render(state, w, 24))
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for w in [80, 120] {
+        assert!(footer(&state, w).contains("v strata"), "{w}");
+    }
+    state.apply_action(Action::FocusNext);
+    assert!(footer(&state, 80).contains("⏎ evidence"));
+    state.apply_action(Action::ToggleStrata);
+    assert!(
+        footer(&state, 80).contains("zoom:15m"),
+        "{}",
+        footer(&state, 80)
+    );
+    state.apply_action(Action::ToggleHelp);
+    let screen = text(&render(&state, 80, 40));
+    for key in [
+        "v strata view",
+        "z + - zoom",
+        "a finding's evidence",
+        "▲ where a flagged climb began",
+    ] {
+        assert!(screen.contains(key), "{key}:\n{screen}");
+    }
+}
