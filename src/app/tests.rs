@@ -1,0 +1,274 @@
+//! The state without a terminal: pausing, selections, the findings panel, the views' keys.
+
+use super::*;
+use crate::detect::{FindingKind, Severity};
+use crate::history::SeriesKey;
+use crate::source::demo::node_at;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn state() -> State {
+    State::new(Pipeline::new(None), "demo".into(), 1.0)
+}
+
+#[test]
+fn pausing_freezes_the_screen_and_loses_no_sample() {
+    let mut s = state();
+    s.on_sample(node_at(0, 100.0, 10.0));
+    s.apply_action(Action::TogglePause);
+    for t in [110.0, 120.0, 130.0] {
+        s.on_sample(node_at(0, t, 10.0));
+    }
+    let shown = s.current.as_ref().map(|o| o.sample.time);
+    assert_eq!(
+        shown,
+        Some(crate::source::demo::DEMO_EPOCH + 100.0),
+        "frozen while paused"
+    );
+    assert_eq!(s.queued.len(), 3);
+    s.apply_action(Action::TogglePause);
+    assert!(s.queued.is_empty());
+    let uuid = s
+        .current
+        .as_ref()
+        .map(|o| o.sample.gpus[0].uuid.clone())
+        .unwrap_or_default();
+    let series = s
+        .pipeline
+        .history
+        .get(&SeriesKey::device(&uuid, crate::history::Metric::Used))
+        .expect("series");
+    assert_eq!(
+        series.raw().filter(|(_, v)| v.is_some()).count(),
+        4,
+        "every queued sample went into history"
+    );
+}
+
+#[test]
+fn selection_follows_its_process_once_the_user_moved() {
+    let mut s = state();
+    s.on_sample(node_at(0, 600.0, 10.0));
+    let first = s.selected.clone();
+    s.apply_action(Action::Down);
+    let chosen = s.selected.clone();
+    assert_ne!(first, chosen);
+    s.apply_action(Action::CycleSort);
+    s.on_sample(node_at(0, 610.0, 10.0));
+    assert_eq!(
+        s.selected, chosen,
+        "stays on the same process when rows move"
+    );
+    s.apply_action(Action::Open);
+    let (pid, uuid) = chosen.expect("a selection");
+    assert_eq!(
+        s.view,
+        View::Detail {
+            pid,
+            device_uuid: uuid
+        }
+    );
+    s.apply_action(Action::Back);
+    assert_eq!(s.view, View::Main);
+    s.apply_action(Action::Back);
+    assert!(s.quit, "Esc on the main screen quits");
+}
+
+#[test]
+fn keys_map_to_actions() {
+    let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    assert_eq!(key_action(key(KeyCode::Char('q'))), Some(Action::Quit));
+    assert_eq!(
+        key_action(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        Some(Action::Quit)
+    );
+    assert_eq!(key_action(key(KeyCode::Char('j'))), Some(Action::Down));
+    assert_eq!(key_action(key(KeyCode::Up)), Some(Action::Up));
+    assert_eq!(key_action(key(KeyCode::Enter)), Some(Action::Open));
+    assert_eq!(key_action(key(KeyCode::Tab)), Some(Action::FocusNext));
+    assert_eq!(key_action(key(KeyCode::Char('s'))), Some(Action::CycleSort));
+    assert_eq!(
+        key_action(key(KeyCode::Char('p'))),
+        Some(Action::TogglePause)
+    );
+    assert_eq!(
+        key_action(key(KeyCode::Char('?'))),
+        Some(Action::ToggleHelp)
+    );
+    assert_eq!(
+        key_action(key(KeyCode::Char('v'))),
+        Some(Action::ToggleStrata)
+    );
+    assert_eq!(key_action(key(KeyCode::Char('z'))), Some(Action::ZoomCycle));
+    assert_eq!(key_action(key(KeyCode::Char('+'))), Some(Action::ZoomIn));
+    assert_eq!(key_action(key(KeyCode::Char('='))), Some(Action::ZoomIn));
+    assert_eq!(key_action(key(KeyCode::Char('-'))), Some(Action::ZoomOut));
+    assert_eq!(key_action(key(KeyCode::Char('x'))), None);
+}
+
+/// The demo's story up to `at` seconds, a sample every 10 s: its history and findings.
+fn demo(at: f64) -> State {
+    let mut s = state();
+    let mut t = 0.0;
+    while t <= at {
+        s.on_sample(node_at(0, t, 10.0));
+        t += 10.0;
+    }
+    s
+}
+
+fn finding(kind: FindingKind, pid: Option<u32>, severity: Severity, since: f64) -> Finding {
+    Finding {
+        kind,
+        severity,
+        device_uuid: Some("GPU-a".into()),
+        pid,
+        since,
+        message: format!("{kind:?} {pid:?}"),
+        evidence: serde_json::json!({}),
+    }
+}
+
+/// The demo at 905 s, with its findings replaced by `findings` as if a sample brought them.
+fn with_findings(s: &mut State, findings: Vec<Finding>) {
+    if let Some(o) = s.current.as_mut() {
+        o.findings = findings;
+    }
+    s.follow_findings();
+}
+
+#[test]
+fn tab_arrows_and_enter_open_the_selected_findings_evidence() {
+    let mut s = demo(905.0);
+    let count = s.findings().len();
+    assert!(count >= 5, "the demo at 905 s has findings");
+    assert_eq!(s.selected_finding_index(), Some(0), "the most severe first");
+    s.apply_action(Action::FocusNext);
+    assert_eq!(s.focus, Focus::Findings);
+    s.apply_action(Action::Down);
+    s.apply_action(Action::Down);
+    assert_eq!(s.selected_finding_index(), Some(2));
+    s.apply_action(Action::Bottom);
+    assert_eq!(s.selected_finding_index(), Some(count - 1));
+    s.apply_action(Action::Top);
+    s.apply_action(Action::Down);
+    let chosen = s.findings()[1].clone();
+    s.apply_action(Action::Open);
+    assert_eq!(s.view, View::Evidence(FindingId::of(&chosen)));
+    assert_eq!(s.evidence_last.as_ref(), Some(&chosen));
+    s.apply_action(Action::Down);
+    assert_eq!(s.evidence_scroll, 1, "arrows scroll the evidence");
+    s.apply_action(Action::FocusNext);
+    assert_eq!(s.focus, Focus::Findings, "Tab does nothing unseen");
+    s.apply_action(Action::Back);
+    assert_eq!(s.view, View::Main);
+    assert_eq!(s.focus, Focus::Findings, "back where it was");
+    assert_eq!(s.selected_finding_index(), Some(1));
+    assert!(!s.quit);
+}
+
+/// The selection follows its finding by kind, device and process as others come, go and
+/// reorder; when it clears, its neighbour takes its place; the open evidence stays.
+#[test]
+fn the_finding_selection_stays_on_its_finding_as_findings_come_and_go() {
+    let mut s = state();
+    s.on_sample(node_at(0, 905.0, 10.0));
+    let a = finding(FindingKind::Climb, Some(1), Severity::Warning, 10.0);
+    let b = finding(FindingKind::Fragmentation, Some(2), Severity::Warning, 20.0);
+    let c = finding(FindingKind::AllocRetries, Some(2), Severity::Warning, 30.0);
+    with_findings(&mut s, vec![a.clone(), b.clone(), c.clone()]);
+    assert_eq!(
+        s.finding_selected,
+        Some(FindingId::of(&a)),
+        "top until moved"
+    );
+    s.apply_action(Action::FocusNext);
+    s.apply_action(Action::Down);
+    assert_eq!(s.finding_selected, Some(FindingId::of(&b)));
+    // A critical one comes on top: the selection stays on b, now third.
+    let oom = finding(FindingKind::Oom, Some(2), Severity::Critical, 40.0);
+    with_findings(&mut s, vec![oom.clone(), a.clone(), b.clone(), c.clone()]);
+    assert_eq!(s.finding_selected, Some(FindingId::of(&b)));
+    assert_eq!(s.selected_finding_index(), Some(2));
+    // Its message and figures change: still the same finding.
+    let mut b2 = b.clone();
+    b2.message = "grown".into();
+    with_findings(&mut s, vec![oom.clone(), a.clone(), b2.clone(), c.clone()]);
+    assert_eq!(s.selected_finding_index(), Some(2));
+    // The same kind on another process is another finding.
+    let mut other = b.clone();
+    other.pid = Some(3);
+    assert!(!FindingId::of(&b).matches(&other));
+    s.apply_action(Action::Open);
+    assert_eq!(s.view, View::Evidence(FindingId::of(&b)));
+    // b clears: the selection moves to what took its row; the view keeps b as last seen.
+    with_findings(&mut s, vec![oom.clone(), a.clone(), c.clone()]);
+    assert_eq!(s.finding_selected, Some(FindingId::of(&c)));
+    let id = FindingId::of(&b);
+    let (shown, raised) = s.evidence_finding(&id).expect("kept");
+    assert_eq!((shown.message.as_str(), raised), ("grown", false));
+    // Everything clears, then findings return: nothing selected, then the neighbour row.
+    with_findings(&mut s, Vec::new());
+    assert_eq!(s.finding_selected, None);
+    with_findings(&mut s, vec![a.clone()]);
+    assert_eq!(s.finding_selected, Some(FindingId::of(&a)));
+}
+
+#[test]
+fn the_strata_view_opens_zooms_and_scrolls_its_devices() {
+    let mut s = state();
+    s.on_sample(node_at(0, 905.0, 10.0));
+    s.apply_action(Action::ZoomCycle);
+    assert_eq!(s.zoom, Zoom::Minutes15, "no zoom where it does not show");
+    s.apply_action(Action::ToggleStrata);
+    assert_eq!(s.view, View::Strata);
+    s.apply_action(Action::ZoomCycle);
+    assert_eq!(s.zoom, Zoom::Hours2);
+    s.apply_action(Action::ZoomOut);
+    assert_eq!(s.zoom, Zoom::Hours24);
+    s.apply_action(Action::ZoomOut);
+    assert_eq!(s.zoom, Zoom::Hours24, "24 h is the longest");
+    s.apply_action(Action::ZoomIn);
+    s.apply_action(Action::ZoomIn);
+    s.apply_action(Action::ZoomIn);
+    assert_eq!(s.zoom, Zoom::Minutes15);
+    // Seven devices: 4 GPUs and GPU 3's three MIG instances.
+    s.apply_action(Action::Down);
+    assert_eq!(s.strata_device, 1);
+    s.apply_action(Action::PageDown);
+    assert_eq!(s.strata_device, 6, "clamped to the last device");
+    s.apply_action(Action::Up);
+    assert_eq!(s.strata_device, 5);
+    let rows_selected = s.selected.clone();
+    assert_eq!(s.selected, rows_selected, "the process table did not move");
+    // Help from the strata view goes back to it.
+    s.apply_action(Action::ToggleHelp);
+    assert_eq!(s.view, View::Help);
+    s.apply_action(Action::Back);
+    assert_eq!(s.view, View::Strata);
+    s.apply_action(Action::ToggleStrata);
+    assert_eq!(s.view, View::Main);
+    s.apply_action(Action::ToggleStrata);
+    s.apply_action(Action::Back);
+    assert_eq!(s.view, View::Main);
+    assert!(!s.quit);
+    s.apply_action(Action::Quit);
+    assert!(s.quit, "q quits from anywhere");
+}
+
+#[test]
+fn a_climb_flagged_for_a_process_is_on_its_row() {
+    let s = demo(905.0);
+    let rows = s.rows();
+    let leak = rows
+        .iter()
+        .find(|r| r.process.pid == 52010)
+        .and_then(|r| r.climb.clone())
+        .expect("the eval loop's leak is on its row");
+    assert_eq!(leak.cause, "live");
+    assert!(leak.rate_mib_per_min > 300.0, "{leak:?}");
+    assert!(leak.window_secs > 0.0);
+    assert!(rows
+        .iter()
+        .filter(|r| [41230, 41231, 52077, 60500].contains(&r.process.pid))
+        .all(|r| r.climb.is_none()));
+}
