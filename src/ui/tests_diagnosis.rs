@@ -435,3 +435,92 @@ fn help_and_footer_name_the_new_keys() {
         assert!(screen.contains(key), "{key}:\n{screen}");
     }
 }
+
+/// A GPU lost from the bus keeps its chart (its name and size from its last reading), its
+/// history up to the loss, and blank from then on.
+#[test]
+fn a_lost_gpu_keeps_its_history_in_the_strata_view() {
+    let mut state = demo_state(false);
+    let mut sample = state.current.as_ref().expect("sample").sample.clone();
+    for _ in 0..12 {
+        sample.time += 10.0;
+        sample.gpus[1].lost = true;
+        sample.gpus[1].memory = None;
+        sample.gpus[1].name = None;
+        sample
+            .processes
+            .retain(|p| p.device_uuid != sample.gpus[1].uuid);
+        state.on_sample(sample.clone());
+    }
+    state.apply_action(Action::ToggleStrata);
+    state.apply_action(Action::Down);
+    let screen = text(&render(&state, 160, 48));
+    let title = screen
+        .lines()
+        .find(|l| l.contains("GPU 1 ·"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(title.contains("NVIDIA H100 80GB HBM3"), "{title}");
+    assert!(title.contains("total 79.6 GiB"), "{title}");
+    assert!(
+        title.contains("in use now n/a") && title.contains("LOST"),
+        "{title}"
+    );
+    let chart: Vec<String> = screen
+        .lines()
+        .skip_while(|l| !l.contains("GPU 1 ·"))
+        .skip(1)
+        .take_while(|l| !l.contains("0└"))
+        .map(|l| l.chars().skip(1 + super::chart::Y_AXIS).collect())
+        .collect();
+    let bottom = chart.last().cloned().unwrap_or_default();
+    let bottom = bottom.trim_end_matches('│');
+    // The last 2 minutes of 15 (about 20 of 151 columns) unknown, the rest known.
+    let blank = bottom.chars().rev().take_while(|&c| c == ' ').count();
+    assert!((15..=23).contains(&blank), "{blank}: {bottom}");
+    assert!(!bottom.trim_end().contains(' '), "{bottom}");
+}
+
+/// Strings from outside reach the new views defused: a MIG profile in the strata view's
+/// titles, a command line and a finding's message in the evidence view.
+#[test]
+fn hostile_strings_are_defused_in_the_new_views() {
+    let mut state = demo_state(false);
+    let mut sample = state.current.as_ref().expect("sample").sample.clone();
+    sample.time += 10.0;
+    sample.gpus[3].mig[0].profile = Some("3g\u{1b}[31m.40gb".into());
+    sample.gpus[3].name = Some("NVIDIA A100\u{1b}]0;x\u{7}".into());
+    for p in sample.processes.iter_mut().filter(|p| p.pid == 60112) {
+        p.command = Some("python \u{1b}[2Jfinetune.py\u{202e}".into());
+    }
+    state.on_sample(sample);
+    state.apply_action(Action::ToggleStrata);
+    for _ in 0..4 {
+        state.apply_action(Action::Down);
+    }
+    let mut screens = vec![
+        text(&render(&state, 160, 48)),
+        text(&render(&state, 80, 24)),
+    ];
+    state.apply_action(Action::ToggleStrata);
+    select(&mut state, FindingKind::Climb, Some(60112));
+    state.apply_action(Action::Open);
+    screens.push(text(&render(&state, 160, 48)));
+    screens.push(text(&render(&state, 80, 24)));
+    for screen in &screens {
+        assert!(!screen.contains('\u{1b}'), "{screen}");
+        assert!(
+            !screen.contains('\u{7}') && !screen.contains('\u{202e}'),
+            "{screen}"
+        );
+    }
+    assert!(
+        screens[0].contains("GPU 3 MIG 3g\u{fffd}[31m.40gb"),
+        "{}",
+        screens[0]
+    );
+    assert!(
+        screens[2].contains("python \u{fffd}[2Jfinetune.py\u{fffd}"),
+        "{}",
+        screens[2]
+    );
+}

@@ -13,7 +13,7 @@ use columns::{columns, stack, Band};
 
 use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;
-use super::widgets::{fit, key_line, pack};
+use super::widgets::{fit, key_line, pack, short_bytes, short_gpu_name};
 use crate::app::{climbs, strata_devices, ClimbNote, State, StrataDevice};
 use crate::detect::device_name;
 use crate::history::{Metric, SeriesKey};
@@ -178,19 +178,27 @@ fn device_lines(
         (true, Some(last)) => &last.gpu,
         _ => gpu,
     };
-    let (name, memory) = match device.mig {
+    let (name, short_name, memory) = match device.mig {
         None => (
             format!(
                 "GPU {} · {}",
                 gpu.index,
                 crate::text::clean(shown.name.as_deref().unwrap_or("n/a"))
             ),
+            format!(
+                "GPU {} {}",
+                gpu.index,
+                short_gpu_name(shown.name.as_deref())
+            ),
             shown.memory,
         ),
-        Some(m) => (
-            format!("  └ {}", device_name(sample, &device.uuid)),
-            shown.mig.get(m).and_then(|m| m.memory),
-        ),
+        Some(m) => {
+            let name = format!(
+                "  └ {}",
+                crate::text::clean(&device_name(sample, &device.uuid))
+            );
+            (name.clone(), name, shown.mig.get(m).and_then(|m| m.memory))
+        }
     };
     // Climbs on this device; a GPU's chart holds its MIG instances' too.
     let on_device = |uuid: &str| {
@@ -224,27 +232,54 @@ fn device_lines(
         .history
         .get(&SeriesKey::device(&device.uuid, Metric::Used))
         .and_then(|s| s.last());
-    let mut facts = format!(" · total {}", units::bytes(total));
-    match now {
-        Some(used) => facts.push_str(&format!(" · in use now {}", units::bytes(used))),
-        None => facts.push_str(" · in use now n/a"),
-    }
-    if gpu.lost {
-        facts.push_str(" · LOST");
-    }
-    title.push(Span::raw(facts));
-    for (pid, note) in &notes {
-        let who = pid.map_or_else(String::new, |p| format!("PID {p} "));
-        title.push(Span::styled(
-            format!(
-                " · {CLIMB_MARK} {who}{} {:+.0} MiB/min from {}",
-                note.cause,
-                note.rate_mib_per_min,
-                &units::clock(note.start)[..5]
-            ),
-            theme.severity(crate::detect::Severity::Warning),
-        ));
-    }
+    // The richest title that fits: full words, else short figures.
+    let warn = theme.severity(crate::detect::Severity::Warning);
+    let full = {
+        let mut line = title.clone();
+        let now = now.map_or_else(|| "n/a".to_string(), units::bytes);
+        let lost = if gpu.lost { " · LOST" } else { "" };
+        line.push(Span::raw(format!(
+            " · total {} · in use now {now}{lost}",
+            units::bytes(total)
+        )));
+        for (pid, note) in &notes {
+            let who = pid.map_or_else(String::new, |p| format!("PID {p} "));
+            line.push(Span::styled(
+                format!(
+                    " · {CLIMB_MARK} {who}{} {:+.0} MiB/min from {}",
+                    crate::text::clean(&note.cause),
+                    note.rate_mib_per_min,
+                    &units::clock(note.start)[..5]
+                ),
+                warn,
+            ));
+        }
+        line
+    };
+    let title = if full.iter().map(Span::width).sum::<usize>() <= width {
+        full
+    } else {
+        let mut line = vec![Span::styled(short_name, title[0].style)];
+        let now = short_bytes(now);
+        let lost = if gpu.lost { " LOST" } else { "" };
+        line.push(Span::raw(format!(
+            " · {} now {now}{lost}",
+            short_bytes(Some(total))
+        )));
+        for (pid, note) in &notes {
+            let who = pid.map_or_else(String::new, |p| format!("{p} "));
+            line.push(Span::styled(
+                format!(
+                    " · {CLIMB_MARK}{who}{} {:+.0}M/m {}",
+                    crate::text::clean(&note.cause),
+                    note.rate_mib_per_min,
+                    &units::clock(note.start)[..5]
+                ),
+                warn,
+            ));
+        }
+        line
+    };
     let mut lines = vec![fit_line(title, width)];
     let columns = columns(&state.pipeline.history, &device.uuid, total, axis);
     let stacks: Vec<Option<Vec<Band>>> = columns
