@@ -524,3 +524,26 @@ fn hostile_strings_are_defused_in_the_new_views() {
         screens[2]
     );
 }
+
+/// A finding that clears while its evidence is open stays readable, marked as cleared.
+#[test]
+fn evidence_of_a_cleared_finding_says_so() {
+    let mut state = demo_state(false);
+    select(&mut state, FindingKind::Climb, Some(52010));
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 120, 40));
+    assert!(screen.contains("still raised at 09:15:05 UTC"), "{screen}");
+    if let Some(o) = state.current.as_mut() {
+        o.findings.retain(|f| f.kind != FindingKind::Climb);
+    }
+    let screen = text(&render(&state, 120, 40));
+    assert!(
+        screen.contains("cleared: not raised at 09:15:05 UTC; shown as last seen"),
+        "{screen}"
+    );
+    assert!(screen.contains("live tensors climbing"), "{screen}");
+    assert!(
+        screen.contains("allocated (live tensors) of PID 52010"),
+        "{screen}"
+    );
+}
