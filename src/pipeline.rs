@@ -3,7 +3,7 @@
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
-    detect_history, detect_instant, settle, sort_findings, Finding, FindingTracker,
+    detect_history_keyed, detect_instant, settle, sort_findings, ClimbHold, Finding, FindingTracker,
 };
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
@@ -26,6 +26,7 @@ pub struct Observed {
 pub struct Pipeline {
     pub contexts: ContextEstimator,
     pub tracker: FindingTracker,
+    pub hold: ClimbHold,
     pub history: History,
 }
 
@@ -36,6 +37,7 @@ impl Pipeline {
             contexts: context_bytes
                 .map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
             tracker: FindingTracker::default(),
+            hold: ClimbHold::default(),
             history: History::default(),
         }
     }
@@ -46,8 +48,10 @@ impl Pipeline {
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
-        let mut findings = detect_instant(&sample, &attachment, &account);
-        findings.extend(detect_history(&sample, &account, &self.history));
+        let (mut findings, climbs) = detect_history_keyed(&sample, &account, &self.history);
+        self.hold
+            .apply(&mut findings, climbs, &self.history, sample.time);
+        findings.extend(detect_instant(&sample, &attachment, &account));
         sort_findings(&mut findings);
         self.tracker.stamp(&mut findings, sample.time);
         settle(&mut findings, sample.time);

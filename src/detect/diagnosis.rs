@@ -71,6 +71,22 @@ fn mib_per_min(rate: f64) -> f64 {
     rate * 60.0 / MIB
 }
 
+/// The series' name in a climb's evidence.
+fn metric_name(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Used => "used",
+        Metric::Layer(layer) => layer.name(),
+        Metric::Allocated => "allocated",
+        Metric::Reserved => "reserved",
+        Metric::InactiveSplit => "inactive_split",
+        Metric::OutsidePool => "outside_pool",
+        Metric::Retries => "alloc_retries",
+        Metric::Ooms => "ooms",
+        Metric::Sm => "sm_util",
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn raise_climb(
     out: &mut Findings,
     now: f64,
@@ -79,6 +95,7 @@ fn raise_climb(
     who: String,
     cause: Cause,
     climb: Climb,
+    key: SeriesKey,
 ) {
     let rate = mib_per_min(climb.rate);
     out.raise(
@@ -96,6 +113,7 @@ fn raise_climb(
         ),
         json!({
             "cause": cause.name(),
+            "series": metric_name(key.metric()),
             "rate_mib_per_min": (rate * 10.0).round() / 10.0,
             "start": climb.start,
             "duration_secs": (now - climb.start).round(),
@@ -104,6 +122,7 @@ fn raise_climb(
             "window_secs": climb.window,
         }),
     );
+    out.climbed(key);
 }
 
 fn series<'a>(history: &'a History, id: &ProcessId, metric: Metric) -> Option<&'a Series> {
@@ -113,11 +132,8 @@ fn series<'a>(history: &'a History, id: &ProcessId, metric: Metric) -> Option<&'
 /// The change of a counter over a window ending now: its last value less its least, or
 /// `None` where it is not known; a counter that reset (a restart) counts from its reset.
 fn counter_rise(series: &Series, now: f64, window: f64) -> Option<u64> {
-    let chunks = series.chunks(now, window, 10);
-    let known: Vec<_> = chunks.iter().flatten().collect();
-    let last = known.last()?.last;
-    let least = known.iter().map(|c| c.min).min()?;
-    Some(last.saturating_sub(least))
+    let span = series.chunks(now, window, 1)[0]?;
+    Some(span.last.saturating_sub(span.min))
 }
 
 pub(super) fn detect(
@@ -141,11 +157,11 @@ pub(super) fn detect(
         } else if p.visible {
             series(history, &id, Metric::Used)
                 .and_then(|s| climbing(s, now))
-                .map(|c| (Cause::Unattributed, c))
+                .map(|c| (Cause::Unattributed, c, Metric::Used))
         } else {
             None
         };
-        if let Some((cause, climb)) = found {
+        if let Some((cause, climb, metric)) = found {
             climbing_devices.push(&p.device_uuid);
             raise_climb(
                 out,
@@ -155,6 +171,7 @@ pub(super) fn detect(
                 who.clone(),
                 cause,
                 climb,
+                SeriesKey::Process(id.clone(), metric),
             );
         }
         if let Some(feed) = &p.feed {
@@ -194,13 +211,21 @@ pub(super) fn detect(
             // A MIG GPU's own figures repeat its instances': judged there.
             if !(is_mig && i == 0) {
                 let processes_climb = members.iter().any(|m| climbing_devices.contains(m));
+                let key = SeriesKey::device(uuid, Metric::Layer(Layer::Other));
                 if let (false, Some(climb)) = (
                     processes_climb,
-                    history
-                        .get(&SeriesKey::device(uuid, Metric::Layer(Layer::Other)))
-                        .and_then(|s| climbing(s, now)),
+                    history.get(&key).and_then(|s| climbing(s, now)),
                 ) {
-                    raise_climb(out, now, uuid, None, place.clone(), Cause::NoProcess, climb);
+                    raise_climb(
+                        out,
+                        now,
+                        uuid,
+                        None,
+                        place.clone(),
+                        Cause::NoProcess,
+                        climb,
+                        key,
+                    );
                 }
             }
             if !(is_mig && i == 0) {
@@ -213,7 +238,7 @@ pub(super) fn detect(
 /// Which layer of a fed process climbs: live tensors first; the cache only when live tensors
 /// are flat beside it (a quarter of its rate or less); memory outside the pool only when the
 /// pool is flat too. A layer that climbs along with another is not its cause.
-fn fed_climb(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Climb)> {
+fn fed_climb(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Climb, Metric)> {
     // A layer is flat beside a climb when its floor moves at a quarter of the climb's rate
     // or less, over the climb's own window and over the longest one (a slow leak under a
     // noisy saw-tooth hides in a short window, not in a long one).
@@ -227,7 +252,7 @@ fn fed_climb(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Clim
     };
     let climbs = |metric| series(history, id, metric).and_then(|s| climbing(s, now));
     if let Some(c) = climbs(Metric::Allocated) {
-        return Some((Cause::Live, c));
+        return Some((Cause::Live, c, Metric::Allocated));
     }
     // The pool climbs: the cache grows if live tensors are flat beside it; otherwise the
     // pool grows because the tensors do (their own series too noisy to show it alone, a
@@ -238,10 +263,14 @@ fn fed_climb(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Clim
         } else {
             Cause::Live
         };
-        return Some((cause, c));
+        return Some((cause, c, Metric::Reserved));
     }
     let c = climbs(Metric::OutsidePool)?;
-    (flat(Metric::Allocated, &c) && flat(Metric::Reserved, &c)).then_some((Cause::OutsidePool, c))
+    (flat(Metric::Allocated, &c) && flat(Metric::Reserved, &c)).then_some((
+        Cause::OutsidePool,
+        c,
+        Metric::OutsidePool,
+    ))
 }
 
 /// Free split pieces large and growing as a share of the pool.

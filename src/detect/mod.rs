@@ -10,6 +10,7 @@ pub use processes::is_python;
 
 use crate::accounting::NodeAccount;
 use crate::feed::attach::Attachment;
+use crate::history::SeriesKey;
 use crate::sample::NodeSample;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -111,9 +112,26 @@ pub struct Finding {
 pub(crate) struct Findings {
     now: f64,
     list: Vec<Finding>,
+    /// The series each climb raised reads, by the climb's index in `list`.
+    climbs: Vec<(usize, SeriesKey)>,
 }
 
 impl Findings {
+    fn new(now: f64) -> Self {
+        Findings {
+            now,
+            list: Vec::new(),
+            climbs: Vec::new(),
+        }
+    }
+
+    /// The finding just raised is a climb of this series.
+    fn climbed(&mut self, key: SeriesKey) {
+        if let Some(last) = self.list.len().checked_sub(1) {
+            self.climbs.push((last, key));
+        }
+    }
+
     fn raise(
         &mut self,
         kind: FindingKind,
@@ -144,10 +162,7 @@ pub fn detect_instant(
     attachment: &Attachment,
     account: &NodeAccount,
 ) -> Vec<Finding> {
-    let mut out = Findings {
-        now: sample.time,
-        list: Vec::new(),
-    };
+    let mut out = Findings::new(sample.time);
     processes::detect(sample, account, &mut out);
     feeds::detect(sample, attachment, &mut out);
     devices::detect(sample, account, &mut out);
@@ -163,12 +178,61 @@ pub fn detect_history(
     account: &NodeAccount,
     history: &crate::history::History,
 ) -> Vec<Finding> {
-    let mut out = Findings {
-        now: sample.time,
-        list: Vec::new(),
-    };
+    detect_history_keyed(sample, account, history).0
+}
+
+/// [`detect_history`], with the series each climb reads (for [`ClimbHold`]).
+pub fn detect_history_keyed(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    history: &crate::history::History,
+) -> (Vec<Finding>, Vec<(usize, SeriesKey)>) {
+    let mut out = Findings::new(sample.time);
     diagnosis::detect(sample, account, history, &mut out);
-    out.list
+    (out.list, out.climbs)
+}
+
+/// Climbs seen within [`trend::HOLD_SECS`], kept through readings that miss them while the
+/// series they read has not fallen below where the climb had reached: one noisy minute does
+/// not end a leak and start another. The detectors stay pure; this remembers.
+#[derive(Debug, Default, Clone)]
+pub struct ClimbHold {
+    /// Each climb as last raised, its series, and when.
+    seen: Vec<(Finding, SeriesKey, f64)>,
+}
+
+impl ClimbHold {
+    /// Adds to `findings` (those of the instant `now`) the climbs held.
+    pub fn apply(
+        &mut self,
+        findings: &mut Vec<Finding>,
+        climbs: Vec<(usize, SeriesKey)>,
+        history: &crate::history::History,
+        now: f64,
+    ) {
+        let same = |a: &Finding, b: &Finding| {
+            a.kind == b.kind && a.device_uuid == b.device_uuid && a.pid == b.pid
+        };
+        for (i, key) in climbs {
+            let Some(f) = findings.get(i) else { continue };
+            self.seen.retain(|(g, _, _)| !same(f, g));
+            self.seen.push((f.clone(), key, now));
+        }
+        self.seen
+            .retain(|(_, _, at)| *at <= now && now - *at <= trend::HOLD_SECS);
+        for (held, key, at) in &self.seen {
+            if *at == now || findings.iter().any(|f| same(f, held)) {
+                continue;
+            }
+            let reached = held.evidence["to_bytes"].as_u64();
+            let level = history.get(key).and_then(|s| s.last());
+            if let (Some(reached), Some(level)) = (reached, level) {
+                if level >= reached {
+                    findings.push(held.clone());
+                }
+            }
+        }
+    }
 }
 
 /// After [`FindingTracker::stamp`]: holds back zombie contexts not yet gone for

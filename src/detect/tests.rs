@@ -313,3 +313,45 @@ fn a_feed_device_its_pid_is_not_listed_on_is_a_finding() {
     let findings = detect_instant(&s, &attachment, &account);
     assert!(kinds(&findings).contains(&FindingKind::FeedDeviceUnlisted));
 }
+
+/// A climb missed by one reading is held while its series stays where the climb had reached,
+/// and no longer than the hold: then it is over.
+#[test]
+fn a_climb_is_held_through_a_missed_reading_only_while_its_level_holds() {
+    use crate::history::{History, Metric, SeriesKey};
+    let key = SeriesKey::process(7, Some(70), "GPU-test-0", Metric::Allocated);
+    let mut history = History::default();
+    let level = |history: &mut History, t: f64, v: u64| {
+        history.begin(t, 1.0);
+        history.record(key.clone(), t, Some(v));
+    };
+    let climb = Finding {
+        kind: FindingKind::Climb,
+        severity: Severity::Warning,
+        device_uuid: Some("GPU-test-0".into()),
+        pid: Some(7),
+        since: 100.0,
+        message: "PID 7 on GPU 0: live tensors climbing".into(),
+        evidence: serde_json::json!({ "to_bytes": 10 * GIB }),
+    };
+    let mut hold = ClimbHold::default();
+    level(&mut history, 100.0, 10 * GIB);
+    let mut now = vec![climb.clone()];
+    hold.apply(&mut now, vec![(0, key.clone())], &history, 100.0);
+    assert_eq!(now.len(), 1, "seen now: not doubled");
+    // Missed a minute later, its level as high: held.
+    level(&mut history, 160.0, 10 * GIB + MIB);
+    let mut now = Vec::new();
+    hold.apply(&mut now, Vec::new(), &history, 160.0);
+    assert_eq!(kinds(&now), vec![FindingKind::Climb]);
+    // Fallen below where it had reached: over, though within the hold.
+    level(&mut history, 170.0, 9 * GIB);
+    let mut now = Vec::new();
+    hold.apply(&mut now, Vec::new(), &history, 170.0);
+    assert!(now.is_empty());
+    // Back up, but past the hold: over.
+    level(&mut history, 221.0, 11 * GIB);
+    let mut now = Vec::new();
+    hold.apply(&mut now, Vec::new(), &history, 221.0);
+    assert!(now.is_empty());
+}

@@ -70,7 +70,8 @@ impl SeriesKey {
         )
     }
 
-    fn metric(&self) -> Metric {
+    /// What the series measures.
+    pub fn metric(&self) -> Metric {
         match self {
             SeriesKey::Device(_, m) | SeriesKey::Process(_, m) => *m,
         }

@@ -100,11 +100,19 @@ impl<T: Copy> Ring<T> {
 
     /// Items with their absolute slots, oldest first.
     fn iter(&self) -> impl DoubleEndedIterator<Item = (i64, T)> + '_ {
+        self.iter_from(i64::MIN)
+    }
+
+    /// Items from the absolute slot `from` on, without walking the older ones.
+    fn iter_from(&self, from: i64) -> impl DoubleEndedIterator<Item = (i64, T)> + '_ {
         let first = self.first().unwrap_or(0);
+        let skip = usize::try_from(from.saturating_sub(first))
+            .unwrap_or(0)
+            .min(self.items.len());
         self.items
-            .iter()
+            .range(skip..)
             .enumerate()
-            .map(move |(i, v)| (first + i as i64, *v))
+            .map(move |(i, v)| (first + (skip + i) as i64, *v))
     }
 }
 
@@ -356,14 +364,75 @@ impl Series {
     /// value within it (`None` where nothing is known), from the finest tier that holds the
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
     pub fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+        self.chunks_between(end, window, n, f64::NEG_INFINITY, f64::INFINITY)
+    }
+
+    /// The first and the last of the chunks [`Series::chunks`] cuts, reading only their
+    /// points: whether a window can hold a rise at all, at a fraction of the cost.
+    pub fn edges(&self, end: f64, window: f64, n: usize) -> (Option<Span>, Option<Span>) {
+        if n == 0 {
+            return (None, None);
+        }
+        let width = window / n as f64;
+        let start = end - window;
+        let first = self.chunks_between(end, window, n, start, start + width)[0];
+        let last = self.chunks_between(end, window, n, end - width, end)[n - 1];
+        (first, last)
+    }
+
+    /// [`Series::chunks`], reading only the points from `from` to `to`.
+    fn chunks_between(
+        &self,
+        end: f64,
+        window: f64,
+        n: usize,
+        from: f64,
+        to: f64,
+    ) -> Vec<Option<Span>> {
         let mut out = vec![None; n];
         if n == 0 || window.is_nan() || window <= 0.0 {
             return out;
         }
         let start = end - window;
         let width = window / n as f64;
+        let (from, to) = (from.max(start), to.min(end));
+        let reach = self.reach();
+        let from_slot = ((from - self.origin) / self.step).floor() as i64;
+        if window <= reach[0] {
+            // Each chunk's slots found at its edges, then folded from the ring in one pass (a
+            // gap is the largest u32: it never wins a min, and is skipped for the max).
+            let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+                return out;
+            };
+            // The chunk a slot's time falls in, as `put` reads it; None outside [from, to].
+            let chunk = |slot: i64| {
+                let time = self.time_of(slot);
+                (time >= from && time <= to).then(|| (((time - start) / width) as usize).min(n - 1))
+            };
+            let mut slot = from_slot.max(first);
+            while slot <= head && chunk(slot).is_none() && self.time_of(slot) < from {
+                slot += 1;
+            }
+            while slot <= head {
+                let Some(i) = chunk(slot) else { break };
+                // The first slot past this chunk: estimated, then walked to exactly.
+                let edge = start + (i + 1) as f64 * width;
+                let mut past = (((edge - self.origin) / self.step).ceil() as i64).max(slot + 1);
+                while past > slot + 1 && chunk(past - 1) != Some(i) {
+                    past -= 1;
+                }
+                while past <= head && chunk(past) == Some(i) {
+                    past += 1;
+                }
+                let past = past.min(head + 1);
+                let range = (slot - first) as usize..(past - first) as usize;
+                out[i] = self.fold_slots(range);
+                slot = past;
+            }
+            return out;
+        }
         let mut put = |time: f64, span: Option<Span>| {
-            if time < start || time > end {
+            if time < from || time > to {
                 return;
             }
             let i = (((time - start) / width) as usize).min(n - 1);
@@ -371,63 +440,68 @@ impl Series {
                 out[i] = Some(out[i].map_or(span, |o: Span| o.merge(span)));
             }
         };
-        let reach = self.reach();
-        // Raw slots from `from` on, without walking the older ones.
-        let raw_from = |from: i64| {
-            let first = self.raw.first().unwrap_or(0);
+        let raw_from = |slot: i64| {
             self.raw
-                .iter()
-                .skip(usize::try_from(from - first).unwrap_or(0))
+                .iter_from(slot)
+                .take_while(|(slot, _)| self.time_of(*slot) <= to)
         };
-        if window <= reach[0] {
-            let from = ((start - self.origin) / self.step).floor() as i64;
-            for (slot, v) in raw_from(from) {
-                put(
-                    self.time_of(slot),
-                    self.scale.decode(v).map(|x| Span {
-                        min: x,
-                        max: x,
-                        last: x,
-                    }),
-                );
-            }
-            return out;
-        }
+        let point = |v: u32| {
+            self.scale.decode(v).map(|x| Span {
+                min: x,
+                max: x,
+                last: x,
+            })
+        };
         let (ring, points) = if window <= reach[1] {
             (&self.tier_1, FOLD_1)
         } else {
             (&self.tier_2, FOLD_1 * FOLD_2)
         };
-        for (point, v) in ring.iter() {
-            // A point stands at the end of the slots it folds.
-            let time = self.time_of((point + 1) * points - 1);
-            put(time, span_of(v, self.scale));
+        // A point stands at the end of the slots it folds: the first that can be in the
+        // window, and on while they are.
+        let ends = |p: i64, points: i64| self.time_of((p + 1) * points - 1);
+        for (p, v) in ring
+            .iter_from(from_slot.div_euclid(points))
+            .take_while(|(p, _)| ends(*p, points) <= to)
+        {
+            put(ends(p, points), span_of(v, self.scale));
         }
         // What the second tier has not folded yet: the first tier's open group.
         if points == FOLD_1 * FOLD_2 {
             let folded_to = self.tier_2.head.map_or(i64::MIN, |h| (h + 1) * FOLD_2);
-            for (point, v) in self.tier_1.iter().filter(|(p, _)| *p >= folded_to) {
-                put(
-                    self.time_of((point + 1) * FOLD_1 - 1),
-                    span_of(v, self.scale),
-                );
+            for (p, v) in self
+                .tier_1
+                .iter_from(folded_to.max(from_slot.div_euclid(FOLD_1)))
+                .take_while(|(p, _)| ends(*p, FOLD_1) <= to)
+            {
+                put(ends(p, FOLD_1), span_of(v, self.scale));
             }
         }
         // The open block not folded yet: from the raw ring.
         if let Some(head) = self.raw.head {
             let open_from = head.div_euclid(FOLD_1) * FOLD_1;
-            for (slot, v) in raw_from(open_from) {
-                put(
-                    self.time_of(slot),
-                    self.scale.decode(v).map(|x| Span {
-                        min: x,
-                        max: x,
-                        last: x,
-                    }),
-                );
+            for (slot, v) in raw_from(open_from.max(from_slot)) {
+                put(self.time_of(slot), point(v));
             }
         }
         out
+    }
+
+    /// The min, max and last known value of raw ring items `range`.
+    fn fold_slots(&self, range: std::ops::Range<usize>) -> Option<Span> {
+        let items = self.raw.items.range(range);
+        let min = items.clone().copied().min()?;
+        if min == GAP {
+            return None;
+        }
+        // Gaps wrap to 0 and lose.
+        let max = items.clone().map(|v| v.wrapping_add(1)).max()? - 1;
+        let last = items.rev().copied().find(|&v| v != GAP)?;
+        Some(Span {
+            min: self.scale.decode(min)?,
+            max: self.scale.decode(max)?,
+            last: self.scale.decode(last)?,
+        })
     }
 
     /// The points of a tier (0 raw, 1 and 2 folded) from `since` on, with their times, oldest
@@ -554,6 +628,64 @@ mod tests {
         );
         assert!(day[23].is_some());
         assert!(s.reach()[2] >= 86_400.0 && s.reach()[1] >= 7200.0 && s.reach()[0] >= 900.0);
+    }
+
+    proptest::proptest! {
+        /// The edges read alone are the first and last chunks read whole, from every tier,
+        /// with gaps and windows that begin before the series.
+        #[test]
+        fn edges_are_the_first_and_last_chunks(
+            len in 1u64..12_000,
+            gap_every in 2u64..500,
+            end_back in 0u64..900,
+            window in 30u64..30_000,
+            n in 1usize..12,
+        ) {
+            let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+            for i in 0..len {
+                let v = (i * 7919) % 1000;
+                s.push(i as f64, (!i.is_multiple_of(gap_every)).then_some(v));
+            }
+            let end = len.saturating_sub(end_back) as f64 + 0.5;
+            let all = s.chunks(end, window as f64, n);
+            let (first, last) = s.edges(end, window as f64, n);
+            proptest::prop_assert_eq!(first, all[0]);
+            proptest::prop_assert_eq!(last, all[n - 1]);
+        }
+
+        /// Raw chunks, cut at their edges and folded in one pass, are what reading every
+        /// point one by one gives, at any step and origin.
+        #[test]
+        fn raw_chunks_are_every_point_folded(
+            len in 1u64..1_200,
+            gap_every in 2u64..50,
+            step in proptest::sample::select(vec![0.5, 1.0, 1.7, 5.0]),
+            origin in -1000.0f64..1000.0,
+            end_back in 0.0f64..200.0,
+            window in 1.0f64..400.0,
+            n in 1usize..12,
+        ) {
+            let mut s = Series::new(Scale::Unit, step, origin);
+            for i in 0..len {
+                s.push(origin + i as f64 * step, (!i.is_multiple_of(gap_every)).then_some((i * 7919) % 1000));
+            }
+            let end = origin + len as f64 * step - end_back;
+            let window = window.min(s.reach()[0]);
+            let start = end - window;
+            let width = window / n as f64;
+            let mut want: Vec<Option<Span>> = vec![None; n];
+            for (t, v) in s.raw() {
+                if t < start || t > end {
+                    continue;
+                }
+                let i = (((t - start) / width) as usize).min(n - 1);
+                if let Some(x) = v {
+                    let p = Span { min: x, max: x, last: x };
+                    want[i] = Some(want[i].map_or(p, |o| o.merge(p)));
+                }
+            }
+            proptest::prop_assert_eq!(s.chunks(end, window, n), want);
+        }
     }
 
     #[test]
