@@ -63,36 +63,77 @@ fn key(f: &Finding) -> Key {
     (f.kind, f.device_uuid.clone(), f.pid)
 }
 
-/// Reads a recording and judges it as the monitor would have, sample by sample.
-pub fn analyze(input: impl BufRead, context_bytes: Option<u64>) -> std::io::Result<Analysis> {
+/// What the reading thread makes of one line.
+enum Line {
+    Sample(Box<NodeSample>),
+    Bad(BadLine),
+    /// The last line, cut short.
+    Truncated,
+}
+
+/// Reads and parses the recording's lines, in order, into `out`; stops at the end, or when
+/// the judging side has gone.
+fn read_lines(input: impl BufRead, out: std::sync::mpsc::SyncSender<std::io::Result<Line>>) {
+    let mut lines = input.split(b'\n').peekable();
+    let mut number = 0u64;
+    while let Some(line) = lines.next() {
+        number += 1;
+        let item = line.map(|line| {
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                return None;
+            }
+            Some(match serde_json::from_slice::<NodeSample>(text) {
+                Ok(sample) => Line::Sample(Box::new(sample)),
+                // The last line of a recording cut short (a kill mid-write) has no newline.
+                Err(e) if e.is_eof() && lines.peek().is_none() => Line::Truncated,
+                Err(e) => Line::Bad(BadLine {
+                    line: number,
+                    error: e.to_string(),
+                }),
+            })
+        });
+        let stop = item.is_err();
+        if let Some(item) = item.transpose() {
+            if out.send(item).is_err() || stop {
+                return;
+            }
+        }
+    }
+}
+
+/// Reads a recording and judges it as the monitor would have, sample by sample. Lines are
+/// read and parsed on a thread of their own, ahead of the judging.
+pub fn analyze(
+    input: impl BufRead + Send,
+    context_bytes: Option<u64>,
+) -> std::io::Result<Analysis> {
+    let (send, receive) = std::sync::mpsc::sync_channel(16);
+    std::thread::scope(|scope| {
+        scope.spawn(move || read_lines(input, send));
+        judge(receive.iter(), context_bytes)
+    })
+}
+
+fn judge(
+    lines: impl Iterator<Item = std::io::Result<Line>>,
+    context_bytes: Option<u64>,
+) -> std::io::Result<Analysis> {
     let mut pipeline = Pipeline::new(context_bytes);
     let mut analysis = Analysis::default();
     let mut open: Vec<Episode> = Vec::new();
     let mut done: Vec<Episode> = Vec::new();
     let mut last_time = f64::NEG_INFINITY;
-    let mut lines = input.split(b'\n').peekable();
-    let mut number = 0u64;
-    while let Some(line) = lines.next() {
-        number += 1;
-        let line = line?;
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let sample: NodeSample = match serde_json::from_str(text) {
-            Ok(sample) => sample,
-            Err(e) => {
-                // The last line of a recording cut short (a kill mid-write) has no newline.
-                if lines.peek().is_none() && e.is_eof() {
-                    analysis.truncated = true;
-                    continue;
-                }
+    for line in lines {
+        let sample = match line? {
+            Line::Sample(sample) => *sample,
+            Line::Truncated => {
+                analysis.truncated = true;
+                continue;
+            }
+            Line::Bad(bad) => {
                 if analysis.bad_lines.len() < BAD_LINES_LISTED {
-                    analysis.bad_lines.push(BadLine {
-                        line: number,
-                        error: e.to_string(),
-                    });
+                    analysis.bad_lines.push(bad);
                 } else {
                     analysis.more_bad_lines += 1;
                 }

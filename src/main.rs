@@ -177,7 +177,7 @@ fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
     use anyhow::Context;
     let context = common.context_bytes();
     let analysis = if args.file.as_os_str() == "-" {
-        strata::analyze::analyze(std::io::stdin().lock(), context)
+        strata::analyze::analyze(std::io::BufReader::new(std::io::stdin()), context)
     } else {
         let file = std::fs::File::open(&args.file).with_context(|| {
             format!(

@@ -169,7 +169,14 @@ pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &
     if theil_sen(&peaks) < 0.3 * rate {
         return Err("peaks flat");
     }
-    let (start, from) = onset(series, now, window, rate, first.max(0.0) as u64);
+    let (start, from) = onset(
+        series,
+        now,
+        window / n as f64,
+        rate,
+        first.max(0.0) as u64,
+        window,
+    );
     Ok(Climb {
         rate,
         start,
@@ -179,13 +186,16 @@ pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &
     })
 }
 
-/// When a climb seen over `window` began, and the floor it began from: walking back from now
-/// over up to two hours, the last point from which the floor kept rising at about the climb's
-/// rate (each earlier floor no higher than the next, give or take half a chunk of the climb,
-/// and no lower than four chunks of it).
-fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64, u64) {
+/// When a climb seen over `window` (cut in chunks `chunk` wide) began, and the floor it began
+/// from: walking back from now over up to two hours, in chunks as wide as the climb's own (a
+/// saw-tooth within them is not a fall), the last point from which the floor kept rising at
+/// about the climb's rate (each earlier floor no higher than the next, give or take half a
+/// chunk of the climb, and no lower than four chunks of it). Never later than the window's
+/// start, over which the climb was read; never before the series' first value.
+fn onset(series: &Series, now: f64, chunk: f64, rate: f64, floor: u64, window: f64) -> (f64, u64) {
     let span = (series.reach()[1]).min(7200.0).max(window);
-    let n = (span / series.resolution(span).max(60.0)).floor().max(1.0) as usize;
+    let width = series.resolution(span).max(60.0).max(chunk);
+    let n = (span / width).floor().max(1.0) as usize;
     let chunks = series.chunks(now, span, n);
     let width = span / n as f64;
     let slack = rate * width * 0.5;
@@ -203,10 +213,11 @@ fn onset(series: &Series, now: f64, window: f64, rate: f64, floor: u64) -> (f64,
             _ => break,
         }
     }
-    let start = now - span + i as f64 * width;
+    let first_known = series.first_time().unwrap_or(now - window);
+    let start = (now - span + i as f64 * width).max(first_known);
     match chunks[i] {
-        Some(c) if start < now - window / 2.0 => (start, c.min.min(floor)),
-        _ => (now - window / 2.0, floor),
+        Some(c) if start < now - window => (start, c.min.min(floor)),
+        _ => (now - window, floor),
     }
 }
 

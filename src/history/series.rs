@@ -125,6 +125,8 @@ pub struct Series {
     raw: Ring<u32>,
     tier_1: Ring<[u32; 3]>,
     tier_2: Ring<[u32; 3]>,
+    /// The slot of the first value since the rings were last empty.
+    began: Option<i64>,
     /// Out-of-order values dropped.
     pub dropped: u64,
 }
@@ -183,6 +185,7 @@ impl Series {
                 capacity(TIER_2_SECS, step * (FOLD_1 * FOLD_2) as f64),
                 [GAP; 3],
             ),
+            began: None,
             dropped: 0,
         }
     }
@@ -199,6 +202,7 @@ impl Series {
         self.raw.clear();
         self.tier_1.clear();
         self.tier_2.clear();
+        self.began = None;
         self.dropped = 0;
     }
 
@@ -238,6 +242,7 @@ impl Series {
                     self.raw.clear();
                     self.tier_1.clear();
                     self.tier_2.clear();
+                    self.began = Some(slot);
                 } else {
                     for missing in head + 1..slot {
                         self.advance(missing, GAP);
@@ -245,7 +250,10 @@ impl Series {
                 }
                 self.advance(slot, stored);
             }
-            None => self.advance(slot, stored),
+            None => {
+                self.began = Some(slot);
+                self.advance(slot, stored);
+            }
         }
     }
 
@@ -296,6 +304,20 @@ impl Series {
     /// The time of the latest slot written.
     pub fn last_time(&self) -> Option<f64> {
         self.raw.head.map(|h| self.time_of(h))
+    }
+
+    /// The time of the oldest slot held, in any tier (its value may be a gap): the first
+    /// value's, while the tiers still reach it.
+    pub fn first_time(&self) -> Option<f64> {
+        let held = [
+            self.raw.first(),
+            self.tier_1.first().map(|p| p * FOLD_1),
+            self.tier_2.first().map(|p| p * FOLD_1 * FOLD_2),
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
+        Some(self.time_of(held.max(self.began.unwrap_or(held))))
     }
 
     /// How many raw slots are held.
@@ -686,6 +708,19 @@ mod tests {
             }
             proptest::prop_assert_eq!(s.chunks(end, window, n), want);
         }
+    }
+
+    #[test]
+    fn the_first_time_is_the_oldest_slot_any_tier_holds() {
+        let mut s = Series::new(Scale::Unit, 1.0, -50.0);
+        assert_eq!(s.first_time(), None);
+        s.push(100.0, Some(1));
+        assert_eq!(s.first_time(), Some(100.0));
+        // Past the raw ring's reach: the first tier still holds the start.
+        for t in 101..3000 {
+            s.push(f64::from(t), Some(1));
+        }
+        assert_eq!(s.first_time(), Some(100.0));
     }
 
     #[test]
