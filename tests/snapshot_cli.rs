@@ -190,3 +190,54 @@ fn without_the_driver_library_one_line_and_a_hint() {
         assert!(out.stdout.is_empty(), "nothing half-drawn on stdout");
     }
 }
+
+/// The demo's story, diagnosed in `snapshot --demo --json` when a user would expect: nothing
+/// of it at the start; by 700 s the eval loop's leak (from 70 s), the fine-tune's
+/// fragmentation and retries; its OOM at 900 s is fragmentation; the eval loop's at 1010 s,
+/// against its cap, capacity; and the fine-tune's climb ends with the fine-tune (960 s).
+#[test]
+fn the_demo_story_is_diagnosed_in_the_snapshot_on_time() {
+    let at = |t: &str| -> Vec<String> {
+        snapshot(&["--demo-at", t])[0]["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .map(|f| {
+                let detail = f["evidence"]["cause"]
+                    .as_str()
+                    .or(f["evidence"]["class"].as_str())
+                    .unwrap_or("");
+                format!(
+                    "{} {} {detail}",
+                    f["kind"].as_str().unwrap_or("?"),
+                    f["pid"]
+                )
+                .trim_end()
+                .to_string()
+            })
+            .collect()
+    };
+    let story = [
+        "climb 52010 live",
+        "fragmentation 60112",
+        "alloc_retries 60112",
+        "oom 60112 fragmentation",
+        "oom 52010 capacity",
+    ];
+    let start = at("60");
+    assert!(
+        story.iter().all(|s| !start.contains(&s.to_string())),
+        "{start:?}"
+    );
+    let mid = at("700");
+    for s in &story[..3] {
+        assert!(mid.contains(&s.to_string()), "{s} at 700 s: {mid:?}");
+    }
+    assert!(at("905").contains(&"oom 60112 fragmentation".to_string()));
+    let late = at("1015");
+    assert!(late.contains(&"oom 52010 capacity".to_string()), "{late:?}");
+    assert!(
+        !late.iter().any(|f| f.starts_with("climb 60112")),
+        "the fine-tune is gone: {late:?}"
+    );
+}

@@ -224,8 +224,10 @@ impl ClimbHold {
             if *at == now || findings.iter().any(|f| same(f, held)) {
                 continue;
             }
+            // Only a series still recorded: a process gone (exited, restarted) ends its climb.
+            let series = history.get(key).filter(|s| s.last_time() > Some(*at));
             let reached = held.evidence["to_bytes"].as_u64();
-            let level = history.get(key).and_then(|s| s.last());
+            let level = series.and_then(|s| s.last());
             if let (Some(reached), Some(level)) = (reached, level) {
                 if level >= reached {
                     findings.push(held.clone());

@@ -354,4 +354,12 @@ fn a_climb_is_held_through_a_missed_reading_only_while_its_level_holds() {
     let mut now = Vec::new();
     hold.apply(&mut now, Vec::new(), &history, 221.0);
     assert!(now.is_empty());
+    // Seen again, then its process gone: its series no longer recorded, nothing is held.
+    level(&mut history, 230.0, 12 * GIB);
+    let mut now = vec![climb.clone()];
+    hold.apply(&mut now, vec![(0, key.clone())], &history, 230.0);
+    history.begin(240.0, 1.0);
+    let mut now = Vec::new();
+    hold.apply(&mut now, Vec::new(), &history, 240.0);
+    assert!(now.is_empty(), "a gone process's climb is over");
 }
