@@ -4,24 +4,41 @@ const KIB: f64 = 1024.0;
 
 /// Bytes in binary units with three significant figures: `512 B`, `1.50 KiB`, `38.2 GiB`.
 pub fn bytes(value: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let (number, unit) = scaled(value);
+    format!("{number} {unit}")
+}
+
+/// The binary units, to the largest a `u64` reaches (16 EiB).
+const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+/// Bytes as three significant figures and their unit: `("38.2", "GiB")`. Every `u64` has a
+/// unit (the largest, 2^64 − 1, is `16.0 EiB`): no figure of four digits but bytes below
+/// 1 KiB.
+pub fn scaled(value: u64) -> (String, &'static str) {
     if value < 1024 {
-        return format!("{value} B");
+        return (value.to_string(), UNITS[0]);
     }
     let mut scaled = value as f64;
     let mut unit = 0;
-    while scaled >= 1000.0 && unit + 1 < UNITS.len() {
+    while scaled >= 999.5 && unit + 1 < UNITS.len() {
         scaled /= KIB;
         unit += 1;
     }
-    let text = if scaled >= 100.0 {
+    let text = if scaled >= 99.95 {
         format!("{scaled:.0}")
-    } else if scaled >= 10.0 {
+    } else if scaled >= 9.995 {
         format!("{scaled:.1}")
     } else {
         format!("{scaled:.2}")
     };
-    format!("{text} {}", UNITS[unit])
+    (text, UNITS[unit])
+}
+
+/// Bytes in the short form of dense columns and legends: `38.2G`, `532M`, `1.50K`, `512B`,
+/// `16.0E`.
+pub fn short_bytes(value: u64) -> String {
+    let (number, unit) = scaled(value);
+    format!("{number}{}", &unit[..1])
 }
 
 /// Like [`bytes`], `n/a` when unknown.
@@ -57,6 +74,22 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
+/// An age as a list shows it, to the second for its first minute, then to the minute, then
+/// to the hour past a day: `42s`, `3m`, `2h05m`, `3d04h`. A screen of ages redrawn every
+/// second then changes once a minute.
+pub fn age(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "n/a".into();
+    }
+    let s = secs.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
 /// Wall-clock time of day (UTC) of a unix timestamp: `09:14:05`.
 pub fn clock(unix_secs: f64) -> String {
     if !unix_secs.is_finite() || unix_secs < 0.0 {
@@ -88,10 +121,34 @@ mod tests {
     }
 
     #[test]
+    fn absurd_values_keep_a_unit_and_three_figures() {
+        assert_eq!(bytes(u64::MAX), "16.0 EiB");
+        assert_eq!(bytes(8192 << 50), "8.00 EiB");
+        assert_eq!(bytes(999 << 50), "999 PiB");
+        assert_eq!(
+            bytes((1000 << 20) - (300 << 10)),
+            "0.98 GiB",
+            "999.7 MiB: never 1000 MiB"
+        );
+        assert_eq!(short_bytes(u64::MAX), "16.0E");
+        assert_eq!(short_bytes(50 << 20), "50.0M");
+        assert_eq!(short_bytes(1 << 20), "1.00M");
+        assert_eq!(short_bytes(1000), "1000B");
+        for shift in 0..64 {
+            let (number, unit) = scaled(1u64 << shift);
+            assert!(number.len() <= 4 && !unit.is_empty(), "{number} {unit}");
+        }
+    }
+
+    #[test]
     fn durations_and_clock() {
         assert_eq!(duration(42.4), "42s");
         assert_eq!(duration(187.0), "3m07s");
         assert_eq!(duration(7500.0), "2h05m");
         assert_eq!(clock(1_767_258_000.0 + 3.0), "09:00:03");
+        assert_eq!(age(42.4), "42s");
+        assert_eq!(age(187.0), "3m");
+        assert_eq!(age(7500.0), "2h05m");
+        assert_eq!(age(3.0 * 86_400.0 + 4.0 * 3600.0 + 5.0), "3d04h");
     }
 }

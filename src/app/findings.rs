@@ -80,6 +80,11 @@ impl State {
         self.current.as_ref().map_or(&[], |o| o.findings.as_slice())
     }
 
+    /// The time of the sample shown (not a number before the first).
+    pub fn now(&self) -> f64 {
+        self.current.as_ref().map_or(f64::NAN, |o| o.sample.time)
+    }
+
     /// Where the flagged climbs on a GPU began: on the GPU itself or on one of its MIG
     /// instances (whose memory is part of the GPU's).
     pub fn climb_starts_on_gpu(&self, gpu_uuid: &str) -> Vec<f64> {

@@ -52,15 +52,16 @@ pub struct ProcessRow<'a> {
     pub place: String,
     /// Index of its GPU, for ordering by device.
     pub gpu_index: u32,
-    /// Recent NVML used values, oldest first.
+    /// NVML used: the peak of each of the last [`TREND_CELLS`] minutes, oldest first.
     pub trend: Vec<Option<u64>>,
     /// The climb flagged for this process on this device, if any: its rate and window
     /// replace the plain trend.
     pub climb: Option<super::ClimbNote>,
 }
 
-/// Trend points kept for the table's sparkline.
-pub const TREND_POINTS: usize = 60;
+/// The table's trend: this many cells, each the peak of [`TREND_BUCKET`] seconds.
+pub const TREND_CELLS: usize = 10;
+pub const TREND_BUCKET: f64 = 60.0;
 
 pub fn process_rows<'a>(
     observed: &'a Observed,
@@ -89,7 +90,7 @@ pub fn process_rows<'a>(
             );
             let trend = history
                 .get(&key)
-                .map(|s| s.recent(TREND_POINTS))
+                .map(|s| s.cell_peaks(sample.time, TREND_CELLS, TREND_BUCKET))
                 .unwrap_or_default();
             let climb = super::climbs(&observed.findings)
                 .find(|(f, _)| {

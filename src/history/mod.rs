@@ -5,7 +5,7 @@
 
 mod series;
 
-pub use series::{Scale, Series, Span, FOLD_1, FOLD_2};
+pub use series::{Scale, Series, Span, FOLD_1, FOLD_2, RAW_SECS};
 
 use crate::layers::Layer;
 use std::collections::HashMap;

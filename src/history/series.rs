@@ -11,7 +11,7 @@ const GAP: u32 = u32::MAX;
 pub const FOLD_1: i64 = 10;
 pub const FOLD_2: i64 = 12;
 /// Seconds each ring covers.
-const RAW_SECS: f64 = 900.0;
+pub const RAW_SECS: f64 = 900.0;
 const TIER_1_SECS: f64 = 7200.0;
 const TIER_2_SECS: f64 = 86_400.0;
 
@@ -524,6 +524,21 @@ impl Series {
             max: self.scale.decode(max)?,
             last: self.scale.decode(last)?,
         })
+    }
+
+    /// The peak in each of `cells` cells of `bucket` seconds, oldest first, the last the cell
+    /// that holds `now`. Cells begin at multiples of `bucket` in unix time, so a row of them
+    /// moves along once a bucket, not at every sample, and the last changes only when a new
+    /// peak arrives.
+    pub fn cell_peaks(&self, now: f64, cells: usize, bucket: f64) -> Vec<Option<u64>> {
+        if cells == 0 || !now.is_finite() || bucket.is_nan() || bucket <= 0.0 {
+            return Vec::new();
+        }
+        let end = ((now / bucket).floor() + 1.0) * bucket;
+        self.chunks(end, bucket * cells as f64, cells)
+            .into_iter()
+            .map(|c| c.map(|c| c.max))
+            .collect()
     }
 
     /// The points of a tier (0 raw, 1 and 2 folded) from `since` on, with their times, oldest

@@ -166,25 +166,72 @@ pub fn byte_labels(top: u64, height: usize) -> Vec<String> {
         .collect()
 }
 
-/// Columns of a sparkline of `series`' last `width` raw values (as
-/// [`super::widgets::sparkline`] draws them, right-aligned) where one of `starts` falls.
-pub fn spark_marks(series: &Series, width: usize, starts: &[f64]) -> Vec<usize> {
-    let shown = series.len().min(width);
-    let (Some(last), step) = (series.last_time(), series.step()) else {
-        return Vec::new();
-    };
-    if shown == 0 {
-        return Vec::new();
+/// How a sparkline up to `width` cells wide reads its series: `cells` cells (right-aligned)
+/// of `bucket` seconds each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spark {
+    pub cells: usize,
+    pub bucket: f64,
+}
+
+impl Spark {
+    /// A sparkline up to `width` cells wide of a series sampled every `step` seconds: about
+    /// ten minutes across, each cell a round number of seconds (so cells begin on the
+    /// clock's round seconds) and never finer than the samples; fewer cells where a full row
+    /// would reach past the full-resolution history.
+    pub fn new(width: usize, step: f64) -> Spark {
+        const NICE: [f64; 12] = [
+            1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+        ];
+        let step = if step.is_finite() && step > 0.0 {
+            step
+        } else {
+            1.0
+        };
+        let want = (600.0 / width.max(1) as f64).max(step);
+        let bucket = NICE.into_iter().find(|&b| b >= want).unwrap_or(1800.0);
+        // The full-resolution history reaches RAW_SECS; past it, points are ten samples
+        // apart, and a cell finer than that would be blank between them.
+        let cells = if bucket * width as f64 > crate::history::RAW_SECS && bucket < 10.0 * step {
+            ((crate::history::RAW_SECS / bucket).floor() as usize).min(width)
+        } else {
+            width
+        };
+        Spark { cells, bucket }
     }
-    let first = last - (shown - 1) as f64 * step;
-    starts
-        .iter()
-        .filter(|&&s| s.is_finite() && s >= first - step / 2.0 && s <= last + step / 2.0)
-        .map(|&s| {
-            let i = (((s - first) / step).round().max(0.0) as usize).min(shown - 1);
-            width - shown + i
-        })
-        .collect()
+
+    /// For `series` (or, without one, samples every `step` seconds).
+    pub fn of(width: usize, series: Option<&Series>, step: f64) -> Spark {
+        Spark::new(width, series.map_or(step, Series::step))
+    }
+
+    /// The seconds the sparkline covers.
+    pub fn window(&self) -> f64 {
+        self.bucket * self.cells as f64
+    }
+
+    /// The peak of `series` in each cell, oldest first, the last the cell that holds `now`
+    /// ([`Series::cell_peaks`]): a sparkline that moves along once a cell, not at every
+    /// sample, so a slow link carries only the cell that changed.
+    pub fn peaks(&self, series: &Series, now: f64) -> Vec<Option<u64>> {
+        series.cell_peaks(now, self.cells, self.bucket)
+    }
+
+    /// The cells (counted from the left of `width`, the sparkline right-aligned) where one of
+    /// `starts` falls.
+    pub fn marks(&self, now: f64, width: usize, starts: &[f64]) -> Vec<usize> {
+        if self.cells == 0 || !now.is_finite() {
+            return Vec::new();
+        }
+        let end = ((now / self.bucket).floor() + 1.0) * self.bucket;
+        let first = end - self.window();
+        let offset = width.saturating_sub(self.cells);
+        starts
+            .iter()
+            .filter(|&&s| s.is_finite() && s >= first && s < end)
+            .map(|&s| offset + (((s - first) / self.bucket) as usize).min(self.cells - 1))
+            .collect()
+    }
 }
 
 /// A sparkline with [`CLIMB_MARK`] at the `marks` columns, in `mark_style`.
@@ -200,20 +247,25 @@ pub fn marked(text: &str, marks: &[usize], style: Style, mark_style: Style) -> V
     runs.finish()
 }
 
-/// The sparkline of `series`' last `width` raw values (blank where there is none), scaled to
-/// `ceiling`, with [`CLIMB_MARK`] where one of `starts` (where climbs began) falls.
+/// The sparkline of `series`' peaks, read as [`Spark::of`] says, up to `now` (blank where
+/// there is none), scaled to `ceiling`, with [`CLIMB_MARK`] where one of `starts` (where
+/// climbs began) falls.
 pub fn marked_sparkline(
     series: Option<&Series>,
+    now: f64,
     width: usize,
     ceiling: Option<u64>,
     starts: &[f64],
     style: Style,
     mark_style: Style,
 ) -> Vec<Span<'static>> {
-    let values = series.map(|s| s.recent(width)).unwrap_or_default();
+    let Some(series) = series else {
+        return marked(&" ".repeat(width), &[], style, mark_style);
+    };
+    let spark = Spark::of(width, Some(series), 1.0);
+    let values = spark.peaks(series, now);
     let text = super::widgets::sparkline(&values, width, ceiling);
-    let marks = series.map_or_else(Vec::new, |s| spark_marks(s, width, starts));
-    marked(&text, &marks, style, mark_style)
+    marked(&text, &spark.marks(now, width, starts), style, mark_style)
 }
 
 /// A window as short as it reads: `45s`, `8m`, `2h`.
@@ -268,13 +320,62 @@ mod tests {
     }
 
     #[test]
-    fn sparkline_marks_land_on_the_column_of_their_time() {
-        let mut s = Series::new(Scale::Unit, 10.0, 0.0);
-        for i in 0..20 {
-            s.push(i as f64 * 10.0, Some(i));
+    fn a_sparkline_moves_once_a_cell_not_at_every_sample() {
+        // A saw-tooth sampled every second: from one second to the next, only the last cell
+        // may change, and not at all once the cell has seen its peak.
+        let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+        let spark = Spark::new(10, 1.0);
+        let mut previous: Option<Vec<Option<u64>>> = None;
+        for t in 0..1200u64 {
+            s.push(t as f64, Some(100 + (t % 7) * 10));
+            let peaks = spark.peaks(&s, t as f64);
+            assert_eq!(peaks.len(), 10);
+            if let Some(before) = &previous {
+                let changed: Vec<usize> = (0..10).filter(|&i| peaks[i] != before[i]).collect();
+                if t % 60 != 0 {
+                    assert!(
+                        changed.iter().all(|&i| i == 9),
+                        "at {t}: cells {changed:?} moved"
+                    );
+                }
+            }
+            previous = Some(peaks);
         }
-        // The last 8 values are at 120..190 s, right-aligned in 10 columns: 120 s is column 2.
-        assert_eq!(spark_marks(&s, 10, &[120.0, 150.0, 50.0]), vec![2, 5]);
+        assert_eq!(
+            spark,
+            Spark {
+                cells: 10,
+                bucket: 60.0
+            }
+        );
+        assert_eq!(Spark::new(7, 1.0).window(), 840.0);
+        // Never finer than the samples, and no blanks between the coarser points past the
+        // full-resolution history: fewer cells instead.
+        assert_eq!(
+            Spark::new(140, 10.0),
+            Spark {
+                cells: 90,
+                bucket: 10.0
+            }
+        );
+        assert_eq!(
+            Spark::new(8, 1.0),
+            Spark {
+                cells: 8,
+                bucket: 120.0
+            }
+        );
+    }
+
+    #[test]
+    fn sparkline_marks_land_on_the_column_of_their_time() {
+        // 10 cells of 60 s: the last is 540..600 s, holding now (570 s); the first 0..60 s;
+        // right-aligned in 12 columns.
+        let spark = Spark::new(10, 1.0);
+        assert_eq!(
+            spark.marks(570.0, 12, &[120.0, 150.0, 599.0, 600.0, -1.0]),
+            vec![4, 4, 11]
+        );
         let spans = marked("▁▂▃▄", &[1], Style::new(), Style::new());
         let text: String = spans.iter().map(|s| s.content.as_ref()).collect();
         assert_eq!(text, "▁▲▃▄");

@@ -48,7 +48,7 @@ pub fn draw_findings(
                 let lead = format!(
                     "{:<4} {:>6}  ",
                     f.severity.label(),
-                    units::duration(now - f.since)
+                    units::age(now - f.since)
                 );
                 let text = fit(&f.message, width.saturating_sub(lead.chars().count()));
                 let line = Line::from(vec![

@@ -52,13 +52,23 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     // Room for the feed's framework and backend as well (its age when it lags).
     let feed_column = area.width >= 150;
     // Room for a climb's rate and window (`+636M/min 8m`; `+636 MiB/min 8m` where wider),
-    // and a whole number of the 60 trend points a cell.
+    // and the ten minutes of the trend.
     let trend_width: u16 = if feed_column { 15 } else { 12 };
     let (mut header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
             vec![
-                "PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE",
-                "TREND", "STATE", "COMMAND",
+                "PID",
+                "USER",
+                "GPU",
+                "USED",
+                "LIVE",
+                "CACHED",
+                "FRAG",
+                "CONTEXT",
+                "OUTSIDE",
+                "TREND 10m",
+                "STATE",
+                "COMMAND",
             ],
             vec![
                 Constraint::Length(7),
@@ -78,7 +88,15 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     } else {
         (
             vec![
-                "PID", "GPU", "USED", "LIVE", "CACHE", "FRAG", "TREND", "STATE", "COMMAND",
+                "PID",
+                "GPU",
+                "USED",
+                "LIVE",
+                "CACHE",
+                "FRAG",
+                "TREND 10m",
+                "STATE",
+                "COMMAND",
             ],
             vec![
                 Constraint::Length(6),

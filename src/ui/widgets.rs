@@ -133,7 +133,8 @@ pub fn legend(
 }
 
 /// The legend's entries, one per layer in bar order, before packing into lines. A figure
-/// carries its mark ([`Exactness::mark`]).
+/// carries its mark ([`Exactness::mark`]). On a device no fed process is on (its live
+/// tensors unknown), only the layers known are listed: a row of `n/a` says nothing there.
 pub fn legend_entries(
     layers: &Layers,
     exactness: Exactness<'_>,
@@ -141,8 +142,10 @@ pub fn legend_entries(
     short: bool,
     greyed: bool,
 ) -> Vec<Vec<Span<'static>>> {
+    let unfed = layers.get(Layer::Live).is_none();
     Layer::ALL
         .iter()
+        .filter(|&&layer| !(unfed && layers.get(layer).is_none()))
         .map(|&layer| {
             let mut figure = if short {
                 short_bytes(layers.get(layer))
@@ -208,15 +211,7 @@ pub fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, gap: usize) -> Vec<L
 
 /// Bytes as `38.1G`, `532M`, `n/a`: for legends and narrow columns.
 pub fn short_bytes(value: Option<u64>) -> String {
-    match value {
-        None => "n/a".into(),
-        Some(v) => units::bytes(v)
-            .replace(" GiB", "G")
-            .replace(" MiB", "M")
-            .replace(" KiB", "K")
-            .replace(" TiB", "T")
-            .replace(" B", "B"),
-    }
+    value.map_or_else(|| "n/a".into(), units::short_bytes)
 }
 
 const TICKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];

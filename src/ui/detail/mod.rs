@@ -458,9 +458,11 @@ fn reconcile(
             || "n/a".into(),
             |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
         );
+        let spark = super::chart::Spark::of(width, history.get(&key), state.interval);
         let mut spans = vec![Span::styled(format!("{label:<6}"), theme.dim())];
         spans.extend(marked_sparkline(
             history.get(&key),
+            state.now(),
             width,
             total,
             &climb_starts,
@@ -468,7 +470,14 @@ fn reconcile(
             theme.severity(crate::detect::Severity::Warning),
         ));
         rows.lines.push(Line::from(spans));
-        rows.text(format!("      {peak} (scale: device total)"), theme.dim());
+        rows.text(
+            format!(
+                "      {peak} (scale: device total; each cell the peak of {}, the last {})",
+                super::chart::short_window(spark.bucket),
+                super::chart::short_window(spark.window())
+            ),
+            theme.dim(),
+        );
     }
     if let Some(start) = climb_starts.first() {
         rows.text(

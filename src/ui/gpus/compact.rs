@@ -7,7 +7,7 @@ use crate::detect::Severity;
 use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
-use crate::ui::chart::marked_sparkline;
+use crate::ui::chart::{marked_sparkline, short_window, Spark};
 use crate::ui::theme::Theme;
 use crate::ui::widgets::{fit, key_line, legend, short_gpu_name};
 use crate::units;
@@ -15,6 +15,8 @@ use ratatui::text::{Line, Span};
 
 const LABEL: usize = 10;
 const SPARK: usize = 8;
+/// A GPU row's figures after its bar: ` 42.4/79.6G util  90% 16m `.
+const TAIL: usize = 27;
 
 /// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
 /// its short legend when `legends` (a medium-sized terminal), else under one shared key line.
@@ -74,12 +76,14 @@ pub(super) fn compact_lines(
         } else {
             units::opt_percent(gpu.utilization_gpu)
         };
-        let tail = format!(" {figure:>11} {util:>4} ");
-        let bar_width = width.saturating_sub(LABEL + tail.chars().count() + SPARK);
+        // The figures, then the sparkline's window: `42.4/79.6G util  90% 16m▁▂▃▄▅▆▇█`.
         let used = state
             .pipeline
             .history
             .get(&SeriesKey::device(&gpu.uuid, Metric::Used));
+        let window = short_window(Spark::of(SPARK, used, state.interval).window());
+        let tail = format!(" {figure:>11} util {util:>4} {window:>3} ");
+        let bar_width = width.saturating_sub(LABEL + TAIL + SPARK);
         let style = if gpu.lost {
             theme.alert()
         } else {
@@ -88,6 +92,7 @@ pub(super) fn compact_lines(
         let mut row = bar_row(Span::styled(label, style), &view, bar_width, tail, theme);
         row.spans.extend(marked_sparkline(
             used,
+            state.now(),
             SPARK,
             view.memory.map(|m| m.total),
             &state.climb_starts_on_gpu(&gpu.uuid),
@@ -114,7 +119,7 @@ pub(super) fn compact_lines(
             );
             let figure = usage_figure(m.memory.as_ref(), macc.layers, true);
             let tail = format!(" {figure:>11}");
-            let bar_width = width.saturating_sub(LABEL + tail.chars().count() + 6 + SPARK);
+            let bar_width = width.saturating_sub(LABEL + TAIL + SPARK);
             let mig_view = DeviceView::mig(m, &macc, view.greyed);
             lines.push(bar_row(
                 Span::styled(label, theme.title()),

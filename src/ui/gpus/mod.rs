@@ -2,7 +2,7 @@
 
 mod compact;
 
-use super::chart::marked_sparkline;
+use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
 use super::widgets::{
     bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, Exactness,
@@ -495,28 +495,43 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
     let half = width / 2;
     let label_used = format!("used {:>6} ", last(used));
     let label_live = format!(" live {:>6} ", last(live));
-    let w_used = half.saturating_sub(label_used.chars().count());
-    let w_live = width.saturating_sub(half + label_live.chars().count());
+    // Each sparkline ends with its window: `▁▂▃▄▅ 10m`.
+    let w_used = half.saturating_sub(label_used.chars().count() + 4);
+    let w_live = width.saturating_sub(half + label_live.chars().count() + 4);
+    let now = state.now();
+    let window = |w: usize| {
+        Span::styled(
+            format!(
+                " {:>3}",
+                short_window(Spark::of(w, used, state.interval).window())
+            ),
+            theme.dim(),
+        )
+    };
     // Where climbs on this GPU began, marked on both.
     let starts = state.climb_starts_on_gpu(uuid);
     let warn = theme.severity(crate::detect::Severity::Warning);
     let mut spans = vec![Span::styled(label_used, theme.dim())];
     spans.extend(marked_sparkline(
         used,
+        now,
         w_used,
         Some(total),
         &starts,
         theme.layer(Layer::Other),
         warn,
     ));
+    spans.push(window(w_used));
     spans.push(Span::styled(label_live, theme.dim()));
     spans.extend(marked_sparkline(
         live,
+        now,
         w_live,
         Some(total),
         &starts,
         theme.layer(Layer::Live),
         warn,
     ));
+    spans.push(window(w_live));
     Line::from(spans)
 }
