@@ -76,7 +76,9 @@ impl Layer {
     pub fn meaning(self) -> &'static str {
         match self {
             Layer::Live => "bytes held by live tensors",
-            Layer::Fragmented => "free split pieces of the pool that no other size can use",
+            Layer::Fragmented => {
+                "free pieces of split blocks: reusable by requests that fit, not by larger ones"
+            }
             Layer::Cached => "pool bytes neither live nor fragmented: reusable cache",
             Layer::OutsidePool => "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
             Layer::Context => "CUDA context of a fed process (an estimate)",

@@ -92,6 +92,9 @@ pub struct State {
     pub help_scroll: usize,
     /// First line of the reconciliation view shown.
     pub detail_scroll: usize,
+    /// How far the scrolling view last drawn (help, reconciliation, evidence) can scroll, as
+    /// its drawing found: the scroll stops where its last line reaches the bottom.
+    pub scroll_room: std::cell::Cell<Option<usize>>,
     /// The last error from the source, shown in the footer.
     pub status: Option<String>,
     /// Draw with glyphs only (`NO_COLOR`).
@@ -136,6 +139,7 @@ impl State {
             help_from: None,
             help_scroll: 0,
             detail_scroll: 0,
+            scroll_room: std::cell::Cell::new(None),
             status: None,
             monochrome: false,
             quit: false,

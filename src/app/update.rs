@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
-    /// Esc: close the open view, or quit from the main screen.
+    /// Esc: close the open view. On the main screen it does nothing: `q` quits (an Esc that
+    /// ends the monitor, pressed once too often, loses the screen).
     Back,
     Up,
     Down,
@@ -145,18 +146,27 @@ impl State {
 const PAGE: isize = 10;
 /// The reconciliation view's lines, at most: the scroll never goes past them.
 const DETAIL_LINES: usize = 48;
-/// The help screen's lines, about: the scroll stops at them.
-const HELP_LINES: usize = 26;
+/// The help screen's lines, at most.
+const HELP_LINES: usize = 80;
 /// The evidence view's lines, at most (a long message wrapped, every field, a chart).
 const EVIDENCE_LINES: usize = 60;
 
 impl State {
     /// Applies one action.
     pub fn apply_action(&mut self, action: Action) {
+        let view = self.view.clone();
+        self.act(action);
+        // Another view: how far it scrolls is known when it is drawn.
+        if self.view != view {
+            self.scroll_room.set(None);
+        }
+    }
+
+    fn act(&mut self, action: Action) {
         match action {
             Action::Quit => self.quit = true,
             Action::Back => match self.view {
-                View::Main => self.quit = true,
+                View::Main => {}
                 View::Help => self.view = self.help_from.take().unwrap_or(View::Main),
                 _ => self.view = View::Main,
             },
@@ -252,13 +262,19 @@ impl State {
         let scroll = |at: usize, most: usize| {
             (at as isize).saturating_add(delta).clamp(0, most as isize) as usize
         };
+        // A scrolling view: as far as its drawing found room for, else the most it can have.
+        let room = self.scroll_room.get();
+        let scroll_view =
+            |at: usize, most: usize| scroll(at.min(most), room.map_or(most, |r| r.min(most)));
         match self.view {
             // The help screen has a couple of dozen lines: scroll within them.
-            View::Help => self.help_scroll = scroll(self.help_scroll, HELP_LINES),
+            View::Help => self.help_scroll = scroll_view(self.help_scroll, HELP_LINES),
             // Drawing clamps these to the lines there are.
-            View::Detail { .. } => self.detail_scroll = scroll(self.detail_scroll, DETAIL_LINES),
+            View::Detail { .. } => {
+                self.detail_scroll = scroll_view(self.detail_scroll, DETAIL_LINES)
+            }
             View::Evidence(_) => {
-                self.evidence_scroll = scroll(self.evidence_scroll, EVIDENCE_LINES)
+                self.evidence_scroll = scroll_view(self.evidence_scroll, EVIDENCE_LINES)
             }
             View::Strata => {
                 let count = self

@@ -3,6 +3,7 @@
 use super::chart::CLIMB_MARK;
 use super::strata::PARTIAL_GLYPH;
 use super::theme::Theme;
+use crate::app::State;
 use crate::detect::Severity;
 use crate::layers::Layer;
 use ratatui::layout::Rect;
@@ -10,37 +11,59 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
-pub fn draw_help(frame: &mut Frame<'_>, area: Rect, scroll: usize, theme: Theme) {
+pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+    let head = |text: &'static str| Line::styled(text, theme.table_header());
     let mut lines = vec![
-        Line::styled("Keys", theme.table_header()),
-        Line::raw("  q Ctrl-C quit · Esc back · ↑↓ j k PgUp PgDn Home End move"),
-        Line::raw("  Tab focus processes/findings · s sort · p pause/resume (samples are kept)"),
+        head("Keys"),
+        Line::raw("  q Ctrl-C quit · Esc back (closes a view; nothing on the main screen)"),
+        Line::raw("  ↑↓ j k PgUp PgDn Home End move · Tab focus processes/findings"),
         Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),
+        Line::raw("  s sort · p pause/resume (samples are kept and applied on resume)"),
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
         Line::raw("  ? this help (↑↓ scroll it)"),
-        Line::styled("Marks", theme.table_header()),
+        head("Process table"),
+        Line::raw(
+            "  STATE: the process's state in /proc (R running, S sleeping, D disk, Z zombie),",
+        ),
+        Line::raw(
+            "    then its allocator feed: fed (fresh figures) · stale (older than 3 intervals:",
+        ),
+        Line::raw(
+            "    shown, not combined) · waiting (not yet paired with NVML) · refused (failed a",
+        ),
+        Line::raw("    trust check) · badfeed (figures that contradict NVML) · nofeed (none)."),
+        Line::raw("    gone: the PID has exited but NVML still lists it (a zombie context) ·"),
+        Line::raw("    hidden: /proc hides it (hidepid) · foreign: another PID namespace"),
+        Line::raw("  TREND 10m: NVML used, each cell the peak of a minute, scaled from the least"),
+        Line::raw("    to the most shown (512 MiB at least), so a slow climb rises across it;"),
+        Line::raw("    a flagged climb shows its rate and the window it was read over instead"),
+        head("Allocator feeds"),
+        Line::raw("  NVML sees a process's memory as one number. A feed is strata's agent inside"),
+        Line::raw("  the Python job reading its allocator (PyTorch, JAX, CuPy), which splits that"),
+        Line::raw("  number into live tensors, cache, free split pieces and memory outside the"),
+        Line::raw("  pool. Get one: strata run -- python train.py (or import strata_feed;"),
+        Line::raw("  strata_feed.start()), or strata attach PID for a running Python 3.14+ job."),
+        head("Marks"),
         Line::from(vec![
             Span::raw("  "),
             Span::styled(CLIMB_MARK.to_string(), theme.severity(Severity::Warning)),
             Span::raw(" where a flagged climb began (sparklines, strata view, evidence)"),
         ]),
-        Line::raw("  TREND +636M/m 8m: a flagged climb's rate, read over its window (8 min)"),
+        Line::raw("  16m ▁▂▃: a sparkline's window; each cell the peak of its share of it"),
+        Line::raw("  ~ an estimated context · ≥ a lower bound (a process's share unknown)"),
         Line::from(vec![
             Span::raw("  "),
             Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()),
             Span::raw(" strata view: bytes of a layer known only in part · blank: unknown"),
         ]),
-        Line::styled(
-            "Per GPU and per MIG instance, at one instant",
-            theme.table_header(),
-        ),
+        head("Per GPU and per MIG instance, at one instant"),
         Line::raw("  total = live + fragmented + cached + outside_pool + context"),
         Line::raw("          + unattributed + other + free"),
         Line::raw("  NVML used = context + outside_pool + reserved (a process with a feed)"),
         Line::raw("  reserved = live + fragmented + cached"),
         Line::raw("  n/a is unknown, never 0; a feed 3 intervals old is stale, not mixed in"),
-        Line::styled("Layers", theme.table_header()),
+        head("Layers"),
     ];
     for layer in Layer::ALL {
         lines.push(Line::from(vec![
@@ -49,6 +72,12 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, scroll: usize, theme: Theme)
             Span::raw(format!(" {:<13} {}", layer.name(), layer.meaning())),
         ]));
     }
+    // The scroll stops where the last line reaches the bottom.
+    let room = lines
+        .len()
+        .saturating_sub(area.height.saturating_sub(2) as usize);
+    state.scroll_room.set(Some(room));
+    let scroll = state.help_scroll.min(room);
     let help = Paragraph::new(lines)
         .scroll((scroll.min(usize::from(u16::MAX)) as u16, 0))
         .block(

@@ -62,7 +62,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         View::Detail { pid, device_uuid } => {
             detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
         }
-        View::Help => help::draw_help(frame, body, state.help_scroll, theme),
+        View::Help => help::draw_help(frame, body, state, theme),
         View::Evidence(id) => evidence::draw_evidence(frame, body, state, observed, id, theme),
         View::Strata => strata::draw_strata(frame, body, state, observed, theme),
     }

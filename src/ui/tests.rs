@@ -85,6 +85,41 @@ fn help_screen_lists_every_layer() {
     }
 }
 
+/// Scrolling the help stops where its last line reaches the bottom: one key back up moves
+/// it at once, however often down was pressed; and it explains STATE, TREND and feeds.
+#[test]
+fn help_scrolls_to_its_end_and_no_further() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::ToggleHelp);
+    let top = text(&render(&state, 80, 24));
+    for wanted in [
+        "STATE:",
+        "TREND 10m:",
+        "A feed is strata's agent",
+        "strata run --",
+    ] {
+        let all = (0..80)
+            .map(|_| {
+                let screen = text(&render(&state, 80, 24));
+                state.apply_action(Action::Down);
+                screen
+            })
+            .collect::<String>();
+        assert!(all.contains(wanted), "{wanted} not in the help");
+        state.help_scroll = 0;
+    }
+    for _ in 0..200 {
+        state.apply_action(Action::Down);
+        render(&state, 80, 24);
+    }
+    let end = text(&render(&state, 80, 24));
+    assert!(end.contains(Layer::Free.meaning()), "{end}");
+    state.apply_action(Action::Up);
+    let back = text(&render(&state, 80, 24));
+    assert_ne!(back, end, "one key up moves the help at once");
+    assert_ne!(back, top);
+}
+
 #[test]
 fn tiny_terminals_do_not_panic() {
     let state = demo_state(false);

@@ -168,9 +168,9 @@ pub fn draw_detail(
         }
     }
     let visible = inner.height as usize;
-    let start = state
-        .detail_scroll
-        .min(rows.lines.len().saturating_sub(visible));
+    let room = rows.lines.len().saturating_sub(visible);
+    state.scroll_room.set(Some(room));
+    let start = state.detail_scroll.min(room);
     super::widgets::put_lines(frame, inner, &rows.lines[start..]);
 }
 

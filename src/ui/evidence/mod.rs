@@ -53,9 +53,9 @@ pub fn draw_evidence(
             theme.dim(),
         )],
     };
-    let start = state
-        .evidence_scroll
-        .min(lines.len().saturating_sub(inner.height as usize));
+    let room = lines.len().saturating_sub(inner.height as usize);
+    state.scroll_room.set(Some(room));
+    let start = state.evidence_scroll.min(room);
     super::widgets::put_lines(frame, inner, &lines[start..]);
 }
 
