@@ -33,16 +33,28 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
             .unwrap_or("n/a"),
     );
     let gpus = sample.map_or(0, |s| s.gpus.len());
-    let clock = sample.map_or_else(|| "--:--:--".into(), |s| units::clock(s.time));
+    // The demo's story runs faster than the clock: its time is story time, never called UTC.
+    let story = state.source_label.starts_with("demo");
+    let clock = match sample {
+        None => "--:--:--".into(),
+        Some(s) if story => format!(
+            "story {}",
+            units::duration(s.time - crate::source::demo::DEMO_EPOCH)
+        ),
+        Some(s) => units::clock(s.time),
+    };
+    let utc = if story { "" } else { " UTC" };
     let (mode, mode_short) = mode(state);
     let plural = if gpus == 1 { "" } else { "s" };
     let label = &state.source_label;
-    let interval = state.interval;
+    // The interval of the samples themselves, as the JSON says (the demo's in story seconds).
+    let interval = sample.map_or(state.interval, |s| s.interval);
     // The richest line that fits; the state (live, stale, paused, recording) is in every one.
     let mut variants = vec![
-        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock} UTC │ {mode} │ ? help"),
+        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock}{utc} │ {mode} │ ? help"),
         format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock} │ {mode}"),
         format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode_short}"),
+        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval}s │ {clock} │ {mode_short}"),
         format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
     ];
     if sample.and_then(|s| s.host_pid_namespace) == Some(false) {

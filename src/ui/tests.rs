@@ -120,6 +120,31 @@ fn help_scrolls_to_its_end_and_no_further() {
     assert_ne!(back, top);
 }
 
+/// The demo runs ten times faster than the clock: its header shows story time, never a UTC
+/// wall clock, and the interval of its samples as the JSON has it (10 story seconds).
+#[test]
+fn the_demo_shows_story_time_and_the_samples_interval() {
+    let state = demo_state(false);
+    let json_interval = state.current.as_ref().expect("a sample").sample.interval;
+    assert_eq!(json_interval, 10.0);
+    for (w, h) in [(160, 48), (120, 40), (80, 24)] {
+        let header = text(&render(&state, w, h))
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        assert!(header.contains("story 15m05s"), "{w}: {header}");
+        assert!(
+            !header.contains("UTC") && !header.contains("09:15"),
+            "{w}: {header}"
+        );
+        assert!(
+            header.contains("10.0s") || header.contains(" 10s "),
+            "{w}: {header}"
+        );
+    }
+}
+
 #[test]
 fn tiny_terminals_do_not_panic() {
     let state = demo_state(false);

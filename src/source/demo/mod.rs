@@ -353,6 +353,7 @@ pub struct DemoSource {
     seed: u64,
     /// Story seconds per sample.
     step: f64,
+    speed: f64,
     start_at: f64,
     taken: u64,
 }
@@ -364,6 +365,7 @@ impl DemoSource {
         DemoSource {
             seed,
             step: (interval * speed).max(1e-3),
+            speed,
             start_at: start_at.max(0.0),
             taken: 0,
         }
@@ -387,8 +389,10 @@ impl Source for DemoSource {
         (1..=count).rev().map(|n| self.at(-n)).collect()
     }
 
+    /// `demo ×10`: the story runs this many times faster than the clock, and the header shows
+    /// story time, not the wall clock.
     fn label(&self) -> String {
-        "demo".into()
+        format!("demo ×{}", self.speed)
     }
 }
 
