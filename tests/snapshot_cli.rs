@@ -241,3 +241,17 @@ fn the_demo_story_is_diagnosed_in_the_snapshot_on_time() {
         "the fine-tune is gone: {late:?}"
     );
 }
+
+/// No float noise in the JSON: every number with a fraction has at most six decimals
+/// (`0.4`, not `0.40000009536743164`).
+#[test]
+fn the_json_has_no_float_noise() {
+    for at in ["333", "700", "1015"] {
+        let line = snapshot(&["--demo-at", at])[0].to_string();
+        let noisy: Vec<&str> = line
+            .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+            .filter(|n| n.split_once('.').is_some_and(|(_, f)| f.len() > 6))
+            .collect();
+        assert!(noisy.is_empty(), "at {at}: {noisy:?}");
+    }
+}

@@ -287,7 +287,9 @@ fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {
 
 /// Judges a feed's statistics against the sample's instant and NVML's per-process reading.
 pub fn judge(now: f64, window: f64, stats: &AllocatorStats, nvml_used: Option<u64>) -> FeedStatus {
-    let age = now - stats.time;
+    // To the millisecond: the difference of two unix times carries float noise
+    // (0.40000009536743164) that means nothing.
+    let age = ((now - stats.time) * 1000.0).round() / 1000.0;
     if !age.is_finite() || age.abs() > window {
         return FeedStatus::Stale { age };
     }

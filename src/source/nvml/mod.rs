@@ -189,7 +189,8 @@ impl Source for NvmlSource {
             gpus,
             processes,
             feeds: Vec::new(),
-            poll_secs: Some(started.elapsed().as_secs_f64()),
+            // To the microsecond: finer is noise.
+            poll_secs: Some((started.elapsed().as_secs_f64() * 1e6).round() / 1e6),
             problems,
         })
     }
