@@ -145,6 +145,25 @@ fn the_demo_shows_story_time_and_the_samples_interval() {
     }
 }
 
+/// At 60x16 every GPU and MIG row is on screen (the 1g.10gb slice a warning names among
+/// them): the layers' key line goes first.
+#[test]
+fn every_device_row_stays_at_60x16() {
+    let state = demo_state(false);
+    let screen = text(&render(&state, 60, 16));
+    for row in [
+        "0 H100",
+        "1 H100",
+        "2 H100",
+        "3 A100",
+        "└3g.40gb",
+        "└2g.20gb",
+        "└1g.10gb",
+    ] {
+        assert!(screen.contains(row), "{row} missing:\n{screen}");
+    }
+}
+
 #[test]
 fn tiny_terminals_do_not_panic() {
     let state = demo_state(false);

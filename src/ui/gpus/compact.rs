@@ -17,6 +17,8 @@ const LABEL: usize = 10;
 const SPARK: usize = 8;
 /// A GPU row's figures after its bar: ` 42.4/79.6G util  90% 16m `.
 const TAIL: usize = 27;
+/// The same below 80 columns, without the sparkline's window: ` 42.4/79.6G util  90%`.
+const NARROW_TAIL: usize = 22;
 
 /// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
 /// its short legend when `legends` (a medium-sized terminal), else under one shared key line.
@@ -81,9 +83,15 @@ pub(super) fn compact_lines(
             .pipeline
             .history
             .get(&SeriesKey::device(&gpu.uuid, Metric::Used));
-        let window = short_window(Spark::of(SPARK, used, state.interval).window());
-        let tail = format!(" {figure:>11} util {util:>4} {window:>3} ");
-        let bar_width = width.saturating_sub(LABEL + TAIL + SPARK);
+        // Below 80 columns the bar keeps the room and the sparkline goes.
+        let spark = if width >= 80 { SPARK } else { 0 };
+        let tail = if spark > 0 {
+            let window = short_window(Spark::of(SPARK, used, state.interval).window());
+            format!(" {figure:>11} util {util:>4} {window:>3} ")
+        } else {
+            format!(" {figure:>11} util {util:>4}")
+        };
+        let bar_width = width.saturating_sub(LABEL + tail.chars().count() + spark);
         let style = if gpu.lost {
             theme.alert()
         } else {
@@ -93,7 +101,7 @@ pub(super) fn compact_lines(
         row.spans.extend(marked_sparkline(
             used,
             state.now(),
-            SPARK,
+            spark,
             view.memory.map(|m| m.total),
             &state.climb_starts_on_gpu(&gpu.uuid),
             theme.layer(Layer::Other),
@@ -119,7 +127,12 @@ pub(super) fn compact_lines(
             );
             let figure = usage_figure(m.memory.as_ref(), macc.layers, true);
             let tail = format!(" {figure:>11}");
-            let bar_width = width.saturating_sub(LABEL + TAIL + SPARK);
+            // As wide as the GPU rows' bars.
+            let bar_width = if width >= 80 {
+                width.saturating_sub(LABEL + TAIL + SPARK)
+            } else {
+                width.saturating_sub(LABEL + NARROW_TAIL)
+            };
             let mig_view = DeviceView::mig(m, &macc, view.greyed);
             lines.push(bar_row(
                 Span::styled(label, theme.title()),

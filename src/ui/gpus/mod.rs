@@ -120,7 +120,12 @@ pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: 
             };
         }
     }
-    let lines = compact::compact_lines(state, observed, width as usize, theme, false);
+    // Every GPU and MIG row before the layers' key line: where they do not all fit with it,
+    // the key goes (the help has it), never a device a finding may name.
+    let mut lines = compact::compact_lines(state, observed, width as usize, theme, false);
+    if lines.len() as u16 > budget {
+        lines.remove(0);
+    }
     Plan {
         mode: Mode::Compact { legends: false },
         height: (lines.len() as u16).min(budget.max(2)),
