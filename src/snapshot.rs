@@ -284,8 +284,14 @@ pub fn text(observed: &Observed) -> String {
     }
     if !s.processes.is_empty() {
         let _ = writeln!(out, "Processes ({})", s.processes.len());
+        let _ = writeln!(
+            out,
+            "    {:>7}  {:<10} {:<14} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}  {:<10} COMMAND",
+            "PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "STATE"
+        );
     }
-    for p in &s.processes {
+    let host_ns = s.host_pid_namespace;
+    for (p, acc) in s.processes.iter().zip(&observed.account.processes) {
         let place = match s.locate(&p.device_uuid) {
             Some((g, None)) => format!("GPU {}", g.index),
             Some((g, Some(m))) => {
@@ -293,13 +299,31 @@ pub fn text(observed: &Observed) -> String {
             }
             None => p.device_uuid.clone(),
         };
+        let l = &acc.layers;
+        let state = crate::ui::processes::state_label(p, &acc.feed_status, host_ns);
         let _ = writeln!(
             out,
-            "    {:>7}  {:<12} {:>10}  {}  {}",
+            "    {:>7}  {:<10} {:<14} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}  {:<10} {}",
             p.pid,
-            clean(p.user.as_deref().unwrap_or("n/a")),
+            crate::text::clean(&crate::ui::widgets::fit(
+                p.user.as_deref().unwrap_or("n/a"),
+                10
+            )),
+            crate::ui::widgets::fit(&clean(&place), 14),
             opt_bytes(p.used),
-            clean(&place),
+            opt_bytes(l.live),
+            opt_bytes(l.cached),
+            opt_bytes(l.fragmented),
+            match l.context {
+                Some(c) => format!(
+                    "{}{}",
+                    acc.context_source.map_or("", |s| s.mark()),
+                    bytes(c)
+                ),
+                None => "n/a".into(),
+            },
+            opt_bytes(l.outside_pool),
+            state,
             match (&p.command, p.visible, p.hidden) {
                 (Some(command), _, _) => clean(command),
                 (None, _, true) => "n/a (hidden by /proc)".into(),

@@ -255,3 +255,39 @@ fn the_json_has_no_float_noise() {
         assert!(noisy.is_empty(), "at {at}: {noisy:?}");
     }
 }
+
+/// `snapshot` without `--json` lists the processes in a table: header, each process's user,
+/// device, every layer with its unit, its state and command.
+#[test]
+fn the_text_snapshot_lists_processes_in_a_table() {
+    let out = Command::cargo_bin("strata")
+        .expect("binary")
+        .args(["snapshot", "--demo"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("PID"))
+        .unwrap_or_else(|| panic!("no table header:\n{text}"));
+    for column in [
+        "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "STATE", "COMMAND",
+    ] {
+        assert!(header.contains(column), "{column} missing: {header}");
+    }
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("52077 "))
+        .unwrap_or_else(|| panic!("no row for 52077:\n{text}"));
+    for cell in [
+        "svc-infer",
+        "GPU 2",
+        "17.3 GiB",
+        "~1.14 GiB",
+        "R fed",
+        "python infer_async.py",
+    ] {
+        assert!(row.contains(cell), "{cell} missing: {row}");
+    }
+}

@@ -7,7 +7,7 @@ mod findings;
 mod gpus;
 mod header;
 mod help;
-mod processes;
+pub(crate) mod processes;
 mod strata;
 pub mod theme;
 pub mod widgets;
