@@ -13,8 +13,18 @@ use ratatui::Frame;
 pub fn draw_help(frame: &mut Frame<'_>, area: Rect, scroll: usize, theme: Theme) {
     let mut lines = vec![
         Line::styled("Keys", theme.table_header()),
-        Line::raw("  q Ctrl-C quit · Esc back · ↑↓ j k PgUp PgDn Home End move"),
-        Line::raw("  Tab focus processes/findings · s sort · p pause/resume (samples are kept)"),
+        Line::raw("  q Ctrl-C quit · Esc back · ↑↓ j PgUp PgDn Home End move"),
+        Line::raw("  Tab focus processes/findings · p pause/resume (samples are kept)"),
+        Line::raw(
+            "  s sort key (used live frag cache sm cpu host-mem time pid gpu) · S reverse ▲▼",
+        ),
+        Line::raw(
+            "    rows keep their order unless a value moves clearly (its 10-sample peak, ±5%)",
+        ),
+        Line::raw(
+            "  k F9 signal the process (SIGINT/TERM/KILL, then confirm y); on a zombie_context",
+        ),
+        Line::raw("    finding: the processes still holding its /dev/nvidia<N> open"),
         Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
@@ -26,6 +36,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, scroll: usize, theme: Theme)
             Span::raw(" where a flagged climb began (sparklines, strata view, evidence)"),
         ]),
         Line::raw("  TREND +636M/m 8m: a flagged climb's rate, read over its window (8 min)"),
+        Line::raw(
+            "  T C compute · G graphics · CG both · M MPS client; CPU% of one core; HMEM host",
+        ),
+        Line::raw("    memory (resident); TIME since the process started"),
         Line::from(vec![
             Span::raw("  "),
             Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()),
