@@ -164,8 +164,8 @@ fn walk(value: &Value, depth: usize, now: f64, out: &mut Vec<(usize, String, Str
 }
 
 /// One record of a list on one line, named by its pid where it has one. A device file's holder
-/// reads `PID 31342 · dave · python pretrain.py · child of 1 /sbin/init · no context of its
-/// own`; any other record, `field value` pairs.
+/// reads `PID 31342 · dave · python pretrain.py · no context of its own · child of 1
+/// /sbin/init`; any other record, `field value` pairs.
 fn record(item: &Value, depth: usize, now: f64) -> (usize, String, String) {
     let name = item
         .get("pid")
@@ -180,10 +180,6 @@ fn record(item: &Value, depth: usize, now: f64) -> (usize, String, String) {
         let mut parts = Vec::new();
         parts.extend(text("user"));
         parts.push(text("command").unwrap_or_else(|| "command n/a".into()));
-        if let Some(ppid) = item.get("ppid").and_then(Value::as_u64) {
-            let parent = text("parent_command").map_or_else(String::new, |c| format!(" {c}"));
-            parts.push(format!("child of {ppid}{parent}"));
-        }
         if text("state").as_deref() == Some("Z") {
             parts.push("defunct".into());
         }
@@ -191,6 +187,11 @@ fn record(item: &Value, depth: usize, now: f64) -> (usize, String, String) {
             Some(true) => "has a context of its own".into(),
             _ => "no context of its own".into(),
         });
+        // Last: a parent's command line can be long.
+        if let Some(ppid) = item.get("ppid").and_then(Value::as_u64) {
+            let parent = text("parent_command").map_or_else(String::new, |c| format!(" {c}"));
+            parts.push(format!("child of {ppid}{parent}"));
+        }
         return (depth, name, parts.join(" · "));
     }
     let fields: Vec<String> = item
@@ -271,13 +272,13 @@ mod tests {
             (
                 1,
                 "PID 31342".to_string(),
-                "dave · python pretrain.py · child of 1 /sbin/init · no context of its own"
+                "dave · python pretrain.py · no context of its own · child of 1 /sbin/init"
                     .to_string()
             )
         );
         assert_eq!(
             rows[at("holders") + 2].2,
-            "bob · python eval.py · child of 1 · defunct · has a context of its own"
+            "bob · python eval.py · defunct · has a context of its own · child of 1"
         );
         assert_eq!(rows[at("other") + 1].2, "bytes 2.00 KiB (2,048 B)");
     }
