@@ -22,6 +22,9 @@ pub fn node() -> NodeSample {
         gpus: Vec::new(),
         processes: Vec::new(),
         feeds: Vec::new(),
+        host_cpu_percent: None,
+        host_memory: None,
+        device_files: None,
         poll_secs: None,
         problems: Default::default(),
     }
@@ -46,6 +49,7 @@ pub fn gpu(index: u32, memory: DeviceMemory) -> GpuSample {
         memory: Some(memory),
         utilization_gpu: Some(50),
         mig_mode: Some(false),
+        minor_number: Some(index),
         lost: false,
         processes_known: true,
         mig: Vec::new(),
@@ -82,6 +86,9 @@ pub fn process(pid: u32, device_uuid: &str, used: Option<u64>) -> ProcessSample 
         command: Some(format!("python train.py --rank {pid}")),
         sm_util: Some(40),
         executable: Some("/usr/bin/python3.11".into()),
+        cpu_percent: None,
+        host_memory: None,
+        elapsed: None,
         feed: None,
     }
 }

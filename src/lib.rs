@@ -17,6 +17,7 @@ pub mod launch;
 pub mod layers;
 pub mod pipeline;
 pub mod sample;
+pub mod signal;
 pub mod snapshot;
 pub mod source;
 pub mod terminal;

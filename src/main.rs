@@ -106,6 +106,10 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     }
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    // This machine's processes: signalled through the kernel. The demo's are simulated.
+    if !common.demo {
+        state.signaller = Box::new(strata::signal::Kernel::default());
+    }
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
 }
 

@@ -10,7 +10,7 @@ use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
 use crate::sample::feed::FeedRecord;
-use crate::sample::{ContextKind, DeviceMemory, FeedSample};
+use crate::sample::{ContextKind, DeviceFileScan, DeviceMemory, FeedSample, HostMemory};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -29,6 +29,13 @@ pub struct Snapshot<'a> {
     pub poll_secs: Option<f64>,
     /// What NVML refused for the node (`device_count`, `driver`).
     pub problems: &'a BTreeMap<String, String>,
+    /// The host's CPU in use over the last interval, percent of all cores.
+    pub host_cpu_percent: Option<f64>,
+    /// The host's memory, bytes.
+    pub host_memory: Option<HostMemory>,
+    /// Who holds the GPUs' device files open (searched only while a context outlives its
+    /// process).
+    pub device_files: Option<&'a DeviceFileScan>,
     pub gpus: Vec<GpuOut<'a>>,
     pub processes: Vec<ProcessOut<'a>>,
     /// Every allocator feed: who it is (kernel credentials and hello), its state, its
@@ -48,6 +55,8 @@ pub struct GpuOut<'a> {
     pub memory: Option<DeviceMemory>,
     pub utilization_gpu: Option<u32>,
     pub mig_mode: Option<bool>,
+    /// The `N` of the GPU's device file `/dev/nvidia<N>`.
+    pub minor_number: Option<u32>,
     pub lost: bool,
     pub processes_known: bool,
     pub layers: Option<Layers>,
@@ -96,6 +105,12 @@ pub struct ProcessOut<'a> {
     pub mps: bool,
     pub hidden: bool,
     pub executable: Option<&'a str>,
+    /// Host CPU over the last interval, percent of one core.
+    pub cpu_percent: Option<f64>,
+    /// Host memory (resident set), bytes.
+    pub host_memory: Option<u64>,
+    /// Seconds since the process started.
+    pub elapsed: Option<u64>,
     /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
@@ -129,6 +144,7 @@ impl<'a> Snapshot<'a> {
                     memory: g.memory,
                     utilization_gpu: g.utilization_gpu,
                     mig_mode: g.mig_mode,
+                    minor_number: g.minor_number,
                     lost: g.lost,
                     processes_known: g.processes_known,
                     layers,
@@ -183,6 +199,9 @@ impl<'a> Snapshot<'a> {
                 mps: p.mps,
                 hidden: p.hidden,
                 executable: p.executable.as_deref(),
+                cpu_percent: p.cpu_percent,
+                host_memory: p.host_memory,
+                elapsed: p.elapsed,
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
@@ -199,6 +218,9 @@ impl<'a> Snapshot<'a> {
             host_pid_namespace: sample.host_pid_namespace,
             poll_secs: sample.poll_secs,
             problems: &sample.problems,
+            host_cpu_percent: sample.host_cpu_percent,
+            host_memory: sample.host_memory,
+            device_files: sample.device_files.as_ref(),
             gpus,
             processes,
             feeds: sample.feeds.iter().map(thinned).collect(),

@@ -110,6 +110,59 @@ fn snapshot_has_exactly_the_documented_fields() {
     for f in findings {
         exactly(f, "finding", &docs);
     }
+    exactly(&snap["host_memory"], "host_memory", &docs);
+    exactly(&snap["device_files"], "device_files", &docs);
+    let holders = snap["device_files"]["holders"].as_array().expect("holders");
+    assert!(!holders.is_empty());
+    for h in holders {
+        exactly(h, "holder", &docs);
+    }
+}
+
+/// The host's figures, per process and for the node, with their types: numbers where `/proc`
+/// shows the process, `null` (never 0) where it does not.
+#[test]
+fn host_figures_are_in_the_json_typed() {
+    let snap = &snapshot(&[])[0];
+    let cpu = snap["host_cpu_percent"].as_f64().expect("host_cpu_percent");
+    assert!((0.0..=100.0).contains(&cpu), "{cpu}");
+    let total = snap["host_memory"]["total"].as_u64().expect("total bytes");
+    let used = snap["host_memory"]["used"].as_u64().expect("used bytes");
+    assert!(0 < used && used <= total, "{used} of {total}");
+    let processes = snap["processes"].as_array().expect("processes");
+    let mut seen = 0;
+    for p in processes {
+        if p["visible"] == true {
+            let cpu = p["cpu_percent"].as_f64().expect("cpu_percent is a number");
+            assert!(cpu >= 0.0, "{p}");
+            assert!(p["host_memory"].as_u64().is_some_and(|b| b > 0), "{p}");
+            let elapsed = p["elapsed"].as_u64().expect("elapsed is whole seconds");
+            // The start time says the same, in clock ticks (the demo's are 100 a second).
+            assert!(elapsed <= 3600, "{p}");
+            seen += 1;
+        } else {
+            for key in ["cpu_percent", "host_memory", "elapsed"] {
+                assert!(p[key].is_null(), "{key} of an invisible pid: {p}");
+            }
+        }
+    }
+    assert!(seen >= 5);
+    for g in snap["gpus"].as_array().expect("gpus") {
+        assert_eq!(g["minor_number"], g["index"], "{g}");
+    }
+    let zombie = snap["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["kind"] == "zombie_context")
+        .expect("the demo's zombie context");
+    assert_eq!(zombie["evidence"]["device_file"], "/dev/nvidia2");
+    let holder = &zombie["evidence"]["holders"][0];
+    assert_eq!(holder["pid"], 31342, "{zombie}");
+    assert_eq!(holder["listed"], false);
+    assert_eq!(holder["ppid"], 1);
+    assert!(holder["command"].is_string() && holder["parent_command"].is_string());
+    assert!(holder["user"].is_string() && holder["start_time"].is_u64());
 }
 
 #[test]

@@ -2,11 +2,15 @@
 
 mod findings;
 mod rows;
+mod signal;
+mod sort;
 mod strata;
 mod update;
 
 pub use findings::{climbs, ClimbNote, FindingId};
-pub use rows::{process_rows, ProcessRow, SortKey};
+pub use rows::{process_rows, sort_arrow, ProcessRow, SortKey};
+pub use signal::{Notice, Offer, SignalDialog, Stage};
+pub use sort::SortMemory;
 pub use strata::{strata_devices, StrataDevice, Zoom};
 pub use update::{key_action, Action, Freshness};
 
@@ -15,6 +19,7 @@ use crate::detect::Finding;
 use crate::layers::Layers;
 use crate::pipeline::{Observed, Pipeline};
 use crate::sample::{GpuSample, NodeSample};
+use crate::signal::{Refuse, Signaller};
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -68,6 +73,10 @@ pub struct State {
     pub focus: Focus,
     pub view: View,
     pub sort: SortKey,
+    /// The other way round from the key's own (`S`): smallest first for amounts.
+    pub sort_reversed: bool,
+    /// The settled values the rows are ordered by, so that they do not swap at every sample.
+    pub sort_memory: SortMemory,
     /// Selected process, by (pid, device uuid), so it stays selected as rows move.
     pub selected: Option<(u32, String)>,
     /// Until the user moves, the selection stays on the top row, whatever comes there.
@@ -97,6 +106,13 @@ pub struct State {
     pub scroll_room: std::cell::Cell<Option<usize>>,
     /// The last error from the source, shown in the footer.
     pub status: Option<String>,
+    /// The outcome of the last key that did something out of sight (a signal sent or
+    /// refused), shown in the footer until the next key.
+    pub notice: Option<Notice>,
+    /// The signal dialog (`k`), while open: it takes the keys.
+    pub dialog: Option<SignalDialog>,
+    /// What sends signals: the kernel on a live node, nothing for the demo.
+    pub signaller: Box<dyn Signaller>,
     /// Draw with glyphs only (`NO_COLOR`).
     pub monochrome: bool,
     pub quit: bool,
@@ -127,6 +143,8 @@ impl State {
             focus: Focus::Processes,
             view: View::Main,
             sort: SortKey::Used,
+            sort_reversed: false,
+            sort_memory: SortMemory::default(),
             selected: None,
             selection_moved: false,
             finding_selected: None,
@@ -141,6 +159,9 @@ impl State {
             detail_scroll: 0,
             scroll_room: std::cell::Cell::new(None),
             status: None,
+            notice: None,
+            dialog: None,
+            signaller: Box::new(Refuse::simulated()),
             monochrome: false,
             quit: false,
             poll_started: None,
@@ -185,6 +206,7 @@ impl State {
                 );
             }
         }
+        self.sort_memory.observe(&observed);
         self.current = Some(observed);
         self.shown_since = self.last_arrival;
         self.status = None;
@@ -204,7 +226,13 @@ impl State {
     /// The process rows in the current sort order.
     pub fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
-            Some(observed) => process_rows(observed, &self.pipeline.history, self.sort),
+            Some(observed) => process_rows(
+                observed,
+                &self.pipeline.history,
+                self.sort,
+                self.sort_reversed,
+                &self.sort_memory,
+            ),
             None => Vec::new(),
         }
     }
@@ -217,7 +245,7 @@ impl State {
     }
 
     /// Keeps the selection on an existing row: the first one when the old one went away.
-    fn clamp_selection(&mut self) {
+    pub(super) fn clamp_selection(&mut self) {
         let rows = self.rows();
         let keep = self.selected_index(&rows).is_some();
         let first = rows

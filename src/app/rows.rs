@@ -1,9 +1,20 @@
 //! Process table rows: a process sample with its layers and trend, sorted.
 
+use super::sort::SortMemory;
 use crate::accounting::ProcessAccount;
 use crate::history::{History, Metric, SeriesKey};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
+use std::cmp::Ordering;
+
+/// Two values in order, the largest first when `down`; unknown last whichever way.
+fn by_value(a: Option<f64>, b: Option<f64>, down: bool) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) if down => b.total_cmp(&a),
+        (Some(a), Some(b)) => a.total_cmp(&b),
+        (a, b) => b.is_some().cmp(&a.is_some()),
+    }
+}
 
 /// What the process table is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,16 +23,28 @@ pub enum SortKey {
     Live,
     Fragmented,
     Cached,
+    /// Per-process SM utilization.
+    Sm,
+    /// Host CPU.
+    Cpu,
+    /// Host memory (resident).
+    HostMemory,
+    /// Time since the process started.
+    Elapsed,
     Pid,
     Device,
 }
 
 impl SortKey {
-    pub const CYCLE: [SortKey; 6] = [
+    pub const CYCLE: [SortKey; 10] = [
         SortKey::Used,
         SortKey::Live,
         SortKey::Fragmented,
         SortKey::Cached,
+        SortKey::Sm,
+        SortKey::Cpu,
+        SortKey::HostMemory,
+        SortKey::Elapsed,
         SortKey::Pid,
         SortKey::Device,
     ];
@@ -37,9 +60,28 @@ impl SortKey {
             SortKey::Live => "live",
             SortKey::Fragmented => "fragmented",
             SortKey::Cached => "cached",
+            SortKey::Sm => "sm",
+            SortKey::Cpu => "cpu",
+            SortKey::HostMemory => "host mem",
+            SortKey::Elapsed => "time",
             SortKey::Pid => "pid",
             SortKey::Device => "gpu",
         }
+    }
+
+    /// Whether the key, not reversed, puts the largest first: every amount does; pids and
+    /// GPUs go up.
+    pub fn descending(self) -> bool {
+        !matches!(self, SortKey::Pid | SortKey::Device)
+    }
+}
+
+/// The arrow beside a sort key: `▼` largest first, `▲` smallest first.
+pub fn sort_arrow(key: SortKey, reversed: bool) -> &'static str {
+    if key.descending() != reversed {
+        "▼"
+    } else {
+        "▲"
     }
 }
 
@@ -63,10 +105,14 @@ pub struct ProcessRow<'a> {
 pub const TREND_CELLS: usize = 10;
 pub const TREND_BUCKET: f64 = 60.0;
 
+/// The rows of `observed`, ordered by `sort` (the other way when `reversed`) through the
+/// settled values of `order`.
 pub fn process_rows<'a>(
     observed: &'a Observed,
     history: &History,
     sort: SortKey,
+    reversed: bool,
+    order: &SortMemory,
 ) -> Vec<ProcessRow<'a>> {
     let sample = &observed.sample;
     let mut rows: Vec<ProcessRow<'a>> = sample
@@ -108,22 +154,24 @@ pub fn process_rows<'a>(
             }
         })
         .collect();
-    let desc = |v: Option<u64>| std::cmp::Reverse(v);
+    let down = sort.descending() != reversed;
+    // Ties (and equal settled values) by pid.
+    let settled = |r: &ProcessRow<'_>, key: SortKey| {
+        order.settled(r.process.pid, &r.process.device_uuid, key)
+    };
     match sort {
-        SortKey::Used => rows.sort_by_key(|r| (desc(r.process.used), r.process.pid)),
-        SortKey::Live => rows.sort_by_key(|r| (desc(r.account.layers.live), r.process.pid)),
-        SortKey::Fragmented => {
-            rows.sort_by_key(|r| (desc(r.account.layers.fragmented), r.process.pid))
-        }
-        SortKey::Cached => rows.sort_by_key(|r| (desc(r.account.layers.cached), r.process.pid)),
+        SortKey::Pid if down => rows.sort_by_key(|r| std::cmp::Reverse(r.process.pid)),
         SortKey::Pid => rows.sort_by_key(|r| r.process.pid),
         SortKey::Device => rows.sort_by(|a, b| {
-            (a.gpu_index, &a.place, desc(a.process.used), a.process.pid).cmp(&(
-                b.gpu_index,
-                &b.place,
-                desc(b.process.used),
-                b.process.pid,
-            ))
+            let place = (a.gpu_index, &a.place).cmp(&(b.gpu_index, &b.place));
+            let place = if down { place.reverse() } else { place };
+            // Within a device, the largest first.
+            place
+                .then_with(|| by_value(settled(a, SortKey::Used), settled(b, SortKey::Used), true))
+                .then(a.process.pid.cmp(&b.process.pid))
+        }),
+        key => rows.sort_by(|a, b| {
+            by_value(settled(a, key), settled(b, key), down).then(a.process.pid.cmp(&b.process.pid))
         }),
     }
     rows

@@ -104,6 +104,14 @@ fn keys_map_to_actions() {
     assert_eq!(key_action(key(KeyCode::Char('='))), Some(Action::ZoomIn));
     assert_eq!(key_action(key(KeyCode::Char('-'))), Some(Action::ZoomOut));
     assert_eq!(key_action(key(KeyCode::Char('x'))), None);
+    assert_eq!(
+        key_action(key(KeyCode::Char('S'))),
+        Some(Action::ReverseSort)
+    );
+    assert_eq!(key_action(key(KeyCode::Char('k'))), Some(Action::Signal));
+    assert_eq!(key_action(key(KeyCode::F(9))), Some(Action::Signal));
+    assert_eq!(key_action(key(KeyCode::Char('y'))), Some(Action::Yes));
+    assert_eq!(key_action(key(KeyCode::Char('n'))), Some(Action::No));
 }
 
 /// The demo's story up to `at` seconds, a sample every 10 s: its history and findings.
@@ -272,4 +280,103 @@ fn a_climb_flagged_for_a_process_is_on_its_row() {
         .iter()
         .filter(|r| [41230, 41231, 52077, 60500].contains(&r.process.pid))
         .all(|r| r.climb.is_none()));
+}
+
+/// Two processes whose memory saw-tooths out of phase, crossing each other every few samples
+/// (20 to 24 GiB); a third far below.
+fn saw_tooths(i: usize) -> NodeSample {
+    use crate::fixtures::{gpu, memory, node, process, GIB};
+    let tooth = |phase: usize| 20 * GIB + (4 * GIB) * ((i + phase) % 6) as u64 / 5;
+    let mut s = node();
+    s.time += i as f64;
+    let (a, b) = (tooth(0), tooth(3));
+    s.gpus.push(gpu(0, memory(80 * GIB, a + b + GIB)));
+    s.processes = vec![
+        process(300, "GPU-test-0", Some(a)),
+        process(200, "GPU-test-0", Some(b)),
+        process(100, "GPU-test-0", Some(GIB)),
+    ];
+    s
+}
+
+fn order(s: &State) -> Vec<u32> {
+    s.rows().iter().map(|r| r.process.pid).collect()
+}
+
+/// Sorted by used memory, two saw-tooths that cross every few samples keep their rows: the
+/// instant's values swap places 10 times over these 30 samples, the table never does.
+#[test]
+fn rows_do_not_swap_when_two_values_saw_tooth_past_each_other() {
+    let mut s = state();
+    let mut swaps_in_the_data = 0;
+    let mut orders = Vec::new();
+    for i in 0..30 {
+        let sample = saw_tooths(i);
+        let used = |pid| {
+            sample
+                .processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .and_then(|p| p.used)
+        };
+        let first = if used(300) >= used(200) { 300 } else { 200 };
+        if i > 0 && orders.last().map(|o: &(u32, Vec<u32>)| o.0) != Some(first) {
+            swaps_in_the_data += 1;
+        }
+        s.on_sample(sample);
+        orders.push((first, order(&s)));
+    }
+    assert!(
+        swaps_in_the_data >= 8,
+        "the data does cross: {swaps_in_the_data}"
+    );
+    let settled: Vec<&Vec<u32>> = orders[6..].iter().map(|(_, o)| o).collect();
+    assert!(
+        settled.iter().all(|o| *o == settled[0]),
+        "the table held still: {settled:?}"
+    );
+    assert_eq!(settled[0][2], 100, "the small one last");
+    // S: the other way round, at once, still by the same settled values.
+    s.apply_action(Action::ReverseSort);
+    let reversed = order(&s);
+    let mut expected = settled[0].clone();
+    expected.reverse();
+    assert_eq!(reversed, expected);
+    assert_eq!(super::sort_arrow(s.sort, s.sort_reversed), "▲");
+    s.apply_action(Action::ReverseSort);
+    assert_eq!(super::sort_arrow(s.sort, s.sort_reversed), "▼");
+    // A clear change moves a row at once: the small one jumps to 40 GiB.
+    let mut jump = saw_tooths(30);
+    jump.processes[2].used = Some(40 * crate::fixtures::GIB);
+    s.on_sample(jump);
+    assert_eq!(order(&s)[0], 100);
+}
+
+#[test]
+fn equal_values_are_ordered_by_pid_and_unknown_comes_last_both_ways() {
+    use crate::fixtures::{gpu, memory, node, process, GIB};
+    let mut sample = node();
+    sample.gpus.push(gpu(0, memory(80 * GIB, 3 * GIB)));
+    sample.processes = vec![
+        process(30, "GPU-test-0", Some(GIB)),
+        process(10, "GPU-test-0", None),
+        process(20, "GPU-test-0", Some(GIB)),
+    ];
+    let mut s = state();
+    s.on_sample(sample);
+    assert_eq!(order(&s), [20, 30, 10]);
+    s.apply_action(Action::ReverseSort);
+    assert_eq!(
+        order(&s),
+        [20, 30, 10],
+        "ties by pid, unknown last, either way"
+    );
+    // Pid: up, then down.
+    while s.sort != SortKey::Pid {
+        s.apply_action(Action::CycleSort);
+    }
+    assert!(!s.sort_reversed, "a new key starts its own way round");
+    assert_eq!(order(&s), [10, 20, 30]);
+    s.apply_action(Action::ReverseSort);
+    assert_eq!(order(&s), [30, 20, 10]);
 }

@@ -20,6 +20,14 @@ pub enum Action {
     Open,
     FocusNext,
     CycleSort,
+    /// `S`: the same key, the other way round.
+    ReverseSort,
+    /// `k`: signal the selected process (or a zombie context's holders).
+    Signal,
+    /// `y`: confirm (in the signal dialog).
+    Yes,
+    /// `n`: decline (in the signal dialog).
+    No,
     TogglePause,
     ToggleHelp,
     /// Open or close the strata view.
@@ -40,7 +48,11 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('c') if ctrl => Action::Quit,
         KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
         KeyCode::Esc => Action::Back,
-        KeyCode::Up | KeyCode::Char('k') => Action::Up,
+        KeyCode::Up => Action::Up,
+        KeyCode::Char('k') | KeyCode::F(9) => Action::Signal,
+        KeyCode::Char('S') => Action::ReverseSort,
+        KeyCode::Char('y') => Action::Yes,
+        KeyCode::Char('n') => Action::No,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
         KeyCode::PageUp => Action::PageUp,
         KeyCode::PageDown | KeyCode::Char(' ') => Action::PageDown,
@@ -163,6 +175,12 @@ impl State {
     }
 
     fn act(&mut self, action: Action) {
+        // A notice answers the key before; the next key clears it.
+        self.notice = None;
+        if self.dialog.is_some() {
+            self.dialog_action(action);
+            return;
+        }
         match action {
             Action::Quit => self.quit = true,
             Action::Back => match self.view {
@@ -205,7 +223,18 @@ impl State {
                     self.paused = true;
                 }
             }
-            Action::CycleSort => self.sort = self.sort.next(),
+            Action::CycleSort => {
+                self.sort = self.sort.next();
+                self.sort_reversed = false;
+                self.clamp_selection();
+            }
+            Action::ReverseSort => {
+                self.sort_reversed = !self.sort_reversed;
+                self.clamp_selection();
+            }
+            Action::Signal => self.open_signal_dialog(),
+            // Only the dialog answers these.
+            Action::Yes | Action::No => {}
             // The focus is the main screen's: elsewhere Tab would change it unseen.
             Action::FocusNext if self.view != View::Main => {}
             Action::FocusNext => {

@@ -299,10 +299,35 @@ pub fn settle(findings: &mut Vec<Finding>, now: f64) {
                 devices.len(),
                 shown.join(", ")
             ),
-            evidence: serde_json::json!({ "pids": pids, "bytes": held, "devices": devices }),
+            evidence: match grouped_holders(&group) {
+                Some(holders) => serde_json::json!({
+                    "pids": pids, "bytes": held, "devices": devices, "holders": holders
+                }),
+                None => serde_json::json!({ "pids": pids, "bytes": held, "devices": devices }),
+            },
         });
     }
     sort_findings(findings);
+}
+
+/// The holders of the device files named by the findings of a group, each once (by pid):
+/// `None` where none of them names any.
+fn grouped_holders(group: &[Finding]) -> Option<Vec<serde_json::Value>> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    let mut any = false;
+    for holders in group
+        .iter()
+        .filter_map(|f| f.evidence.get("holders")?.as_array())
+    {
+        any = true;
+        for holder in holders {
+            if seen.insert(holder.get("pid").and_then(serde_json::Value::as_u64)) {
+                out.push(holder.clone());
+            }
+        }
+    }
+    any.then_some(out)
 }
 
 /// Remembers when each finding was first raised, so `since` survives from sample to sample.

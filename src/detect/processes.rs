@@ -3,14 +3,15 @@
 
 use super::{device_name, FindingKind, Findings, Severity};
 use crate::accounting::{FeedStatus, NodeAccount};
-use crate::sample::{NodeSample, ProcessSample};
+use crate::sample::{DeviceHolder, NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// A process without a feed holding at least this much is worth counting.
 const UNATTRIBUTED_MIN_BYTES: u64 = 256 << 20;
 
-/// What `/proc` says of a holder, for the zombie rule.
+/// What `/proc` says of a holder, for the zombie rule (the same rule as
+/// [`ProcessSample::is_gone_or_defunct`], which decides when the device files are searched).
 fn holder_state(sample: &NodeSample, p: &ProcessSample) -> Holder {
     match (p.visible, p.proc_state.as_deref()) {
         (true, Some("Z")) => Holder::Defunct,
@@ -22,6 +23,75 @@ fn holder_state(sample: &NodeSample, p: &ProcessSample) -> Holder {
         (false, _) if sample.host_pid_namespace == Some(true) => Holder::Gone,
         (false, _) => Holder::Elsewhere,
     }
+}
+
+/// Who holds open the device file of the GPU a zombie context is on, as evidence (`holders`,
+/// those without a context of their own first), and what the message adds: the likely
+/// culprit, or that nobody does. Nothing where the files were not searched.
+fn device_file_holders(sample: &NodeSample, device_uuid: &str) -> (Value, Value, String) {
+    let Some(scan) = &sample.device_files else {
+        return (Value::Null, Value::Null, String::new());
+    };
+    let minor = sample
+        .locate(device_uuid)
+        .and_then(|(gpu, _)| gpu.minor_number);
+    let file = minor.map_or_else(
+        || "/dev/nvidia-uvm".to_string(),
+        |m| format!("/dev/nvidia{m}"),
+    );
+    let listed = |pid: u32| sample.processes.iter().any(|p| p.pid == pid);
+    let mut holders: Vec<&DeviceHolder> = scan
+        .holders
+        .iter()
+        .filter(|h| match minor {
+            Some(m) => h.minors.contains(&m),
+            // Without the GPU's minor number: every holder of the UVM file.
+            None => h.uvm,
+        })
+        .collect();
+    holders.sort_by_key(|h| (listed(h.pid), h.pid));
+    let evidence: Vec<Value> = holders
+        .iter()
+        .map(|h| {
+            json!({
+                "pid": h.pid,
+                "start_time": h.start_time,
+                "ppid": h.ppid,
+                "user": h.user,
+                "command": h.command,
+                "parent_command": h.parent_command,
+                "state": h.state,
+                "listed": listed(h.pid),
+            })
+        })
+        .collect();
+    let suspects: Vec<&&DeviceHolder> = holders.iter().filter(|h| !listed(h.pid)).collect();
+    let searched_all = scan.unreadable == 0;
+    let note = match suspects[..] {
+        [one] => format!(
+            "; {file} is still held open by PID {} ({})",
+            one.pid,
+            one.command.as_deref().unwrap_or("command n/a")
+        ),
+        [] if holders.is_empty() && searched_all => {
+            format!("; no process holds {file} open")
+        }
+        [] if !searched_all => format!(
+            "; {} processes could not be searched for {file} (run strata as root)",
+            scan.unreadable
+        ),
+        [] => String::new(),
+        _ => {
+            let pids: Vec<String> = suspects.iter().map(|h| h.pid.to_string()).collect();
+            format!(
+                "; {file} is still held open by {} processes without a context of their own (PIDs {})",
+                suspects.len(),
+                pids.join(", ")
+            )
+        }
+    };
+    let file_value = Value::String(file);
+    (Value::Array(evidence), file_value, note)
 }
 
 enum Holder {
@@ -44,30 +114,42 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
         let evidence = json!({ "used": process.used });
         // PID 0 holding nothing is a quirk of some drivers, not a process.
         let quirk = process.pid == 0 && process.used == Some(0);
+        let zombie = |what: &str| {
+            let (holders, file, note) = device_file_holders(sample, &process.device_uuid);
+            let evidence = match holders {
+                Value::Null => json!({ "used": process.used }),
+                holders => json!({ "used": process.used, "device_file": file, "holders": holders }),
+            };
+            let message = format!(
+                "PID {} {what} but its CUDA context still holds {held} on {place}{note}",
+                process.pid
+            );
+            (message, evidence)
+        };
         match holder_state(sample, process) {
             _ if quirk => {}
-            Holder::Defunct => out.raise(
-                FindingKind::ZombieContext,
-                Severity::Critical,
-                device,
-                pid,
-                format!(
-                    "PID {} is defunct but its CUDA context still holds {held} on {place}",
-                    process.pid
-                ),
-                evidence,
-            ),
-            Holder::Gone => out.raise(
-                FindingKind::ZombieContext,
-                Severity::Critical,
-                device,
-                pid,
-                format!(
-                    "PID {} no longer exists but its CUDA context still holds {held} on {place}",
-                    process.pid
-                ),
-                evidence,
-            ),
+            Holder::Defunct => {
+                let (message, evidence) = zombie("is defunct");
+                out.raise(
+                    FindingKind::ZombieContext,
+                    Severity::Critical,
+                    device,
+                    pid,
+                    message,
+                    evidence,
+                )
+            }
+            Holder::Gone => {
+                let (message, evidence) = zombie("no longer exists");
+                out.raise(
+                    FindingKind::ZombieContext,
+                    Severity::Critical,
+                    device,
+                    pid,
+                    message,
+                    evidence,
+                )
+            }
             Holder::Elsewhere => out.raise(
                 FindingKind::NotVisibleHolder,
                 Severity::Info,

@@ -363,3 +363,141 @@ fn a_climb_is_held_through_a_missed_reading_only_while_its_level_holds() {
     hold.apply(&mut now, Vec::new(), &history, 240.0);
     assert!(now.is_empty(), "a gone process's climb is over");
 }
+
+fn holder(pid: u32, ppid: u32, minors: Vec<u32>, uvm: bool) -> crate::sample::DeviceHolder {
+    crate::sample::DeviceHolder {
+        pid,
+        start_time: Some(u64::from(pid) * 7),
+        state: Some("S".into()),
+        ppid: Some(ppid),
+        uid: Some(1000),
+        user: Some("alice".into()),
+        command: Some(format!("python worker.py --id {pid}")),
+        parent_command: Some("/sbin/init".into()),
+        minors,
+        uvm,
+    }
+}
+
+fn zombie_of(findings: &[Finding]) -> &Finding {
+    findings
+        .iter()
+        .find(|f| f.kind == FindingKind::ZombieContext)
+        .expect("a zombie context")
+}
+
+/// The holders of the zombie's GPU file are named, those without a context of their own first;
+/// a holder of another GPU's file is not one of them.
+#[test]
+fn a_zombie_context_names_who_holds_its_device_file() {
+    let mut s = node_with(vec![gone(4242), process(77, "GPU-test-0", Some(GIB))], 0);
+    s.gpus[0].minor_number = Some(3);
+    s.device_files = Some(crate::sample::DeviceFileScan {
+        holders: vec![
+            holder(77, 1, vec![3], true),
+            holder(4300, 1, vec![3], true),
+            holder(5000, 1, vec![0], true),
+        ],
+        unreadable: 0,
+    });
+    let zombie = zombie_of(&over(6, &s)).clone();
+    assert!(
+        zombie.message.ends_with(
+            "; /dev/nvidia3 is still held open by PID 4300 (python worker.py --id 4300)"
+        ),
+        "{}",
+        zombie.message
+    );
+    let e = &zombie.evidence;
+    assert_eq!(e["device_file"], "/dev/nvidia3");
+    let holders = e["holders"].as_array().expect("holders");
+    let pids: Vec<u64> = holders.iter().filter_map(|h| h["pid"].as_u64()).collect();
+    assert_eq!(
+        pids,
+        [4300, 77],
+        "no context of its own first; GPU 0's holder left out"
+    );
+    assert_eq!(holders[0]["listed"], false);
+    assert_eq!(holders[1]["listed"], true);
+    assert_eq!(holders[0]["ppid"], 1);
+    assert_eq!(holders[0]["parent_command"], "/sbin/init");
+    assert_eq!(holders[0]["user"], "alice");
+    assert_eq!(holders[0]["start_time"], 4300 * 7);
+}
+
+#[test]
+fn what_the_search_found_or_could_not_search_is_said() {
+    let base = node_with(vec![gone(4242)], 0);
+    let with = |holders, unreadable| {
+        let mut s = base.clone();
+        s.device_files = Some(crate::sample::DeviceFileScan {
+            holders,
+            unreadable,
+        });
+        zombie_of(&over(6, &s)).clone()
+    };
+    let nobody = with(Vec::new(), 0);
+    assert!(
+        nobody
+            .message
+            .ends_with("; no process holds /dev/nvidia0 open"),
+        "{}",
+        nobody.message
+    );
+    assert_eq!(nobody.evidence["holders"], serde_json::json!([]));
+    let unsearched = with(Vec::new(), 12);
+    assert!(
+        unsearched.message.ends_with(
+            "; 12 processes could not be searched for /dev/nvidia0 (run strata as root)"
+        ),
+        "{}",
+        unsearched.message
+    );
+    let many = with(
+        vec![
+            holder(6001, 1, vec![0], true),
+            holder(6002, 6001, vec![0], false),
+        ],
+        0,
+    );
+    assert!(
+        many.message.ends_with(
+            "; /dev/nvidia0 is still held open by 2 processes without a context of their own (PIDs 6001, 6002)"
+        ),
+        "{}",
+        many.message
+    );
+    // Without the GPU's minor number, the holders of the UVM file.
+    let mut s = base.clone();
+    s.gpus[0].minor_number = None;
+    s.device_files = Some(crate::sample::DeviceFileScan {
+        holders: vec![
+            holder(6001, 1, vec![5], true),
+            holder(6002, 1, vec![5], false),
+        ],
+        unreadable: 0,
+    });
+    let zombie = zombie_of(&over(6, &s)).clone();
+    assert_eq!(zombie.evidence["device_file"], "/dev/nvidia-uvm");
+    assert_eq!(zombie.evidence["holders"][0]["pid"], 6001);
+    assert_eq!(zombie.evidence["holders"].as_array().map(Vec::len), Some(1));
+    // Not searched (an old recording): nothing claimed.
+    let zombie = zombie_of(&over(6, &base)).clone();
+    assert!(zombie.evidence.get("holders").is_none());
+    assert!(zombie.message.ends_with("on GPU 0"), "{}", zombie.message);
+}
+
+#[test]
+fn many_zombies_keep_their_holders_in_one_finding() {
+    let mut s = node_with((5000..5005).map(gone).collect(), 0);
+    s.device_files = Some(crate::sample::DeviceFileScan {
+        holders: vec![holder(7001, 1, vec![0], true)],
+        unreadable: 0,
+    });
+    let findings = over(6, &s);
+    let zombie = zombie_of(&findings);
+    assert!(zombie.pid.is_none(), "grouped");
+    let holders = zombie.evidence["holders"].as_array().expect("holders");
+    assert_eq!(holders.len(), 1, "each holder once: {holders:?}");
+    assert_eq!(holders[0]["pid"], 7001);
+}

@@ -66,6 +66,10 @@ pub struct GpuSample {
     pub utilization_gpu: Option<u32>,
     /// Current MIG mode; `None` where the GPU does not support MIG.
     pub mig_mode: Option<bool>,
+    /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
+    /// `nvmlDeviceGetMinorNumber`): the file a process holding a context keeps open.
+    #[serde(default)]
+    pub minor_number: Option<u32>,
     /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
     /// Only that error: any other failure is in `problems`.
     pub lost: bool,
@@ -139,6 +143,16 @@ pub struct ProcessSample {
     /// The process's executable (`/proc/PID/exe`), when visible and readable.
     #[serde(default)]
     pub executable: Option<String>,
+    /// Host CPU the process used over the last interval, in percent of one core (a process
+    /// busy on four cores reads 400); unknown until it has been seen twice.
+    #[serde(default)]
+    pub cpu_percent: Option<f64>,
+    /// Host memory the process holds (resident set size), in bytes.
+    #[serde(default)]
+    pub host_memory: Option<u64>,
+    /// Seconds since the process started.
+    #[serde(default)]
+    pub elapsed: Option<u64>,
     /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never read from input.
     #[serde(skip)]
     pub feed: Option<FeedSample>,
@@ -165,6 +179,16 @@ pub struct NodeSample {
     /// without feeds).
     #[serde(default)]
     pub feeds: Vec<FeedRecord>,
+    /// Host CPU in use over the last interval, in percent of all cores (0 to 100).
+    #[serde(default)]
+    pub host_cpu_percent: Option<f64>,
+    /// Host memory, in bytes.
+    #[serde(default)]
+    pub host_memory: Option<HostMemory>,
+    /// Who holds the GPUs' device files open, as `fuser` finds them through `/proc/*/fd`:
+    /// searched only while the holder of a context is gone or defunct (`None` otherwise).
+    #[serde(default)]
+    pub device_files: Option<DeviceFileScan>,
     /// How long the poll that produced this sample took (seconds): NVML's readings were
     /// taken between `time - poll_secs` and `time`.
     #[serde(default)]
@@ -174,6 +198,54 @@ pub struct NodeSample {
     /// calls strata uses, naming its version).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub problems: BTreeMap<String, String>,
+}
+
+/// The host's memory, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostMemory {
+    pub total: u64,
+    /// In use: total less what is available without swapping (`MemAvailable`).
+    pub used: u64,
+}
+
+/// The result of one search for the processes that hold the GPUs' device files open.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceFileScan {
+    pub holders: Vec<DeviceHolder>,
+    /// Processes whose open files could not be read (another user's, without root): a holder
+    /// may be among them.
+    pub unreadable: u32,
+}
+
+/// A process holding `/dev/nvidia<N>` or `/dev/nvidia-uvm` open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceHolder {
+    pub pid: u32,
+    /// Start time in clock ticks since boot: who the pid named when it was found.
+    pub start_time: Option<u64>,
+    /// The state letter of `/proc/PID/stat` (`Z`: defunct).
+    pub state: Option<String>,
+    pub ppid: Option<u32>,
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub parent_command: Option<String>,
+    /// The minor numbers of the `/dev/nvidia<N>` it holds open.
+    pub minors: Vec<u32>,
+    /// Whether it holds `/dev/nvidia-uvm` open.
+    pub uvm: bool,
+}
+
+impl ProcessSample {
+    /// Whether this holder of a context has exited or is defunct (its context is then a
+    /// zombie): a PID `/proc` shows in state `Z`, or one that the host's `/proc` neither shows
+    /// nor hides.
+    pub fn is_gone_or_defunct(&self, host_pid_namespace: Option<bool>) -> bool {
+        match (self.visible, self.proc_state.as_deref()) {
+            (true, state) => state == Some("Z"),
+            (false, _) => !self.hidden && host_pid_namespace == Some(true),
+        }
+    }
 }
 
 fn yes() -> bool {

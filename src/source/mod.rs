@@ -3,6 +3,8 @@
 
 pub mod demo;
 pub mod fed;
+pub mod holders;
+pub mod host;
 pub mod nvml;
 pub mod procfs;
 

@@ -19,6 +19,11 @@ pub struct Identity {
     pub hidden: bool,
     pub state: Option<String>,
     pub start_time: Option<u64>,
+    /// The parent's pid (`/proc/PID/stat` field 4): read at every look, as an orphan is
+    /// handed to another parent.
+    pub ppid: Option<u32>,
+    /// The real user id (`Uid:` of `/proc/PID/status`).
+    pub uid: Option<u32>,
     pub user: Option<String>,
     pub command: Option<String>,
     /// Where `/proc/PID/exe` points, when readable.
@@ -29,6 +34,7 @@ pub struct Identity {
 /// the pid but is rare enough that the next start time read catches most).
 #[derive(Debug, Clone)]
 struct Fixed {
+    uid: Option<u32>,
     user: Option<String>,
     command: Option<String>,
     executable: Option<String>,
@@ -114,12 +120,15 @@ impl ProcFs {
             }
         };
         let (comm, state, start_time) = parse_stat(&stat);
+        let ppid = parse_ppid(&stat);
         if let Some(fixed) = start_time.and_then(|t| self.known.get(&(pid, t))) {
             return Identity {
                 visible: true,
                 hidden: false,
                 state,
                 start_time,
+                ppid,
+                uid: fixed.uid,
                 user: fixed.user.clone(),
                 command: fixed.command.clone(),
                 executable: fixed.executable.clone(),
@@ -142,6 +151,7 @@ impl ProcFs {
             .map(|p| p.to_string_lossy().into_owned());
         if let Some(t) = start_time {
             let fixed = Fixed {
+                uid,
                 user: user.clone(),
                 command: command.clone(),
                 executable: executable.clone(),
@@ -153,10 +163,17 @@ impl ProcFs {
             hidden: false,
             state,
             start_time,
+            ppid,
+            uid,
             user,
             command,
             executable,
         }
+    }
+
+    /// The root of the `/proc` read (for the search of open device files).
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
     }
 
     fn user_name(&mut self, uid: u32) -> Option<String> {
@@ -255,6 +272,12 @@ pub fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
     (Some(comm), state, start_time)
 }
 
+/// The parent's pid from `/proc/PID/stat`: the field after the state.
+pub fn parse_ppid(stat: &str) -> Option<u32> {
+    let close = stat.rfind(')')?;
+    stat[close + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
 fn parse_uid(status: &str) -> Option<u32> {
     status
         .lines()
@@ -283,6 +306,8 @@ mod tests {
         assert_eq!(comm.as_deref(), Some("python (rank 0)"));
         assert_eq!(state.as_deref(), Some("S"));
         assert_eq!(start, Some(987_654));
+        assert_eq!(parse_ppid(stat), Some(1));
+        assert_eq!(parse_ppid("nonsense"), None);
     }
 
     #[test]
@@ -298,6 +323,9 @@ mod tests {
         assert!(me.visible);
         assert!(me.start_time.is_some());
         assert!(me.command.is_some());
+        assert_eq!(me.ppid, Some(std::os::unix::process::parent_id()));
+        // SAFETY: getuid has no preconditions.
+        assert_eq!(me.uid, Some(unsafe { libc::getuid() }));
         assert!(!procfs.identity(4_000_000_000).visible);
     }
 

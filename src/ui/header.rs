@@ -50,13 +50,23 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     // The interval of the samples themselves, as the JSON says (the demo's in story seconds).
     let interval = sample.map_or(state.interval, |s| s.interval);
     // The richest line that fits; the state (live, stale, paused, recording) is in every one.
+    // The host's CPU and memory, where known: in every line down to the narrowest ones, which
+    // keep the state, the host and the clock first.
+    let figures = sample.and_then(super::host::header_figures);
+    let (figures_long, figures_short) = match &figures {
+        Some((long, short)) => (format!(" │ {long}"), format!(" │ {short}")),
+        None => (String::new(), String::new()),
+    };
     let mut variants = vec![
-        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock}{utc} │ {mode} │ ? help"),
-        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock} │ {mode}"),
-        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock} │ {mode_short}"),
+        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock}{utc}{figures_long} │ {mode} │ ? help"),
+        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock}{figures_short} │ {mode}"),
+        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock}{figures_short} │ {mode_short}"),
+        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval}s │ {clock}{figures_short} │ {mode_short}"),
         format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval}s │ {clock} │ {mode_short}"),
+        format!(" {mode_short} │ {host} │ {clock}{figures_short} │ drv {driver} │ CUDA {cuda}"),
         format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
     ];
+    variants.dedup();
     if sample.and_then(|s| s.host_pid_namespace) == Some(false) {
         // The note matters more than the versions and the clock: leaner lines first.
         variants.push(format!(" {mode_short} │ {host} │ {clock}"));
@@ -136,6 +146,19 @@ fn seconds(duration: std::time::Duration) -> String {
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let line = if let Some(status) = &state.status {
         Line::styled(fit(status, area.width as usize), theme.alert())
+    } else if let Some(open) = &state.dialog {
+        let keys = format!(" {}", super::dialog::keys(open.stage));
+        Line::styled(fit(&keys, area.width as usize), theme.dim())
+    } else if let Some(notice) = &state.notice {
+        let style = if notice.alert {
+            theme.alert()
+        } else {
+            Style::new()
+        };
+        Line::styled(
+            fit(&format!(" {}", notice.text), area.width as usize),
+            style,
+        )
     } else {
         let pause = if state.paused { "resume" } else { "pause" };
         // The richest line of hints that fits.
@@ -146,15 +169,18 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                     Focus::Findings => ("findings", "evidence"),
                 };
                 let sort = state.sort.label();
+                let arrow = crate::app::sort_arrow(state.sort, state.sort_reversed);
                 vec![
-                    format!(" q quit  ↑↓/jk move  ⏎ {open}  tab focus:{focus}  s sort:{sort}  v strata  p {pause}  ? help"),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}  v strata  p {pause}  ? help"),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort  v strata  p {pause}  ? help"),
-                    format!(" q quit ⏎ {open} tab {focus} s sort v strata p {pause} ? help"),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  ? help"),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}{arrow}  S rev  k signal  v strata  p {pause}  ? help"),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort  k signal  v strata  p {pause}  ? help"),
+                    format!(" q quit ⏎ {open} tab {focus} s sort k signal v strata p {pause} ? help"),
+                    format!(" q quit ⏎ {open} tab {focus} s sort k signal p {pause} ? help"),
                 ]
             }
             View::Detail { .. } | View::Evidence(_) => vec![
-                format!(" esc back  ↑↓ scroll  v strata  q quit  p {pause}  ? help"),
+                format!(" esc back  ↑↓ scroll  k signal  v strata  q quit  p {pause}  ? help"),
+                format!(" esc back  ↑↓ scroll  k signal  q quit  ? help"),
                 format!(" esc back  ↑↓ scroll  q quit  ? help"),
             ],
             View::Strata => {

@@ -16,9 +16,19 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
     let mut lines = vec![
         head("Keys"),
         Line::raw("  q Ctrl-C quit · Esc back (closes a view; nothing on the main screen)"),
-        Line::raw("  ↑↓ j k PgUp PgDn Home End move · Tab focus processes/findings"),
+        Line::raw("  ↑↓ j PgUp PgDn Home End move · Tab focus processes/findings"),
+        Line::raw(
+            "  s sort key (used live frag cache sm cpu host-mem time pid gpu) · S reverse ▲▼",
+        ),
+        Line::raw(
+            "    rows keep their order unless a value moves clearly (its 10-sample peak, ±5%)",
+        ),
+        Line::raw(
+            "  k F9 signal the process (SIGINT/TERM/KILL, then confirm y); on a zombie_context",
+        ),
+        Line::raw("    finding: the processes still holding its /dev/nvidia<N> open"),
         Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),
-        Line::raw("  s sort · p pause/resume (samples are kept and applied on resume)"),
+        Line::raw("  p pause/resume (samples are kept and applied on resume)"),
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
         Line::raw("  ? this help (↑↓ scroll it)"),
@@ -52,6 +62,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         ]),
         Line::raw("  16m ▁▂▃: a sparkline's window; each cell the peak of its share of it"),
         Line::raw("  ~ an estimated context · ≥ a lower bound (a process's share unknown)"),
+        Line::raw(
+            "  T C compute · G graphics · CG both · M MPS client; CPU% of one core; HMEM host",
+        ),
+        Line::raw("    memory (resident); TIME since the process started"),
         Line::from(vec![
             Span::raw("  "),
             Span::styled(PARTIAL_GLYPH.to_string(), theme.alert()),

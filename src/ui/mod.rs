@@ -2,11 +2,13 @@
 
 mod chart;
 mod detail;
+mod dialog;
 mod evidence;
 mod findings;
 mod gpus;
 mod header;
 mod help;
+mod host;
 pub(crate) mod processes;
 mod strata;
 pub mod theme;
@@ -65,6 +67,9 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         View::Help => help::draw_help(frame, body, state, theme),
         View::Evidence(id) => evidence::draw_evidence(frame, body, state, observed, id, theme),
         View::Strata => strata::draw_strata(frame, body, state, observed, theme),
+    }
+    if let Some(open) = &state.dialog {
+        dialog::draw_dialog(frame, body, open, theme);
     }
 }
 

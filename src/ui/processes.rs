@@ -1,10 +1,11 @@
 //! The process table: who holds what, split into layers where a feed allows.
 
 use super::chart::short_window;
+use super::host::HostColumn;
 use super::theme::Theme;
 use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
-use crate::app::{ClimbNote, Focus, ProcessRow, State};
+use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State};
 use crate::sample::ProcessSample;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
@@ -38,9 +39,10 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     let focused = state.focus == Focus::Processes;
     let block = section_block(
         format!(
-            " Processes ({}) · sorted by {} ",
+            " Processes ({}) · sorted by {} {} ",
             rows.len(),
-            state.sort.label()
+            state.sort.label(),
+            sort_arrow(state.sort, state.sort_reversed)
         ),
         focused,
         theme,
@@ -54,7 +56,7 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     // Room for a climb's rate and window (`+636M/min 8m`; `+636 MiB/min 8m` where wider),
     // and the ten minutes of the trend.
     let trend_width: u16 = if feed_column { 15 } else { 12 };
-    let (mut header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
+    let (header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
             vec![
                 "PID",
@@ -111,9 +113,23 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
             ],
         )
     };
+    let mut header: Vec<String> = header.into_iter().map(str::to_string).collect();
     if feed_column {
-        header.insert(header.len() - 1, "FEED");
+        header.insert(header.len() - 1, "FEED".into());
         widths.insert(widths.len() - 1, Constraint::Length(FEED_WIDTH as u16));
+    }
+    // What the command would have: the extra columns take from it, before it.
+    let fixed: u16 = widths
+        .iter()
+        .map(|c| match c {
+            Constraint::Length(n) => n + 1,
+            _ => 0,
+        })
+        .sum();
+    let extra = HostColumn::fitting(area.width.saturating_sub(2).saturating_sub(fixed));
+    for column in &extra {
+        header.insert(header.len() - 1, column.title());
+        widths.insert(widths.len() - 1, column.constraint());
     }
     let interval = state
         .current
@@ -123,11 +139,12 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .iter()
         .map(|row| {
             let mut cells = table_row(row, wide, trend_width as usize, host_ns, theme);
+            let command = cells.pop();
             if feed_column {
-                let command = cells.pop();
                 cells.push(feed_cell(row, interval, theme));
-                cells.extend(command);
             }
+            cells.extend(extra.iter().map(|c| Cell::from(c.cell(row.process))));
+            cells.extend(command);
             Row::new(cells)
         })
         .collect();

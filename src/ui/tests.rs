@@ -79,7 +79,12 @@ fn reconciliation_160x48() {
 fn help_screen_lists_every_layer() {
     let mut state = demo_state(false);
     state.apply_action(Action::ToggleHelp);
-    let screen = text(&render(&state, 120, 40));
+    // Every page of it, scrolled to its end.
+    let mut screen = String::new();
+    for _ in 0..40 {
+        screen.push_str(&text(&render(&state, 120, 40)));
+        state.apply_action(Action::Down);
+    }
     for layer in Layer::ALL {
         assert!(screen.contains(layer.name()), "{} missing", layer.name());
     }
@@ -299,4 +304,101 @@ fn a_pid_proc_does_not_show_is_named_for_why() {
     assert_eq!(state_label(&p, &FeedStatus::Absent, Some(false)), "foreign");
     p.hidden = true;
     assert_eq!(state_label(&p, &FeedStatus::Absent, Some(true)), "hidden");
+}
+
+/// The `k` dialog over the table: several holders of a zombie's device file, the one at the
+/// cursor refused with its reason; then the signals; then the question.
+fn dialog_state() -> State {
+    use crate::app::{Offer, SignalDialog, Stage};
+    use crate::signal::{Signal, Target};
+    let mut state = demo_state(false);
+    let target = |pid: u32, command: &str, note: &str| Target {
+        pid,
+        start_time: Some(1),
+        user: Some("dave".into()),
+        command: Some(command.into()),
+        note: Some(note.into()),
+    };
+    state.dialog = Some(SignalDialog {
+        title: "the holders of /dev/nvidia2".into(),
+        offers: vec![
+            Offer {
+                target: target(
+                    31342,
+                    "python pretrain.py --workers 8",
+                    "no context of its own · child of 1 /sbin/init",
+                ),
+                refusal: None,
+            },
+            Offer {
+                target: target(52010, "python eval_loop.py", "has a context of its own"),
+                refusal: Some(
+                    "not permitted (EPERM): PID 52010 belongs to user bob; run strata as that user or as root"
+                        .into(),
+                ),
+            },
+        ],
+        chosen: 1,
+        signal: Signal::Term,
+        stage: Stage::Process,
+        message: None,
+    });
+    state
+}
+
+#[test]
+fn signal_dialog_80x24() {
+    let state = dialog_state();
+    let screen = text(&render(&state, 80, 24));
+    for needle in [
+        "Signal · the holders of /dev/nvidia2",
+        "  PID 31342 (python pretrain.py --workers 8) · dave · no context of its",
+        "› PID 52010 (python eval_loop.py) · dave",
+        "cannot: not permitted (EPERM): PID 52010",
+        "↑↓ choose · Enter next · Esc cancel",
+    ] {
+        assert!(screen.contains(needle), "{needle}:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn signal_dialog_asks_which_signal_then_confirms() {
+    use crate::app::Stage;
+    let mut state = dialog_state();
+    if let Some(d) = state.dialog.as_mut() {
+        d.chosen = 0;
+        d.stage = Stage::Signal;
+    }
+    let screen = text(&render(&state, 120, 40));
+    assert!(
+        screen.contains("Signal PID 31342 (python pretrain.py --workers 8), user dave:"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("  SIGINT   interrupt, as Ctrl-C"),
+        "{screen}"
+    );
+    assert!(screen.contains("› SIGTERM  ask it to exit"), "{screen}");
+    assert!(screen.contains("  SIGKILL  end it at once"), "{screen}");
+    if let Some(d) = state.dialog.as_mut() {
+        d.stage = Stage::Confirm;
+    }
+    let screen = text(&render(&state, 120, 40));
+    assert!(
+        screen.contains("Send SIGTERM to PID 31342 (python pretrain.py --workers 8), user dave?"),
+        "{screen}"
+    );
+    assert!(screen.contains("y/Enter send · n/Esc cancel"), "{screen}");
+    for (w, h) in [
+        (0, 0),
+        (1, 1),
+        (20, 5),
+        (60, 16),
+        (61, 17),
+        (200, 3),
+        (1, 100),
+    ] {
+        render(&state, w, h);
+    }
 }

@@ -7,6 +7,7 @@
 //! a process with no feed; a zombie CUDA context; usage no visible process accounts for; and a
 //! GPU in MIG mode with 3g.40gb, 2g.20gb and 1g.10gb instances.
 
+mod host;
 mod story;
 
 pub use story::LOOP_SECS;
@@ -153,6 +154,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
             }),
             utilization_gpu: Some(util),
             mig_mode: Some(index == 3),
+            minor_number: Some(index as u32),
             lost: false,
             processes_known: true,
             mig,
@@ -163,8 +165,15 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
     let epoch = DEMO_EPOCH + loop_start;
     let processes = actors
         .iter()
-        .map(|a| process_sample(a, loop_start))
+        .map(|a| process_sample(seed, a, loop_start, t))
         .collect();
+    let (host_cpu_percent, host_memory) = host::node(seed, &actors, t);
+    let ticks = |started_at: f64| ((BOOT_UPTIME_SECS + loop_start + started_at) * TICKS) as u64;
+    // Searched only while a context outlives its process, as on a real node.
+    let device_files = actors
+        .iter()
+        .any(|a| !a.visible)
+        .then(|| host::device_files(&actors, ticks));
     // One step earlier in the same loop: whether each pool held still since then.
     let before = (t >= interval).then(|| story::cast(seed, t - interval));
     let feeds = actors
@@ -186,6 +195,9 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
         gpus,
         processes,
         feeds,
+        host_cpu_percent,
+        host_memory,
+        device_files,
         poll_secs: Some(0.002),
         problems: Default::default(),
     }
@@ -317,7 +329,7 @@ fn pci_bus_id(g: usize) -> String {
     format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)
 }
 
-fn process_sample(actor: &Actor, loop_start: f64) -> ProcessSample {
+fn process_sample(seed: u64, actor: &Actor, loop_start: f64, t: f64) -> ProcessSample {
     let device_uuid = match actor.place {
         Place::Gpu(g) => GPU_UUIDS[g].to_string(),
         Place::Mig(_, slot) => mig_uuid(slot),
@@ -344,6 +356,9 @@ fn process_sample(actor: &Actor, loop_start: f64) -> ProcessSample {
             .command
             .filter(|c| c.starts_with("python"))
             .map(|_| "/usr/bin/python3.11".to_string()),
+        cpu_percent: host::cpu_percent(seed, actor, t),
+        host_memory: host::host_memory(seed, actor, t),
+        elapsed: host::elapsed(actor, t),
         feed: None,
     }
 }

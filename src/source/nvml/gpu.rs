@@ -90,6 +90,7 @@ pub(super) fn read(reader: &Reader<'_>, slot: &GpuSlot, seen_before: u64) -> Gpu
         memory: None,
         utilization_gpu: None,
         mig_mode: None,
+        minor_number: slot.minor_number,
         lost: slot.lost,
         processes_known: false,
         mig: Vec::new(),

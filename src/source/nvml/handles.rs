@@ -15,6 +15,9 @@ pub(super) struct GpuSlot {
     pub(super) uuid: String,
     pub(super) name: Option<String>,
     pub(super) pci_bus_id: Option<String>,
+    /// The minor number of `/dev/nvidia<N>`; asked again while unknown, and never a problem
+    /// when refused (it serves only the search for who keeps a zombie context alive).
+    pub(super) minor_number: Option<u32>,
     /// Why the handle, UUID, name or PCI bus id could not be read (by `problems` key).
     pub(super) refused: Vec<(&'static str, Refusal)>,
     /// Taking the handle answered `GPU_IS_LOST`.
@@ -29,6 +32,7 @@ impl GpuSlot {
             uuid: placeholder(index),
             name: None,
             pci_bus_id: None,
+            minor_number: None,
             refused: Vec::new(),
             lost: false,
         }
@@ -74,6 +78,9 @@ impl GpuSlot {
                 Ok(name) => self.name = Some(name),
                 Err(e) => note("name", Refusal::of("nvmlDeviceGetName", e)),
             }
+        }
+        if self.minor_number.is_none() {
+            self.minor_number = device.minor_number().ok();
         }
         if self.pci_bus_id.is_none() {
             match device.pci_info() {

@@ -15,6 +15,8 @@ mod processes;
 mod query;
 mod refusal;
 
+use super::holders::HolderSearch;
+use super::host::HostReader;
 use super::procfs::ProcFs;
 use super::{Source, SourceError};
 use crate::sample::{NodeSample, ProcessSample};
@@ -44,6 +46,11 @@ pub struct NvmlSource {
     /// What this driver lacks of the calls strata prefers, in one line.
     driver_problem: Option<String>,
     procfs: ProcFs,
+    /// The host's CPU and memory, and each GPU process's share (kept between polls: CPU use
+    /// is a difference).
+    host_stats: HostReader,
+    /// Who holds the device files open, while a context outlives its process.
+    holder_search: HolderSearch,
     host: String,
     interval: f64,
     /// Latest process-utilization timestamp seen per GPU, so each poll asks only for new ones.
@@ -112,6 +119,8 @@ impl NvmlSource {
             cuda_driver_version,
             driver_problem,
             procfs: ProcFs::default(),
+            host_stats: HostReader::new(),
+            holder_search: HolderSearch::default(),
             host: host_name(),
             interval,
             utilization_seen: HashMap::new(),
@@ -169,6 +178,9 @@ impl Source for NvmlSource {
                     command: identity.command,
                     sm_util: read.sm.get(&placed.pid).copied(),
                     executable: identity.executable,
+                    cpu_percent: None,
+                    host_memory: None,
+                    elapsed: None,
                     feed: None,
                 });
             }
@@ -179,16 +191,43 @@ impl Source for NvmlSource {
             .filter_map(|p| p.start_time.map(|t| (p.pid, t)))
             .collect();
         self.procfs.retain(&alive);
+        let host_pid_namespace = self.procfs.host_pid_namespace();
+        // Only pids this /proc names as NVML does: elsewhere the number is another process.
+        let mut visible: Vec<u32> = processes
+            .iter()
+            .filter(|p| p.visible)
+            .map(|p| p.pid)
+            .collect();
+        visible.sort_unstable();
+        visible.dedup();
+        let host_use = self.host_stats.processes(&visible);
+        for p in processes.iter_mut().filter(|p| p.visible) {
+            if let Some(host) = host_use.get(&p.pid) {
+                p.cpu_percent = host.cpu_percent;
+                p.host_memory = host.memory;
+                p.elapsed = host.elapsed;
+            }
+        }
+        let (host_cpu_percent, host_memory) = self.host_stats.node();
+        let zombies: Vec<u32> = processes
+            .iter()
+            .filter(|p| p.is_gone_or_defunct(host_pid_namespace))
+            .map(|p| p.pid)
+            .collect();
+        let device_files = self.holder_search.search(&mut self.procfs, &zombies);
         Ok(NodeSample {
             time: now(),
             interval: self.interval,
             host: self.host.clone(),
             driver_version: self.driver_version.clone(),
             cuda_driver_version: self.cuda_driver_version.clone(),
-            host_pid_namespace: self.procfs.host_pid_namespace(),
+            host_pid_namespace,
             gpus,
             processes,
             feeds: Vec::new(),
+            host_cpu_percent,
+            host_memory,
+            device_files,
             // To the microsecond: finer is noise.
             poll_secs: Some((started.elapsed().as_secs_f64() * 1e6).round() / 1e6),
             problems,

@@ -214,6 +214,20 @@ fn reconcile(
         format!("on {place} ({gpu_name}) · {framework}"),
         Style::new(),
     );
+    let cpu = p
+        .cpu_percent
+        .map_or_else(|| "n/a".into(), |c| format!("{c:.1}% of a core"));
+    rows.text(
+        format!(
+            "host CPU {cpu} · host memory {} resident · running {} · SM {} · {}",
+            units::opt_bytes(p.host_memory),
+            p.elapsed
+                .map_or_else(|| "n/a".into(), |s| units::duration(s as f64)),
+            units::opt_percent(p.sm_util),
+            super::host::kind_words(p)
+        ),
+        Style::new(),
+    );
     let nvml_time = clock_tenths(sample.time);
     rows.blank();
     rows.text(

@@ -144,6 +144,16 @@ fn walk(value: &Value, depth: usize, now: f64, out: &mut Vec<(usize, String, Str
                         continue;
                     }
                 }
+                // A list of records (the holders of a device file): one line each.
+                if let Value::Array(items) = v {
+                    if !items.is_empty() && items.iter().all(Value::is_object) {
+                        out.push((depth, key_shown, items.len().to_string()));
+                        for item in items {
+                            out.push(record(item, depth + 1, now));
+                        }
+                        continue;
+                    }
+                }
                 out.push((depth, key_shown, self::value(key, v, now)));
             }
         }
@@ -151,6 +161,47 @@ fn walk(value: &Value, depth: usize, now: f64, out: &mut Vec<(usize, String, Str
         // A bare value (a unit enum variant): one unnamed row.
         other => out.push((depth, String::new(), self::value("", other, now))),
     }
+}
+
+/// One record of a list on one line, named by its pid where it has one. A device file's holder
+/// reads `PID 31342 · dave · python pretrain.py · no context of its own · child of 1
+/// /sbin/init`; any other record, `field value` pairs.
+fn record(item: &Value, depth: usize, now: f64) -> (usize, String, String) {
+    let name = item
+        .get("pid")
+        .and_then(Value::as_u64)
+        .map_or_else(String::new, |pid| format!("PID {pid}"));
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .map(|s| crate::text::clean(s).into_owned())
+    };
+    if item.get("listed").is_some() && item.get("command").is_some() {
+        let mut parts = Vec::new();
+        parts.extend(text("user"));
+        parts.push(text("command").unwrap_or_else(|| "command n/a".into()));
+        if text("state").as_deref() == Some("Z") {
+            parts.push("defunct".into());
+        }
+        parts.push(match item.get("listed").and_then(Value::as_bool) {
+            Some(true) => "has a context of its own".into(),
+            _ => "no context of its own".into(),
+        });
+        // Last: a parent's command line can be long.
+        if let Some(ppid) = item.get("ppid").and_then(Value::as_u64) {
+            let parent = text("parent_command").map_or_else(String::new, |c| format!(" {c}"));
+            parts.push(format!("child of {ppid}{parent}"));
+        }
+        return (depth, name, parts.join(" · "));
+    }
+    let fields: Vec<String> = item
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, v)| key.as_str() != "pid" && !v.is_null())
+        .map(|(key, v)| format!("{} {}", crate::text::clean(key), value(key, v, now)))
+        .collect();
+    (depth, name, fields.join(" · "))
 }
 
 #[cfg(test)]
@@ -197,6 +248,39 @@ mod tests {
         assert_eq!(find("used_exceeds_total"), "");
         let used = rows.iter().find(|r| r.1 == "used").expect("nested");
         assert_eq!((used.0, used.2.as_str()), (2, "2.00 KiB (2,048 B)"));
+    }
+
+    #[test]
+    fn a_device_files_holders_read_one_a_line() {
+        let evidence = json!({
+            "device_file": "/dev/nvidia2",
+            "holders": [
+                { "pid": 31342, "ppid": 1, "user": "dave", "command": "python pretrain.py",
+                  "parent_command": "/sbin/init", "state": "S", "start_time": 25380000,
+                  "listed": false },
+                { "pid": 52010, "ppid": 1, "user": "bob", "command": "python eval.py",
+                  "parent_command": null, "state": "Z", "start_time": 25923000,
+                  "listed": true },
+            ],
+            "other": [ { "pid": 7, "bytes": 2048 } ],
+        });
+        let rows = rows(&evidence, NOW);
+        let at = |name: &str| rows.iter().position(|r| r.1 == name).unwrap_or(usize::MAX);
+        assert_eq!(rows[at("holders")].2, "2");
+        assert_eq!(
+            rows[at("holders") + 1],
+            (
+                1,
+                "PID 31342".to_string(),
+                "dave · python pretrain.py · no context of its own · child of 1 /sbin/init"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            rows[at("holders") + 2].2,
+            "bob · python eval.py · defunct · has a context of its own · child of 1"
+        );
+        assert_eq!(rows[at("other") + 1].2, "bytes 2.00 KiB (2,048 B)");
     }
 
     #[test]

@@ -155,6 +155,21 @@ fn lines(
         );
         out.push(Line::raw(fit(&text, width)));
     }
+    let holders = finding
+        .evidence
+        .get("holders")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|h| !h.is_empty());
+    if holders {
+        out.push(Line::raw(""));
+        out.push(Line::styled(
+            fit(
+                "k: signal one of the holders (SIGINT, SIGTERM or SIGKILL; you confirm first)",
+                width,
+            ),
+            theme.dim(),
+        ));
+    }
     if let Some(spec) = chart_spec(state, observed, finding, process) {
         out.push(Line::raw(""));
         out.extend(chart(&spec, now, width, theme));

@@ -20,6 +20,7 @@ pub const DEVICE_CALLS: &[&str] = &[
     "nvmlDeviceGetName",
     "nvmlDeviceGetUUID",
     "nvmlDeviceGetIndex",
+    "nvmlDeviceGetMinorNumber",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetUtilizationRates",

@@ -81,6 +81,25 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_ui
     })
 }
 
+/// The minor number of `/dev/nvidia<N>`: the scenario's `minor_number`, else the GPU's index.
+/// A MIG device has no device file of its own: `NVML_ERROR_NOT_SUPPORTED`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: NvmlDevice, minor: *mut c_uint) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetMinorNumber", false, |ctx| {
+            if ctx.instance.is_some() {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let number = match &ctx.device.minor_number {
+                Some(answer) => *answer.get()?,
+                None => u32::try_from(ctx.gpu_index).map_err(|_| ERROR_UNKNOWN)?,
+            };
+            // SAFETY: `minor` is null or points to an unsigned int (contract above).
+            unsafe { put(minor, number) }
+        })
+    })
+}
+
 /// v1 memory: `used` includes the driver-reserved memory, as real NVML answers it.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(

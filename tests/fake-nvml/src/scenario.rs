@@ -80,6 +80,9 @@ pub struct Device {
     pub uuid: Answer<String>,
     #[serde(default)]
     pub pci_bus_id: Option<String>,
+    /// The minor number of the GPU's `/dev/nvidia<N>`; absent: its index.
+    #[serde(default)]
+    pub minor_number: Option<Answer<u32>>,
     pub memory: Answer<Memory>,
     #[serde(default = "not_supported")]
     pub utilization: Answer<Utilization>,

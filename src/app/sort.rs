@@ -1,0 +1,186 @@
+//! The order of the process table, kept still: rows are ordered by a settled value, not the
+//! instant's, so two processes whose memory saw-tooths past each other do not swap rows every
+//! second.
+//!
+//! Per row and sort key the settled value is the peak of its last [`WINDOW`] samples (a
+//! saw-tooth's peak holds still; a rise shows at once), and it moves only when that peak
+//! departs from it by more than [`HYSTERESIS`] (or a small absolute step). Rows are then
+//! sorted strictly by it, unknown values last, ties by pid: a total order, the same at every
+//! redraw.
+
+use super::rows::SortKey;
+use crate::pipeline::Observed;
+use std::collections::{HashMap, VecDeque};
+
+/// Samples whose peak a row is ordered by.
+pub const WINDOW: usize = 10;
+/// How far (relative) a row's peak must move from its settled value before the row moves.
+pub const HYSTERESIS: f64 = 0.05;
+
+/// The numeric keys, in the order of a row's [`Tracks`].
+const NUMERIC: [SortKey; 8] = [
+    SortKey::Used,
+    SortKey::Live,
+    SortKey::Fragmented,
+    SortKey::Cached,
+    SortKey::Sm,
+    SortKey::Cpu,
+    SortKey::HostMemory,
+    SortKey::Elapsed,
+];
+
+/// Below this a difference never moves a row, by key: 64 MiB, 2 points of percent, 1 s.
+fn floor(key: SortKey) -> f64 {
+    match key {
+        SortKey::Sm | SortKey::Cpu => 2.0,
+        SortKey::Elapsed => 1.0,
+        _ => f64::from(64u32 << 20),
+    }
+}
+
+/// One key's recent values of one row, and the value the row is ordered by.
+#[derive(Debug, Clone, Default)]
+struct Track {
+    recent: VecDeque<f64>,
+    settled: Option<f64>,
+}
+
+impl Track {
+    fn push(&mut self, value: Option<f64>, key: SortKey) {
+        match value {
+            Some(v) => {
+                if self.recent.len() == WINDOW {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(v);
+            }
+            // A gap: the peak comes from what is still known, until the window runs dry.
+            None => {
+                self.recent.pop_front();
+            }
+        }
+        let peak = self.recent.iter().copied().reduce(f64::max);
+        self.settled = match (self.settled, peak) {
+            (Some(settled), Some(peak)) => {
+                let step = (HYSTERESIS * settled.abs()).max(floor(key));
+                if (peak - settled).abs() > step {
+                    Some(peak)
+                } else {
+                    Some(settled)
+                }
+            }
+            (_, peak) => peak,
+        };
+    }
+}
+
+type Tracks = [Track; NUMERIC.len()];
+
+/// The settled sort values of every row on screen, by device and pid.
+#[derive(Debug, Default)]
+pub struct SortMemory {
+    rows: HashMap<String, HashMap<u32, Tracks>>,
+}
+
+/// A row's value under a numeric key, as the sample has it.
+pub fn value_of(observed: &Observed, index: usize, key: SortKey) -> Option<f64> {
+    let process = observed.sample.processes.get(index)?;
+    let layers = &observed.account.processes.get(index)?.layers;
+    let bytes = |v: Option<u64>| v.map(|v| v as f64);
+    match key {
+        SortKey::Used => bytes(process.used),
+        SortKey::Live => bytes(layers.live),
+        SortKey::Fragmented => bytes(layers.fragmented),
+        SortKey::Cached => bytes(layers.cached),
+        SortKey::Sm => process.sm_util.map(f64::from),
+        SortKey::Cpu => process.cpu_percent,
+        SortKey::HostMemory => bytes(process.host_memory),
+        SortKey::Elapsed => process.elapsed.map(|s| s as f64),
+        SortKey::Pid | SortKey::Device => None,
+    }
+}
+
+impl SortMemory {
+    /// Takes in one sample's values; forgets rows no longer listed.
+    pub fn observe(&mut self, observed: &Observed) {
+        let mut kept: HashMap<String, HashMap<u32, Tracks>> = HashMap::new();
+        for (index, process) in observed.sample.processes.iter().enumerate() {
+            let mut tracks = self
+                .rows
+                .get_mut(&process.device_uuid)
+                .and_then(|by_pid| by_pid.remove(&process.pid))
+                .unwrap_or_default();
+            for (track, key) in tracks.iter_mut().zip(NUMERIC) {
+                track.push(value_of(observed, index, key), key);
+            }
+            kept.entry(process.device_uuid.clone())
+                .or_default()
+                .insert(process.pid, tracks);
+        }
+        self.rows = kept;
+    }
+
+    /// The value row (`pid`, `device_uuid`) is ordered by under `key`.
+    pub fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
+        let at = NUMERIC.iter().position(|&k| k == key)?;
+        self.rows.get(device_uuid)?.get(&pid)?[at].settled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settle(values: &[Option<f64>]) -> Vec<Option<f64>> {
+        let mut track = Track::default();
+        values
+            .iter()
+            .map(|&v| {
+                track.push(v, SortKey::Used);
+                track.settled
+            })
+            .collect()
+    }
+
+    const GIB: f64 = (1u64 << 30) as f64;
+
+    #[test]
+    fn a_saw_tooth_settles_on_its_peak_and_a_rise_shows_at_once() {
+        let tooth = |i: usize| Some((20.0 + 4.0 * (i % 6) as f64 / 5.0) * GIB);
+        let values: Vec<Option<f64>> = (0..30).map(tooth).collect();
+        let settled = settle(&values);
+        // Once a whole tooth is in the window: still, within the hysteresis of the peak.
+        let still = settled[6];
+        assert!(settled[6..].iter().all(|&s| s == still), "{settled:?}");
+        let still = still.unwrap_or(0.0);
+        assert!(
+            (24.0 * GIB * (1.0 - HYSTERESIS)..=24.0 * GIB).contains(&still),
+            "{settled:?}"
+        );
+        let mut rising = values.clone();
+        rising.push(Some(40.0 * GIB));
+        assert_eq!(settle(&rising).last(), Some(&Some(40.0 * GIB)));
+    }
+
+    #[test]
+    fn small_moves_leave_the_settled_value_and_large_ones_move_it() {
+        let s = settle(&[Some(100.0 * GIB), Some(100.0 * GIB)]);
+        assert_eq!(s[1], Some(100.0 * GIB));
+        // 4 % up: within the hysteresis.
+        let s = settle(&[Some(100.0 * GIB), Some(104.0 * GIB)]);
+        assert_eq!(s[1], Some(100.0 * GIB));
+        // 6 % up: moves.
+        let s = settle(&[Some(100.0 * GIB), Some(106.0 * GIB)]);
+        assert_eq!(s[1], Some(106.0 * GIB));
+        // Falls only once the peak has left the window, then by more than the step.
+        let mut values = vec![Some(100.0 * GIB)];
+        values.extend(std::iter::repeat_n(Some(50.0 * GIB), WINDOW));
+        let s = settle(&values);
+        assert_eq!(s[WINDOW - 1], Some(100.0 * GIB));
+        assert_eq!(s[WINDOW], Some(50.0 * GIB));
+        // Unknown stays unknown; a gap keeps what was known until the window runs dry.
+        assert_eq!(settle(&[None]), [None]);
+        assert_eq!(settle(&[Some(GIB), Some(GIB), None])[2], Some(GIB));
+        assert_eq!(settle(&[Some(GIB), Some(GIB), None, None])[3], None);
+    }
+}

@@ -1,0 +1,227 @@
+//! What nvitop users look for beside the memory: the context's kind, SM %, host CPU %, host
+//! memory and time since start, per process; the host's CPU and memory in the header. The
+//! process table's extra columns come in a fixed order of priority, each only while the
+//! command keeps its room.
+
+use super::widgets::short_bytes;
+use crate::sample::{ContextKind, NodeSample, ProcessSample};
+use ratatui::layout::Constraint;
+
+/// The COMMAND column keeps at least this much before an extra column is added.
+const COMMAND_ROOM: u16 = 12;
+
+/// An extra column of the process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostColumn {
+    /// `C` compute, `G` graphics, `CG` both, `M` an MPS client.
+    Kind,
+    Sm,
+    Cpu,
+    Memory,
+    Time,
+}
+
+impl HostColumn {
+    /// In the order they are given room.
+    pub const PRIORITY: [HostColumn; 5] = [
+        HostColumn::Kind,
+        HostColumn::Sm,
+        HostColumn::Cpu,
+        HostColumn::Memory,
+        HostColumn::Time,
+    ];
+
+    pub fn header(self) -> &'static str {
+        match self {
+            HostColumn::Kind => "T",
+            HostColumn::Sm => "SM%",
+            HostColumn::Cpu => "CPU%",
+            HostColumn::Memory => "HMEM",
+            HostColumn::Time => "TIME",
+        }
+    }
+
+    pub fn width(self) -> u16 {
+        match self {
+            HostColumn::Kind => 2,
+            HostColumn::Sm => 3,
+            HostColumn::Cpu => 5,
+            HostColumn::Memory => 5,
+            HostColumn::Time => 6,
+        }
+    }
+
+    pub fn constraint(self) -> Constraint {
+        Constraint::Length(self.width())
+    }
+
+    /// The cell of process `p`; figures to the right, so that their magnitudes line up.
+    pub fn cell(self, p: &ProcessSample) -> String {
+        let width = usize::from(self.width());
+        let figure = match self {
+            HostColumn::Kind => return kind_mark(p).to_string(),
+            HostColumn::Sm => p.sm_util.map_or_else(|| "n/a".into(), |v| v.to_string()),
+            HostColumn::Cpu => cpu(p.cpu_percent),
+            HostColumn::Memory => short_bytes(p.host_memory),
+            HostColumn::Time => elapsed(p.elapsed),
+        };
+        format!("{figure:>width$}")
+    }
+
+    /// The header, to the right as its figures are.
+    pub fn title(self) -> String {
+        match self {
+            HostColumn::Kind => self.header().to_string(),
+            _ => format!("{:>w$}", self.header(), w = usize::from(self.width())),
+        }
+    }
+
+    /// The extra columns that fit when the command has `command_width` to itself, in the
+    /// table's order (after the memory figures): as many as leave the command
+    /// [`COMMAND_ROOM`].
+    pub fn fitting(command_width: u16) -> Vec<HostColumn> {
+        let mut room = command_width;
+        let mut out = Vec::new();
+        for column in HostColumn::PRIORITY {
+            let take = column.width() + 1;
+            if room < COMMAND_ROOM + take {
+                break;
+            }
+            room -= take;
+            out.push(column);
+        }
+        out
+    }
+}
+
+/// `C` compute, `G` graphics, `CG` both, `M` a client of an MPS server.
+pub fn kind_mark(p: &ProcessSample) -> &'static str {
+    match (p.mps, p.kind) {
+        (true, ContextKind::Graphics | ContextKind::ComputeGraphics) => "MG",
+        (true, ContextKind::Compute) => "M",
+        (false, ContextKind::Compute) => "C",
+        (false, ContextKind::Graphics) => "G",
+        (false, ContextKind::ComputeGraphics) => "CG",
+    }
+}
+
+/// The kind in words, for the reconciliation view.
+pub fn kind_words(p: &ProcessSample) -> &'static str {
+    match (p.mps, p.kind) {
+        (true, _) => "compute, client of an MPS server (M)",
+        (false, ContextKind::Compute) => "compute (C)",
+        (false, ContextKind::Graphics) => "graphics (G)",
+        (false, ContextKind::ComputeGraphics) => "compute and graphics (CG)",
+    }
+}
+
+/// CPU percent of one core: `5.1` under 10, whole above (`118`), `n/a` when unknown.
+pub fn cpu(value: Option<f64>) -> String {
+    match value {
+        None => "n/a".into(),
+        Some(v) if v < 9.95 => format!("{v:.1}"),
+        Some(v) => format!("{v:.0}"),
+    }
+}
+
+/// Time since start, in six characters at most: `0:42`, `59:59`, `23h59m`, `12d03h`, `999d`.
+pub fn elapsed(secs: Option<u64>) -> String {
+    let Some(s) = secs else {
+        return "n/a".into();
+    };
+    match s {
+        0..3600 => format!("{}:{:02}", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        86_400..8_640_000 => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// The host's figures for the header, long and short: `CPU 5.1% · MEM 227/2016 GiB`,
+/// `CPU 5% MEM 227G/1.97T`; `None` where neither is known.
+pub fn header_figures(sample: &NodeSample) -> Option<(String, String)> {
+    if sample.host_cpu_percent.is_none() && sample.host_memory.is_none() {
+        return None;
+    }
+    let cpu_long = sample
+        .host_cpu_percent
+        .map_or_else(|| "n/a".into(), |c| format!("{c:.1}%"));
+    let cpu_short = sample
+        .host_cpu_percent
+        .map_or_else(|| "n/a".into(), |c| format!("{c:.0}%"));
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let (mem_long, mem_short) = match sample.host_memory {
+        Some(m) => (
+            format!("{:.0}/{:.0} GiB", gib(m.used), gib(m.total)),
+            format!(
+                "{}/{}",
+                short_bytes(Some(m.used)),
+                short_bytes(Some(m.total))
+            ),
+        ),
+        None => ("n/a".into(), "n/a".into()),
+    };
+    Some((
+        format!("CPU {cpu_long} · MEM {mem_long}"),
+        format!("CPU {cpu_short} MEM {mem_short}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_fit_six_characters_at_every_scale() {
+        let cases = [
+            (0, "0:00"),
+            (42, "0:42"),
+            (3599, "59:59"),
+            (3600, "1h00m"),
+            (86_399, "23h59m"),
+            (86_400, "1d00h"),
+            (1_044_000, "12d02h"),
+            (8_639_999, "99d23h"),
+            (86_400_000, "1000d"),
+        ];
+        for (secs, text) in cases {
+            assert_eq!(elapsed(Some(secs)), text);
+            assert!(text.len() <= 6);
+        }
+        assert_eq!(elapsed(None), "n/a");
+    }
+
+    #[test]
+    fn cpu_reads_at_a_glance() {
+        assert_eq!(cpu(Some(0.0)), "0.0");
+        assert_eq!(cpu(Some(5.14)), "5.1");
+        assert_eq!(cpu(Some(118.7)), "119");
+        assert_eq!(cpu(Some(2240.0)), "2240");
+        assert_eq!(cpu(None), "n/a", "unknown is not 0");
+    }
+
+    #[test]
+    fn the_kind_is_marked_as_nvitop_does() {
+        let mut p = crate::fixtures::process(1, "GPU-0", None);
+        assert_eq!(kind_mark(&p), "C");
+        p.kind = ContextKind::Graphics;
+        assert_eq!(kind_mark(&p), "G");
+        p.kind = ContextKind::ComputeGraphics;
+        assert_eq!(kind_mark(&p), "CG");
+        p.kind = ContextKind::Compute;
+        p.mps = true;
+        assert_eq!(kind_mark(&p), "M");
+    }
+
+    #[test]
+    fn extra_columns_take_only_what_the_command_can_spare() {
+        assert!(HostColumn::fitting(COMMAND_ROOM + 2).is_empty());
+        assert_eq!(HostColumn::fitting(COMMAND_ROOM + 3), [HostColumn::Kind]);
+        let all: u16 = HostColumn::PRIORITY.iter().map(|c| c.width() + 1).sum();
+        assert_eq!(
+            HostColumn::fitting(COMMAND_ROOM + all),
+            HostColumn::PRIORITY
+        );
+        assert_eq!(HostColumn::fitting(COMMAND_ROOM + all - 1).len(), 4);
+    }
+}
