@@ -170,3 +170,32 @@ fn in_its_own_pid_namespace_the_header_says_so() {
     );
     quit_and_check(&pane);
 }
+
+/// A seven-digit PID (Linux allows up to 4194304) is shown in full at 100 columns, never cut
+/// next to a kill key.
+#[test]
+fn a_seven_digit_pid_is_shown_whole_at_100_columns() {
+    let dir = tempfile_dir("pid7");
+    let text = std::fs::read_to_string(scenario("two_gpus")).expect("two_gpus.json");
+    let mut value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    value["devices"][0]["compute_processes"][0]["pid"] = serde_json::json!(4_194_304);
+    let path = dir.join("pid7.json");
+    std::fs::write(&path, value.to_string()).expect("scenario");
+    let pane = monitor_of("nvml-pid7", &path, "1", "", (100, 30));
+    let screen = pane
+        .wait_for(&["Processes ("], Duration::from_secs(10))
+        .unwrap_or_else(|s| panic!("no table:\n{s}"));
+    let row = screen
+        .lines()
+        .find(|l| l.contains("4194304"))
+        .unwrap_or_else(|| panic!("the PID is cut:\n{screen}"));
+    assert!(row.starts_with("4194304 "), "{row}");
+    quit_and_check(&pane);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("strata-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}

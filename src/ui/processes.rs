@@ -55,7 +55,13 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     let feed_column = area.width >= 150;
     // Room for a climb's rate and window (`+636M/min 8m`; `+636 MiB/min 8m` where wider),
     // and the ten minutes of the trend.
-    let trend_width: u16 = if feed_column { 15 } else { 12 };
+    let trend_width: u16 = if feed_column {
+        15
+    } else if wide {
+        12
+    } else {
+        10
+    };
     let (header, mut widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
             vec![
@@ -89,8 +95,11 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         )
     } else {
         (
+            // A PID in full (up to 4194304), whose job it is, and every figure with its unit
+            // in five characters (`54.6G`, `318M`, `16.0E`).
             vec![
                 "PID",
+                "USER",
                 "GPU",
                 "USED",
                 "LIVE",
@@ -101,15 +110,16 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
                 "COMMAND",
             ],
             vec![
-                Constraint::Length(6),
+                Constraint::Length(7),
+                Constraint::Length(8),
                 Constraint::Length(9),
                 Constraint::Length(5),
                 Constraint::Length(5),
                 Constraint::Length(5),
                 Constraint::Length(5),
                 Constraint::Length(trend_width),
-                Constraint::Length(9),
-                Constraint::Min(8),
+                Constraint::Length(8),
+                Constraint::Min(6),
             ],
         )
     };
@@ -161,12 +171,9 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     frame.render_stateful_widget(table, area, &mut table_state);
 }
 
-fn figure(value: Option<u64>, wide: bool) -> String {
-    match value {
-        None => "n/a".into(),
-        Some(v) if wide => short_bytes(Some(v)),
-        Some(v) => crate::units::gib(v),
-    }
+/// A figure with its unit in at most five characters: `54.6G`, `318M`, `n/a`.
+fn figure(value: Option<u64>, _wide: bool) -> String {
+    short_bytes(value)
 }
 
 const FEED_WIDTH: usize = 21;
@@ -243,9 +250,8 @@ fn table_row<'a>(
         None => Cell::from(trend(&row.trend, trend_width, TREND_MIN_RANGE)),
     };
     let mut cells = vec![Cell::from(p.pid.to_string())];
-    if wide {
-        cells.push(Cell::from(fit(p.user.as_deref().unwrap_or("n/a"), 9)));
-    }
+    let user = crate::text::clean(p.user.as_deref().unwrap_or("n/a")).into_owned();
+    cells.push(Cell::from(fit(&user, if wide { 9 } else { 8 })));
     cells.push(Cell::from(crate::text::clean(&row.place).into_owned()));
     cells.push(Cell::from(figure(p.used, wide)));
     cells.push(Cell::from(figure(layers.live, wide)));
