@@ -48,6 +48,7 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  TREND 10m: NVML used, each cell the peak of a minute, scaled from the least"),
         Line::raw("    to the most shown (512 MiB at least), so a slow climb rises across it;"),
         Line::raw("    a flagged climb shows its rate and the window it was read over instead"),
+        Line::raw("    (+636M/m 8m: 636 MiB a minute, read over 8 minutes; /m is per minute)"),
         head("Allocator feeds"),
         Line::raw("  NVML sees a process's memory as one number. A feed is strata's agent inside"),
         Line::raw("  the Python job reading its allocator (PyTorch, JAX, CuPy), which splits that"),

@@ -273,7 +273,7 @@ fn evidence_of_other_kinds_names_every_figure() {
 fn the_trend_column_shows_a_flagged_climbs_rate() {
     let state = demo_state(false);
     for (w, h, rate) in [
-        (80, 24, "+636M/min 8m"),
+        (80, 24, "+636M/m 8m"),
         (120, 40, "+636M/min 8m"),
         (160, 48, "+636 MiB/min 8m"),
     ] {
