@@ -1,19 +1,37 @@
 //! Owning the terminal: raw mode and the alternate screen on entry, and one idempotent
-//! restore used by every exit path (normal quit, `Drop`, panic, SIGTERM, SIGHUP, errors).
+//! restore used by every exit path (normal quit, `Drop`, panic, errors, and every signal that
+//! ends the process), and by a stop (SIGTSTP, Ctrl-Z), undone on SIGCONT.
+//!
+//! Signals that ask the process to end are heard by the event loop, which restores the
+//! terminal in ordinary code and then dies of the same signal ([`die_of`]). Faults (SIGSEGV,
+//! SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS) can strike inside NVML's C library with
+//! the loop unable to run: their handler restores the terminal with async-signal-safe calls
+//! only (`tcsetattr`, `write`), then lets the signal take its course.
 
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;
 use crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen,
 };
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use std::io::{self, Stdout};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
+static FAULT_HANDLERS: Once = Once::new();
+
+/// The terminal's own mode, read before raw mode was first set: what a fault handler puts
+/// back (it cannot take crossterm's lock), on the descriptor crossterm sets modes on.
+static COOKED: OnceLock<(c_int, libc::termios)> = OnceLock::new();
+
+/// Undoes what [`enter`] writes: back to the primary screen, cursor shown. Nothing else is
+/// enabled (no mouse capture, no keyboard protocol, no bracketed paste), so nothing else is
+/// undone: popping modes strata never pushed would change the shell's.
+const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
 
 /// Puts the terminal back as it was. Safe to call any number of times, from any path; errors
 /// are ignored because the terminal may already be gone (an SSH session that dropped).
@@ -57,6 +75,8 @@ impl Drop for Guard {
 /// Takes the terminal: raw mode, alternate screen, hidden cursor.
 pub fn enter() -> io::Result<Guard> {
     install_panic_hook();
+    remember_cooked_mode();
+    install_fault_handlers();
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
     if let Err(e) = execute!(io::stdout(), EnterAlternateScreen, Hide) {
@@ -68,6 +88,217 @@ pub fn enter() -> io::Result<Guard> {
         Err(e) => {
             restore();
             Err(e)
+        }
+    }
+}
+
+/// Takes the terminal again after the process was stopped and continued (SIGCONT): raw
+/// mode, the alternate screen, the cursor hidden, and the next draw repaints every cell.
+/// Raw mode is set afresh even where it was never left: while strata was stopped (by a
+/// SIGSTOP, which cannot be caught) the shell may have put its own mode back.
+pub fn reenter(guard: &mut Guard) -> io::Result<()> {
+    let _ = disable_raw_mode();
+    enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        Hide,
+        Clear(ClearType::All)
+    )?;
+    // The window may have been resized while stopped.
+    guard.terminal.autoresize()?;
+    // Forget what the screen held (ratatui's `clear` would ask the terminal where its
+    // cursor is, an answer that can be lost on the way back from a stop): the next frame
+    // is written whole.
+    guard.terminal.swap_buffers();
+    Ok(())
+}
+
+/// Stops the process as SIGTSTP does by default, with the terminal given back first (the
+/// shell's "Stopped" line and prompt land on its own screen, in its own mode); returns once
+/// continued, with the terminal taken again. In an orphaned process group the kernel
+/// discards the stop (nobody could continue it): then this returns at once.
+pub fn suspend(guard: &mut Guard) -> io::Result<()> {
+    restore();
+    // SAFETY: plain libc calls on a zeroed sigaction; the previous action (tokio's handler,
+    // which made this stop a loop event) is put back once the process continues.
+    unsafe {
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGTSTP, &default, &mut previous) == 0 {
+            libc::raise(libc::SIGTSTP);
+            libc::sigaction(libc::SIGTSTP, &previous, std::ptr::null_mut());
+        } else {
+            libc::raise(libc::SIGSTOP);
+        }
+    }
+    reenter(guard)
+}
+
+/// Ends the process by `signo` as if strata had not caught it, terminal restored: the parent
+/// sees it killed by that signal (a shell's `$?` is 128 + `signo`).
+pub fn die_of(signo: c_int) -> ! {
+    restore();
+    // SAFETY: plain libc calls; the default action of every signal this is called for ends
+    // the process.
+    unsafe {
+        libc::signal(signo, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(signo);
+    }
+    std::process::exit(128 + signo)
+}
+
+/// What a caught signal asks of the monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalAction {
+    /// Quit as on `q` (exit status 0): SIGTERM, SIGHUP, SIGINT.
+    Quit,
+    /// Restore the terminal, then die of this signal.
+    Die(c_int),
+    /// SIGTSTP: restore, stop; re-enter once continued.
+    Suspend,
+    /// SIGCONT: re-enter and repaint.
+    Continue,
+}
+
+/// Every signal the event loop listens for, and what each asks. `Die` covers every signal
+/// whose default action ends the process and that can be caught without being a fault:
+/// SIGPIPE is left out because Rust ignores it (a closed terminal is a write error, which
+/// restores on the error path), and SIGTTIN/SIGTTOU keep their default (a background job
+/// touching the terminal stops, as the kernel intends: catching them would loop).
+pub fn caught_signals() -> Vec<(c_int, SignalAction)> {
+    let mut signals = vec![
+        (libc::SIGTERM, SignalAction::Quit),
+        (libc::SIGHUP, SignalAction::Quit),
+        (libc::SIGINT, SignalAction::Quit),
+        (libc::SIGTSTP, SignalAction::Suspend),
+        (libc::SIGCONT, SignalAction::Continue),
+    ];
+    let die = [
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+    ];
+    signals.extend(die.into_iter().map(|s| (s, SignalAction::Die(s))));
+    signals.extend((libc::SIGRTMIN()..=libc::SIGRTMAX()).map(|s| (s, SignalAction::Die(s))));
+    signals
+}
+
+/// Faults, handled in the signal handler itself ([`on_fault`]).
+const FAULTS: [c_int; 7] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+];
+
+/// The actions the fault handlers replaced (the Rust runtime's stack-overflow report for
+/// SIGSEGV and SIGBUS), in the order of [`FAULTS`], for a real fault to run into after.
+static PREVIOUS_FAULT_ACTIONS: OnceLock<[libc::sigaction; FAULTS.len()]> = OnceLock::new();
+
+/// Reads the terminal's mode before raw mode, once, on the descriptor crossterm uses
+/// (standard input if it is a terminal, else `/dev/tty`, kept open for the handler).
+fn remember_cooked_mode() {
+    if COOKED.get().is_some() {
+        return;
+    }
+    // SAFETY: isatty, open and tcgetattr on a zeroed termios; the descriptor opened is kept
+    // for the life of the process.
+    unsafe {
+        let fd = if libc::isatty(libc::STDIN_FILENO) == 1 {
+            libc::STDIN_FILENO
+        } else {
+            libc::open(c"/dev/tty".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
+        };
+        let mut mode: libc::termios = std::mem::zeroed();
+        if fd >= 0 && libc::tcgetattr(fd, &mut mode) == 0 {
+            let _ = COOKED.set((fd, mode));
+        }
+    }
+}
+
+fn install_fault_handlers() {
+    FAULT_HANDLERS.call_once(|| {
+        // SAFETY: sigaction with a handler that only makes async-signal-safe calls.
+        unsafe {
+            let mut previous: [libc::sigaction; FAULTS.len()] = std::mem::zeroed();
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_fault
+                as extern "C" fn(c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as libc::sighandler_t;
+            // On the alternate stack, which the Rust runtime sets up: a stack overflow is a
+            // SIGSEGV with no stack left.
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            for (signo, slot) in FAULTS.iter().zip(previous.iter_mut()) {
+                libc::sigaction(*signo, std::ptr::null(), slot);
+            }
+            if PREVIOUS_FAULT_ACTIONS.set(previous).is_ok() {
+                for signo in FAULTS {
+                    libc::sigaction(signo, &action, std::ptr::null_mut());
+                }
+            }
+        }
+    });
+}
+
+/// The terminal restore for a signal handler: async-signal-safe calls only, and once.
+fn restore_in_handler() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        // SAFETY: tcsetattr and write are async-signal-safe; COOKED is set before ACTIVE.
+        unsafe {
+            if let Some((fd, mode)) = COOKED.get() {
+                libc::tcsetattr(*fd, libc::TCSANOW, mode);
+            }
+            libc::write(libc::STDOUT_FILENO, LEAVE.as_ptr().cast(), LEAVE.len());
+        }
+    }
+}
+
+/// A fault: restore the terminal, then let the signal do what it would have done. A real
+/// hardware fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE raised by an instruction) runs into the
+/// action that was there before, as the instruction runs again on return (the runtime's
+/// stack-overflow report, or the default); one sent by `kill` or `raise`, or any other
+/// fault, is raised again with the default action, delivered when the handler returns.
+extern "C" fn on_fault(signo: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    restore_in_handler();
+    // SAFETY: reading the kernel's siginfo; sigaction, signal and raise are
+    // async-signal-safe.
+    unsafe {
+        let sent = info.is_null() || (*info).si_code <= 0;
+        let reruns = matches!(
+            signo,
+            libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE
+        );
+        let previous = FAULTS
+            .iter()
+            .position(|s| *s == signo)
+            .and_then(|i| PREVIOUS_FAULT_ACTIONS.get().map(|p| p[i]));
+        match previous {
+            Some(previous) if reruns && !sent => {
+                libc::sigaction(signo, &previous, std::ptr::null_mut());
+            }
+            _ => {
+                libc::signal(signo, libc::SIG_DFL);
+                libc::raise(signo);
+            }
         }
     }
 }

@@ -2,16 +2,23 @@
 //! samples; input, resize and signals arrive as events; the screen is redrawn only when
 //! something arrived. The one timer runs while a poll is overdue (NVML stuck in the
 //! driver): then the header counts the seconds, once a second, until the sample comes.
+//! After a pause, the queued samples are applied a slice at a time between events, so keys
+//! are answered while the monitor catches up.
 
 use crate::app::{key_action, State};
 use crate::sample::NodeSample;
 use crate::source::Source;
-use crate::terminal;
+use crate::terminal::{self, SignalAction};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
+
+/// Work done on queued samples before input is looked at again.
+const CATCH_UP_SLICE: Duration = Duration::from_millis(8);
+/// While catching up, the screen is redrawn at most this often (with the count left).
+const CATCH_UP_FRAME: Duration = Duration::from_millis(100);
 
 /// Everything the loop reacts to.
 enum Event {
@@ -23,7 +30,9 @@ enum Event {
     Tick,
     Terminal(TermEvent),
     InputClosed,
-    Signal,
+    Signal(SignalAction),
+    /// Nothing else waits: apply a slice of the samples queued during a pause.
+    CatchUp,
 }
 
 /// Name of the sampling thread; the panic hook leaves the terminal alone for it.
@@ -85,30 +94,57 @@ fn spawn_collector(
         .map(|_| ())
 }
 
+/// Listens for every signal in [`terminal::caught_signals`], each on a task of its own that
+/// forwards what it asks to `tx`.
+fn listen_for_signals(tx: mpsc::UnboundedSender<SignalAction>) -> std::io::Result<()> {
+    for (signo, action) in terminal::caught_signals() {
+        let mut stream = signal(SignalKind::from_raw(signo))?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(action).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
 /// Runs the monitor until the user quits or a signal arrives. The terminal is restored on
-/// every way out.
+/// every way out; a signal whose default is to end the process then ends it, as it would
+/// have without strata catching it.
 pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let died_of = runtime.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
         spawn_collector(source, interval, tx)?;
         let mut sampling = true;
-        let mut sigterm = signal(SignalKind::terminate())?;
-        let mut sighup = signal(SignalKind::hangup())?;
-        let mut sigint = signal(SignalKind::interrupt())?;
+        let (signal_tx, mut signals) = mpsc::unbounded_channel();
+        listen_for_signals(signal_tx)?;
         let mut guard = terminal::enter()?;
         let mut input = EventStream::new();
         guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
+        let mut drawn = Instant::now();
+        let mut died_of = None;
         loop {
+            let catching_up = state.catching_up();
             // Armed only while a poll runs, for the moment it would be overdue: a poll that
             // comes back in time disarms it before it fires.
             let wake = state.next_wake(Instant::now());
             let alarm = tokio::time::Instant::from_std(
                 wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
             );
+            // Signals and keys first: a catch-up never keeps them waiting.
             let event = tokio::select! {
+                biased;
+                Some(action) = signals.recv() => Event::Signal(action),
+                e = input.next() => match e {
+                    Some(Ok(e)) => Event::Terminal(e),
+                    Some(Err(_)) | None => Event::InputClosed,
+                },
                 e = rx.recv(), if sampling => match e {
                     Some(e) => e,
                     None => {
@@ -117,15 +153,14 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                         continue;
                     }
                 },
-                e = input.next() => match e {
-                    Some(Ok(e)) => Event::Terminal(e),
-                    Some(Err(_)) | None => Event::InputClosed,
-                },
-                _ = sigterm.recv() => Event::Signal,
-                _ = sighup.recv() => Event::Signal,
-                _ = sigint.recv() => Event::Signal,
                 _ = tokio::time::sleep_until(alarm), if wake.is_some() => Event::Tick,
+                _ = std::future::ready(()), if catching_up => Event::CatchUp,
             };
+            if let Event::Signal(SignalAction::Die(signo)) = event {
+                died_of = Some(signo);
+                break;
+            }
+            let catch_up = matches!(event, Event::CatchUp);
             let mut redraw = handle(&mut state, &mut guard, event)?;
             // Take in whatever else already waits (a backlog) before drawing once.
             while let Ok(event) = rx.try_recv() {
@@ -134,14 +169,27 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
             if state.quit {
                 break;
             }
+            if std::mem::take(&mut state.suspend_requested) {
+                terminal::suspend(&mut guard)?;
+                redraw = true;
+            }
+            // A catch-up slice alone redraws a few times a second, and once it is done.
+            if catch_up && state.catching_up() && drawn.elapsed() < CATCH_UP_FRAME {
+                redraw = false;
+            }
             if redraw {
                 state.refresh(Instant::now());
                 guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
+                drawn = Instant::now();
             }
         }
         drop(guard);
-        Ok(())
-    })
+        anyhow::Ok(died_of)
+    })?;
+    if let Some(signo) = died_of {
+        terminal::die_of(signo);
+    }
+    Ok(())
 }
 
 /// Applies one event; says whether the screen needs redrawing.
@@ -161,7 +209,14 @@ fn handle(state: &mut State, guard: &mut terminal::Guard, event: Event) -> std::
         },
         Event::Terminal(TermEvent::Resize(..)) => guard.terminal.autoresize()?,
         Event::Terminal(_) => return Ok(false),
-        Event::InputClosed | Event::Signal => state.quit = true,
+        Event::InputClosed | Event::Signal(SignalAction::Quit) => state.quit = true,
+        // Handled by the loop, which ends the process after restoring the terminal.
+        Event::Signal(SignalAction::Die(_)) => state.quit = true,
+        Event::Signal(SignalAction::Suspend) => state.suspend_requested = true,
+        Event::Signal(SignalAction::Continue) => terminal::reenter(guard)?,
+        Event::CatchUp => {
+            state.catch_up(CATCH_UP_SLICE);
+        }
     }
     Ok(true)
 }

@@ -344,6 +344,21 @@ fn row_order(screen: &str, pids: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// The rows' order among `pids` once every one is on screen and `good` holds, read for up
+/// to 5 s; the screen read last if it never does.
+fn settled_order(pane: &Pane, pids: &[&str], good: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let screen = pane.capture();
+        let order = row_order(&screen, pids);
+        if (order.len() == pids.len() && good(&order)) || start.elapsed() > Duration::from_secs(5) {
+            assert!(good(&order), "{screen}");
+            return order;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `S` reverses the order (▲ in the title); sorted by live tensors, the two training ranks,
 /// whose activations saw-tooth nearly in step and cross twice a step, keep their rows.
 #[test]
@@ -357,16 +372,18 @@ fn s_reverses_and_saw_toothing_rows_hold_still() {
     let pids = [
         "41230", "41231", "60112", "52077", "52010", "60500", "38811", "61002", "31337",
     ];
-    let screen = pane
-        .wait_for(&["sorted by used ▼", "41230"], START)
-        .unwrap_or_else(|s| panic!("{s}"));
-    let down = row_order(&screen, &pids);
-    assert_eq!(down.last().map(String::as_str), Some("31337"), "{screen}");
+    // A capture can catch a frame half written: the order is read until it settles.
+    wait(&pane, &["sorted by used ▼"], "no table");
+    let down = settled_order(&pane, &pids, |o| {
+        o.last().map(String::as_str) == Some("31337")
+    });
+    assert_eq!(down.len(), pids.len(), "{down:?}");
     pane.keys(&["S"]);
-    let screen = wait(&pane, &["sorted by used ▲"], "S did not reverse");
-    let up = row_order(&screen, &pids);
-    assert_eq!(up.first().map(String::as_str), Some("31337"), "{screen}");
-    assert_eq!(up.len(), pids.len());
+    wait(&pane, &["sorted by used ▲"], "S did not reverse");
+    let up = settled_order(&pane, &pids, |o| {
+        o.first().map(String::as_str) == Some("31337")
+    });
+    assert_eq!(up.len(), pids.len(), "{up:?}");
     pane.keys(&["S", "s"]);
     wait(&pane, &["sorted by live ▼"], "s did not move to live");
     // Two steps of the ranks (60 story seconds each, 6 s here): their rows never swap.

@@ -1,6 +1,8 @@
 //! The monitor's state and how events change it. No drawing, no terminal: testable alone.
 
 mod findings;
+mod heap;
+mod pause;
 mod rows;
 mod signal;
 mod sort;
@@ -8,6 +10,7 @@ mod strata;
 mod update;
 
 pub use findings::{climbs, ClimbNote, FindingId};
+pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use rows::{process_rows, sort_arrow, ProcessRow, SortKey};
 pub use signal::{Notice, Offer, SignalDialog, Stage};
 pub use sort::SortMemory;
@@ -20,8 +23,8 @@ use crate::layers::Layers;
 use crate::pipeline::{Observed, Pipeline};
 use crate::sample::{GpuSample, NodeSample};
 use crate::signal::{Refuse, Signaller};
-use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// Which part of the main screen the arrow keys move in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,9 +57,6 @@ pub struct LastKnown {
     pub time: f64,
 }
 
-/// Samples kept while paused, applied on resume so nothing is lost.
-const PAUSE_QUEUE: usize = 3600;
-
 /// Everything the UI draws from.
 #[derive(Debug)]
 pub struct State {
@@ -68,7 +68,9 @@ pub struct State {
     /// Sampling interval in wall-clock seconds.
     pub interval: f64,
     pub paused: bool,
-    pub queued: VecDeque<NodeSample>,
+    /// Samples that arrived while paused, applied on resume a slice at a time
+    /// ([`State::catch_up`]); while it holds any, new samples queue behind them.
+    pub queue: PauseQueue,
     pub recording: Option<String>,
     pub focus: Focus,
     pub view: View,
@@ -116,6 +118,8 @@ pub struct State {
     /// Draw with glyphs only (`NO_COLOR`).
     pub monochrome: bool,
     pub quit: bool,
+    /// Ctrl-Z: the event loop gives the terminal back and stops the process.
+    pub suspend_requested: bool,
     /// When the poll now running started; `None` between polls.
     pub poll_started: Option<Instant>,
     /// Whether the last poll failed (its error is in `status`).
@@ -138,7 +142,7 @@ impl State {
             source_label,
             interval,
             paused: false,
-            queued: VecDeque::new(),
+            queue: PauseQueue::default(),
             recording: None,
             focus: Focus::Processes,
             view: View::Main,
@@ -164,6 +168,7 @@ impl State {
             signaller: Box::new(Refuse::simulated()),
             monochrome: false,
             quit: false,
+            suspend_requested: false,
             poll_started: None,
             poll_failed: false,
             last_arrival: None,
@@ -177,22 +182,21 @@ impl State {
         self.on_sample_at(sample, Instant::now());
     }
 
-    /// Takes in a sample that arrived at `now`: the poll that made it is over.
+    /// Takes in a sample that arrived at `now`: the poll that made it is over. While paused,
+    /// or catching up after a pause, it queues behind the others, so they apply in order.
     pub fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
         self.poll_started = None;
         self.poll_failed = false;
         self.last_arrival = Some(now);
-        if self.paused {
-            if self.queued.len() == PAUSE_QUEUE {
-                self.queued.pop_front();
-            }
-            self.queued.push_back(sample);
+        if self.paused || !self.queue.is_empty() {
+            self.queue.push(sample, now);
             return;
         }
-        self.apply(sample);
+        self.apply(sample, now);
     }
 
-    fn apply(&mut self, sample: NodeSample) {
+    /// Shows a sample that arrived at `arrived`, with its layers and findings.
+    fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
         for (gpu, acc) in observed.sample.gpus.iter().zip(&observed.account.gpus) {
             if !gpu.lost {
@@ -208,19 +212,42 @@ impl State {
         }
         self.sort_memory.observe(&observed);
         self.current = Some(observed);
-        self.shown_since = self.last_arrival;
+        self.shown_since = Some(arrived);
         self.status = None;
         self.clamp_selection();
         self.follow_findings();
         self.clamp_strata_device();
     }
 
-    /// Resumes from pause, applying every queued sample in order.
+    /// Resumes from pause. The queued samples are applied by [`State::catch_up`], between
+    /// events: a long queue never keeps a key waiting.
     pub fn resume(&mut self) {
         self.paused = false;
-        while let Some(sample) = self.queued.pop_front() {
-            self.apply(sample);
+        self.queue.keep_every_sample();
+    }
+
+    /// Whether samples queued during a pause still wait to be applied (and the user has not
+    /// paused again).
+    pub fn catching_up(&self) -> bool {
+        !self.paused && !self.queue.is_empty()
+    }
+
+    /// Applies queued samples, oldest first, until `slice` has passed (at least one, if any
+    /// waits); returns how many. The event loop calls it while nothing else waits.
+    pub fn catch_up(&mut self, slice: Duration) -> usize {
+        let start = Instant::now();
+        let mut applied = 0;
+        while self.catching_up() {
+            let Some((sample, arrived)) = self.queue.pop_front() else {
+                break;
+            };
+            self.apply(sample, arrived);
+            applied += 1;
+            if start.elapsed() >= slice {
+                break;
+            }
         }
+        applied
     }
 
     /// The process rows in the current sort order.

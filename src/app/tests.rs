@@ -24,9 +24,10 @@ fn pausing_freezes_the_screen_and_loses_no_sample() {
         Some(crate::source::demo::DEMO_EPOCH + 100.0),
         "frozen while paused"
     );
-    assert_eq!(s.queued.len(), 3);
+    assert_eq!(s.queue.len(), 3);
     s.apply_action(Action::TogglePause);
-    assert!(s.queued.is_empty());
+    while s.catch_up(std::time::Duration::ZERO) > 0 {}
+    assert!(s.queue.is_empty());
     let uuid = s
         .current
         .as_ref()

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
+    /// Ctrl-Z: give the terminal back and stop, as SIGTSTP does in a cooked terminal.
+    Suspend,
     /// Esc: close the open view. On the main screen it does nothing: `q` quits (an Esc that
     /// ends the monitor, pressed once too often, loses the screen).
     Back,
@@ -46,6 +48,8 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     Some(match key.code {
         KeyCode::Char('c') if ctrl => Action::Quit,
+        // Raw mode turns job control's Ctrl-Z into a key: it must still stop strata.
+        KeyCode::Char('z') if ctrl => Action::Suspend,
         KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
         KeyCode::Esc => Action::Back,
         KeyCode::Up => Action::Up,
@@ -177,12 +181,18 @@ impl State {
     fn act(&mut self, action: Action) {
         // A notice answers the key before; the next key clears it.
         self.notice = None;
+        // Ctrl-Z stops strata whatever is open, as it would any program in a shell.
+        if action == Action::Suspend {
+            self.suspend_requested = true;
+            return;
+        }
         if self.dialog.is_some() {
             self.dialog_action(action);
             return;
         }
         match action {
             Action::Quit => self.quit = true,
+            Action::Suspend => self.suspend_requested = true,
             Action::Back => match self.view {
                 View::Main => {}
                 View::Help => self.view = self.help_from.take().unwrap_or(View::Main),
@@ -420,6 +430,24 @@ mod tests {
         );
     }
 
+    /// In raw mode job control's Ctrl-Z is a key: it suspends, as it would in a cooked
+    /// terminal; a plain `z` still cycles the strata view's zoom.
+    #[test]
+    fn ctrl_z_suspends_and_z_zooms() {
+        let key = |code, modifiers| key_action(KeyEvent::new(code, modifiers));
+        assert_eq!(
+            key(KeyCode::Char('z'), KeyModifiers::CONTROL),
+            Some(Action::Suspend)
+        );
+        assert_eq!(
+            key(KeyCode::Char('z'), KeyModifiers::NONE),
+            Some(Action::ZoomCycle)
+        );
+        let mut s = state(1.0);
+        s.apply_action(Action::Suspend);
+        assert!(s.suspend_requested && !s.quit);
+    }
+
     #[test]
     fn a_failed_poll_leaves_the_data_stale_until_one_succeeds() {
         let t0 = Instant::now();
@@ -456,6 +484,7 @@ mod tests {
             "paused: the first one is still shown"
         );
         s.apply_action(Action::TogglePause);
+        while s.catch_up(Duration::ZERO) > 0 {}
         s.on_poll_started(t0 + secs(3.0));
         assert_eq!(
             s.freshness_at(t0 + secs(5.0)),

@@ -96,9 +96,8 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
 /// The monitor's state, long and short: paused, recording, stale (a poll overdue, or failed:
 /// the data's age, and how long the poll has been running), or live.
 fn mode(state: &State) -> (String, String) {
-    if state.paused {
-        let paused = format!("‖ paused ({} queued)", state.queued.len());
-        return (paused.clone(), paused);
+    if let Some(words) = pause_words(state) {
+        return words;
     }
     let age = |age: Option<std::time::Duration>| match age {
         Some(age) => format!("stale {}", seconds(age)),
@@ -131,6 +130,37 @@ fn mode(state: &State) -> (String, String) {
             (live.clone(), live)
         }
     }
+}
+
+/// Paused: how many samples wait, in how many bytes, and how many were dropped to fit the
+/// budget (one in how many kept). Resumed with samples still waiting: how many are left.
+/// `None` when live.
+fn pause_words(state: &State) -> Option<(String, String)> {
+    let queue = &state.queue;
+    let dropped = match queue.dropped() {
+        0 => String::new(),
+        n => format!(", {n} dropped"),
+    };
+    if state.paused {
+        let kept = match queue.stride() {
+            1 => String::new(),
+            n => format!(", 1 in {n} kept"),
+        };
+        let (count, size) = (queue.len(), units::bytes(queue.bytes()));
+        let budget = units::bytes(queue.budget());
+        return Some((
+            format!("‖ paused · {count} queued ({size} of {budget}{dropped}{kept})"),
+            format!("‖ paused {count} queued{dropped}"),
+        ));
+    }
+    if state.catching_up() {
+        let count = queue.len();
+        return Some((
+            format!("⟳ catching up {count} samples{dropped}"),
+            format!("⟳ catching up {count}"),
+        ));
+    }
+    None
 }
 
 /// A duration in whole seconds, minutes past two of them: `9s`, `4m05s`, `2h03m`.

@@ -61,6 +61,12 @@ impl Pane {
         String::from_utf8_lossy(&tmux(&self.socket, &["capture-pane", "-p"]).stdout).into_owned()
     }
 
+    /// A tmux format of the pane (`#{alternate_on}`, `#{cursor_flag}`, `#{pane_tty}`...).
+    pub fn format(&self, format: &str) -> String {
+        let out = tmux(&self.socket, &["display-message", "-p", format]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys"];
         args.extend_from_slice(keys);

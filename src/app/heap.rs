@@ -1,0 +1,299 @@
+//! Estimates of the heap bytes a sample holds: what the pause queue counts against its
+//! budget. Capacities as allocated; the allocator's own slack is not counted. Structs are
+//! taken apart field by field, so that a field added later must be counted (or waived) here.
+
+use crate::sample::feed::{DeviceFeed, FeedDevice, FeedState, Hello, OomReport};
+use crate::sample::{
+    AllocatorStats, DeviceFileScan, DeviceHolder, FeedRecord, FeedSample, GpuSample, MigSample,
+    NodeSample, ProcessSample,
+};
+use std::collections::BTreeMap;
+use std::mem::size_of;
+
+/// A B-tree map's bookkeeping per entry (node headers and spare slots, shared out).
+const MAP_ENTRY_OVERHEAD: usize = 16;
+
+/// Bytes a value owns on the heap, beyond its own `size_of`.
+pub(super) trait Heap {
+    fn heap(&self) -> usize;
+}
+
+impl Heap for String {
+    fn heap(&self) -> usize {
+        self.capacity()
+    }
+}
+
+impl<T: Heap> Heap for Option<T> {
+    fn heap(&self) -> usize {
+        self.as_ref().map_or(0, Heap::heap)
+    }
+}
+
+impl<T: Heap> Heap for Box<T> {
+    fn heap(&self) -> usize {
+        size_of::<T>() + (**self).heap()
+    }
+}
+
+impl<T: Heap> Heap for Vec<T> {
+    fn heap(&self) -> usize {
+        self.capacity() * size_of::<T>() + self.iter().map(Heap::heap).sum::<usize>()
+    }
+}
+
+impl<K: Heap, V: Heap> Heap for BTreeMap<K, V> {
+    fn heap(&self) -> usize {
+        self.iter()
+            .map(|(k, v)| size_of::<(K, V)>() + MAP_ENTRY_OVERHEAD + k.heap() + v.heap())
+            .sum()
+    }
+}
+
+impl Heap for serde_json::Value {
+    fn heap(&self) -> usize {
+        use serde_json::Value;
+        match self {
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+            Value::String(s) => s.heap(),
+            Value::Array(items) => items.heap(),
+            Value::Object(map) => map
+                .iter()
+                .map(|(k, v)| {
+                    size_of::<(String, Value)>() + MAP_ENTRY_OVERHEAD + k.heap() + v.heap()
+                })
+                .sum(),
+        }
+    }
+}
+
+impl Heap for NodeSample {
+    fn heap(&self) -> usize {
+        let NodeSample {
+            time: _,
+            interval: _,
+            host,
+            driver_version,
+            cuda_driver_version,
+            host_pid_namespace: _,
+            gpus,
+            processes,
+            feeds,
+            poll_secs: _,
+            problems,
+            host_cpu_percent: _,
+            host_memory: _,
+            device_files,
+        } = self;
+        host.heap()
+            + device_files.heap()
+            + driver_version.heap()
+            + cuda_driver_version.heap()
+            + gpus.heap()
+            + processes.heap()
+            + feeds.heap()
+            + problems.heap()
+    }
+}
+
+impl Heap for GpuSample {
+    fn heap(&self) -> usize {
+        let GpuSample {
+            index: _,
+            uuid,
+            name,
+            pci_bus_id,
+            memory: _,
+            utilization_gpu: _,
+            mig_mode: _,
+            lost: _,
+            processes_known: _,
+            mig,
+            problems,
+            minor_number: _,
+        } = self;
+        uuid.heap() + name.heap() + pci_bus_id.heap() + mig.heap() + problems.heap()
+    }
+}
+
+impl Heap for MigSample {
+    fn heap(&self) -> usize {
+        let MigSample {
+            uuid,
+            profile,
+            gpu_instance_id: _,
+            compute_instance_id: _,
+            memory: _,
+            processes_known: _,
+            problems,
+        } = self;
+        uuid.heap() + profile.heap() + problems.heap()
+    }
+}
+
+/// The full-size process, as it is outside the queue.
+impl Heap for ProcessSample {
+    fn heap(&self) -> usize {
+        let ProcessSample {
+            pid: _,
+            device_uuid,
+            used: _,
+            kind: _,
+            mps: _,
+            visible: _,
+            hidden: _,
+            proc_state,
+            start_time: _,
+            user,
+            command,
+            sm_util: _,
+            cpu_percent: _,
+            host_memory: _,
+            elapsed: _,
+            executable,
+            feed,
+        } = self;
+        device_uuid.heap()
+            + proc_state.heap()
+            + user.heap()
+            + command.heap()
+            + executable.heap()
+            + feed.heap()
+    }
+}
+
+impl Heap for DeviceFileScan {
+    fn heap(&self) -> usize {
+        let DeviceFileScan {
+            holders,
+            unreadable: _,
+        } = self;
+        holders.heap()
+    }
+}
+
+impl Heap for DeviceHolder {
+    fn heap(&self) -> usize {
+        let DeviceHolder {
+            pid: _,
+            start_time: _,
+            state,
+            ppid: _,
+            uid: _,
+            user,
+            command,
+            parent_command,
+            minors,
+            uvm: _,
+        } = self;
+        state.heap() + user.heap() + command.heap() + parent_command.heap() + minors.heap()
+    }
+}
+
+impl Heap for u32 {
+    fn heap(&self) -> usize {
+        0
+    }
+}
+
+impl Heap for FeedSample {
+    fn heap(&self) -> usize {
+        let FeedSample {
+            framework,
+            framework_version,
+            backend,
+            feed: _,
+            stats,
+        } = self;
+        framework.heap() + framework_version.heap() + backend.heap() + stats.heap()
+    }
+}
+
+impl Heap for AllocatorStats {
+    fn heap(&self) -> usize {
+        self.unreported.heap()
+    }
+}
+
+impl Heap for FeedRecord {
+    fn heap(&self) -> usize {
+        let FeedRecord {
+            socket,
+            found_via: _,
+            peer: _,
+            nspid: _,
+            state,
+            hello,
+            devices,
+            ooms,
+            counters: _,
+            connected_at: _,
+            last_heard: _,
+        } = self;
+        socket.heap() + state.heap() + hello.heap() + devices.heap() + ooms.heap()
+    }
+}
+
+impl Heap for FeedState {
+    fn heap(&self) -> usize {
+        match self {
+            FeedState::Connected => 0,
+            FeedState::Refused { reason }
+            | FeedState::Dropped { reason }
+            | FeedState::Closed { reason } => reason.heap(),
+        }
+    }
+}
+
+impl Heap for Hello {
+    fn heap(&self) -> usize {
+        let Hello {
+            pid: _,
+            time: _,
+            agent_version,
+            python,
+            executable,
+            started: _,
+            interval: _,
+            framework,
+            framework_version,
+            backend,
+            settings,
+            devices,
+            note,
+        } = self;
+        agent_version.heap()
+            + python.heap()
+            + executable.heap()
+            + framework.heap()
+            + framework_version.heap()
+            + backend.heap()
+            + settings.heap()
+            + devices.heap()
+            + note.heap()
+    }
+}
+
+impl Heap for FeedDevice {
+    fn heap(&self) -> usize {
+        let FeedDevice {
+            index: _,
+            uuid,
+            pci_bus_id,
+            name,
+        } = self;
+        uuid.heap() + pci_bus_id.heap() + name.heap()
+    }
+}
+
+impl Heap for DeviceFeed {
+    fn heap(&self) -> usize {
+        self.latest.heap() + self.earlier.heap()
+    }
+}
+
+impl Heap for OomReport {
+    fn heap(&self) -> usize {
+        self.stats.heap()
+    }
+}
