@@ -139,7 +139,7 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
             line.push('\n');
             line
         } else {
-            snapshot::text(&observed)
+            snapshot::text(&observed, common.demo)
         };
         let mut out = stdout.lock();
         match out.write_all(shown.as_bytes()).and_then(|()| out.flush()) {

@@ -252,17 +252,26 @@ fn thinned(record: &FeedRecord) -> FeedRecord {
 /// layers, the processes holding memory, and the findings. Every string that comes from
 /// outside (NVML, `/proc`, feeds) goes through [`crate::text::clean`]: this goes to a
 /// terminal.
-pub fn text(observed: &Observed) -> String {
+///
+/// The demo's instant is told as story time (`at story 15m05s`), never as a UTC clock.
+pub fn text(observed: &Observed, demo: bool) -> String {
     use crate::text::clean;
     use crate::units::{bytes, opt_bytes};
     use std::fmt::Write;
     let s = &observed.sample;
     let mut out = String::new();
+    let when = if demo {
+        format!(
+            "story {}",
+            crate::units::duration(s.time - crate::source::demo::DEMO_EPOCH)
+        )
+    } else {
+        format!("{} UTC", crate::units::clock(s.time))
+    };
     let _ = writeln!(
         out,
-        "{} at {} UTC · driver {} · CUDA {}",
+        "{} at {when} · driver {} · CUDA {}",
         clean(&s.host),
-        crate::units::clock(s.time),
         clean(s.driver_version.as_deref().unwrap_or("n/a")),
         clean(s.cuda_driver_version.as_deref().unwrap_or("n/a"))
     );
@@ -422,7 +431,7 @@ mod tests {
         sample.processes[0].command = Some("python\ntrain.py \u{1b}]0;pwned\u{7}".into());
         sample.processes[0].user = Some("ro\u{feff}ot\r".into());
         let observed = crate::pipeline::Pipeline::new(None).ingest(sample);
-        let shown = text(&observed);
+        let shown = text(&observed, false);
         let raw: Vec<char> = shown
             .chars()
             .filter(|&c| c != '\n' && crate::text::clean(&c.to_string()) != c.to_string())

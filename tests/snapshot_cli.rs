@@ -329,6 +329,12 @@ fn the_text_snapshot_lists_processes_in_a_table() {
     ] {
         assert!(header.contains(column), "{column} missing: {header}");
     }
+    // The demo's instant is story time, never a UTC clock.
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("demo-node at story 15m05s ·") && !first.contains("UTC"),
+        "{first}"
+    );
     let row = text
         .lines()
         .find(|l| l.trim_start().starts_with("52077 "))

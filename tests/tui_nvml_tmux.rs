@@ -199,3 +199,70 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("dir");
     dir
 }
+
+/// Real processes the fake NVML lists, killed when dropped.
+struct Sleepers(Vec<std::process::Child>);
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// On a node where no process has a feed, the hint to get one is a single finding for the
+/// whole node, naming only the Python processes (a `sleep` cannot be fed): not a line per
+/// process.
+#[test]
+fn one_hint_for_the_node_names_only_its_python_processes() {
+    let dir = tempfile_dir("hint");
+    let spawn = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .spawn()
+            .expect("spawns")
+    };
+    let mut children = Sleepers(Vec::new());
+    for _ in 0..3 {
+        children
+            .0
+            .push(spawn("python3", &["-c", "import time; time.sleep(300)"]));
+    }
+    for _ in 0..2 {
+        children.0.push(spawn("sleep", &["300"]));
+    }
+    let gib: u64 = 1 << 30;
+    let devices: Vec<serde_json::Value> = (0..2)
+        .map(|g| {
+            let mine: Vec<u32> = children.0.iter().skip(g).step_by(2).map(|c| c.id()).collect();
+            let used = mine.len() as u64 * gib;
+            let total = 80 * gib;
+            serde_json::json!({
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": format!("GPU-00000000-0000-0000-0000-00000000000{g}"),
+                "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
+                "memory": {"total": total, "reserved": 0, "used": used, "free": total - used},
+                "compute_processes": mine.iter().map(|p| serde_json::json!({"pid": p, "used": gib})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let path = dir.join("hint.json");
+    std::fs::write(&path, serde_json::json!({ "devices": devices }).to_string()).expect("scenario");
+    let pane = monitor_of("nvml-hint", &path, "0.5", "", (160, 48));
+    let screen = pane
+        .wait_for(
+            &["3 Python processes hold 3.00 GiB without an allocator feed"],
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|s| panic!("no hint for the node:\n{s}"));
+    let hints = screen
+        .lines()
+        .filter(|l| l.contains("without an allocator feed"))
+        .count();
+    assert_eq!(hints, 1, "{screen}");
+    assert!(screen.contains("Findings (1)"), "{screen}");
+    quit_and_check(&pane);
+    let _ = std::fs::remove_dir_all(dir);
+}
