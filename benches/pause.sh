@@ -63,7 +63,7 @@ echo "paused ${secs}s: rss $(status VmRSS), peak $(status VmHWM)"
 echo "header: $(screen | head -1 | grep -o '‖ paused[^│]*')"
 start=$(date +%s.%N)
 tmux -L "$sock" send-keys p '?'
-until screen | grep -q 'Per GPU and per MIG instance'; do sleep 0.01; done
+until screen | grep -q '┌ Help'; do sleep 0.01; done
 key=$(date +%s.%N)
 tmux -L "$sock" send-keys '?'
 until screen | head -1 | grep -q '● live'; do sleep 0.05; done
