@@ -34,6 +34,9 @@ pub struct Identity {
 /// the pid but is rare enough that the next start time read catches most).
 #[derive(Debug, Clone)]
 struct Fixed {
+    /// The name in `stat` when this was read: an `exec` changes it (a wrapper script that
+    /// runs `exec python train.py` keeps its PID and start time), and then all is read anew.
+    comm: Option<String>,
     uid: Option<u32>,
     user: Option<String>,
     command: Option<String>,
@@ -121,7 +124,10 @@ impl ProcFs {
         };
         let (comm, state, start_time) = parse_stat(&stat);
         let ppid = parse_ppid(&stat);
-        if let Some(fixed) = start_time.and_then(|t| self.known.get(&(pid, t))) {
+        if let Some(fixed) = start_time
+            .and_then(|t| self.known.get(&(pid, t)))
+            .filter(|fixed| fixed.comm == comm)
+        {
             return Identity {
                 visible: true,
                 hidden: false,
@@ -145,12 +151,13 @@ impl ProcFs {
                 text.trim_end_matches('\0').replace('\0', " ")
             })
             .filter(|c| !c.is_empty())
-            .or_else(|| comm.map(|c| format!("[{c}]")));
+            .or_else(|| comm.as_ref().map(|c| format!("[{c}]")));
         let executable = fs::read_link(dir.join("exe"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
         if let Some(t) = start_time {
             let fixed = Fixed {
+                comm,
                 uid,
                 user: user.clone(),
                 command: command.clone(),
@@ -308,6 +315,47 @@ mod tests {
         assert_eq!(start, Some(987_654));
         assert_eq!(parse_ppid(stat), Some(1));
         assert_eq!(parse_ppid("nonsense"), None);
+    }
+
+    /// A wrapper that `exec`s its job keeps its PID and start time: what it runs is read
+    /// again, not kept from before (a shell script turned Python must be seen as Python).
+    #[test]
+    fn an_exec_is_seen_though_pid_and_start_time_stay() {
+        use std::io::Write;
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", "read line; exec -a 'python3 train.py' sleep 300"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        let pid = child.id();
+        let mut procfs = ProcFs::default();
+        let before = procfs.identity(pid);
+        assert!(
+            before
+                .executable
+                .as_deref()
+                .is_some_and(|e| e.ends_with("bash")),
+            "{before:?}"
+        );
+        let _ = child.stdin.take().expect("stdin").write_all(b"go\n");
+        let comm = format!("/proc/{pid}/comm");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+            assert!(std::time::Instant::now() < deadline, "no exec");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let after = procfs.identity(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(after.start_time, before.start_time);
+        assert!(
+            after
+                .executable
+                .as_deref()
+                .is_some_and(|e| e.ends_with("sleep")),
+            "{after:?}"
+        );
+        assert_eq!(after.command.as_deref(), Some("python3 train.py 300"));
     }
 
     #[test]
