@@ -180,18 +180,16 @@ fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
 fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
     use anyhow::Context;
     let context = common.context_bytes();
-    let analysis = if args.file.as_os_str() == "-" {
-        strata::analyze::analyze(std::io::BufReader::new(std::io::stdin()), context)
-    } else {
-        let file = std::fs::File::open(&args.file).with_context(|| {
-            format!(
-                "cannot read the recording {} (hint: record one with `strata snapshot --json --count N > FILE`)",
-                args.file.display()
-            )
-        })?;
-        strata::analyze::analyze(std::io::BufReader::new(file), context)
-    }
-    .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let (input, cut) = strata::recording::open(&args.file).with_context(|| {
+        format!(
+            "cannot read the recording {} (hint: record one with `strata record FILE`, or `strata snapshot --json --count N > FILE`)",
+            args.file.display()
+        )
+    })?;
+    let mut analysis = strata::analyze::analyze(input, context)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    // A compressed recording cut inside a frame ends where it was cut, as a cut last line.
+    analysis.truncated |= cut.happened();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {
