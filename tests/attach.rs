@@ -50,7 +50,18 @@ fn a_python_older_than_3_14_is_refused_with_the_way_out() {
         .args(["-c", "import time; time.sleep(10)"])
         .spawn()
         .expect("python3");
-    std::thread::sleep(Duration::from_millis(200));
+    // `python3` may be a wrapper that execs the interpreter (a pyenv shim): wait until the
+    // PID runs Python, which a loaded machine can take seconds to reach.
+    let exe = format!("/proc/{}/exe", old.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !std::fs::read_link(&exe)
+        .map(|p| p.to_string_lossy().contains("python"))
+        .unwrap_or(false)
+    {
+        assert!(std::time::Instant::now() < deadline, "python3 never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     let output = attach(old.id(), &[]);
     let _ = old.kill();
     let _ = old.wait();
