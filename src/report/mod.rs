@@ -78,7 +78,7 @@ fn header(out: &mut String, observed: &Observed, clock: Clock) {
     let _ = writeln!(out, "| time | {when} |");
     let poll = s.poll_secs.map_or_else(
         || "n/a".into(),
-        |p| format!("NVML was read in the {p:.3} s before it"),
+        |p| format!("NVML's poll for this instant took {p:.3} s, ending at that time"),
     );
     let _ = writeln!(out, "| NVML reading | {poll} |");
     let _ = writeln!(
@@ -277,15 +277,15 @@ pub(crate) struct HeldPeak {
 }
 
 impl HeldPeak {
-    /// `over strata's history, story 0s to story 15m05s (15m05s), to 1 KiB`.
+    /// `over strata's history from story 5s to story 15m05s, 15m00s (900 s); kept to 1 KiB, rounded up`.
     pub fn over(&self, clock: Clock) -> String {
         let gaps = match self.gaps {
             0 => String::new(),
-            1 => ", 1 sample unknown".into(),
-            n => format!(", {n} samples unknown"),
+            1 => "; 1 sample unknown".into(),
+            n => format!("; {n} samples unknown"),
         };
         format!(
-            "over strata's history, {} to {} ({}; kept to 1 KiB, rounded up{gaps})",
+            "over strata's history from {} to {}, {}; kept to 1 KiB, rounded up{gaps}",
             clock.at(self.from),
             clock.at(self.to),
             markdown::span(self.to - self.from)
