@@ -44,6 +44,15 @@ pub fn figure(value: Option<u64>) -> String {
     }
 }
 
+/// A metric's name as code, or as words where the framework has none (`(not reported)`).
+pub fn code(name: &str) -> String {
+    if name.starts_with('(') {
+        name.to_string()
+    } else {
+        format!("`{name}`")
+    }
+}
+
 /// A count (retries, OOMs), `n/a` when unknown.
 pub fn count(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".into(), |v| v.to_string())

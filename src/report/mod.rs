@@ -11,6 +11,7 @@
 
 mod findings;
 pub mod markdown;
+mod oom;
 mod process;
 #[cfg(test)]
 mod tests;
@@ -32,7 +33,7 @@ pub fn markdown(observed: &Observed, history: &History, demo: bool) -> String {
     header(&mut out, observed, clock);
     devices(&mut out, observed, history, clock);
     process::processes(&mut out, observed, history, clock);
-    process::last_oom(&mut out, observed, clock);
+    oom::last_oom(&mut out, observed, clock);
     findings::findings(&mut out, observed, clock);
     unseen(&mut out);
     out
