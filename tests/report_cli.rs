@@ -2,7 +2,10 @@
 //! line as a snapshot file, and every exact-byte figure in it equal to the JSON snapshot's of
 //! the same instant, field by field.
 
+mod common;
+
 use assert_cmd::Command;
+use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
 use serde_json::Value;
 
 const AT: &str = "905";
@@ -251,4 +254,49 @@ fn report_and_json_cannot_be_asked_together() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Through NVML (the fake library, a MIG scenario): the time is UTC, the driver and CUDA
+/// versions are NVML's, and each device's total is the scenario's, in exact bytes.
+#[test]
+fn the_report_reads_nvml_and_tells_utc_time() {
+    let file = scenario("mig");
+    let out = Command::cargo_bin("strata")
+        .expect("binary")
+        .args(["snapshot", "--report", "--interval", "0.05", "--nvml-lib"])
+        .arg(fake_nvml_lib())
+        .env(SCENARIO_ENV, &file)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8(out.stdout).expect("utf-8");
+    let title = report.lines().next().unwrap_or_default();
+    assert!(
+        title.ends_with(" UTC") && !title.contains("story"),
+        "{title}"
+    );
+    assert!(
+        report.contains("| NVIDIA driver | 535.161.08 (NVML"),
+        "{report}"
+    );
+    assert!(report.contains("| CUDA | 12.2 (NVML"), "{report}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("scenario")).expect("JSON");
+    let sections = sections(&report);
+    for device in written["devices"].as_array().expect("devices") {
+        let uuid = device["uuid"].as_str().expect("uuid");
+        let (_, lines) = sections
+            .iter()
+            .find(|(_, lines)| lines.iter().any(|l| l == &format!("UUID {uuid}")))
+            .unwrap_or_else(|| panic!("no section for {uuid}:\n{report}"));
+        assert_eq!(
+            row_value(lines, "total memory"),
+            device["memory"]["total"].as_u64(),
+            "{uuid}"
+        );
+    }
 }
