@@ -189,6 +189,12 @@ pub struct SnapshotArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Print a Markdown report of the instant, for an issue tracker or an incident: GPUs,
+    /// driver and CUDA versions, each process's allocator figures and peaks, the last OOM,
+    /// the findings with their evidence.
+    #[arg(long, conflicts_with = "json")]
+    pub report: bool,
+
     /// Take this many samples, one interval apart.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,

@@ -138,6 +138,8 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
             let mut line = serde_json::to_string(&Snapshot::of(&observed))?;
             line.push('\n');
             line
+        } else if args.report {
+            strata::report::markdown(&observed, &pipeline.history, common.demo)
         } else {
             snapshot::text(&observed, common.demo)
         };

@@ -3,6 +3,7 @@
 mod findings;
 mod heap;
 mod pause;
+mod report;
 mod rows;
 mod signal;
 mod sort;
@@ -72,6 +73,8 @@ pub struct State {
     /// ([`State::catch_up`]); while it holds any, new samples queue behind them.
     pub queue: PauseQueue,
     pub recording: Option<String>,
+    /// Where `R` writes its report: the directory strata was started in.
+    pub report_dir: std::path::PathBuf,
     pub focus: Focus,
     pub view: View,
     pub sort: SortKey,
@@ -144,6 +147,7 @@ impl State {
             paused: false,
             queue: PauseQueue::default(),
             recording: None,
+            report_dir: std::path::PathBuf::from("."),
             focus: Focus::Processes,
             view: View::Main,
             sort: SortKey::Used,

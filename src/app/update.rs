@@ -38,6 +38,8 @@ pub enum Action {
     ZoomIn,
     ZoomOut,
     ZoomCycle,
+    /// `R`: write the Markdown report of the instant shown to a file.
+    Report,
 }
 
 /// Maps a key to an action, htop/nvtop style.
@@ -71,6 +73,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
         KeyCode::Char('-') | KeyCode::Char('_') => Action::ZoomOut,
         KeyCode::Char('z') => Action::ZoomCycle,
+        KeyCode::Char('R') => Action::Report,
         _ => return None,
     })
 }
@@ -243,6 +246,7 @@ impl State {
                 self.clamp_selection();
             }
             Action::Signal => self.open_signal_dialog(),
+            Action::Report => self.write_report(),
             // Only the dialog answers these.
             Action::Yes | Action::No => {}
             // The focus is the main screen's: elsewhere Tab would change it unseen.

@@ -364,7 +364,10 @@ fn retries(out: &mut Findings, now: f64, history: &History, id: &ProcessId, who:
 }
 
 /// Capacity or fragmentation, from what the allocator saw at the OOM.
-fn classify(report: Option<&OomReport>, stats: &AllocatorStats) -> (&'static str, String) {
+pub(crate) fn classify(
+    report: Option<&OomReport>,
+    stats: &AllocatorStats,
+) -> (&'static str, String) {
     let stats = report.and_then(|r| r.stats.as_ref()).unwrap_or(stats);
     let pool_free = stats.reserved.saturating_sub(stats.allocated);
     let share = if stats.reserved > 0 {

@@ -1,7 +1,7 @@
 //! Findings: pure functions from samples (and later history) to things a user must see.
 
 mod devices;
-mod diagnosis;
+pub(crate) mod diagnosis;
 mod feeds;
 mod processes;
 pub mod trend;

@@ -32,6 +32,8 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  Ctrl-Z suspend to the shell (fg brings strata back, repainted)"),
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
+        Line::raw("  R write a Markdown report of the instant shown (paused too) to"),
+        Line::raw("    ./strata-report-<host>-<time>.md; the footer names it"),
         Line::raw("  ? this help (↑↓ scroll it)"),
         head("Process table"),
         Line::raw(

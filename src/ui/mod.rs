@@ -1,9 +1,9 @@
 //! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state.
 
 mod chart;
-mod detail;
+pub(crate) mod detail;
 mod dialog;
-mod evidence;
+pub(crate) mod evidence;
 mod findings;
 mod gpus;
 mod header;

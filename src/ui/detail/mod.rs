@@ -22,17 +22,17 @@ use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// The framework's own names for the statistics a feed carries.
-struct MetricNames {
-    allocated: &'static str,
-    reserved: &'static str,
-    inactive_split: &'static str,
-    peak_allocated: &'static str,
-    peak_reserved: &'static str,
-    retries: &'static str,
-    ooms: &'static str,
+pub(crate) struct MetricNames {
+    pub allocated: &'static str,
+    pub reserved: &'static str,
+    pub inactive_split: &'static str,
+    pub peak_allocated: &'static str,
+    pub peak_reserved: &'static str,
+    pub retries: &'static str,
+    pub ooms: &'static str,
 }
 
-fn metric_names(framework: &str) -> MetricNames {
+pub(crate) fn metric_names(framework: &str) -> MetricNames {
     match framework {
         "torch" => MetricNames {
             allocated: "allocated_bytes.all.current",

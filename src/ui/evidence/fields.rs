@@ -43,7 +43,7 @@ fn is_seconds(key: &str) -> bool {
     key.ends_with("_secs") || key == "age"
 }
 
-fn is_time(key: &str) -> bool {
+pub(crate) fn is_time(key: &str) -> bool {
     TIME_FIELDS.contains(&key) || key.ends_with("_time") || key.ends_with("_at")
 }
 

@@ -2,7 +2,7 @@
 //! field of its evidence with its unit, and for a climb (or fragmentation) a chart of the
 //! series behind it, the climb's start marked.
 
-mod fields;
+pub(crate) mod fields;
 
 use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;

@@ -1,0 +1,221 @@
+//! The report read back as Markdown: hostile strings stay text, tables keep their columns.
+
+use super::*;
+use crate::pipeline::Pipeline;
+use crate::source::demo::node_at;
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+
+const COMMAND: &str = "python train.py | rm -rf / `id` <script>alert(1)</script>\n| 1 | 2 | 3 |\n# @admin #12 ![x](http://e/i.png) *b* _i_ ~~s~~ &amp; $x$ \\|";
+
+fn hostile() -> (NodeSample, String) {
+    let mut sample = node_at(0, 905.0, 10.0);
+    sample.host = "node|x`id`<script>alert(1)</script>\n# pwned\u{1b}]0;t\u{7}".into();
+    sample.driver_version = Some("550 <img src=x onerror=alert(1)>".into());
+    sample.cuda_driver_version = Some("12.4\u{202e}|".into());
+    sample.gpus[0].name = Some("H100 | *bold* [link](http://evil)".into());
+    let mig = sample
+        .gpus
+        .iter()
+        .position(|g| !g.mig.is_empty())
+        .expect("the demo has MIG");
+    sample.gpus[mig].mig[0].profile = Some("3g.40gb\u{1b}[31m|<b>".into());
+    let fed = sample
+        .feeds
+        .iter()
+        .position(|f| f.hello.is_some())
+        .expect("a fed process");
+    let pid = sample.feeds[fed].pid().expect("its pid");
+    if let Some(hello) = sample.feeds[fed].hello.as_mut() {
+        hello.framework = Some("torch</td><script>".into());
+        hello.framework_version = Some("2.5\u{200b}|1".into());
+        hello.backend = Some("native|`x`".into());
+    }
+    for p in sample.processes.iter_mut().filter(|p| p.pid == pid) {
+        p.command = Some(COMMAND.into());
+        p.user = Some("ro|ot\r[x]".into());
+    }
+    (sample, pid.to_string())
+}
+
+/// The cells of each table row, as a Markdown reader parses them: the text of each cell.
+fn rows(markdown: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut row: Option<Vec<String>> = None;
+    let mut cell: Option<String> = None;
+    for event in Parser::new_ext(markdown, Options::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::TableRow | Tag::TableHead) => row = Some(Vec::new()),
+            Event::End(TagEnd::TableRow | TagEnd::TableHead) => out.extend(row.take()),
+            Event::Start(Tag::TableCell) => cell = Some(String::new()),
+            Event::End(TagEnd::TableCell) => {
+                if let (Some(r), Some(c)) = (row.as_mut(), cell.take()) {
+                    r.push(c);
+                }
+            }
+            Event::Text(t) => {
+                if let Some(c) = cell.as_mut() {
+                    c.push_str(&t);
+                }
+            }
+            // Anything else inside a cell (code, HTML, a link) would be markup: mark it.
+            Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
+                if let Some(c) = cell.as_mut() {
+                    c.push_str(&format!("<markup:{t}>"));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `|` that separate cells in a line of Markdown: those not escaped by a backslash.
+fn separators(line: &str) -> usize {
+    let mut count = 0;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '|' => count += 1,
+            _ => {}
+        }
+    }
+    count
+}
+
+#[test]
+fn hostile_strings_are_text_in_the_report_never_markup() {
+    let (sample, pid) = hostile();
+    let observed = Pipeline::new(None).ingest(sample);
+    let report = markdown(&observed, &History::default(), false);
+
+    // No control, bidi or zero-width character reaches the file but the line ends.
+    let raw: Vec<char> = report
+        .chars()
+        .filter(|&c| c != '\n' && crate::text::clean(&c.to_string()) != c.to_string())
+        .collect();
+    assert!(raw.is_empty(), "raw {raw:?}");
+
+    // Every line of a table has as many cell separators as its header.
+    let mut header = None;
+    for line in report.lines() {
+        if line.starts_with('|') {
+            let n = separators(line);
+            let expected = *header.get_or_insert(n);
+            assert_eq!(
+                n, expected,
+                "a row with other columns than its header: {line}"
+            );
+        } else {
+            header = None;
+        }
+    }
+
+    // Read as Markdown, the hostile command is one cell's plain text, whole and defused.
+    let cells: Vec<Vec<String>> = rows(&report);
+    let command = crate::text::clean(COMMAND).into_owned();
+    let row = cells
+        .iter()
+        .find(|r| r.first() == Some(&pid) && r.len() == 7)
+        .unwrap_or_else(|| panic!("no process row for {pid}: {cells:?}"));
+    assert_eq!(row[3], command, "the command cell: {row:?}");
+    assert_eq!(row[1], "ro|ot\u{fffd}[x]");
+    assert!(
+        row[4].starts_with("torch</td><script> 2.5\u{fffd}|1"),
+        "{row:?}"
+    );
+    let driver = cells
+        .iter()
+        .find(|r| r.first().map(String::as_str) == Some("NVIDIA driver"))
+        .expect("the driver row");
+    assert!(
+        driver[1].starts_with("550 <img src=x onerror=alert(1)> (NVML "),
+        "{driver:?}"
+    );
+
+    // Rendered, nothing of theirs became a tag, a link, an image or emphasis.
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(
+        &mut html,
+        Parser::new_ext(
+            &report,
+            Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH,
+        ),
+    );
+    for tag in [
+        "<script",
+        "<img",
+        "<a ",
+        "<b>",
+        "<em>",
+        "<del>",
+        "</td><script",
+    ] {
+        assert!(!html.contains(tag), "{tag} in the rendered report");
+    }
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    // The host in the title, defused and whole, and the heading still one line.
+    let title = report.lines().next().unwrap_or_default();
+    assert!(
+        title.starts_with("# strata report: node\\|x\\`id\\`\\<script\\>"),
+        "{title}"
+    );
+    assert!(!report.lines().any(|l| l.starts_with("# pwned")));
+}
+
+#[test]
+fn unknown_figures_are_na_never_zero() {
+    let mut sample = node_at(0, 905.0, 10.0);
+    sample.driver_version = None;
+    for p in &mut sample.processes {
+        p.used = None;
+    }
+    sample.gpus[0].memory = None;
+    let observed = Pipeline::new(None).ingest(sample);
+    let report = markdown(&observed, &History::default(), true);
+    assert!(report.contains("| NVIDIA driver | n/a (NVML"), "{report}");
+    assert!(report.contains("| total memory | NVML `total` (`nvmlDeviceGetMemoryInfo_v2`) | n/a |"));
+    assert!(report.contains("| driver-visible usage | NVML `usedGpuMemory` (per process) | n/a |"));
+    assert!(report.contains("Layers: n/a at this instant: memory not reported by NVML."));
+    // Without history, strata's peaks say so rather than show a number.
+    assert!(report.contains("| peak allocated (strata) | max of `allocated_bytes.all.current` seen | n/a | no history held |"));
+}
+
+#[test]
+fn a_partial_layer_is_marked_as_a_lower_bound() {
+    let observed = Pipeline::new(None).ingest(node_at(0, 905.0, 10.0));
+    let gpu = observed
+        .account
+        .gpus
+        .iter()
+        .position(|g| !g.partial.is_empty())
+        .expect("the demo has a partial layer at 905 s");
+    let layer = observed.account.gpus[gpu].partial[0];
+    let report = markdown(&observed, &History::default(), true);
+    let section = report
+        .split("\n### ")
+        .find(|s| s.starts_with(&format!("GPU {gpu} · ")))
+        .expect("its section");
+    let row = section
+        .lines()
+        .find(|l| l.starts_with(&format!("| {} |", layer.name())))
+        .expect("its row");
+    assert!(row.contains("| ≥ "), "{row}");
+}
+
+#[test]
+fn file_names_keep_to_safe_characters() {
+    let mut sample = node_at(0, 905.0, 10.0);
+    assert_eq!(
+        file_name(&sample),
+        "strata-report-demo-node-20260101-091505.md"
+    );
+    sample.host = "../../etc/x y\u{1b}".into();
+    let name = file_name(&sample);
+    assert!(
+        !name.contains('/') && !name.contains(' ') && !name.contains('\u{1b}'),
+        "{name}"
+    );
+}
