@@ -18,6 +18,7 @@ pub mod layers;
 pub mod pipeline;
 pub mod recording;
 pub mod sample;
+pub mod serve;
 pub mod signal;
 pub mod snapshot;
 pub mod source;
