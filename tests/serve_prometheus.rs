@@ -7,6 +7,7 @@
 mod common;
 
 use common::exposition::{get, parse, Server};
+use common::grafana::{dashboard, expressions};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -222,4 +223,33 @@ fn prometheus_scrapes_serve_demo_and_the_layers_add_up() {
     assert!(!climbs.is_empty(), "the demo climbs at 905 s");
     let findings = query(&prometheus, "sum(strata_findings)");
     assert!(findings[0].1 >= 1.0, "{findings:?}");
+    // Every expression of the Grafana dashboard runs, and finds data, with its variables
+    // set to every node and GPU.
+    for (expr, _) in expressions(&dashboard()) {
+        let expr = expr.replace("$node", ".+").replace("$gpu", ".+");
+        // Grafana's label_values(SELECTOR, LABEL) is no PromQL: ask for the selector, and
+        // for the label on what it finds.
+        let (promql, label) = match expr
+            .strip_prefix("label_values(")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|inner| inner.rsplit_once(", "))
+        {
+            Some((selector, label)) => (selector.to_string(), Some(label.to_string())),
+            None => (expr.clone(), None),
+        };
+        let path = format!("/api/v1/query?query={}", encode_query(&promql));
+        let response = get(&prometheus.addr, &path, None).expect("HTTP API");
+        assert_eq!(response.status, 200, "{promql}: {}", response.body);
+        let body: Value = serde_json::from_str(&response.body).expect("JSON");
+        let result = &body["data"]["result"];
+        let found = result.as_array().map_or(false, |r| !r.is_empty());
+        assert!(found, "the dashboard's {promql} finds nothing: {body}");
+        if let Some(label) = label {
+            let with_label = result.as_array().into_iter().flatten();
+            let values: Vec<_> = with_label
+                .filter_map(|r| r["metric"][&label].as_str())
+                .collect();
+            assert!(!values.is_empty(), "{expr}: no series has {label}");
+        }
+    }
 }

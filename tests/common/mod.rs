@@ -4,4 +4,5 @@
 pub mod exposition;
 pub mod fake_nvml;
 pub mod feeds;
+pub mod grafana;
 pub mod snapshot;
