@@ -8,7 +8,6 @@ mod common;
 
 use common::exposition::{Exposition, Server};
 use common::grafana::{dashboard, expressions};
-use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Labels Prometheus attaches to every scraped series.

@@ -242,7 +242,7 @@ fn prometheus_scrapes_serve_demo_and_the_layers_add_up() {
         assert_eq!(response.status, 200, "{promql}: {}", response.body);
         let body: Value = serde_json::from_str(&response.body).expect("JSON");
         let result = &body["data"]["result"];
-        let found = result.as_array().map_or(false, |r| !r.is_empty());
+        let found = result.as_array().is_some_and(|r| !r.is_empty());
         assert!(found, "the dashboard's {promql} finds nothing: {body}");
         if let Some(label) = label {
             let with_label = result.as_array().into_iter().flatten();
