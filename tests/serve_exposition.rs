@@ -358,3 +358,54 @@ fn openmetrics_ends_with_eof_and_the_age_at_scrape_time() {
     assert_eq!(e.family("strata_samples").kind.as_deref(), Some("counter"));
     assert_eq!(e.family("strata_samples").samples[0].1, 0.0);
 }
+
+/// The README's table of metrics: name → type.
+fn readme_metrics() -> std::collections::BTreeMap<String, String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `strata_"))
+        .filter_map(|rest| {
+            let (name, rest) = rest.split_once('`')?;
+            let kind = rest.split('|').nth(1)?.trim();
+            Some((format!("strata_{name}"), kind.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_metric_is_in_the_readme_table_with_its_type() {
+    let documented = readme_metrics();
+    assert!(documented.len() >= 20, "{documented:?}");
+    // The demo, and a node with more processes than are exported one by one.
+    let mut seen = std::collections::BTreeMap::new();
+    let mut many = node();
+    many.gpus.push(gpu(0, memory(80 * GIB, 8 * GIB)));
+    for pid in 1..=4 {
+        many.processes
+            .push(process(pid, "GPU-test-0", Some(u64::from(pid) * GIB)));
+    }
+    many.poll_secs = Some(0.01);
+    for e in [
+        exported(&demo_observed(), 64),
+        exported(&Pipeline::new(None).ingest(many), 2),
+    ] {
+        for (name, family) in e.families {
+            seen.insert(name, family.kind.unwrap_or_default());
+        }
+    }
+    for (name, kind) in &seen {
+        assert_eq!(
+            documented.get(name),
+            Some(kind),
+            "{name} ({kind}) is not in the README's table as such"
+        );
+    }
+    for name in documented.keys() {
+        assert!(
+            seen.contains_key(name),
+            "the README documents {name}, which is never exported"
+        );
+    }
+}
