@@ -4,8 +4,6 @@
 //! Unknown is absent: Prometheus has no `n/a`, so a layer, a figure or a label nobody knows
 //! is left out, never written as 0.
 
-use crate::accounting::FeedStatus;
-use crate::detect::{FindingKind, Severity};
 use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
 use crate::sample::{NodeSample, ProcessSample};
@@ -22,10 +20,10 @@ pub const COMMAND_CHARS: usize = 64;
 pub const OTHER: &str = "other";
 
 /// A metric's labels, in order.
-type Labels = Vec<(&'static str, String)>;
-type Bytes = Family<Labels, Gauge>;
-type Ratio = Family<Labels, Gauge<f64, AtomicU64>>;
-type Total = Family<Labels, Counter>;
+pub(super) type Labels = Vec<(&'static str, String)>;
+pub(super) type Bytes = Family<Labels, Gauge>;
+pub(super) type Ratio = Family<Labels, Gauge<f64, AtomicU64>>;
+pub(super) type Total = Family<Labels, Counter>;
 
 /// What the sampler has counted since it started (not part of any one sample).
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,58 +44,6 @@ pub struct Exposition {
     pub openmetrics: String,
 }
 
-/// The state names of a feed, as `strata_process_feed_state{state}` and the JSON
-/// snapshot's `feed_status.state` spell them.
-pub const FEED_STATES: [&str; 6] = [
-    "absent",
-    "refused",
-    "pending",
-    "fresh",
-    "stale",
-    "inconsistent",
-];
-
-fn feed_state(status: &FeedStatus) -> &'static str {
-    match status {
-        FeedStatus::Absent => "absent",
-        FeedStatus::Refused { .. } => "refused",
-        FeedStatus::Pending { .. } => "pending",
-        FeedStatus::Fresh { .. } => "fresh",
-        FeedStatus::Stale { .. } => "stale",
-        FeedStatus::Inconsistent { .. } => "inconsistent",
-    }
-}
-
-/// Every finding kind, for counts that say 0 rather than nothing.
-const KINDS: [FindingKind; 18] = [
-    FindingKind::ZombieContext,
-    FindingKind::NotVisibleHolder,
-    FindingKind::UnattributedMemory,
-    FindingKind::UnexplainedUsage,
-    FindingKind::StaleFeed,
-    FindingKind::InconsistentFeed,
-    FindingKind::GpuLost,
-    FindingKind::InconsistentCounters,
-    FindingKind::RefusedFeed,
-    FindingKind::FeedBadInput,
-    FindingKind::FeedDeviceUnlisted,
-    FindingKind::NvmlProblem,
-    FindingKind::Climb,
-    FindingKind::Fragmentation,
-    FindingKind::AllocRetries,
-    FindingKind::Oom,
-    FindingKind::Capacity,
-    FindingKind::IdleHolder,
-];
-
-fn severity_name(severity: Severity) -> &'static str {
-    match severity {
-        Severity::Info => "info",
-        Severity::Warning => "warning",
-        Severity::Critical => "critical",
-    }
-}
-
 /// A string from outside, safe as a label value: control characters replaced (the crate
 /// escapes quotes, backslashes and newlines; a terminal that shows a label must not act on
 /// an escape sequence), at most `max` characters.
@@ -106,20 +52,20 @@ pub fn label_text(text: &str, max: usize) -> String {
 }
 
 /// Bytes as a gauge value: a count beyond `i64` (no real device) is left out.
-fn set_bytes(family: &Bytes, labels: Labels, bytes: u64) {
+pub(super) fn set_bytes(family: &Bytes, labels: Labels, bytes: u64) {
     if let Ok(value) = i64::try_from(bytes) {
         family.get_or_create(&labels).set(value);
     }
 }
 
-fn layer_labels(base: &Labels, layer: Layer) -> Labels {
+pub(super) fn layer_labels(base: &Labels, layer: Layer) -> Labels {
     let mut labels = base.clone();
     labels.push(("layer", layer.name().to_string()));
     labels
 }
 
 /// Every known layer of a device; nothing when its layers are unknown this instant.
-fn set_layers(family: &Bytes, base: &Labels, layers: Option<&Layers>) {
+pub(super) fn set_layers(family: &Bytes, base: &Labels, layers: Option<&Layers>) {
     let Some(layers) = layers else { return };
     for layer in Layer::ALL {
         if let Some(bytes) = layers.get(layer) {
@@ -129,7 +75,7 @@ fn set_layers(family: &Bytes, base: &Labels, layers: Option<&Layers>) {
 }
 
 /// The device labels of a process's (or a finding's) device: `gpu` (index) and `uuid`.
-fn device_labels(sample: &NodeSample, uuid: &str) -> Labels {
+pub(super) fn device_labels(sample: &NodeSample, uuid: &str) -> Labels {
     let mut labels = Vec::with_capacity(5);
     if let Some((gpu, _)) = sample.locate(uuid) {
         labels.push(("gpu", gpu.index.to_string()));
@@ -138,7 +84,7 @@ fn device_labels(sample: &NodeSample, uuid: &str) -> Labels {
     labels
 }
 
-fn process_labels(sample: &NodeSample, p: &ProcessSample) -> Labels {
+pub(super) fn process_labels(sample: &NodeSample, p: &ProcessSample) -> Labels {
     let mut labels = device_labels(sample, &p.device_uuid);
     labels.push(("pid", p.pid.to_string()));
     if let Some(user) = &p.user {
@@ -148,19 +94,6 @@ fn process_labels(sample: &NodeSample, p: &ProcessSample) -> Labels {
         labels.push(("command", label_text(command, COMMAND_CHARS)));
     }
     labels
-}
-
-/// The processes exported one by one: at most `max_processes`, the largest by NVML's used
-/// first (unknown usage last), then by pid. Positions in `sample.processes`.
-pub fn exported_processes(sample: &NodeSample, max_processes: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..sample.processes.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (pa, pb) = (&sample.processes[a], &sample.processes[b]);
-        pb.used.cmp(&pa.used).then(pa.pid.cmp(&pb.pid))
-    });
-    order.truncate(max_processes);
-    order.sort_unstable();
-    order
 }
 
 /// Builds and encodes the metrics of one observed instant.
@@ -331,213 +264,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
         mig_layers,
     );
 
-    register_processes(&mut registry, observed, max_processes);
-    register_findings(&mut registry, observed);
+    super::processes::register(&mut registry, observed, max_processes);
+    super::findings::register(&mut registry, observed);
     registry
-}
-
-fn register_processes(registry: &mut Registry, observed: &Observed, max_processes: usize) {
-    let sample = &observed.sample;
-    let used = Bytes::default();
-    let layers = Bytes::default();
-    let retries = Total::default();
-    let ooms = Total::default();
-    let state = Bytes::default();
-    let age = Ratio::default();
-    let fragmentation = Ratio::default();
-    let omitted = Bytes::default();
-    let exported = exported_processes(sample, max_processes);
-    // The processes left out, summed per device, so that sums over processes still hold.
-    let mut rest: Vec<(&str, Option<u64>, Layers, i64)> = Vec::new();
-    for (i, (p, acc)) in sample
-        .processes
-        .iter()
-        .zip(&observed.account.processes)
-        .enumerate()
-    {
-        let share = Layers {
-            context: acc.layers.context,
-            outside_pool: acc.layers.outside_pool,
-            cached: acc.layers.cached,
-            fragmented: acc.layers.fragmented,
-            live: acc.layers.live,
-            unattributed: acc.layers.unattributed,
-            other: None,
-            free: None,
-        };
-        if exported.binary_search(&i).is_err() {
-            let slot = match rest.iter().position(|r| r.0 == p.device_uuid) {
-                Some(at) => at,
-                None => {
-                    rest.push((&p.device_uuid, Some(0), Layers::default(), 0));
-                    rest.len() - 1
-                }
-            };
-            let entry = &mut rest[slot];
-            // One unknown usage makes the sum unknown.
-            entry.1 = entry.1.zip(p.used).map(|(a, b)| a.saturating_add(b));
-            entry.2.absorb(&share);
-            entry.3 += 1;
-            continue;
-        }
-        let labels = process_labels(sample, p);
-        if let Some(bytes) = p.used {
-            set_bytes(&used, labels.clone(), bytes);
-        }
-        set_layers(&layers, &labels, Some(&share));
-        if let Some(stats) = p.feed.as_ref().map(|f| &f.stats) {
-            if let Some(n) = stats.alloc_retries {
-                retries.get_or_create(&labels).inc_by(n);
-            }
-            if let Some(n) = stats.ooms {
-                ooms.get_or_create(&labels).inc_by(n);
-            }
-        }
-        let current = feed_state(&acc.feed_status);
-        for name in FEED_STATES {
-            let mut with_state = labels.clone();
-            with_state.push(("state", name.to_string()));
-            state
-                .get_or_create(&with_state)
-                .set(i64::from(name == current));
-        }
-        if let FeedStatus::Fresh { age: a } | FeedStatus::Stale { age: a } = acc.feed_status {
-            age.get_or_create(&labels).set(a);
-        }
-        if let (Some(frag), Some(pool)) = (share.fragmented, share.reserved()) {
-            if pool > 0 {
-                fragmentation
-                    .get_or_create(&labels)
-                    .set(frag as f64 / pool as f64);
-            }
-        }
-    }
-    for (uuid, used_sum, share, count) in rest {
-        let mut labels = device_labels(sample, uuid);
-        labels.push(("pid", OTHER.to_string()));
-        labels.push(("user", OTHER.to_string()));
-        labels.push(("command", OTHER.to_string()));
-        if let Some(bytes) = used_sum {
-            set_bytes(&used, labels.clone(), bytes);
-        }
-        set_layers(&layers, &labels, Some(&share));
-        omitted
-            .get_or_create(&device_labels(sample, uuid))
-            .set(count);
-    }
-    registry.register_with_unit(
-        "strata_process_used",
-        "NVML's used memory of a process on a device (pid=\"other\": the processes beyond --max-processes, summed per device)",
-        Unit::Bytes,
-        used,
-    );
-    registry.register_with_unit(
-        "strata_process_layer",
-        "A process's memory on a device by layer (live, fragmented, cached, outside_pool, context for a fed process; unattributed for one without a feed); an unknown layer is absent",
-        Unit::Bytes,
-        layers,
-    );
-    registry.register(
-        "strata_process_alloc_retries",
-        "The allocator's retries (cudaMalloc failed, cache flushed, tried again), as its feed reports them",
-        retries,
-    );
-    registry.register(
-        "strata_process_ooms",
-        "Out-of-memory errors the process's allocator has raised, as its feed reports them",
-        ooms,
-    );
-    registry.register(
-        "strata_process_feed_state",
-        "1 for the state of the process's allocator feed (absent, refused, pending, fresh, stale, inconsistent), 0 for the others",
-        state,
-    );
-    registry.register_with_unit(
-        "strata_process_feed_age",
-        "Age of the feed's latest statistics when the sample was taken (fresh or stale feeds)",
-        Unit::Seconds,
-        age,
-    );
-    registry.register_with_unit(
-        "strata_process_fragmentation",
-        "Fragmented bytes as a share of the allocator's pool (live + fragmented + cached), where the backend reports splits",
-        Unit::Other("ratio".into()),
-        fragmentation,
-    );
-    registry.register(
-        "strata_processes_omitted",
-        "Processes on the device beyond --max-processes, summed into the pid=\"other\" series",
-        omitted,
-    );
-}
-
-fn register_findings(registry: &mut Registry, observed: &Observed) {
-    let sample = &observed.sample;
-    let counts = Bytes::default();
-    for kind in KINDS {
-        for severity in [Severity::Info, Severity::Warning, Severity::Critical] {
-            let n = observed
-                .findings
-                .iter()
-                .filter(|f| f.kind == kind && f.severity == severity)
-                .count();
-            counts
-                .get_or_create(&vec![
-                    ("kind", kind.name()),
-                    ("severity", severity_name(severity).to_string()),
-                ])
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
-    }
-    registry.register(
-        "strata_findings",
-        "Active findings by kind and severity",
-        counts,
-    );
-
-    let climb = Ratio::default();
-    for finding in observed
-        .findings
-        .iter()
-        .filter(|f| f.kind == FindingKind::Climb)
-    {
-        let Some(rate) = finding
-            .evidence
-            .get("rate_mib_per_min")
-            .and_then(|r| r.as_f64())
-        else {
-            continue;
-        };
-        let mut labels = match &finding.device_uuid {
-            Some(uuid) => device_labels(sample, uuid),
-            None => Vec::new(),
-        };
-        if let Some(pid) = finding.pid {
-            labels.push(("pid", pid.to_string()));
-            let process = sample.processes.iter().find(|p| {
-                p.pid == pid && finding.device_uuid.as_deref() == Some(p.device_uuid.as_str())
-            });
-            if let Some(p) = process {
-                if let Some(user) = &p.user {
-                    labels.push(("user", label_text(user, COMMAND_CHARS)));
-                }
-                if let Some(command) = &p.command {
-                    labels.push(("command", label_text(command, COMMAND_CHARS)));
-                }
-            }
-        }
-        for (key, name) in [("series", "series"), ("cause", "cause")] {
-            if let Some(value) = finding.evidence.get(key).and_then(|v| v.as_str()) {
-                labels.push((name, label_text(value, 32)));
-            }
-        }
-        climb
-            .get_or_create(&labels)
-            .set(rate * (1u64 << 20) as f64 / 60.0);
-    }
-    registry.register(
-        "strata_climb_rate_bytes_per_second",
-        "How fast a climbing series rises (a climb finding's rate), bytes a second; series: allocated, reserved, used...; cause: the layer that grows",
-        climb,
-    );
 }

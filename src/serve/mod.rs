@@ -6,6 +6,8 @@
 //! The address is bound before anything else starts, so a port in use is an error at once.
 
 pub mod exposition;
+mod findings;
+pub mod processes;
 
 use crate::pipeline::Pipeline;
 use crate::source::Source;
