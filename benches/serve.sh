@@ -4,10 +4,11 @@
 # library answers for the GPUs), measured by curl's time_total, N times each way:
 #   - reused: one curl fetching /metrics N times over one kept-alive connection (as Prometheus
 #     scrapes);
-#   - fresh: N curls, each a new connection.
+#   - fresh: one curl fetching it N times with `Connection: close`, so each is a new connection;
+#   - spawned: N curls, each its own process and connection (the busiest for the machine).
 # Prints median and p99 in milliseconds, the body's size and series count, and the server's CPU
 # share (its sampler runs every second throughout).
-# Usage: benches/serve.sh [N] [-- strata serve args]   (default N = 1000)
+# Usage: [INTERVAL=SECS] benches/serve.sh [N] [-- strata serve args]   (default N = 1000, INTERVAL 1)
 # Build first: cargo build --release && CARGO_TARGET_DIR=target/fake-nvml cargo build --release -p strata-fake-nvml
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ for g in range(8):
                     "mig_mode": "NotSupported", "compute_processes": procs})
 json.dump({"devices": devices}, open(path, "w"))
 PY
-STRATA_FAKE_NVML_SCENARIO=$work/scenario.json "$bin" serve --listen 127.0.0.1:0 --interval 1 \
+STRATA_FAKE_NVML_SCENARIO=$work/scenario.json "$bin" serve --listen 127.0.0.1:0 --interval "${INTERVAL:-1}" \
   --nvml-lib "$lib" "$@" >"$work/out" 2>"$work/err" &
 server=$!
 for _ in $(seq 100); do grep -q http "$work/out" 2>/dev/null && break; sleep 0.1; done
@@ -56,7 +57,8 @@ t0=$(awk '{print $14 + $15}' "/proc/$server/stat"); start=$(date +%s.%N)
 args=()
 for _ in $(seq "$n"); do args+=(-o /dev/null "$url"); done
 curl -s -w '%{time_total}\n' "${args[@]}" >"$work/reused"
-for _ in $(seq "$n"); do curl -s -o /dev/null -w '%{time_total}\n' "$url"; done >"$work/fresh"
+curl -s -H 'Connection: close' -w '%{time_total}\n' "${args[@]}" >"$work/fresh"
+for _ in $(seq "$n"); do curl -s -o /dev/null -w '%{time_total}\n' "$url"; done >"$work/spawned"
 t1=$(awk '{print $14 + $15}' "/proc/$server/stat"); end=$(date +%s.%N)
 stats() {
   sort -n "$1" | awk -v what="$2" '{ v[NR] = $1 * 1000 } END {
@@ -66,5 +68,7 @@ stats() {
 echo "strata serve, 8 GPUs x 8 processes ($named processes named): /metrics is $(wc -c <"$work/body") bytes, $series series"
 stats "$work/reused" reused
 stats "$work/fresh" fresh
-awk -v s="$start" -v e="$end" -v a="$t0" -v c="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN {
-  printf "server cpu while scraped: %.1f%% of one core over %.1f s (sampling every 1 s included)\n", 100 * (c - a) / hz / (e - s), e - s }'
+stats "$work/spawned" spawned
+awk -v s="$start" -v e="$end" -v a="$t0" -v c="$t1" -v hz="$(getconf CLK_TCK)" -v i="${INTERVAL:-1}" 'BEGIN {
+  printf "server cpu while scraped: %.1f%% of one core over %.1f s (sampling every %s s included)\n", 100 * (c - a) / hz / (e - s), e - s, i }'
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
