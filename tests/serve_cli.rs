@@ -221,3 +221,45 @@ fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
     assert_eq!(sum as u64, want, "sums over processes hold");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// NVML stalls (every poll from the fourth on takes 3 s): scrapes are still answered at once
+/// from the last complete sample, whose age grows past the interval.
+#[test]
+fn a_stalled_nvml_never_holds_a_scrape() {
+    let lib = fake_nvml_lib();
+    let scenario = common::fake_nvml::scenario("stall");
+    let server = Server::start(
+        &[
+            "--interval",
+            "0.2",
+            "--nvml-lib",
+            lib.to_str().expect("utf-8"),
+        ],
+        &[(SCENARIO_ENV, scenario.as_os_str())],
+    );
+    server.metrics_text();
+    let start = std::time::Instant::now();
+    let mut oldest: f64 = 0.0;
+    while start.elapsed() < std::time::Duration::from_secs(5) {
+        let asked = std::time::Instant::now();
+        let e = parse(&server.metrics_text());
+        let took = asked.elapsed();
+        // Far below the 3 s a poll takes: the scrape did not wait for one.
+        assert!(
+            took < std::time::Duration::from_millis(1500),
+            "a scrape took {took:?}"
+        );
+        let age = e.family("strata_sample_age_seconds").samples[0].1;
+        oldest = oldest.max(age);
+        assert_eq!(
+            e.select("strata_gpu_layer_bytes", &[]).len(),
+            3,
+            "layers served throughout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        oldest > 2.0,
+        "the stall shows in the sample's age: {oldest}"
+    );
+}
