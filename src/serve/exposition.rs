@@ -21,9 +21,10 @@ pub const OTHER: &str = "other";
 
 /// A metric's labels, in order.
 pub(super) type Labels = Vec<(&'static str, String)>;
-pub(super) type Bytes = Family<Labels, Gauge>;
-pub(super) type Ratio = Family<Labels, Gauge<f64, AtomicU64>>;
-pub(super) type Total = Family<Labels, Counter>;
+/// Whole-number gauges (bytes, counts, 0/1) and fractional ones, by labels.
+pub(super) type Ints = Family<Labels, Gauge>;
+pub(super) type Floats = Family<Labels, Gauge<f64, AtomicU64>>;
+pub(super) type Counters = Family<Labels, Counter>;
 
 /// What the sampler has counted since it started (not part of any one sample).
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,7 +53,7 @@ pub fn label_text(text: &str, max: usize) -> String {
 }
 
 /// Bytes as a gauge value: a count beyond `i64` (no real device) is left out.
-pub(super) fn set_bytes(family: &Bytes, labels: Labels, bytes: u64) {
+pub(super) fn set_bytes(family: &Ints, labels: Labels, bytes: u64) {
     if let Ok(value) = i64::try_from(bytes) {
         family.get_or_create(&labels).set(value);
     }
@@ -65,7 +66,7 @@ pub(super) fn layer_labels(base: &Labels, layer: Layer) -> Labels {
 }
 
 /// Every known layer of a device; nothing when its layers are unknown this instant.
-pub(super) fn set_layers(family: &Bytes, base: &Labels, layers: Option<&Layers>) {
+pub(super) fn set_layers(family: &Ints, base: &Labels, layers: Option<&Layers>) {
     let Some(layers) = layers else { return };
     for layer in Layer::ALL {
         if let Some(bytes) = layers.get(layer) {
@@ -193,11 +194,11 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
     );
 
     // GPUs and MIG instances.
-    let gpu_total = Bytes::default();
-    let gpu_layers = Bytes::default();
-    let gpu_lost = Bytes::default();
-    let mig_total = Bytes::default();
-    let mig_layers = Bytes::default();
+    let gpu_total = Ints::default();
+    let gpu_layers = Ints::default();
+    let gpu_lost = Ints::default();
+    let mig_total = Ints::default();
+    let mig_layers = Ints::default();
     for (gpu, acc) in sample.gpus.iter().zip(&observed.account.gpus) {
         let mut base = vec![
             ("gpu", gpu.index.to_string()),

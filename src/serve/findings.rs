@@ -1,7 +1,7 @@
 //! Finding metrics of `strata serve`: active findings by kind and severity, and each climb's
 //! rate.
 
-use super::exposition::{device_labels, label_text, Bytes, Ratio, COMMAND_CHARS};
+use super::exposition::{device_labels, label_text, Floats, Ints, COMMAND_CHARS};
 use crate::detect::{FindingKind, Severity};
 use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
@@ -38,7 +38,7 @@ fn severity_name(severity: Severity) -> &'static str {
 
 pub(super) fn register(registry: &mut Registry, observed: &Observed) {
     let sample = &observed.sample;
-    let counts = Bytes::default();
+    let counts = Ints::default();
     for kind in KINDS {
         for severity in [Severity::Info, Severity::Warning, Severity::Critical] {
             let n = observed
@@ -60,7 +60,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
         counts,
     );
 
-    let climb = Ratio::default();
+    let climb = Floats::default();
     for finding in observed
         .findings
         .iter()

@@ -2,7 +2,7 @@
 //! the feed's state, for at most `--max-processes` processes; the rest summed per device.
 
 use super::exposition::{
-    device_labels, process_labels, set_bytes, set_layers, Bytes, Ratio, Total, OTHER,
+    device_labels, process_labels, set_bytes, set_layers, Counters, Floats, Ints, OTHER,
 };
 use crate::accounting::FeedStatus;
 use crate::layers::Layers;
@@ -47,14 +47,14 @@ pub fn exported_processes(sample: &NodeSample, max_processes: usize) -> Vec<usiz
 
 pub(super) fn register(registry: &mut Registry, observed: &Observed, max_processes: usize) {
     let sample = &observed.sample;
-    let used = Bytes::default();
-    let layers = Bytes::default();
-    let retries = Total::default();
-    let ooms = Total::default();
-    let state = Bytes::default();
-    let age = Ratio::default();
-    let fragmentation = Ratio::default();
-    let omitted = Bytes::default();
+    let used = Ints::default();
+    let layers = Ints::default();
+    let retries = Counters::default();
+    let ooms = Counters::default();
+    let state = Ints::default();
+    let age = Floats::default();
+    let fragmentation = Floats::default();
+    let omitted = Ints::default();
     let exported = exported_processes(sample, max_processes);
     // The processes left out, summed per device, so that sums over processes still hold.
     let mut rest: Vec<(&str, Option<u64>, Layers, i64)> = Vec::new();
