@@ -141,6 +141,21 @@ pub enum Command {
     /// Judge a recording as the monitor would have: findings with when each was first raised
     /// and last seen.
     Analyze(AnalyzeArgs),
+    /// Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling
+    /// every --interval on its own (a scrape never waits on NVML).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Listen on this HOST:PORT (a host name is resolved); 0.0.0.0:9842 for every interface.
+    #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_name = "ADDR")]
+    pub listen: String,
+
+    /// Export at most this many processes one by one (the largest by used memory); the rest
+    /// are summed per device as pid="other".
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_processes: usize,
 }
 
 #[derive(Debug, Args)]

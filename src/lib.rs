@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod recording;
 pub mod report;
 pub mod sample;
+pub mod serve;
 pub mod signal;
 pub mod snapshot;
 pub mod source;

@@ -5,7 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
-use strata::cli::{AnalyzeArgs, AttachArgs, Cli, Command, Common, RunArgs, SnapshotArgs};
+use strata::cli::{
+    AnalyzeArgs, AttachArgs, Cli, Command, Common, RunArgs, ServeArgs, SnapshotArgs,
+};
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
 use strata::pipeline::Pipeline;
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
         Some(Command::Analyze(args)) => analyze(&cli.common, &args),
+        Some(Command::Serve(args)) => serve(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -205,4 +208,23 @@ fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// `strata serve`: binds first (a port in use is an error before anything starts), then
+/// opens the source and serves until stopped.
+fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
+    let listener = strata::serve::bind(&args.listen)?;
+    let source = open_source(common, 0.0)?.boxed();
+    let address = listener.local_addr()?;
+    println!(
+        "strata serve: http://{address}/metrics ({}, a sample every {} s)",
+        source.label(),
+        common.interval
+    );
+    std::io::stdout().flush()?;
+    let options = strata::serve::ServeOptions {
+        interval: Duration::from_secs_f64(common.interval),
+        max_processes: args.max_processes,
+    };
+    strata::serve::run(listener, source, pipeline(common), options)
 }

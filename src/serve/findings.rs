@@ -1,0 +1,108 @@
+//! Finding metrics of `strata serve`: active findings by kind and severity, and each climb's
+//! rate.
+
+use super::exposition::{device_labels, label_text, Floats, Ints, COMMAND_CHARS};
+use crate::detect::{FindingKind, Severity};
+use crate::pipeline::Observed;
+use prometheus_client::registry::Registry;
+
+/// Every finding kind, for counts that say 0 rather than nothing.
+const KINDS: [FindingKind; 18] = [
+    FindingKind::ZombieContext,
+    FindingKind::NotVisibleHolder,
+    FindingKind::UnattributedMemory,
+    FindingKind::UnexplainedUsage,
+    FindingKind::StaleFeed,
+    FindingKind::InconsistentFeed,
+    FindingKind::GpuLost,
+    FindingKind::InconsistentCounters,
+    FindingKind::RefusedFeed,
+    FindingKind::FeedBadInput,
+    FindingKind::FeedDeviceUnlisted,
+    FindingKind::NvmlProblem,
+    FindingKind::Climb,
+    FindingKind::Fragmentation,
+    FindingKind::AllocRetries,
+    FindingKind::Oom,
+    FindingKind::Capacity,
+    FindingKind::IdleHolder,
+];
+
+fn severity_name(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Info => "info",
+        Severity::Warning => "warning",
+        Severity::Critical => "critical",
+    }
+}
+
+pub(super) fn register(registry: &mut Registry, observed: &Observed) {
+    let sample = &observed.sample;
+    let counts = Ints::default();
+    for kind in KINDS {
+        for severity in [Severity::Info, Severity::Warning, Severity::Critical] {
+            let n = observed
+                .findings
+                .iter()
+                .filter(|f| f.kind == kind && f.severity == severity)
+                .count();
+            counts
+                .get_or_create(&vec![
+                    ("kind", kind.name()),
+                    ("severity", severity_name(severity).to_string()),
+                ])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+    registry.register(
+        "strata_findings",
+        "Active findings by kind and severity",
+        counts,
+    );
+
+    let climb = Floats::default();
+    for finding in observed
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Climb)
+    {
+        let Some(rate) = finding
+            .evidence
+            .get("rate_mib_per_min")
+            .and_then(|r| r.as_f64())
+        else {
+            continue;
+        };
+        let mut labels = match &finding.device_uuid {
+            Some(uuid) => device_labels(sample, uuid),
+            None => Vec::new(),
+        };
+        if let Some(pid) = finding.pid {
+            labels.push(("pid", pid.to_string()));
+            let process = sample.processes.iter().find(|p| {
+                p.pid == pid && finding.device_uuid.as_deref() == Some(p.device_uuid.as_str())
+            });
+            if let Some(p) = process {
+                if let Some(user) = &p.user {
+                    labels.push(("user", label_text(user, COMMAND_CHARS)));
+                }
+                if let Some(command) = &p.command {
+                    labels.push(("command", label_text(command, COMMAND_CHARS)));
+                }
+            }
+        }
+        for (key, name) in [("series", "series"), ("cause", "cause")] {
+            if let Some(value) = finding.evidence.get(key).and_then(|v| v.as_str()) {
+                labels.push((name, label_text(value, 32)));
+            }
+        }
+        climb
+            .get_or_create(&labels)
+            .set(rate * (1u64 << 20) as f64 / 60.0);
+    }
+    registry.register(
+        "strata_climb_rate_bytes_per_second",
+        "How fast a climbing series rises (a climb finding's rate), bytes a second; series: allocated, reserved, used...; cause: the layer that grows",
+        climb,
+    );
+}
