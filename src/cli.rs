@@ -141,6 +141,28 @@ pub enum Command {
     /// Judge a recording as the monitor would have: findings with when each was first raised
     /// and last seen.
     Analyze(AnalyzeArgs),
+    /// Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or
+    /// --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip).
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The recording: appended to if it exists. `.jsonl` plain, `.gz` gzip, else zstd.
+    pub file: PathBuf,
+
+    /// Stop after this long: 90s, 30m, 24h, or seconds.
+    #[arg(long, value_name = "TIME", value_parser = crate::record::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...
+    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size)]
+    pub max_size: Option<u64>,
+
+    /// With --max-size: how many rotated files to keep (FILE.1 to FILE.N).
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "max_size",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub keep: u32,
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
-use strata::cli::{AnalyzeArgs, AttachArgs, Cli, Command, Common, RunArgs, SnapshotArgs};
+use strata::cli::{
+    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, RunArgs, SnapshotArgs,
+};
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
 use strata::pipeline::Pipeline;
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
         Some(Command::Analyze(args)) => analyze(&cli.common, &args),
+        Some(Command::Record(args)) => record(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -31,6 +34,10 @@ fn main() -> ExitCode {
             let hint = e
                 .downcast_ref::<SourceError>()
                 .map(|s| format!(" (hint: {})", s.hint()))
+                .or_else(|| {
+                    e.downcast_ref::<strata::record::RecordError>()
+                        .map(|r| format!(" (hint: {})", r.hint()))
+                })
                 .unwrap_or_default();
             eprintln!("strata: {e:#}{hint}");
             ExitCode::FAILURE
@@ -203,4 +210,42 @@ fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;
+/// a TERM, HUP, INT or the end of --duration finishes it, with a summary line on stderr.
+fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
+    use strata::record::{RecordWriter, Rotation};
+    let rotation = args.max_size.map(|max_bytes| Rotation {
+        max_bytes,
+        keep: args.keep,
+    });
+    let existed = args.file.exists();
+    let writer = RecordWriter::create(&args.file, rotation)?;
+    let encoding = writer.encoding();
+    // The demo's story runs at --demo-speed, as in the monitor: each sample is
+    // interval × speed story seconds after the one before.
+    let source = match open_source(common, 0.0) {
+        Ok(opened) => opened.boxed(),
+        Err(e) => {
+            // Nothing was recorded: leave no empty file behind.
+            drop(writer);
+            if !existed {
+                let _ = std::fs::remove_file(&args.file);
+            }
+            return Err(e);
+        }
+    };
+    let (_stop, summary) = strata::record::record(
+        source,
+        writer,
+        Duration::from_secs_f64(common.interval),
+        args.duration,
+        |line| eprintln!("strata: record: {line}; still recording"),
+    )?;
+    eprintln!(
+        "strata: {}",
+        strata::record::summary_line(&args.file, encoding, &summary)
+    );
+    Ok(())
 }

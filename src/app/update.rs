@@ -38,6 +38,8 @@ pub enum Action {
     ZoomIn,
     ZoomOut,
     ZoomCycle,
+    /// `r`: start recording (a prompt for the file's name) or stop.
+    Record,
 }
 
 /// Maps a key to an action, htop/nvtop style.
@@ -71,6 +73,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
         KeyCode::Char('-') | KeyCode::Char('_') => Action::ZoomOut,
         KeyCode::Char('z') => Action::ZoomCycle,
+        KeyCode::Char('r') => Action::Record,
         _ => return None,
     })
 }
@@ -243,6 +246,7 @@ impl State {
                 self.clamp_selection();
             }
             Action::Signal => self.open_signal_dialog(),
+            Action::Record => self.record_key(),
             // Only the dialog answers these.
             Action::Yes | Action::No => {}
             // The focus is the main screen's: elsewhere Tab would change it unseen.

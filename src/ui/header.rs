@@ -96,6 +96,35 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
 /// The monitor's state, long and short: paused, recording, stale (a poll overdue, or failed:
 /// the data's age, and how long the poll has been running), or live.
 fn mode(state: &State) -> (String, String) {
+    let (long, short) = data_mode(state);
+    // A recording (or one that stopped on an error) is said beside every state, at every
+    // width: the long form names the file, the short one its size.
+    match (&state.recording, &state.record_failed) {
+        (Some(rec), _) => {
+            let size = units::bytes(rec.bytes);
+            let name = rec.name();
+            let long = if long == "● live" {
+                format!("● rec {name} {size}")
+            } else {
+                format!("{long} · ● rec {name} {size}")
+            };
+            let short = if short == "● live" {
+                format!("● rec {}", units::short_bytes(rec.bytes))
+            } else {
+                format!("{short} ● rec {}", units::short_bytes(rec.bytes))
+            };
+            (long, short)
+        }
+        (None, Some(_)) => (
+            format!("{long} · ✗ rec stopped (write error)"),
+            format!("{short} ✗ rec"),
+        ),
+        (None, None) => (long, short),
+    }
+}
+
+/// The data's state alone: paused, catching up, stale, or live.
+fn data_mode(state: &State) -> (String, String) {
     if let Some(words) = pause_words(state) {
         return words;
     }
@@ -122,13 +151,7 @@ fn mode(state: &State) -> (String, String) {
             format!("◌ {} · last poll failed", age(data_age)),
             format!("◌ {} · poll failed", age(data_age)),
         ),
-        Freshness::Live => {
-            let live = match &state.recording {
-                Some(file) => format!("● rec {file}"),
-                None => "● live".to_string(),
-            };
-            (live.clone(), live)
-        }
+        Freshness::Live => ("● live".to_string(), "● live".to_string()),
     }
 }
 
@@ -174,7 +197,20 @@ fn seconds(duration: std::time::Duration) -> String {
 }
 
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
-    let line = if let Some(status) = &state.status {
+    let line = if let Some(prompt) = &state.record_prompt {
+        // The name as typed, safe for the terminal; its end shows when it is long.
+        let name = crate::text::clean(&prompt.text);
+        let help = "  ⏎ start  esc cancel";
+        let room =
+            (area.width as usize).saturating_sub(" record to: ".len() + help.chars().count() + 1);
+        let count = name.chars().count();
+        let shown: String = name.chars().skip(count.saturating_sub(room)).collect();
+        Line::from(vec![
+            Span::raw(" record to: "),
+            Span::styled(format!("{shown}█"), theme.header_bar()),
+            Span::styled(help, theme.dim()),
+        ])
+    } else if let Some(status) = &state.status {
         Line::styled(fit(status, area.width as usize), theme.alert())
     } else if let Some(open) = &state.dialog {
         let keys = format!(" {}", super::dialog::keys(open.stage));
