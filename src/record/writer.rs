@@ -182,6 +182,26 @@ pub struct RecordWriter {
     /// The bytes the last sample took: a rotation comes before a sample that would pass the
     /// cap.
     last_sample_bytes: u64,
+    /// Samples in the current frame, and the checksum of their text (gzip's trailer).
+    frame_samples: u64,
+    frame_crc: flate2::Crc,
+}
+
+/// The bytes that end a frame (or gzip member) whose every sample was flushed, for when the
+/// encoder cannot be trusted to (a write failed inside it): zstd's empty last raw block
+/// (the frame has no checksum and no content size), or gzip's empty final fixed-Huffman
+/// block (byte-aligned after a sync flush) and its trailer, CRC-32 and length.
+fn frame_end(encoding: Encoding, crc: &flate2::Crc) -> Vec<u8> {
+    match encoding {
+        Encoding::Plain => Vec::new(),
+        Encoding::Zstd(_) => vec![0x01, 0x00, 0x00],
+        Encoding::Gzip(_) => {
+            let mut end = vec![0x03, 0x00];
+            end.extend(crc.sum().to_le_bytes());
+            end.extend(crc.amount().to_le_bytes());
+            end
+        }
+    }
 }
 
 fn open_error(path: &Path, cause: impl std::fmt::Display) -> RecordError {
@@ -267,7 +287,13 @@ fn check_appendable(file: &mut File, len: u64, encoding: Encoding) -> Result<(),
 fn start(counted: Counted, encoding: Encoding) -> io::Result<Stream> {
     Ok(match encoding {
         Encoding::Plain => Stream::Plain(counted),
-        Encoding::Zstd(level) => Stream::Zstd(zstd::stream::write::Encoder::new(counted, level)?),
+        Encoding::Zstd(level) => {
+            let mut encoder = zstd::stream::write::Encoder::new(counted, level)?;
+            // No checksum: a frame cut by a write error is then ended by an empty last
+            // block alone ([`frame_end`]).
+            encoder.include_checksum(false)?;
+            Stream::Zstd(encoder)
+        }
         Encoding::Gzip(level) => Stream::Gzip(flate2::write::GzEncoder::new(
             counted,
             flate2::Compression::new(level),
@@ -307,6 +333,8 @@ impl RecordWriter {
             bytes: 0,
             rotations: 0,
             last_sample_bytes: 0,
+            frame_samples: 0,
+            frame_crc: flate2::Crc::new(),
         })
     }
 
@@ -366,12 +394,23 @@ impl RecordWriter {
                 self.last_sample_bytes = after - before;
                 self.bytes += after - before;
                 self.samples += 1;
+                self.frame_samples += 1;
+                self.frame_crc.update(&self.line);
                 Ok(())
             }
             Err(e) => {
-                // Whatever of this sample reached the disk goes: the file ends at a sample.
+                // Whatever of this sample reached the disk goes: the file ends at a sample,
+                // and its frame is ended there where the few bytes fit (the cut freed some).
                 if let Some(mut stream) = self.stream.take() {
-                    let _ = stream.counted_mut().file.set_len(self.good_len);
+                    let file = &mut stream.counted_mut().file;
+                    if file.set_len(self.good_len).is_ok() && self.frame_samples > 0 {
+                        let end = frame_end(self.encoding, &self.frame_crc);
+                        if file.write_all(&end).is_ok() {
+                            self.bytes += end.len() as u64;
+                        } else {
+                            let _ = file.set_len(self.good_len);
+                        }
+                    }
                 }
                 Err(self.write_error(e))
             }
@@ -403,6 +442,8 @@ impl RecordWriter {
         self.good_len = counted.len;
         self.stream = Some(start(counted, self.encoding).map_err(|e| self.write_error(e))?);
         self.rotations += 1;
+        self.frame_samples = 0;
+        self.frame_crc = flate2::Crc::new();
         Ok(())
     }
 

@@ -201,3 +201,25 @@ fn rotation_keeps_bounded_finished_files() {
         assert_eq!(back, samples[samples.len() - back.len()..], "{name}");
     }
 }
+
+/// What a failed write leaves: the file cut back to its last whole sample and the frame
+/// ended by hand. The hand-made ending is checked against real decoders: every sample reads
+/// back and nothing reads as cut.
+#[test]
+fn a_frame_ended_by_hand_reads_as_finished() {
+    let dir = dir("frame-end");
+    for name in ["e.zst", "e.gz"] {
+        let path = dir.join(name);
+        let samples = demo(3);
+        let mut writer = RecordWriter::create(&path, None).expect("create");
+        for s in &samples {
+            writer.write(s).expect("write");
+        }
+        let end = frame_end(writer.encoding, &writer.frame_crc);
+        std::mem::forget(writer);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes.extend(end);
+        std::fs::write(&path, &bytes).expect("write");
+        assert_eq!(read_back(&path), (samples, false), "{name}");
+    }
+}

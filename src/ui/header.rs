@@ -108,10 +108,17 @@ fn mode(state: &State) -> (String, String) {
             } else {
                 format!("{long} · ● rec {name} {size}")
             };
-            let short = if short == "● live" {
-                format!("● rec {}", units::short_bytes(rec.bytes))
+            // Short: the name's start, enough to tell two recordings apart.
+            let brief: String = if name.chars().count() > 20 {
+                name.chars().take(19).chain(['…']).collect()
             } else {
-                format!("{short} ● rec {}", units::short_bytes(rec.bytes))
+                name.clone()
+            };
+            let size = units::short_bytes(rec.bytes);
+            let short = if short == "● live" {
+                format!("● rec {brief} {size}")
+            } else {
+                format!("{short} ● rec {brief} {size}")
             };
             (long, short)
         }
@@ -346,6 +353,49 @@ mod tests {
             let line = header(&state, width);
             assert!(line.contains("◌ stale 2m05s · "), "{width}: {line}");
             assert!(line.contains("poll failed"), "{width}: {line}");
+        }
+    }
+
+    /// A recording shows at every width, live, paused or stale: the file's name (its start
+    /// where narrow) and its size so far.
+    #[test]
+    fn a_recording_shows_at_every_width_and_in_every_state() {
+        let t0 = Instant::now();
+        let mut state = state(t0);
+        state.record_started("/data/strata-gpu-node-7-20261129-150245.jsonl.zst".into());
+        state.record_progress(12, 1_300_000);
+        let long = "● rec strata-gpu-node-7-20261129-150245.jsonl.zst 1.24 MiB";
+        assert!(
+            header(&state, 250).contains(long),
+            "{}",
+            header(&state, 250)
+        );
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        state.apply_action(crate::app::Action::TogglePause);
+        state.on_sample_at(node_at(0, 610.0, 10.0), t0);
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("‖ paused"), "{width}: {line}");
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        state.apply_action(crate::app::Action::TogglePause);
+        while state.catch_up(Duration::ZERO) > 0 {}
+        state.on_poll_started(t0 + Duration::from_secs(1));
+        state.refresh(t0 + Duration::from_secs(6));
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("◌ stale"), "{width}: {line}");
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        // A write error: the header says the recording stopped.
+        state.record_write_failed("cannot write the recording: disk full".into());
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("✗ rec"), "{width}: {line}");
+            assert!(!line.contains("● rec"), "{width}: {line}");
         }
     }
 
