@@ -236,16 +236,26 @@ fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let (_stop, summary) = strata::record::record(
+    // A failing poll is said once, not at every interval, and again when it changes.
+    let mut last_failure = String::new();
+    let (stop, summary) = strata::record::record(
         source,
         writer,
         Duration::from_secs_f64(common.interval),
         args.duration,
-        |line| eprintln!("strata: record: {line}; still recording"),
+        |line| {
+            if line != last_failure {
+                eprintln!("strata: record: {line}; still recording");
+                last_failure = line.to_string();
+            }
+        },
     )?;
-    eprintln!(
-        "strata: {}",
-        strata::record::summary_line(&args.file, encoding, &summary)
-    );
+    let summary = strata::record::summary_line(&args.file, encoding, &summary);
+    if stop == strata::record::Stop::SourceGone {
+        anyhow::bail!(
+            "sampling stopped (a bug in strata: please report it); {summary} (hint: the recording so far is finished and reads back)"
+        );
+    }
+    eprintln!("strata: {summary}");
     Ok(())
 }

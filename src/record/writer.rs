@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// zstd's level when the name does not say plain or gzip: chosen by `benches/record.sh`
 /// (bytes and CPU per sample of a busy node; see README "Recording").
-pub const ZSTD_LEVEL: i32 = 3;
+pub const ZSTD_LEVEL: i32 = 1;
 /// gzip's level for a `.gz` name.
 pub const GZIP_LEVEL: u32 = 6;
 
