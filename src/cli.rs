@@ -144,6 +144,9 @@ pub enum Command {
     /// Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling
     /// every --interval on its own (a scrape never waits on NVML).
     Serve(ServeArgs),
+    /// Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or
+    /// --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip).
+    Record(RecordArgs),
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +159,25 @@ pub struct ServeArgs {
     /// are summed per device as pid="other".
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub max_processes: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The recording: appended to if it exists. `.jsonl` plain, `.gz` gzip, else zstd.
+    pub file: PathBuf,
+
+    /// Stop after this long: 90s, 30m, 24h, or seconds.
+    #[arg(long, value_name = "TIME", value_parser = crate::record::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...
+    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size)]
+    pub max_size: Option<u64>,
+
+    /// With --max-size: how many rotated files to keep (FILE.1 to FILE.N).
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "max_size",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub keep: u32,
 }
 
 #[derive(Debug, Args)]

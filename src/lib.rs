@@ -16,6 +16,7 @@ pub mod history;
 pub mod launch;
 pub mod layers;
 pub mod pipeline;
+pub mod record;
 pub mod recording;
 pub mod report;
 pub mod sample;

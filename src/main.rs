@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AnalyzeArgs, AttachArgs, Cli, Command, Common, RunArgs, ServeArgs, SnapshotArgs,
+    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, RunArgs, ServeArgs, SnapshotArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Some(Command::Attach(args)) => attach(&cli.common, &args),
         Some(Command::Analyze(args)) => analyze(&cli.common, &args),
         Some(Command::Serve(args)) => serve(&cli.common, &args),
+        Some(Command::Record(args)) => record(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -34,6 +35,10 @@ fn main() -> ExitCode {
             let hint = e
                 .downcast_ref::<SourceError>()
                 .map(|s| format!(" (hint: {})", s.hint()))
+                .or_else(|| {
+                    e.downcast_ref::<strata::record::RecordError>()
+                        .map(|r| format!(" (hint: {})", r.hint()))
+                })
                 .unwrap_or_default();
             eprintln!("strata: {e:#}{hint}");
             ExitCode::FAILURE
@@ -227,4 +232,52 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
         max_processes: args.max_processes,
     };
     strata::serve::run(listener, source, pipeline(common), options)
+}
+
+/// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;
+/// a TERM, HUP, INT or the end of --duration finishes it, with a summary line on stderr.
+fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
+    use strata::record::{RecordWriter, Rotation};
+    let rotation = args.max_size.map(|max_bytes| Rotation {
+        max_bytes,
+        keep: args.keep,
+    });
+    let existed = args.file.exists();
+    let writer = RecordWriter::create(&args.file, rotation)?;
+    let encoding = writer.encoding();
+    // The demo's story runs at --demo-speed, as in the monitor: each sample is
+    // interval × speed story seconds after the one before.
+    let source = match open_source(common, 0.0) {
+        Ok(opened) => opened.boxed(),
+        Err(e) => {
+            // Nothing was recorded: leave no empty file behind.
+            drop(writer);
+            if !existed {
+                let _ = std::fs::remove_file(&args.file);
+            }
+            return Err(e);
+        }
+    };
+    // A failing poll is said once, not at every interval, and again when it changes.
+    let mut last_failure = String::new();
+    let (stop, summary) = strata::record::record(
+        source,
+        writer,
+        Duration::from_secs_f64(common.interval),
+        args.duration,
+        |line| {
+            if line != last_failure {
+                eprintln!("strata: record: {line}; still recording");
+                last_failure = line.to_string();
+            }
+        },
+    )?;
+    let summary = strata::record::summary_line(&args.file, encoding, &summary);
+    if stop == strata::record::Stop::SourceGone {
+        anyhow::bail!(
+            "sampling stopped (a bug in strata: please report it); {summary} (hint: the recording so far is finished and reads back)"
+        );
+    }
+    eprintln!("strata: {summary}");
+    Ok(())
 }

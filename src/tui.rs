@@ -5,7 +5,8 @@
 //! After a pause, the queued samples are applied a slice at a time between events, so keys
 //! are answered while the monitor catches up.
 
-use crate::app::{key_action, State};
+use crate::app::{key_action, RecordRequest, State};
+use crate::record::live::{LiveRecorder, News};
 use crate::sample::NodeSample;
 use crate::source::Source;
 use crate::terminal::{self, SignalAction};
@@ -33,6 +34,8 @@ enum Event {
     Signal(SignalAction),
     /// Nothing else waits: apply a slice of the samples queued during a pause.
     CatchUp,
+    /// The recording's writer (`r`) wrote a sample, or failed.
+    Recorder(News),
 }
 
 /// Name of the sampling thread; the panic hook leaves the terminal alone for it.
@@ -129,6 +132,9 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
         guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
         let mut drawn = Instant::now();
         let mut died_of = None;
+        // The recording started with `r`: dropped on every way out, which finishes its file.
+        let (news_tx, mut news) = mpsc::unbounded_channel::<News>();
+        let mut recorder: Option<LiveRecorder> = None;
         loop {
             let catching_up = state.catching_up();
             // Armed only while a poll runs, for the moment it would be overdue: a poll that
@@ -141,6 +147,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
             let event = tokio::select! {
                 biased;
                 Some(action) = signals.recv() => Event::Signal(action),
+                Some(item) = news.recv() => Event::Recorder(item),
                 e = input.next() => match e {
                     Some(Ok(e)) => Event::Terminal(e),
                     Some(Err(_)) | None => Event::InputClosed,
@@ -161,10 +168,14 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                 break;
             }
             let catch_up = matches!(event, Event::CatchUp);
-            let mut redraw = handle(&mut state, &mut guard, event)?;
+            let mut redraw = handle(&mut state, &mut guard, &mut recorder, event)?;
             // Take in whatever else already waits (a backlog) before drawing once.
             while let Ok(event) = rx.try_recv() {
-                redraw |= handle(&mut state, &mut guard, event)?;
+                redraw |= handle(&mut state, &mut guard, &mut recorder, event)?;
+            }
+            if let Some(request) = state.record_request.take() {
+                act_on_recording(&mut state, &mut recorder, request, &news_tx);
+                redraw = true;
             }
             if state.quit {
                 break;
@@ -183,6 +194,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                 drawn = Instant::now();
             }
         }
+        drop(recorder);
         drop(guard);
         anyhow::Ok(died_of)
     })?;
@@ -192,15 +204,68 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
     Ok(())
 }
 
+/// Starts or stops the recording, as `r` asked.
+fn act_on_recording(
+    state: &mut State,
+    recorder: &mut Option<LiveRecorder>,
+    request: RecordRequest,
+    news_tx: &mpsc::UnboundedSender<News>,
+) {
+    match request {
+        RecordRequest::Start(path) => {
+            let tx = news_tx.clone();
+            match LiveRecorder::start(&path, move |item| {
+                let _ = tx.send(item);
+            }) {
+                Ok(started) => {
+                    *recorder = Some(started);
+                    state.record_started(path);
+                }
+                Err(e) => state.record_refused(format!("{e} (hint: {})", e.hint())),
+            }
+        }
+        RecordRequest::Stop => {
+            let Some(running) = recorder.take() else {
+                return;
+            };
+            let dropped = running.dropped;
+            match running.stop() {
+                Ok(done) => state.record_stopped(done.samples, done.bytes, dropped),
+                Err(e) => state.record_write_failed(format!("{e} (hint: {})", e.hint())),
+            }
+        }
+    }
+}
+
 /// Applies one event; says whether the screen needs redrawing.
-fn handle(state: &mut State, guard: &mut terminal::Guard, event: Event) -> std::io::Result<bool> {
+fn handle(
+    state: &mut State,
+    guard: &mut terminal::Guard,
+    recorder: &mut Option<LiveRecorder>,
+    event: Event,
+) -> std::io::Result<bool> {
     match event {
         // Nothing to show yet: a poll in time is not news.
         Event::PollStarted(at) => {
             state.on_poll_started(at);
             return Ok(false);
         }
-        Event::Sample(sample) => state.on_sample(*sample),
+        Event::Sample(sample) => {
+            // Recorded as it arrives, paused or not.
+            if let Some(recording) = recorder.as_mut() {
+                recording.send(&sample);
+            }
+            state.on_sample(*sample)
+        }
+        Event::Recorder(News::Written { samples, bytes }) => state.record_progress(samples, bytes),
+        Event::Recorder(News::Failed(line)) => {
+            // The writer has stopped; its thread ends with the error it reported.
+            drop(recorder.take());
+            state.record_write_failed(line);
+        }
+        Event::Terminal(TermEvent::Key(key)) if state.record_prompt.is_some() => {
+            state.prompt_key(key)
+        }
         Event::SourceFailed(message) => state.on_poll_failed(message),
         Event::Tick => {}
         Event::Terminal(TermEvent::Key(key)) => match key_action(key) {

@@ -4,6 +4,7 @@ mod findings;
 mod heap;
 mod pause;
 mod report;
+mod record;
 mod rows;
 mod signal;
 mod sort;
@@ -12,6 +13,7 @@ mod update;
 
 pub use findings::{climbs, ClimbNote, FindingId};
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
+pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
 pub use rows::{process_rows, sort_arrow, ProcessRow, SortKey};
 pub use signal::{Notice, Offer, SignalDialog, Stage};
 pub use sort::SortMemory;
@@ -72,7 +74,14 @@ pub struct State {
     /// Samples that arrived while paused, applied on resume a slice at a time
     /// ([`State::catch_up`]); while it holds any, new samples queue behind them.
     pub queue: PauseQueue,
-    pub recording: Option<String>,
+    /// The recording in progress (`r`), as its writer last reported it.
+    pub recording: Option<RecordingShown>,
+    /// The prompt for a recording's name, while open: it takes the keys.
+    pub record_prompt: Option<RecordPrompt>,
+    /// A start or stop for the event loop, which owns the writer.
+    pub record_request: Option<RecordRequest>,
+    /// Why the last recording stopped by itself (a write error), until the next `r`.
+    pub record_failed: Option<String>,
     /// Where `R` writes its report: the directory strata was started in.
     pub report_dir: std::path::PathBuf,
     pub focus: Focus,
@@ -148,6 +157,9 @@ impl State {
             queue: PauseQueue::default(),
             recording: None,
             report_dir: std::path::PathBuf::from("."),
+            record_prompt: None,
+            record_request: None,
+            record_failed: None,
             focus: Focus::Processes,
             view: View::Main,
             sort: SortKey::Used,

@@ -40,6 +40,8 @@ pub enum Action {
     ZoomCycle,
     /// `R`: write the Markdown report of the instant shown to a file.
     Report,
+    /// `r`: start recording (a prompt for the file's name) or stop.
+    Record,
 }
 
 /// Maps a key to an action, htop/nvtop style.
@@ -74,6 +76,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('-') | KeyCode::Char('_') => Action::ZoomOut,
         KeyCode::Char('z') => Action::ZoomCycle,
         KeyCode::Char('R') => Action::Report,
+        KeyCode::Char('r') => Action::Record,
         _ => return None,
     })
 }
@@ -247,6 +250,7 @@ impl State {
             }
             Action::Signal => self.open_signal_dialog(),
             Action::Report => self.write_report(),
+            Action::Record => self.record_key(),
             // Only the dialog answers these.
             Action::Yes | Action::No => {}
             // The focus is the main screen's: elsewhere Tab would change it unseen.

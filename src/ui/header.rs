@@ -96,6 +96,42 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
 /// The monitor's state, long and short: paused, recording, stale (a poll overdue, or failed:
 /// the data's age, and how long the poll has been running), or live.
 fn mode(state: &State) -> (String, String) {
+    let (long, short) = data_mode(state);
+    // A recording (or one that stopped on an error) is said beside every state, at every
+    // width: the long form names the file, the short one its size.
+    match (&state.recording, &state.record_failed) {
+        (Some(rec), _) => {
+            let size = units::bytes(rec.bytes);
+            let name = rec.name();
+            let long = if long == "● live" {
+                format!("● rec {name} {size}")
+            } else {
+                format!("{long} · ● rec {name} {size}")
+            };
+            // Short: the name's start, enough to tell two recordings apart.
+            let brief: String = if name.chars().count() > 20 {
+                name.chars().take(19).chain(['…']).collect()
+            } else {
+                name.clone()
+            };
+            let size = units::short_bytes(rec.bytes);
+            let short = if short == "● live" {
+                format!("● rec {brief} {size}")
+            } else {
+                format!("{short} ● rec {brief} {size}")
+            };
+            (long, short)
+        }
+        (None, Some(_)) => (
+            format!("{long} · ✗ rec stopped (write error)"),
+            format!("{short} ✗ rec"),
+        ),
+        (None, None) => (long, short),
+    }
+}
+
+/// The data's state alone: paused, catching up, stale, or live.
+fn data_mode(state: &State) -> (String, String) {
     if let Some(words) = pause_words(state) {
         return words;
     }
@@ -122,13 +158,7 @@ fn mode(state: &State) -> (String, String) {
             format!("◌ {} · last poll failed", age(data_age)),
             format!("◌ {} · poll failed", age(data_age)),
         ),
-        Freshness::Live => {
-            let live = match &state.recording {
-                Some(file) => format!("● rec {file}"),
-                None => "● live".to_string(),
-            };
-            (live.clone(), live)
-        }
+        Freshness::Live => ("● live".to_string(), "● live".to_string()),
     }
 }
 
@@ -174,7 +204,20 @@ fn seconds(duration: std::time::Duration) -> String {
 }
 
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
-    let line = if let Some(status) = &state.status {
+    let line = if let Some(prompt) = &state.record_prompt {
+        // The name as typed, safe for the terminal; its end shows when it is long.
+        let name = crate::text::clean(&prompt.text);
+        let help = "  ⏎ start  esc cancel";
+        let room =
+            (area.width as usize).saturating_sub(" record to: ".len() + help.chars().count() + 1);
+        let count = name.chars().count();
+        let shown: String = name.chars().skip(count.saturating_sub(room)).collect();
+        Line::from(vec![
+            Span::raw(" record to: "),
+            Span::styled(format!("{shown}█"), theme.header_bar()),
+            Span::styled(help, theme.dim()),
+        ])
+    } else if let Some(status) = &state.status {
         Line::styled(fit(status, area.width as usize), theme.alert())
     } else if let Some(open) = &state.dialog {
         let keys = format!(" {}", super::dialog::keys(open.stage));
@@ -310,6 +353,49 @@ mod tests {
             let line = header(&state, width);
             assert!(line.contains("◌ stale 2m05s · "), "{width}: {line}");
             assert!(line.contains("poll failed"), "{width}: {line}");
+        }
+    }
+
+    /// A recording shows at every width, live, paused or stale: the file's name (its start
+    /// where narrow) and its size so far.
+    #[test]
+    fn a_recording_shows_at_every_width_and_in_every_state() {
+        let t0 = Instant::now();
+        let mut state = state(t0);
+        state.record_started("/data/strata-gpu-node-7-20261129-150245.jsonl.zst".into());
+        state.record_progress(12, 1_300_000);
+        let long = "● rec strata-gpu-node-7-20261129-150245.jsonl.zst 1.24 MiB";
+        assert!(
+            header(&state, 250).contains(long),
+            "{}",
+            header(&state, 250)
+        );
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        state.apply_action(crate::app::Action::TogglePause);
+        state.on_sample_at(node_at(0, 610.0, 10.0), t0);
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("‖ paused"), "{width}: {line}");
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        state.apply_action(crate::app::Action::TogglePause);
+        while state.catch_up(Duration::ZERO) > 0 {}
+        state.on_poll_started(t0 + Duration::from_secs(1));
+        state.refresh(t0 + Duration::from_secs(6));
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("◌ stale"), "{width}: {line}");
+            assert!(line.contains("● rec strata-gpu-node-7"), "{width}: {line}");
+        }
+        // A write error: the header says the recording stopped.
+        state.record_write_failed("cannot write the recording: disk full".into());
+        for width in WIDTHS {
+            let line = header(&state, width);
+            assert!(line.contains("✗ rec"), "{width}: {line}");
+            assert!(!line.contains("● rec"), "{width}: {line}");
         }
     }
 

@@ -30,6 +30,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),
         Line::raw("  p pause/resume (samples are kept, within 64 MiB, and applied on resume)"),
         Line::raw("  Ctrl-Z suspend to the shell (fg brings strata back, repainted)"),
+        Line::raw(
+            "  r record: a prompt for the file (⏎ start, esc cancel); r again stops. Samples",
+        ),
+        Line::raw("    are written as they arrive, paused or not (zstd; .jsonl plain, .gz gzip)"),
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
         Line::raw("  R write a Markdown report of the instant shown (paused too) to"),
