@@ -287,10 +287,11 @@ fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {
 
 /// Judges a feed's statistics against the sample's instant and NVML's per-process reading.
 pub fn judge(now: f64, window: f64, stats: &AllocatorStats, nvml_used: Option<u64>) -> FeedStatus {
-    // To the millisecond: the difference of two unix times carries float noise
-    // (0.40000009536743164) that means nothing.
-    let age = ((now - stats.time) * 1000.0).round() / 1000.0;
-    if !age.is_finite() || age.abs() > window {
+    // Judged on the exact difference; said to the millisecond, as the difference of two
+    // unix times carries float noise (0.40000009536743164) that means nothing.
+    let exact = now - stats.time;
+    let age = (exact * 1000.0).round() / 1000.0;
+    if !exact.is_finite() || exact.abs() > window {
         return FeedStatus::Stale { age };
     }
     if let Some(reason) = contradiction(stats, nvml_used) {
