@@ -241,7 +241,8 @@ mod tests {
         let pid = holder.id();
         let bystander_pid = bystander.id();
         let mut scan = DeviceFileScan::default();
-        for _ in 0..200 {
+        // Up to 15 s: on a loaded machine the shell can take seconds to get that far.
+        for _ in 0..750 {
             scan = super::scan(&mut ProcFs::default(), &dir);
             let exec_done = |h: &DeviceHolder| {
                 h.pid == pid && h.command.as_deref().is_some_and(|c| c.starts_with("sleep"))
