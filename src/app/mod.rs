@@ -3,8 +3,8 @@
 mod findings;
 mod heap;
 mod pause;
-mod report;
 mod record;
+mod report;
 mod rows;
 mod signal;
 mod sort;
