@@ -141,6 +141,15 @@ pub enum Command {
     /// Judge a recording as the monitor would have: findings with when each was first raised
     /// and last seen.
     Analyze(AnalyzeArgs),
+    /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
+    /// ← → a minute back or on, g G start and end.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recording: JSON lines, each one sample (strata.snapshot/1), plain or compressed.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,7 @@ pub mod launch;
 pub mod layers;
 pub mod pipeline;
 pub mod recording;
+pub mod replay;
 pub mod sample;
 pub mod signal;
 pub mod snapshot;

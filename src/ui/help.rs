@@ -33,6 +33,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  v strata view: every layer of each device over time; ↑↓ pick a device"),
         Line::raw("    z + - zoom it through the history's tiers: 15m, 2h, 24h"),
         Line::raw("  ? this help (↑↓ scroll it)"),
+        head("Replay (strata replay FILE)"),
+        Line::raw("  p pause/resume the replay's clock · + - speed ×¼ … ×64 (in the strata view:"),
+        Line::raw("    zoom) · ← → a minute back/on · g G the start/the end · Home End the list"),
+        Line::raw("    a seek shows what playing through to it would: history and findings"),
         head("Process table"),
         Line::raw(
             "  STATE: the process's state in /proc (R running, S sleeping, D disk, Z zombie),",
