@@ -337,3 +337,35 @@ fn replay_keys_move_the_clock_and_seek_and_leave_the_list_keys_alone() {
     live.apply_action(Action::SeekForward);
     assert!(!live.paused);
 }
+
+/// A seek asked while another is being done takes over: an earlier target starts again, a
+/// later one goes on; either way the result is what playing through to it shows.
+#[test]
+fn a_seek_asked_during_a_seek_takes_over() {
+    let dir = TempDir::new();
+    let lines = demo_lines(600.0, 900.0);
+    let path = write(dir.path(), "demo.jsonl", lines.join("\n").as_bytes());
+    let t = |i: usize| -> f64 {
+        serde_json::from_str::<NodeSample>(&lines[i])
+            .expect("sample")
+            .time
+    };
+    let (send, receive) = std::sync::mpsc::channel();
+    let end = lines.len() - 1;
+    let targets = [(t(10), SeekTarget::At(t(25)), 25), (t(20), SeekTarget::End, end)];
+    std::thread::spawn(move || {
+        let mut source = ReplaySource::open(&path, None).expect("opens");
+        for (first, newer, _) in targets {
+            // Asked before the seek below reads its first line: it is met at once.
+            source.control().seek(newer);
+            let model = source.rebuild(SeekTarget::At(first)).expect("rebuilds");
+            send.send(model.time()).expect("sends");
+        }
+    });
+    for (_, _, index) in targets {
+        let shown = receive
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the seek finished");
+        assert_eq!(shown, Some(t(index)));
+    }
+}
