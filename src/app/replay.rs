@@ -41,10 +41,14 @@ impl State {
     /// target rather than at the start.
     pub(super) fn offer_replay_checkpoint(&self) {
         let Some(replay) = &self.replay else { return };
-        if self.current.is_none() {
+        let Some(time) = self.current.as_ref().map(|o| o.sample.time) else {
+            return;
+        };
+        // Copied only when kept: one sample in many.
+        if !replay.control.wants_checkpoint(time) {
             return;
         }
-        replay.control.offer_checkpoint(&Model {
+        replay.control.keep_checkpoint(Model {
             pipeline: self.pipeline.clone(),
             last_known: self.last_known.clone(),
             sort_memory: self.sort_memory.clone(),

@@ -280,24 +280,30 @@ impl Control {
         self.update(|s| s.closed = true);
     }
 
+    /// Whether a checkpoint at `time` would be kept: none lies within the spacing of it.
+    pub fn wants_checkpoint(&self, time: f64) -> bool {
+        let s = self.lock();
+        !s.checkpoints
+            .iter()
+            .any(|c| (c.time - time).abs() < s.spacing)
+    }
+
     /// Keeps a copy of `model` as a checkpoint, unless one lies within the spacing of its
     /// time; thins the checkpoints out (every other one, twice the spacing) past the budget.
     pub fn offer_checkpoint(&self, model: &Model) {
-        let Some(time) = model.time() else { return };
-        {
-            let s = self.lock();
-            if s.checkpoints
-                .iter()
-                .any(|c| (c.time - time).abs() < s.spacing)
-            {
-                return;
-            }
+        match model.time() {
+            Some(time) if self.wants_checkpoint(time) => self.keep_checkpoint(model.clone()),
+            _ => {}
         }
-        // The copy is made outside the lock: the other thread never waits on it.
+    }
+
+    /// Keeps `model` as a checkpoint (see [`Control::offer_checkpoint`]).
+    pub fn keep_checkpoint(&self, model: Model) {
+        let Some(time) = model.time() else { return };
         let footprint = model.pipeline.history.footprint();
         let checkpoint = Arc::new(Checkpoint {
             time,
-            model: model.clone(),
+            model,
             footprint,
         });
         let mut s = self.lock();

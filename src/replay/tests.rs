@@ -352,7 +352,10 @@ fn a_seek_asked_during_a_seek_takes_over() {
     };
     let (send, receive) = std::sync::mpsc::channel();
     let end = lines.len() - 1;
-    let targets = [(t(10), SeekTarget::At(t(25)), 25), (t(20), SeekTarget::End, end)];
+    let targets = [
+        (t(10), SeekTarget::At(t(25)), 25),
+        (t(20), SeekTarget::End, end),
+    ];
     std::thread::spawn(move || {
         let mut source = ReplaySource::open(&path, None).expect("opens");
         for (first, newer, _) in targets {
@@ -368,4 +371,50 @@ fn a_seek_asked_during_a_seek_takes_over() {
             .expect("the seek finished");
         assert_eq!(shown, Some(t(index)));
     }
+}
+
+/// The header says where the replay is, at what speed, and what reading skipped, with the
+/// last bad line's number; narrower, the short form keeps the count and the number.
+#[test]
+fn the_header_shows_the_position_speed_and_skipped_lines() {
+    let dir = TempDir::new();
+    let mut lines = demo_lines(600.0, 700.0);
+    lines.insert(3, "{not json".into());
+    lines.insert(5, "[1,2]".into());
+    let path = write(dir.path(), "bad.jsonl", lines.join("\n").as_bytes());
+    let mut source = ReplaySource::open(&path, None).expect("opens");
+    let mut state = State::new(Pipeline::new(None), "replay bad.jsonl".into(), 1.0);
+    state.replay = Some(ReplayView::new(source.control()));
+    let model = source
+        .rebuild(SeekTarget::At(f64::NEG_INFINITY))
+        .expect("rebuilds");
+    state.on_rebuilt(model, Instant::now());
+    for _ in 0..3 {
+        state.on_sample(crate::source::Source::sample(&mut source).expect("sample"));
+    }
+    // The whole file read (as a seek to the end does), the state left where it was.
+    source.rebuild(SeekTarget::End).expect("rebuilds");
+    source.control().step_speed(2);
+    source.control().toggle_pause();
+    state.refresh(Instant::now());
+    let wide = screen(&mut state, View::Main);
+    let head = wide.lines().next().unwrap_or_default();
+    assert!(
+        head.contains(
+            "replay 09:10:30 UTC · 30s of 1m30s · ×4 ‖ paused · 2 bad lines (last: line 6)"
+        ),
+        "{head}"
+    );
+    let mut terminal = Terminal::new(TestBackend::new(90, 30)).expect("backend");
+    terminal
+        .draw(|f| crate::ui::draw(f, &state))
+        .expect("draws");
+    let buffer = terminal.backend().buffer().clone();
+    let head: String = (0..90)
+        .map(|x| buffer[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(
+        head.contains("▶ 30s/1m30s ×4 ‖ paused · 2 bad (l.6)"),
+        "{head}"
+    );
 }

@@ -199,6 +199,7 @@ impl ReplaySource {
             self.lines.skip_to(line).map_err(|e| self.io_error(e))?;
             self.last_time = model.time().unwrap_or(f64::NEG_INFINITY);
             self.pending = None;
+            self.first = None;
             self.at_end = false;
             let from = model.time().unwrap_or(first_time);
             let goal = until.min(last_known.unwrap_or(f64::INFINITY));
