@@ -14,6 +14,16 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Whether the background reading still runs (its thread is named).
+fn indexing(_control: &strata::replay::Control) -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| {
+        tasks.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "strata-replay-i")
+        })
+    })
+}
+
 fn main() {
     let Some(file) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
         eprintln!("usage: cargo bench --bench replay_seek -- FILE");
@@ -44,13 +54,22 @@ fn main() {
         shown = to;
         to
     };
-    let end = seek("G: to the end (cold)", SeekTarget::End);
+    let opened = Instant::now();
+    // At once, while the background reading has only begun: from the start, mostly.
+    let end = seek("G: at once (cold)", SeekTarget::End);
+    while control.status().last_time.is_none() || indexing(&control) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "the background reading (length, checkpoints) took {:.3} s from the start",
+        opened.elapsed().as_secs_f64()
+    );
+    seek("g: to the start", SeekTarget::At(f64::NEG_INFINITY));
+    seek("G: to the end", SeekTarget::End);
     seek("<-: a minute back", SeekTarget::At(end - 60.0));
     let middle = first + (end - first) / 2.0;
     seek("to the middle", SeekTarget::At(middle));
     seek("->: a minute on", SeekTarget::At(middle + 60.0));
-    seek("g: to the start", SeekTarget::At(f64::NEG_INFINITY));
-    seek("G: to the end (warm)", SeekTarget::End);
     let s = control.lock();
     let footprint: usize = s
         .checkpoints

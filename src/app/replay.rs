@@ -48,12 +48,15 @@ impl State {
         if !replay.control.wants_checkpoint(time) {
             return;
         }
-        replay.control.keep_checkpoint(Model {
-            pipeline: self.pipeline.clone(),
-            last_known: self.last_known.clone(),
-            sort_memory: self.sort_memory.clone(),
-            current: self.current.clone(),
-        });
+        replay.control.keep_checkpoint(
+            Model {
+                pipeline: self.pipeline.clone(),
+                last_known: self.last_known.clone(),
+                sort_memory: self.sort_memory.clone(),
+                current: self.current.clone(),
+            },
+            None,
+        );
     }
 
     /// The keys a replay gives their own meaning; says whether `action` was one of them.

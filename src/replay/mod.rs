@@ -163,6 +163,8 @@ pub struct ReplayStatus {
 #[derive(Debug)]
 pub struct Checkpoint {
     pub time: f64,
+    /// The line of that sample, where known (else the replay's index of lines tells).
+    pub line: Option<u64>,
     pub model: Model,
     footprint: usize,
 }
@@ -288,21 +290,26 @@ impl Control {
             .any(|c| (c.time - time).abs() < s.spacing)
     }
 
-    /// Keeps a copy of `model` as a checkpoint, unless one lies within the spacing of its
-    /// time; thins the checkpoints out (every other one, twice the spacing) past the budget.
-    pub fn offer_checkpoint(&self, model: &Model) {
+    /// Keeps a copy of `model`, the model after the sample on line `line`, as a checkpoint,
+    /// unless one lies within the spacing of its time; thins the checkpoints out (every other
+    /// one, twice the spacing) past the budget.
+    pub fn offer_checkpoint_at(&self, model: &Model, line: u64) {
         match model.time() {
-            Some(time) if self.wants_checkpoint(time) => self.keep_checkpoint(model.clone()),
+            Some(time) if self.wants_checkpoint(time) => {
+                self.keep_checkpoint(model.clone(), Some(line))
+            }
             _ => {}
         }
     }
 
-    /// Keeps `model` as a checkpoint (see [`Control::offer_checkpoint`]).
-    pub fn keep_checkpoint(&self, model: Model) {
+    /// Keeps `model` as a checkpoint (see [`Control::offer_checkpoint_at`]); `line`, where
+    /// known, is its sample's line.
+    pub fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
         let Some(time) = model.time() else { return };
         let footprint = model.pipeline.history.footprint();
         let checkpoint = Arc::new(Checkpoint {
             time,
+            line,
             model,
             footprint,
         });

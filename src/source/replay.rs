@@ -93,7 +93,7 @@ impl ReplaySource {
         };
         let control = Control::new(first.time);
         control.update(|s| s.reading = reading);
-        spawn_end_finder(path.to_path_buf(), control.clone());
+        spawn_indexer(path.to_path_buf(), context_bytes, control.clone());
         let name = path
             .file_name()
             .map_or_else(|| shown.clone(), |n| n.to_string_lossy().into_owned());
@@ -187,9 +187,12 @@ impl ReplaySource {
                 SeekTarget::End => f64::INFINITY,
             };
             let checkpoint = self.control.checkpoint_before(until).and_then(|c| {
-                let at = self.index.partition_point(|(t, _)| *t < c.time);
-                let &(time, line) = self.index.get(at)?;
-                (time == c.time).then_some((c, line))
+                let line = c.line.or_else(|| {
+                    let at = self.index.partition_point(|(t, _)| *t < c.time);
+                    let &(time, line) = self.index.get(at)?;
+                    (time == c.time).then_some(line)
+                })?;
+                Some((c, line))
             });
             let (mut model, line) = match checkpoint {
                 Some((c, line)) => (c.model.clone(), line),
@@ -230,7 +233,8 @@ impl ReplaySource {
                     break;
                 }
                 model.ingest(sample);
-                self.control.offer_checkpoint(&model);
+                self.control
+                    .offer_checkpoint_at(&model, self.lines.number());
                 if reported.elapsed().as_millis() >= 50 {
                     reported = Instant::now();
                     let done = model.time().unwrap_or(from);
@@ -255,27 +259,23 @@ impl ReplaySource {
     }
 }
 
-/// Finds the recording's last sample's time on a thread of its own (reading only each
-/// line's time), for the header's "of" length before the playback gets there.
-fn spawn_end_finder(path: PathBuf, control: Arc<Control>) {
-    #[derive(serde::Deserialize)]
-    struct Time {
-        time: f64,
-    }
-    let find = move || -> std::io::Result<()> {
-        let (mut input, _) = crate::recording::open(&path)?;
+/// Reads the whole recording once on a thread of its own, ahead of the playback, as a
+/// playback would: it finds the last sample's time (the header's "of" length) and leaves
+/// checkpoints of the model along the way, so that a seek anywhere, even the first one,
+/// starts near its target. What it skips is not counted: the playback counts what it meets.
+fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control>) {
+    let index = move || -> std::io::Result<()> {
+        let mut lines = Lines::open(&path)?;
+        let mut model = Model::new(context_bytes);
         let mut last = f64::NEG_INFINITY;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            if input.read_until(b'\n', &mut line)? == 0 {
-                break;
+        while let Some((number, line)) = lines.next_line()? {
+            let Line::Sample(sample) = line else { continue };
+            if !sample.time.is_finite() || sample.time <= last {
+                continue;
             }
-            if let Ok(t) = serde_json::from_slice::<Time>(line.trim_ascii()) {
-                if t.time.is_finite() && t.time > last {
-                    last = t.time;
-                }
-            }
+            last = sample.time;
+            model.ingest(*sample);
+            control.offer_checkpoint_at(&model, number);
             if control.lock().closed {
                 return Ok(());
             }
@@ -286,14 +286,13 @@ fn spawn_end_finder(path: PathBuf, control: Arc<Control>) {
         Ok(())
     };
     let _ = std::thread::Builder::new()
-        .name("strata-replay-length".into())
+        .name("strata-replay-index".into())
         .spawn(move || {
-            // Without it the header says less; the replay itself does not need it.
-            let _ = find();
+            // Without it seeks start further back and the header says less; no more.
+            let _ = index();
         });
 }
 
-use std::io::BufRead;
 
 impl Source for ReplaySource {
     /// The recording's next sample, at once (the monitor asks [`Source::next`], which keeps
