@@ -235,3 +235,56 @@ fn a_missing_empty_or_sampleless_recording_is_one_line_and_exit_1() {
     assert!(cooked);
     assert!(pane.capture().contains("holds no sample"));
 }
+
+/// A seek through an hour of samples runs off the UI thread: its progress is shown and keys
+/// are answered while it runs (the speed changes in the header before the seek ends).
+#[test]
+fn keys_are_answered_while_a_long_seek_runs() {
+    let scratch = Pane::start("replay-seek-scratch", "true", 20, 5);
+    let path = scratch.dir.join("hour.jsonl");
+    let out = Command::new(strata())
+        .args(["snapshot", "--demo", "--demo-at", "0", "--demo-speed", "1"])
+        .args(["--interval", "1", "--json", "--count", "3600"])
+        .output()
+        .expect("runs strata snapshot");
+    assert!(out.status.success());
+    std::fs::write(&path, &out.stdout).expect("writes");
+    let pane = Pane::start(
+        "replay-seek",
+        &format!("{} replay {}", strata(), path.display()),
+        200,
+        50,
+    );
+    pane.wait_for(&["replay 09:00:0"], START)
+        .unwrap_or_else(|s| panic!("{s}"));
+    pane.keys(&["G"]);
+    let seeking = wait_header(&pane, "⟳ seeking end");
+    pane.keys(&["+"]);
+    let start = Instant::now();
+    loop {
+        let screen = pane.capture();
+        let words = header(&screen);
+        if words.contains("×2") {
+            assert!(
+                words.contains("⟳ seeking end"),
+                "the key was answered only after the seek:\n{seeking}\n{screen}"
+            );
+            break;
+        }
+        assert!(start.elapsed() < KEY, "+ not answered:\n{screen}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let start = Instant::now();
+    while !header(&pane.capture()).contains("· 59m59s of 59m59s · ×2 ■ end") {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the seek never ended:\n{}",
+            pane.capture()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    pane.keys(&["q"]);
+    let (exit, cooked) = pane.wait_exit(KEY).unwrap_or_else(|s| panic!("{s}"));
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked);
+}
