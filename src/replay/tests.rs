@@ -418,3 +418,37 @@ fn the_header_shows_the_position_speed_and_skipped_lines() {
         "{head}"
     );
 }
+
+/// A recording gone from under a replay (deleted, unmounted): the seek that needs it fails
+/// once with its reason, the header stops saying "seeking", and the replay waits at the end
+/// rather than fail again at every call.
+#[test]
+fn a_recording_gone_mid_replay_fails_the_seek_once() {
+    use crate::source::{Next, Source};
+    let dir = TempDir::new();
+    let lines = demo_lines(600.0, 700.0);
+    let path = write(dir.path(), "gone.jsonl", lines.join("\n").as_bytes());
+    let mut source = ReplaySource::open(&path, None).expect("opens");
+    assert!(matches!(source.next(), Ok(Next::Sample(_))));
+    std::fs::remove_file(&path).expect("removes");
+    let control = source.control();
+    control.seek(SeekTarget::At(f64::NEG_INFINITY));
+    let err = source.next().err().expect("the seek fails");
+    assert!(err.to_string().contains("gone.jsonl"), "{err}");
+    assert_eq!(control.status().seeking, None);
+    // Waiting for the next seek, not failing again at once.
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let next = source.next().map(|_| ()).map_err(|e| e.to_string());
+        let _ = send.send(next);
+    });
+    assert!(
+        receive.recv_timeout(Duration::from_millis(300)).is_err(),
+        "failed again at once"
+    );
+    control.seek(SeekTarget::End);
+    let again = receive
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a new seek is answered");
+    assert!(again.is_err(), "still gone");
+}

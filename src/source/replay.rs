@@ -158,7 +158,12 @@ impl ReplaySource {
         if self.pending.is_some() || self.at_end {
             return Ok(());
         }
-        match self.read_sample().map_err(|e| self.io_error(e))? {
+        let read = self.read_sample().map_err(|e| self.io_error(e));
+        // A recording that cannot be read on is at its end: said once, not at every call.
+        if read.is_err() {
+            self.at_end = true;
+        }
+        match read? {
             Some(s) => self.pending = Some(s),
             None => {
                 self.at_end = true;
@@ -293,7 +298,6 @@ fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control
         });
 }
 
-
 impl Source for ReplaySource {
     /// The recording's next sample, at once (the monitor asks [`Source::next`], which keeps
     /// the replay's time); an error at its end.
@@ -319,8 +323,15 @@ impl Source for ReplaySource {
             if let Some(target) = shared.seek.take() {
                 shared.seeking = Some((target, 0.0));
                 drop(shared);
-                let model = self.rebuild(target)?;
-                return Ok(Next::Rebuilt(Box::new(model)));
+                return match self.rebuild(target) {
+                    Ok(model) => Ok(Next::Rebuilt(Box::new(model))),
+                    Err(e) => {
+                        // Said once; the replay waits at the end for another seek.
+                        self.at_end = true;
+                        self.control.update(|s| s.seeking = None);
+                        Err(e)
+                    }
+                };
             }
             let Some(time) = self.pending.as_ref().map(|s| s.time) else {
                 // At the end: wait for a seek.
