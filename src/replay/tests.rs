@@ -433,7 +433,7 @@ fn a_recording_gone_mid_replay_fails_the_seek_once() {
     std::fs::remove_file(&path).expect("removes");
     let control = source.control();
     control.seek(SeekTarget::At(f64::NEG_INFINITY));
-    let err = source.next().err().expect("the seek fails");
+    let err = source.next().expect_err("the seek fails");
     assert!(err.to_string().contains("gone.jsonl"), "{err}");
     assert_eq!(control.status().seeking, None);
     // Waiting for the next seek, not failing again at once.
