@@ -257,6 +257,10 @@ fn a_missing_empty_or_sampleless_file_is_refused_with_its_reason() {
     let empty = write(dir.path(), "empty.jsonl", b"");
     let err = ReplaySource::open(&empty, None).err().expect("refused");
     assert!(err.to_string().contains("it is empty"), "{err}");
+    let stdin = ReplaySource::open(Path::new("-"), None)
+        .err()
+        .expect("refused");
+    assert!(matches!(stdin, OpenError::Stdin), "{stdin}");
     let junk = write(dir.path(), "junk.jsonl", b"hello\n{\"time\": 3}\n\n");
     let err = ReplaySource::open(&junk, None).err().expect("refused");
     assert!(

@@ -17,6 +17,8 @@ pub enum OpenError {
     Unreadable { path: String, error: std::io::Error },
     #[error("the recording {path} holds no sample ({detail})")]
     NoSample { path: String, detail: String },
+    #[error("replay reads a file, not standard input: it reads it again to seek, and the keys come from the terminal")]
+    Stdin,
 }
 
 impl OpenError {
@@ -28,6 +30,7 @@ impl OpenError {
             OpenError::NoSample { .. } => {
                 "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
             }
+            OpenError::Stdin => "save the recording to a file and name it: strata replay FILE",
         }
     }
 }
@@ -59,6 +62,9 @@ impl ReplaySource {
     /// or one without a sample, is refused here, before the terminal is taken. The end of the
     /// recording is found by a thread of its own, for the header's length.
     pub fn open(path: &Path, context_bytes: Option<u64>) -> Result<ReplaySource, OpenError> {
+        if path.as_os_str() == "-" {
+            return Err(OpenError::Stdin);
+        }
         let shown = path.display().to_string();
         let unreadable = |error| OpenError::Unreadable {
             path: shown.clone(),
