@@ -456,3 +456,54 @@ fn a_recording_gone_mid_replay_fails_the_seek_once() {
         .expect("a new seek is answered");
     assert!(again.is_err(), "still gone");
 }
+
+/// A zstd recording whose writer was killed mid-frame: every sample before the cut plays,
+/// and the cut is noted as a cut last line.
+#[test]
+fn a_compressed_recording_cut_mid_frame_plays_up_to_the_cut() {
+    let dir = TempDir::new();
+    let lines = demo_lines(600.0, 800.0);
+    // One frame per sample, as a recorder flushing per sample writes them.
+    let mut bytes = Vec::new();
+    for line in &lines {
+        bytes.extend(zstd::encode_all(format!("{line}\n").as_bytes(), 3).expect("zstd"));
+    }
+    let whole = bytes.len();
+    let last_frame = zstd::encode_all(format!("{}\n", lines[lines.len() - 1]).as_bytes(), 3)
+        .expect("zstd")
+        .len();
+    bytes.truncate(whole - last_frame / 2);
+    let path = write(dir.path(), "cut.zst", &bytes);
+    let mut source = ReplaySource::open(&path, None).expect("opens");
+    let mut times = Vec::new();
+    while let Ok(sample) = crate::source::Source::sample(&mut source) {
+        times.push(sample.time);
+    }
+    let expected: Vec<f64> = lines[..lines.len() - 1]
+        .iter()
+        .map(|l| serde_json::from_str::<NodeSample>(l).expect("sample").time)
+        .collect();
+    assert_eq!(times, expected);
+    assert!(source.control().status().reading.truncated);
+}
+
+/// The replay's header and footer in tiny areas: no panic.
+#[test]
+fn a_replay_draws_in_tiny_areas() {
+    let control = Control::new(crate::source::demo::DEMO_EPOCH + 600.0);
+    let mut state = State::new(Pipeline::new(None), "replay x".into(), 1.0);
+    state.replay = Some(ReplayView::new(control.clone()));
+    state.on_sample(node_at(0, 900.0, 10.0));
+    control.update(|s| {
+        s.reading.bad_lines = 3;
+        s.reading.last_bad_line = Some(1042);
+        s.seeking = Some((SeekTarget::End, 0.5));
+    });
+    state.refresh(Instant::now());
+    for (w, h) in [(0, 0), (1, 1), (20, 5), (60, 16), (80, 24)] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("backend");
+        terminal
+            .draw(|f| crate::ui::draw(f, &state))
+            .expect("draws");
+    }
+}
