@@ -147,6 +147,9 @@ pub enum Command {
     /// Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or
     /// --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip).
     Record(RecordArgs),
+    /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
+    /// ← → a minute back or on, g G start and end.
+    Replay(ReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +181,12 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N", default_value_t = 5, requires = "max_size",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub keep: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recording: JSON lines, each one sample (strata.snapshot/1), plain or compressed.
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ pub mod layers;
 pub mod pipeline;
 pub mod record;
 pub mod recording;
+pub mod replay;
 pub mod report;
 pub mod sample;
 pub mod serve;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, RunArgs, ServeArgs, SnapshotArgs,
+    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
+    SnapshotArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze(args)) => analyze(&cli.common, &args),
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
+        Some(Command::Replay(args)) => replay(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -92,8 +94,8 @@ fn pipeline(common: &Common) -> Pipeline {
     Pipeline::new(common.context_bytes())
 }
 
-fn monitor(common: &Common) -> anyhow::Result<()> {
-    let source = open_source(common, 0.0)?.boxed();
+/// Refuses to take the terminal unless there is one on both ends.
+fn need_terminal() -> anyhow::Result<()> {
     // Without a terminal on both ends (cron, `ssh host strata` without -t, a pipe), raw
     // mode and the alternate screen would fail half-way or garble the output: say what to
     // use instead, before touching the terminal.
@@ -112,6 +114,12 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
              without a terminal; over SSH, `ssh -t HOST strata` gives the monitor one)"
         );
     }
+    Ok(())
+}
+
+fn monitor(common: &Common) -> anyhow::Result<()> {
+    let source = open_source(common, 0.0)?.boxed();
+    need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     // This machine's processes: signalled through the kernel. The demo's are simulated.
@@ -119,6 +127,22 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
         state.signaller = Box::new(strata::signal::Kernel::default());
     }
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
+}
+
+/// `strata replay FILE`: the monitor over a recording. A file that cannot be replayed is
+/// refused before the terminal is taken.
+fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
+    let source = strata::source::replay::ReplaySource::open(&args.file, common.context_bytes())
+        .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
+    need_terminal()?;
+    let mut state = State::new(pipeline(common), source.label(), common.interval);
+    state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    state.replay = Some(strata::app::ReplayView::new(source.control()));
+    let control = source.control();
+    // The source keeps the recording's time itself: no wait between its samples.
+    let result = strata::tui::run(Box::new(source), state, Duration::ZERO);
+    control.close();
+    result
 }
 
 fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {

@@ -22,7 +22,7 @@ pub struct Observed {
 }
 
 /// The state that carries from one sample to the next.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Pipeline {
     pub contexts: ContextEstimator,
     pub tracker: FindingTracker,

@@ -8,7 +8,7 @@
 use crate::app::{key_action, RecordRequest, State};
 use crate::record::live::{LiveRecorder, News};
 use crate::sample::NodeSample;
-use crate::source::Source;
+use crate::source::{Next, Source};
 use crate::terminal::{self, SignalAction};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
@@ -26,6 +26,8 @@ enum Event {
     /// The collector began a poll at this instant.
     PollStarted(Instant),
     Sample(Box<NodeSample>),
+    /// A replay was sought: the model rebuilt at its target.
+    Rebuilt(Box<crate::replay::Model>),
     SourceFailed(String),
     /// A poll is overdue and the header's count of seconds moved on.
     Tick,
@@ -66,9 +68,10 @@ fn spawn_collector(
                     return;
                 }
                 let taken =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.sample()));
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.next()));
                 let (event, stop) = match taken {
-                    Ok(Ok(sample)) => (Event::Sample(Box::new(sample)), false),
+                    Ok(Ok(Next::Sample(sample))) => (Event::Sample(sample), false),
+                    Ok(Ok(Next::Rebuilt(model))) => (Event::Rebuilt(model), false),
                     Ok(Err(e)) => (Event::SourceFailed(format!("{e} ({})", e.hint())), false),
                     Err(payload) => {
                         let what = payload
@@ -266,6 +269,7 @@ fn handle(
         Event::Terminal(TermEvent::Key(key)) if state.record_prompt.is_some() => {
             state.prompt_key(key)
         }
+        Event::Rebuilt(model) => state.on_rebuilt(*model, Instant::now()),
         Event::SourceFailed(message) => state.on_poll_failed(message),
         Event::Tick => {}
         Event::Terminal(TermEvent::Key(key)) => match key_action(key) {

@@ -4,6 +4,7 @@ mod findings;
 mod heap;
 mod pause;
 mod record;
+mod replay;
 mod report;
 mod rows;
 mod signal;
@@ -14,6 +15,7 @@ mod update;
 pub use findings::{climbs, ClimbNote, FindingId};
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
+pub use replay::ReplayView;
 pub use rows::{process_rows, sort_arrow, ProcessRow, SortKey};
 pub use signal::{Notice, Offer, SignalDialog, Stage};
 pub use sort::SortMemory;
@@ -58,6 +60,22 @@ pub struct LastKnown {
     pub gpu: GpuSample,
     pub layers: Result<Layers, Gap>,
     pub time: f64,
+}
+
+/// Keeps the last good reading of each GPU of `observed` that is not lost.
+pub fn remember_last_known(last_known: &mut HashMap<String, LastKnown>, observed: &Observed) {
+    for (gpu, acc) in observed.sample.gpus.iter().zip(&observed.account.gpus) {
+        if !gpu.lost {
+            last_known.insert(
+                gpu.uuid.clone(),
+                LastKnown {
+                    gpu: gpu.clone(),
+                    layers: acc.layers.clone(),
+                    time: observed.sample.time,
+                },
+            );
+        }
+    }
 }
 
 /// Everything the UI draws from.
@@ -143,6 +161,8 @@ pub struct State {
     /// How current the data shown is, as of the last [`State::refresh`]: drawing reads it,
     /// so that it never looks at the clock itself.
     pub freshness: Freshness,
+    /// `strata replay`: the replay's clock and what reading the recording found.
+    pub replay: Option<ReplayView>,
 }
 
 impl State {
@@ -190,6 +210,7 @@ impl State {
             last_arrival: None,
             shown_since: None,
             freshness: Freshness::Live,
+            replay: None,
         }
     }
 
@@ -214,20 +235,15 @@ impl State {
     /// Shows a sample that arrived at `arrived`, with its layers and findings.
     fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
-        for (gpu, acc) in observed.sample.gpus.iter().zip(&observed.account.gpus) {
-            if !gpu.lost {
-                self.last_known.insert(
-                    gpu.uuid.clone(),
-                    LastKnown {
-                        gpu: gpu.clone(),
-                        layers: acc.layers.clone(),
-                        time: observed.sample.time,
-                    },
-                );
-            }
-        }
+        remember_last_known(&mut self.last_known, &observed);
         self.sort_memory.observe(&observed);
         self.current = Some(observed);
+        self.shown(arrived);
+        self.offer_replay_checkpoint();
+    }
+
+    /// A new sample is on screen since `arrived`: the selections follow it.
+    fn shown(&mut self, arrived: Instant) {
         self.shown_since = Some(arrived);
         self.status = None;
         self.clamp_selection();

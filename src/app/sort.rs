@@ -77,7 +77,7 @@ impl Track {
 type Tracks = [Track; NUMERIC.len()];
 
 /// The settled sort values of every row on screen, by device and pid.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct SortMemory {
     rows: HashMap<String, HashMap<u32, Tracks>>,
 }

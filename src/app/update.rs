@@ -19,6 +19,14 @@ pub enum Action {
     PageDown,
     Top,
     Bottom,
+    /// `g`: the top of the list; in a replay, its start.
+    GoFirst,
+    /// `G`: the bottom of the list; in a replay, its end.
+    GoLast,
+    /// `←`: in a replay, a minute back.
+    SeekBack,
+    /// `→`: in a replay, a minute on.
+    SeekForward,
     Open,
     FocusNext,
     CycleSort,
@@ -64,8 +72,12 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
         KeyCode::PageUp => Action::PageUp,
         KeyCode::PageDown | KeyCode::Char(' ') => Action::PageDown,
-        KeyCode::Home | KeyCode::Char('g') => Action::Top,
-        KeyCode::End | KeyCode::Char('G') => Action::Bottom,
+        KeyCode::Home => Action::Top,
+        KeyCode::End => Action::Bottom,
+        KeyCode::Char('g') => Action::GoFirst,
+        KeyCode::Char('G') => Action::GoLast,
+        KeyCode::Left => Action::SeekBack,
+        KeyCode::Right => Action::SeekForward,
         KeyCode::Enter => Action::Open,
         KeyCode::Tab | KeyCode::BackTab => Action::FocusNext,
         KeyCode::Char('s') | KeyCode::F(6) => Action::CycleSort,
@@ -106,6 +118,8 @@ impl Freshness {
 /// second is then worth its bytes, and a shorter wait would flag the ordinary jitter of a
 /// short interval.
 const STALL_AFTER: Duration = Duration::from_secs(1);
+/// How often a seek's progress is redrawn.
+const REPLAY_PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 impl State {
     /// The collector started a poll at `now`.
@@ -129,6 +143,10 @@ impl State {
 
     /// How current the data shown is at `now`.
     pub fn freshness_at(&self, now: Instant) -> Freshness {
+        // A replay's source waits for each sample's time on purpose: never a stall.
+        if self.replay.is_some() && !self.poll_failed {
+            return Freshness::Live;
+        }
         let data_age = self.shown_since.map(|t| now.saturating_duration_since(t));
         match self.poll_started {
             Some(started) if now.saturating_duration_since(started) >= self.stall_after() => {
@@ -145,6 +163,7 @@ impl State {
     /// Brings [`State::freshness`] up to `now`, before drawing.
     pub fn refresh(&mut self, now: Instant) {
         self.freshness = self.freshness_at(now);
+        self.refresh_replay();
     }
 
     /// When the screen must next be redrawn with no event: the moment the running poll
@@ -152,6 +171,12 @@ impl State {
     /// `None` when all is well (no poll running, or paused): the monitor then sleeps until
     /// data or input arrives.
     pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+        if let Some(replay) = &self.replay {
+            // A seek under way: its progress, a few times a second.
+            let seeking =
+                replay.status.seeking.is_some() || replay.control.status().seeking.is_some();
+            return seeking.then(|| now + REPLAY_PROGRESS_EVERY);
+        }
         if self.paused {
             return None;
         }
@@ -194,6 +219,9 @@ impl State {
         }
         if self.dialog.is_some() {
             self.dialog_action(action);
+            return;
+        }
+        if self.replay_action(action) {
             return;
         }
         match action {
@@ -266,8 +294,10 @@ impl State {
             Action::Down => self.move_by(1),
             Action::PageUp => self.move_by(-PAGE),
             Action::PageDown => self.move_by(PAGE),
-            Action::Top => self.move_by(isize::MIN / 2),
-            Action::Bottom => self.move_by(isize::MAX / 2),
+            Action::Top | Action::GoFirst => self.move_by(isize::MIN / 2),
+            Action::Bottom | Action::GoLast => self.move_by(isize::MAX / 2),
+            // Only a replay moves in time.
+            Action::SeekBack | Action::SeekForward => {}
         }
     }
 

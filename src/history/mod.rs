@@ -160,6 +160,11 @@ impl History {
         })
     }
 
+    /// Every series, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
+        self.series.iter().map(|(k, (s, _))| (k, s))
+    }
+
     pub fn len(&self) -> usize {
         self.series.len()
     }

@@ -7,6 +7,7 @@ pub mod holders;
 pub mod host;
 pub mod nvml;
 pub mod procfs;
+pub mod replay;
 
 use crate::sample::NodeSample;
 
@@ -36,6 +37,15 @@ impl SourceError {
     }
 }
 
+/// What a source has next for the monitor.
+#[derive(Debug)]
+pub enum Next {
+    Sample(Box<NodeSample>),
+    /// A replay that was sought: the model rebuilt up to the target, shown instead of
+    /// everything before it.
+    Rebuilt(Box<crate::replay::Model>),
+}
+
 /// Something that observes a node.
 pub trait Source: Send {
     /// Takes one sample of the node now. Failures of single queries are recorded as `None`
@@ -46,6 +56,12 @@ pub trait Source: Send {
     /// any (the demo's story so far; a recording). A live source has none.
     fn backlog(&mut self) -> Vec<NodeSample> {
         Vec::new()
+    }
+
+    /// What the monitor shows next: a sample, by default. A replay waits for the sample's
+    /// time on its clock, or answers a seek with the model rebuilt.
+    fn next(&mut self) -> Result<Next, SourceError> {
+        self.sample().map(|s| Next::Sample(Box::new(s)))
     }
 
     /// A short description for the header: `demo`, `nvml`.

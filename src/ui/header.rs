@@ -132,6 +132,9 @@ fn mode(state: &State) -> (String, String) {
 
 /// The data's state alone: paused, catching up, stale, or live.
 fn data_mode(state: &State) -> (String, String) {
+    if let Some(words) = replay_words(state) {
+        return words;
+    }
     if let Some(words) = pause_words(state) {
         return words;
     }
@@ -160,6 +163,61 @@ fn data_mode(state: &State) -> (String, String) {
         ),
         Freshness::Live => ("● live".to_string(), "● live".to_string()),
     }
+}
+
+/// A replay: where it is in the recording, its speed, whether paused, a seek under way, and
+/// what reading the recording skipped, long and short. `None` when not a replay.
+fn replay_words(state: &State) -> Option<(String, String)> {
+    use crate::replay::SeekTarget;
+    let status = &state.replay.as_ref()?.status;
+    let time = state.current.as_ref().map(|o| o.sample.time);
+    let position = time.map_or("n/a".into(), |t| units::duration(t - status.first_time));
+    let length = status
+        .last_time
+        .map_or("?".into(), |l| units::duration(l - status.first_time));
+    let clock = time.map_or("--:--:--".into(), units::clock);
+    let speed = match status.speed {
+        s if s >= 1.0 => format!("×{s}"),
+        0.5 => "×½".to_string(),
+        0.25 => "×¼".to_string(),
+        s => format!("×{s}"),
+    };
+    let state_word = match (&status.seeking, status.paused, status.ended) {
+        (Some((target, progress)), _, _) => {
+            let to = match target {
+                SeekTarget::At(t) if t.is_finite() => units::duration(t - status.first_time),
+                SeekTarget::At(_) => "start".into(),
+                SeekTarget::End => "end".into(),
+            };
+            format!(" ⟳ seeking {to} {:.0}%", progress * 100.0)
+        }
+        (None, true, _) => " ‖ paused".into(),
+        (None, false, true) => " ■ end".into(),
+        (None, false, false) => String::new(),
+    };
+    let reading = &status.reading;
+    let mut skipped_long = String::new();
+    let mut skipped_short = String::new();
+    if reading.bad_lines > 0 {
+        let plural = if reading.bad_lines == 1 { "" } else { "s" };
+        let last = reading.last_bad_line.unwrap_or(0);
+        skipped_long += &format!(
+            " · {} bad line{plural} (last: line {last})",
+            reading.bad_lines
+        );
+        skipped_short += &format!(" · {} bad (l.{last})", reading.bad_lines);
+    }
+    if reading.out_of_order > 0 {
+        skipped_long += &format!(" · {} out of order", reading.out_of_order);
+        skipped_short += &format!(" · {} unordered", reading.out_of_order);
+    }
+    if reading.truncated {
+        skipped_long += " · last line cut";
+    }
+    Some((
+        format!("replay {clock} UTC · {position} of {length} · {speed}{state_word}{skipped_long}"),
+        format!("▶ {position}/{length} {speed}{state_word}{skipped_short}"),
+    ))
 }
 
 /// Paused: how many samples wait, in how many bytes, and how many were dropped to fit the
@@ -233,9 +291,19 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
             style,
         )
     } else {
-        let pause = if state.paused { "resume" } else { "pause" };
+        let paused = match &state.replay {
+            Some(replay) => replay.status.paused,
+            None => state.paused,
+        };
+        let pause = if paused { "resume" } else { "pause" };
         // The richest line of hints that fits.
         let variants: Vec<String> = match state.view {
+            View::Main if state.replay.is_some() => vec![
+                format!(" q quit  p {pause}  +/- speed  ←/→ -1m/+1m  g/G start/end  ↑↓ move  ⏎ open  tab focus  v strata  ? help"),
+                format!(" q quit  p {pause}  +- speed  ←→ ±1m  g/G start/end  ⏎ open  v strata  ? help"),
+                format!(" q quit p {pause} +- speed ←→ ±1m g/G start/end ? help"),
+                format!(" q p {pause} +- ←→ g G ? help"),
+            ],
             View::Main => {
                 let (focus, open) = match state.focus {
                     Focus::Processes => ("processes", "detail"),

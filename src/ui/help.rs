@@ -39,6 +39,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  R write a Markdown report of the instant shown (paused too) to"),
         Line::raw("    ./strata-report-<host>-<time>.md; the footer names it"),
         Line::raw("  ? this help (↑↓ scroll it)"),
+        head("Replay (strata replay FILE)"),
+        Line::raw("  p pause/resume the replay's clock · + - speed ×¼ … ×64 (in the strata view:"),
+        Line::raw("    zoom) · ← → a minute back/on · g G the start/the end · Home End the list"),
+        Line::raw("    a seek shows what playing through to it would: history and findings"),
         head("Process table"),
         Line::raw(
             "  STATE: the process's state in /proc (R running, S sleeping, D disk, Z zombie),",

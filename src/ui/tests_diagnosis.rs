@@ -425,7 +425,8 @@ fn help_and_footer_name_the_new_keys() {
         footer(&state, 80)
     );
     state.apply_action(Action::ToggleHelp);
-    let screen = text(&render(&state, 80, 40));
+    // Tall enough for the whole help (it scrolls on a shorter screen).
+    let screen = text(&render(&state, 80, 160));
     for key in [
         "v strata view",
         "z + - zoom",

@@ -1,0 +1,345 @@
+//! `strata replay FILE`: the monitor driven by a recording. This module holds what the
+//! replaying source (`source::replay`, on the collector's thread) and the monitor's state
+//! (on the UI thread) share: the replay clock (position, speed, pause), the seek asked for,
+//! what reading the recording found (bad lines, samples out of order, a cut last line), and
+//! checkpoints of the model that make a seek back cheap.
+//!
+//! The model at a position is what ingesting every sample up to it gives: a seek rebuilds it
+//! from the latest checkpoint before the target (or from the start), never from a shortcut,
+//! so the screen after a seek equals the screen of a straight playback to the same point.
+
+pub mod lines;
+
+use crate::app::{remember_last_known, LastKnown, SortMemory};
+use crate::pipeline::{Observed, Pipeline};
+use crate::sample::NodeSample;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The replay speeds, in recording seconds per wall-clock second: ×¼ to ×64, doubling.
+pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+/// The speed a replay starts at (×1).
+pub const START_SPEED: usize = 2;
+/// How far `←`/`→` move, in recording seconds.
+pub const SEEK_STEP_SECS: f64 = 60.0;
+/// Recording time between checkpoints of the model, at first (doubled when the budget is
+/// reached).
+pub const CHECKPOINT_SPACING_SECS: f64 = 600.0;
+/// Bytes the checkpoints' histories may hold in all (their footprint at full capacity).
+pub const CHECKPOINT_BUDGET_BYTES: usize = 512 << 20;
+
+/// Everything the monitor shows that a run of samples builds up: the pipeline (history,
+/// findings' `since`, context estimates), the lost GPUs' last readings, the rows' settled
+/// sort values, and the sample shown.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub pipeline: Pipeline,
+    pub last_known: HashMap<String, LastKnown>,
+    pub sort_memory: SortMemory,
+    pub current: Option<Observed>,
+}
+
+impl Model {
+    pub fn new(context_bytes: Option<u64>) -> Self {
+        Model {
+            pipeline: Pipeline::new(context_bytes),
+            last_known: HashMap::new(),
+            sort_memory: SortMemory::default(),
+            current: None,
+        }
+    }
+
+    /// Takes in one sample as the monitor does when it shows it.
+    pub fn ingest(&mut self, sample: NodeSample) {
+        let observed = self.pipeline.ingest(sample);
+        remember_last_known(&mut self.last_known, &observed);
+        self.sort_memory.observe(&observed);
+        self.current = Some(observed);
+    }
+
+    /// The time of the sample shown.
+    pub fn time(&self) -> Option<f64> {
+        self.current.as_ref().map(|o| o.sample.time)
+    }
+}
+
+/// Where a seek goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SeekTarget {
+    /// The last sample at or before this recording time (the first, when it is earlier).
+    At(f64),
+    /// The recording's last sample.
+    End,
+}
+
+/// The replay clock: recording time runs at `speed` from `anchor` (a recording time, at a
+/// wall-clock instant) unless paused.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    pub speed: usize,
+    pub paused: bool,
+    anchor: Option<(f64, Instant)>,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Clock {
+            speed: START_SPEED,
+            paused: false,
+            anchor: None,
+        }
+    }
+
+    /// Recording seconds per wall-clock second.
+    pub fn rate(&self) -> f64 {
+        SPEEDS[self.speed.min(SPEEDS.len() - 1)]
+    }
+
+    /// The recording time at `now` (`None` before the first sample).
+    pub fn at(&self, now: Instant) -> Option<f64> {
+        let (time, since) = self.anchor?;
+        if self.paused {
+            return Some(time);
+        }
+        Some(time + now.saturating_duration_since(since).as_secs_f64() * self.rate())
+    }
+
+    /// Sets the recording time to `time` at `now`.
+    pub fn set(&mut self, time: f64, now: Instant) {
+        self.anchor = Some((time, now));
+    }
+
+    /// How long, in wall-clock time, until the recording time reaches `time` (`None`:
+    /// never, while paused).
+    pub fn until(&self, time: f64, now: Instant) -> Option<Duration> {
+        if self.paused {
+            return None;
+        }
+        let at = self.at(now)?;
+        Some(Duration::from_secs_f64(
+            ((time - at) / self.rate()).clamp(0.0, 3600.0),
+        ))
+    }
+
+    /// Re-anchors at `now`, then applies `change`: the recording time so far is kept.
+    fn change(&mut self, now: Instant, change: impl FnOnce(&mut Clock)) {
+        if let Some(at) = self.at(now) {
+            self.anchor = Some((at, now));
+        }
+        change(self);
+    }
+}
+
+/// What reading the recording found so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// Lines that were not a sample, and the number of the last one.
+    pub bad_lines: u64,
+    pub last_bad_line: Option<u64>,
+    /// Samples not later than the one before: skipped.
+    pub out_of_order: u64,
+    /// The last line was cut short (or a compressed frame ended early).
+    pub truncated: bool,
+}
+
+/// What the monitor shows of the replay: a copy taken before each frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayStatus {
+    pub speed: f64,
+    pub paused: bool,
+    /// The recording's first sample's time.
+    pub first_time: f64,
+    /// Its last sample's time, once the whole file has been read through.
+    pub last_time: Option<f64>,
+    /// A seek under way: where to, and how far it has come (0 to 1).
+    pub seeking: Option<(SeekTarget, f64)>,
+    /// The playback has reached the recording's last sample.
+    pub ended: bool,
+    pub reading: Reading,
+}
+
+/// One checkpoint: the model after the sample at `time`.
+#[derive(Debug)]
+pub struct Checkpoint {
+    pub time: f64,
+    /// The line of that sample, where known (else the replay's index of lines tells).
+    pub line: Option<u64>,
+    pub model: Model,
+    footprint: usize,
+}
+
+#[derive(Debug)]
+pub struct Shared {
+    pub clock: Clock,
+    /// The seek asked for and not yet begun.
+    pub seek: Option<SeekTarget>,
+    /// The seek being done, and its progress.
+    pub seeking: Option<(SeekTarget, f64)>,
+    pub first_time: f64,
+    pub last_time: Option<f64>,
+    pub ended: bool,
+    pub reading: Reading,
+    /// Oldest first, at least `spacing` apart in recording time.
+    pub checkpoints: Vec<Arc<Checkpoint>>,
+    spacing: f64,
+    /// The monitor has gone: the source stops.
+    pub closed: bool,
+}
+
+/// The replay's shared state, and the condition the source waits on (a sample's time to
+/// come, or a key that changes the clock or asks for a seek).
+#[derive(Debug)]
+pub struct Control {
+    shared: Mutex<Shared>,
+    changed: Condvar,
+}
+
+impl Control {
+    /// The control of a recording whose first sample is at `first_time`.
+    pub fn new(first_time: f64) -> Arc<Self> {
+        Arc::new(Control {
+            shared: Mutex::new(Shared {
+                clock: Clock::new(),
+                seek: None,
+                seeking: None,
+                first_time,
+                last_time: None,
+                ended: false,
+                reading: Reading::default(),
+                checkpoints: Vec::new(),
+                spacing: CHECKPOINT_SPACING_SECS,
+                closed: false,
+            }),
+            changed: Condvar::new(),
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic on the other side leaves the data as it was: keep using it.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the shared state and wakes the source.
+    pub fn update<T>(&self, change: impl FnOnce(&mut Shared) -> T) -> T {
+        let out = change(&mut self.lock());
+        self.changed.notify_all();
+        out
+    }
+
+    /// Waits for a change, at most `timeout` (forever: `None`).
+    pub fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, Shared>,
+        timeout: Option<Duration>,
+    ) -> MutexGuard<'a, Shared> {
+        match timeout {
+            Some(t) => {
+                self.changed
+                    .wait_timeout(guard, t)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            }
+            None => self.changed.wait(guard).unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// What the monitor shows.
+    pub fn status(&self) -> ReplayStatus {
+        let s = self.lock();
+        ReplayStatus {
+            speed: s.clock.rate(),
+            paused: s.clock.paused,
+            first_time: s.first_time,
+            last_time: s.last_time,
+            seeking: s.seek.map(|t| (t, 0.0)).or(s.seeking),
+            ended: s.ended,
+            reading: s.reading.clone(),
+        }
+    }
+
+    /// Pauses or resumes the replay clock.
+    pub fn toggle_pause(&self) {
+        self.update(|s| s.clock.change(Instant::now(), |c| c.paused = !c.paused));
+    }
+
+    /// One speed step faster (`+1`) or slower (`-1`), within [`SPEEDS`].
+    pub fn step_speed(&self, step: isize) {
+        self.update(|s| {
+            s.clock.change(Instant::now(), |c| {
+                c.speed = c.speed.saturating_add_signed(step).min(SPEEDS.len() - 1)
+            })
+        });
+    }
+
+    /// Asks for a seek; a later one replaces one not yet done.
+    pub fn seek(&self, target: SeekTarget) {
+        self.update(|s| s.seek = Some(target));
+    }
+
+    /// The monitor has gone.
+    pub fn close(&self) {
+        self.update(|s| s.closed = true);
+    }
+
+    /// Whether a checkpoint at `time` would be kept: none lies within the spacing of it.
+    pub fn wants_checkpoint(&self, time: f64) -> bool {
+        let s = self.lock();
+        !s.checkpoints
+            .iter()
+            .any(|c| (c.time - time).abs() < s.spacing)
+    }
+
+    /// Keeps a copy of `model`, the model after the sample on line `line`, as a checkpoint,
+    /// unless one lies within the spacing of its time; thins the checkpoints out (every other
+    /// one, twice the spacing) past the budget.
+    pub fn offer_checkpoint_at(&self, model: &Model, line: u64) {
+        match model.time() {
+            Some(time) if self.wants_checkpoint(time) => {
+                self.keep_checkpoint(model.clone(), Some(line))
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps `model` as a checkpoint (see [`Control::offer_checkpoint_at`]); `line`, where
+    /// known, is its sample's line.
+    pub fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
+        let Some(time) = model.time() else { return };
+        let footprint = model.pipeline.history.footprint();
+        let checkpoint = Arc::new(Checkpoint {
+            time,
+            line,
+            model,
+            footprint,
+        });
+        let mut s = self.lock();
+        if s.checkpoints
+            .iter()
+            .any(|c| (c.time - time).abs() < s.spacing)
+        {
+            return;
+        }
+        let at = s.checkpoints.partition_point(|c| c.time < time);
+        s.checkpoints.insert(at, checkpoint);
+        while s.checkpoints.iter().map(|c| c.footprint).sum::<usize>() > CHECKPOINT_BUDGET_BYTES
+            && s.checkpoints.len() > 1
+        {
+            s.spacing *= 2.0;
+            let mut index = 0;
+            s.checkpoints.retain(|_| {
+                index += 1;
+                index % 2 == 1
+            });
+        }
+    }
+
+    /// The latest checkpoint at or before `time`.
+    pub fn checkpoint_before(&self, time: f64) -> Option<Arc<Checkpoint>> {
+        let s = self.lock();
+        s.checkpoints.iter().rev().find(|c| c.time <= time).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests;
