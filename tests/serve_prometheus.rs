@@ -172,27 +172,41 @@ fn prometheus_scrapes_serve_demo_and_the_layers_add_up() {
     let prometheus = start_prometheus(&server.addr);
     // Wait for a scrape that has every GPU's and MIG instance's layers.
     let deadline = Instant::now() + Duration::from_secs(20);
-    let (gpus, migs) = loop {
+    // The demo moves on 10 story seconds a sample (its fine-tune ends at 960 s, changing a
+    // MIG instance's layers), so Prometheus's last scrape is compared with the exposition
+    // read right after it, until the two are of the same sample.
+    let (gpus, migs, same_sample) = loop {
         let up = get(&prometheus.addr, "/-/ready", None).is_ok_and(|r| r.status == 200);
         if up {
             let gpus = query(&prometheus, "strata_gpu_layer_bytes");
             let migs = query(&prometheus, "strata_mig_layer_bytes");
-            if layer_sets(&gpus).len() == 4 && layer_sets(&migs).len() == 3 {
-                break (gpus, migs);
+            let now = parse(&server.metrics_text());
+            let same = layer_sets(&gpus) == layer_sets(&now.select("strata_gpu_layer_bytes", &[]))
+                && layer_sets(&migs) == layer_sets(&now.select("strata_mig_layer_bytes", &[]));
+            if layer_sets(&gpus).len() == 4 && layer_sets(&migs).len() == 3 && same {
+                break (gpus, migs, now);
             }
         }
         assert!(
             Instant::now() < deadline,
-            "Prometheus scraped nothing in 20 s"
+            "Prometheus scraped nothing in 20 s that strata serves: {:?} vs {:?}",
+            layer_sets(&query(&prometheus, "strata_gpu_layer_bytes")),
+            layer_sets(&direct.select("strata_gpu_layer_bytes", &[]))
         );
         std::thread::sleep(Duration::from_millis(200));
     };
     // Every layer strata exports for each device reached Prometheus: the same sets.
-    let direct_gpus = layer_sets(&direct.select("strata_gpu_layer_bytes", &[]));
-    let direct_migs = layer_sets(&direct.select("strata_mig_layer_bytes", &[]));
-    assert_eq!(layer_sets(&gpus), direct_gpus);
-    assert_eq!(layer_sets(&migs), direct_migs);
-    for layers in direct_gpus.values() {
+    assert_eq!(
+        layer_sets(&gpus),
+        layer_sets(&same_sample.select("strata_gpu_layer_bytes", &[]))
+    );
+    assert_eq!(
+        layer_sets(&migs),
+        layer_sets(&same_sample.select("strata_mig_layer_bytes", &[]))
+    );
+    // At 905 s (the first sample, read before Prometheus started) every GPU's layers are
+    // known; later a feed may go quiet and a layer with it.
+    for layers in layer_sets(&direct.select("strata_gpu_layer_bytes", &[])).values() {
         assert_eq!(
             layers.len(),
             8,
