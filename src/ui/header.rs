@@ -311,7 +311,10 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                 };
                 let sort = state.sort.label();
                 let arrow = crate::app::sort_arrow(state.sort, state.sort_reversed);
+                // Recording and the report, where the width leaves room (the help lists them).
+                let record = if state.recording.is_some() { "stop rec" } else { "record" };
                 vec![
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  r {record}  R report  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}{arrow}  S rev  k signal  v strata  p {pause}  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort  k signal  v strata  p {pause}  ? help"),

@@ -416,6 +416,15 @@ fn help_and_footer_name_the_new_keys() {
     for w in [80, 120] {
         assert!(footer(&state, w).contains("v strata"), "{w}");
     }
+    // Recording and the report where the width leaves room; `r` says it stops a recording.
+    assert!(footer(&state, 160).contains("r record  R report"));
+    state.recording = Some(crate::app::RecordingShown {
+        path: "night.jsonl.zst".into(),
+        samples: 3,
+        bytes: 4096,
+    });
+    assert!(footer(&state, 160).contains("r stop rec  R report"));
+    state.recording = None;
     state.apply_action(Action::FocusNext);
     assert!(footer(&state, 80).contains("⏎ evidence"));
     state.apply_action(Action::ToggleStrata);
