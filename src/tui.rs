@@ -8,7 +8,7 @@
 use crate::app::{key_action, RecordRequest, State};
 use crate::record::live::{LiveRecorder, News};
 use crate::sample::NodeSample;
-use crate::source::{Next, Source};
+use crate::source::{Next, Schedule, Source};
 use crate::terminal::{self, SignalAction};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
@@ -59,7 +59,7 @@ fn spawn_collector(
                     return;
                 }
             }
-            let mut next = Instant::now();
+            let mut schedule = Schedule::new(Instant::now(), interval);
             loop {
                 if tx
                     .blocking_send(Event::PollStarted(Instant::now()))
@@ -87,14 +87,7 @@ fn spawn_collector(
                 if tx.blocking_send(event).is_err() || stop {
                     return;
                 }
-                next += interval;
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                } else {
-                    // Fell behind (a slow poll): start the schedule again from now.
-                    next = now;
-                }
+                schedule.sleep_until_next();
             }
         })
         .map(|_| ())

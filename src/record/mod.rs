@@ -9,7 +9,7 @@ pub mod writer;
 pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};
 
 use crate::sample::NodeSample;
-use crate::source::Source;
+use crate::source::{Schedule, Source};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
@@ -96,7 +96,7 @@ fn spawn_collector(
     std::thread::Builder::new()
         .name("strata-record-collector".into())
         .spawn(move || {
-            let mut next = Instant::now();
+            let mut schedule = Schedule::new(Instant::now(), interval);
             loop {
                 let taken =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.sample()));
@@ -109,13 +109,7 @@ fn spawn_collector(
                 if tx.blocking_send(item).is_err() {
                     return;
                 }
-                next += interval;
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                } else {
-                    next = now;
-                }
+                schedule.sleep_until_next();
             }
         })
         .map(|_| ())

@@ -10,7 +10,7 @@ mod findings;
 pub mod processes;
 
 use crate::pipeline::Pipeline;
-use crate::source::Source;
+use crate::source::{Schedule, Source};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -156,16 +156,17 @@ fn sample_loop(
     shared: &Shared,
     stopped: &mpsc::Receiver<()>,
 ) {
-    let mut next = Instant::now() + options.interval;
+    // The first sample was taken before the server answered: the next is an interval on.
+    let mut schedule = Schedule::new(Instant::now() + options.interval, options.interval);
     let mut last_error: Option<String> = None;
     loop {
-        let wait = next.saturating_duration_since(Instant::now());
+        let wait = schedule.due().saturating_duration_since(Instant::now());
         match stopped.recv_timeout(wait) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             _ => return,
         }
         // A slow poll does not make the next ones come in a burst.
-        next = (next + options.interval).max(Instant::now());
+        schedule.advance();
         match source.sample() {
             Ok(sample) => {
                 let observed = pipeline.ingest(sample);

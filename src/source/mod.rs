@@ -10,6 +10,7 @@ pub mod procfs;
 pub mod replay;
 
 use crate::sample::NodeSample;
+use std::time::{Duration, Instant};
 
 /// Why a source could not start or sample.
 #[derive(Debug, thiserror::Error)]
@@ -66,4 +67,61 @@ pub trait Source: Send {
 
     /// A short description for the header: `demo`, `nvml`.
     fn label(&self) -> String;
+}
+
+/// Sampling at a fixed rate, as the monitor, `record` and `serve` do: each sample is due one
+/// interval after the one before, or at once when a slow poll made it late (no burst of
+/// samples to catch up).
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    due: Instant,
+    interval: Duration,
+}
+
+impl Schedule {
+    /// The first sample is due at `first`.
+    pub fn new(first: Instant, interval: Duration) -> Schedule {
+        Schedule {
+            due: first,
+            interval,
+        }
+    }
+
+    /// When the next sample is due.
+    pub fn due(&self) -> Instant {
+        self.due
+    }
+
+    /// Moves on to the next sample: one interval later, or now if that has passed.
+    pub fn advance(&mut self) {
+        self.due = (self.due + self.interval).max(Instant::now());
+    }
+
+    /// Moves on, then sleeps until the next sample is due.
+    pub fn sleep_until_next(&mut self) {
+        self.advance();
+        std::thread::sleep(self.due.saturating_duration_since(Instant::now()));
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::Schedule;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_sample_is_due_an_interval_on_or_now_when_late() {
+        let second = Duration::from_secs(1);
+        let start = Instant::now();
+        let mut on_time = Schedule::new(start, second);
+        on_time.advance();
+        assert_eq!(on_time.due(), start + second);
+        on_time.advance();
+        assert_eq!(on_time.due(), start + 2 * second);
+        // A poll that took 10 intervals: the next is due now, not ten at once.
+        let mut late = Schedule::new(start - 10 * second, second);
+        late.advance();
+        let now = Instant::now();
+        assert!(late.due() >= start && late.due() <= now, "{late:?}");
+    }
 }
