@@ -20,7 +20,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::time::Instant;
 use strata::detect::{detect_history, detect_instant};
-use strata::fixtures::{gpu, memory, mig, process, GIB, MIB};
+use strata::fixtures::{gpu, memory, mig, noise, process, GIB, MIB};
 use strata::pipeline::Pipeline;
 use strata::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
@@ -32,17 +32,6 @@ const CONTEXT: u64 = 512 * MIB;
 const OUTSIDE: u64 = 256 * MIB;
 const GPU_TOTAL: u64 = 80 * GIB;
 const MIG_TOTAL: u64 = 10 * GIB;
-
-/// Deterministic noise in [-1, 1].
-fn noise(a: u64, b: u64) -> f64 {
-    let mut x = a
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(b.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-}
 
 struct Node {
     gpus: u32,

@@ -21,7 +21,7 @@
 use std::io::BufRead;
 use std::path::Path;
 use std::time::Instant;
-use strata::fixtures::{gpu, memory, process, GIB, MIB};
+use strata::fixtures::{gpu, memory, noise, process, GIB, MIB};
 use strata::record::{Encoding, RecordWriter};
 use strata::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
@@ -32,17 +32,6 @@ const T0: f64 = 1_767_225_600.0;
 const GPUS: u32 = 8;
 const GPU_TOTAL: u64 = 80 * GIB;
 const CONTEXT: u64 = 512 * MIB;
-
-/// Deterministic noise in [-1, 1].
-fn noise(a: u64, b: u64) -> f64 {
-    let mut x = a
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .wrapping_add(b.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    x ^= x >> 31;
-    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 29;
-    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-}
 
 /// The node, with the state that carries from one second to the next (pools, peaks, counters).
 struct Node {

@@ -139,3 +139,15 @@ pub fn judged(sample: &NodeSample) -> Attachment {
         unlisted: Vec::new(),
     }
 }
+
+/// Deterministic noise in [-1, 1] from two numbers, for the benchmarks' synthetic nodes (the
+/// demo has its own, `source::demo::noise`, whose stream its story is tuned to).
+pub fn noise(a: u64, b: u64) -> f64 {
+    let mut x = a
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(b.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    x ^= x >> 31;
+    x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 29;
+    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+}
