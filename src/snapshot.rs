@@ -261,10 +261,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
     let s = &observed.sample;
     let mut out = String::new();
     let when = if demo {
-        format!(
-            "story {}",
-            crate::units::duration(s.time - crate::source::demo::DEMO_EPOCH)
-        )
+        crate::source::demo::story_time(s.time)
     } else {
         format!("{} UTC", crate::units::clock(s.time))
     };

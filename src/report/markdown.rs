@@ -72,12 +72,7 @@ impl Clock {
             return "n/a".into();
         }
         if self.demo {
-            let story = unix_secs - crate::source::demo::DEMO_EPOCH;
-            return if story < 0.0 {
-                format!("story −{}", units::duration(-story))
-            } else {
-                format!("story {}", units::duration(story))
-            };
+            return crate::source::demo::story_time(unix_secs);
         }
         let nanos = (unix_secs * 1e9).round() as i128;
         match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {

@@ -37,10 +37,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     let story = state.source_label.starts_with("demo");
     let clock = match sample {
         None => "--:--:--".into(),
-        Some(s) if story => format!(
-            "story {}",
-            units::duration(s.time - crate::source::demo::DEMO_EPOCH)
-        ),
+        Some(s) if story => crate::source::demo::story_time(s.time),
         Some(s) => units::clock(s.time),
     };
     let utc = if story { "" } else { " UTC" };

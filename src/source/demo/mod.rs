@@ -75,6 +75,17 @@ fn mig_uuid(slot: usize) -> String {
     format!("MIG-9b2d7e41-0c5a-5f83-a6e1-{slot:04}d4b7c258")
 }
 
+/// A demo instant (unix seconds) told as story time, `story 15m05s`: the demo's clock runs
+/// faster than the wall's from a fixed origin ([`DEMO_EPOCH`]), so it is never called UTC.
+pub fn story_time(unix_secs: f64) -> String {
+    let story = unix_secs - DEMO_EPOCH;
+    if story < 0.0 {
+        format!("story −{}", crate::units::duration(-story))
+    } else {
+        format!("story {}", crate::units::duration(story))
+    }
+}
+
 /// Deterministic noise in [0, 1) from the seed, a stream and a position (splitmix64).
 pub(crate) fn noise(seed: u64, stream: u64, position: u64) -> f64 {
     let mut z = seed
