@@ -9,6 +9,7 @@ mod gpus;
 mod header;
 mod help;
 mod host;
+mod mode;
 pub(crate) mod processes;
 mod strata;
 pub mod theme;
