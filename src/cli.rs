@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Where every byte of each NVIDIA GPU's memory goes: CUDA context, memory outside the
 /// framework's pool, cached and fragmented blocks, live tensors; per GPU and MIG instance.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, about, propagate_version = true)]
+#[command(name = "strata", version = crate::version::DESCRIBE, about, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
@@ -150,6 +150,26 @@ pub enum Command {
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
+    /// Print the completion script for SHELL: `strata completions bash >
+    /// ~/.local/share/bash-completion/completions/strata`.
+    Completions(CompletionsArgs),
+    /// Print strata's man page (roff), or write one page per command into --dir:
+    /// `strata man | man -l -`.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write strata.1 and strata-COMMAND.1 for each command into DIR instead.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -29,6 +29,9 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
+        Some(Command::Completions(args)) => print_all(&strata::manual::completions(args.shell))
+            .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}")),
+        Some(Command::Man(args)) => man(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -45,6 +48,35 @@ fn main() -> ExitCode {
             eprintln!("strata: {e:#}{hint}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `strata man`: the page on stdout, or every page into `--dir`.
+fn man(args: &strata::cli::ManArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    match &args.dir {
+        Some(dir) => {
+            let pages = strata::manual::man_pages(dir)
+                .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+            for page in pages {
+                println!("{}", page.display());
+            }
+        }
+        None => {
+            let mut page = Vec::new();
+            strata::manual::man_page(&mut page).context("cannot render the man page")?;
+            print_all(&page).context("cannot write the man page")?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to stdout; a reader that has gone (`| head`) is not an error.
+fn print_all(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
