@@ -6,6 +6,7 @@
 //! never 0.
 
 pub mod feed;
+pub mod owner;
 
 pub use feed::{AllocatorStats, FeedRecord};
 use serde::{Deserialize, Serialize};
