@@ -173,6 +173,11 @@ class Frameworks(object):
             elif note is None:
                 note = r.waiting_note
         self.settled = self.imported and settled
+        self.preview = {}
+        for r in self.candidates.values():
+            fields = getattr(r, "waiting_fields", None)
+            if fields is not None:
+                self.preview.update(fields())
         if note is not None:
             self.state, self.waiting_note = "waiting", note
         elif idle:
@@ -207,6 +212,7 @@ class Frameworks(object):
                 "settings": {},
                 "devices": [],
             }
+            fields.update(getattr(self, "preview", {}))
             return fields, self.state, self.waiting_note
         h = dict(self.reader.hello_fields())
         note = h.pop("note", None)

@@ -166,6 +166,7 @@ class TorchReader(object):
             return False
         self.idle = self.settled = False
         self.waiting_note = "waiting for torch to initialise CUDA"
+        self._settings_before_init(torch)
         lazy = getattr(cuda, "_lazy_call", None)
         if not _lazy_registered and callable(lazy):
             # _lazy_call takes torch's init lock, which the job holds for the whole of its
@@ -182,6 +183,21 @@ class TorchReader(object):
                     pass  # tried again at the next look
         self.hooked = _lazy_registered
         return False
+
+    def _settings_before_init(self, torch):
+        """The settings the allocator will use, shown while waiting. Read from the
+        environment with torch's precedence, never from torch: its getter parses the
+        configuration for good, and a job may still set the variable before its CUDA init."""
+        if self.vt is None:
+            self.version = text(getattr(torch, "__version__", None), 64)
+            self.vt = version_tuple(self.version) or ()
+        source, raw = alloc_conf_from_env(generic=not self.vt or self.vt >= GENERIC_CONF_SINCE)
+        if raw != self.conf_raw or source != self.conf_source:
+            self.conf, self.conf_source = {}, source
+            self._merge_conf(raw)
+
+    def waiting_fields(self):
+        return {"settings": self.settings} if self.settings else {}
 
     # -- after init -----------------------------------------------------------------------
 
@@ -202,8 +218,11 @@ class TorchReader(object):
             self.count = 0
         getter = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
         self.getter = getter if callable(getter) else None
+        self.conf_source = None  # from now on, what torch says
         if self.getter is None:
-            generic = self.vt is None or self.vt >= GENERIC_CONF_SINCE
+            # Fixed once the allocator is up: the environment as it is at CUDA init.
+            generic = not self.vt or self.vt >= GENERIC_CONF_SINCE
+            self.conf = {}
             self.conf_source, raw = alloc_conf_from_env(generic=generic)
             self._merge_conf(raw)
         snap = getattr(cuda, "memory_snapshot", None)
