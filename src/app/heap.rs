@@ -261,8 +261,17 @@ impl Heap for Hello {
             settings,
             devices,
             note,
+            protocol: _,
+            state,
+            error,
+            agent_copy,
+            agent_path,
         } = self;
-        agent_version.heap()
+        state.heap()
+            + error.heap()
+            + agent_copy.heap()
+            + agent_path.heap()
+            + agent_version.heap()
             + python.heap()
             + executable.heap()
             + framework.heap()

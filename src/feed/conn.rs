@@ -202,6 +202,9 @@ fn on_line(
             return None;
         }
     };
+    if let Message::Refuse(reason) = message {
+        return Some(End::Refused(reason));
+    }
     let pid = match phase {
         Phase::AwaitingHello {
             nspid,
@@ -248,6 +251,7 @@ fn on_line(
                 bye: true,
             })
         }
+        Message::Refuse(_) => {}
     }
     None
 }

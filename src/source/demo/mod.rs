@@ -307,6 +307,9 @@ fn feed_record(
                 name: None,
             }],
             note: None,
+            protocol: Some(1),
+            state: Some("reading".into()),
+            ..Default::default()
         }),
         devices: vec![DeviceFeed {
             latest: stats.clone(),
