@@ -45,7 +45,12 @@ fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 /// The one release wheel in the directory.
 fn the_wheel(dir: &Path) -> PathBuf {
     let wheels = files_ending(dir, ".whl");
-    assert_eq!(wheels.len(), 1, "one wheel in {}: {wheels:?}", dir.display());
+    assert_eq!(
+        wheels.len(),
+        1,
+        "one wheel in {}: {wheels:?}",
+        dir.display()
+    );
     wheels[0].clone()
 }
 
@@ -72,15 +77,16 @@ fn venv(dir: &Path) -> &'static Path {
         let _ = std::fs::remove_dir_all(&venv);
         let python = std::env::var_os("STRATA_TEST_PYTHON").unwrap_or_else(|| "python3".into());
         run(Command::new(python).args(["-m", "venv"]).arg(&venv));
-        run(Command::new(venv.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-index",
-            "--find-links",
-        ])
-        .arg(dir)
-        .arg("strata-gpu"));
+        run(Command::new(venv.join("bin/pip"))
+            .args([
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-index",
+                "--find-links",
+            ])
+            .arg(dir)
+            .arg("strata-gpu"));
         venv
     })
 }
@@ -106,7 +112,10 @@ fn the_wheel_is_manylinux2014_and_its_binary_needs_glibc_2_17_at_most() {
     let name = wheel.file_name().map(|n| n.to_string_lossy().into_owned());
     let name = name.unwrap_or_default();
     assert!(
-        name.starts_with(&format!("strata_gpu-{}-py3-none-", env!("CARGO_PKG_VERSION"))),
+        name.starts_with(&format!(
+            "strata_gpu-{}-py3-none-",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{name}"
     );
     assert!(name.contains("manylinux_2_17_x86_64"), "{name}");
@@ -147,7 +156,8 @@ fn the_installed_binary_runs_and_the_agent_imports() {
     );
     assert!(version.contains("feed protocol 1"), "{version}");
 
-    let snapshot = run(Command::new(venv.join("bin/strata")).args(["snapshot", "--demo", "--json"]));
+    let snapshot =
+        run(Command::new(venv.join("bin/strata")).args(["snapshot", "--demo", "--json"]));
     let snapshot: Value = serde_json::from_slice(&snapshot.stdout).expect("one JSON sample");
     assert_eq!(snapshot["schema"], "strata.snapshot/1");
     assert!(!snapshot["gpus"].as_array().expect("gpus").is_empty());
