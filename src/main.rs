@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
+        Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,3 +19,5 @@ mod state;
 mod trust;
 
 pub use hub::{FeedConfig, FeedHub};
+/// The feed dir rules, for `strata doctor`: the check a dir must pass, and where root looks.
+pub(crate) use discover::{open_feed_dir, tmp_feed_dirs};
