@@ -4,15 +4,13 @@
 //! read (`PYTHON_DISABLE_REMOTE_DEBUG`, `-X disable-remote-debug`).
 
 use super::processes::PROC_HUNG;
+use super::python::{interpreter, remote_debug, Interpreter, RemoteDebug, REMOTE_EXEC};
 use super::runner::{Lane, Runner};
 use super::{euid, root_fix, Check, Group};
-use crate::launch::attach::{is_python, ptrace_scope};
+use crate::launch::attach::ptrace_scope;
 use crate::source::procfs::ProcFs;
 use std::io::ErrorKind;
-use std::path::Path;
 
-/// The first CPython with `sys.remote_exec`.
-const REMOTE_EXEC: (u32, u32) = (3, 14);
 /// How much of a process's environment is read.
 const MOST_ENVIRON: usize = 256 * 1024;
 
@@ -29,7 +27,10 @@ fn attach_lane(lane: &Lane, listed: Option<&[u32]>) {
     let Some(listed) = listed else {
         return;
     };
-    step("python_versions", "reading /proc/PID/exe and maps of NVML's processes");
+    step(
+        "python_versions",
+        "reading /proc/PID/exe and maps of NVML's processes",
+    );
     let mut procfs = ProcFs::default();
     if procfs.host_pid_namespace() == Some(false) {
         lane.report(Check::limited(
@@ -65,13 +66,18 @@ fn attach_lane(lane: &Lane, listed: Option<&[u32]>) {
     lane.report(python_versions(&seen, hidden, euid()));
     let modern: Vec<u32> = seen
         .iter()
-        .filter(|s| matches!(s.interpreter, Some(Interpreter::CPython(Some(v))) if v >= REMOTE_EXEC))
+        .filter(
+            |s| matches!(s.interpreter, Some(Interpreter::CPython(Some(v))) if v >= REMOTE_EXEC),
+        )
         .map(|s| s.pid)
         .collect();
     if modern.is_empty() {
         return;
     }
-    step("remote_debug", "reading /proc/PID/environ and cmdline of the Python 3.14+ processes");
+    step(
+        "remote_debug",
+        "reading /proc/PID/environ and cmdline of the Python 3.14+ processes",
+    );
     let verdicts: Vec<(u32, RemoteDebug)> = modern
         .iter()
         .map(|&pid| {
@@ -139,51 +145,6 @@ pub(super) fn ptrace(scope: &str, euid: u32) -> Check {
     }
 }
 
-/// What runs a process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Interpreter {
-    /// CPython, with its version where it can be told.
-    CPython(Option<(u32, u32)>),
-    /// PyPy: no `sys.remote_exec`.
-    PyPy,
-    NotPython,
-}
-
-/// `3.14` from `libpython3.14.so.1.0` or `python3.14t`: the digits after `prefix`.
-fn version_after(text: &str, prefix: &str) -> Option<(u32, u32)> {
-    let rest = text.rsplit_once(prefix)?.1;
-    let (major, rest) = rest.split_once('.')?;
-    let minor: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some((major.parse().ok()?, minor.parse().ok()?))
-}
-
-/// The interpreter of a process whose `/proc/PID/exe` is `exe` and whose `maps` (if
-/// readable) are given: the libpython it maps tells the version best, else the executable's
-/// name.
-pub(super) fn interpreter(exe: &Path, maps: Option<&str>) -> Interpreter {
-    if !is_python(exe) {
-        return Interpreter::NotPython;
-    }
-    let name = exe
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if name.starts_with("pypy") {
-        return Interpreter::PyPy;
-    }
-    let mapped = maps.and_then(|maps| {
-        maps.lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .find_map(|path| {
-                let file = path.rsplit('/').next()?;
-                file.starts_with("libpython")
-                    .then(|| version_after(file, "libpython"))
-                    .flatten()
-            })
-    });
-    Interpreter::CPython(mapped.or_else(|| version_after(&name, "python")))
-}
-
 /// One of NVML's processes this `/proc` shows; `interpreter` is `None` when its executable
 /// cannot be read (another user's).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +164,9 @@ pub(super) fn python_versions(seen: &[Seen], hidden: usize, euid: u32) -> Check 
             Some(Interpreter::CPython(Some(v))) if v >= REMOTE_EXEC => {
                 attachable.push(format!("PID {} {}.{}", s.pid, v.0, v.1))
             }
-            Some(Interpreter::CPython(Some(v))) => old.push(format!("PID {} {}.{}", s.pid, v.0, v.1)),
+            Some(Interpreter::CPython(Some(v))) => {
+                old.push(format!("PID {} {}.{}", s.pid, v.0, v.1))
+            }
             Some(Interpreter::CPython(None)) => unknown.push(format!("PID {}", s.pid)),
             Some(Interpreter::PyPy) => old.push(format!("PID {} PyPy", s.pid)),
             Some(Interpreter::NotPython) => others += 1,
@@ -212,16 +175,28 @@ pub(super) fn python_versions(seen: &[Seen], hidden: usize, euid: u32) -> Check 
     }
     let mut parts = Vec::new();
     if !attachable.is_empty() {
-        parts.push(format!("3.14 or later (attach works): {}", attachable.join(", ")));
+        parts.push(format!(
+            "3.14 or later (attach works): {}",
+            attachable.join(", ")
+        ));
     }
     if !old.is_empty() {
-        parts.push(format!("older than 3.14 (no sys.remote_exec): {}", old.join(", ")));
+        parts.push(format!(
+            "older than 3.14 (no sys.remote_exec): {}",
+            old.join(", ")
+        ));
     }
     if !unknown.is_empty() {
-        parts.push(format!("Python of a version not told by its files: {}", unknown.join(", ")));
+        parts.push(format!(
+            "Python of a version not told by its files: {}",
+            unknown.join(", ")
+        ));
     }
     if !unreadable.is_empty() {
-        parts.push(format!("executable unreadable (another user's): {}", unreadable.join(", ")));
+        parts.push(format!(
+            "executable unreadable (another user's): {}",
+            unreadable.join(", ")
+        ));
     }
     if others > 0 {
         parts.push(format!("{others} not Python"));
@@ -250,89 +225,6 @@ pub(super) fn python_versions(seen: &[Seen], hidden: usize, euid: u32) -> Check 
     }
 }
 
-/// Whether a Python 3.14 process has remote debugging, as far as its environment and
-/// command line tell (a build without it cannot be told from outside).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum RemoteDebug {
-    /// Nothing disables it; `note` says what looked as if it might.
-    Enabled { note: Option<&'static str> },
-    Disabled(&'static str),
-    /// `PYTHON_DISABLE_REMOTE_DEBUG` is set, but `-E` or `-I` may make Python ignore it.
-    Unsure,
-    /// The environment cannot be read (another user's process).
-    Unknown,
-}
-
-/// The interpreter's own `-X` options of a command line (NUL-separated, as in
-/// `/proc/PID/cmdline`), and whether `-E` or `-I` is among its flags: options end at the
-/// script, `-c`, `-m`, `-` or `--`.
-fn interpreter_options(cmdline: &[u8]) -> (Vec<String>, bool) {
-    let args: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let mut xoptions = Vec::new();
-    let mut ignores_env = false;
-    let mut rest = args.iter().skip(1);
-    while let Some(arg) = rest.next() {
-        if arg == "--" || arg == "-" || !arg.starts_with('-') {
-            break;
-        }
-        if let Some(long) = arg.strip_prefix("--") {
-            // The one long option that takes a value.
-            if long == "check-hash-based-pycs" {
-                rest.next();
-            }
-            continue;
-        }
-        let flags: Vec<char> = arg.chars().skip(1).collect();
-        for (i, flag) in flags.iter().enumerate() {
-            match flag {
-                'c' | 'm' => return (xoptions, ignores_env),
-                'E' | 'I' => ignores_env = true,
-                'X' | 'W' => {
-                    let inline: String = flags[i + 1..].iter().collect();
-                    let value = match inline.is_empty() {
-                        true => rest.next().cloned().unwrap_or_default(),
-                        false => inline,
-                    };
-                    if *flag == 'X' {
-                        xoptions.push(value);
-                    }
-                    break;
-                }
-                _ => {}
-            }
-        }
-    }
-    (xoptions, ignores_env)
-}
-
-pub(super) fn remote_debug(environ: Option<&[u8]>, cmdline: &[u8]) -> RemoteDebug {
-    let (xoptions, ignores_env) = interpreter_options(cmdline);
-    // CPython reads `-X disable-remote-debug` (any value after `=`), hyphens only.
-    let named = |o: &String, name: &str| o == name || o.starts_with(&format!("{name}="));
-    if xoptions.iter().any(|o| named(o, "disable-remote-debug")) {
-        return RemoteDebug::Disabled("started with -X disable-remote-debug");
-    }
-    let Some(environ) = environ else {
-        return RemoteDebug::Unknown;
-    };
-    let set = environ
-        .split(|&b| b == 0)
-        .any(|var| var.starts_with(b"PYTHON_DISABLE_REMOTE_DEBUG="));
-    match (set, ignores_env) {
-        (true, false) => RemoteDebug::Disabled("PYTHON_DISABLE_REMOTE_DEBUG is set"),
-        (true, true) => RemoteDebug::Unsure,
-        (false, _) => RemoteDebug::Enabled {
-            note: xoptions
-                .iter()
-                .any(|o| named(o, "disable_remote_debug"))
-                .then_some("-X disable_remote_debug, which CPython ignores (it reads disable-remote-debug)"),
-        },
-    }
-}
-
 pub(super) fn remote_debug_check(verdicts: &[(u32, RemoteDebug)], euid: u32) -> Check {
     let mut disabled = Vec::new();
     let mut unsure = Vec::new();
@@ -345,7 +237,9 @@ pub(super) fn remote_debug_check(verdicts: &[(u32, RemoteDebug)], euid: u32) -> 
                 "PID {pid}: PYTHON_DISABLE_REMOTE_DEBUG is set, which -E or -I may make it ignore"
             )),
             RemoteDebug::Unknown => unknown.push(format!("PID {pid}")),
-            RemoteDebug::Enabled { note: Some(note) } => notes.push(format!("PID {pid} has {note}")),
+            RemoteDebug::Enabled { note: Some(note) } => {
+                notes.push(format!("PID {pid} has {note}"))
+            }
             RemoteDebug::Enabled { note: None } => {}
         }
     }
@@ -370,7 +264,10 @@ pub(super) fn remote_debug_check(verdicts: &[(u32, RemoteDebug)], euid: u32) -> 
     }
     parts.extend(notes);
     let mut fixes = Vec::new();
-    if parts.iter().any(|p| p.contains("PYTHON_DISABLE") || p.contains("disable-remote")) {
+    if parts
+        .iter()
+        .any(|p| p.contains("PYTHON_DISABLE") || p.contains("disable-remote"))
+    {
         fixes.push("restart those without it, or under `strata run -- CMD`, which needs no remote debugging");
     }
     if !unknown.is_empty() {
@@ -399,97 +296,63 @@ mod tests {
         assert_eq!(ptrace("2", 0).status, Status::Ok);
         let three = ptrace("3", 0);
         assert_eq!(three.status, Status::Missing);
-        assert!(three.fix.as_deref().is_some_and(|f| f.contains("strata run")));
-    }
-
-    #[test]
-    fn the_version_comes_from_libpython_else_the_executables_name() {
-        let exe = Path::new("/usr/bin/python3.14");
-        assert_eq!(interpreter(exe, None), Interpreter::CPython(Some((3, 14))));
-        let maps = "7f00-7f01 r-xp 00000000 08:01 42 /opt/lib/libpython3.11.so.1.0\n";
-        assert_eq!(
-            interpreter(Path::new("/opt/bin/python3"), Some(maps)),
-            Interpreter::CPython(Some((3, 11)))
-        );
-        assert_eq!(
-            interpreter(Path::new("/usr/bin/python3.14t"), Some("")),
-            Interpreter::CPython(Some((3, 14)))
-        );
-        assert_eq!(interpreter(Path::new("/venv/bin/python"), None), Interpreter::CPython(None));
-        assert_eq!(interpreter(Path::new("/usr/bin/pypy3.10"), None), Interpreter::PyPy);
-        assert_eq!(interpreter(Path::new("/usr/bin/sleep"), None), Interpreter::NotPython);
+        assert!(three
+            .fix
+            .as_deref()
+            .is_some_and(|f| f.contains("strata run")));
     }
 
     #[test]
     fn older_pythons_and_unreadable_ones_are_limited() {
         let seen = |pid, interpreter| Seen { pid, interpreter };
         let new = seen(1, Some(Interpreter::CPython(Some((3, 14)))));
-        assert_eq!(python_versions(&[new.clone()], 0, 1000).status, Status::Ok);
+        assert_eq!(
+            python_versions(std::slice::from_ref(&new), 0, 1000).status,
+            Status::Ok
+        );
         let old = seen(2, Some(Interpreter::CPython(Some((3, 11)))));
         let c = python_versions(&[new.clone(), old], 0, 1000);
         assert_eq!(c.status, Status::Limited);
-        assert!(c.detail.contains("PID 1 3.14") && c.detail.contains("older than 3.14 (no sys.remote_exec): PID 2 3.11"), "{}", c.detail);
+        assert!(
+            c.detail.contains("PID 1 3.14")
+                && c.detail
+                    .contains("older than 3.14 (no sys.remote_exec): PID 2 3.11"),
+            "{}",
+            c.detail
+        );
         let other = seen(3, Some(Interpreter::NotPython));
-        assert_eq!(python_versions(&[new.clone(), other], 0, 1000).status, Status::Ok);
+        assert_eq!(
+            python_versions(&[new.clone(), other], 0, 1000).status,
+            Status::Ok
+        );
         let c = python_versions(&[seen(4, None)], 0, 1000);
         assert!(c.fix.as_deref().is_some_and(|f| f.contains("root")));
         assert_eq!(python_versions(&[], 0, 1000).status, Status::Ok);
         assert_eq!(python_versions(&[], 2, 1000).status, Status::Limited);
     }
 
-    fn cmdline(args: &[&str]) -> Vec<u8> {
-        args.join("\0").into_bytes()
-    }
-
-    #[test]
-    fn remote_debugging_is_disabled_by_the_variable_or_the_hyphenated_option() {
-        let plain = cmdline(&["python3.14", "train.py"]);
-        assert_eq!(remote_debug(Some(b"A=1\0"), &plain), RemoteDebug::Enabled { note: None });
-        assert!(matches!(
-            remote_debug(Some(b"A=1\0PYTHON_DISABLE_REMOTE_DEBUG=\0"), &plain),
-            RemoteDebug::Disabled(_)
-        ));
-        for args in [
-            &["python3.14", "-X", "disable-remote-debug", "train.py"][..],
-            &["python3.14", "-Xdisable-remote-debug", "-c", "pass"],
-            &["python3.14", "-uX", "disable-remote-debug=1", "-m", "x"],
-        ] {
-            assert!(
-                matches!(remote_debug(Some(b""), &cmdline(args)), RemoteDebug::Disabled(_)),
-                "{args:?}"
-            );
-        }
-        // After the script or -c, arguments belong to the program, not the interpreter.
-        for args in [
-            &["python3.14", "train.py", "-X", "disable-remote-debug"][..],
-            &["python3.14", "-c", "pass", "-X", "disable-remote-debug"],
-        ] {
-            assert_eq!(remote_debug(Some(b""), &cmdline(args)), RemoteDebug::Enabled { note: None }, "{args:?}");
-        }
-        let underscore = cmdline(&["python3.14", "-X", "disable_remote_debug", "t.py"]);
-        let RemoteDebug::Enabled { note: Some(note) } = remote_debug(Some(b""), &underscore) else {
-            panic!("the underscore spelling is ignored by CPython");
-        };
-        assert!(note.contains("ignores"));
-        let isolated = cmdline(&["python3.14", "-I", "t.py"]);
-        assert_eq!(
-            remote_debug(Some(b"PYTHON_DISABLE_REMOTE_DEBUG=1\0"), &isolated),
-            RemoteDebug::Unsure
-        );
-        assert_eq!(remote_debug(None, &plain), RemoteDebug::Unknown);
-    }
-
     #[test]
     fn the_remote_debug_line_names_each_process_that_cannot_be_attached() {
         let ok = remote_debug_check(&[(1, RemoteDebug::Enabled { note: None })], 1000);
         assert_eq!(ok.status, Status::Ok);
-        let c = remote_debug_check(&[
-            (1, RemoteDebug::Enabled { note: None }),
-            (2, RemoteDebug::Disabled("PYTHON_DISABLE_REMOTE_DEBUG is set")),
-            (3, RemoteDebug::Unknown),
-        ], 1000);
+        let c = remote_debug_check(
+            &[
+                (1, RemoteDebug::Enabled { note: None }),
+                (
+                    2,
+                    RemoteDebug::Disabled("PYTHON_DISABLE_REMOTE_DEBUG is set"),
+                ),
+                (3, RemoteDebug::Unknown),
+            ],
+            1000,
+        );
         assert_eq!(c.status, Status::Limited);
-        assert!(c.detail.contains("PID 2: PYTHON_DISABLE_REMOTE_DEBUG is set"), "{}", c.detail);
+        assert!(
+            c.detail
+                .contains("PID 2: PYTHON_DISABLE_REMOTE_DEBUG is set"),
+            "{}",
+            c.detail
+        );
         assert!(c.detail.contains("unreadable (another user's): PID 3"));
         let fix = c.fix.unwrap_or_default();
         assert!(fix.contains("strata run") && fix.contains("root"), "{fix}");

@@ -189,7 +189,10 @@ mod tests {
         let old = r510_calls(Some("driver 470.82.01 lacks ...".into()), false);
         assert_eq!(old.status, Status::Limited);
         assert_eq!(old.detail, "driver 470.82.01 lacks ...");
-        assert_eq!(old.fix.as_deref(), Some("upgrade the driver to R510 or later"));
+        assert_eq!(
+            old.fix.as_deref(),
+            Some("upgrade the driver to R510 or later")
+        );
         assert_eq!(
             r510_calls(Some("no memory at all".into()), true).status,
             Status::Missing
@@ -207,12 +210,22 @@ mod tests {
             by_name.detail,
             "loaded libnvidia-ml.so.1 (/usr/lib/libnvidia-ml.so.550.54.15), NVML 12.550.54.15"
         );
-        let by_path = loaded(Path::new("/x/lib.so"), Some(Path::new("/x/lib.so")), Err("E".into()));
-        assert_eq!(by_path.detail, "loaded /x/lib.so; NVML's version unknown: E");
+        let by_path = loaded(
+            Path::new("/x/lib.so"),
+            Some(Path::new("/x/lib.so")),
+            Err("E".into()),
+        );
+        assert_eq!(
+            by_path.detail,
+            "loaded /x/lib.so; NVML's version unknown: E"
+        );
         let missing = not_loaded(&SourceError::LibraryNotFound {
             detail: "libnvidia-ml.so.1: cannot open shared object file".into(),
         });
         assert_eq!(missing.status, Status::Missing);
-        assert!(missing.fix.as_deref().is_some_and(|f| f.contains("--nvml-lib")));
+        assert!(missing
+            .fix
+            .as_deref()
+            .is_some_and(|f| f.contains("--nvml-lib")));
     }
 }

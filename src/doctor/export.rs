@@ -16,7 +16,10 @@ fn export_lane(lane: &Lane, listen: &str) {
         &format!("resolving and binding {listen}"),
         "the name does not resolve in time: check /etc/resolv.conf, or give an address",
     );
-    lane.report(serve_port(listen, crate::serve::bind(listen).map(|l| l.local_addr())));
+    lane.report(serve_port(
+        listen,
+        crate::serve::bind(listen).map(|l| l.local_addr()),
+    ));
 }
 
 /// `bound`: what binding `listen` gave (the listener is closed again at once).
@@ -55,14 +58,23 @@ mod tests {
     fn a_port_in_use_is_limited_with_the_hint_as_the_fix() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
         let address = held.local_addr().expect("its address").to_string();
-        let c = serve_port(&address, crate::serve::bind(&address).map(|l| l.local_addr()));
+        let c = serve_port(
+            &address,
+            crate::serve::bind(&address).map(|l| l.local_addr()),
+        );
         assert_eq!(c.status, Status::Limited);
         assert!(c.detail.contains("the port is in use"), "{}", c.detail);
         assert!(c.fix.as_deref().is_some_and(|f| f.contains("--listen")));
         drop(held);
-        let free = serve_port("127.0.0.1:0", crate::serve::bind("127.0.0.1:0").map(|l| l.local_addr()));
+        let free = serve_port(
+            "127.0.0.1:0",
+            crate::serve::bind("127.0.0.1:0").map(|l| l.local_addr()),
+        );
         assert_eq!(free.status, Status::Ok);
-        let bad = serve_port("nonsense", crate::serve::bind("nonsense").map(|l| l.local_addr()));
+        let bad = serve_port(
+            "nonsense",
+            crate::serve::bind("nonsense").map(|l| l.local_addr()),
+        );
         assert_eq!(bad.status, Status::Limited);
         assert!(bad.detail.contains("not an address"), "{}", bad.detail);
     }

@@ -34,8 +34,18 @@ fn dirs_lane(lane: &Lane, given_dir: Option<PathBuf>) {
         &format!("opening {}", dir.display()),
         PROC_HUNG,
     );
-    lane.report(feed_dir(&dir, uid, open_feed_dir(&dir, uid).map(|(_, st, v)| (st, v))));
-    lane.step(Group::Feeds, "user_feed_dirs", None, "listing /tmp", PROC_HUNG);
+    lane.report(feed_dir(
+        &dir,
+        uid,
+        open_feed_dir(&dir, uid).map(|(_, st, v)| (st, v)),
+    ));
+    lane.step(
+        Group::Feeds,
+        "user_feed_dirs",
+        None,
+        "listing /tmp",
+        PROC_HUNG,
+    );
     let check = match (given, uid) {
         (true, _) => Check::ok(
             Group::Feeds,
@@ -88,7 +98,9 @@ pub(super) fn feed_dir(
         Err(e) if e.kind() == ErrorKind::NotFound => Check::ok(
             Group::Feeds,
             "feed_dir",
-            &format!("{shown} does not exist yet: the first agent of uid {uid} makes it, mode 0700"),
+            &format!(
+                "{shown} does not exist yet: the first agent of uid {uid} makes it, mode 0700"
+            ),
         ),
         Err(e) => Check::missing(
             Group::Feeds,
@@ -285,12 +297,20 @@ mod tests {
         let dir = Path::new("/tmp/strata-1000");
         let ok = feed_dir(dir, 1000, Ok((stat(1000, 0o700), Ok(()))));
         assert_eq!(ok.status, Status::Ok);
-        assert_eq!(ok.detail, "/tmp/strata-1000: owner uid 1000, mode 0700: trusted");
+        assert_eq!(
+            ok.detail,
+            "/tmp/strata-1000: owner uid 1000, mode 0700: trusted"
+        );
         let why = "feed dir /tmp/strata-1000 has mode 0755, not 0700: the agent's owner should chmod 700 it";
         let bad = feed_dir(dir, 1000, Ok((stat(1000, 0o755), Err(why.into()))));
         assert_eq!(bad.status, Status::Missing);
-        assert!(bad.detail.contains("mode 0755") && bad.detail.contains("every feed in it is refused"));
-        assert_eq!(bad.fix.as_deref(), Some("the agent's owner should chmod 700 it"));
+        assert!(
+            bad.detail.contains("mode 0755") && bad.detail.contains("every feed in it is refused")
+        );
+        assert_eq!(
+            bad.fix.as_deref(),
+            Some("the agent's owner should chmod 700 it")
+        );
         let absent = feed_dir(dir, 1000, Err(std::io::Error::from(ErrorKind::NotFound)));
         assert_eq!(absent.status, Status::Ok);
     }
@@ -299,8 +319,14 @@ mod tests {
     fn each_users_dir_is_judged_and_the_refused_named() {
         assert_eq!(user_feed_dirs(&[]).status, Status::Ok);
         let good = (PathBuf::from("/tmp/strata-1"), Ok(()));
-        assert_eq!(user_feed_dirs(&[good.clone()]).status, Status::Ok);
-        let bad = (PathBuf::from("/tmp/strata-2"), Err("feed dir /tmp/strata-2 is owned by uid 0, not 2: remove it".into()));
+        assert_eq!(
+            user_feed_dirs(std::slice::from_ref(&good)).status,
+            Status::Ok
+        );
+        let bad = (
+            PathBuf::from("/tmp/strata-2"),
+            Err("feed dir /tmp/strata-2 is owned by uid 0, not 2: remove it".into()),
+        );
         let c = user_feed_dirs(&[good, bad]);
         assert_eq!(c.status, Status::Limited);
         assert!(c.detail.starts_with("1 of 2"), "{}", c.detail);
@@ -313,10 +339,26 @@ mod tests {
         assert_eq!(c.status, Status::Limited);
         assert!(c.detail.contains("1 of the 2") && c.detail.contains("PID 11: permission denied"));
         let hidden = process_roots(&[(12, Reach::Hidden)], None, 1000);
-        assert!(hidden.detail.contains("PID 12: hidden by /proc"), "{}", hidden.detail);
-        assert_eq!(process_roots(&[], Some(Reach::Hidden), 1000).status, Status::Limited);
-        assert_eq!(process_roots(&[(10, Reach::Reached)], None, 1000).status, Status::Ok);
-        assert_eq!(process_roots(&[], Some(Reach::Denied), 1000).status, Status::Limited);
-        assert_eq!(process_roots(&[], Some(Reach::Reached), 1000).status, Status::Ok);
+        assert!(
+            hidden.detail.contains("PID 12: hidden by /proc"),
+            "{}",
+            hidden.detail
+        );
+        assert_eq!(
+            process_roots(&[], Some(Reach::Hidden), 1000).status,
+            Status::Limited
+        );
+        assert_eq!(
+            process_roots(&[(10, Reach::Reached)], None, 1000).status,
+            Status::Ok
+        );
+        assert_eq!(
+            process_roots(&[], Some(Reach::Denied), 1000).status,
+            Status::Limited
+        );
+        assert_eq!(
+            process_roots(&[], Some(Reach::Reached), 1000).status,
+            Status::Ok
+        );
     }
 }

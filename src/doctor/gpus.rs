@@ -4,13 +4,12 @@
 //! need root and whether each instance can be read.
 
 use super::driver::NVML_HUNG;
+use super::mig;
 use super::runner::Lane;
 use super::{Check, Group};
-use crate::source::nvml::probe::{refused, DriverCalls, ProcessLists, Refused, RefusedKind};
-use crate::source::nvml::profile_from_name;
 use crate::sample::DeviceMemory;
-use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, Nvml};
+use crate::source::nvml::probe::{refused, DriverCalls, ProcessLists, Refused, RefusedKind};
+use nvml_wrapper::Nvml;
 use std::sync::Arc;
 
 /// NVML's "enabled" in `nvmlDeviceGetMigMode`.
@@ -126,14 +125,18 @@ fn gpu_lane(lane: &Lane, nvml: &Nvml, index: u32) {
     );
     let memory = calls.memory(&device);
     step(
-        if in_mig { "parent_figures" } else { "processes" },
+        if in_mig {
+            "parent_figures"
+        } else {
+            "processes"
+        },
         "a process list (nvmlDeviceGet{Compute,Graphics,MPSCompute}RunningProcesses)",
     );
     let lists = calls.processes(&device);
     lane.listed(lists.pids.clone());
     if in_mig {
-        report(parent_figures(&memory, &lists));
-        report(instances(lane, &subject, &calls, &device));
+        report(mig::parent_figures(&memory, &lists));
+        report(mig::instances(lane, &subject, &calls, &device));
     } else {
         report(memory_of(&memory));
         report(processes_of(&lists));
@@ -155,9 +158,10 @@ fn identity(name: Result<String, Refused>, uuid: Result<String, Refused>) -> Che
             Check::limited(
                 Group::Gpus,
                 "gpu",
-                &format!("{} ({})", known.join(", "), lines(&refusals))
-                    .trim_start()
-                    .to_string(),
+                &match known.is_empty() {
+                    true => lines(&refusals),
+                    false => format!("{} ({})", known.join(", "), lines(&refusals)),
+                },
                 fix_for(&refusals),
             )
         }
@@ -170,7 +174,10 @@ fn mig_mode(mig: Result<(bool, bool), Refused>) -> Check {
             let now = if current { "MIG on" } else { "MIG off" };
             let detail = match current == pending {
                 true => now.to_string(),
-                false => format!("{now}, {} after the next GPU reset", if pending { "on" } else { "off" }),
+                false => format!(
+                    "{now}, {} after the next GPU reset",
+                    if pending { "on" } else { "off" }
+                ),
             };
             Check::ok(Group::Gpus, "mig_mode", &detail)
         }
@@ -185,7 +192,10 @@ fn mig_mode(mig: Result<(bool, bool), Refused>) -> Check {
             check(
                 Group::Gpus,
                 "mig_mode",
-                &format!("{}: strata cannot tell whether the GPU is split, and reads it whole", r.line),
+                &format!(
+                    "{}: strata cannot tell whether the GPU is split, and reads it whole",
+                    r.line
+                ),
                 fix_for(&[&r]),
             )
         }
@@ -215,7 +225,10 @@ fn memory_of(memory: &Result<DeviceMemory, Refused>) -> Check {
 
 fn processes_of(lists: &ProcessLists) -> Check {
     let count = lists.pids.len();
-    let listed = format!("{count} process{} listed", if count == 1 { "" } else { "es" });
+    let listed = format!(
+        "{count} process{} listed",
+        if count == 1 { "" } else { "es" }
+    );
     if lists.lost {
         return Check::missing(
             Group::Gpus,
@@ -229,7 +242,11 @@ fn processes_of(lists: &ProcessLists) -> Check {
         );
     }
     if lists.refused.is_empty() {
-        return Check::ok(Group::Gpus, "processes", &format!("{listed} (compute, graphics and MPS lists read)"));
+        return Check::ok(
+            Group::Gpus,
+            "processes",
+            &format!("{listed} (compute, graphics and MPS lists read)"),
+        );
     }
     let refusals: Vec<&Refused> = lists.refused.iter().collect();
     Check::limited(
@@ -239,124 +256,6 @@ fn processes_of(lists: &ProcessLists) -> Check {
             "{}; {listed}, and the GPU's holders are not all known: its memory is shown, none of it called unexplained",
             lines(&refusals)
         ),
-        fix_for(&refusals),
-    )
-}
-
-/// In MIG mode, the parent GPU's own memory and process lists: root's only, on most drivers.
-fn parent_figures(memory: &Result<DeviceMemory, Refused>, lists: &ProcessLists) -> Check {
-    let mut refusals: Vec<&Refused> = lists.refused.iter().collect();
-    if let Err(r) = memory {
-        refusals.insert(0, r);
-    }
-    if refusals.is_empty() && !lists.lost {
-        return Check::ok(
-            Group::Gpus,
-            "parent_figures",
-            "the parent GPU's memory and process lists are read in MIG mode",
-        );
-    }
-    if lists.lost {
-        return Check::missing(
-            Group::Gpus,
-            "parent_figures",
-            "NVML_ERROR_GPU_IS_LOST: the GPU has fallen off the bus",
-            "see `dmesg` (Xid errors), then reset the GPU (`nvidia-smi -r`) or reboot",
-        );
-    }
-    let root = refusals.iter().all(|r| r.kind == RefusedKind::NeedsRoot);
-    let meaning = match root {
-        true => "the parent GPU's aggregate figures need root in MIG mode: each instance is still read, and a process listed only on the parent is not shown",
-        false => "the parent GPU's figures cannot be read: each instance is still read",
-    };
-    Check::limited(
-        Group::Gpus,
-        "parent_figures",
-        &format!("{meaning} ({})", lines(&refusals)),
-        fix_for(&refusals),
-    )
-}
-
-/// Every MIG instance: its handle, memory and process lists.
-fn instances<'n>(
-    lane: &Lane,
-    subject: &str,
-    calls: &DriverCalls<'n>,
-    parent: &Device<'n>,
-) -> Check {
-    let step = |what: &str| lane.step(Group::Gpus, "mig_instances", Some(subject), what, NVML_HUNG);
-    step("nvmlDeviceGetMaxMigDeviceCount");
-    let slots = match parent.mig_device_count() {
-        Ok(slots) => slots,
-        Err(e) => {
-            let r = refused("nvmlDeviceGetMaxMigDeviceCount", e);
-            return Check::limited(
-                Group::Gpus,
-                "mig_instances",
-                &format!("{}: the instances cannot be counted, and none is shown", r.line),
-                fix_for(&[&r]),
-            );
-        }
-    };
-    let mut profiles = Vec::new();
-    let mut problems: Vec<String> = Vec::new();
-    let mut refusals: Vec<Refused> = Vec::new();
-    for slot in 0..slots {
-        step(&format!("nvmlDeviceGetMigDeviceHandleByIndex (slot {slot})"));
-        let mig = match parent.mig_device_by_index(slot) {
-            Ok(mig) => mig,
-            // An empty slot.
-            Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
-            Err(e) => {
-                let r = refused("nvmlDeviceGetMigDeviceHandleByIndex", e);
-                problems.push(format!("slot {slot}: {}", r.line));
-                refusals.push(r);
-                continue;
-            }
-        };
-        step(&format!("nvmlDeviceGetName (slot {slot})"));
-        let profile = mig
-            .name()
-            .ok()
-            .and_then(|n| profile_from_name(&n))
-            .unwrap_or_else(|| format!("slot {slot}"));
-        step(&format!("the memory of slot {slot}"));
-        let memory = calls.memory(&mig);
-        step(&format!("the process lists of slot {slot}"));
-        let lists = calls.processes(&mig);
-        lane.listed(lists.pids.clone());
-        if let Err(r) = memory {
-            problems.push(format!("{profile} (slot {slot}) memory: {}", r.line));
-            refusals.push(r);
-        }
-        for r in lists.refused {
-            problems.push(format!("{profile} (slot {slot}) processes: {}", r.line));
-            refusals.push(r);
-        }
-        profiles.push(profile);
-    }
-    let found = format!(
-        "{} instance{}{}",
-        profiles.len(),
-        if profiles.len() == 1 { "" } else { "s" },
-        if profiles.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", profiles.join(", "))
-        }
-    );
-    if problems.is_empty() {
-        return Check::ok(
-            Group::Gpus,
-            "mig_instances",
-            &format!("{found}: each one's memory and processes are read"),
-        );
-    }
-    let refusals: Vec<&Refused> = refusals.iter().collect();
-    Check::limited(
-        Group::Gpus,
-        "mig_instances",
-        &format!("{found}; {}", problems.join("; ")),
         fix_for(&refusals),
     )
 }
@@ -382,24 +281,6 @@ mod tests {
     }
 
     #[test]
-    fn the_parent_refusing_in_mig_mode_needs_root_and_is_limited() {
-        let root = refusal(RefusedKind::NeedsRoot);
-        let lists = ProcessLists {
-            pids: vec![],
-            refused: vec![root.clone()],
-            lost: false,
-        };
-        let c = parent_figures(&Err(root.clone()), &lists);
-        assert_eq!(c.status, Status::Limited);
-        assert!(c.detail.starts_with("the parent GPU's aggregate figures need root"), "{}", c.detail);
-        assert!(c.fix.as_deref().is_some_and(|f| f.starts_with("run strata as root")));
-        let fine = parent_figures(&Ok(V1_MEMORY), &ProcessLists::default());
-        assert_eq!(fine.status, Status::Ok);
-        let other = parent_figures(&Err(refusal(RefusedKind::Other)), &ProcessLists::default());
-        assert!(other.detail.starts_with("the parent GPU's figures cannot be read"));
-    }
-
-    #[test]
     fn a_refused_list_is_limited_and_refused_memory_missing() {
         let lists = ProcessLists {
             pids: vec![1, 2],
@@ -415,7 +296,10 @@ mod tests {
             ..ProcessLists::default()
         };
         assert_eq!(processes_of(&lost).status, Status::Missing);
-        assert_eq!(memory_of(&Err(refusal(RefusedKind::Other))).status, Status::Missing);
+        assert_eq!(
+            memory_of(&Err(refusal(RefusedKind::Other))).status,
+            Status::Missing
+        );
         let v1 = memory_of(&Ok(V1_MEMORY));
         assert!(v1.detail.contains("v1 call"));
     }
@@ -423,11 +307,23 @@ mod tests {
     #[test]
     fn mig_mode_not_supported_is_no_mig_and_a_refusal_limited() {
         assert_eq!(mig_mode(Ok((true, true))).detail, "MIG on");
-        assert_eq!(mig_mode(Ok((false, true))).detail, "MIG off, on after the next GPU reset");
+        assert_eq!(
+            mig_mode(Ok((false, true))).detail,
+            "MIG off, on after the next GPU reset"
+        );
         let none = mig_mode(Err(refusal(RefusedKind::NotSupported)));
-        assert_eq!((none.status, none.detail.as_str()), (Status::Ok, "no MIG on this GPU"));
-        assert_eq!(mig_mode(Err(refusal(RefusedKind::NeedsRoot))).status, Status::Limited);
-        assert_eq!(mig_mode(Err(refusal(RefusedKind::Lost))).status, Status::Missing);
+        assert_eq!(
+            (none.status, none.detail.as_str()),
+            (Status::Ok, "no MIG on this GPU")
+        );
+        assert_eq!(
+            mig_mode(Err(refusal(RefusedKind::NeedsRoot))).status,
+            Status::Limited
+        );
+        assert_eq!(
+            mig_mode(Err(refusal(RefusedKind::Lost))).status,
+            Status::Missing
+        );
     }
 
     #[test]
@@ -461,6 +357,10 @@ mod tests {
         assert!(fix_for(&[&old]).contains("R510"));
         let id = identity(Err(root.clone()), Ok("GPU-1".into()));
         assert_eq!(id.status, Status::Limited);
-        assert!(id.detail.starts_with("GPU-1 (NVML_ERROR_X"), "{}", id.detail);
+        assert!(
+            id.detail.starts_with("GPU-1 (NVML_ERROR_X"),
+            "{}",
+            id.detail
+        );
     }
 }

@@ -17,7 +17,9 @@ mod driver;
 mod export;
 mod feeds;
 mod gpus;
+mod mig;
 mod processes;
+mod python;
 mod render;
 mod runner;
 mod terminal;
@@ -171,11 +173,7 @@ impl Report {
                 Status::Missing => counts.missing += 1,
             }
         }
-        let status = checks
-            .iter()
-            .map(|c| c.status)
-            .max()
-            .unwrap_or(Status::Ok);
+        let status = checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
         Report {
             schema: SCHEMA,
             host,
@@ -338,8 +336,8 @@ mod tests {
 
     #[test]
     fn strings_from_outside_are_defused() {
-        let c = Check::limited(Group::Gpus, "gpu", "NVIDIA\x1b]0;x\x07", "fix\u{202e}")
-            .about("GPU\n0");
+        let c =
+            Check::limited(Group::Gpus, "gpu", "NVIDIA\x1b]0;x\x07", "fix\u{202e}").about("GPU\n0");
         assert!(!format!("{c:?}").contains('\x1b'));
         assert_eq!(c.detail, "NVIDIA\u{FFFD}]0;x\u{FFFD}");
         assert_eq!(c.fix.as_deref(), Some("fix\u{FFFD}"));

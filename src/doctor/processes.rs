@@ -19,13 +19,19 @@ pub(super) fn start(runner: &mut Runner) {
 
 fn processes_lane(lane: &Lane) {
     let step = |check, what: &str| lane.step(Group::Processes, check, None, what, PROC_HUNG);
-    step("pid_namespace", "reading /proc/1/ns/pid and /proc/self/ns/pid");
+    step(
+        "pid_namespace",
+        "reading /proc/1/ns/pid and /proc/self/ns/pid",
+    );
     lane.report(pid_namespace(ProcFs::default().host_pid_namespace()));
     step("hidepid", "reading /proc/self/mountinfo");
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     lane.report(hidepid(proc_hidepid(&mountinfo).as_deref(), euid()));
     step("other_users_proc", "reading another user's /proc/PID");
-    lane.report(other_users(&probe_other_user(Path::new("/proc"), euid()), euid()));
+    lane.report(other_users(
+        &probe_other_user(Path::new("/proc"), euid()),
+        euid(),
+    ));
 }
 
 pub(super) fn pid_namespace(host: Option<bool>) -> Check {
@@ -57,7 +63,10 @@ pub(super) fn proc_hidepid(mountinfo: &str) -> Option<String> {
     let proc_mount = mountinfo.lines().rev().find(|line| {
         let mut fields = line.split(' ');
         let point = fields.nth(4);
-        let fstype = line.split(" - ").nth(1).and_then(|rest| rest.split(' ').next());
+        let fstype = line
+            .split(" - ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next());
         point == Some("/proc") && fstype == Some("proc")
     })?;
     let value = proc_mount
@@ -216,12 +225,14 @@ mod tests {
     use super::*;
     use crate::doctor::Status;
 
-    const HOST: &str = "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n";
+    const HOST: &str =
+        "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n";
 
     #[test]
     fn hidepid_is_read_from_the_last_proc_mount_on_proc() {
         assert_eq!(proc_hidepid(HOST), None);
-        let stacked = format!("{HOST}63 45 0:39 / /proc rw,relatime - proc proc rw,hidepid=invisible\n");
+        let stacked =
+            format!("{HOST}63 45 0:39 / /proc rw,relatime - proc proc rw,hidepid=invisible\n");
         assert_eq!(proc_hidepid(&stacked).as_deref(), Some("2"));
         let old = "20 1 0:5 / /proc rw,relatime - proc proc rw,hidepid=1,gid=27\n";
         assert_eq!(proc_hidepid(old).as_deref(), Some("1"));
@@ -264,7 +275,11 @@ mod tests {
         p.fd = Access::Denied;
         let c = other_users(&Some(p.clone()), 1000);
         assert_eq!(c.status, Status::Limited);
-        assert!(c.detail.contains("open files") && c.detail.contains("fd denied"), "{}", c.detail);
+        assert!(
+            c.detail.contains("open files") && c.detail.contains("fd denied"),
+            "{}",
+            c.detail
+        );
         p.stat = Access::Hidden;
         assert!(other_users(&Some(p), 1000).detail.contains("stat hidden"));
         assert_eq!(other_users(&None, 1000).status, Status::Ok);

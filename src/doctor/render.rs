@@ -87,12 +87,27 @@ mod tests {
         let text = text(&report, false);
         assert!(!text.contains('\x1b'), "{text}");
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "strata doctor: what strata can see on node\u{FFFD}[2J as uid 1000");
-        assert!(lines.contains(&"  ok       nvml                     loaded"), "{text}");
-        assert!(lines.contains(&"  limited  GPU 0 mig_mode           refused"), "{text}");
-        let fix = lines.iter().position(|l| l.ends_with("fix: run as root")).expect("fix");
+        assert_eq!(
+            lines[0],
+            "strata doctor: what strata can see on node\u{FFFD}[2J as uid 1000"
+        );
+        assert!(
+            lines.contains(&"  ok       nvml                     loaded"),
+            "{text}"
+        );
+        assert!(
+            lines.contains(&"  limited  GPU 0 mig_mode           refused"),
+            "{text}"
+        );
+        let fix = lines
+            .iter()
+            .position(|l| l.ends_with("fix: run as root"))
+            .expect("fix");
         assert!(lines[fix - 1].contains("GPU 0 mig_mode"));
-        assert_eq!(lines.last(), Some(&"1 ok, 1 limited, 0 missing: exit status 3"));
+        assert_eq!(
+            lines.last(),
+            Some(&"1 ok, 1 limited, 0 missing: exit status 3")
+        );
         let coloured = super::text(&report, true);
         assert!(coloured.contains("\x1b[33mlimited"));
     }

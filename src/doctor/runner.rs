@@ -227,11 +227,7 @@ impl Runner {
     }
 }
 
-fn apply(
-    lanes: &mut BTreeMap<usize, LaneState>,
-    listed: &mut Option<BTreeSet<u32>>,
-    event: Event,
-) {
+fn apply(lanes: &mut BTreeMap<usize, LaneState>, listed: &mut Option<BTreeSet<u32>>, event: Event) {
     let now = Instant::now();
     // What an abandoned lane sends is too late to count.
     fn lane_of(
@@ -330,7 +326,13 @@ mod tests {
         let mut runner = Runner::new(Duration::from_millis(200));
         let (release, held) = mpsc::channel::<()>();
         runner.spawn((1, 0), move |lane| {
-            lane.step(Group::Gpus, "mig_mode", Some("GPU 0"), "nvmlDeviceGetMigMode", "fix it");
+            lane.step(
+                Group::Gpus,
+                "mig_mode",
+                Some("GPU 0"),
+                "nvmlDeviceGetMigMode",
+                "fix it",
+            );
             // Blocks until the test ends: longer than the timeout.
             let _ = held.recv();
             lane.report(Check::ok(Group::Gpus, "mig_mode", "too late"));
@@ -384,7 +386,10 @@ mod tests {
         let finished = runner.finish();
         assert_eq!(finished.checks.len(), 1);
         let c = &finished.checks[0];
-        assert_eq!((c.group, c.check, c.status), (Group::Feeds, "feed_dir", Status::Missing));
+        assert_eq!(
+            (c.group, c.check, c.status),
+            (Group::Feeds, "feed_dir", Status::Missing)
+        );
         assert!(c.detail.contains("internal error"));
     }
 

@@ -19,7 +19,13 @@ fn variable(name: &str) -> Option<String> {
 }
 
 fn terminal_lane(lane: &Lane) {
-    lane.step(Group::Terminal, "size", None, "asking /dev/tty its size", "");
+    lane.step(
+        Group::Terminal,
+        "size",
+        None,
+        "asking /dev/tty its size",
+        "",
+    );
     let term = variable("TERM");
     lane.report(term_check(term.as_deref()));
     lane.report(colour(term.as_deref(), variable("COLORTERM").as_deref()));
@@ -65,7 +71,10 @@ pub(super) fn colour(term: Option<&str>, colorterm: Option<&str>) -> Check {
         return Check::limited(
             Group::Terminal,
             "colour",
-            &format!("no colour for TERM={}: the layers are told apart by their glyphs alone", term.unwrap_or("")),
+            &format!(
+                "no colour for TERM={}: the layers are told apart by their glyphs alone",
+                term.unwrap_or("")
+            ),
             "set TERM to the terminal's own name; NO_COLOR=1 chooses glyphs alone on purpose",
         );
     }
@@ -90,7 +99,10 @@ pub(super) fn size(size: Option<(u16, u16)>) -> Check {
         return Check::limited(
             Group::Terminal,
             "size",
-            &format!("{shown}: below {}×{} the monitor shows one line asking for room", SMALLEST.0, SMALLEST.1),
+            &format!(
+                "{shown}: below {}×{} the monitor shows one line asking for room",
+                SMALLEST.0, SMALLEST.1
+            ),
             "enlarge the window",
         );
     }
@@ -98,7 +110,11 @@ pub(super) fn size(size: Option<(u16, u16)>) -> Check {
         true => "two columns",
         false => "one column (two from 150 columns)",
     };
-    Check::ok(Group::Terminal, "size", &format!("{shown}: the monitor lays out {layout}"))
+    Check::ok(
+        Group::Terminal,
+        "size",
+        &format!("{shown}: the monitor lays out {layout}"),
+    )
 }
 
 pub(super) fn no_color(value: Option<&str>) -> Check {
@@ -119,10 +135,17 @@ mod tests {
     fn a_dumb_or_missing_term_is_limited() {
         assert_eq!(term_check(None).status, Status::Limited);
         assert_eq!(term_check(Some("dumb")).status, Status::Limited);
-        assert_eq!(term_check(Some("xterm-256color")).detail, "TERM=xterm-256color");
+        assert_eq!(
+            term_check(Some("xterm-256color")).detail,
+            "TERM=xterm-256color"
+        );
         assert_eq!(colour(Some("dumb"), None).status, Status::Limited);
-        assert!(colour(Some("xterm-256color"), None).detail.starts_with("256 colours"));
-        assert!(colour(Some("xterm"), Some("truecolor")).detail.starts_with("24-bit"));
+        assert!(colour(Some("xterm-256color"), None)
+            .detail
+            .starts_with("256 colours"));
+        assert!(colour(Some("xterm"), Some("truecolor"))
+            .detail
+            .starts_with("24-bit"));
         assert_eq!(colour(Some("vt100"), None).status, Status::Limited);
     }
 

@@ -128,7 +128,10 @@ mod tests {
     #[test]
     fn each_refusal_is_told_apart_for_its_fix() {
         let kind = |r: Refusal| Refused::from(r).kind;
-        assert_eq!(kind(Refusal::code("c", NO_PERMISSION)), RefusedKind::NeedsRoot);
+        assert_eq!(
+            kind(Refusal::code("c", NO_PERMISSION)),
+            RefusedKind::NeedsRoot
+        );
         assert_eq!(kind(Refusal::code("c", GPU_IS_LOST)), RefusedKind::Lost);
         assert_eq!(kind(Refusal::code("c", 3)), RefusedKind::NotSupported);
         assert_eq!(kind(Refusal::missing("c")), RefusedKind::MissingCall);
