@@ -6,7 +6,8 @@
 mod common;
 
 use common::doctor::{
-    assert_check, check, checks, detached, doctor_command, ran, said, sleeper, Running,
+    assert_check, check, checks, detached, doctor_command, documented, keys, ran, said, sleeper,
+    Running,
 };
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_with, scenario};
 use common::feeds::Scratch;
@@ -40,36 +41,6 @@ fn write(scratch: &Scratch, name: &str, scenario: &Value) -> PathBuf {
     let path = scratch.path(name);
     std::fs::write(&path, scenario.to_string()).expect("scenario");
     path
-}
-
-/// The README's documented keys of each JSON object, between `<!-- MARK -->` and its end.
-fn documented(mark: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let start = readme
-        .find(&format!("<!-- {mark} -->"))
-        .unwrap_or_else(|| panic!("the README has a {mark} block"));
-    let end = readme[start..]
-        .find(&format!("<!-- /{mark} -->"))
-        .map(|e| start + e)
-        .expect("its end marker");
-    readme[start..end]
-        .lines()
-        .filter(|l| !l.starts_with("<!--") && !l.starts_with("```") && !l.trim().is_empty())
-        .map(|l| {
-            let mut words = l.split_whitespace().map(str::to_string);
-            (words.next().unwrap_or_default(), words.collect())
-        })
-        .collect()
-}
-
-fn keys(object: &Value) -> BTreeSet<String> {
-    object
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {object}"))
-        .keys()
-        .cloned()
-        .collect()
 }
 
 #[test]
@@ -197,6 +168,35 @@ fn a_node_seen_whole_is_all_ok_and_exit_status_0() {
         check(&r.report, "feed_dir", None),
         "ok",
         &["mode 0700: trusted"],
+    );
+}
+
+#[test]
+fn a_feed_dir_the_monitor_would_refuse_is_missing_with_the_rules_fix() {
+    let scratch = Scratch::new("doctor-feed-dir");
+    let feeds = scratch.feeds();
+    std::fs::set_permissions(&feeds, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let r = ran(doctor_command(
+        None,
+        None,
+        &["--feed-dir", &feeds.to_string_lossy()],
+    ));
+    let dir = check(&r.report, "feed_dir", None);
+    assert_check(
+        dir,
+        "missing",
+        &["mode 0755", "every feed in it is refused"],
+    );
+    assert!(
+        dir["fix"].as_str().is_some_and(|f| f.contains("chmod 700")),
+        "{}",
+        said(dir)
+    );
+    assert_check(
+        check(&r.report, "user_feed_dirs", None),
+        "ok",
+        &["--feed-dir"],
     );
 }
 

@@ -431,3 +431,56 @@ fn a_real_python_3_14_started_with_the_option_off_is_named() {
         ],
     );
 }
+
+/// `/tmp/strata-<uid>` for a uid no one has, removed on drop.
+struct UserDir(PathBuf);
+
+impl UserDir {
+    fn new(uid: u32, owner: u32, mode: u32) -> UserDir {
+        let dir = PathBuf::from(format!("/tmp/strata-{uid}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        std::os::unix::fs::chown(&dir, Some(owner), None).expect("chown");
+        UserDir(dir)
+    }
+}
+
+impl Drop for UserDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn as_root_every_users_feed_dir_is_judged_by_the_monitors_rule() {
+    assert_root();
+    // Uids no account has, unlikely to meet another test's.
+    let base = 3_000_000_000 + 2 * (std::process::id() % 1_000_000);
+    let trusted = UserDir::new(base, base, 0o700);
+    let stolen = UserDir::new(base + 1, 0, 0o700);
+    let r = ran(doctor_command(None, None, &[]));
+    let dirs = check(&r.report, "user_feed_dirs", None);
+    let detail = dirs["detail"].as_str().unwrap_or_default();
+    assert_eq!(dirs["status"], "limited", "{}", said(dirs));
+    assert!(
+        detail.contains(&format!(
+            "feed dir {} is owned by uid 0, not {}",
+            stolen.0.display(),
+            base + 1
+        )),
+        "{}",
+        said(dirs)
+    );
+    assert!(
+        !detail.contains(&format!("{}:", trusted.0.display())),
+        "trusted: {detail}"
+    );
+    drop(stolen);
+    let r = ran(doctor_command(None, None, &[]));
+    let detail = check(&r.report, "user_feed_dirs", None)["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!detail.contains(&format!("strata-{base}")), "{detail}");
+}

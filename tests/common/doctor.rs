@@ -157,3 +157,35 @@ pub fn assert_check(check: &Value, status: &str, words: &[&str]) {
         assert!(detail.contains(word), "{word:?} in {}", said(check));
     }
 }
+
+/// The README's documented keys of each JSON object, between `<!-- MARK -->` and its end.
+pub fn documented(
+    mark: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme
+        .find(&format!("<!-- {mark} -->"))
+        .unwrap_or_else(|| panic!("the README has a {mark} block"));
+    let end = readme[start..]
+        .find(&format!("<!-- /{mark} -->"))
+        .map(|e| start + e)
+        .expect("its end marker");
+    readme[start..end]
+        .lines()
+        .filter(|l| !l.starts_with("<!--") && !l.starts_with("```") && !l.trim().is_empty())
+        .map(|l| {
+            let mut words = l.split_whitespace().map(str::to_string);
+            (words.next().unwrap_or_default(), words.collect())
+        })
+        .collect()
+}
+
+pub fn keys(object: &Value) -> std::collections::BTreeSet<String> {
+    object
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {object}"))
+        .keys()
+        .cloned()
+        .collect()
+}
