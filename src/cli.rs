@@ -150,6 +150,10 @@ pub enum Command {
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
+    /// What strata can and cannot see on this node, and why: each check ok, limited or
+    /// missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when
+    /// any is missing).
+    Doctor(DoctorArgs),
     /// Print the completion script for SHELL: `strata completions bash >
     /// ~/.local/share/bash-completion/completions/strata`.
     Completions(CompletionsArgs),
@@ -170,6 +174,22 @@ pub struct ManArgs {
     /// Write strata.1 and strata-COMMAND.1 for each command into DIR instead.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON (schema strata.doctor/1): every check with its status, reason and fix.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The address `strata serve` would listen on, whose port is checked.
+    #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_name = "ADDR")]
+    pub listen: String,
+
+    /// Seconds one check may take (a call into a hung driver never returns): past it, the
+    /// check says it timed out and the rest go on.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = parse_check_timeout)]
+    pub timeout: f64,
 }
 
 #[derive(Debug, Args)]
@@ -302,6 +322,10 @@ fn parse_feed_interval(text: &str) -> Result<f64, String> {
 
 fn parse_speed(text: &str) -> Result<f64, String> {
     parse_positive(text, "story seconds per second", 0.01, 10_000.0)
+}
+
+fn parse_check_timeout(text: &str) -> Result<f64, String> {
+    parse_positive(text, "seconds", 0.1, 600.0)
 }
 
 fn parse_nonnegative(text: &str) -> Result<f64, String> {

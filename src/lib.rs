@@ -10,6 +10,7 @@ pub mod app;
 pub mod cli;
 pub mod context;
 pub mod detect;
+pub mod doctor;
 pub mod feed;
 pub mod fixtures;
 pub mod history;

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
+        Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
         Some(Command::Completions(args)) => print_all(&strata::manual::completions(args.shell))
             .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}")),
         Some(Command::Man(args)) => man(&args),

@@ -112,6 +112,25 @@ pub(crate) fn dir_verdict(dir: &Path, st: &libc::stat, expected: u32) -> Result<
     Ok(())
 }
 
+/// Every user's feed dir under `tmp_root` (`strata-<uid>`), with the uid its name gives, in
+/// order: where a monitor running as root looks.
+pub(crate) fn tmp_feed_dirs(tmp_root: &Path) -> Vec<(PathBuf, u32)> {
+    let mut dirs = Vec::new();
+    if let Ok(entries) = fs::read_dir(tmp_root) {
+        for entry in entries.take(MAX_TMP_ENTRIES).flatten() {
+            let name = entry.file_name();
+            let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("strata-")) else {
+                continue;
+            };
+            if let (Ok(n), true) = (uid.parse::<u32>(), uid.bytes().all(|b| b.is_ascii_digit())) {
+                dirs.push((entry.path(), n));
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
 /// Finds candidates: see the module comment.
 pub(crate) struct Scanner {
     feed_dir: Option<PathBuf>,
@@ -218,20 +237,7 @@ impl Scanner {
                 return dirs.clone();
             }
         }
-        let mut dirs = Vec::new();
-        if let Ok(entries) = fs::read_dir(&self.tmp_root) {
-            for entry in entries.take(MAX_TMP_ENTRIES).flatten() {
-                let name = entry.file_name();
-                let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("strata-")) else {
-                    continue;
-                };
-                if let (Ok(n), true) = (uid.parse::<u32>(), uid.bytes().all(|b| b.is_ascii_digit()))
-                {
-                    dirs.push((entry.path(), n));
-                }
-            }
-        }
-        dirs.sort();
+        let dirs = tmp_feed_dirs(&self.tmp_root);
         if let Some(mtime) = mtime {
             self.tmp_dirs = Some((mtime, dirs.clone()));
         }
@@ -328,14 +334,22 @@ impl Found {
     }
 }
 
-fn list_feed_dir(path: &Path, expected_uid: u32, found: &mut Found) {
-    let Ok(fd) = open_path(path, libc::O_NOFOLLOW) else {
-        return;
-    };
-    let Some(st) = fstat(&fd) else {
-        return;
-    };
+/// A feed dir as a scan finds it, not following a final link: the descriptor, its status and
+/// the verdict on it (owner, mode, not a link).
+pub(crate) fn open_feed_dir(
+    path: &Path,
+    expected_uid: u32,
+) -> io::Result<(OwnedFd, libc::stat, Result<(), String>)> {
+    let fd = open_path(path, libc::O_NOFOLLOW)?;
+    let st = fstat(&fd).ok_or_else(io::Error::last_os_error)?;
     let verdict = dir_verdict(path, &st, expected_uid);
+    Ok((fd, st, verdict))
+}
+
+fn list_feed_dir(path: &Path, expected_uid: u32, found: &mut Found) {
+    let Ok((fd, st, verdict)) = open_feed_dir(path, expected_uid) else {
+        return;
+    };
     // A linked dir is refused, but its sockets are still listed so the user sees why.
     let fd = if is_link(&st) {
         match open_path(path, libc::O_DIRECTORY) {

@@ -11,6 +11,7 @@ mod api;
 mod gpu;
 mod handles;
 mod mig;
+pub mod probe;
 mod processes;
 mod query;
 mod refusal;
@@ -74,29 +75,36 @@ fn describe(e: &NvmlError) -> String {
     }
 }
 
+/// Loads and initialises NVML from `library`, else from the driver's usual names in turn:
+/// the library, and the name it was loaded by.
+pub fn load(library: Option<PathBuf>) -> Result<(Nvml, PathBuf), SourceError> {
+    let candidates: Vec<PathBuf> = match library {
+        Some(path) => vec![path],
+        None => DEFAULT_LIBRARIES.iter().map(PathBuf::from).collect(),
+    };
+    let mut failures = Vec::new();
+    for path in candidates {
+        match Nvml::builder().lib_path(OsStr::new(&path)).init() {
+            Ok(nvml) => return Ok((nvml, path)),
+            Err(NvmlError::LibloadingError(e)) => failures.push(e.to_string()),
+            Err(e) => {
+                return Err(SourceError::Init {
+                    detail: format!("{}: {}", path.display(), describe(&e)),
+                })
+            }
+        }
+    }
+    Err(SourceError::LibraryNotFound {
+        detail: failures.join("; "),
+    })
+}
+
 impl NvmlSource {
     /// Loads NVML from `library` (or the driver's usual names). The GPUs are counted and
     /// opened at the first poll, and again at later polls for whatever NVML refused.
     pub fn open(library: Option<PathBuf>, interval: f64) -> Result<Self, SourceError> {
-        let candidates: Vec<PathBuf> = match library {
-            Some(path) => vec![path],
-            None => DEFAULT_LIBRARIES.iter().map(PathBuf::from).collect(),
-        };
-        let mut failures = Vec::new();
-        for path in &candidates {
-            match Nvml::builder().lib_path(OsStr::new(path)).init() {
-                Ok(nvml) => return Ok(Self::start(nvml, path.display().to_string(), interval)),
-                Err(NvmlError::LibloadingError(e)) => failures.push(e.to_string()),
-                Err(e) => {
-                    return Err(SourceError::Init {
-                        detail: format!("{}: {}", path.display(), describe(&e)),
-                    })
-                }
-            }
-        }
-        Err(SourceError::LibraryNotFound {
-            detail: failures.join("; "),
-        })
+        let (nvml, path) = load(library)?;
+        Ok(Self::start(nvml, path.display().to_string(), interval))
     }
 
     fn start(nvml: Nvml, library: String, interval: f64) -> Self {
