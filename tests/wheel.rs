@@ -298,6 +298,10 @@ fn strata_run_from_the_venv_feeds_a_job_through_the_installed_agent() {
         env!("CARGO_PKG_VERSION"),
         "{feed}"
     );
+    // The feed says which copy runs, and where it is.
+    assert_eq!(feed["hello"]["agent_copy"], "environment", "{feed}");
+    let path = feed["hello"]["agent_path"].as_str().unwrap_or_default();
+    assert!(path.contains(&venv_real.display().to_string()), "{feed}");
 }
 
 /// The shipped binary on an older userland than this machine's: a Debian bullseye root
