@@ -17,7 +17,7 @@ const MAX_STRING_CHARS: usize = 256;
 /// `settings` keeps at most this many entries.
 const MAX_MAP_ENTRIES: usize = 32;
 /// The protocol version this monitor reads (every message's `v`).
-pub(crate) const PROTOCOL: u64 = 1;
+pub(crate) const PROTOCOL: u64 = crate::version::FEED_PROTOCOL;
 
 /// One message as the hub uses it.
 #[derive(Debug, Clone, PartialEq)]
