@@ -111,6 +111,8 @@ pub struct ProcessOut<'a> {
     pub host_memory: Option<u64>,
     /// Seconds since the process started.
     pub elapsed: Option<u64>,
+    /// Who the process belongs to: pod, container, Slurm step, unit, launcher.
+    pub owner: Option<&'a crate::sample::owner::Owner>,
     /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
@@ -202,6 +204,7 @@ impl<'a> Snapshot<'a> {
                 cpu_percent: p.cpu_percent,
                 host_memory: p.host_memory,
                 elapsed: p.elapsed,
+                owner: p.owner.as_deref(),
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,

@@ -47,6 +47,7 @@ pub struct NvmlSource {
     /// What this driver lacks of the calls strata prefers, in one line.
     driver_problem: Option<String>,
     procfs: ProcFs,
+    owners: super::owner::Owners,
     /// The host's CPU and memory, and each GPU process's share (kept between polls: CPU use
     /// is a difference).
     host_stats: HostReader,
@@ -127,6 +128,7 @@ impl NvmlSource {
             cuda_driver_version,
             driver_problem,
             procfs: ProcFs::default(),
+            owners: super::owner::Owners::default(),
             host_stats: HostReader::new(),
             holder_search: HolderSearch::default(),
             host: host_name(),
@@ -172,6 +174,10 @@ impl Source for NvmlSource {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
                 let identity = self.procfs.identity(placed.pid);
+                let owner = match (identity.visible, identity.start_time) {
+                    (true, Some(start)) => Some(self.owners.of(placed.pid, start)),
+                    _ => None,
+                };
                 processes.push(ProcessSample {
                     pid: placed.pid,
                     device_uuid: placed.device_uuid,
@@ -189,6 +195,7 @@ impl Source for NvmlSource {
                     cpu_percent: None,
                     host_memory: None,
                     elapsed: None,
+                    owner,
                     feed: None,
                 });
             }
@@ -199,6 +206,7 @@ impl Source for NvmlSource {
             .filter_map(|p| p.start_time.map(|t| (p.pid, t)))
             .collect();
         self.procfs.retain(&alive);
+        self.owners.retain(&alive);
         let host_pid_namespace = self.procfs.host_pid_namespace();
         // Only pids this /proc names as NVML does: elsewhere the number is another process.
         let mut visible: Vec<u32> = processes

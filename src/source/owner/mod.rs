@@ -14,6 +14,7 @@ pub use names::{NamePaths, PodIndex};
 use crate::sample::owner::{from, Owner, OwnerKind};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long an owner with a part missing is kept before it is read again.
@@ -21,7 +22,7 @@ const RETRY: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 struct Known {
-    owner: Owner,
+    owner: Arc<Owner>,
     /// When to read it again: `None` once everything that could be named is.
     retry_at: Option<Instant>,
 }
@@ -52,21 +53,21 @@ impl Owners {
     }
 
     /// The owner of a process this `/proc` shows, started at `start_time`.
-    pub fn of(&mut self, pid: u32, start_time: u64) -> Owner {
+    pub fn of(&mut self, pid: u32, start_time: u64) -> Arc<Owner> {
         let key = (pid, start_time);
         if let Some(known) = self.known.get(&key) {
             if known.retry_at.is_none_or(|at| Instant::now() < at) {
                 return known.owner.clone();
             }
         }
-        let owner = self.read(pid);
+        let owner = Arc::new(self.read(pid));
         let incomplete = ["pod", "container"]
             .iter()
             .any(|k| owner.unreadable.contains_key(*k));
         self.known.insert(
             key,
             Known {
-                owner: owner.clone(),
+                owner: Arc::clone(&owner),
                 retry_at: incomplete.then(|| Instant::now() + RETRY),
             },
         );
