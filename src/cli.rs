@@ -284,6 +284,11 @@ pub struct SnapshotArgs {
     /// Take this many samples, one interval apart.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
+
+    /// With --json: add `groups`, the processes summed per device by their launcher, pod
+    /// (or container), Slurm job or user.
+    #[arg(long, value_name = "BY", requires = "json", value_parser = crate::accounting::GroupBy::parse)]
+    pub group_by: Option<crate::accounting::GroupBy>,
 }
 
 fn parse_positive(text: &str, what: &str, min: f64, max: f64) -> Result<f64, String> {

@@ -200,7 +200,11 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
         }
         let observed = pipeline.ingest(source.sample()?);
         let shown = if args.json {
-            let mut line = serde_json::to_string(&Snapshot::of(&observed))?;
+            let shown = match args.group_by {
+                Some(by) => Snapshot::grouped(&observed, by),
+                None => Snapshot::of(&observed),
+            };
+            let mut line = serde_json::to_string(&shown)?;
             line.push('\n');
             line
         } else if args.report {

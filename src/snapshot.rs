@@ -44,6 +44,16 @@ pub struct Snapshot<'a> {
     /// [`EARLIER_SHOWN`] samples, evenly spread, the first and last always kept.
     pub feeds: Vec<FeedRecord>,
     pub findings: &'a [Finding],
+    /// The processes grouped by their owner (`--group-by`): absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Groups>,
+}
+
+/// `groups`: the grouping asked for, and its rows (one per group and device).
+#[derive(Serialize)]
+pub struct Groups {
+    pub by: crate::accounting::GroupBy,
+    pub rows: Vec<crate::accounting::GroupRow>,
 }
 
 #[derive(Serialize)]
@@ -228,7 +238,18 @@ impl<'a> Snapshot<'a> {
             processes,
             feeds: sample.feeds.iter().map(thinned).collect(),
             findings: &observed.findings,
+            groups: None,
         }
+    }
+
+    /// The same, with the processes grouped `by` their owner.
+    pub fn grouped(observed: &'a Observed, by: crate::accounting::GroupBy) -> Self {
+        let mut snapshot = Snapshot::of(observed);
+        snapshot.groups = Some(Groups {
+            by,
+            rows: crate::accounting::groups(&observed.sample, &observed.account.processes, by),
+        });
+        snapshot
     }
 }
 

@@ -46,6 +46,7 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "completions" -d 'Prin
 complete -c strata -n "__fish_strata_needs_command" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
 complete -c strata -n "__fish_strata_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l count -d 'Take this many samples, one interval apart' -r
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l group-by -d 'With --json: add `groups`, the processes summed per device by their launcher, pod (or container), Slurm job or user' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
