@@ -209,7 +209,8 @@ mod tests {
         let accounts: Vec<ProcessAccount> =
             sample.processes.iter().map(|p| unfed(p.used)).collect();
         let rows = groups(&sample, &accounts, GroupBy::Slurm);
-        let summary: Vec<(&str, &str, Option<u64>, bool, Vec<u32>)> = rows
+        type Summary<'a> = (&'a str, &'a str, Option<u64>, bool, Vec<u32>);
+        let summary: Vec<Summary> = rows
             .iter()
             .map(|r| {
                 (
