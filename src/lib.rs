@@ -15,6 +15,7 @@ pub mod fixtures;
 pub mod history;
 pub mod launch;
 pub mod layers;
+pub mod oom;
 pub mod pipeline;
 pub mod record;
 pub mod recording;
