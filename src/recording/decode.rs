@@ -21,8 +21,10 @@ use std::io::{self, Read};
 pub const ZSTD_WINDOW_LOG_MAX: u32 = 31;
 
 /// What a zstd frame's first step is given: its magic and descriptor; the decoder then says
-/// how much it wants next (the rest of the header, then one block at a time).
+/// how much it wants next (the rest of the header, then a block at a time).
 const ZSTD_FIRST_STEP: usize = 5;
+/// The size of a zstd block header.
+const BLOCK_HEADER: usize = 3;
 
 /// Corrupt compressed data, and how much of the file was skipped for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -264,10 +266,16 @@ impl Zstd {
             self.frame = Some((self.input.offset(), zstd_window(self.input.available())));
             self.want = ZSTD_FIRST_STEP;
         }
-        while self.input.available().len() < self.want && self.input.refill()? {}
+        // The decoder's wish includes the next block's header, read ahead: it is given
+        // apart, so that a damaged header never takes the block before it down with it.
+        let want = match self.want {
+            w if w > BLOCK_HEADER => w - BLOCK_HEADER,
+            w => w.max(1),
+        };
+        while self.input.available().len() < want && self.input.refill()? {}
         let start = self.input.offset();
         let available = self.input.available();
-        let chunk = &available[..available.len().min(self.want.max(1))];
+        let chunk = &available[..available.len().min(want)];
         let offered = chunk.len();
         let mut source = InBuffer::around(chunk);
         let mut sink = OutBuffer::around(out);
@@ -313,7 +321,7 @@ impl Zstd {
     }
 
     /// Decoding failed in the step that began at `start` (`read` bytes taken): said at that
-    /// step, the block (or header) that failed; the decoder is reset, and the next step looks
+    /// step, the header or block that failed; the decoder is reset, and the next step looks
     /// for the next frame.
     fn failed(&mut self, start: u64, read: usize, error: String) -> Step {
         self.frame = None;

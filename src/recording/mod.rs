@@ -110,7 +110,7 @@ impl ReadError {
                 "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
             }
             ReadError::Window { .. } => {
-                "recompress it with a smaller window: zstd -dc --long=31 FILE | zstd -o NEW.zst (without --long zstd's window is 8 MiB at most)"
+                "recompress it with a smaller window: zstd -dc --long=31 FILE | zstd -o NEW.zst"
             }
         }
     }

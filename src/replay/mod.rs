@@ -387,3 +387,5 @@ impl Control {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reading;
