@@ -1,7 +1,8 @@
 //! A recording's lines, bounded and numbered, as samples.
 //!
 //! A line is held up to [`LINE_LIMIT`](super::LINE_LIMIT): a longer one is skipped to its
-//! newline and said with its length, never held whole. A line that is not a sample is said
+//! newline and said with its length, never held whole; a long line that does not begin as a
+//! sample does (`{`) is skipped from its first 64 KiB on, unheld. A line that is not a sample is said
 //! with its number; a last line cut short (no newline, and its JSON unfinished) is the
 //! sample that was in flight when the recorder stopped, not an error. After corrupt
 //! compressed data, the line it broke is dropped with it, and numbering goes on with the
@@ -16,6 +17,9 @@ use std::path::Path;
 
 /// Text decoded at a time.
 const CHUNK: usize = 1 << 17;
+/// A line still without its newline past this many bytes is held on only if it begins as a
+/// sample does (`{`): junk (`/dev/zero`, a log line gone wrong) is skipped without being held.
+const JUNK_CHECK: usize = 1 << 16;
 
 /// One line's bytes, or what stood in its place.
 #[derive(Debug, PartialEq)]
@@ -24,7 +28,32 @@ pub(crate) enum Raw<'a> {
     Line(&'a [u8]),
     /// A line over the limit (this many bytes, newline included), skipped.
     Oversized(u64),
+    /// A long line that does not begin as a JSON object does (this many bytes), skipped.
+    Junk(u64),
     Corrupt(Corruption),
+}
+
+/// Why a line is being skipped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Skipped {
+    Oversized,
+    Junk,
+}
+
+/// Whether a line that begins with `held` then `more` may be a sample: its first byte that is
+/// not blank is `{` (or there is none yet).
+fn may_be_json(held: &[u8], more: &[u8]) -> bool {
+    match held.iter().chain(more).find(|b| !b.is_ascii_whitespace()) {
+        Some(&b) => b == b'{',
+        None => false,
+    }
+}
+
+fn skipped(bytes: u64, why: Skipped) -> Raw<'static> {
+    match why {
+        Skipped::Oversized => Raw::Oversized(bytes),
+        Skipped::Junk => Raw::Junk(bytes),
+    }
 }
 
 /// The text cut into lines, none held past the limit.
@@ -37,8 +66,8 @@ pub(crate) struct RawLines {
     line: Vec<u8>,
     /// `line` was handed out: cleared at the next call.
     handed_out: bool,
-    /// Inside a line over the limit: its bytes so far.
-    skipping: Option<u64>,
+    /// Inside a line over the limit, or long junk: its bytes so far, and which.
+    skipping: Option<(u64, Skipped)>,
     /// The text offset of `chunk[pos]`, and of the line being read.
     text_offset: u64,
     line_start: u64,
@@ -99,8 +128,8 @@ impl RawLines {
                     Event::End { cut } => {
                         self.ended = true;
                         self.cut = cut;
-                        if let Some(bytes) = self.skipping.take() {
-                            return Ok(Some(Raw::Oversized(bytes)));
+                        if let Some((bytes, why)) = self.skipping.take() {
+                            return Ok(Some(skipped(bytes, why)));
                         }
                         if self.line.is_empty() {
                             return Ok(None);
@@ -114,10 +143,15 @@ impl RawLines {
             let data = &self.chunk[self.pos..self.len];
             let Some(newline) = memchr::memchr(b'\n', data) else {
                 let n = data.len();
+                let so_far = (self.line.len() + n) as u64;
                 match &mut self.skipping {
-                    Some(skipped) => *skipped += n as u64,
-                    None if self.line.len() + n > self.limit => {
-                        self.skipping = Some((self.line.len() + n) as u64);
+                    Some((skipped, _)) => *skipped += n as u64,
+                    None if so_far > self.limit as u64 => {
+                        self.skipping = Some((so_far, Skipped::Oversized));
+                        self.line = Vec::new();
+                    }
+                    None if so_far > JUNK_CHECK as u64 && !may_be_json(&self.line, data) => {
+                        self.skipping = Some((so_far, Skipped::Junk));
                         self.line = Vec::new();
                     }
                     None => {
@@ -126,7 +160,7 @@ impl RawLines {
                     }
                 }
                 self.take(n);
-                if self.skipping.is_some_and(|s| s >= self.give_up) {
+                if self.skipping.is_some_and(|(s, _)| s >= self.give_up) {
                     return Err(ReadError::NoLineEnd {
                         from: self.line_start,
                         file_offset: Some(self.decoder.offset())
@@ -137,9 +171,9 @@ impl RawLines {
             };
             let end = newline + 1;
             self.line_start = self.text_offset + end as u64;
-            if let Some(skipped) = self.skipping.take() {
+            if let Some((bytes, why)) = self.skipping.take() {
                 self.take(end);
-                return Ok(Some(Raw::Oversized(skipped + end as u64)));
+                return Ok(Some(skipped(bytes + end as u64, why)));
             }
             if self.line.len() + end > self.limit {
                 let bytes = (self.line.len() + end) as u64;
@@ -264,10 +298,23 @@ impl Lines {
                 return Ok(None);
             };
             let line = match raw {
-                Raw::Corrupt(c) => return Ok(Some((self.number, Line::Corrupt(c)))),
+                Raw::Corrupt(c) => {
+                    self.last_bytes = 0;
+                    return Ok(Some((self.number, Line::Corrupt(c))));
+                }
                 Raw::Oversized(bytes) => {
                     self.number += 1;
+                    self.last_bytes = 0;
                     return Ok(Some((self.number, Line::Oversized(bytes))));
+                }
+                Raw::Junk(bytes) => {
+                    self.number += 1;
+                    self.last_bytes = 0;
+                    let error = format!(
+                        "{} long, and not a JSON object: skipped unread",
+                        crate::units::bytes(bytes)
+                    );
+                    return Ok(Some((self.number, Line::Bad(error))));
                 }
                 Raw::Line(line) => line,
             };

@@ -125,13 +125,19 @@ fn appended_frames_read_as_one_recording() {
 #[test]
 fn a_line_over_the_limit_is_skipped_and_reading_goes_on() {
     let mut text = sample_line(1.0);
+    text.push_str("{\"pad\": \"");
     text.push_str(&"x".repeat(300_000));
+    text.push_str("\"}\n");
+    text.push_str(&"y".repeat(300_000));
     text.push('\n');
     text.push_str(&sample_line(2.0));
+    // The long line that may be a sample is held to the limit; the junk after it is let go
+    // from its first 64 KiB on (a bad line either way).
     let want = vec![
         (1, "sample 1".to_string()),
-        (2, "oversized 300001".to_string()),
-        (3, "sample 2".to_string()),
+        (2, "oversized 300012".to_string()),
+        (3, "bad".to_string()),
+        (4, "sample 2".to_string()),
     ];
     for bytes in [
         text.as_bytes().to_vec(),
