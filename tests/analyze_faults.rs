@@ -199,9 +199,12 @@ fn a_spoiled_recording_says_what_the_clean_one_says() {
     }
 }
 
+/// What spoils a sample.
+type Spoil = fn(&mut strata::sample::NodeSample);
+
 /// Samples of one GPU, one a second from 0 to 59 s, `spoiled` from 10 s to 19 s (and again
 /// from 55 s when `again`), as a recording's text.
-fn episode_recording(spoil: fn(&mut strata::sample::NodeSample), again: bool) -> String {
+fn episode_recording(spoil: Spoil, again: bool) -> String {
     use strata::fixtures::{gpu, memory, node, GIB, MIB};
     let mut text = String::new();
     for t in 0..60 {
@@ -223,7 +226,7 @@ fn episode_recording(spoil: fn(&mut strata::sample::NodeSample), again: bool) ->
 /// (120 s) is the same episode, with the same start, open at the end.
 #[test]
 fn an_episode_ends_when_its_condition_ends() {
-    let cases: [(&str, fn(&mut strata::sample::NodeSample)); 3] = [
+    let cases: [(&str, Spoil); 3] = [
         ("gpu_lost", |s| s.gpus[0].lost = true),
         ("nvml_problem", |s| {
             s.gpus[0]

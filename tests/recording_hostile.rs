@@ -17,12 +17,11 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
+/// What writes a child's standard input.
+type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
+
 /// Runs `command`, feeding `stdin` from a thread, killed if it runs past `limit`.
-fn run(
-    mut command: Command,
-    stdin: Option<Box<dyn FnOnce(&mut dyn Write) + Send>>,
-    limit: Duration,
-) -> Output {
+fn run(mut command: Command, stdin: Option<Feed>, limit: Duration) -> Output {
     command
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -126,7 +125,7 @@ fn tool(name: &str, args: &[&str], input: &Path, output: &Path) {
 /// samples read, under an address-space cap the unbounded reader ran out of.
 #[test]
 fn a_line_over_the_limit_is_skipped_and_the_lines_after_it_read() {
-    let feed: Box<dyn FnOnce(&mut dyn Write) + Send> = Box::new(|pipe| {
+    let feed: Feed = Box::new(|pipe| {
         let block = vec![b'x'; 1 << 20];
         let _ = pipe.write_all(sample_line(0.0).as_bytes());
         // It begins as a sample does: held up to the limit, then skipped.
@@ -208,7 +207,7 @@ fn dev_zero_and_bombs_of_zeros_are_given_up_with_one_line() {
 fn under_any_memory_cap_reading_ends_with_one_line_never_an_abort() {
     let mut out_of_memory = 0;
     for cap in [64, 96, 128, 192, 256, 320, 384, 512] {
-        let feed: Box<dyn FnOnce(&mut dyn Write) + Send> = Box::new(|pipe| {
+        let feed: Feed = Box::new(|pipe| {
             let block = vec![b'x'; 1 << 20];
             let _ = pipe.write_all(b"{\"pad\": \"");
             for _ in 0..1200 {

@@ -75,7 +75,7 @@ pub(crate) struct Decoder {
 enum Kind {
     Plain(Input),
     Zstd(Box<Zstd>),
-    Gzip(Gzip),
+    Gzip(Box<Gzip>),
 }
 
 struct Zstd {
@@ -127,13 +127,13 @@ impl Decoder {
                     searching: false,
                 }))
             }
-            Compression::Gzip => Kind::Gzip(Gzip {
+            Compression::Gzip => Kind::Gzip(Box::new(Gzip {
                 member: None,
                 input: Some(input),
                 member_start: 0,
                 member_gave: false,
                 searching: false,
-            }),
+            })),
         };
         Ok(Decoder {
             kind,
