@@ -17,6 +17,7 @@ pub mod history;
 pub mod launch;
 pub mod layers;
 pub mod manual;
+pub mod oom;
 pub mod pipeline;
 pub mod record;
 pub mod recording;

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
-    SnapshotArgs,
+    AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs, SnapshotArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -18,6 +17,10 @@ use strata::source::fed::FedSource;
 use strata::source::nvml::NvmlSource;
 use strata::source::{Source, SourceError};
 
+/// Out of memory, strata exits 1 with one line rather than abort.
+#[global_allocator]
+static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
+
 fn main() -> ExitCode {
     let cli = Cli::from_env();
     let result = match cli.command {
@@ -25,7 +28,12 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
-        Some(Command::Analyze(args)) => analyze(&cli.common, &args),
+        Some(Command::Analyze(args)) => {
+            let context = cli.common.context_bytes();
+            return ExitCode::from(strata::analyze::command::run(
+                &args.file, args.json, context,
+            ));
+        }
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
@@ -246,34 +254,6 @@ fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
     )?;
     println!("{report}");
     Ok(())
-}
-
-fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let context = common.context_bytes();
-    let (input, cut) = strata::recording::open(&args.file).with_context(|| {
-        format!(
-            "cannot read the recording {} (hint: record one with `strata record FILE`, or `strata snapshot --json --count N > FILE`)",
-            args.file.display()
-        )
-    })?;
-    let mut analysis = strata::analyze::analyze(input, context)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    // A compressed recording cut inside a frame ends where it was cut, as a cut last line.
-    analysis.truncated |= cut.happened();
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let written = if args.json {
-        serde_json::to_writer(&mut out, &analysis)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        write!(out, "{}", strata::analyze::timeline(&analysis))
-    };
-    match written.and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }
 
 /// `strata serve`: binds first (a port in use is an error before anything starts), then
