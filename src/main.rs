@@ -166,6 +166,11 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.demo {
         state.signaller = Box::new(strata::signal::Kernel::default());
+        state.attacher = Box::new(strata::launch::offer::LiveAttacher {
+            feed_dir: common.feed_dir.clone(),
+            interval: 0.5,
+            wait: Duration::from_secs(10),
+        });
     }
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
 }
@@ -179,6 +184,9 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     state.replay = Some(strata::app::ReplayView::new(source.control()));
+    state.attacher = Box::new(strata::launch::offer::NoAttacher(
+        "a replay shows the past: attach to a running process from the live monitor",
+    ));
     let control = source.control();
     // The source keeps the recording's time itself: no wait between its samples.
     let result = strata::tui::run(Box::new(source), state, Duration::ZERO);

@@ -4,10 +4,10 @@
 //! read (`PYTHON_DISABLE_REMOTE_DEBUG`, `-X disable-remote-debug`).
 
 use super::processes::PROC_HUNG;
-use super::python::{interpreter, remote_debug, Interpreter, RemoteDebug, REMOTE_EXEC};
 use super::runner::{Lane, Runner};
 use super::{euid, root_fix, Check, Group};
 use crate::launch::attach::ptrace_scope;
+use crate::launch::python::{interpreter, remote_debug, Interpreter, RemoteDebug, REMOTE_EXEC};
 use crate::source::procfs::ProcFs;
 use std::io::ErrorKind;
 

@@ -19,7 +19,6 @@ mod feeds;
 mod gpus;
 mod mig;
 mod processes;
-mod python;
 mod render;
 mod runner;
 mod terminal;

@@ -44,15 +44,15 @@ pub enum AttachError {
 }
 
 /// What is known of the target from `/proc`.
-struct Target {
+pub(super) struct Target {
     /// Its pid in its own PID namespace.
-    nspid: u32,
-    uid: u32,
-    gid: u32,
+    pub(super) nspid: u32,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
     /// Its executable, as a path in its own root.
-    exe_in_root: PathBuf,
+    pub(super) exe_in_root: PathBuf,
     /// Whether its root is this process's root.
-    same_root: bool,
+    pub(super) same_root: bool,
 }
 
 fn proc_path(pid: u32, tail: &str) -> PathBuf {
@@ -66,7 +66,7 @@ fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-fn inspect(pid: u32) -> Result<Target, AttachError> {
+pub(super) fn inspect(pid: u32) -> Result<Target, AttachError> {
     let status = fs::read_to_string(proc_path(pid, "status")).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => AttachError::NoProcess(pid),
         _ => AttachError::Other {
