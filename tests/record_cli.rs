@@ -200,14 +200,22 @@ fn duration_ends_the_recording_cleanly() {
 fn rotation_keeps_readable_bounded_files() {
     let dir = temp("rotate");
     let path = dir.join("r.zst");
-    let child = start(&path, &["--max-size", "6K", "--keep", "2"]);
+    // Room for several samples a file: a frame's first sample carries every owner and hello
+    // whole, the later ones refer to it.
+    let child = start(&path, &["--max-size", "16K", "--keep", "2"]);
     let rotated = |n| {
         let mut p = path.clone().into_os_string();
         p.push(format!(".{n}"));
         PathBuf::from(p)
     };
     let begun = Instant::now();
-    while !rotated(2).exists() || read_back(&path).0.len() < 3 {
+    // The file may be between its rename and its successor at any look: count it as empty.
+    let samples_now = |p: &Path| {
+        strata::recording::open(p)
+            .map(|(read, _)| read.split(b'\n').filter(|l| l.is_ok()).count())
+            .unwrap_or(0)
+    };
+    while !rotated(2).exists() || samples_now(&path) < 3 {
         assert!(
             begun.elapsed() < Duration::from_secs(60),
             "no second rotation"
@@ -233,7 +241,7 @@ fn rotation_keeps_readable_bounded_files() {
     let mut all = Vec::new();
     for file in [rotated(2), rotated(1), path.clone()] {
         let len = std::fs::metadata(&file).expect("exists").len();
-        assert!(len <= 6 * 1024 + first, "{}: {len}", file.display());
+        assert!(len <= 16 * 1024 + first, "{}: {len}", file.display());
         let (samples, cut) = read_back(&file);
         assert!(!cut, "{} is finished", file.display());
         assert!(!samples.is_empty());
