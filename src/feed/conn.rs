@@ -5,7 +5,7 @@ use super::discover::FeedKey;
 use super::limits::{
     Admit, FloodGuard, LineEvent, LineReader, BYTES_PER_SECOND, FLOODS_TO_DROP, LINES_PER_SECOND,
 };
-use super::protocol::{parse_line, Bad, Message};
+use super::protocol::{parse_line, Bad, Message, MAX_LINE_BYTES};
 use super::state::Feeds;
 use super::trust::check_hello;
 use std::io::{self, Read};
@@ -171,11 +171,12 @@ fn on_line(
 ) -> Option<End> {
     let feed = feeds.map.get_mut(&key)?;
     feed.last_heard = Some(wall);
-    let bytes = match line {
-        LineEvent::Line(l) => l.len() + 1,
-        LineEvent::Oversized { bytes } => bytes,
+    let admitted = match line {
+        LineEvent::Line(l) => guard.admit(l.len() + 1, now, &mut feed.counters),
+        LineEvent::Oversized { bytes } => guard.admit(bytes, now, &mut feed.counters),
+        LineEvent::Skipped { bytes } => guard.admit_skipped(bytes, now, &mut feed.counters),
     };
-    match guard.admit(bytes, now, &mut feed.counters) {
+    match admitted {
         Admit::Yes => {}
         Admit::Limited => return None,
         Admit::Drop => {
@@ -184,6 +185,16 @@ fn on_line(
                 BYTES_PER_SECOND / 1024.0
             )))
         }
+        Admit::Flood => {
+            return Some(End::Dropped(format!(
+                "sent a line past {} KiB without its end faster than {} KiB/s: dropped as a flood, retried in 60 s",
+                MAX_LINE_BYTES / 1024,
+                BYTES_PER_SECOND / 1024.0
+            )))
+        }
+    }
+    if let LineEvent::Skipped { .. } = line {
+        return None; // counted when the line passed the limit
     }
     let LineEvent::Line(line) = line else {
         feed.counters.oversized += 1;

@@ -405,3 +405,7 @@ mod tests;
 #[cfg(test)]
 #[path = "scan_tests.rs"]
 mod scan_tests;
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod stream_tests;

@@ -47,6 +47,8 @@ impl Drop for TempDir {
 #[derive(Clone)]
 pub(super) enum Step {
     Line(String),
+    /// Bytes as they are, with no newline added.
+    Raw(Vec<u8>),
     Sleep(u64),
     Close,
 }
@@ -94,6 +96,11 @@ fn play(mut stream: UnixStream, script: &[Step], stop: &AtomicBool) {
         match step {
             Step::Line(line) => {
                 if stream.write_all(format!("{line}\n").as_bytes()).is_err() {
+                    return;
+                }
+            }
+            Step::Raw(bytes) => {
+                if stream.write_all(bytes).is_err() {
                     return;
                 }
             }
