@@ -4,7 +4,9 @@
 //! interval it takes a sample, derives layers and findings, and encodes the metrics once,
 //! swapping them in behind a lock. A scrape only copies that text: it never waits on NVML.
 //! The address is bound before anything else starts, so a port in use is an error at once.
+//! Connections are capped and timed out ([`conns`]), so idle clients cannot starve it.
 
+mod conns;
 pub mod exposition;
 mod findings;
 pub mod processes;
@@ -200,9 +202,13 @@ async fn serve(listener: TcpListener, shared: Shared) -> anyhow::Result<()> {
         .route("/", get(index))
         .fallback(not_found)
         .with_state(shared);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop_signal())
-        .await?;
+    conns::serve(
+        listener,
+        app,
+        conns::Limits::for_this_process(),
+        stop_signal(),
+    )
+    .await;
     Ok(())
 }
 
