@@ -16,7 +16,7 @@ Cases:
                /etc/shadow, a regular file
   clean        uid 65534's live agent alone (the baseline)
 
-Usage: isolated_tmp.py CASE STRATA FAKE_NVML_LIB PYTHONPATH [--dead N] [--monitor SECS]
+Usage: isolated_tmp.py CASE STRATA FAKE_NVML_LIB PYTHONPATH [--dead N] [--monitor SECS [--warmup SECS]]
 """
 
 import argparse
@@ -151,6 +151,7 @@ def main():
     parser.add_argument("pythonpath")
     parser.add_argument("--dead", type=int, default=0)
     parser.add_argument("--monitor", type=float, default=0)
+    parser.add_argument("--warmup", type=float, default=5)
     args = parser.parse_args()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "strata-test-tmp", "/tmp"], check=True)
     children, listed, facts = lay_out(args.case, args.dead, args.pythonpath)
@@ -181,7 +182,7 @@ def monitor(args, env):
     subprocess.run(["tmux", "-L", server, "new-session", "-d", "-x", "120", "-y", "40", command],
                    check=True, env=env)
     try:
-        time.sleep(5)
+        time.sleep(args.warmup)
         shell = subprocess.run(["tmux", "-L", server, "display-message", "-p", "#{pane_pid}"],
                                stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
         found = subprocess.run(["pgrep", "-P", shell], stdout=subprocess.PIPE, text=True).stdout.split()
