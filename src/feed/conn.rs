@@ -158,8 +158,9 @@ impl Conn {
     }
 }
 
+/// What one line (or an oversized line's bytes) does to the feed; `Some` ends the connection.
 #[allow(clippy::too_many_arguments)]
-fn on_line(
+pub(crate) fn on_line(
     line: LineEvent<'_>,
     key: FeedKey,
     feeds: &mut Feeds,

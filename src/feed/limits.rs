@@ -71,7 +71,6 @@ impl LineReader {
     }
 
     /// Bytes held for a line not yet ended (at most [`MAX_LINE_BYTES`]).
-    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.buf.capacity()
     }

@@ -12,6 +12,8 @@ mod conn;
 mod discover;
 mod fd;
 mod found;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod hub;
 mod limits;
 mod listing;

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
 /// From the connection opening, or the previous response, to a request's whole head.
@@ -117,11 +117,7 @@ pub async fn serve(
     let started = Instant::now();
     let registry = Arc::new(Mutex::new(Registry::default()));
     let (stopping, stopped) = watch::channel(false);
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
-    let builder = Arc::new(builder);
+    let builder = Arc::new(builder());
     tokio::pin!(stop);
     loop {
         let (stream, _) = tokio::select! {
@@ -166,42 +162,11 @@ pub async fn serve(
             );
             id
         };
-        let io = TokioIo::new(Counted {
-            stream,
-            last: Arc::clone(&last),
-            started,
-        });
-        let service = TowerToHyperService::new(app.clone());
-        let builder = Arc::clone(&builder);
-        let registry = Arc::clone(&registry);
+        let activity = Activity { last, started };
+        let (app, builder, registry) = (app.clone(), Arc::clone(&builder), Arc::clone(&registry));
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
-            let conn = builder.serve_connection(io, service);
-            tokio::pin!(conn);
-            let mut draining: Option<tokio::time::Instant> = None;
-            loop {
-                let since = Duration::from_millis(
-                    millis(started).saturating_sub(last.load(Ordering::Relaxed)),
-                );
-                let idle_left = IDLE_TIMEOUT.saturating_sub(since);
-                let deadline = draining.unwrap_or_else(|| tokio::time::Instant::now() + idle_left);
-                tokio::select! {
-                    _ = conn.as_mut() => break,
-                    () = close.notified() => break,
-                    changed = stopped.changed(), if draining.is_none() => {
-                        if changed.is_err() || *stopped.borrow() {
-                            conn.as_mut().graceful_shutdown();
-                            draining = Some(tokio::time::Instant::now() + DRAIN);
-                        }
-                    }
-                    () = tokio::time::sleep_until(deadline) => {
-                        let since = millis(started).saturating_sub(last.load(Ordering::Relaxed));
-                        if draining.is_some() || Duration::from_millis(since) >= IDLE_TIMEOUT {
-                            break;
-                        }
-                    }
-                }
-            }
+            connection(stream, app, &builder, activity, &close, &mut stopped).await;
             lock(&registry).open.remove(&id);
         });
     }
@@ -213,18 +178,80 @@ pub async fn serve(
     }
 }
 
+/// When a byte last moved on a connection (milliseconds since `started`).
+pub(super) struct Activity {
+    pub last: Arc<AtomicU64>,
+    pub started: Instant,
+}
+
+/// The HTTP/1 settings of every connection: the header-read timeout, with its timer; a
+/// client that closes its side after its requests (`nc -N`) still gets every answer.
+pub(super) fn builder() -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .half_close(true);
+    builder
+}
+
+/// Serves one connection until it ends, it stalls for [`IDLE_TIMEOUT`], `close` is
+/// notified (closed for the cap), or `stopped` turns true (then it has [`DRAIN`] to finish).
+pub(super) async fn connection<S>(
+    stream: S,
+    app: Router,
+    builder: &hyper::server::conn::http1::Builder,
+    activity: Activity,
+    close: &Notify,
+    stopped: &mut watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Activity { last, started } = activity;
+    let io = TokioIo::new(Counted {
+        stream,
+        last: Arc::clone(&last),
+        started,
+    });
+    let conn = builder.serve_connection(io, TowerToHyperService::new(app));
+    tokio::pin!(conn);
+    let mut draining: Option<tokio::time::Instant> = None;
+    loop {
+        let since =
+            Duration::from_millis(millis(started).saturating_sub(last.load(Ordering::Relaxed)));
+        let idle_left = IDLE_TIMEOUT.saturating_sub(since);
+        let deadline = draining.unwrap_or_else(|| tokio::time::Instant::now() + idle_left);
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            () = close.notified() => break,
+            changed = stopped.changed(), if draining.is_none() => {
+                if changed.is_err() || *stopped.borrow() {
+                    conn.as_mut().graceful_shutdown();
+                    draining = Some(tokio::time::Instant::now() + DRAIN);
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                let since = millis(started).saturating_sub(last.load(Ordering::Relaxed));
+                if draining.is_some() || Duration::from_millis(since) >= IDLE_TIMEOUT {
+                    break;
+                }
+            }
+        }
+    }
+}
+
 fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A TCP stream that notes when a byte last moved through it.
-struct Counted {
-    stream: TcpStream,
+/// A stream that notes when a byte last moved through it.
+struct Counted<S> {
+    stream: S,
     last: Arc<AtomicU64>,
     started: Instant,
 }
 
-impl Counted {
+impl<S> Counted<S> {
     fn moved(&self, n: usize) {
         if n > 0 {
             self.last.store(millis(self.started), Ordering::Relaxed);
@@ -232,7 +259,7 @@ impl Counted {
     }
 }
 
-impl AsyncRead for Counted {
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -246,7 +273,7 @@ impl AsyncRead for Counted {
     }
 }
 
-impl AsyncWrite for Counted {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

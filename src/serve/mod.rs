@@ -9,6 +9,8 @@
 mod conns;
 pub mod exposition;
 mod findings;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod processes;
 
 use crate::pipeline::Pipeline;
@@ -194,14 +196,19 @@ fn sample_loop(
     }
 }
 
-async fn serve(listener: TcpListener, shared: Shared) -> anyhow::Result<()> {
-    listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
-    let app = Router::new()
+/// The endpoints: `/metrics`, `/` and not found.
+fn app(shared: Shared) -> Router {
+    Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
         .fallback(not_found)
-        .with_state(shared);
+        .with_state(shared)
+}
+
+async fn serve(listener: TcpListener, shared: Shared) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let app = app(shared);
     conns::serve(
         listener,
         app,
