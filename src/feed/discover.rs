@@ -10,7 +10,7 @@
 //! a feed dir or a socket belongs is reported as a suspicious entry, never followed or opened.
 
 use super::fd::open_path;
-use super::found::{open_place, Dir, Found, Place};
+use super::found::{open_place, Dir, Found, IsDead, Place};
 use super::listing::{self, Listings, Opened};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
@@ -67,6 +67,8 @@ pub(crate) struct Candidate {
 pub(crate) struct Scan {
     pub candidates: Vec<Candidate>,
     pub notes: FeedScan,
+    /// Sockets `is_dead` said are dead, met again: no candidates.
+    pub dead: Vec<FeedKey>,
 }
 
 /// Finds candidates: see the module comment.
@@ -122,10 +124,10 @@ impl Scanner {
 
     /// Every candidate, deduplicated by socket identity: the watched pids' own paths first
     /// (those in `connected`, whose feed is already read, are not looked up again), then the
-    /// feed dirs, each within its budget.
-    pub fn scan(&mut self, watched: &[u32], connected: &HashSet<u32>) -> Scan {
+    /// feed dirs, each within its budget. A socket `is_dead` names is no candidate.
+    pub fn scan(&mut self, watched: &[u32], connected: &HashSet<u32>, is_dead: IsDead) -> Scan {
         self.scans += 1;
-        let mut found = Found::default();
+        let mut found = Found::new(is_dead);
         self.roots.retain(|pid, _| watched.contains(pid));
         // Many watched processes share one feed dir: opened once a scan.
         let mut here_dirs = HashMap::new();
@@ -139,6 +141,7 @@ impl Scanner {
         Scan {
             candidates: found.list,
             notes: found.notes,
+            dead: found.dead,
         }
     }
 

@@ -52,14 +52,19 @@ pub(super) fn open_place(
     })
 }
 
+/// Says whether a socket (its key and ctime) is one found dead and confirmed so.
+pub(super) type IsDead<'a> = &'a dyn Fn(FeedKey, (i64, i64)) -> bool;
+
 /// Candidates so far, the sockets already taken, and the notes of this scan.
-#[derive(Default)]
-pub(super) struct Found {
+pub(super) struct Found<'a> {
     pub list: Vec<Candidate>,
     seen: HashMap<FeedKey, usize>,
     pub notes: FeedScan,
     /// Suspicious entries already noted, by identity.
     noted: HashSet<FeedKey>,
+    is_dead: IsDead<'a>,
+    /// Dead sockets met, which are no candidates: nothing is done with them but remember.
+    pub dead: Vec<FeedKey>,
 }
 
 #[derive(Clone)]
@@ -72,7 +77,18 @@ pub(super) struct Dir {
     pub budget: Option<usize>,
 }
 
-impl Found {
+impl<'a> Found<'a> {
+    pub fn new(is_dead: IsDead<'a>) -> Self {
+        Found {
+            list: Vec::new(),
+            seen: HashMap::new(),
+            notes: FeedScan::default(),
+            noted: HashSet::new(),
+            is_dead,
+            dead: Vec::new(),
+        }
+    }
+
     /// Looks `name` up in `dir` for the watched process `for_pid`: a socket is a candidate,
     /// anything else a suspicious entry.
     pub fn socket(&mut self, dir: &Dir, name: &str, name_pid: u32, for_pid: Option<u32>) {
@@ -95,6 +111,10 @@ impl Found {
     /// way to it passes the directory's check and that one did not, or this is its feed dir
     /// in this mount namespace and that was a process's root.
     pub fn add(&mut self, dir: &Dir, entry: &SocketEntry) {
+        if (self.is_dead)(entry.key, entry.born) {
+            self.dead.push(entry.key); // costs no candidate, scan after scan
+            return;
+        }
         let candidate = Candidate {
             key: entry.key,
             born: entry.born,

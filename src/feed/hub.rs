@@ -360,7 +360,9 @@ impl Hub {
                 .filter_map(|f| f.peer.map(|p| p.pid))
                 .collect()
         };
-        let scan = self.scanner.scan(watched, &connected);
+        let dead = &self.dead;
+        let is_dead = |key, born| dead.get(&key).is_some_and(|d| d.confirmed_as(born));
+        let scan = self.scanner.scan(watched, &connected, &is_dead);
         self.scan_no += 1;
         self.next_scan = now + self.config.rescan;
         let inner = Arc::clone(&self.inner);
@@ -375,7 +377,12 @@ impl Hub {
             FeedState::Closed { .. } => f.forget_at.is_none_or(|t| now < t),
             FeedState::Connected => true,
         });
-        let listed: HashSet<FeedKey> = scan.candidates.iter().map(|c| c.key).collect();
+        let listed: HashSet<FeedKey> = scan
+            .candidates
+            .iter()
+            .map(|c| c.key)
+            .chain(scan.dead.iter().copied())
+            .collect();
         self.dead.retain(|key, _| listed.contains(key));
         shared.scan = scan.notes;
         shared.scans_run += 1;

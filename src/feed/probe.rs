@@ -29,6 +29,13 @@ pub(super) struct Dead {
     confirmed: bool,
 }
 
+impl Dead {
+    /// Confirmed dead, and still the same file.
+    pub(super) fn confirmed_as(&self, born: (i64, i64)) -> bool {
+        self.confirmed && self.born == born
+    }
+}
+
 /// Attempts made this scan, per scanned directory.
 #[derive(Default)]
 pub(super) struct Budgets(Vec<usize>);
