@@ -46,7 +46,7 @@ impl LineReader {
                     self.discarding = true;
                     self.buf = Vec::new();
                 } else {
-                    self.buf.extend_from_slice(chunk);
+                    self.append(chunk);
                 }
                 return;
             };
@@ -59,7 +59,7 @@ impl LineReader {
             } else if self.buf.is_empty() {
                 on_line(LineEvent::Line(head));
             } else {
-                self.buf.extend_from_slice(head);
+                self.append(head);
                 on_line(LineEvent::Line(&self.buf));
                 self.buf.clear();
                 if self.buf.capacity() > 16 * 1024 {
@@ -68,6 +68,19 @@ impl LineReader {
             }
             chunk = rest;
         }
+    }
+
+    /// Appends to the line so far (which stays within [`MAX_LINE_BYTES`]), growing the buffer
+    /// by doubling but never past the limit: `Vec`'s own doubling would hold up to twice it.
+    fn append(&mut self, bytes: &[u8]) {
+        let need = self.buf.len() + bytes.len();
+        if need > self.buf.capacity() {
+            let room = need
+                .next_power_of_two()
+                .clamp(need, MAX_LINE_BYTES.max(need));
+            self.buf.reserve_exact(room - self.buf.len());
+        }
+        self.buf.extend_from_slice(bytes);
     }
 
     /// Bytes held for a line not yet ended (at most [`MAX_LINE_BYTES`]).
@@ -231,6 +244,23 @@ mod tests {
                 "next".to_string()
             ]
         );
+    }
+
+    /// Found by fuzzing (`feed_line`): a line just under the limit, arriving in pieces, had
+    /// the buffer grown to 128 KiB by `Vec`'s doubling.
+    #[test]
+    fn a_line_under_the_limit_in_pieces_holds_no_more_than_the_limit() {
+        let mut reader = LineReader::default();
+        let piece = vec![b'p'; 1000];
+        let mut sent = 0;
+        while sent + piece.len() < MAX_LINE_BYTES {
+            assert!(lines_of(&mut reader, &[&piece]).is_empty());
+            sent += piece.len();
+            assert!(reader.held() <= MAX_LINE_BYTES, "{} held", reader.held());
+        }
+        let got = lines_of(&mut reader, &[b"\n"]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), sent);
     }
 
     #[test]
