@@ -31,7 +31,7 @@ url=$(grep -o 'http://[^ ]*' "$work/out") || { cat "$work/err" >&2; exit 1; }
 addr=${url#http://}; addr=${addr%%/*}
 scrapes() {
   for _ in $(seq "$n"); do
-    curl -s -o /dev/null -m 5 -w '%{time_total} %{http_code}\n' "$url" || echo "5.0 000"
+    curl -s -o /dev/null -m 5 -w '%{time_total} %{http_code}\n' "$url" || true
   done >"$1"
 }
 stats() {
@@ -45,15 +45,18 @@ ulimit -n $((idle + 64)) 2>/dev/null || true
 python3 - "$addr" "$idle" "$work/held" <<'PY' &
 import socket, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
-held = []
-for _ in range(int(sys.argv[2])):
+held, failed = [], 0
+# A server that stopped accepting: give up after 20 connections in a row time out.
+while len(held) < int(sys.argv[2]) and failed < 20:
     s = socket.socket()
-    s.settimeout(5)
+    s.settimeout(1)
     try:
         s.connect((host, int(port)))
         held.append(s)
+        failed = 0
     except OSError:
         s.close()
+        failed += 1
 open(sys.argv[3], "w").write("%d\n" % len(held))
 time.sleep(3600)
 PY
