@@ -162,3 +162,19 @@ fn a_fifo_link_or_file_at_a_processs_socket_path_says_why() {
     );
     assert!(!findings(snap, "suspicious_feed_entry").is_empty());
 }
+
+/// The monitor says the same: the process is `refused` in its table, and its reconciliation
+/// view (Enter) says what is at its socket path and that it is never opened.
+#[test]
+fn the_monitor_says_why_a_process_has_no_feed() {
+    let out = isolated("not-socket", &["--detail"]);
+    let screen = out["screen"].as_str().unwrap_or_default();
+    assert!(screen.contains("refused"), "{screen}");
+    let said = ["fifo", "link", "file"].iter().any(|kind| {
+        let pid = out["facts"]["pids"][kind].as_u64().unwrap_or_default();
+        screen.contains(&format!("/tmp/strata-1000/{pid}.sock is a"))
+            && screen.contains(&format!("agent socket of PID {pid} belongs"))
+    });
+    assert!(said, "{screen}");
+    assert!(screen.contains("owner uid 1000"), "{screen}");
+}

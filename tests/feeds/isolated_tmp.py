@@ -4,8 +4,9 @@
 Run as root under `unshare -m --propagation private`: it mounts a tmpfs on /tmp (so nothing
 here is seen outside, and no other /tmp/strata-* dir is seen here), lays out one case, starts
 the agents it needs as their own uids (setpriv), writes a fake NVML scenario listing them, and
-then either prints `strata snapshot --json` (one line) or, with --monitor SECS, runs the
-full-screen monitor in tmux for SECS seconds and prints its CPU share.
+then either prints `strata snapshot --json` (one line), or with --monitor SECS runs the
+full-screen monitor in tmux for SECS seconds and prints its CPU share, or with --detail prints
+the monitor's screen with the first process's reconciliation view open.
 
 Cases:
   cross-user   uid 1000 leaves DEAD (5000) dead sockets in /tmp/strata-1000; uid 65534 runs a
@@ -16,7 +17,8 @@ Cases:
                /etc/shadow, a regular file
   clean        uid 65534's live agent alone (the baseline)
 
-Usage: isolated_tmp.py CASE STRATA FAKE_NVML_LIB PYTHONPATH [--dead N] [--monitor SECS [--warmup SECS]]
+Usage: isolated_tmp.py CASE STRATA FAKE_NVML_LIB PYTHONPATH [--dead N]
+           [--monitor SECS [--warmup SECS] | --detail]
 """
 
 import argparse
@@ -152,6 +154,7 @@ def main():
     parser.add_argument("--dead", type=int, default=0)
     parser.add_argument("--monitor", type=float, default=0)
     parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--detail", action="store_true")
     args = parser.parse_args()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "strata-test-tmp", "/tmp"], check=True)
     children, listed, facts = lay_out(args.case, args.dead, args.pythonpath)
@@ -160,7 +163,9 @@ def main():
             json.dump(scenario(listed), f)
         env = dict(os.environ, STRATA_FAKE_NVML_SCENARIO="/tmp/scenario.json")
         env.pop("STRATA_FEED_DIR", None)
-        if args.monitor:
+        if args.detail:
+            print(json.dumps({"facts": facts, "screen": detail(args, env)}))
+        elif args.monitor:
             print(json.dumps({"facts": facts, "cpu": monitor(args, env)}))
         else:
             out = subprocess.run(
@@ -172,6 +177,33 @@ def main():
         for child in children:
             child.kill()
             child.wait()
+
+
+def detail(args, env):
+    """The monitor in tmux (250x60): the first process's reconciliation view (Enter), as text."""
+    server = "strata-isolated-%d" % os.getpid()
+    command = "STRATA_FAKE_NVML_SCENARIO=/tmp/scenario.json %s --interval 0.5 --nvml-lib %s" % (
+        args.strata, args.nvml_lib)
+    subprocess.run(["tmux", "-L", server, "new-session", "-d", "-x", "250", "-y", "60", command],
+                   check=True, env=env)
+    try:
+        screen = ""
+        for _ in range(100):
+            time.sleep(0.1)
+            screen = subprocess.run(["tmux", "-L", server, "capture-pane", "-p"],
+                                    stdout=subprocess.PIPE, text=True).stdout
+            if "refused" in screen:
+                break
+        subprocess.run(["tmux", "-L", server, "send-keys", "Enter"], check=True)
+        for _ in range(50):
+            time.sleep(0.1)
+            screen = subprocess.run(["tmux", "-L", server, "capture-pane", "-p"],
+                                    stdout=subprocess.PIPE, text=True).stdout
+            if "belongs" in screen:
+                break
+        return screen
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"], stderr=subprocess.DEVNULL)
 
 
 def monitor(args, env):
