@@ -75,7 +75,10 @@ impl Hub {
             if !due {
                 return;
             }
-        } else if feeds.map.len() >= MAX_FEEDS {
+        } else if c.budget.is_some() && feeds.map.len() >= MAX_FEEDS {
+            // Full of what scanning found (refused sockets of one user, say): a watched
+            // process's own socket is still taken, looked up directly (at most a few for each
+            // of the pids NVML lists).
             return;
         }
         match self.dead.get(&c.key) {

@@ -119,3 +119,45 @@ fn a_dir_past_its_budget_is_said_with_its_count() {
         "read again once it changed"
     );
 }
+
+/// Thousands of live sockets that other users' dirs refuse (the peer is not the dir's
+/// owner) fill the hub's records; a watched process's own socket, looked up directly, is
+/// still taken.
+#[test]
+fn a_full_hub_still_takes_a_watched_processs_own_socket() {
+    let tmp = TempDir::new();
+    let mut refused: Vec<UnixListener> = Vec::new();
+    let per_dir = crate::feed::discover::MAX_FEEDS as u32 / 2 + 32;
+    for uid in [1u32, 2] {
+        let dir = tmp.dir(&format!("strata-{uid}"), 0o700);
+        refused.extend(
+            (0..per_dir).map(|n| {
+                UnixListener::bind(dir.join(format!("{}.sock", 200_000 + n))).expect("bind")
+            }),
+        );
+        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).expect("chown");
+    }
+    let own = tmp.dir("strata-0", 0o700);
+    let hub = FeedHub::start(config(None, &tmp.0, Path::new("/proc"))).expect("hub");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while hub.inner.lock().feeds.map.len() < crate::feed::discover::MAX_FEEDS {
+        assert!(
+            Instant::now() < deadline,
+            "{} records",
+            hub.inner.lock().feeds.map.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _agent = FakeAgent::serve(
+        own.join(format!("{}.sock", me())),
+        vec![hello(me()), sample(1, false)],
+    );
+    hub.watch_pids(&[me()]);
+    let records = super::tests::wait_for(&hub, "the watched process's feed", |r| {
+        r.iter().any(|f| f.pid() == Some(me()) && f.hello.is_some())
+    });
+    assert!(records
+        .iter()
+        .any(|f| f.pid() == Some(me()) && f.state == FeedState::Connected));
+    drop(refused);
+}
