@@ -10,6 +10,7 @@ use super::state::Feeds;
 use super::trust::check_hello;
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How long a connected peer has to send a valid `hello`.
@@ -43,6 +44,9 @@ pub(crate) enum Phase {
 
 pub(crate) struct Conn {
     pub key: FeedKey,
+    /// The directory a scan found it in (`None`: looked up directly for a watched process),
+    /// which answers for it while it has not said `hello`.
+    pub scanned_in: Option<PathBuf>,
     /// Its token in the hub's epoll set.
     pub token: u64,
     pub stream: UnixStream,
@@ -69,6 +73,7 @@ impl Conn {
     ) -> Self {
         Conn {
             key,
+            scanned_in: None,
             token: 0,
             stream,
             reader: LineReader::default(),

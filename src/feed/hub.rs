@@ -367,7 +367,7 @@ impl Hub {
         self.next_scan = now + self.config.rescan;
         let inner = Arc::clone(&self.inner);
         let mut shared = inner.lock();
-        let mut budgets = probe::Budgets::default();
+        let mut budgets = probe::Budgets::new(self.conns.values());
         for c in &scan.candidates {
             self.consider(&mut shared, c, &mut budgets, now);
         }

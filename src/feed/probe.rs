@@ -10,7 +10,9 @@ use super::super::state::{Feed, RETRY_REFUSED};
 use super::super::trust::{attempt, Attempt};
 use super::{Hub, Shared};
 use crate::sample::feed::{FeedState, FoundVia};
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A socket nobody listens on is called dead only when seen so twice this far apart (an
@@ -36,22 +38,55 @@ impl Dead {
     }
 }
 
-/// Attempts made this scan, per scanned directory.
+/// Connections found by scanning that may await their `hello` at once, per directory and
+/// in all: peers that connect and say nothing hold a descriptor each until they are refused
+/// (5 s), and one user's thousands of them must not take the monitor's descriptors.
+pub(crate) const PENDING_PER_DIR: usize = 32;
+const PENDING_TOTAL: usize = 256;
+
+/// What scanned directories may still cost this scan: attempts, and connections awaiting
+/// their hello.
 #[derive(Default)]
-pub(super) struct Budgets(Vec<usize>);
+pub(super) struct Budgets {
+    attempts: Vec<usize>,
+    pending: HashMap<PathBuf, usize>,
+    pending_total: usize,
+}
 
 impl Budgets {
-    /// Takes one attempt from the directory's budget; false when it is spent.
-    fn take(&mut self, dir: Option<usize>) -> bool {
-        let Some(dir) = dir else { return true };
-        if self.0.len() <= dir {
-            self.0.resize(dir + 1, 0);
+    /// The connections found by scanning that await their hello now.
+    pub fn new<'a>(conns: impl Iterator<Item = &'a Conn>) -> Budgets {
+        let mut budgets = Budgets::default();
+        for conn in conns.filter(|c| !c.is_trusted()) {
+            if let Some(dir) = &conn.scanned_in {
+                *budgets.pending.entry(dir.clone()).or_default() += 1;
+                budgets.pending_total += 1;
+            }
         }
-        if self.0[dir] >= DIR_ATTEMPTS {
+        budgets
+    }
+
+    /// Takes one attempt from the directory's budget; false when it is spent, or when the
+    /// directory (or all of them) has as many connections awaiting their hello as it may.
+    fn take(&mut self, dir: Option<usize>, path: &Path) -> bool {
+        let Some(dir) = dir else { return true };
+        if self.attempts.len() <= dir {
+            self.attempts.resize(dir + 1, 0);
+        }
+        let pending = self.pending.get(path).copied().unwrap_or(0);
+        if self.attempts[dir] >= DIR_ATTEMPTS
+            || pending >= PENDING_PER_DIR
+            || self.pending_total >= PENDING_TOTAL
+        {
             return false;
         }
-        self.0[dir] += 1;
+        self.attempts[dir] += 1;
         true
+    }
+
+    fn connected(&mut self, path: &Path) {
+        *self.pending.entry(path.to_path_buf()).or_default() += 1;
+        self.pending_total += 1;
     }
 }
 
@@ -93,7 +128,8 @@ impl Hub {
             }
             None => {}
         }
-        if !budgets.take(c.budget) {
+        let dir = c.path.parent().unwrap_or(&c.path).to_path_buf();
+        if !budgets.take(c.budget, &dir) {
             return; // the next scan tries it
         }
         shared.connects += 1;
@@ -118,6 +154,10 @@ impl Hub {
                 feeds.insert(c.key, feed);
                 let mut conn = Conn::new(c.key, stream, nspid, c.name.clone(), c.name_pid, now);
                 conn.token = token;
+                if c.budget.is_some() {
+                    budgets.connected(&dir);
+                    conn.scanned_in = Some(dir);
+                }
                 self.conns.insert(c.key, conn);
             }
             Attempt::Refused {

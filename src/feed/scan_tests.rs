@@ -2,7 +2,7 @@
 //! dead socket is connected to twice and never again, a directory past its budget is said.
 //! Other users' dirs are made with `chown` (the tests run as root).
 
-use super::probe::DIR_ATTEMPTS;
+use super::probe::{DIR_ATTEMPTS, PENDING_PER_DIR};
 use super::tests::{config, hello, me, sample, FakeAgent, TempDir, PATIENCE};
 use super::*;
 use crate::feed::discover::DIR_ENTRIES;
@@ -160,4 +160,36 @@ fn a_full_hub_still_takes_a_watched_processs_own_socket() {
         .iter()
         .any(|f| f.pid() == Some(me()) && f.state == FeedState::Connected));
     drop(refused);
+}
+
+/// Hundreds of live sockets in one dir that accept and say nothing: at most
+/// [`PENDING_PER_DIR`] of them hold a connection (a descriptor) at once while their hello is
+/// awaited, and a watched process's own socket is read meanwhile.
+#[test]
+fn silent_peers_of_one_dir_hold_few_descriptors() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir("strata-0", 0o700);
+    let silent: Vec<UnixListener> = (0..300u32)
+        .map(|n| UnixListener::bind(dir.join(format!("{}.sock", 300_000 + n))).expect("bind"))
+        .collect();
+    let _agent = FakeAgent::serve(
+        dir.join(format!("{}.sock", me())),
+        vec![hello(me()), sample(1, false)],
+    );
+    let hub = FeedHub::start(config(None, &tmp.0, Path::new("/proc"))).expect("hub");
+    hub.watch_pids(&[me()]);
+    let mut most = 0;
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(50));
+        most = most.max(hub.inner.lock().unsettled);
+    }
+    assert!(
+        most <= PENDING_PER_DIR + 1,
+        "{most} connections awaiting a hello at once"
+    );
+    let records = super::tests::wait_for(&hub, "the watched process's feed", |r| {
+        r.iter().any(|f| f.pid() == Some(me()) && f.hello.is_some())
+    });
+    assert!(!records.is_empty());
+    drop(silent);
 }
