@@ -1,5 +1,6 @@
 //! Embeds the Python agent (`assets/python/`) into the binary, so `strata run` and
-//! `strata attach` work from an installed `strata` alone.
+//! `strata attach` work from an installed `strata` alone, and stamps the build with its git
+//! commit and date for `strata --version`.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,59 @@ fn collect(dir: &Path, base: &Path, out: &mut Vec<(String, PathBuf)>) {
     }
 }
 
+/// `git ARGS` in the source tree, its trimmed output when it succeeds.
+fn git(manifest: &Path, args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(manifest)
+        .args(args)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
+}
+
+/// The commit (`STRATA_GIT_COMMIT` overrides it, for builds from an sdist), and the files
+/// whose change means a new commit, so that the stamp follows the checkout.
+fn stamp_commit(manifest: &Path) {
+    println!("cargo:rerun-if-env-changed=STRATA_GIT_COMMIT");
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let commit = std::env::var("STRATA_GIT_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| git(manifest, &["rev-parse", "--short=12", "HEAD"]))
+        .unwrap_or_else(|| "unknown".into());
+    for name in ["HEAD", "packed-refs"] {
+        if let Some(path) = git(manifest, &["rev-parse", "--git-path", name]) {
+            println!("cargo:rerun-if-changed={}", manifest.join(path).display());
+        }
+    }
+    if let Some(reference) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(path) = git(manifest, &["rev-parse", "--git-path", &reference]) {
+            println!("cargo:rerun-if-changed={}", manifest.join(path).display());
+        }
+    }
+    println!("cargo:rustc-env=STRATA_GIT_COMMIT={commit}");
+    // The build date: SOURCE_DATE_EPOCH for a reproducible build, else today (UTC).
+    let epoch = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        });
+    println!("cargo:rustc-env=STRATA_BUILD_DATE={}", civil_date(epoch));
+}
+
+/// `YYYY-MM-DD` of a unix time, UTC.
+fn civil_date(epoch: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(epoch)
+        .map(|t| t.date().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let base = manifest.join("assets").join("python");
@@ -31,6 +85,7 @@ fn main() {
     // `__pycache__` beside the sources would rebuild strata at every test run. A new agent
     // file is picked up when build.rs or any listed file changes.
     println!("cargo:rerun-if-changed=build.rs");
+    stamp_commit(&manifest);
     let mut files = Vec::new();
     collect(&base, &base, &mut files);
     for (_, path) in &files {

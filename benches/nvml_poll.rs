@@ -108,8 +108,35 @@ fn poll(c: &mut Criterion) {
     assert_eq!(first.gpus.iter().map(|g| g.mig.len()).sum::<usize>(), 56);
     assert_eq!(first.processes.len(), 64);
     assert!(first.processes.iter().all(|p| p.visible));
+    assert!(first.processes.iter().all(|p| p.owner.is_some()));
     c.bench_function("nvml poll: 8 GPUs x 7 MIG, 64 processes", |b| {
         b.iter(|| black_box(source.sample().expect("sample")))
+    });
+    // The owners of 64 processes read afresh (cgroup, environ, parent chain): what the first
+    // poll of a process costs; later polls find them cached, inside the poll above.
+    let starts: Vec<(u32, u64)> = first
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.pid, p.start_time?)))
+        .collect();
+    let mut cached = strata::source::owner::Owners::default();
+    for &(pid, start) in &starts {
+        cached.of(pid, start);
+    }
+    c.bench_function("owners of 64 processes, cached", |b| {
+        b.iter(|| {
+            for &(pid, start) in &starts {
+                black_box(cached.of(pid, start));
+            }
+        })
+    });
+    c.bench_function("owners of 64 processes, read afresh", |b| {
+        b.iter(|| {
+            let mut owners = strata::source::owner::Owners::default();
+            for &(pid, start) in &starts {
+                black_box(owners.of(pid, start));
+            }
+        })
     });
     for child in &mut children {
         let _ = child.kill();

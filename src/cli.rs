@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Where every byte of each NVIDIA GPU's memory goes: CUDA context, memory outside the
 /// framework's pool, cached and fragmented blocks, live tensors; per GPU and MIG instance.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, about, propagate_version = true)]
+#[command(name = "strata", version = crate::version::DESCRIBE, about, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
@@ -150,6 +150,46 @@ pub enum Command {
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
+    /// What strata can and cannot see on this node, and why: each check ok, limited or
+    /// missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when
+    /// any is missing).
+    Doctor(DoctorArgs),
+    /// Print the completion script for SHELL: `strata completions bash >
+    /// ~/.local/share/bash-completion/completions/strata`.
+    Completions(CompletionsArgs),
+    /// Print strata's man page (roff), or write one page per command into --dir:
+    /// `strata man | man -l -`.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write strata.1 and strata-COMMAND.1 for each command into DIR instead.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON (schema strata.doctor/1): every check with its status, reason and fix.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The address `strata serve` would listen on, whose port is checked.
+    #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_name = "ADDR")]
+    pub listen: String,
+
+    /// Seconds one check may take (a call into a hung driver never returns): past it, the
+    /// check says it timed out and the rest go on.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = parse_check_timeout)]
+    pub timeout: f64,
 }
 
 #[derive(Debug, Args)]
@@ -244,6 +284,11 @@ pub struct SnapshotArgs {
     /// Take this many samples, one interval apart.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
+
+    /// With --json: add `groups`, the processes summed per device by their launcher, pod
+    /// (or container), Slurm job or user.
+    #[arg(long, value_name = "BY", requires = "json", value_parser = crate::accounting::GroupBy::parse)]
+    pub group_by: Option<crate::accounting::GroupBy>,
 }
 
 fn parse_positive(text: &str, what: &str, min: f64, max: f64) -> Result<f64, String> {
@@ -282,6 +327,10 @@ fn parse_feed_interval(text: &str) -> Result<f64, String> {
 
 fn parse_speed(text: &str) -> Result<f64, String> {
     parse_positive(text, "story seconds per second", 0.01, 10_000.0)
+}
+
+fn parse_check_timeout(text: &str) -> Result<f64, String> {
+    parse_positive(text, "seconds", 0.1, 600.0)
 }
 
 fn parse_nonnegative(text: &str) -> Result<f64, String> {

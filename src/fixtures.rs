@@ -90,6 +90,7 @@ pub fn process(pid: u32, device_uuid: &str, used: Option<u64>) -> ProcessSample 
         cpu_percent: None,
         host_memory: None,
         elapsed: None,
+        owner: None,
         feed: None,
     }
 }

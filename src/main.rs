@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AnalyzeArgs, AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
-    SnapshotArgs,
+    AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs, SnapshotArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -18,6 +17,10 @@ use strata::source::fed::FedSource;
 use strata::source::nvml::NvmlSource;
 use strata::source::{Source, SourceError};
 
+/// Out of memory, strata exits 1 with one line rather than abort.
+#[global_allocator]
+static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
+
 fn main() -> ExitCode {
     let cli = Cli::from_env();
     let result = match cli.command {
@@ -25,10 +28,19 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
-        Some(Command::Analyze(args)) => analyze(&cli.common, &args),
+        Some(Command::Analyze(args)) => {
+            let context = cli.common.context_bytes();
+            return ExitCode::from(strata::analyze::command::run(
+                &args.file, args.json, context,
+            ));
+        }
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
+        Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
+        Some(Command::Completions(args)) => print_all(&strata::manual::completions(args.shell))
+            .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}")),
+        Some(Command::Man(args)) => man(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -45,6 +57,35 @@ fn main() -> ExitCode {
             eprintln!("strata: {e:#}{hint}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `strata man`: the page on stdout, or every page into `--dir`.
+fn man(args: &strata::cli::ManArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    match &args.dir {
+        Some(dir) => {
+            let pages = strata::manual::man_pages(dir)
+                .with_context(|| format!("cannot write man pages into {}", dir.display()))?;
+            for page in pages {
+                println!("{}", page.display());
+            }
+        }
+        None => {
+            let mut page = Vec::new();
+            strata::manual::man_page(&mut page).context("cannot render the man page")?;
+            print_all(&page).context("cannot write the man page")?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to stdout; a reader that has gone (`| head`) is not an error.
+fn print_all(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }
 
@@ -125,6 +166,11 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.demo {
         state.signaller = Box::new(strata::signal::Kernel::default());
+        state.attacher = Box::new(strata::launch::offer::LiveAttacher {
+            feed_dir: common.feed_dir.clone(),
+            interval: 0.5,
+            wait: Duration::from_secs(10),
+        });
     }
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
 }
@@ -138,6 +184,9 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
     let mut state = State::new(pipeline(common), source.label(), common.interval);
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     state.replay = Some(strata::app::ReplayView::new(source.control()));
+    state.attacher = Box::new(strata::launch::offer::NoAttacher(
+        "a replay shows the past: attach to a running process from the live monitor",
+    ));
     let control = source.control();
     // The source keeps the recording's time itself: no wait between its samples.
     let result = strata::tui::run(Box::new(source), state, Duration::ZERO);
@@ -167,7 +216,11 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
         }
         let observed = pipeline.ingest(source.sample()?);
         let shown = if args.json {
-            let mut line = serde_json::to_string(&Snapshot::of(&observed))?;
+            let shown = match args.group_by {
+                Some(by) => Snapshot::grouped(&observed, by),
+                None => Snapshot::of(&observed),
+            };
+            let mut line = serde_json::to_string(&shown)?;
             line.push('\n');
             line
         } else if args.report {
@@ -209,34 +262,6 @@ fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
     )?;
     println!("{report}");
     Ok(())
-}
-
-fn analyze(common: &Common, args: &AnalyzeArgs) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let context = common.context_bytes();
-    let (input, cut) = strata::recording::open(&args.file).with_context(|| {
-        format!(
-            "cannot read the recording {} (hint: record one with `strata record FILE`, or `strata snapshot --json --count N > FILE`)",
-            args.file.display()
-        )
-    })?;
-    let mut analysis = strata::analyze::analyze(input, context)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    // A compressed recording cut inside a frame ends where it was cut, as a cut last line.
-    analysis.truncated |= cut.happened();
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let written = if args.json {
-        serde_json::to_writer(&mut out, &analysis)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        write!(out, "{}", strata::analyze::timeline(&analysis))
-    };
-    match written.and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }
 
 /// `strata serve`: binds first (a port in use is an error before anything starts), then

@@ -47,6 +47,16 @@ pub struct Snapshot<'a> {
     /// budget, and suspicious entries where a feed dir or a socket belongs.
     pub feed_scan: &'a FeedScan,
     pub findings: &'a [Finding],
+    /// The processes grouped by their owner (`--group-by`): absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Groups>,
+}
+
+/// `groups`: the grouping asked for, and its rows (one per group and device).
+#[derive(Serialize)]
+pub struct Groups {
+    pub by: crate::accounting::GroupBy,
+    pub rows: Vec<crate::accounting::GroupRow>,
 }
 
 #[derive(Serialize)]
@@ -114,6 +124,8 @@ pub struct ProcessOut<'a> {
     pub host_memory: Option<u64>,
     /// Seconds since the process started.
     pub elapsed: Option<u64>,
+    /// Who the process belongs to: pod, container, Slurm step, unit, launcher.
+    pub owner: Option<&'a crate::sample::owner::Owner>,
     /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
@@ -205,6 +217,7 @@ impl<'a> Snapshot<'a> {
                 cpu_percent: p.cpu_percent,
                 host_memory: p.host_memory,
                 elapsed: p.elapsed,
+                owner: p.owner.as_deref(),
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
@@ -229,7 +242,18 @@ impl<'a> Snapshot<'a> {
             feeds: sample.feeds.iter().map(thinned).collect(),
             feed_scan: &sample.feed_scan,
             findings: &observed.findings,
+            groups: None,
         }
+    }
+
+    /// The same, with the processes grouped `by` their owner.
+    pub fn grouped(observed: &'a Observed, by: crate::accounting::GroupBy) -> Self {
+        let mut snapshot = Snapshot::of(observed);
+        snapshot.groups = Some(Groups {
+            by,
+            rows: crate::accounting::groups(&observed.sample, &observed.account.processes, by),
+        });
+        snapshot
     }
 }
 

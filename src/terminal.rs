@@ -259,8 +259,9 @@ fn install_fault_handlers() {
     });
 }
 
-/// The terminal restore for a signal handler: async-signal-safe calls only, and once.
-fn restore_in_handler() {
+/// The terminal restore for a signal handler, or for a failed allocation (which cannot
+/// allocate): async-signal-safe calls only, and once.
+pub fn restore_in_handler() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         // SAFETY: tcsetattr and write are async-signal-safe; COOKED is set before ACTIVE.
         unsafe {

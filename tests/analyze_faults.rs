@@ -28,8 +28,8 @@ fn text_of(lines: &[Value]) -> String {
     lines.iter().map(|l| l.to_string() + "\n").collect()
 }
 
-/// `strata analyze --json -` over this text.
-fn analyze(text: String) -> Value {
+/// `strata analyze --json -` over this text; its exit status must be `status`.
+fn analyze_with_status(text: String, status: i32) -> Value {
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["analyze", "--json", "-"])
         .stdin(Stdio::piped())
@@ -41,12 +41,18 @@ fn analyze(text: String) -> Value {
     let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
     let out = child.wait_with_output().expect("strata");
     writer.join().expect("writer").expect("write");
-    assert!(
-        out.status.success(),
+    assert_eq!(
+        out.status.code(),
+        Some(status),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// `strata analyze --json -` over a recording read whole.
+fn analyze(text: String) -> Value {
+    analyze_with_status(text, 0)
 }
 
 /// Each finding's kind, pid and device (and a climb's or OOM's cause or class).
@@ -164,12 +170,16 @@ fn a_spoiled_recording_says_what_the_clean_one_says() {
         let (body, last) = spoiled.split_at(spoiled.len() - 1);
         let cut = last[0].to_string();
         let (before, after) = body.split_at(body.len() / 2);
-        let got = analyze(format!(
-            "{}this is not a sample\n{}{}",
-            text_of(before),
-            text_of(after),
-            &cut[..cut.len() / 2]
-        ));
+        // The garbage line is a line lost: exit status 3, the analysis printed.
+        let got = analyze_with_status(
+            format!(
+                "{}this is not a sample\n{}{}",
+                text_of(before),
+                text_of(after),
+                &cut[..cut.len() / 2]
+            ),
+            3,
+        );
         assert_eq!(got["bad_lines"].as_array().map(Vec::len), Some(1), "{name}");
         assert_eq!(got["truncated"], Value::Bool(true), "{name}");
         assert!(got["out_of_order"].as_u64().unwrap_or(0) > 0, "{name}");
@@ -187,4 +197,99 @@ fn a_spoiled_recording_says_what_the_clean_one_says() {
             );
         }
     }
+}
+
+/// What spoils a sample.
+type Spoil = fn(&mut strata::sample::NodeSample);
+
+/// Samples of one GPU, one a second from 0 to 59 s, `spoiled` from 10 s to 19 s (and again
+/// from 55 s when `again`), as a recording's text.
+fn episode_recording(spoil: Spoil, again: bool) -> String {
+    use strata::fixtures::{gpu, memory, node, GIB, MIB};
+    let mut text = String::new();
+    for t in 0..60 {
+        let mut sample = node();
+        sample.time = 1_767_258_000.0 + f64::from(t);
+        sample.gpus.push(gpu(0, memory(80 * GIB, 256 * MIB)));
+        if (10..20).contains(&t) || (again && t >= 55) {
+            spoil(&mut sample);
+        }
+        text += &serde_json::to_string(&sample).expect("json");
+        text.push('\n');
+    }
+    text
+}
+
+/// An episode ends when its condition ends, as on the monitor: a GPU lost for 10 s and well
+/// for the last 40 s is over at 19 s, not "still at the end"; so are an NVML refusal and
+/// counters that contradict themselves. One that comes back within the monitor's hold
+/// (120 s) is the same episode, with the same start, open at the end.
+#[test]
+fn an_episode_ends_when_its_condition_ends() {
+    let cases: [(&str, Spoil); 3] = [
+        ("gpu_lost", |s| s.gpus[0].lost = true),
+        ("nvml_problem", |s| {
+            s.gpus[0]
+                .problems
+                .insert("utilization".into(), "Unknown Error".into());
+        }),
+        ("inconsistent_counters", |s| {
+            let memory = s.gpus[0].memory.as_mut().expect("memory");
+            memory.free = memory.total + 1;
+        }),
+    ];
+    let t0 = 1_767_258_000.0;
+    for (kind, spoil) in cases {
+        let analysis = analyze(episode_recording(spoil, false));
+        let episodes: Vec<&Value> = analysis["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == kind)
+            .collect();
+        assert_eq!(episodes.len(), 1, "{kind}: {analysis}");
+        let e = episodes[0];
+        assert_eq!(
+            (e["since"].as_f64(), e["until"].as_f64(), &e["open"]),
+            (Some(t0 + 10.0), Some(t0 + 19.0), &Value::Bool(false)),
+            "{kind}: {e}"
+        );
+        let again = analyze(episode_recording(spoil, true));
+        let episodes: Vec<&Value> = again["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == kind)
+            .collect();
+        assert_eq!(episodes.len(), 1, "{kind}: {again}");
+        let e = episodes[0];
+        assert_eq!(
+            (e["since"].as_f64(), e["until"].as_f64(), &e["open"]),
+            (Some(t0 + 10.0), Some(t0 + 59.0), &Value::Bool(true)),
+            "{kind}: {e}"
+        );
+    }
+    // The timeline says when it ended.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["analyze", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            let text = episode_recording(|s| s.gpus[0].lost = true, false);
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("strata");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("gpu_lost"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("09:00:10 → 09:00:19"), "{line}");
+    assert!(!text.contains("still at the end"), "{text}");
 }

@@ -91,14 +91,20 @@ fn snapshot_has_exactly_the_documented_fields() {
     let processes = snap["processes"].as_array().expect("processes");
     assert!(!processes.is_empty());
     let mut fed = 0;
+    let mut owned = 0;
     for p in processes {
         exactly(p, "process", &docs);
         if !p["feed"].is_null() {
             exactly(&p["feed"], "process.feed", &docs);
             fed += 1;
         }
+        if !p["owner"].is_null() {
+            exactly(&p["owner"], "owner", &docs);
+            owned += 1;
+        }
     }
     assert!(fed > 0);
+    assert!(owned > 0);
     let feeds = snap["feeds"].as_array().expect("feeds");
     assert!(!feeds.is_empty());
     for f in feeds {

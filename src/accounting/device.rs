@@ -140,7 +140,7 @@ fn implausible(process: &ProcessSample, total: u64) -> bool {
 }
 
 /// The layers a process's share leaves unknown on its device.
-fn unknown_shares(process: &ProcessSample, account: &ProcessAccount) -> Vec<Layer> {
+pub(super) fn unknown_shares(process: &ProcessSample, account: &ProcessAccount) -> Vec<Layer> {
     let l = &account.layers;
     let mut unknown = Vec::new();
     match (&account.feed_status, &process.feed) {

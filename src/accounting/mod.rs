@@ -1,8 +1,10 @@
 //! Pure functions from a raw sample to layers (DESIGN.md §1). No I/O.
 
 mod device;
+mod group;
 
 pub use device::{partition, Gap, Partition};
+pub use group::{groups, GroupBy, GroupRow};
 
 use crate::context::{ContextEstimator, ContextSource};
 use crate::feed::attach::Attachment;
@@ -24,7 +26,7 @@ pub struct ProcessLayers {
 
 impl ProcessLayers {
     /// This process's share of its device's partition.
-    fn as_device_share(&self) -> Layers {
+    pub(crate) fn as_device_share(&self) -> Layers {
         Layers {
             context: self.context,
             outside_pool: self.outside_pool,

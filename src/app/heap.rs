@@ -176,6 +176,48 @@ impl Heap for MigSample {
 }
 
 /// The full-size process, as it is outside the queue.
+/// An owner is shared by the entries of its process: counted whole at each (an upper bound).
+fn owner_heap(owner: &crate::sample::owner::Owner) -> usize {
+    let crate::sample::owner::Owner {
+        kind: _,
+        namespace,
+        pod,
+        pod_uid,
+        container,
+        container_id,
+        runtime,
+        slurm_job,
+        slurm_step,
+        slurm_task,
+        slurm_user,
+        unit,
+        launcher_pid: _,
+        launcher,
+        source,
+        unreadable,
+    } = owner;
+    size_of::<crate::sample::owner::Owner>()
+        + [
+            namespace,
+            pod,
+            pod_uid,
+            container,
+            container_id,
+            runtime,
+            slurm_job,
+            slurm_step,
+            slurm_task,
+            slurm_user,
+            unit,
+            launcher,
+        ]
+        .iter()
+        .map(|field| field.heap())
+        .sum::<usize>()
+        + source.heap()
+        + unreadable.heap()
+}
+
 impl Heap for ProcessSample {
     fn heap(&self) -> usize {
         let ProcessSample {
@@ -195,6 +237,7 @@ impl Heap for ProcessSample {
             host_memory: _,
             elapsed: _,
             executable,
+            owner,
             feed,
         } = self;
         device_uuid.heap()
@@ -202,6 +245,7 @@ impl Heap for ProcessSample {
             + user.heap()
             + command.heap()
             + executable.heap()
+            + owner.as_deref().map_or(0, owner_heap)
             + feed.heap()
     }
 }
@@ -305,8 +349,17 @@ impl Heap for Hello {
             settings,
             devices,
             note,
+            protocol: _,
+            state,
+            error,
+            agent_copy,
+            agent_path,
         } = self;
-        agent_version.heap()
+        state.heap()
+            + error.heap()
+            + agent_copy.heap()
+            + agent_path.heap()
+            + agent_version.heap()
             + python.heap()
             + executable.heap()
             + framework.heap()

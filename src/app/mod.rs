@@ -1,5 +1,6 @@
 //! The monitor's state and how events change it. No drawing, no terminal: testable alone.
 
+mod attach;
 mod findings;
 mod heap;
 mod pause;
@@ -12,6 +13,7 @@ mod sort;
 mod strata;
 mod update;
 
+pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
 pub use findings::{climbs, ClimbNote, FindingId};
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
@@ -145,6 +147,13 @@ pub struct State {
     pub dialog: Option<SignalDialog>,
     /// What sends signals: the kernel on a live node, nothing for the demo.
     pub signaller: Box<dyn Signaller>,
+    /// The confirmation of `a`, while open: it takes the keys.
+    pub attach_offer: Option<AttachOffer>,
+    /// An attach under way (`a`, confirmed): its outcome comes to the footer.
+    pub attaching: Option<Attaching>,
+    /// What attaches the agent: `strata attach` on a live node, nothing for the demo or a
+    /// replay.
+    pub attacher: Box<dyn crate::launch::offer::Attacher>,
     /// Draw with glyphs only (`NO_COLOR`).
     pub monochrome: bool,
     pub quit: bool,
@@ -202,6 +211,11 @@ impl State {
             notice: None,
             dialog: None,
             signaller: Box::new(Refuse::simulated()),
+            attach_offer: None,
+            attaching: None,
+            attacher: Box::new(crate::launch::offer::NoAttacher(
+                "the demo node's processes are simulated: there is nothing to attach to",
+            )),
             monochrome: false,
             quit: false,
             suspend_requested: false,

@@ -113,6 +113,7 @@ struct Process {
     host_memory: Option<u64>,
     elapsed: Option<u64>,
     executable: Option<Sym>,
+    owner: Option<std::sync::Arc<crate::sample::owner::Owner>>,
     feed: Option<Box<FeedSample>>,
 }
 
@@ -136,6 +137,7 @@ impl Process {
             host_memory,
             elapsed,
             executable,
+            owner,
             feed,
         } = process;
         Process {
@@ -155,6 +157,7 @@ impl Process {
             host_memory,
             elapsed,
             executable: executable.map(|s| strings.intern(s)),
+            owner,
             feed: feed.map(Box::new),
         }
     }
@@ -178,6 +181,7 @@ impl Process {
             host_memory: self.host_memory,
             elapsed: self.elapsed,
             executable: self.executable.map(text),
+            owner: self.owner,
             feed: self.feed.map(|f| *f),
         }
     }

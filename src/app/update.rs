@@ -34,6 +34,8 @@ pub enum Action {
     ReverseSort,
     /// `k`: signal the selected process (or a zombie context's holders).
     Signal,
+    /// `a`: attach the allocator feed to the selected Python process.
+    Attach,
     /// `y`: confirm (in the signal dialog).
     Yes,
     /// `n`: decline (in the signal dialog).
@@ -66,6 +68,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Esc => Action::Back,
         KeyCode::Up => Action::Up,
         KeyCode::Char('k') | KeyCode::F(9) => Action::Signal,
+        KeyCode::Char('a') => Action::Attach,
         KeyCode::Char('S') => Action::ReverseSort,
         KeyCode::Char('y') => Action::Yes,
         KeyCode::Char('n') => Action::No,
@@ -164,6 +167,7 @@ impl State {
     pub fn refresh(&mut self, now: Instant) {
         self.freshness = self.freshness_at(now);
         self.refresh_replay();
+        self.poll_attach();
     }
 
     /// When the screen must next be redrawn with no event: the moment the running poll
@@ -171,6 +175,9 @@ impl State {
     /// `None` when all is well (no poll running, or paused): the monitor then sleeps until
     /// data or input arrives.
     pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+        if self.attaching.is_some() {
+            return Some(now + super::ATTACH_POLL);
+        }
         if let Some(replay) = &self.replay {
             // A seek under way: its progress, a few times a second.
             let seeking =
@@ -219,6 +226,10 @@ impl State {
         }
         if self.dialog.is_some() {
             self.dialog_action(action);
+            return;
+        }
+        if self.attach_offer.is_some() {
+            self.attach_action(action);
             return;
         }
         if self.replay_action(action) {
@@ -277,6 +288,7 @@ impl State {
                 self.clamp_selection();
             }
             Action::Signal => self.open_signal_dialog(),
+            Action::Attach => self.open_attach(),
             Action::Report => self.write_report(),
             Action::Record => self.record_key(),
             // Only the dialog answers these.

@@ -363,7 +363,13 @@ impl FindingTracker {
             self.first_raised.insert(key, (since, now));
         }
         self.first_raised
-            .retain(|_, (_, seen)| now - *seen <= trend::HOLD_SECS && *seen <= now);
+            .retain(|_, (_, seen)| FindingTracker::holds(*seen, now));
+    }
+
+    /// Whether a finding last seen at `seen` is still held at `now` (within
+    /// [`trend::HOLD_SECS`]): raised again, it is the same one, with the same `since`.
+    pub fn holds(seen: f64, now: f64) -> bool {
+        now - seen <= trend::HOLD_SECS && seen <= now
     }
 }
 

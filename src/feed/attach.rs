@@ -7,7 +7,7 @@
 //! framework without UUIDs is matched. A feed device whose pid NVML does not list on it is a
 //! finding, never a silent drop.
 
-use crate::sample::feed::{FeedDevice, FeedRecord, FeedState};
+use crate::sample::feed::{FeedDevice, FeedRecord, FeedState, Hello};
 use crate::sample::{AllocatorStats, FeedSample, GpuSample, NodeSample, ProcessSample};
 use serde::Serialize;
 
@@ -22,14 +22,51 @@ pub enum FeedStatus {
     Absent,
     /// A feed speaks for this pid but was refused (or dropped): nothing it says is used.
     Refused { reason: String },
-    /// A trusted feed that has nothing for this device yet (CUDA not initialised, say).
-    Pending { reason: String },
+    /// A trusted feed that has nothing for this device yet (CUDA not initialised, say); the
+    /// kind says whether it waits, uses no framework, or failed.
+    Pending { reason: String, kind: PendingKind },
     /// Recent enough to be combined with NVML's reading.
     Fresh { age: f64 },
     /// Too old to combine with this instant; shown, not used.
     Stale { age: f64 },
     /// Its numbers contradict themselves or NVML's: shown, not used.
     Inconsistent { reason: String },
+}
+
+/// Why a trusted feed has no statistics for a process, from its hello's `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingKind {
+    /// A framework is imported and not initialised yet (or the agent says nothing more).
+    Waiting,
+    /// No framework for the GPU in this process (none imported, a launcher, JAX on the CPU).
+    NoFramework,
+    /// The agent itself failed: the reason is its error.
+    AgentError,
+    /// The agent reads the framework, but nothing the monitor can use (the note says why).
+    Unusable,
+}
+
+impl PendingKind {
+    /// From a hello: its `state`, and whether it names any device.
+    pub fn of(hello: &Hello) -> Self {
+        match hello.state.as_deref() {
+            Some("error") => PendingKind::AgentError,
+            Some("no_framework") => PendingKind::NoFramework,
+            Some("reading") => PendingKind::Unusable,
+            _ => PendingKind::Waiting,
+        }
+    }
+
+    /// A word for the process table.
+    pub fn label(self) -> &'static str {
+        match self {
+            PendingKind::Waiting => "waiting",
+            PendingKind::NoFramework => "no framework",
+            PendingKind::AgentError => "agent error",
+            PendingKind::Unusable => "unreported",
+        }
+    }
 }
 
 impl FeedStatus {
@@ -42,7 +79,7 @@ impl FeedStatus {
         match self {
             FeedStatus::Absent => "nofeed",
             FeedStatus::Refused { .. } => "refused",
-            FeedStatus::Pending { .. } => "waiting",
+            FeedStatus::Pending { kind, .. } => kind.label(),
             FeedStatus::Fresh { .. } => "fed",
             FeedStatus::Stale { .. } => "stale",
             FeedStatus::Inconsistent { .. } => "badfeed",
@@ -204,11 +241,7 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
         let Some(hello) = &record.hello else { continue };
         for &i in &held {
             if statuses[i] == FeedStatus::Absent {
-                let reason = hello
-                    .note
-                    .clone()
-                    .unwrap_or_else(|| "no statistics for this device yet".into());
-                statuses[i] = FeedStatus::Pending { reason };
+                statuses[i] = pending(hello);
             }
         }
         let interval = hello.interval.filter(|i| i.is_finite() && *i > 0.0);
@@ -286,6 +319,18 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
         process.feed = Some(feed);
     }
     Attachment { statuses, unlisted }
+}
+
+/// What a trusted feed with no usable statistics says: its error when the agent failed, else
+/// its note.
+fn pending(hello: &Hello) -> FeedStatus {
+    let kind = PendingKind::of(hello);
+    let reason = match (kind, &hello.error, &hello.note) {
+        (PendingKind::AgentError, Some(error), _) => error.clone(),
+        (_, _, Some(note)) => note.clone(),
+        _ => "no statistics for this device yet".into(),
+    };
+    FeedStatus::Pending { reason, kind }
 }
 
 fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {

@@ -193,9 +193,61 @@ fn a_feed_waiting_for_cuda_is_pending_with_its_note() {
     assert_eq!(
         a.statuses[0],
         FeedStatus::Pending {
-            reason: "waiting for torch to initialise CUDA".into()
+            reason: "waiting for torch to initialise CUDA".into(),
+            kind: PendingKind::Waiting,
         }
     );
+    assert_eq!(a.statuses[0].label(), "waiting");
+}
+
+#[test]
+fn an_agent_error_is_shown_as_an_error_with_its_text_and_no_framework_as_such() {
+    let cases = [
+        (
+            Some("error"),
+            Some("agent error: AttributeError: module 'torch' has no attribute '_C'"),
+            Some("waiting for torch to initialise CUDA"),
+            "agent error: AttributeError: module 'torch' has no attribute '_C'",
+            PendingKind::AgentError,
+            "agent error",
+        ),
+        (
+            Some("no_framework"),
+            None,
+            Some("torch launcher (torch.distributed.run): CUDA not used here"),
+            "torch launcher (torch.distributed.run): CUDA not used here",
+            PendingKind::NoFramework,
+            "no framework",
+        ),
+        (
+            None,
+            None,
+            Some("waiting for jax"),
+            "waiting for jax",
+            PendingKind::Waiting,
+            "waiting",
+        ),
+    ];
+    for (state, error, note, reason, kind, label) in cases {
+        let mut s = one_gpu(7);
+        let mut r = record(7, vec![]);
+        if let Some(h) = r.hello.as_mut() {
+            h.state = state.map(Into::into);
+            h.error = error.map(Into::into);
+            h.note = note.map(Into::into);
+        }
+        s.feeds.push(r);
+        let a = attach(&mut s);
+        assert_eq!(
+            a.statuses[0],
+            FeedStatus::Pending {
+                reason: reason.into(),
+                kind
+            },
+            "{state:?}"
+        );
+        assert_eq!(a.statuses[0].label(), label);
+    }
 }
 
 #[test]

@@ -219,6 +219,9 @@ pub(crate) fn on_line(
             return None;
         }
     };
+    if let Message::Refuse(reason) = message {
+        return Some(End::Refused(reason));
+    }
     let pid = match phase {
         Phase::AwaitingHello {
             nspid,
@@ -265,6 +268,7 @@ pub(crate) fn on_line(
                 bye: true,
             })
         }
+        Message::Refuse(_) => {}
     }
     None
 }

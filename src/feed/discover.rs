@@ -102,6 +102,37 @@ struct RootInfo {
 /// Scans between two reads of a watched process's status and environment.
 const ROOT_REFRESH_SCANS: u64 = 30;
 
+/// Every user's feed dir under `tmp_root` (`strata-<uid>`), with the uid its name gives, in
+/// order: where a monitor running as root looks (at most [`MAX_FEED_DIRS`] of them a scan).
+pub(crate) fn tmp_feed_dirs(tmp_root: &Path) -> Vec<(PathBuf, u32)> {
+    let mut dirs = Vec::new();
+    if let Ok(entries) = fs::read_dir(tmp_root) {
+        for entry in entries.take(MAX_TMP_ENTRIES).flatten() {
+            let name = entry.file_name();
+            let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("strata-")) else {
+                continue;
+            };
+            if let (Ok(n), true) = (uid.parse::<u32>(), uid.bytes().all(|b| b.is_ascii_digit())) {
+                dirs.push((entry.path(), n));
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
+/// A feed dir as a scan finds it, not following a final link: the descriptor, its status and
+/// the verdict on it (owner, mode; a link is no directory and fails).
+pub(crate) fn open_feed_dir(
+    path: &Path,
+    expected_uid: u32,
+) -> std::io::Result<(OwnedFd, libc::stat, Result<(), String>)> {
+    let fd = open_path(path, libc::O_NOFOLLOW)?;
+    let st = super::fd::fstat(&fd).ok_or_else(std::io::Error::last_os_error)?;
+    let verdict = dir_verdict(path, &st, expected_uid);
+    Ok((fd, st, verdict))
+}
+
 impl Scanner {
     pub fn new(feed_dir: Option<PathBuf>, proc_root: PathBuf, tmp_root: PathBuf) -> Self {
         // SAFETY: geteuid has no preconditions.
@@ -256,21 +287,7 @@ impl Scanner {
             _ => None,
         };
         let (dirs, all) = cached.unwrap_or_else(|| {
-            let mut dirs = Vec::new();
-            if let Ok(entries) = fs::read_dir(&self.tmp_root) {
-                for entry in entries.take(MAX_TMP_ENTRIES).flatten() {
-                    let name = entry.file_name();
-                    let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("strata-")) else {
-                        continue;
-                    };
-                    if let (Ok(n), true) =
-                        (uid.parse::<u32>(), uid.bytes().all(|b| b.is_ascii_digit()))
-                    {
-                        dirs.push((entry.path(), n));
-                    }
-                }
-            }
-            dirs.sort();
+            let mut dirs = tmp_feed_dirs(&self.tmp_root);
             let all = dirs.len();
             dirs.truncate(MAX_FEED_DIRS);
             if let Some(mtime) = mtime {

@@ -23,4 +23,6 @@ mod protocol;
 mod state;
 mod trust;
 
+/// The feed dir rules, for `strata doctor`: the check a dir must pass, and where root looks.
+pub(crate) use discover::{open_feed_dir, tmp_feed_dirs};
 pub use hub::{FeedConfig, FeedHub};

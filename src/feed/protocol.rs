@@ -16,6 +16,8 @@ pub(crate) const MAX_DEVICES: usize = 64;
 const MAX_STRING_CHARS: usize = 256;
 /// `settings` keeps at most this many entries.
 const MAX_MAP_ENTRIES: usize = 32;
+/// The protocol version this monitor reads (every message's `v`).
+pub(crate) const PROTOCOL: u64 = crate::version::FEED_PROTOCOL;
 
 /// One message as the hub uses it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,9 @@ pub(crate) enum Message {
     Bye {
         reason: String,
     },
+    /// The agent will not be read: it said it is busy (too many monitors) before closing,
+    /// or its hello speaks another protocol version. The reason is shown on the feed.
+    Refuse(String),
 }
 
 /// Why a line was not used; each is one counter of [`crate::sample::feed::FeedCounters`].
@@ -52,6 +57,19 @@ struct Envelope {
     v: Option<Value>,
     #[serde(rename = "type")]
     kind: Option<Value>,
+}
+
+/// What a hello of another protocol version is read for: who to blame.
+#[derive(Deserialize)]
+struct WireVersion {
+    #[serde(default)]
+    agent_version: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireBusy {
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +98,16 @@ struct WireHello {
     devices: Option<Vec<WireDevice>>,
     #[serde(default)]
     note: Option<String>,
+    #[serde(default)]
+    protocol: Option<u32>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    agent_copy: Option<String>,
+    #[serde(default)]
+    agent_path: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -98,7 +126,10 @@ struct WireStats {
     #[serde(default)]
     index: Option<u32>,
     allocated: u64,
-    reserved: u64,
+    /// Null where the allocator does not report it (XLA's cuda_async): the device is then
+    /// left out of the sample, and the hello's note says why. Required all the same.
+    #[serde(deserialize_with = "present")]
+    reserved: Option<u64>,
     #[serde(default)]
     active: Option<u64>,
     #[serde(default)]
@@ -133,6 +164,11 @@ struct WireStats {
     reserved_since: Option<f64>,
     #[serde(default)]
     unreported: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// A field that must be there, and may be null.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<u64>::deserialize(d)
 }
 
 #[derive(Deserialize)]
@@ -174,15 +210,27 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Message, Bad> {
         return Err(Bad::Malformed);
     }
     let envelope: Envelope = serde_json::from_slice(line).map_err(|_| Bad::Malformed)?;
-    match envelope.v {
-        Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
-        Some(Value::Number(_)) => return Err(Bad::UnknownVersion),
-        _ => return Err(Bad::Invalid),
-    }
     let kind = match envelope.kind {
         Some(Value::String(kind)) => kind,
         _ => return Err(Bad::Invalid),
     };
+    match envelope.v {
+        Some(Value::Number(n)) if n.as_u64() == Some(PROTOCOL) => {}
+        Some(Value::Number(n)) if kind == "hello" => {
+            // Not misread as version 1: said on the feed, with whose version it is.
+            let who: WireVersion = serde_json::from_slice(line).map_err(|_| Bad::UnknownVersion)?;
+            let agent = match who.agent_version {
+                Some(Value::String(v)) => clip_to(v, 32),
+                _ => "of unknown version".into(),
+            };
+            return Ok(Message::Refuse(format!(
+                "version mismatch: agent {agent} speaks feed protocol {n}, this strata ({}) reads protocol {PROTOCOL}: run the same version of both",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        Some(Value::Number(_)) => return Err(Bad::UnknownVersion),
+        _ => return Err(Bad::Invalid),
+    }
     let invalid = |_| Bad::Invalid;
     match kind.as_str() {
         "hello" => hello(serde_json::from_slice(line).map_err(invalid)?).map(Message::Hello),
@@ -192,6 +240,13 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Message, Bad> {
             let bye: WireBye = serde_json::from_slice(line).map_err(invalid)?;
             let reason = clip(bye.reason.unwrap_or_default());
             Ok(Message::Bye { reason })
+        }
+        "busy" => {
+            let busy: WireBusy = serde_json::from_slice(line).map_err(invalid)?;
+            let reason = clip_to(busy.reason.unwrap_or_else(|| "busy".into()), 96);
+            Ok(Message::Refuse(format!(
+                "agent {reason}: not read, tried again later"
+            )))
         }
         _ => Err(Bad::UnknownType),
     }
@@ -236,6 +291,11 @@ fn hello(wire: WireHello) -> Result<Hello, Bad> {
             })
             .collect(),
         note: wire.note.map(clip),
+        protocol: wire.protocol,
+        state: wire.state.map(|s| clip_to(s, 32)),
+        error: wire.error.map(clip),
+        agent_copy: wire.agent_copy.map(|s| clip_to(s, 32)),
+        agent_path: wire.agent_path.map(clip),
     })
 }
 
@@ -249,7 +309,9 @@ fn sample(wire: WireSample) -> Result<Message, Bad> {
         if devices.iter().any(|d| d.index == index) {
             return Err(Bad::Invalid);
         }
-        devices.push(stats(entry, index, wire.seq, wire.time));
+        if let Some(stats) = stats(entry, index, wire.seq, wire.time) {
+            devices.push(stats);
+        }
     }
     Ok(Message::Sample {
         backlog: wire.backlog.unwrap_or(false),
@@ -261,7 +323,7 @@ fn oom(wire: WireOom) -> Result<Message, Bad> {
     if !finite(wire.time) {
         return Err(Bad::Invalid);
     }
-    let stats = wire.stats.map(|entry| {
+    let stats = wire.stats.and_then(|entry| {
         let index = entry.index.unwrap_or(wire.index);
         stats(entry, index, wire.seq, wire.time)
     });
@@ -302,7 +364,10 @@ const NULLABLE_STATS: [&str; 16] = [
 /// An `unreported` reason is cut to this many characters.
 const MAX_REASON_CHARS: usize = 128;
 
-fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> AllocatorStats {
+/// The statistics, or `None` when `reserved` is not reported (a partial reading the
+/// accounting cannot use).
+fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorStats> {
+    let reserved = wire.reserved?;
     let mut unreported = BTreeMap::new();
     for (field, reason) in wire.unreported.unwrap_or_default() {
         if NULLABLE_STATS.contains(&field.as_str()) {
@@ -310,12 +375,12 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> AllocatorStats {
             unreported.insert(field, reason);
         }
     }
-    AllocatorStats {
+    Some(AllocatorStats {
         index,
         seq,
         time,
         allocated: wire.allocated,
-        reserved: wire.reserved,
+        reserved,
         active: wire.active,
         inactive_split: wire.inactive_split,
         requested: wire.requested,
@@ -333,7 +398,7 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> AllocatorStats {
         limit: wire.limit,
         reserved_since: wire.reserved_since,
         unreported,
-    }
+    })
 }
 
 fn finite(time: f64) -> bool {
@@ -426,11 +491,11 @@ mod tests {
             ("{}", Bad::Invalid),
             (r#"{"v":1,"type":"hello""#, Bad::Malformed),
             (
-                r#"{"v":2,"type":"hello","time":1,"pid":1}"#,
+                r#"{"v":2,"type":"sample","seq":1,"time":1,"devices":[]}"#,
                 Bad::UnknownVersion,
             ),
             (
-                r#"{"v":1.5,"type":"hello","time":1,"pid":1}"#,
+                r#"{"v":1.5,"type":"sample","seq":1,"time":1,"devices":[]}"#,
                 Bad::UnknownVersion,
             ),
             (r#"{"type":"hello","time":1,"pid":1}"#, Bad::Invalid),
@@ -472,6 +537,71 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(parse_line(line.as_bytes()), Err(*want), "{line}");
         }
+    }
+
+    #[test]
+    fn a_hello_of_another_protocol_is_a_mismatch_said_with_both_versions() {
+        let got = parse_line(br#"{"v":2,"type":"hello","time":1,"pid":1,"agent_version":"0.3.0"}"#);
+        let Ok(Message::Refuse(reason)) = got else {
+            panic!("{got:?}");
+        };
+        assert!(
+            reason
+                .starts_with("version mismatch: agent 0.3.0 speaks feed protocol 2, this strata ("),
+            "{reason}"
+        );
+        assert!(
+            reason.ends_with("reads protocol 1: run the same version of both"),
+            "{reason}"
+        );
+        let got = parse_line(br#"{"v":7,"type":"hello"}"#);
+        assert!(
+            matches!(&got, Ok(Message::Refuse(r)) if r.contains("agent of unknown version speaks feed protocol 7")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn busy_is_said_as_the_agent_says_it() {
+        let got = parse_line(
+            br#"{"v":1,"type":"busy","time":1.5,"reason":"busy: 256 monitors connected"}"#,
+        );
+        assert_eq!(
+            got,
+            Ok(Message::Refuse(
+                "agent busy: 256 monitors connected: not read, tried again later".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn new_hello_fields_are_read_and_old_hellos_still_parse() {
+        let line = br#"{"v":1,"type":"hello","time":1,"pid":9,"protocol":1,"state":"error","error":"agent error: AttributeError: x","agent_copy":"embedded","agent_path":"/tmp/strata-0/agent-1"}"#;
+        let Ok(Message::Hello(h)) = parse_line(line) else {
+            panic!("hello did not parse");
+        };
+        assert_eq!(h.protocol, Some(1));
+        assert_eq!(h.state.as_deref(), Some("error"));
+        assert_eq!(h.error.as_deref(), Some("agent error: AttributeError: x"));
+        assert_eq!(h.agent_copy.as_deref(), Some("embedded"));
+        let Ok(Message::Hello(old)) = parse_line(HELLO.as_bytes()) else {
+            panic!("old hello did not parse");
+        };
+        assert_eq!((old.state, old.error, old.protocol), (None, None, None));
+    }
+
+    #[test]
+    fn a_device_without_reserved_is_left_out_not_misread() {
+        // XLA's cuda_async allocator: allocated known, reserved not reported.
+        let line = br#"{"v":1,"type":"sample","seq":4,"time":2,"devices":[{"index":0,"allocated":5,"reserved":null,"unreported":{"reserved":"not reported by XLA's cuda_async allocator"}},{"index":1,"allocated":1,"reserved":2}]}"#;
+        let Ok(Message::Sample { devices, .. }) = parse_line(line) else {
+            panic!("sample did not parse");
+        };
+        assert_eq!(devices.len(), 1);
+        assert_eq!((devices[0].index, devices[0].reserved), (1, 2));
+        let missing =
+            br#"{"v":1,"type":"sample","seq":4,"time":2,"devices":[{"index":0,"allocated":5}]}"#;
+        assert_eq!(parse_line(missing), Err(Bad::Invalid));
     }
 
     #[test]

@@ -44,15 +44,15 @@ pub enum AttachError {
 }
 
 /// What is known of the target from `/proc`.
-struct Target {
+pub(super) struct Target {
     /// Its pid in its own PID namespace.
-    nspid: u32,
-    uid: u32,
-    gid: u32,
+    pub(super) nspid: u32,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
     /// Its executable, as a path in its own root.
-    exe_in_root: PathBuf,
+    pub(super) exe_in_root: PathBuf,
     /// Whether its root is this process's root.
-    same_root: bool,
+    pub(super) same_root: bool,
 }
 
 fn proc_path(pid: u32, tail: &str) -> PathBuf {
@@ -66,7 +66,7 @@ fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-fn inspect(pid: u32) -> Result<Target, AttachError> {
+pub(super) fn inspect(pid: u32) -> Result<Target, AttachError> {
     let status = fs::read_to_string(proc_path(pid, "status")).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => AttachError::NoProcess(pid),
         _ => AttachError::Other {
@@ -103,11 +103,7 @@ fn inspect(pid: u32) -> Result<Target, AttachError> {
             detail: format!("cannot read /proc/{pid}/exe ({e})"),
         },
     })?;
-    let name = exe
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if !(name.starts_with("python") || name.starts_with("pypy")) {
+    if !is_python(&exe) {
         return Err(AttachError::NotPython {
             pid,
             program: crate::text::clean(&exe.display().to_string()).into_owned(),
@@ -130,6 +126,16 @@ fn inspect(pid: u32) -> Result<Target, AttachError> {
         exe_in_root,
         same_root,
     })
+}
+
+/// Whether the executable `exe` (where `/proc/PID/exe` points) is a Python interpreter, by
+/// its name: `python3.14`, `python3`, `pypy3.10`.
+pub(crate) fn is_python(exe: &Path) -> bool {
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.starts_with("python") || name.starts_with("pypy")
 }
 
 /// Python run by the injector: calls `sys.remote_exec` and says what happened as JSON.
@@ -157,7 +163,8 @@ print(json.dumps(out))
     )
 }
 
-fn ptrace_scope() -> String {
+/// `kernel.yama.ptrace_scope` as the kernel says it, or that there is no Yama.
+pub(crate) fn ptrace_scope() -> String {
     fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "not set (no Yama)".into())

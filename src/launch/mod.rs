@@ -3,6 +3,8 @@
 //! binary and installed, once per version, in a private directory.
 
 pub mod attach;
+pub mod offer;
+pub mod python;
 pub mod run;
 
 use std::fs;

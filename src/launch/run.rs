@@ -1,7 +1,10 @@
 //! `strata run -- CMD ARGS`: runs CMD with the agent in every Python process it starts.
 //!
-//! The agent is installed once per version and put on `PYTHONPATH` with a `sitecustomize`
-//! that starts it and then chains any `sitecustomize` of the environment. strata then
+//! The agent is installed once per version; `PYTHONPATH` carries only its `strata_run/`
+//! directory, whose `sitecustomize` imports the job environment's own `strata_feed` when it
+//! is this very version (strata installed with pip into the job's environment), else the
+//! installed copy beside it, starts it, and then chains any `sitecustomize` of the
+//! environment. The job's `sys.path` is otherwise its own. strata then
 //! `exec`s CMD: CMD takes strata's place, so it keeps the pid, the terminal and its process
 //! group, receives every signal sent to it directly, and its exit status is the status.
 
@@ -19,7 +22,7 @@ pub struct RunOptions {
     pub interval: f64,
 }
 
-/// The environment CMD runs with: the agent's directories first on `PYTHONPATH`.
+/// The environment CMD runs with: the agent's `strata_run/` first on `PYTHONPATH`.
 pub fn environment(
     agent_dir: &Path,
     options: &RunOptions,
@@ -27,8 +30,6 @@ pub fn environment(
 ) -> Vec<(OsString, OsString)> {
     let mut pythonpath = OsString::new();
     pythonpath.push(agent_dir.join("strata_run"));
-    pythonpath.push(":");
-    pythonpath.push(agent_dir);
     if let Some(old) = inherited_pythonpath.filter(|p| !p.is_empty()) {
         pythonpath.push(":");
         pythonpath.push(old);
@@ -136,7 +137,7 @@ mod tests {
         };
         assert_eq!(
             get("PYTHONPATH").as_deref(),
-            Some("/tmp/a/strata_run:/tmp/a:/opt/lib")
+            Some("/tmp/a/strata_run:/opt/lib")
         );
         assert_eq!(get("STRATA_FEED_DIR").as_deref(), Some("/srv/feeds"));
         assert_eq!(get("STRATA_FEED_INTERVAL").as_deref(), Some("0.5"));

@@ -101,10 +101,16 @@ struct Counted {
     file: File,
     /// Bytes in the file.
     len: u64,
+    /// The file was ended by hand after a failed write: what the encoder still writes as it
+    /// is dropped (gzip's own end, after the one written by hand) is let go.
+    ended: bool,
 }
 
 impl Write for Counted {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.ended {
+            return Ok(buf.len());
+        }
         let n = self.file.write(buf)?;
         self.len += n as u64;
         Ok(n)
@@ -234,7 +240,11 @@ fn open_file(path: &Path, encoding: Encoding) -> Result<Counted, RecordError> {
         check_appendable(&mut file, len, encoding).map_err(|cause| open_error(path, cause))?;
     }
     let len = file.metadata().map_err(|e| open_error(path, e))?.len();
-    Ok(Counted { file, len })
+    Ok(Counted {
+        file,
+        len,
+        ended: false,
+    })
 }
 
 /// An existing recording can take a new frame of the same kind. A plain one cut inside a line
@@ -402,6 +412,7 @@ impl RecordWriter {
                 // Whatever of this sample reached the disk goes: the file ends at a sample,
                 // and its frame is ended there where the few bytes fit (the cut freed some).
                 if let Some(mut stream) = self.stream.take() {
+                    stream.counted_mut().ended = true;
                     let file = &mut stream.counted_mut().file;
                     if file.set_len(self.good_len).is_ok() && self.frame_samples > 0 {
                         let end = frame_end(self.encoding, &self.frame_crc);

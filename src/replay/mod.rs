@@ -8,10 +8,9 @@
 //! from the latest checkpoint before the target (or from the start), never from a shortcut,
 //! so the screen after a seek equals the screen of a straight playback to the same point.
 
-pub mod lines;
-
 use crate::app::{remember_last_known, LastKnown, SortMemory};
 use crate::pipeline::{Observed, Pipeline};
+use crate::recording::{Line, Progress};
 use crate::sample::NodeSample;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -134,13 +133,47 @@ impl Clock {
 /// What reading the recording found so far.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
-    /// Lines that were not a sample, and the number of the last one.
+    /// Lines that were not a sample (or over the line limit), and the number of the last.
     pub bad_lines: u64,
     pub last_bad_line: Option<u64>,
+    /// Of those, lines over the line limit, skipped unread.
+    pub oversized: u64,
     /// Samples not later than the one before: skipped.
     pub out_of_order: u64,
     /// The last line was cut short (or a compressed frame ended early).
     pub truncated: bool,
+    /// Corrupt compressed data: how many times, where the last was found, and the
+    /// compressed bytes skipped in all.
+    pub corrupt: u64,
+    pub last_corrupt_at: Option<u64>,
+    pub corrupt_bytes: u64,
+}
+
+impl Reading {
+    /// Counts a line that is not a sample to play (a sample out of order included), line
+    /// `number`.
+    pub fn count(&mut self, number: u64, line: &Line) {
+        match line {
+            Line::Sample(_) => self.out_of_order += 1,
+            Line::Bad(_) => {
+                self.bad_lines += 1;
+                self.last_bad_line = Some(number);
+            }
+            Line::Oversized(_) => {
+                self.bad_lines += 1;
+                self.oversized += 1;
+                self.last_bad_line = Some(number);
+            }
+            Line::Truncated => self.truncated = true,
+            Line::Corrupt(c) => {
+                self.corrupt += 1;
+                self.last_corrupt_at = Some(c.at);
+                // Skipped to the end of the file: its size is not known here, what was
+                // skipped to the next frame is.
+                self.corrupt_bytes += c.resumed_at.map_or(0, |r| r.saturating_sub(c.at));
+            }
+        }
+    }
 }
 
 /// What the monitor shows of the replay: a copy taken before each frame.
@@ -157,6 +190,9 @@ pub struct ReplayStatus {
     /// The playback has reached the recording's last sample.
     pub ended: bool,
     pub reading: Reading,
+    /// The first reading of the whole file (for its length), while it has run past a
+    /// second: bytes read, of the file's size.
+    pub indexing: Option<(u64, Option<u64>)>,
 }
 
 /// One checkpoint: the model after the sample at `time`.
@@ -180,6 +216,8 @@ pub struct Shared {
     pub last_time: Option<f64>,
     pub ended: bool,
     pub reading: Reading,
+    /// The first reading of the whole file, under way: how far it has come, since when.
+    pub indexing: Option<(Progress, Instant)>,
     /// Oldest first, at least `spacing` apart in recording time.
     pub checkpoints: Vec<Arc<Checkpoint>>,
     spacing: f64,
@@ -207,6 +245,7 @@ impl Control {
                 last_time: None,
                 ended: false,
                 reading: Reading::default(),
+                indexing: None,
                 checkpoints: Vec::new(),
                 spacing: CHECKPOINT_SPACING_SECS,
                 closed: false,
@@ -255,6 +294,11 @@ impl Control {
             seeking: s.seek.map(|t| (t, 0.0)).or(s.seeking),
             ended: s.ended,
             reading: s.reading.clone(),
+            indexing: s
+                .indexing
+                .as_ref()
+                .filter(|(_, since)| since.elapsed() >= crate::recording::progress::QUIET_FOR)
+                .map(|(p, _)| (p.read(), p.total())),
         }
     }
 
@@ -343,3 +387,5 @@ impl Control {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reading;

@@ -240,6 +240,7 @@ fn bad_lines_are_counted_with_their_numbers_and_a_cut_last_line_is_fine() {
             last_bad_line: Some(6),
             out_of_order: 1,
             truncated: true,
+            ..Reading::default()
         }
     );
     // Read again by a seek, nothing is counted twice.

@@ -66,7 +66,7 @@ fn feed_word(status: &FeedStatus) -> String {
     match status {
         FeedStatus::Absent => "none".into(),
         FeedStatus::Refused { reason } => format!("refused: {}", escape(reason)),
-        FeedStatus::Pending { reason } => format!("waiting: {}", escape(reason)),
+        FeedStatus::Pending { reason, kind } => format!("{}: {}", kind.label(), escape(reason)),
         FeedStatus::Fresh { .. } => "fresh".into(),
         FeedStatus::Stale { age } => format!("stale ({age:.1} s from NVML's reading)"),
         FeedStatus::Inconsistent { reason } => format!("inconsistent: {}", escape(reason)),

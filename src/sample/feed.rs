@@ -115,6 +115,21 @@ pub struct Hello {
     /// Why nothing is read yet.
     #[serde(default)]
     pub note: Option<String>,
+    /// The feed protocol version the agent speaks (also every message's `v`).
+    #[serde(default)]
+    pub protocol: Option<u32>,
+    /// `no_framework`, `waiting`, `reading` or `error` (older agents: none).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The agent's own error, when `state` is `error`.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Which copy of the agent runs: `embedded` (strata's), `environment` (the job's own
+    /// install), `imported`.
+    #[serde(default)]
+    pub agent_copy: Option<String>,
+    #[serde(default)]
+    pub agent_path: Option<String>,
 }
 
 /// The framework's report of an out-of-memory error.

@@ -6,6 +6,7 @@
 //! never 0.
 
 pub mod feed;
+pub mod owner;
 
 pub use feed::{AllocatorStats, FeedRecord, FeedScan};
 use serde::{Deserialize, Serialize};
@@ -153,6 +154,10 @@ pub struct ProcessSample {
     /// Seconds since the process started.
     #[serde(default)]
     pub elapsed: Option<u64>,
+    /// Who the process belongs to (pod, container, Slurm step, unit, launcher), when
+    /// visible: observed once per process and shared by its entries.
+    #[serde(default)]
+    pub owner: Option<std::sync::Arc<owner::Owner>>,
     /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never read from input.
     #[serde(skip)]
     pub feed: Option<FeedSample>,

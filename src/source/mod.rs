@@ -6,6 +6,7 @@ pub mod fed;
 pub mod holders;
 pub mod host;
 pub mod nvml;
+pub mod owner;
 pub mod procfs;
 pub mod replay;
 

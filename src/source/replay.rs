@@ -3,7 +3,7 @@
 //! seek. It runs on the collector's thread, so a long seek never holds up the keys.
 
 use super::{Next, Source, SourceError};
-use crate::replay::lines::{Line, Lines};
+use crate::recording::{Line, Lines, ReadError};
 use crate::replay::{Control, Model, Reading, SeekTarget};
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,9 @@ use std::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("cannot read the recording {path}: {error}")]
-    Unreadable { path: String, error: std::io::Error },
+    Unreadable { path: String, error: ReadError },
+    #[error("the recording {path} is {kind}, not a regular file: replay reads it again to seek")]
+    NotAFile { path: String, kind: &'static str },
     #[error("the recording {path} holds no sample ({detail})")]
     NoSample { path: String, detail: String },
     #[error("replay reads a file, not standard input: it reads it again to seek, and the keys come from the terminal")]
@@ -24,8 +26,15 @@ pub enum OpenError {
 impl OpenError {
     pub fn hint(&self) -> &'static str {
         match self {
-            OpenError::Unreadable { .. } => {
+            OpenError::Unreadable {
+                error: ReadError::Io(_),
+                ..
+            } => {
                 "check the path; record one with `strata record FILE`, or `strata snapshot --json --count N > FILE`"
+            }
+            OpenError::Unreadable { error, .. } => error.hint(),
+            OpenError::NotAFile { .. } => {
+                "save it to a file first (cat PIPE > FILE) and replay that; `strata analyze -` reads a pipe"
             }
             OpenError::NoSample { .. } => {
                 "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
@@ -55,6 +64,8 @@ pub struct ReplaySource {
     /// Lines up to this one are counted in the shared [`Reading`]: read again after a seek,
     /// they are not counted twice.
     counted_to: u64,
+    /// The offset of the last corruption counted, likewise.
+    counted_corrupt: Option<u64>,
 }
 
 impl ReplaySource {
@@ -70,19 +81,24 @@ impl ReplaySource {
             path: shown.clone(),
             error,
         };
+        // Opening a FIFO would block until a writer came, and a device may never end: only
+        // a regular file is read (the check follows a symbolic link, as opening does).
+        let meta = std::fs::metadata(path).map_err(|e| unreadable(e.into()))?;
+        if !meta.is_file() {
+            return Err(OpenError::NotAFile {
+                path: crate::text::clean(&shown).into_owned(),
+                kind: file_kind(&meta.file_type()),
+            });
+        }
         let mut lines = Lines::open(path).map_err(unreadable)?;
+        let _progress = crate::recording::progress::on_stderr(lines.progress().clone(), &shown);
         let mut reading = Reading::default();
         let first = loop {
             match lines.next_line().map_err(unreadable)? {
                 Some((_, Line::Sample(s))) if s.time.is_finite() => break *s,
-                Some((_, Line::Sample(_))) => reading.out_of_order += 1,
-                Some((n, Line::Bad(_))) => {
-                    reading.bad_lines += 1;
-                    reading.last_bad_line = Some(n);
-                }
-                Some((_, Line::Truncated)) => reading.truncated = true,
+                Some((n, line)) => reading.count(n, &line),
                 None => {
-                    let detail = match (lines.number(), reading.bad_lines) {
+                    let mut detail = match (lines.number(), reading.bad_lines) {
                         (0, _) => "it is empty".to_string(),
                         (n, 0) => format!("{n} blank line(s)"),
                         (n, bad) => format!(
@@ -90,6 +106,12 @@ impl ReplaySource {
                             reading.last_bad_line.unwrap_or(n)
                         ),
                     };
+                    if let Some(at) = reading.last_corrupt_at {
+                        detail += &format!(
+                            "; corrupt compressed data at byte {at}, {} skipped",
+                            crate::units::bytes(reading.corrupt_bytes)
+                        );
+                    }
                     return Err(OpenError::NoSample {
                         path: shown,
                         detail,
@@ -97,8 +119,9 @@ impl ReplaySource {
                 }
             }
         };
+        drop(_progress);
         let control = Control::new(first.time);
-        control.update(|s| s.reading = reading);
+        control.update(|s| s.reading = reading.clone());
         spawn_indexer(path.to_path_buf(), context_bytes, control.clone());
         let name = path
             .file_name()
@@ -109,6 +132,7 @@ impl ReplaySource {
             context_bytes,
             control,
             counted_to: lines.number(),
+            counted_corrupt: reading.last_corrupt_at,
             index: vec![(first.time, lines.number())],
             last_time: first.time,
             lines,
@@ -123,8 +147,9 @@ impl ReplaySource {
         self.control.clone()
     }
 
-    /// The next sample in order, counting what is skipped on the way (once per line).
-    fn read_sample(&mut self) -> std::io::Result<Option<NodeSample>> {
+    /// The next sample in order, counting what is skipped on the way (once per line, and
+    /// once per corruption, however often a seek reads it again).
+    fn read_sample(&mut self) -> Result<Option<NodeSample>, ReadError> {
         loop {
             let Some((number, line)) = self.lines.next_line()? else {
                 if self.lines.cut() {
@@ -132,8 +157,15 @@ impl ReplaySource {
                 }
                 return Ok(None);
             };
-            let fresh = number > self.counted_to;
-            self.counted_to = self.counted_to.max(number);
+            let fresh = match &line {
+                Line::Corrupt(c) => self.counted_corrupt.is_none_or(|at| c.at > at),
+                _ => number > self.counted_to,
+            };
+            if let Line::Corrupt(c) = &line {
+                self.counted_corrupt = Some(self.counted_corrupt.map_or(c.at, |at| at.max(c.at)));
+            } else {
+                self.counted_to = self.counted_to.max(number);
+            }
             match line {
                 Line::Sample(s) if s.time.is_finite() && s.time > self.last_time => {
                     self.last_time = s.time;
@@ -143,17 +175,12 @@ impl ReplaySource {
                     return Ok(Some(*s));
                 }
                 _ if !fresh => {}
-                Line::Sample(_) => self.control.update(|s| s.reading.out_of_order += 1),
-                Line::Bad(_) => self.control.update(|s| {
-                    s.reading.bad_lines += 1;
-                    s.reading.last_bad_line = Some(number);
-                }),
-                Line::Truncated => self.control.update(|s| s.reading.truncated = true),
+                line => self.control.update(|s| s.reading.count(number, &line)),
             }
         }
     }
 
-    fn io_error(&self, e: std::io::Error) -> SourceError {
+    fn io_error(&self, e: impl std::fmt::Display) -> SourceError {
         SourceError::Sample {
             detail: format!("reading {}: {e}", self.path.display()),
         }
@@ -275,8 +302,10 @@ impl ReplaySource {
 /// checkpoints of the model along the way, so that a seek anywhere, even the first one,
 /// starts near its target. What it skips is not counted: the playback counts what it meets.
 fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control>) {
-    let index = move || -> std::io::Result<()> {
+    let control_done = control.clone();
+    let index = move || -> Result<(), ReadError> {
         let mut lines = Lines::open(&path)?;
+        control.update(|s| s.indexing = Some((lines.progress().clone(), Instant::now())));
         let mut model = Model::new(context_bytes);
         let mut last = f64::NEG_INFINITY;
         while let Some((number, line)) = lines.next_line()? {
@@ -296,12 +325,35 @@ fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control
         }
         Ok(())
     };
+    let index = move || {
+        let result = index();
+        control_done.update(|s| s.indexing = None);
+        result
+    };
     let _ = std::thread::Builder::new()
         .name("strata-replay-index".into())
         .spawn(move || {
             // Without it seeks start further back and the header says less; no more.
             let _ = index();
         });
+}
+
+/// What a file that is not a regular one is, in words.
+fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (a named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
 }
 
 impl Source for ReplaySource {

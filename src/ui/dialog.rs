@@ -1,8 +1,9 @@
-//! The signal dialog (`k`), drawn over whatever view it was opened from.
+//! The signal dialog (`k`) and the attach confirmation (`a`), drawn over whatever view they
+//! were opened from.
 
 use super::theme::Theme;
 use super::widgets::fit;
-use crate::app::{SignalDialog, Stage};
+use crate::app::{AttachOffer, SignalDialog, Stage};
 use crate::signal::Signal;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
@@ -122,6 +123,42 @@ pub fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &SignalDialog, the
             ),
             theme.title(),
         ));
+    let inner = block.inner(popup);
+    frame.render_widget(Clear, popup);
+    frame.render_widget(block, popup);
+    super::widgets::put_lines(frame, inner, &lines);
+}
+
+/// The keys of the attach confirmation, for it and the footer.
+pub const ATTACH_KEYS: &str = "y/Enter attach · n/Esc cancel";
+
+/// Draws the attach confirmation (`a`) in the middle of `area`.
+pub fn draw_attach(frame: &mut Frame<'_>, area: Rect, offer: &AttachOffer, theme: Theme) {
+    let width = area.width.saturating_sub(4).min(80);
+    if width < 10 || area.height < 5 {
+        return;
+    }
+    let inner_width = usize::from(width - 2);
+    let question = format!(
+        "Attach the allocator feed to {}? Its Python runs the agent through sys.remote_exec; the job is not stopped.",
+        crate::text::clean(&offer.title)
+    );
+    let mut lines: Vec<Line<'static>> = super::widgets::wrap(&question, inner_width)
+        .into_iter()
+        .map(|l| Line::styled(l, theme.alert()))
+        .collect();
+    lines.push(Line::styled(fit(ATTACH_KEYS, inner_width), theme.dim()));
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let popup = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.focused_border())
+        .title(Line::styled(fit(" Attach ", inner_width), theme.title()));
     let inner = block.inner(popup);
     frame.render_widget(Clear, popup);
     frame.render_widget(block, popup);

@@ -111,6 +111,12 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     } else if let Some(open) = &state.dialog {
         let keys = format!(" {}", super::dialog::keys(open.stage));
         Line::styled(fit(&keys, area.width as usize), theme.dim())
+    } else if state.attach_offer.is_some() {
+        let keys = format!(" {}", super::dialog::ATTACH_KEYS);
+        Line::styled(fit(&keys, area.width as usize), theme.dim())
+    } else if let (Some(busy), None) = (&state.attaching, &state.notice) {
+        let text = format!(" attaching to PID {}…", busy.pid);
+        Line::styled(fit(&text, area.width as usize), Style::new())
     } else if let Some(notice) = &state.notice {
         let style = if notice.alert {
             theme.alert()

@@ -72,6 +72,9 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
     if let Some(open) = &state.dialog {
         dialog::draw_dialog(frame, body, open, theme);
     }
+    if let Some(offer) = &state.attach_offer {
+        dialog::draw_attach(frame, body, offer, theme);
+    }
 }
 
 fn draw_main(

@@ -86,6 +86,22 @@ fn replay_words(state: &State) -> Option<(String, String)> {
     let length = status
         .last_time
         .map_or("?".into(), |l| units::duration(l - status.first_time));
+    // The whole file's first reading, under way for more than a second: how far it is.
+    let (reading_long, reading_short) = match (status.last_time, status.indexing) {
+        (None, Some((read, Some(total)))) if total > 0 => {
+            let percent = (read as f64 / total as f64 * 100.0).min(100.0).floor();
+            (
+                format!(
+                    " (reading {} of {}, {percent:.0}%)",
+                    units::bytes(read),
+                    units::bytes(total)
+                ),
+                format!(" {percent:.0}%"),
+            )
+        }
+        (None, Some((read, _))) => (format!(" (reading {})", units::bytes(read)), String::new()),
+        _ => (String::new(), String::new()),
+    };
     let clock = time.map_or("--:--:--".into(), units::clock);
     let speed = match status.speed {
         s if s >= 1.0 => format!("×{s}"),
@@ -122,12 +138,22 @@ fn replay_words(state: &State) -> Option<(String, String)> {
         skipped_long += &format!(" · {} out of order", reading.out_of_order);
         skipped_short += &format!(" · {} unordered", reading.out_of_order);
     }
+    if let Some(at) = reading.last_corrupt_at {
+        let times = match reading.corrupt {
+            1 => String::new(),
+            n => format!(" ({n} times)"),
+        };
+        skipped_long += &format!(" · corrupt at byte {at}{times}");
+        skipped_short += " · corrupt";
+    }
     if reading.truncated {
         skipped_long += " · last line cut";
     }
     Some((
-        format!("replay {clock} UTC · {position} of {length} · {speed}{state_word}{skipped_long}"),
-        format!("▶ {position}/{length} {speed}{state_word}{skipped_short}"),
+        format!(
+            "replay {clock} UTC · {position} of {length}{reading_long} · {speed}{state_word}{skipped_long}"
+        ),
+        format!("▶ {position}/{length}{reading_short} {speed}{state_word}{skipped_short}"),
     ))
 }
 

@@ -184,7 +184,7 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
     let Some(feed) = &row.process.feed else {
         return Cell::from(match row.account.feed_status {
             FeedStatus::Refused { .. } => "refused",
-            FeedStatus::Pending { .. } => "waiting",
+            FeedStatus::Pending { kind, .. } => kind.label(),
             _ => "",
         });
     };

@@ -9,6 +9,11 @@
 #
 # Needs: an NVIDIA GPU, nvidia-smi, python3 with torch (CUDA). Uses $STRATA, else
 # target/release/strata (built with `cargo build --release` if cargo is there).
+# Then the agent's own readings (a second table): a torch job that records its memory history
+# (no snapshot is taken, none leaves a mark in the job's trace), allocator settings changed at
+# run time (a new hello with them), and JAX with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async
+# (reserved and the largest free block null with their reason, allocated kept) when $PY has a
+# CUDA jax. These read the feed socket directly.
 # Prints a table; exit status 0 when every check holds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -126,3 +131,114 @@ print("torch %s, backend %s, %s; snapshot and nvidia-smi taken within %.2f s; jo
       % (job["torch"], job["backend"], job["name"], skew, t0 - job["time"]))
 sys.exit(1 if failures else 0)
 PYEOF
+status=$?
+
+# -- the agent's readings ------------------------------------------------------------------
+cat > "$work/agent_jobs.py" <<'PYEOF'
+import json, os, sys, time
+kind, work = sys.argv[1], sys.argv[2]
+MiB = 1 << 20
+def done(**kw):
+    kw["pid"] = os.getpid()
+    json.dump(kw, open(os.path.join(work, kind + ".json"), "w"))
+    time.sleep(8)
+if kind == "history":
+    import torch
+    torch.cuda.init()
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    keep = [torch.empty(64 * MiB, dtype=torch.uint8, device="cuda") for _ in range(4)]
+    del keep[1]
+    def snaps():
+        return sum(1 for t in torch.cuda.memory._snapshot()["device_traces"][0] if t.get("action") == "snapshot")
+    first = snaps()
+    time.sleep(8)              # many agent ticks; a snapshot of its own would show here
+    done(new_snapshot_events=snaps() - first - 1)   # the job's own second call adds one
+elif kind == "settings":
+    import torch
+    x = torch.empty(MiB, device="cuda")
+    time.sleep(2)
+    torch._C._accelerator_setAllocatorSettings("garbage_collection_threshold:0.6")
+    done(settings=torch._C._accelerator_getAllocatorSettings())
+elif kind == "cuda_async":
+    import jax, jax.numpy as jnp
+    x = jnp.ones((64 * MiB,), dtype=jnp.uint8).block_until_ready()
+    st = jax.local_devices()[0].memory_stats()
+    done(bytes_in_use=st.get("bytes_in_use"))
+PYEOF
+cat > "$work/agent_read.py" <<'PYEOF'
+import json, os, socket, sys, time
+sock, seconds = sys.argv[1], float(sys.argv[2])
+s = socket.socket(socket.AF_UNIX); s.connect(sock); s.settimeout(0.5)
+buf, end = b"", time.time() + seconds
+while time.time() < end:
+    try:
+        data = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not data:
+        break
+    buf += data
+for line in buf.split(b"\n"):
+    if line:
+        print(line.decode())
+PYEOF
+agent_run() {  # agent_run KIND [ENV...]: the job under strata run, its feed read for 10 s
+  local kind=$1; shift
+  rm -f "$work/$kind.json"
+  env "$@" "$STRATA" run -- "$PY" "$work/agent_jobs.py" "$kind" "$work" > "$work/$kind.out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 300); do [ -S "$STRATA_FEED_DIR/$pid.sock" ] && break; sleep 0.1; done
+  "$PY" "$work/agent_read.py" "$STRATA_FEED_DIR/$pid.sock" 14 > "$work/$kind.feed" 2>/dev/null
+  wait "$pid"
+}
+agent_run history
+agent_run settings
+jax_cuda=0
+"$PY" -c 'import jax, sys; sys.exit(0 if any(d.platform == "gpu" for d in jax.devices()) else 1)' 2>/dev/null && jax_cuda=1
+[ "$jax_cuda" = 1 ] && agent_run cuda_async XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+"$PY" - "$work" "$jax_cuda" <<'PYEOF'
+import json, os, sys
+work, jax_cuda = sys.argv[1], sys.argv[2] == "1"
+rows, failures = [], []
+def check(what, got, want, ok):
+    rows.append((what, got, want, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append(what)
+def feed(kind):
+    try:
+        return [json.loads(l) for l in open(os.path.join(work, kind + ".feed")) if l.strip()]
+    except OSError:
+        return []
+def job(kind):
+    try:
+        return json.load(open(os.path.join(work, kind + ".json")))
+    except (OSError, ValueError):
+        return {}
+hist = feed("history")
+notes = [m.get("note") or "" for m in hist if m["type"] == "hello"]
+check("history: no snapshot, said in the hello", any("records its memory history" in n for n in notes), True,
+      any("records its memory history" in n for n in notes))
+check("history: agent's events in the job's trace", job("history").get("new_snapshot_events"), 0,
+      job("history").get("new_snapshot_events") == 0)
+sett = feed("settings")
+confs = [(m.get("settings") or {}).get("alloc_conf") for m in sett if m["type"] == "hello"]
+want = job("settings").get("settings")
+check("settings changed at run time: a new hello", confs[-1] if confs else None, want, bool(want) and want in confs)
+if jax_cuda:
+    ca = [m for m in feed("cuda_async") if m["type"] == "sample"]
+    d = ca[-1]["devices"][0] if ca else {}
+    check("cuda_async: reserved null with its reason", d.get("unreported", {}).get("reserved"),
+          "not reported by XLA's cuda_async allocator", d.get("reserved") is None and "cuda_async" in d.get("unreported", {}).get("reserved", ""))
+    check("cuda_async: allocated kept", d.get("allocated"), job("cuda_async").get("bytes_in_use"),
+          d.get("allocated") is not None and d.get("allocated") >= 64 * (1 << 20))
+    check("cuda_async: largest free block null", d.get("largest_free_block"), None, "largest_free_block" in d and d.get("largest_free_block") is None)
+else:
+    rows.append(("cuda_async", "skipped: no CUDA jax in " + sys.executable, "", ""))
+w = [max(len(str(c)) for c in col) for col in zip(*([("agent check", "got", "want", "")] + rows))]
+for r in [("agent check", "got", "want", "")] + rows:
+    print("  ".join(str(c).ljust(n) for c, n in zip(r, w)))
+sys.exit(1 if failures else 0)
+PYEOF
+agent_status=$?
+[ "$status" -eq 0 ] && [ "$agent_status" -eq 0 ]

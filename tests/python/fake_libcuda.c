@@ -111,7 +111,14 @@ CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
     return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { return cuDeviceGetUuid(u, d); }
+/* Under MIG, _v2 gives the instance's own UUID: with STRATA_FAKE_CUDA_MIG=1 it is the GPU's
+ * with its last byte flipped. */
+CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) {
+    CUresult rc = cuDeviceGetUuid(u, d);
+    const char *mig = getenv("STRATA_FAKE_CUDA_MIG");
+    if (rc == CUDA_SUCCESS && mig && mig[0] == '1') u->bytes[15] ^= 0xff;
+    return rc;
+}
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned int *flags, int *active) {
     CUresult rc = check(d);

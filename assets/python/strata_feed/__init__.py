@@ -7,20 +7,25 @@
 Standard library only. The agent never imports a framework and never initialises CUDA: it
 looks for torch, jax or cupy in sys.modules and reads them only once the job itself has
 initialised them. The wire protocol is PROTOCOL.md beside this package.
+
+Importing this package costs little (os and sys); start() loads the rest.
 """
 
+import _thread
 import os
 import sys
-import threading
 
 __version__ = "0.1.0"
+PROTOCOL = 1  # the feed protocol version, "v" of every message
+MAX_DEVICES = 64  # devices per message, at most
 __all__ = ["start", "stop", "info"]
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _agent = None  # the running Agent of this process, or None
 _warned = False  # at most one line on stderr over the process's life
 _last_error = None
 _atexit_registered = False
+_copy = None  # set by strata_run's sitecustomize: which copy of the agent this is
 
 
 def start(interval=0.5, feed_dir=None):
@@ -31,17 +36,18 @@ def start(interval=0.5, feed_dir=None):
             a = _agent
             if a is not None and a.pid == os.getpid() and a.alive():
                 return True
-            from . import _core
             from . import _feeddir
 
             path, err = _feeddir.prepare(feed_dir)
             if err is None:
+                from . import _core
+
                 a = _core.Agent(_feeddir.clean_interval(interval), path)
                 err = a.open()
             if err is not None:
                 _fail(err)
                 return False
-            a.start_thread()
+            a.start_threads()
             _agent = a
             if not _atexit_registered:
                 import atexit
@@ -63,7 +69,7 @@ def stop():
 
 
 def info():
-    """A small dict about this process's feed: running, pid, socket, error."""
+    """A small dict about this process's feed: running, pid, socket, error, copy."""
     try:
         a = _current()
         return {
@@ -71,6 +77,8 @@ def info():
             "pid": os.getpid(),
             "socket": a.sock_path if a is not None else None,
             "error": _last_error,
+            "version": __version__,
+            "path": os.path.dirname(os.path.abspath(__file__)),
         }
     except Exception:
         return {"running": False, "pid": None, "socket": None, "error": "info failed"}
@@ -119,14 +127,34 @@ def _fail(message):
         pass
 
 
+def _before_fork():
+    # os.fork() is about to run (os.fork, multiprocessing's fork start method, a forkserver):
+    # the agent's threads end first, so the fork sees none of them (Python 3.12+ warns
+    # about forking a multi-threaded process) and the child inherits no thread state.
+    try:
+        a = _current()
+        if a is not None:
+            a.pause_for_fork()
+    except BaseException:
+        pass
+
+
+def _after_fork_in_parent():
+    try:
+        a = _current()
+        if a is not None:
+            a.resume_after_fork()
+    except BaseException:
+        pass
+
+
 def _after_fork_in_child():
-    # Runs in a forked child (os.fork, multiprocessing's fork start method). The agent
-    # thread does not exist here; the inherited sockets are the parent's: close our copies
-    # without shutdown() and without unlinking the parent's socket file. The child has no
-    # feed until it calls start() itself.
+    # The agent's threads do not exist here; the inherited sockets are the parent's: close
+    # our copies without shutdown() and without unlinking the parent's socket file. The
+    # child has no feed until it calls start() itself.
     global _agent, _lock
     try:
-        _lock = threading.Lock()
+        _lock = _thread.allocate_lock()
         a = _agent
         _agent = None
         if a is not None:
@@ -136,6 +164,10 @@ def _after_fork_in_child():
 
 
 try:
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 except Exception:
     pass

@@ -1,84 +1,89 @@
-"""The agent thread: one selectors loop that serves monitors and samples the framework."""
+"""The agent: a serving thread that never calls into a framework, and a sampling thread.
+
+- The serving thread ("strata-feed") owns the socket: it accepts monitors, sends each its
+  hello and backlog, and publishes what the sampler hands it. Before any framework is
+  imported it also looks in sys.modules (a dict lookup, not a framework call) and starts
+  the sampler once torch, jax or cupy appears. Nothing a framework does (an init lock held
+  for seconds, a slow memory_stats) can delay a monitor's hello.
+- The sampling thread ("strata-feed-sampler") exists only once a framework is imported. It
+  waits for the job to initialise it, reads its statistics and hands lines over.
+- Around os.fork() both threads stop and start again (the module's fork hooks), so a
+  process that forks has no thread of the agent's at that instant.
+"""
 
 import collections
 import itertools
-import json
 import os
-import socket
 import sys
 import threading
 import time
 
-from . import _feeddir, _server, _frameworks
+from . import MAX_DEVICES, PROTOCOL, __version__ as VERSION
+from . import _feeddir, _server
 
-VERSION = "0.1.0"
 LINE_LIMIT = 65536
-MAX_DEVICES = 64
-WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
-WARMUP_SECONDS = 5.0
-DETECT_PERIOD = 0.1  # seconds between looks in sys.modules for a framework...
-DETECT_SECONDS = 60.0  # ...during the agent's first minute
-WATCH_PERIOD = 0.05  # seconds between looks at an imported, uninitialised framework
-INIT_POLL = 0.002  # after torch's lazy-init callback, until is_initialized() is true
-INIT_POLL_SECONDS = 2.0
-DUTY = 0.01  # the agent's share of one core, at most
-MAX_INTERVAL = 120.0
-
-_thread_time_ns = getattr(time, "thread_time_ns", None) or (lambda: 0)
+DETECT_MIN = 0.05  # seconds between looks in sys.modules for a framework, at first...
+DETECT_MAX = 2.0  # ...backing off to this
+DETECT_RAMP = 20.0  # the period is the agent's age divided by this, within those bounds
+SWEEP_PERIOD = 60.0  # seconds between looks for sockets of dead processes
+_FRAMEWORKS = ("torch", "jax", "cupy")
 
 
 def encode(obj):
+    import json
+
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 
-class Timer(object):
-    """Times framework calls: each one holds the GIL for its duration."""
+def wait_for_threads_to_exit(before, timeout=0.05):
+    """On Linux a joined Python thread may still exist for a moment in the kernel (3.12
+    joins by a lock released just before the thread ends). Wait, briefly, until the task
+    count is back to `before`, so that os.fork() sees no thread of the agent's."""
+    if before is None:
+        return
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        n = task_count()
+        if n is None or n <= before:
+            return
+        time.sleep(0.0005)
 
-    __slots__ = ("max_ns", "excluded_ns")
 
-    def __init__(self):
-        self.max_ns = 0
-        self.excluded_ns = 0  # CPU time not to count in the duty cycle (rare snapshots)
-
-    def call(self, fn, *args):
-        t0 = time.perf_counter_ns()
-        try:
-            return fn(*args)
-        finally:
-            d = time.perf_counter_ns() - t0
-            if d > self.max_ns:
-                self.max_ns = d
+def task_count():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 class Agent(object):
     def __init__(self, interval, feed_dir):
         self.pid = os.getpid()
         self.base_interval = interval
-        self.interval = interval  # effective: stretched when sampling is expensive
         self.feed_dir = feed_dir
         self.sock_path = _feeddir.socket_path(feed_dir, self.pid)
         self.started = time.time()
         self.started_mono = time.monotonic()
         self.hub = _server.Hub(self.sock_path)
-        self.thread = None
+        self.hub.hello_source = self._encode_hello
+        self.server = None  # the serving thread
+        self.sampler = None  # the Sampler, once a framework is imported
         self.seq = itertools.count(1)
-        self.lock = threading.Lock()  # seq and pending, shared with the job's threads
+        self.lock = threading.Lock()  # seq, outbox and hello, shared between threads
+        self.outbox = collections.deque()  # ("hello" | "line", payload) for the server
         self.pending = collections.deque(maxlen=256)  # oom lines from the job's threads
         self.wake_r = self.wake_w = None
         self.stopping = None  # the bye reason once asked to stop
+        self.pausing = False  # threads stopping for a fork
         self.done = threading.Event()
-        self.next_tick = 0.0
-        self.cost_est = 0.0  # CPU seconds per tick, as the interval is sized for
-        self.since = {}  # device index -> (key, reserved_since) of the previous sample
-        self.frameworks = _frameworks.Frameworks(self)
-        self.init_hint = None  # monotonic time torch's lazy-init callback ran
-        self.warm_until = None
-        self.hello_key = None
-        self.tick_errors = 0
-        self.error_note = None
+        self.next_detect = 0.0
+        self.next_sweep = 0.0
+        self.hello_fields = None  # the hello as last built, without time
+        self.copy = "imported"
         self._static = {
             "pid": self.pid,
             "agent_version": VERSION,
+            "protocol": PROTOCOL,
             # What platform.python_version() says, without importing platform.
             "python": sys.version.split()[0],
             "executable": sys.executable or None,
@@ -92,45 +97,81 @@ class Agent(object):
         if err is not None:
             return err
         try:
-            r, w = socket.socketpair()
-            r.setblocking(False)
-            w.setblocking(False)
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
             self.wake_r, self.wake_w = r, w
-            import selectors
-
-            self.hub.sel.register(r, selectors.EVENT_READ, self._on_wake)
+            self.hub.add_wake(r, self._on_wake)
         except Exception as e:
             self.hub.close_all()
             self.hub.unlink()
-            return "cannot create the wake-up socket pair: %s" % e
+            return "cannot create the wake-up pipe: %s" % e
+        pkg = sys.modules.get(__package__)
+        self.copy = getattr(pkg, "_copy", None) or "imported"
+        self._static["agent_path"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self._static["agent_copy"] = self.copy
+        self.set_hello(self.idle_hello("no framework imported yet"))
         return None
 
-    def start_thread(self):
-        self.thread = threading.Thread(target=self._run, name="strata-feed", daemon=True)
-        self.thread.start()
+    def start_threads(self):
+        self.server = threading.Thread(target=self._serve, name="strata-feed", daemon=True)
+        self.server.start()
+        s = self.sampler
+        if s is not None and self.stopping is None:
+            s.start()
 
     def alive(self):
-        return self.thread is not None and self.thread.is_alive() and self.stopping is None
+        t = self.server
+        return t is not None and t.is_alive() and self.stopping is None
 
     def stop(self, reason):
         self.stopping = reason
+        s = self.sampler
+        if s is not None:
+            s.stop(1.0)
         self.wake()
-        t = self.thread
+        t = self.server
         if t is not None and t is not threading.current_thread() and t.is_alive():
             t.join(1.0)
         if not self.done.is_set():
-            # The thread is stuck in a framework call, or never ran: at least remove the
-            # socket so no monitor connects to a feed that is going away.
+            # The thread never ran or is stuck: at least remove the socket so no monitor
+            # connects to a feed that is going away.
             self.hub.unlink()
+
+    def pause_for_fork(self):
+        """os.fork() is about to run in this process: let both threads end."""
+        before = task_count()
+        n = 0
+        self.pausing = True
+        s = self.sampler
+        if s is not None and s.running():
+            s.stop(1.0)
+            n += 1
+        t = self.server
+        if t is not None and t.is_alive():
+            self.wake()
+            t.join(1.0)
+            n += 1
+        if before is not None:
+            wait_for_threads_to_exit(before - n)
+
+    def resume_after_fork(self):
+        """In the parent, after os.fork(): the same feed goes on."""
+        self.pausing = False
+        if self.stopping is not None:
+            return
+        t = self.server
+        if t is None or not t.is_alive():
+            self.start_threads()
 
     def abandon(self):
         """In a forked child: drop everything inherited, touching nothing of the parent's."""
         self.stopping = "fork"
         self.hub.abandon()
-        for s in (self.wake_r, self.wake_w):
-            if s is not None:
+        for fd in (self.wake_r, self.wake_w):
+            if fd is not None:
                 try:
-                    s.close()
+                    os.close(fd)
                 except OSError:
                     pass
         self.wake_r = self.wake_w = None
@@ -139,13 +180,13 @@ class Agent(object):
         w = self.wake_w
         if w is not None:
             try:
-                w.send(b"\0")
+                os.write(w, b"\0")
             except OSError:
                 pass  # full (already woken) or closed
 
-    def _on_wake(self, mask):
+    def _on_wake(self):
         try:
-            while self.wake_r.recv(4096):
+            while os.read(self.wake_r, 4096):
                 pass
         except OSError:
             pass
@@ -154,7 +195,29 @@ class Agent(object):
 
     def framework_init_hint(self):
         """torch's lazy-init callback: sample as soon as the job's CUDA init completes."""
-        self.init_hint = time.monotonic()
+        s = self.sampler
+        if s is not None:
+            s.framework_init_hint()
+
+    @property
+    def frameworks(self):
+        s = self.sampler
+        return s.frameworks if s is not None else None
+
+    # -- handing lines to the serving thread (any thread) ---------------------------------
+
+    def set_hello(self, fields):
+        """A new hello, if its fields (other than time) changed."""
+        with self.lock:
+            if fields == self.hello_fields:
+                return
+            self.hello_fields = fields
+            self.outbox.append(("hello", None))
+        self.wake()
+
+    def post_line(self, line):
+        with self.lock:
+            self.outbox.append(("line", line))
         self.wake()
 
     def post_oom(self, msg):
@@ -166,189 +229,130 @@ class Agent(object):
                 self.pending.append(line)
         self.wake()
 
-    # -- the thread -----------------------------------------------------------------------
+    def next_seq(self):
+        """The number of a sample about to be posted, after any oom waiting before it."""
+        with self.lock:
+            while self.pending:
+                self.outbox.append(("line", self.pending.popleft()))
+            return next(self.seq)
 
-    def _run(self):
+    def idle_hello(self, note, state="no_framework", error=None):
+        return self.build_hello(
+            {
+                "framework": None,
+                "framework_version": None,
+                "backend": None,
+                "settings": {},
+                "devices": [],
+            },
+            state,
+            note,
+            error,
+        )
+
+    def build_hello(self, fw, state, note, error=None, interval=None):
+        fields = dict(self._static)
+        fields["interval"] = round(interval or self.base_interval, 6)
+        fields.update(fw)
+        fields["state"] = state
+        fields["note"] = note[:1000] if note else None
+        fields["error"] = error[:1000] if error else None
+        return fields
+
+    def _encode_hello(self):
+        with self.lock:
+            fields = self.hello_fields
+        if fields is None:
+            return None
+        msg = {"v": PROTOCOL, "type": "hello", "time": time.time()}
+        msg.update(fields)
+        line = encode(msg)
+        if len(line) > LINE_LIMIT:
+            msg["devices"] = msg["devices"][: MAX_DEVICES // 4]
+            msg["note"] = "hello too long: devices cut"
+            line = encode(msg)
+        return line
+
+    # -- the serving thread ---------------------------------------------------------------
+
+    def _serve(self):
         try:
             self._loop()
         except BaseException:
             pass
         finally:
-            try:
-                self._shutdown()
-            except BaseException:
-                pass
-            self.done.set()
+            if self.stopping is not None:
+                try:
+                    self._shutdown()
+                except BaseException:
+                    pass
+                self.done.set()
 
     def _loop(self):
         hub = self.hub
-        self._update_hello()
-        self.next_tick = time.monotonic()
-        while self.stopping is None:
-            timeout = self.next_tick - time.monotonic()
-            if self.init_hint is not None:
-                timeout = min(timeout, INIT_POLL)
+        while self.stopping is None and not self.pausing:
+            now = time.monotonic()
+            timeout = None
+            if self.sampler is None:
+                if now >= self.next_detect:
+                    self._detect(now)
+                timeout = self.next_detect - now
+            if now >= self.next_sweep:
+                self._sweep(now)
+            t = self.next_sweep - now
+            timeout = t if timeout is None else min(timeout, t)
             hub.select(max(0.0, timeout))
-            self._drain_pending()
-            if self.stopping is not None:
-                break
-            if time.monotonic() >= self.next_tick or self._init_pending():
-                self._tick()
+            self._drain()
 
-    def _init_pending(self):
-        h = self.init_hint
-        if h is None:
-            return False
-        if self.frameworks.reader is not None or time.monotonic() - h > INIT_POLL_SECONDS:
-            self.init_hint = None
-            return False
-        return True
+    def _detect(self, now):
+        mods = sys.modules
+        if any(mods.get(name) is not None for name in _FRAMEWORKS):
+            from ._sampler import Sampler
 
-    def _drain_pending(self):
-        if not self.pending:
+            self.sampler = Sampler(self)
+            self.sampler.start()
             return
+        age = now - self.started_mono
+        self.next_detect = now + min(DETECT_MAX, max(DETECT_MIN, age / DETECT_RAMP))
+
+    def _sweep(self, now):
+        self.next_sweep = now + SWEEP_PERIOD
+        try:
+            from . import _sweep
+
+            _sweep.sweep(self.feed_dir, self.pid)
+        except Exception:
+            pass
+
+    def _drain(self):
         with self.lock:
-            lines = list(self.pending)
-            self.pending.clear()
-        for line in lines:
-            self.hub.publish(line)
+            items = list(self.outbox)
+            self.outbox.clear()
+            while self.pending:
+                items.append(("line", self.pending.popleft()))
+        hub = self.hub
+        for kind, payload in items:
+            if kind == "hello":
+                hub.set_hello(None)
+            elif len(payload) > LINE_LIMIT:
+                hub.oversized += 1
+            else:
+                hub.publish(payload)
 
     def _shutdown(self):
-        self._drain_pending()
-        reason = self.stopping or "exit"
-        bye = encode({"v": 1, "type": "bye", "time": time.time(), "reason": reason})
-        self.hub.send_bye_and_close(bye)
-        self.hub.unlink()
-        for s in (self.wake_r, self.wake_w):
-            if s is not None:
+        self._drain()
+        hub = self.hub
+        if hub.conns:
+            reason = self.stopping or "exit"
+            bye = encode({"v": PROTOCOL, "type": "bye", "time": time.time(), "reason": reason})
+            hub.send_bye_and_close(bye)
+        else:
+            hub.close_all()
+        hub.unlink()
+        for fd in (self.wake_r, self.wake_w):
+            if fd is not None:
                 try:
-                    s.close()
+                    os.close(fd)
                 except OSError:
                     pass
-
-    def _tick(self):
-        cpu0 = _thread_time_ns()
-        timer = Timer()
-        sampled = False
-        try:
-            now = time.time()
-            fw = self.frameworks
-            entries = fw.sample(now, timer)
-            read_ns = _thread_time_ns() - cpu0
-            self._update_hello()
-            if entries:
-                sampled = True
-                self._publish_sample(now, entries, read_ns, timer.max_ns)
-            self.tick_errors = 0
-            self.error_note = None
-        except Exception as e:
-            self.tick_errors += 1
-            self.error_note = "agent error: %s: %s" % (type(e).__name__, e)
-            try:
-                self._update_hello()
-            except Exception:
-                pass
-        cost = max(0, _thread_time_ns() - cpu0 - timer.excluded_ns) / 1e9
-        self._schedule(cost, sampled)
-
-    def _publish_sample(self, now, entries, read_ns, gil_ns):
-        since = {}
-        for e in entries:
-            key = (e.get("reserved"), e.get("device_allocs"), e.get("device_frees"))
-            prev = self.since.get(e["index"])
-            t = prev[1] if prev is not None and prev[0] == key else now
-            e["reserved_since"] = t
-            since[e["index"]] = (key, t)
-        self.since = since
-        msg = {
-            "v": 1,
-            "type": "sample",
-            "seq": 0,
-            "time": now,
-            "devices": entries,
-            "cost": {"read_us": int(read_ns // 1000), "gil_max_us": int(gil_ns // 1000)},
-        }
-        with self.lock:
-            early = list(self.pending)
-            self.pending.clear()
-            msg["seq"] = next(self.seq)
-        for line in early:
-            self.hub.publish(line)
-        line = encode(msg)
-        if len(line) > LINE_LIMIT:
-            self.hub.oversized += 1
-            return
-        self.hub.publish(line)
-
-    def reserved_since_for(self, entry, now):
-        """For an oom's stats: the last sample's reserved_since if nothing changed since."""
-        prev = self.since.get(entry.get("index"))
-        key = (entry.get("reserved"), entry.get("device_allocs"), entry.get("device_frees"))
-        return prev[1] if prev is not None and prev[0] == key else now
-
-    def _schedule(self, cost, sampled):
-        # Follows a rise at once (JAX's first memory_stats may cost 100 ms: stretch right
-        # away), a fall by half per tick. One-off set-up (imports) is not counted.
-        est = max(cost, self.cost_est * 0.5)
-        self.cost_est = est
-        need = est / DUTY
-        cur = self.interval
-        if need > cur:
-            while cur < need and cur * 2 <= MAX_INTERVAL:
-                cur *= 2
-        else:
-            while cur > self.base_interval and need <= 0.7 * (cur / 2):
-                cur /= 2
-        cur = max(cur, self.base_interval)
-        if cur != self.interval:
-            self.interval = cur
-            try:
-                self._update_hello()
-            except Exception:
-                pass
-        delay = self.interval
-        now = time.monotonic()
-        fw = self.frameworks
-        if fw.reader is None:
-            # Notice the framework soon: torch's lazy-init hook should be in place before
-            # the job initialises CUDA (then the hook wakes the agent); JAX and CuPy have
-            # no such hook, so their initialisation is watched for. A process that imports
-            # no framework in its first minute is looked at every interval only.
-            if fw.imported and not fw.hooked:
-                delay = min(delay, WATCH_PERIOD)
-            elif not fw.imported and now - self.started_mono < DETECT_SECONDS:
-                delay = min(delay, DETECT_PERIOD)
-        if self.warm_until is not None and now < self.warm_until:
-            if self.frameworks.warm():
-                delay = max(min(WARMUP_PERIOD, self.interval), need)
-            else:
-                self.warm_until = now  # every device holds memory: warm-up is over
-        self.next_tick = now + delay
-
-    def begin_warmup(self):
-        self.warm_until = time.monotonic() + WARMUP_SECONDS
-
-    def in_warmup(self):
-        w = self.warm_until
-        return w is not None and time.monotonic() < w
-
-    def _update_hello(self):
-        h = self.frameworks.hello_fields()
-        fields = dict(self._static)
-        fields["interval"] = round(self.interval, 6)
-        fields.update(h)
-        if self.error_note:
-            fields["note"] = (fields.get("note") + "; " if fields.get("note") else "") + self.error_note
-        if fields.get("note"):
-            fields["note"] = fields["note"][:1000]
-        if fields == self.hello_key:
-            return
-        msg = {"v": 1, "type": "hello", "time": time.time()}
-        msg.update(fields)
-        line = encode(msg)
-        if len(line) > LINE_LIMIT:
-            msg["devices"] = msg["devices"][:MAX_DEVICES // 4]
-            msg["note"] = "hello too long: devices cut"
-            line = encode(msg)
-        self.hello_key = fields
-        self.hub.set_hello(line)
+        self.wake_r = self.wake_w = None

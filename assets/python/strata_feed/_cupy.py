@@ -11,7 +11,8 @@ import os
 import sys
 
 from . import _cuda
-from ._frameworks import MAX_DEVICES, DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
+from . import MAX_DEVICES
+from ._frameworks import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
 
 REASON = "not reported by the cupy pool"
 

@@ -1,12 +1,17 @@
 """Which framework to read, and helpers the readers share.
 
 A reader has: name, waiting_note, ready() -> bool (True once the job initialised the
-framework; it must never initialise anything itself), sample(now, timer) -> list of device
-entries, hello_fields() -> dict. Frameworks are found in sys.modules only, never imported.
+framework; it must never initialise anything itself, and never wait on a framework's lock),
+sample(now, timer) -> list of device entries, hello_fields() -> dict. Optional: hooked (it
+will wake the sampler itself when the framework initialises), settled (waiting will not end
+by itself: JAX on the CPU only, a launcher), idle (the process uses no framework for GPU
+work). Frameworks are found in sys.modules only, never imported.
 """
 
 import sys
 import time
+
+from . import MAX_DEVICES  # noqa: F401  (the readers' device limit)
 
 DEVICE_FIELDS = (
     "allocated",
@@ -24,7 +29,7 @@ DEVICE_FIELDS = (
     "device_allocs",
     "device_frees",
 )
-MAX_DEVICES = 64
+NO_FRAMEWORK = "no framework imported yet"
 
 
 def package():
@@ -50,6 +55,38 @@ def text(v, limit=256):
         return None
     try:
         return str(v)[:limit]
+    except Exception:
+        return None
+
+
+def version_tuple(v):
+    """'2.1.2+cu121' -> (2, 1, 2); None when it does not start with a number."""
+    out = []
+    for part in str(v or "").split("+")[0].split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if digits != part:
+            break
+    return tuple(out) or None
+
+
+def try_lock(lock):
+    """Whether `lock` is free right now, without waiting: a framework's init lock held by
+    the job means its init is under way. None when it cannot be probed."""
+    acquire = getattr(lock, "acquire", None)
+    if acquire is None:
+        return None
+    try:
+        if acquire(False):
+            lock.release()
+            return True
+        return False
     except Exception:
         return None
 
@@ -88,15 +125,17 @@ def pci_from_string(s):
 
 
 class Frameworks(object):
-    def __init__(self, agent):
-        self.agent = agent
+    def __init__(self, sampler):
+        self.agent = sampler
         self.reader = None  # the framework chosen: the first one seen initialised
         self.ready_at = None
         self.candidates = {}
-        self.waiting_note = "no framework imported yet"
+        self.waiting_note = NO_FRAMEWORK
+        self.state = "no_framework"
         self.last_entries = None
         self.imported = False  # a framework module is in sys.modules
         self.hooked = False  # and it will wake the agent when it initialises
+        self.settled = False  # and waiting will not end by itself
 
     def _make(self, name):
         if name == "torch":
@@ -109,7 +148,9 @@ class Frameworks(object):
 
     def _choose(self):
         note = None
+        idle = []
         self.imported = self.hooked = False
+        settled = True
         for name in ("torch", "jax", "cupy"):
             if sys.modules.get(name) is None:
                 continue
@@ -117,10 +158,7 @@ class Frameworks(object):
             r = self.candidates.get(name)
             if r is None:
                 r = self.candidates[name] = self._make(name)
-            try:
-                ok = r.ready()
-            except Exception:
-                ok = False
+            ok = r.ready()
             if getattr(r, "hooked", False):
                 self.hooked = True
             if ok:
@@ -128,9 +166,28 @@ class Frameworks(object):
                 self.ready_at = time.monotonic()
                 self.candidates = {}
                 return
-            if note is None:
+            if not getattr(r, "settled", False):
+                settled = False
+            if getattr(r, "idle", False):
+                idle.append(r.waiting_note)
+            elif note is None:
                 note = r.waiting_note
-        self.waiting_note = note or "no framework imported yet"
+        self.settled = self.imported and settled
+        self.preview = {}
+        for r in self.candidates.values():
+            fields = getattr(r, "waiting_fields", None)
+            if fields is not None:
+                self.preview.update(fields())
+        if note is not None:
+            self.state, self.waiting_note = "waiting", note
+        elif idle:
+            self.state, self.waiting_note = "no_framework", "; ".join(idle)
+        else:
+            self.state, self.waiting_note = "no_framework", NO_FRAMEWORK
+
+    def wait_key(self):
+        """What the waiting looks like: a change restarts the back-off."""
+        return (self.state, self.waiting_note, tuple(sorted(self.candidates)))
 
     def sample(self, now, timer):
         if self.reader is None:
@@ -146,16 +203,20 @@ class Frameworks(object):
         return entries
 
     def hello_fields(self):
+        """(framework fields, state, note) for the hello."""
         if self.reader is None:
-            return {
+            fields = {
                 "framework": None,
                 "framework_version": None,
                 "backend": None,
                 "settings": {},
                 "devices": [],
-                "note": self.waiting_note,
             }
-        return self.reader.hello_fields()
+            fields.update(getattr(self, "preview", {}))
+            return fields, self.state, self.waiting_note
+        h = dict(self.reader.hello_fields())
+        note = h.pop("note", None)
+        return h, "reading", note
 
     def warm(self):
         """True while the warm-up goes on: no device yet, or one still holds nothing."""

@@ -1,14 +1,32 @@
-"""JAX: Device.memory_stats() of each local GPU, read only once the job initialised backends."""
+"""JAX: Device.memory_stats() of each local GPU, read only once the job initialised backends.
+
+What XLA's GPU allocators fill (XLA_PYTHON_CLIENT_ALLOCATOR; from XLA's sources):
+- bfc (the default): bytes_in_use, peaks, bytes_limit, and pool_bytes / peak_pool_bytes
+  (the preallocated pool; bytes_reserved reads 0), largest_free_block_bytes inside it.
+- cuda_async (GpuCudaMallocAsyncAllocator): bytes_in_use, peak_bytes_in_use, num_allocs,
+  largest_alloc_size and bytes_limit (the pool's release threshold) only. No pool_bytes,
+  bytes_reserved stays 0 and largest_free_block_bytes is never set: reserved and the
+  largest free block are unknown, and sent as null with that reason.
+- platform (plain cudaMalloc/cudaFree): no statistics; memory_stats() returns None.
+"""
 
 import os
 import sys
 
-from . import _cuda
-from ._frameworks import MAX_DEVICES, DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
+from . import MAX_DEVICES
+from ._frameworks import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text, try_lock
 
 REASON = "not reported by jax"
+ASYNC_REASON = "not reported by XLA's cuda_async allocator"
 _GPU_PLATFORMS = ("gpu", "cuda")
-_ENV = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+# XLA_CLIENT_MEM_FRACTION is the current name; XLA_PYTHON_CLIENT_MEM_FRACTION the old one.
+_ENV = (
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+)
+OLDEST = "0.4.21"  # the first JAX with xla_bridge.backends_are_initialized
 
 
 def _backend_name():
@@ -30,12 +48,15 @@ class JaxReader(object):
     def __init__(self, agent):
         self.agent = agent
         self.waiting_note = "waiting for jax to initialise its backends"
+        self.settled = False
+        self.idle = False
         self.version = None
         self.backend = _backend_name()
         self.settings = dict((k, text(os.environ.get(k), 64)) for k in _ENV)
         self.devices = []
         self.ident = {}
         self.notes = {}
+        self.cpu_only = None  # the backends seen with no GPU among them
 
     def ready(self):
         jax = sys.modules.get("jax")
@@ -43,13 +64,38 @@ class JaxReader(object):
         if jax is None or xb is None or importing(jax) or importing(xb):
             self.waiting_note = "waiting for jax to finish importing"
             return False
-        self.waiting_note = "waiting for jax to initialise its backends"
-        if not getattr(xb, "backends_are_initialized")():
+        if not callable(getattr(xb, "backends_are_initialized", None)):
+            self.idle = self.settled = True
+            self.waiting_note = "jax %s is older than %s (no backends_are_initialized): its memory is not read" % (
+                text(getattr(jax, "__version__", None), 32),
+                OLDEST,
+            )
+            return False
+        # backends_are_initialized() takes _backend_lock, which backends() holds for the
+        # whole of the job's backend init: look at the lock and the dict without waiting.
+        free = try_lock(getattr(xb, "_backend_lock", None))
+        if free is False:
+            self.waiting_note = "jax is initialising its backends"
+            return False
+        backends = getattr(xb, "_backends", None)
+        if free is None or not isinstance(backends, dict):
+            self.waiting_note = "jax %s: cannot tell without waiting whether its backends are up" % text(getattr(jax, "__version__", None), 32)
+            self.idle = self.settled = True
+            return False
+        if not backends:
+            self.settled = self.idle = False
+            self.waiting_note = "waiting for jax to initialise its backends"
             return False
         # Initialised: listing devices initialises nothing more. A JAX on the CPU alone is
-        # not the framework to read (torch or CuPy may hold the GPU).
+        # not the framework to read (torch or CuPy may hold the GPU), and stays so: it is
+        # looked at again only when its backends change.
+        key = tuple(sorted(backends))
+        if key == self.cpu_only:
+            return False
         if not self._gpus(jax, _NoTimer()):
-            self.waiting_note = "jax has no GPU backend"
+            self.cpu_only = key
+            self.idle = self.settled = True
+            self.waiting_note = "jax has no GPU backend (backends: %s)" % ", ".join(key)
             return False
         return True
 
@@ -74,6 +120,8 @@ class JaxReader(object):
         return i
 
     def _identity(self, d, i):
+        from . import _cuda
+
         # JAX initialised the GPU backend, so its cuInit ran: the driver can answer.
         ident = {"index": i, "uuid": None, "pci_bus_id": None, "name": text(getattr(d, "device_kind", None))}
         try:
@@ -128,25 +176,35 @@ class JaxReader(object):
         def get(key):
             return count(st.get(key))
 
+        is_async = self.backend == "cuda_async"
         e["allocated"] = get("bytes_in_use")
-        e["reserved"] = get("pool_bytes")
-        if e["reserved"] is None:
-            e["reserved"] = get("bytes_reserved")
-        if e["allocated"] is None or e["reserved"] is None:
-            self.notes[i] = "memory_stats() of device %d lacks bytes_in_use or a reserved figure" % i
+        if e["allocated"] is None:
+            self.notes[i] = "memory_stats() of device %d lacks bytes_in_use" % i
             return None
         e["peak_allocated"] = get("peak_bytes_in_use")
-        e["peak_reserved"] = get("peak_pool_bytes")
-        if e["peak_reserved"] is None:
-            e["peak_reserved"] = get("peak_bytes_reserved")
-        for f in DEVICE_FIELDS:
-            if e[f] is None:
-                unrep[f] = REASON
-        e["largest_free_block"] = get("largest_free_block_bytes")
-        if e["largest_free_block"] is None:
-            unrep["largest_free_block"] = REASON
+        if is_async:
+            # No pool figure at all: bytes_reserved is an unset 0, not a measured one.
+            unrep["reserved"] = ASYNC_REASON
+            unrep["peak_reserved"] = ASYNC_REASON
+            unrep["largest_free_block"] = ASYNC_REASON
         else:
-            e["largest_free_block_time"] = now
+            e["reserved"] = get("pool_bytes")
+            if e["reserved"] is None:
+                e["reserved"] = get("bytes_reserved")
+            if e["reserved"] is None:
+                self.notes[i] = "memory_stats() of device %d lacks a reserved figure" % i
+                return None
+            e["peak_reserved"] = get("peak_pool_bytes")
+            if e["peak_reserved"] is None:
+                e["peak_reserved"] = get("peak_bytes_reserved")
+            e["largest_free_block"] = get("largest_free_block_bytes")
+            if e["largest_free_block"] is None:
+                unrep["largest_free_block"] = REASON
+            else:
+                e["largest_free_block_time"] = now
+        for f in DEVICE_FIELDS:
+            if e[f] is None and f not in unrep:
+                unrep[f] = REASON
         e["limit"] = get("bytes_limit")
         if e["limit"] is None:
             unrep["limit"] = "bytes_limit not set"
@@ -154,6 +212,8 @@ class JaxReader(object):
 
     def hello_fields(self):
         notes = [self.notes[k] for k in sorted(self.notes, key=str)]
+        if self.backend == "cuda_async":
+            notes.append("cuda_async allocator: reserved and the largest free block are not reported, allocated is")
         return {
             "framework": "jax",
             "framework_version": self.version,

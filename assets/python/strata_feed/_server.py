@@ -1,14 +1,16 @@
 """The listening socket, the monitors' connections and the backlog.
 
-Only the agent thread touches a Hub (other threads hand lines to the agent, which publishes
-them). Every socket is non-blocking; sends use MSG_NOSIGNAL so a monitor that went away can
-never raise SIGPIPE in a job that restored the default handler.
+Only the serving thread touches a Hub; other threads hand it lines through the agent's
+outbox. Every socket is non-blocking; sends use MSG_NOSIGNAL so a monitor that went away can
+never raise SIGPIPE in a job that restored the default handler. Built on _socket and
+select.epoll (no socket, selectors or json import): it costs the job nothing until a
+monitor connects.
 """
 
+import _socket
 import collections
 import os
-import selectors
-import socket
+import select
 import stat
 import time
 
@@ -17,8 +19,11 @@ BACKLOG_BYTES = 4 * 1024 * 1024
 BACKLOG_SECONDS = 15 * 60
 MAX_CONNECTIONS = 256
 _BACKLOG_TAIL = b',"backlog":true}\n'
-_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)
+_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 _SEND_BATCH = 64
+_IN = select.EPOLLIN
+_OUT = select.EPOLLOUT
+_ERR = select.EPOLLERR | select.EPOLLHUP
 
 
 def backlog_form(line):
@@ -26,11 +31,20 @@ def backlog_form(line):
     return line[:-2] + _BACKLOG_TAIL
 
 
+def busy_line(now):
+    """What a monitor over the connection limit reads before its connection is closed."""
+    return (
+        '{"v":1,"type":"busy","time":%.6f,"reason":"busy: %d monitors connected"}\n'
+        % (now, MAX_CONNECTIONS)
+    ).encode()
+
+
 class Conn(object):
-    __slots__ = ("sock", "queue", "offset", "pending", "allow", "want_write")
+    __slots__ = ("sock", "fd", "queue", "offset", "pending", "allow", "want_write")
 
     def __init__(self, sock):
         self.sock = sock
+        self.fd = sock.fileno()
         self.queue = collections.deque()  # bytes objects, shared with the backlog
         self.offset = 0  # bytes of queue[0] already sent
         self.pending = 0  # bytes waiting
@@ -79,18 +93,28 @@ class Hub(object):
         self.sock_path = sock_path
         self.listener = None
         self.sock_id = None  # (st_dev, st_ino) of the socket file we bound
-        self.sel = None
+        self.poll = None
         self.conns = {}  # fd -> Conn
         self.backlog = collections.deque()  # (monotonic time, backlog-form line)
         self.backlog_bytes = 0
-        self.hello = None  # the current hello line
+        self.hello = None  # the current hello line, encoded on demand
+        self.hello_source = None  # () -> bytes: encodes the current hello
         self.dropped = 0  # monitors closed for falling behind
+        self.refused_busy = 0  # monitors turned away at the connection limit
+        self.accepted = 0  # connections accepted over the agent's life
         self.oversized = 0  # messages not sent: over the line limit
+        self.on_wake = None  # called when the wake-up fd is readable
+        self.wake_fd = None
 
     # -- setting up and tearing down ------------------------------------------------------
 
     def open(self):
-        """Bind and listen. Returns None, or a one-line reason."""
+        """Bind and listen. Returns None, or a one-line reason.
+
+        The socket is bound under a temporary name and renamed into place once it listens,
+        so `<pid>.sock` never names a socket that refuses connections while its process
+        lives: a refused connection is how stale files are told apart (see _sweep).
+        """
         path = self.sock_path
         try:
             st = os.lstat(path)
@@ -98,32 +122,43 @@ class Hub(object):
             st = None
         except OSError as e:
             return "cannot stat %s: %s" % (path, e.strerror or e)
-        if st is not None:
-            if stat.S_ISDIR(st.st_mode):
-                return "%s is a directory: remove it" % path
-            try:
-                # A leftover of an earlier process that had this pid.
-                os.unlink(path)
-            except OSError as e:
-                return "cannot remove stale %s: %s" % (path, e.strerror or e)
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return "%s is a directory: remove it" % path
+        tmp = os.path.join(os.path.dirname(path), ".%s.%d.tmp" % (os.path.basename(path), os.getpid()))
         try:
-            s.bind(path)
-            st = os.lstat(path)
-            self.sock_id = (st.st_dev, st.st_ino)
+            os.unlink(tmp)
+        except OSError:
+            pass
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.bind(tmp)
             s.listen(64)
             s.setblocking(False)
-            self.sel = selectors.DefaultSelector()
-            self.sel.register(s, selectors.EVENT_READ, self._on_accept)
+            # A leftover of an earlier process that had this pid is replaced atomically.
+            os.rename(tmp, path)
+            st = os.lstat(path)
+            self.sock_id = (st.st_dev, st.st_ino)
+            self.poll = select.epoll()
+            self.poll.register(s.fileno(), _IN)
         except OSError as e:
             try:
                 s.close()
             except OSError:
                 pass
+            for p in (tmp,):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
             self.unlink()
             return "cannot listen on %s: %s" % (path, e.strerror or e)
         self.listener = s
         return None
+
+    def add_wake(self, fd, callback):
+        self.wake_fd = fd
+        self.on_wake = callback
+        self.poll.register(fd, _IN)
 
     def unlink(self):
         """Remove the socket file, only if it is still the one this process bound."""
@@ -142,20 +177,16 @@ class Hub(object):
             self._close(fd)
         if self.listener is not None:
             try:
-                self.sel.unregister(self.listener)
-            except Exception:
-                pass
-            try:
                 self.listener.close()
             except OSError:
                 pass
             self.listener = None
-        if self.sel is not None:
+        if self.poll is not None:
             try:
-                self.sel.close()
+                self.poll.close()
             except Exception:
                 pass
-            self.sel = None
+            self.poll = None
 
     def abandon(self):
         """In a forked child: close our copies of the fds; no shutdown, no unlink."""
@@ -166,60 +197,77 @@ class Hub(object):
             except OSError:
                 pass
         self.conns = {}
-        for s in (self.listener,):
-            if s is not None:
-                try:
-                    s.close()
-                except OSError:
-                    pass
-        self.listener = None
-        if self.sel is not None:
+        if self.listener is not None:
             try:
-                self.sel.close()
+                self.listener.close()
+            except OSError:
+                pass
+        self.listener = None
+        if self.poll is not None:
+            try:
+                self.poll.close()
             except Exception:
                 pass
-            self.sel = None
+            self.poll = None
         self.backlog = collections.deque()
         self.backlog_bytes = 0
 
     # -- events ---------------------------------------------------------------------------
 
-    def _on_accept(self, mask):
+    def _on_accept(self):
         while True:
             try:
-                s, _ = self.listener.accept()
+                fd, _ = self.listener._accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return
+            try:
+                s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
+            except OSError:
+                os.close(fd)
+                continue
             if len(self.conns) >= MAX_CONNECTIONS:
+                self.refused_busy += 1
+                try:
+                    s.setblocking(False)
+                    s.send(busy_line(time.time()), _NOSIGNAL)
+                except OSError:
+                    pass
                 s.close()
                 continue
             try:
                 s.setblocking(False)
                 c = Conn(s)
-                self.conns[s.fileno()] = c
-                self.sel.register(s, selectors.EVENT_READ, self._on_conn)
+                self.conns[c.fd] = c
+                self.poll.register(c.fd, _IN)
             except Exception:
+                self.conns.pop(fd, None)
                 try:
                     s.close()
                 except OSError:
                     pass
                 continue
+            self.accepted += 1
             # hello, then the backlog oldest first, then live messages.
-            if self.hello is not None:
-                c.enqueue(self.hello)
+            hello = self.current_hello()
+            if hello is not None:
+                c.enqueue(hello)
             for _, line in self.backlog:
                 c.enqueue(line)
             c.allow = QUEUE_LIMIT + c.pending
             self._flush(c)
 
-    def _on_conn(self, mask, key):
-        fd = key.fd
-        c = self.conns.get(fd)
-        if c is None:
-            return
-        if mask & selectors.EVENT_READ:
+    def current_hello(self):
+        if self.hello is None and self.hello_source is not None:
+            try:
+                self.hello = self.hello_source()
+            except Exception:
+                self.hello = None
+        return self.hello
+
+    def _on_conn(self, c, mask):
+        if mask & (_IN | _ERR):
             # Monitors never write; read and discard, close on EOF.
             try:
                 data = c.sock.recv(65536)
@@ -228,31 +276,29 @@ class Hub(object):
             except OSError:
                 data = b""
             if data == b"":
-                self._close(fd)
+                self._close(c.fd)
                 return
-        if mask & selectors.EVENT_WRITE:
+        if mask & _OUT:
             self._flush(c)
 
     def _flush(self, c):
-        fd = c.sock.fileno()
         if not c.flush():
-            self._close(fd)
+            self._close(c.fd)
             return
         want = bool(c.queue)
         if want != c.want_write:
             c.want_write = want
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want else 0)
             try:
-                self.sel.modify(c.sock, events, self._on_conn)
+                self.poll.modify(c.fd, _IN | (_OUT if want else 0))
             except Exception:
-                self._close(fd)
+                self._close(c.fd)
 
     def _close(self, fd):
         c = self.conns.pop(fd, None)
         if c is None:
             return
         try:
-            self.sel.unregister(c.sock)
+            self.poll.unregister(fd)
         except Exception:
             pass
         try:
@@ -262,18 +308,30 @@ class Hub(object):
 
     def select(self, timeout):
         """Wait up to timeout seconds and dispatch what happened."""
-        for key, mask in self.sel.select(timeout):
-            cb = key.data
-            if cb == self._on_conn:
-                cb(mask, key)
+        try:
+            events = self.poll.poll(timeout)
+        except InterruptedError:
+            return
+        listen_fd = self.listener.fileno() if self.listener is not None else None
+        for fd, mask in events:
+            if fd == listen_fd:
+                self._on_accept()
+            elif fd == self.wake_fd:
+                self.on_wake()
             else:
-                cb(mask)
+                c = self.conns.get(fd)
+                if c is not None:
+                    self._on_conn(c, mask)
 
     # -- publishing -----------------------------------------------------------------------
 
     def set_hello(self, line):
+        """A new hello (None: encode it from hello_source when a monitor needs it)."""
         self.hello = line
-        self._send_all(line)
+        if self.conns:
+            line = self.current_hello()
+            if line is not None:
+                self._send_all(line)
 
     def publish(self, line):
         """A sample or an oom: to every monitor now, and into the backlog."""
@@ -302,25 +360,21 @@ class Hub(object):
         for fd, c in list(self.conns.items()):
             c.allow = float("inf")
             c.enqueue(line)
-            if not c.flush():
+            if not c.flush() or not c.queue:
                 self._close(fd)
         while self.conns and time.monotonic() < deadline:
-            waiting = [c for c in self.conns.values() if c.queue]
-            if not waiting:
-                break
-            for c in waiting:
-                c.want_write = True
+            for c in self.conns.values():
                 try:
-                    self.sel.modify(c.sock, selectors.EVENT_WRITE, self._on_conn)
+                    self.poll.modify(c.fd, _OUT)
                 except Exception:
                     pass
             try:
-                events = self.sel.select(max(0.0, deadline - time.monotonic()))
+                events = self.poll.poll(max(0.0, deadline - time.monotonic()))
             except Exception:
                 break
-            for key, mask in events:
-                c = self.conns.get(key.fd)
-                if c is not None and mask & selectors.EVENT_WRITE:
-                    if not c.flush() or not c.queue:
-                        self._close(key.fd)
+            for fd, mask in events:
+                c = self.conns.get(fd)
+                if c is not None and mask & (_OUT | _ERR):
+                    if not c.flush() or not c.queue or mask & _ERR:
+                        self._close(fd)
         self.close_all()

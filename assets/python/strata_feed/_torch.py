@@ -4,7 +4,8 @@ import os
 import sys
 import time
 
-from ._frameworks import MAX_DEVICES, count, importing, new_entry, package, pci_from_parts, text
+from . import MAX_DEVICES
+from ._frameworks import count, importing, new_entry, package, pci_from_parts, text, try_lock, version_tuple
 
 _FIELDS = (
     ("allocated", "allocated_bytes.all.current"),
@@ -32,35 +33,61 @@ MISSING_REASON = "not in this torch version's memory_stats"
 SNAPSHOT_MIN_PERIOD = 60.0  # seconds between memory_snapshot calls, at least
 SNAPSHOT_BACKOFF = 1000.0  # and at least this many times the last one's duration
 SNAPSHOT_MAX = 0.020  # one slower than this and no more are taken
+HISTORY_REASON = "not measured while the job records its memory history (a snapshot would mark its trace)"
+NO_HISTORY_CHECK_REASON = "not measured: this torch cannot tell whether the job records its memory history"
+GENERIC_CONF_SINCE = (2, 9)  # torch reads PYTORCH_ALLOC_CONF from 2.9 on
+
+OOM_OBSERVER_SINCE = (2, 1)  # before, torch called it with the allocator's device mutex held
+LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "torch.distributed.elastic.agent.server.api")
 
 # Once per process (inherited by a forked child, like torch's own state).
 _lazy_registered = False
 _oom_attached = False
 
 
-def parse_alloc_conf(environ=None):
-    """PYTORCH_ALLOC_CONF (newer torch), else PYTORCH_CUDA_ALLOC_CONF: 'k:v,k:v'."""
-    env = os.environ if environ is None else environ
-    raw = env.get("PYTORCH_ALLOC_CONF") or env.get("PYTORCH_CUDA_ALLOC_CONF") or None
+def split_alloc_conf(raw):
+    """'k:v,k:[a:1,b:2]' -> {k: v, ...}; commas inside [...] belong to the value."""
     conf = {}
-    if raw:
-        depth, cur, items = 0, [], []
-        for ch in raw:  # commas inside [...] belong to the value
-            if ch == "[":
-                depth += 1
-            elif ch == "]":
-                depth = max(0, depth - 1)
-            if ch == "," and depth == 0:
-                items.append("".join(cur))
-                cur = []
-            else:
-                cur.append(ch)
-        items.append("".join(cur))
-        for item in items:
-            if ":" in item:
-                k, v = item.split(":", 1)
-                conf[k.strip()] = v.strip()
-    return raw, conf
+    if not raw:
+        return conf
+    depth, cur, items = 0, [], []
+    for ch in raw:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    items.append("".join(cur))
+    for item in items:
+        if ":" in item:
+            k, v = item.split(":", 1)
+            conf[k.strip()] = v.strip()
+    return conf
+
+
+def alloc_conf_from_env(environ=None, generic=True):
+    """The string torch's CUDA allocator parses: PYTORCH_CUDA_ALLOC_CONF wins; the generic
+    PYTORCH_ALLOC_CONF is read only when that is unset, and only by a torch that knows it
+    (`generic`). Returns (variable name or None, raw string or None)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("PYTORCH_CUDA_ALLOC_CONF")
+    if raw is not None:
+        return "PYTORCH_CUDA_ALLOC_CONF", raw
+    if generic:
+        raw = env.get("PYTORCH_ALLOC_CONF")
+        if raw is not None:
+            return "PYTORCH_ALLOC_CONF", raw
+    return None, None
+
+
+def parse_alloc_conf(environ=None):
+    """(raw, {key: value}) as the CUDA allocator of a current torch reads the environment."""
+    _, raw = alloc_conf_from_env(environ)
+    return raw, split_alloc_conf(raw)
 
 
 def _lazy_callback():
@@ -81,7 +108,7 @@ def _oom_observer(device, alloc_size, device_total, device_free):
     try:
         pkg = package()
         a = pkg._current() if pkg is not None else None
-        if a is None:
+        if a is None or a.frameworks is None:
             return
         r = a.frameworks.reader
         if r is not None and r.name == "torch":
@@ -97,14 +124,17 @@ class TorchReader(object):
         self.agent = agent
         self.waiting_note = "waiting for torch to initialise CUDA"
         self.hooked = False  # the lazy-init callback is queued: it wakes the agent
+        self.settled = False
+        self.idle = False
         self.started = False
         self.version = None
+        self.vt = None
         self.backend = None
-        self.raw_conf, conf = parse_alloc_conf()
-        self.expandable = conf.get("expandable_segments", "").lower() == "true"
-        self.settings = {"expandable_segments": self.expandable, "alloc_conf": text(self.raw_conf, 1024)}
-        if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
-            self.settings["no_caching"] = True
+        self.conf = {}  # every allocator setting seen, the latest value of each key
+        self.conf_raw = None  # the string the settings came from
+        self.conf_source = None
+        self.getter = None  # torch._C._accelerator_getAllocatorSettings, where it exists
+        self.settings = {}
         self.count = None
         self.devices = []
         self.ident = {}
@@ -115,6 +145,7 @@ class TorchReader(object):
         self.lfb_reason = "not measured yet"
         self.snap_next = 0.0
         self.snap_off = None
+        self.snap_traces = None  # whether memory_snapshot takes include_traces
 
     # -- before init ----------------------------------------------------------------------
 
@@ -125,24 +156,55 @@ class TorchReader(object):
         if cuda is None or importing(torch) or importing(cuda):
             self.waiting_note = "waiting for torch to finish importing"
             return False
-        self.waiting_note = "waiting for torch to initialise CUDA"
-        if getattr(cuda, "is_initialized")():
+        # is_initialized() reads a flag: it takes no lock.
+        if cuda.is_initialized():
             return True
+        launcher = [m for m in LAUNCHERS if sys.modules.get(m) is not None]
+        if launcher:
+            self.idle = self.settled = True
+            self.waiting_note = "torch launcher (%s): CUDA not used here, its workers have their own feeds" % launcher[0]
+            return False
+        self.idle = self.settled = False
+        self.waiting_note = "waiting for torch to initialise CUDA"
+        self._settings_before_init(torch)
         lazy = getattr(cuda, "_lazy_call", None)
         if not _lazy_registered and callable(lazy):
-            try:
-                lazy(_lazy_callback)
-                _lazy_registered = True
-            except Exception:
-                pass  # tried again at the next look
+            # _lazy_call takes torch's init lock, which the job holds for the whole of its
+            # CUDA init: queue the hook only while the lock is free (this thread would
+            # otherwise wait out the init; it still serves nothing, but samples late).
+            free = try_lock(getattr(cuda, "_initialization_lock", None))
+            if free is False:
+                self.waiting_note = "torch is initialising CUDA"
+            else:
+                try:
+                    lazy(_lazy_callback)
+                    _lazy_registered = True
+                except Exception:
+                    pass  # tried again at the next look
         self.hooked = _lazy_registered
         return False
+
+    def _settings_before_init(self, torch):
+        """The settings the allocator will use, shown while waiting. Read from the
+        environment with torch's precedence, never from torch: its getter parses the
+        configuration for good, and a job may still set the variable before its CUDA init."""
+        if self.vt is None:
+            self.version = text(getattr(torch, "__version__", None), 64)
+            self.vt = version_tuple(self.version) or ()
+        source, raw = alloc_conf_from_env(generic=not self.vt or self.vt >= GENERIC_CONF_SINCE)
+        if raw != self.conf_raw or source != self.conf_source:
+            self.conf, self.conf_source = {}, source
+            self._merge_conf(raw)
+
+    def waiting_fields(self):
+        return {"settings": self.settings} if self.settings else {}
 
     # -- after init -----------------------------------------------------------------------
 
     def _first(self, torch, timer):
         self.started = True
         self.version = text(getattr(torch, "__version__", None), 64)
+        self.vt = version_tuple(self.version)
         cuda = torch.cuda
         gab = getattr(cuda, "get_allocator_backend", None)
         if callable(gab):
@@ -154,11 +216,58 @@ class TorchReader(object):
             self.count = int(timer.call(cuda.device_count))
         except Exception:
             self.count = 0
+        getter = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
+        self.getter = getter if callable(getter) else None
+        self.conf_source = None  # from now on, what torch says
+        if self.getter is None:
+            # Fixed once the allocator is up: the environment as it is at CUDA init.
+            generic = not self.vt or self.vt >= GENERIC_CONF_SINCE
+            self.conf = {}
+            self.conf_source, raw = alloc_conf_from_env(generic=generic)
+            self._merge_conf(raw)
+        snap = getattr(cuda, "memory_snapshot", None)
+        code = getattr(snap, "__code__", None)
+        if code is not None:
+            self.snap_traces = "include_traces" in code.co_varnames[: code.co_argcount]
         self._attach_oom(torch, timer)
+
+    def _merge_conf(self, raw):
+        """torch applies each settings string on top of the earlier ones (a key not named
+        keeps its value), so the effective settings are every key's latest value."""
+        self.conf_raw = raw
+        self.conf.update(split_alloc_conf(raw))
+        self.expandable = self.conf.get("expandable_segments", "").lower() == "true"
+        self.settings = {
+            "expandable_segments": self.expandable,
+            "alloc_conf": text(raw, 1024),
+            "alloc_conf_source": self.conf_source,
+        }
+        if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+            self.settings["no_caching"] = True
+
+    def _read_conf(self, timer):
+        """Where torch says which settings are in effect, ask it each sample: they change at
+        run time (_accelerator_setAllocatorSettings, a variable set after import torch)."""
+        if self.getter is None:
+            return
+        try:
+            raw = timer.call(self.getter)
+        except Exception:
+            return
+        raw = raw or None
+        if raw != self.conf_raw or self.conf_source is None:
+            self.conf_source = "torch._C._accelerator_getAllocatorSettings()"
+            self._merge_conf(raw)
 
     def _attach_oom(self, torch, timer):
         global _oom_attached
         if _oom_attached or self.backend not in (None, "native"):
+            return
+        if self.vt is not None and self.vt < OOM_OBSERVER_SINCE:
+            # torch before 2.1 calls the observer with the allocator's device mutex held:
+            # the observer's memory_stats and the sampler's could deadlock.
+            self.notes.append("OOM observer not attached: torch %s calls it with the allocator locked (needs torch >= 2.1)" % self.version)
+            _oom_attached = True
             return
         attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
         if not callable(attach):
@@ -177,6 +286,7 @@ class TorchReader(object):
             return d
         u = getattr(p, "uuid", None)
         d["uuid"] = text(u, 64) if u is not None else None
+        # pci_* exist from torch 2.8; before, the device is matched by UUID alone.
         d["pci_bus_id"] = pci_from_parts(
             getattr(p, "pci_domain_id", None),
             getattr(p, "pci_bus_id", None),
@@ -192,6 +302,7 @@ class TorchReader(object):
         cuda = torch.cuda
         if not self.started:
             self._first(torch, timer)
+        self._read_conf(timer)
         has = torch._C._cuda_hasPrimaryContext
         devices = []
         for i in range(min(self.count or 0, MAX_DEVICES)):
@@ -206,7 +317,7 @@ class TorchReader(object):
         self.devices = devices
         if self.backend == "pluggable":
             return []
-        self._maybe_snapshot(cuda, now, timer)
+        self._maybe_snapshot(torch, cuda, now, timer)
         entries = []
         for i in devices:
             try:
@@ -236,7 +347,7 @@ class TorchReader(object):
                 unrep[field] = MISSING_REASON
         if e["allocated"] is None or e["reserved"] is None:
             return None
-        if self.expandable and not is_async:
+        if self.settings.get("expandable_segments") and not is_async:
             for f in ("inactive_split", "peak_inactive_split"):
                 e[f] = None
                 unrep[f] = EXPANDABLE_REASON
@@ -249,16 +360,38 @@ class TorchReader(object):
             unrep["largest_free_block"] = self.lfb_reason
         return e
 
-    def _maybe_snapshot(self, cuda, now, timer):
+    def _history_on(self, torch):
+        """Whether the job records its memory history: True, False, or None (unknown)."""
+        f = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+        if not callable(f):
+            return None
+        try:
+            return bool(f())
+        except Exception:
+            return None
+
+    def _maybe_snapshot(self, torch, cuda, now, timer):
         if self.backend != "native" or self.snap_off is not None or self.agent.in_warmup():
             return
         mono = time.monotonic()
         if mono < self.snap_next:
             return
+        history = self._history_on(torch)
+        if history is not False:
+            # A snapshot while the job records its history converts that history under the
+            # GIL and leaves a "snapshot" event in the job's trace: take none then. A torch
+            # that cannot tell is treated the same.
+            self.snap_next = mono + SNAPSHOT_MIN_PERIOD / 6
+            self.lfb, self.lfb_time = {}, None
+            self.lfb_reason = HISTORY_REASON if history else NO_HISTORY_CHECK_REASON
+            return
         cpu0 = time.thread_time_ns()
         t0 = time.perf_counter()
         try:
-            segments = timer.call(cuda.memory_snapshot)
+            if self.snap_traces:
+                segments = timer.call(cuda.memory_snapshot, include_traces=False)
+            else:
+                segments = timer.call(cuda.memory_snapshot)
         except Exception as e:
             self.snap_off = "memory_snapshot failed: %s" % text(e, 200)
             segments = None
@@ -310,6 +443,8 @@ class TorchReader(object):
             notes.append("pluggable allocator: memory_stats is not available")
         if self.settings.get("no_caching"):
             notes.append("PYTORCH_NO_CUDA_MEMORY_CACHING=1: the caching allocator is off, its statistics stay 0")
+        if self.lfb_reason in (HISTORY_REASON, NO_HISTORY_CHECK_REASON) and self.lfb_time is None:
+            notes.append("largest free block: " + self.lfb_reason)
         for i in sorted(self.failures):
             notes.append(self.failures[i])
         return {

@@ -1,9 +1,25 @@
 # strata run: starts the strata allocator feed in every Python process started with this
-# directory on PYTHONPATH (the directory holding the strata_feed package is there too), then
-# runs the sitecustomize this one hides, if any. It never raises and never imports a
-# framework: the agent waits on its own thread until the job initialises one.
+# directory on PYTHONPATH, then runs the sitecustomize this one hides, if any. It never
+# raises and never imports a framework: the agent waits on its own thread until the job
+# initialises one.
+#
+# Which copy of the agent runs: strata installs its own (embedded) copy in the directory
+# above this one. When the job's environment has strata_feed installed at the same version
+# (strata installed with pip into the job's environment), that one is used; otherwise the
+# embedded copy is imported. The feed's hello names the copy (agent_copy, agent_path).
 #
 # Environment: STRATA_FEED_DIR (read by strata_feed), STRATA_FEED_INTERVAL (seconds, 0.5).
+
+
+def _strata_version(init_py):
+    try:
+        with open(init_py) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("\"'")
+    except (OSError, IndexError):
+        pass
+    return None
 
 
 def _strata_start():
@@ -13,8 +29,33 @@ def _strata_start():
 
         if sys.version_info < (3, 8):
             return
-        import strata_feed
+        here = os.path.dirname(os.path.abspath(__file__))
+        embedded = os.path.dirname(here)
+        want = _strata_version(os.path.join(embedded, "strata_feed", "__init__.py"))
+        copy = "embedded"
+        if "strata_feed" not in sys.modules:
+            import importlib.machinery
 
+            spec = importlib.machinery.PathFinder.find_spec("strata_feed")
+            origin = getattr(spec, "origin", None) if spec is not None else None
+            if origin and os.path.realpath(os.path.dirname(os.path.dirname(origin))) != os.path.realpath(embedded):
+                if want is not None and _strata_version(origin) == want:
+                    copy = "environment"
+        added = False
+        if copy == "embedded" and "strata_feed" not in sys.modules:
+            sys.path.insert(0, embedded)
+            added = True
+        try:
+            import strata_feed
+        finally:
+            if added:
+                # The package finds its own modules from now on: the job's path stays its own.
+                try:
+                    sys.path.remove(embedded)
+                except ValueError:
+                    pass
+        if getattr(strata_feed, "_copy", None) is None:
+            strata_feed._copy = copy
         strata_feed.start(interval=os.environ.get("STRATA_FEED_INTERVAL") or 0.5)
     except Exception:
         pass

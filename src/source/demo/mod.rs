@@ -8,6 +8,7 @@
 //! GPU in MIG mode with 3g.40gb, 2g.20gb and 1g.10gb instances.
 
 mod host;
+mod owners;
 mod story;
 
 pub use story::LOOP_SECS;
@@ -308,6 +309,9 @@ fn feed_record(
                 name: None,
             }],
             note: None,
+            protocol: Some(1),
+            state: Some("reading".into()),
+            ..Default::default()
         }),
         devices: vec![DeviceFeed {
             latest: stats.clone(),
@@ -371,6 +375,7 @@ fn process_sample(seed: u64, actor: &Actor, loop_start: f64, t: f64) -> ProcessS
         cpu_percent: host::cpu_percent(seed, actor, t),
         host_memory: host::host_memory(seed, actor, t),
         elapsed: host::elapsed(actor, t),
+        owner: owners::of(actor),
         feed: None,
     }
 }

@@ -144,6 +144,15 @@ impl Api {
         matches!(self.list(kind), ProcessCall::Missing(_))
     }
 
+    /// The memory call chosen (`_v2`, else v1), `None` when the driver has neither.
+    pub(super) fn memory_call(&self) -> Option<&'static str> {
+        match (self.memory_v2, self.memory_v1) {
+            (true, _) => Some("nvmlDeviceGetMemoryInfo_v2"),
+            (false, Some(_)) => Some("nvmlDeviceGetMemoryInfo"),
+            (false, None) => None,
+        }
+    }
+
     /// One line naming the driver and what it lacks, when it lacks a call strata prefers.
     pub(super) fn driver_problem(&self, driver_version: Option<&str>) -> Option<String> {
         let mut missing = Vec::new();

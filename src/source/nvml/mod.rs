@@ -11,6 +11,7 @@ mod api;
 mod gpu;
 mod handles;
 mod mig;
+pub mod probe;
 mod processes;
 mod query;
 mod refusal;
@@ -46,6 +47,7 @@ pub struct NvmlSource {
     /// What this driver lacks of the calls strata prefers, in one line.
     driver_problem: Option<String>,
     procfs: ProcFs,
+    owners: super::owner::Owners,
     /// The host's CPU and memory, and each GPU process's share (kept between polls: CPU use
     /// is a difference).
     host_stats: HostReader,
@@ -74,29 +76,36 @@ fn describe(e: &NvmlError) -> String {
     }
 }
 
+/// Loads and initialises NVML from `library`, else from the driver's usual names in turn:
+/// the library, and the name it was loaded by.
+pub fn load(library: Option<PathBuf>) -> Result<(Nvml, PathBuf), SourceError> {
+    let candidates: Vec<PathBuf> = match library {
+        Some(path) => vec![path],
+        None => DEFAULT_LIBRARIES.iter().map(PathBuf::from).collect(),
+    };
+    let mut failures = Vec::new();
+    for path in candidates {
+        match Nvml::builder().lib_path(OsStr::new(&path)).init() {
+            Ok(nvml) => return Ok((nvml, path)),
+            Err(NvmlError::LibloadingError(e)) => failures.push(e.to_string()),
+            Err(e) => {
+                return Err(SourceError::Init {
+                    detail: format!("{}: {}", path.display(), describe(&e)),
+                })
+            }
+        }
+    }
+    Err(SourceError::LibraryNotFound {
+        detail: failures.join("; "),
+    })
+}
+
 impl NvmlSource {
     /// Loads NVML from `library` (or the driver's usual names). The GPUs are counted and
     /// opened at the first poll, and again at later polls for whatever NVML refused.
     pub fn open(library: Option<PathBuf>, interval: f64) -> Result<Self, SourceError> {
-        let candidates: Vec<PathBuf> = match library {
-            Some(path) => vec![path],
-            None => DEFAULT_LIBRARIES.iter().map(PathBuf::from).collect(),
-        };
-        let mut failures = Vec::new();
-        for path in &candidates {
-            match Nvml::builder().lib_path(OsStr::new(path)).init() {
-                Ok(nvml) => return Ok(Self::start(nvml, path.display().to_string(), interval)),
-                Err(NvmlError::LibloadingError(e)) => failures.push(e.to_string()),
-                Err(e) => {
-                    return Err(SourceError::Init {
-                        detail: format!("{}: {}", path.display(), describe(&e)),
-                    })
-                }
-            }
-        }
-        Err(SourceError::LibraryNotFound {
-            detail: failures.join("; "),
-        })
+        let (nvml, path) = load(library)?;
+        Ok(Self::start(nvml, path.display().to_string(), interval))
     }
 
     fn start(nvml: Nvml, library: String, interval: f64) -> Self {
@@ -119,6 +128,7 @@ impl NvmlSource {
             cuda_driver_version,
             driver_problem,
             procfs: ProcFs::default(),
+            owners: super::owner::Owners::default(),
             host_stats: HostReader::new(),
             holder_search: HolderSearch::default(),
             host: host_name(),
@@ -164,6 +174,10 @@ impl Source for NvmlSource {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
                 let identity = self.procfs.identity(placed.pid);
+                let owner = match (identity.visible, identity.start_time) {
+                    (true, Some(start)) => Some(self.owners.of(placed.pid, start)),
+                    _ => None,
+                };
                 processes.push(ProcessSample {
                     pid: placed.pid,
                     device_uuid: placed.device_uuid,
@@ -181,6 +195,7 @@ impl Source for NvmlSource {
                     cpu_percent: None,
                     host_memory: None,
                     elapsed: None,
+                    owner,
                     feed: None,
                 });
             }
@@ -191,6 +206,7 @@ impl Source for NvmlSource {
             .filter_map(|p| p.start_time.map(|t| (p.pid, t)))
             .collect();
         self.procfs.retain(&alive);
+        self.owners.retain(&alive);
         let host_pid_namespace = self.procfs.host_pid_namespace();
         // Only pids this /proc names as NVML does: elsewhere the number is another process.
         let mut visible: Vec<u32> = processes

@@ -100,6 +100,9 @@ pub(super) fn section(rows: &mut Rows, observed: &Observed, p: &ProcessSample, t
             ),
             Style::new(),
         );
+        if let Some(note) = version_note(hello.agent_version.as_deref()) {
+            row(rows, "version", note, theme.alert());
+        }
         if let Some(note) = &hello.note {
             row(rows, "note", note.clone(), theme.dim());
         }
@@ -168,5 +171,34 @@ pub(super) fn section(rows: &mut Rows, observed: &Observed, p: &ProcessSample, t
         .filter(|u| Some(u.feed) == feed_index)
     {
         row(rows, "unmatched", unlisted.reason.clone(), theme.alert());
+    }
+}
+
+/// What to say when the agent is not this strata's version: the lines parse (the protocol
+/// is the same, or the feed would be refused), but the two were not built together.
+fn version_note(agent: Option<&str>) -> Option<String> {
+    let mine = crate::version::VERSION;
+    let protocol = crate::version::FEED_PROTOCOL;
+    match agent {
+        Some(theirs) if theirs == mine => None,
+        Some(theirs) => Some(format!(
+            "strata_feed {theirs} with strata {mine}: both speak feed protocol {protocol}, so its figures are read as sent; run the same version of both"
+        )),
+        None => Some(format!(
+            "the agent does not say its version; it speaks feed protocol {protocol}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_note;
+
+    #[test]
+    fn an_agent_of_another_version_is_said_and_the_same_one_is_not() {
+        assert_eq!(version_note(Some(crate::version::VERSION)), None);
+        let note = version_note(Some("0.0.9")).expect("said");
+        assert!(note.starts_with("strata_feed 0.0.9 with strata "), "{note}");
+        assert!(version_note(None).is_some());
     }
 }

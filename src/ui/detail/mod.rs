@@ -429,7 +429,7 @@ fn reconcile(
                 theme.layer(crate::layers::Layer::Unattributed),
             );
             let hint = match status {
-                FeedStatus::Refused { reason } | FeedStatus::Pending { reason } => reason.clone(),
+                FeedStatus::Refused { reason } | FeedStatus::Pending { reason, .. } => reason.clone(),
                 _ if !p.visible => {
                     "this PID is not visible here: its bytes are counted in the device's `other` layer"
                         .into()
@@ -440,11 +440,15 @@ fn reconcile(
                 }
                 _ => "not a Python process: no allocator feed can split it".into(),
             };
-            let style = if matches!(status, FeedStatus::Refused { .. }) {
-                theme.alert()
-            } else {
-                theme.dim()
-            };
+            let failed = matches!(
+                status,
+                FeedStatus::Refused { .. }
+                    | FeedStatus::Pending {
+                        kind: crate::feed::attach::PendingKind::AgentError,
+                        ..
+                    }
+            );
+            let style = if failed { theme.alert() } else { theme.dim() };
             rows.text(hint, style);
         }
     }

@@ -36,7 +36,8 @@ def devices():
 
 
 def on_agent_thread():
-    return threading.current_thread().name == AGENT_THREAD
+    """On one of the agent's threads (the serving thread or its sampler)."""
+    return threading.current_thread().name.startswith(AGENT_THREAD)
 
 
 def _append(var, line):
@@ -55,7 +56,9 @@ def violation(what):
 
 
 def trace(what):
-    _append("STRATA_STUB_TRACE", "%s %s" % (threading.current_thread().name, what))
+    """Logs a call; the agent's threads (serving and sampling) are all "strata-feed"."""
+    name = AGENT_THREAD if on_agent_thread() else threading.current_thread().name
+    _append("STRATA_STUB_TRACE", "%s %s" % (name, what))
 
 
 def parse_pci(s):

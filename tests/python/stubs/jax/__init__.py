@@ -4,6 +4,7 @@ The GPU backend loads the (fake) libcuda and runs cuInit when it initialises, as
 CUDA plugin does. Job scripts initialise it with jax._stub.init() (the real first op or
 jax.devices() would); jax.devices() before that records a violation. Extra environment:
   STRATA_STUB_JAX_STATS  bfc (pool_bytes; default) | reserved (bytes_reserved, no pool_bytes)
+                         | async (cuda_async: bytes_in_use, peaks, bytes_limit only)
                          | pjrt (unset fields read -1, through the PJRT C API)
   XLA_PYTHON_CLIENT_ALLOCATOR=platform: memory_stats() returns None
   XLA_PYTHON_CLIENT_PREALLOCATE / XLA_PYTHON_CLIENT_MEM_FRACTION: as in JAX (75% by default)

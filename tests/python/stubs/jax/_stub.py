@@ -55,6 +55,10 @@ class Device(object):
                 st.update(bytes_limit=self.limit, pool_bytes=self.pool, peak_pool_bytes=self.peak_pool)
             elif mode == "reserved":
                 st.update(bytes_limit=self.limit, bytes_reserved=self.pool, peak_bytes_reserved=self.peak_pool)
+            elif mode == "async":
+                # XLA's GpuCudaMallocAsyncAllocator: no pool figures, an unset 0 for the
+                # largest free block and bytes_reserved; bytes_limit is the pool size.
+                st.update(bytes_limit=self.limit, largest_free_block_bytes=0)
             elif mode == "pjrt":
                 st.update(
                     bytes_limit=-1,

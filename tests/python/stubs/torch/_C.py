@@ -39,3 +39,30 @@ def _cuda_isInBadFork():
 
 def _cuda_getAllocatorBackend():
     return _state().backend()
+
+
+def _accelerator_getAllocatorSettings():
+    return _state().last_settings()
+
+
+def _accelerator_setAllocatorSettings(env):
+    _state()._set_settings.append(str(env))
+
+
+def _cuda_isHistoryEnabled():
+    return _state().recording
+
+
+def _trim():
+    # Present or not as in the torch the stub plays.
+    import os
+
+    g = globals()
+    if os.environ.get("STRATA_STUB_TORCH_NO_GETTER") == "1":
+        del g["_accelerator_getAllocatorSettings"], g["_accelerator_setAllocatorSettings"]
+    v = os.environ.get("STRATA_STUB_TORCH_VERSION") or "2.15.0"
+    if tuple(int(x) for x in v.split("+")[0].split(".")[:2]) < (2, 1):
+        del g["_cuda_isHistoryEnabled"]
+
+
+_trim()

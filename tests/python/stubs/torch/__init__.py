@@ -6,12 +6,15 @@ torch._stub (allocate, free, fragment, oom, empty_cache). Extra environment:
   STRATA_STUB_TORCH_NO_UUID=1  device properties without .uuid (torch before 2.5)
   STRATA_STUB_SNAPSHOT_DELAY   seconds memory_snapshot() takes
   STRATA_STUB_IMPORT_DELAY     seconds `import torch` spends half-imported
+  STRATA_STUB_TORCH_VERSION    __version__ (default 2.15.0+stub); below 2.9 PYTORCH_ALLOC_CONF is
+                               not read, below 2.1 there is no _cuda_isHistoryEnabled
+  STRATA_STUB_TORCH_NO_GETTER=1  no _accelerator_getAllocatorSettings (torch before it)
 """
 
 import os as _os
 import time as _time
 
-__version__ = "2.5.1+stub"
+__version__ = _os.environ.get("STRATA_STUB_TORCH_VERSION") or "2.15.0+stub"
 
 from . import _C  # noqa: E402
 from . import cuda  # noqa: E402

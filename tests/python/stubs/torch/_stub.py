@@ -23,13 +23,51 @@ initialised = False
 observers = []
 
 
-def alloc_conf():
-    raw = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
+history = []  # the memory history the job records (_record_memory_history), as events
+recording = False
+_set_settings = []  # strings given to _accelerator_setAllocatorSettings, in order
+
+
+def version():
+    from . import __version__
+
+    out = []
+    for part in __version__.split("+")[0].split("."):
+        out.append(int(part))
+    return tuple(out)
+
+
+def env_conf():
+    """What the CUDA allocator of real torch parses from the environment, read when asked
+    (a variable set after import is honoured): PYTORCH_CUDA_ALLOC_CONF wins, the generic
+    PYTORCH_ALLOC_CONF is read only when it is unset, and only from torch 2.9 on."""
+    raw = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    if raw is None and version() >= (2, 9):
+        raw = os.environ.get("PYTORCH_ALLOC_CONF")
+    return raw
+
+
+def _split(raw):
     conf = {}
-    for item in raw.split(","):
+    for item in (raw or "").split(","):
         if ":" in item:
             k, v = item.split(":", 1)
             conf[k.strip()] = v.strip()
+    return conf
+
+
+def last_settings():
+    """What _accelerator_getAllocatorSettings() answers: the last string applied."""
+    if _set_settings:
+        return _set_settings[-1]
+    return env_conf() or ""
+
+
+def alloc_conf():
+    """The effective settings: each string applied over the earlier ones, key by key."""
+    conf = _split(env_conf())
+    for raw in _set_settings:
+        conf.update(_split(raw))
     return conf
 
 

@@ -1,12 +1,18 @@
 """jax._src.xla_bridge, stubbed."""
 
+import threading
+
 import _strata_stub as _s
 
 _backends = {}
+# As in JAX: backends() holds this lock for the whole of the backend init, and
+# backends_are_initialized() takes it too.
+_backend_lock = threading.Lock()
 
 
 def backends_are_initialized():
-    return len(_backends) != 0
+    with _backend_lock:
+        return len(_backends) != 0
 
 
 def backends():

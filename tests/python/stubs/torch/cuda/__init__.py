@@ -182,12 +182,16 @@ def memory_reserved(device=None):
     return memory_stats(device).get("reserved_bytes.all.current", 0)
 
 
-def memory_snapshot(mempool_id=None):
+def memory_snapshot(mempool_id=None, include_traces=True):
     _require_init("memory_snapshot")
     st = _state()
     if st.backend() != "native":
         raise RuntimeError("cudaMallocAsync does not yet support getMemorySnapshot")
     _s.trace("memory_snapshot")
+    if not include_traces:
+        _s.trace("memory_snapshot include_traces=False")
+    if st.recording:
+        st.history.append("snapshot")  # as torch 2.15 records a snapshot event
     delay = float(os.environ.get("STRATA_STUB_SNAPSHOT_DELAY") or 0)
     if delay:
         time.sleep(delay)  # holding the GIL would be truer; sleeping is enough to be slow

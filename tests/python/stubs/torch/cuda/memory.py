@@ -3,11 +3,13 @@
 import _strata_stub as _s
 
 
-def _record_memory_history(*args, **kwargs):
+def _record_memory_history(enabled="all", *args, **kwargs):
     from . import is_initialized
+    from .. import _stub
 
     if not is_initialized():
         _s.violation("torch.cuda.memory._record_memory_history before CUDA init")
+    _stub.recording = enabled not in (None, False)
 
 
 def _snapshot(device=None):

@@ -1,0 +1,231 @@
+"""The sampling thread: waits for the job to initialise its framework, then reads it.
+
+It is the only thread of the agent's that calls into a framework. What it reads it hands to
+the serving thread (Agent.set_hello, Agent.post_line), so a framework call that blocks here
+delays nothing but the next sample.
+"""
+
+import threading
+import time
+
+from . import _frameworks
+from ._core import LINE_LIMIT, encode
+
+WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
+WARMUP_SECONDS = 5.0
+INIT_POLL = 0.002  # after torch's lazy-init callback, until is_initialized() is true
+INIT_POLL_SECONDS = 2.0
+WAIT_MIN = 0.05  # seconds between looks at an imported, uninitialised framework, at first
+WAIT_MAX = 2.0  # ...backing off to this while nothing changes
+WAIT_RAMP = 20.0  # the period is the time waited so far divided by this, within the bounds
+DUTY = 0.01  # the agent's share of one core, at most, while it samples
+MAX_INTERVAL = 120.0
+
+_thread_time_ns = getattr(time, "thread_time_ns", None) or (lambda: 0)
+
+
+class Timer(object):
+    """Times framework calls: each one holds the GIL for its duration."""
+
+    __slots__ = ("max_ns", "excluded_ns")
+
+    def __init__(self):
+        self.max_ns = 0
+        self.excluded_ns = 0  # CPU time not to count in the duty cycle (rare snapshots)
+
+    def call(self, fn, *args, **kwargs):
+        t0 = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            d = time.perf_counter_ns() - t0
+            if d > self.max_ns:
+                self.max_ns = d
+
+
+class Sampler(object):
+    def __init__(self, agent):
+        self.agent = agent
+        self.base_interval = agent.base_interval
+        self.interval = agent.base_interval  # effective: stretched when sampling is costly
+        self.thread = None
+        self.halt = False
+        self.event = threading.Event()
+        self.cost_est = 0.0  # CPU seconds per tick, as the interval is sized for
+        self.since = {}  # device index -> (key, reserved_since) of the previous sample
+        self.frameworks = _frameworks.Frameworks(self)
+        self.init_hint = None  # monotonic time torch's lazy-init callback ran
+        self.warm_until = None
+        self.wait_since = time.monotonic()
+        self.wait_key = None
+        self.error = None
+        self.next_tick = 0.0
+
+    # -- life -----------------------------------------------------------------------------
+
+    def start(self):
+        self.halt = False
+        self.event.clear()
+        self.thread = threading.Thread(target=self._run, name="strata-feed-sampler", daemon=True)
+        self.thread.start()
+
+    def running(self):
+        t = self.thread
+        return t is not None and t.is_alive()
+
+    def stop(self, timeout):
+        self.halt = True
+        self.event.set()
+        t = self.thread
+        if t is not None and t is not threading.current_thread() and t.is_alive():
+            t.join(timeout)
+
+    def wake(self):
+        self.event.set()
+
+    # -- called from the job's threads ----------------------------------------------------
+
+    def framework_init_hint(self):
+        """torch's lazy-init callback: sample as soon as the job's CUDA init completes."""
+        self.init_hint = time.monotonic()
+        self.event.set()
+
+    def post_oom(self, msg):
+        self.agent.post_oom(msg)
+
+    def reserved_since_for(self, entry, now):
+        """For an oom's stats: the last sample's reserved_since if nothing changed since."""
+        prev = self.since.get(entry.get("index"))
+        key = (entry.get("reserved"), entry.get("device_allocs"), entry.get("device_frees"))
+        return prev[1] if prev is not None and prev[0] == key else now
+
+    def in_warmup(self):
+        w = self.warm_until
+        return w is not None and time.monotonic() < w
+
+    def begin_warmup(self):
+        self.warm_until = time.monotonic() + WARMUP_SECONDS
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self):
+        try:
+            while not self.halt:
+                now = time.monotonic()
+                if now >= self.next_tick or self._init_pending(now):
+                    self._tick()
+                    continue
+                timeout = self.next_tick - now
+                if self.init_hint is not None:
+                    timeout = min(timeout, INIT_POLL)
+                self.event.wait(max(0.0, timeout))
+                self.event.clear()
+        except BaseException:
+            pass
+
+    def _init_pending(self, now):
+        h = self.init_hint
+        if h is None:
+            return False
+        if self.frameworks.reader is not None or now - h > INIT_POLL_SECONDS:
+            self.init_hint = None
+            return False
+        return True
+
+    def _tick(self):
+        cpu0 = _thread_time_ns()
+        timer = Timer()
+        sampled = False
+        try:
+            now = time.time()
+            entries = self.frameworks.sample(now, timer)
+            read_ns = _thread_time_ns() - cpu0
+            if entries:
+                sampled = True
+                self._publish_sample(now, entries, read_ns, timer.max_ns)
+            self.error = None
+        except Exception as e:
+            self.error = "agent error: %s: %s" % (type(e).__name__, e)
+        try:
+            self._update_hello()
+        except Exception as e:
+            self.error = "agent error: %s: %s" % (type(e).__name__, e)
+        cost = max(0, _thread_time_ns() - cpu0 - timer.excluded_ns) / 1e9
+        self._schedule(cost, sampled)
+
+    def _publish_sample(self, now, entries, read_ns, gil_ns):
+        since = {}
+        for e in entries:
+            key = (e.get("reserved"), e.get("device_allocs"), e.get("device_frees"))
+            prev = self.since.get(e["index"])
+            t = prev[1] if prev is not None and prev[0] == key else now
+            e["reserved_since"] = t
+            since[e["index"]] = (key, t)
+        self.since = since
+        msg = {
+            "v": 1,
+            "type": "sample",
+            "seq": 0,
+            "time": now,
+            "devices": entries,
+            "cost": {"read_us": int(read_ns // 1000), "gil_max_us": int(gil_ns // 1000)},
+        }
+        msg["seq"] = self.agent.next_seq()
+        line = encode(msg)
+        if len(line) > LINE_LIMIT:
+            self.agent.hub.oversized += 1
+            return
+        self.agent.post_line(line)
+
+    def _update_hello(self):
+        fw = self.frameworks
+        fields, state, note = fw.hello_fields()
+        if self.error:
+            state = "error"
+        self.agent.set_hello(self.agent.build_hello(fields, state, note, self.error, self.interval))
+
+    def _schedule(self, cost, sampled):
+        # Follows a rise at once (JAX's first memory_stats may cost 100 ms: stretch right
+        # away), a fall by half per tick. One-off set-up (imports) is not counted.
+        est = max(cost, self.cost_est * 0.5)
+        self.cost_est = est
+        need = est / DUTY
+        cur = self.interval
+        if need > cur:
+            while cur < need and cur * 2 <= MAX_INTERVAL:
+                cur *= 2
+        else:
+            while cur > self.base_interval and need <= 0.7 * (cur / 2):
+                cur /= 2
+        cur = max(cur, self.base_interval)
+        if cur != self.interval:
+            self.interval = cur
+            try:
+                self._update_hello()
+            except Exception:
+                pass
+        delay = self.interval
+        now = time.monotonic()
+        fw = self.frameworks
+        if fw.reader is None:
+            # Waiting for the job to initialise its framework. torch wakes the agent itself
+            # (the lazy-init hook); JAX and CuPy are looked at, less and less often while
+            # nothing changes. A framework that cannot get ready (JAX on the CPU only, a
+            # launcher) is looked at rarely.
+            key = fw.wait_key()
+            if key != self.wait_key:
+                self.wait_key = key
+                self.wait_since = now
+            if fw.hooked:
+                delay = max(delay, WAIT_MAX)
+            elif fw.settled:
+                delay = max(delay, WAIT_MAX * 5)
+            else:
+                waited = now - self.wait_since
+                delay = min(WAIT_MAX, max(WAIT_MIN, waited / WAIT_RAMP))
+        if self.warm_until is not None and now < self.warm_until:
+            if fw.warm():
+                delay = max(min(WARMUP_PERIOD, self.interval), need)
+            else:
+                self.warm_until = now  # every device holds memory: warm-up is over
+        self.next_tick = now + delay

@@ -1,0 +1,315 @@
+//! `strata analyze FILE`: the monitor's judgement over a recording. Each line is one raw node
+//! sample (the `strata.snapshot/1` raw fields; derived fields are ignored and recomputed);
+//! the findings come out as episodes, from when each was first raised to when it was last
+//! seen, each ending when its condition ends, as on the monitor.
+
+mod budget;
+pub mod command;
+mod timeline;
+
+pub use timeline::timeline;
+
+use crate::detect::{Finding, FindingKind, FindingTracker, Severity};
+use crate::pipeline::Pipeline;
+use crate::recording::{Corruption, Line, Lines, ReadError};
+use serde::Serialize;
+
+/// One finding over the time it held.
+#[derive(Debug, Clone, Serialize)]
+pub struct Episode {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub device_uuid: Option<String>,
+    pub pid: Option<u32>,
+    /// When it was first raised.
+    pub since: f64,
+    /// When it was last seen.
+    pub until: f64,
+    /// Whether it still held at the recording's last sample.
+    pub open: bool,
+    /// Its message and evidence when it was last seen (the climb's latest rate, the OOM's
+    /// class...).
+    pub message: String,
+    pub evidence: serde_json::Value,
+    /// Its worst severity and its message when first raised.
+    pub first_message: String,
+}
+
+/// A line that was not a sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct BadLine {
+    pub line: u64,
+    pub error: String,
+}
+
+/// What a recording shows.
+#[derive(Debug, Default, Serialize)]
+pub struct Analysis {
+    pub findings: Vec<Episode>,
+    /// Samples read.
+    pub samples: u64,
+    pub bad_lines: Vec<BadLine>,
+    /// Bad lines beyond those listed.
+    pub more_bad_lines: u64,
+    /// Samples not later than the one before (out of order, or repeated): skipped.
+    pub out_of_order: u64,
+    /// The last line ended without a newline and did not parse: a recording cut short.
+    pub truncated: bool,
+    /// Corrupt compressed data, each skipped to the next frame (or gzip member).
+    pub corrupt: Vec<Corruption>,
+    /// Why reading stopped before the end of the file, if it did.
+    pub read_error: Option<String>,
+    pub first_time: Option<f64>,
+    pub last_time: Option<f64>,
+    /// What to do about `read_error`.
+    #[serde(skip)]
+    pub read_hint: Option<&'static str>,
+}
+
+impl Analysis {
+    /// Whether part of the recording was lost: a line that is not a sample (or is over the
+    /// line limit), corrupt compressed data. A cut last line and samples out of order are not
+    /// losses (the one was in flight when the recorder stopped, the others were read).
+    pub fn lost_some(&self) -> bool {
+        !self.bad_lines.is_empty() || self.more_bad_lines > 0 || !self.corrupt.is_empty()
+    }
+}
+
+/// Bad lines listed at most; the rest are counted.
+const BAD_LINES_LISTED: usize = 20;
+
+type Key = (FindingKind, Option<String>, Option<u32>);
+
+fn key(f: &Finding) -> Key {
+    (f.kind, f.device_uuid.clone(), f.pid)
+}
+
+/// Reads a recording and judges it as the monitor would have, sample by sample. Lines are
+/// read and parsed on a thread of their own, ahead of the judging, within a budget of bytes
+/// (a line limit's worth) so that large samples are not piled up. A read that stops early
+/// (no line end, a zstd window that cannot be had, an I/O error) is said in `read_error`;
+/// what came before it is judged.
+pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
+    let budget = budget::Budget::new(crate::recording::LINE_LIMIT as u64);
+    let (send, receive) = std::sync::mpsc::sync_channel(64);
+    std::thread::scope(|scope| {
+        let reader = {
+            let budget = &budget;
+            std::thread::Builder::new()
+                .name("strata-analyze-read".into())
+                .spawn_scoped(scope, move || loop {
+                    let item = lines.next_line();
+                    let weight = lines.last_line_bytes();
+                    let last = !matches!(item, Ok(Some(_)));
+                    if !budget.take(weight) || send.send((item, weight)).is_err() || last {
+                        return;
+                    }
+                })
+        };
+        let mut analysis = Analysis::default();
+        match reader {
+            Ok(_) => {
+                let closed = budget.closer();
+                judge(
+                    receive.iter().map(|(item, weight)| {
+                        budget.give(weight);
+                        item
+                    }),
+                    context_bytes,
+                    &mut analysis,
+                );
+                drop(closed);
+            }
+            Err(e) => analysis.read_error = Some(format!("cannot start reading: {e}")),
+        }
+        analysis
+    })
+}
+
+fn judge(
+    lines: impl Iterator<Item = Result<Option<(u64, Line)>, ReadError>>,
+    context_bytes: Option<u64>,
+    analysis: &mut Analysis,
+) {
+    let mut pipeline = Pipeline::new(context_bytes);
+    let mut episodes: Vec<Episode> = Vec::new();
+    // Per finding, its latest episode: where a finding raised again goes on, while the
+    // monitor's tracker still holds its `since`.
+    let mut latest: std::collections::HashMap<Key, usize> = Default::default();
+    let mut last_time = f64::NEG_INFINITY;
+    for item in lines {
+        let (number, line) = match item {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                analysis.read_error = Some(e.to_string());
+                analysis.read_hint = Some(e.hint());
+                break;
+            }
+        };
+        let sample = match line {
+            Line::Sample(sample) => *sample,
+            Line::Truncated => {
+                analysis.truncated = true;
+                continue;
+            }
+            Line::Corrupt(c) => {
+                analysis.corrupt.push(c);
+                continue;
+            }
+            Line::Bad(error) => {
+                bad_line(analysis, number, error);
+                continue;
+            }
+            Line::Oversized(bytes) => {
+                let error = format!(
+                    "{} long, over the {} line limit: skipped unread",
+                    crate::units::bytes(bytes),
+                    crate::units::bytes(crate::recording::LINE_LIMIT as u64)
+                );
+                bad_line(analysis, number, error);
+                continue;
+            }
+        };
+        if !sample.time.is_finite() || sample.time <= last_time {
+            analysis.out_of_order += 1;
+            continue;
+        }
+        last_time = sample.time;
+        let time = sample.time;
+        analysis.samples += 1;
+        analysis.first_time.get_or_insert(time);
+        analysis.last_time = Some(time);
+        let observed = pipeline.ingest(sample);
+        for f in &observed.findings {
+            // The same episode while the tracker holds the finding (seen within its hold):
+            // a reading that missed it does not start another. Otherwise a new one.
+            let going_on = latest
+                .get(&key(f))
+                .copied()
+                .filter(|&i| FindingTracker::holds(episodes[i].until, time));
+            match going_on {
+                Some(i) => {
+                    let e = &mut episodes[i];
+                    e.until = time;
+                    e.severity = e.severity.max(f.severity);
+                    e.message = f.message.clone();
+                    e.evidence = f.evidence.clone();
+                }
+                None => {
+                    latest.insert(key(f), episodes.len());
+                    episodes.push(Episode {
+                        kind: f.kind,
+                        severity: f.severity,
+                        device_uuid: f.device_uuid.clone(),
+                        pid: f.pid,
+                        since: f.since,
+                        until: time,
+                        open: false,
+                        message: f.message.clone(),
+                        evidence: f.evidence.clone(),
+                        first_message: f.message.clone(),
+                    });
+                }
+            }
+        }
+    }
+    // Open: raised at the last sample, as the monitor would show it there. An episode that
+    // ended before (its condition gone) is closed, however recently.
+    for e in &mut episodes {
+        e.open = analysis.last_time == Some(e.until);
+    }
+    episodes.sort_by(|a, b| {
+        a.since
+            .total_cmp(&b.since)
+            .then(b.severity.cmp(&a.severity))
+            .then(a.pid.cmp(&b.pid))
+    });
+    analysis.findings = episodes;
+}
+
+fn bad_line(analysis: &mut Analysis, line: u64, error: String) {
+    if analysis.bad_lines.len() < BAD_LINES_LISTED {
+        analysis.bad_lines.push(BadLine { line, error });
+    } else {
+        analysis.more_bad_lines += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::demo::node_at;
+
+    fn recording(lines: &[String]) -> Analysis {
+        let text = lines.join("\n");
+        let lines = Lines::new(
+            Box::new(std::io::Cursor::new(text.into_bytes())),
+            crate::recording::Progress::default(),
+        )
+        .expect("lines");
+        analyze(lines, None)
+    }
+
+    fn demo_lines(from: f64, to: f64) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut t = from;
+        while t < to {
+            lines.push(serde_json::to_string(&node_at(0, t, 10.0)).expect("json"));
+            t += 10.0;
+        }
+        lines
+    }
+
+    #[test]
+    fn a_recording_of_the_demo_shows_its_story_as_episodes() {
+        let a = recording(&demo_lines(0.0, 1190.0));
+        assert_eq!(a.samples, 119);
+        let leak = a
+            .findings
+            .iter()
+            .find(|e| e.kind == FindingKind::Climb && e.pid == Some(52010))
+            .expect("the leak");
+        assert!(leak.since < leak.until);
+        assert!(a
+            .findings
+            .iter()
+            .any(|e| e.kind == FindingKind::Oom && e.evidence["class"] == "fragmentation"));
+        let text = timeline(&a);
+        assert!(text.contains("climb") && text.contains("oom"), "{text}");
+    }
+
+    #[test]
+    fn bad_lines_are_counted_and_a_cut_last_line_is_fine() {
+        let mut lines = demo_lines(0.0, 100.0);
+        lines.insert(3, "{not json".into());
+        lines.insert(5, "[1,2]".into());
+        let good = lines.last().cloned().unwrap_or_default();
+        lines.push(good[..good.len() / 2].to_string());
+        let a = recording(&lines);
+        assert_eq!(a.samples, 10);
+        assert_eq!(
+            a.bad_lines.iter().map(|b| b.line).collect::<Vec<_>>(),
+            vec![4, 6]
+        );
+        assert!(a.truncated);
+    }
+
+    #[test]
+    fn repeated_and_out_of_order_samples_are_skipped_without_a_false_finding() {
+        let mut lines = demo_lines(0.0, 300.0);
+        let copy = lines[10].clone();
+        lines.insert(12, copy.clone());
+        lines.insert(20, copy);
+        let a = recording(&lines);
+        assert_eq!(a.out_of_order, 2);
+        let clean = recording(&demo_lines(0.0, 300.0));
+        let kinds = |a: &Analysis| {
+            a.findings
+                .iter()
+                .map(|e| (e.kind, e.pid))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&a), kinds(&clean));
+    }
+}

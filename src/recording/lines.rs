@@ -1,0 +1,338 @@
+//! A recording's lines, bounded and numbered, as samples.
+//!
+//! A line is held up to [`LINE_LIMIT`](super::LINE_LIMIT): a longer one is skipped to its
+//! newline and said with its length, never held whole; a long line that does not begin as a
+//! sample does (`{`) is skipped from its first 64 KiB on, unheld. A line that is not a sample is said
+//! with its number; a last line cut short (no newline, and its JSON unfinished) is the
+//! sample that was in flight when the recorder stopped, not an error. After corrupt
+//! compressed data, the line it broke is dropped with it, and numbering goes on with the
+//! lines read (those in the skipped bytes are not known).
+
+use super::decode::{Corruption, Decoder, Event};
+use super::input::{Input, Progress};
+use super::{ReadError, LINE_LIMIT, NO_LINE_END_LIMIT};
+use crate::sample::NodeSample;
+use std::io::Read;
+use std::path::Path;
+
+/// Text decoded at a time.
+const CHUNK: usize = 1 << 17;
+/// A line still without its newline past this many bytes is held on only if it begins as a
+/// sample does (`{`): junk (`/dev/zero`, a log line gone wrong) is skipped without being held.
+const JUNK_CHECK: usize = 1 << 16;
+
+/// One line's bytes, or what stood in its place.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Raw<'a> {
+    /// A line, with its newline unless it is the last and has none.
+    Line(&'a [u8]),
+    /// A line over the limit (this many bytes, newline included), skipped.
+    Oversized(u64),
+    /// A long line that does not begin as a JSON object does (this many bytes), skipped.
+    Junk(u64),
+    Corrupt(Corruption),
+}
+
+/// Why a line is being skipped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Skipped {
+    Oversized,
+    Junk,
+}
+
+/// Whether a line that begins with `held` then `more` may be a sample: its first byte that is
+/// not blank is `{` (or there is none yet).
+fn may_be_json(held: &[u8], more: &[u8]) -> bool {
+    match held.iter().chain(more).find(|b| !b.is_ascii_whitespace()) {
+        Some(&b) => b == b'{',
+        None => false,
+    }
+}
+
+fn skipped(bytes: u64, why: Skipped) -> Raw<'static> {
+    match why {
+        Skipped::Oversized => Raw::Oversized(bytes),
+        Skipped::Junk => Raw::Junk(bytes),
+    }
+}
+
+/// The text cut into lines, none held past the limit.
+pub(crate) struct RawLines {
+    decoder: Decoder,
+    chunk: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    /// The line being put together from several chunks.
+    line: Vec<u8>,
+    /// `line` was handed out: cleared at the next call.
+    handed_out: bool,
+    /// Inside a line over the limit, or long junk: its bytes so far, and which.
+    skipping: Option<(u64, Skipped)>,
+    /// The text offset of `chunk[pos]`, and of the line being read.
+    text_offset: u64,
+    line_start: u64,
+    limit: usize,
+    give_up: u64,
+    ended: bool,
+    cut: bool,
+}
+
+impl RawLines {
+    pub fn new(decoder: Decoder, limit: usize, give_up: u64) -> Self {
+        RawLines {
+            decoder,
+            chunk: vec![0; CHUNK].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            line: Vec::new(),
+            handed_out: false,
+            skipping: None,
+            text_offset: 0,
+            line_start: 0,
+            limit,
+            give_up,
+            ended: false,
+            cut: false,
+        }
+    }
+
+    fn take(&mut self, n: usize) {
+        self.pos += n;
+        self.text_offset += n as u64;
+    }
+
+    /// The next line; `None` at the end.
+    pub fn next(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
+        if self.handed_out {
+            self.handed_out = false;
+            self.line.clear();
+            if self.line.capacity() > 1 << 20 {
+                // A long line's room is not kept for the short ones after it.
+                self.line = Vec::new();
+            }
+        }
+        loop {
+            if self.pos == self.len {
+                if self.ended {
+                    return Ok(None);
+                }
+                match self.decoder.next(&mut self.chunk)? {
+                    Event::Data(n) => (self.pos, self.len) = (0, n),
+                    Event::Corrupt(c) => {
+                        // The line it broke is lost with it.
+                        self.line.clear();
+                        self.skipping = None;
+                        self.line_start = self.text_offset;
+                        return Ok(Some(Raw::Corrupt(c)));
+                    }
+                    Event::End { cut } => {
+                        self.ended = true;
+                        self.cut = cut;
+                        if let Some((bytes, why)) = self.skipping.take() {
+                            return Ok(Some(skipped(bytes, why)));
+                        }
+                        if self.line.is_empty() {
+                            return Ok(None);
+                        }
+                        self.handed_out = true;
+                        return Ok(Some(Raw::Line(&self.line)));
+                    }
+                }
+                continue;
+            }
+            let data = &self.chunk[self.pos..self.len];
+            let Some(newline) = memchr::memchr(b'\n', data) else {
+                let n = data.len();
+                let so_far = (self.line.len() + n) as u64;
+                match &mut self.skipping {
+                    Some((skipped, _)) => *skipped += n as u64,
+                    None if so_far > self.limit as u64 => {
+                        self.skipping = Some((so_far, Skipped::Oversized));
+                        self.line = Vec::new();
+                    }
+                    None if so_far > JUNK_CHECK as u64 && !may_be_json(&self.line, data) => {
+                        self.skipping = Some((so_far, Skipped::Junk));
+                        self.line = Vec::new();
+                    }
+                    None => {
+                        reserve_within(&mut self.line, n, self.limit);
+                        self.line.extend_from_slice(data);
+                    }
+                }
+                self.take(n);
+                if self.skipping.is_some_and(|(s, _)| s >= self.give_up) {
+                    return Err(ReadError::NoLineEnd {
+                        from: self.line_start,
+                        file_offset: Some(self.decoder.offset())
+                            .filter(|&at| at != self.text_offset),
+                    });
+                }
+                continue;
+            };
+            let end = newline + 1;
+            self.line_start = self.text_offset + end as u64;
+            if let Some((bytes, why)) = self.skipping.take() {
+                self.take(end);
+                return Ok(Some(skipped(bytes + end as u64, why)));
+            }
+            if self.line.len() + end > self.limit {
+                let bytes = (self.line.len() + end) as u64;
+                self.line = Vec::new();
+                self.take(end);
+                return Ok(Some(Raw::Oversized(bytes)));
+            }
+            if self.line.is_empty() {
+                let at = self.pos;
+                self.take(end);
+                return Ok(Some(Raw::Line(&self.chunk[at..at + end])));
+            }
+            reserve_within(&mut self.line, end, self.limit);
+            self.line.extend_from_slice(&data[..end]);
+            self.take(end);
+            self.handed_out = true;
+            return Ok(Some(Raw::Line(&self.line)));
+        }
+    }
+}
+
+/// Room for `more` bytes in `line`, its capacity never past `limit`: growth doubles, up to
+/// the limit and no further.
+pub(crate) fn reserve_within(line: &mut Vec<u8>, more: usize, limit: usize) {
+    let need = line.len() + more;
+    if need > line.capacity() {
+        let room = need.max(line.capacity() * 2).min(limit).max(need);
+        line.reserve_exact(room - line.len());
+    }
+}
+
+/// One line of a recording.
+#[derive(Debug)]
+pub enum Line {
+    Sample(Box<NodeSample>),
+    /// Not a sample: why.
+    Bad(String),
+    /// The last line, cut short.
+    Truncated,
+    /// A line over the limit, this many bytes long: skipped unread.
+    Oversized(u64),
+    /// Corrupt compressed data, skipped (it holds no line number: its lines are not known).
+    Corrupt(Corruption),
+}
+
+/// The lines of a recording, in order, each with its number (from 1).
+pub struct Lines {
+    raw: RawLines,
+    progress: Progress,
+    number: u64,
+    /// The length of the last line returned.
+    last_bytes: u64,
+}
+
+impl Lines {
+    /// Opens the recording at `path` (`-`: standard input).
+    pub fn open(path: &Path) -> Result<Lines, ReadError> {
+        let (bytes, progress) = super::open_bytes(path)?;
+        Lines::new(bytes, progress)
+    }
+
+    /// The lines of any byte stream, decompressed as its first bytes say; `progress` counts
+    /// the bytes read.
+    pub fn new(bytes: Box<dyn Read + Send>, progress: Progress) -> Result<Lines, ReadError> {
+        Lines::with_limits(bytes, progress, LINE_LIMIT, NO_LINE_END_LIMIT)
+    }
+
+    /// As [`Lines::new`], with a line limit of `limit` bytes and reading given up after
+    /// `give_up` bytes without a line end.
+    pub fn with_limits(
+        bytes: Box<dyn Read + Send>,
+        progress: Progress,
+        limit: usize,
+        give_up: u64,
+    ) -> Result<Lines, ReadError> {
+        let decoder = Decoder::new(Input::new(bytes, progress.clone()))?;
+        Ok(Lines {
+            raw: RawLines::new(decoder, limit, give_up),
+            progress,
+            number: 0,
+            last_bytes: 0,
+        })
+    }
+
+    /// The number of the last line returned or skipped.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The length in bytes of the last line returned (what its sample weighs, about).
+    pub fn last_line_bytes(&self) -> u64 {
+        self.last_bytes
+    }
+
+    /// Whether the text ended inside a compressed frame (known once the end is reached).
+    pub fn cut(&self) -> bool {
+        self.raw.cut
+    }
+
+    /// How far reading the file has come.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// Skips lines, unread, until `number` lines have gone by.
+    pub fn skip_to(&mut self, number: u64) -> Result<(), ReadError> {
+        while self.number < number {
+            match self.raw.next()? {
+                None => break,
+                Some(Raw::Corrupt(_)) => {}
+                Some(_) => self.number += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// The next line that is not blank, with its number (a corruption: the number of the
+    /// line before it); `None` at the end.
+    pub fn next_line(&mut self) -> Result<Option<(u64, Line)>, ReadError> {
+        loop {
+            let Some(raw) = self.raw.next()? else {
+                return Ok(None);
+            };
+            let line = match raw {
+                Raw::Corrupt(c) => {
+                    self.last_bytes = 0;
+                    return Ok(Some((self.number, Line::Corrupt(c))));
+                }
+                Raw::Oversized(bytes) => {
+                    self.number += 1;
+                    self.last_bytes = 0;
+                    return Ok(Some((self.number, Line::Oversized(bytes))));
+                }
+                Raw::Junk(bytes) => {
+                    self.number += 1;
+                    self.last_bytes = 0;
+                    let error = format!(
+                        "{} long, and not a JSON object: skipped unread",
+                        crate::units::bytes(bytes)
+                    );
+                    return Ok(Some((self.number, Line::Bad(error))));
+                }
+                Raw::Line(line) => line,
+            };
+            self.number += 1;
+            self.last_bytes = line.len() as u64;
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            let parsed = match serde_json::from_slice::<NodeSample>(text) {
+                Ok(sample) => Line::Sample(Box::new(sample)),
+                Err(e) if e.is_eof() && !line.ends_with(b"\n") => {
+                    // No newline: the last line. Unfinished JSON there is a cut, not an error.
+                    Line::Truncated
+                }
+                Err(e) => Line::Bad(e.to_string()),
+            };
+            return Ok(Some((self.number, parsed)));
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Reading recordings: JSON lines, one raw node sample each, plain or compressed (zstd or
+//! gzip, told by the stream's first bytes, not by the file's name).
+//!
+//! Every way a recording can be spoiled is read past and said, with memory held bounded
+//! whatever the input:
+//! - a recording cut short (a killed `strata record`, a full disk) reads up to where it was
+//!   cut: an unfinished compressed frame ends the text as a clean end would, and is said;
+//! - corrupt compressed data is said with its file offset, and reading goes on from the next
+//!   zstd frame (or gzip member), what was skipped counted ([`decode`]);
+//! - a line longer than [`LINE_LIMIT`] is skipped to its newline and counted, never held
+//!   whole ([`lines`]);
+//! - text with no line end for [`NO_LINE_END_LIMIT`] bytes (`/dev/zero`, a gzip bomb of
+//!   zeros) is not a recording: reading stops there with the offset ([`ReadError`]).
+
+pub mod decode;
+mod input;
+pub mod lines;
+pub mod progress;
+
+pub use decode::Corruption;
+pub use input::Progress;
+pub use lines::{Line, Lines};
+
+use std::io::{self, BufRead, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The first bytes of a zstd frame (`0xFD2FB528`, little-endian).
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+/// The first bytes of a gzip member.
+pub const GZIP_MAGIC: [u8; 2] = [0x1F, 0x8B];
+
+/// The longest line read, newline included: 256 MiB. The largest sample strata can write is
+/// 70.6 MiB: the first sample after meeting 64 feeds that each hand over a whole backlog, up
+/// to the 131,072 earlier readings the monitor keeps over all feeds (about 540 bytes each),
+/// with their hellos and 64 pending OOM reports each (built by this module's tests, which
+/// hold the limit to three times it); a busy node of 8 GPUs and 64 fed processes writes
+/// 140 KB a sample. A longer line is skipped, never held: memory stays at this limit.
+pub const LINE_LIMIT: usize = 256 << 20;
+
+/// Text with no line end for this long (1 GiB, four lines at the limit) is not JSON lines:
+/// reading stops there rather than skip on through a stream without end.
+pub const NO_LINE_END_LIMIT: u64 = 1 << 30;
+
+/// How a recording's bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Plain,
+    Zstd,
+    Gzip,
+}
+
+impl Compression {
+    /// What the stream's first bytes say it is.
+    pub fn sniff(head: &[u8]) -> Compression {
+        if head.starts_with(&ZSTD_MAGIC) {
+            Compression::Zstd
+        } else if head.starts_with(&GZIP_MAGIC) {
+            Compression::Gzip
+        } else {
+            Compression::Plain
+        }
+    }
+}
+
+/// Why reading a recording stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error(
+        "no line ends in the {} of text from byte {from}{}: not JSON lines",
+        crate::units::bytes(NO_LINE_END_LIMIT),
+        match file_offset {
+            Some(at) => format!(" (read to byte {at} of the file)"),
+            None => String::new(),
+        }
+    )]
+    NoLineEnd {
+        /// The text's offset where the line began.
+        from: u64,
+        /// For compressed text, how far into the file reading had come.
+        file_offset: Option<u64>,
+    },
+    #[error(
+        "the zstd frame at byte {at} needs {}{}",
+        match window {
+            Some(w) => format!("a {} window", crate::units::bytes(*w)),
+            None => "a larger window".to_string(),
+        },
+        if *too_large {
+            ", over the 2 GiB zstd decodes"
+        } else {
+            ", and that much memory could not be had"
+        }
+    )]
+    Window {
+        at: u64,
+        window: Option<u64>,
+        too_large: bool,
+    },
+}
+
+impl ReadError {
+    pub fn hint(&self) -> &'static str {
+        match self {
+            ReadError::Io(_) => "check the file and the disk it is on",
+            ReadError::NoLineEnd { .. } => {
+                "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
+            }
+            ReadError::Window { .. } => {
+                "recompress it with a smaller window: zstd -dc --long=31 FILE | zstd -o NEW.zst"
+            }
+        }
+    }
+}
+
+/// The bytes at `path` (`-`: standard input), with their size where known.
+pub fn open_bytes(path: &Path) -> io::Result<(Box<dyn Read + Send>, Progress)> {
+    if path.as_os_str() == "-" {
+        return Ok((Box::new(io::stdin()), Progress::new(None)));
+    }
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let total = meta.is_file().then_some(meta.len());
+    Ok((Box::new(file), Progress::new(total)))
+}
+
+/// What a [`reader`] met on the way: a compressed stream that ended inside a frame, and
+/// corrupt data skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Cut {
+    cut: Arc<AtomicBool>,
+    corrupt: Arc<AtomicBool>,
+}
+
+impl Cut {
+    /// The stream ended inside a frame (the writer was killed, or its disk filled).
+    pub fn happened(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
+
+    /// Corrupt compressed data was skipped.
+    pub fn corrupt(&self) -> bool {
+        self.corrupt.load(Ordering::Relaxed)
+    }
+}
+
+/// A recording's text as one stream, decompressed as its first bytes say: corrupt data is
+/// skipped to the next frame and noted in the [`Cut`], as is a cut at the end. Lines are not
+/// bounded here: [`Lines`] reads samples.
+struct Text {
+    decoder: decode::Decoder,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    cut: Cut,
+}
+
+impl Read for Text {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Text {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        while self.pos == self.len {
+            match self.decoder.next(&mut self.buf).map_err(io::Error::other)? {
+                decode::Event::Data(n) => (self.pos, self.len) = (0, n),
+                decode::Event::Corrupt(_) => self.cut.corrupt.store(true, Ordering::Relaxed),
+                decode::Event::End { cut } => {
+                    if cut {
+                        self.cut.cut.store(true, Ordering::Relaxed);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(&self.buf[self.pos..self.len])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.len);
+    }
+}
+
+/// A recording's text from any byte stream, decompressed as its first bytes say.
+pub fn reader<R: Read + Send + 'static>(input: R) -> io::Result<(Box<dyn BufRead + Send>, Cut)> {
+    let input = input::Input::new(Box::new(input), Progress::default());
+    let decoder = decode::Decoder::new(input).map_err(io::Error::other)?;
+    let cut = Cut::default();
+    let text = Text {
+        decoder,
+        buf: vec![0; 1 << 17].into_boxed_slice(),
+        pos: 0,
+        len: 0,
+        cut: cut.clone(),
+    };
+    Ok((Box::new(text), cut))
+}
+
+/// Opens the recording at `path` (`-`: standard input) as one text stream.
+pub fn open(path: &Path) -> io::Result<(Box<dyn BufRead + Send>, Cut)> {
+    let (bytes, _) = open_bytes(path)?;
+    reader(bytes)
+}
+
+#[cfg(test)]
+mod tests;

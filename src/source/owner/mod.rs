@@ -1,0 +1,280 @@
+//! The owner of each listed process (see [`crate::sample::owner`]): read once per process
+//! (pid, start time) from `/proc/PID/cgroup`, `/proc/PID/environ` and the parent chain, with
+//! the names the node's runtimes keep. An owner whose names were not there yet (a pod whose
+//! log directory appears a moment after it starts) is read again, at most every 10 s.
+
+mod cgroup;
+mod launcher;
+mod names;
+
+pub use cgroup::{parse as parse_cgroup, CgroupFacts};
+pub use launcher::{launcher_name, Ancestor};
+pub use names::{NamePaths, PodIndex};
+
+use crate::sample::owner::{from, Owner, OwnerKind};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an owner with a part missing is kept before it is read again.
+const RETRY: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Known {
+    owner: Arc<Owner>,
+    /// When to read it again: `None` once everything that could be named is.
+    retry_at: Option<Instant>,
+}
+
+/// Reads and remembers owners.
+#[derive(Debug)]
+pub struct Owners {
+    proc_root: PathBuf,
+    paths: NamePaths,
+    pods: PodIndex,
+    known: HashMap<(u32, u64), Known>,
+}
+
+impl Default for Owners {
+    fn default() -> Self {
+        Owners::new("/proc", NamePaths::default())
+    }
+}
+
+impl Owners {
+    pub fn new(proc_root: impl Into<PathBuf>, paths: NamePaths) -> Owners {
+        Owners {
+            proc_root: proc_root.into(),
+            pods: PodIndex::new(paths.clone()),
+            paths,
+            known: HashMap::new(),
+        }
+    }
+
+    /// The owner of a process this `/proc` shows, started at `start_time`.
+    pub fn of(&mut self, pid: u32, start_time: u64) -> Arc<Owner> {
+        let key = (pid, start_time);
+        if let Some(known) = self.known.get(&key) {
+            if known.retry_at.is_none_or(|at| Instant::now() < at) {
+                return known.owner.clone();
+            }
+        }
+        let owner = Arc::new(self.read(pid));
+        let incomplete = ["pod", "container"]
+            .iter()
+            .any(|k| owner.unreadable.contains_key(*k));
+        self.known.insert(
+            key,
+            Known {
+                owner: Arc::clone(&owner),
+                retry_at: incomplete.then(|| Instant::now() + RETRY),
+            },
+        );
+        owner
+    }
+
+    /// Forgets processes not among `alive` (pid, start time).
+    pub fn retain(&mut self, alive: &[(u32, u64)]) {
+        self.known.retain(|key, _| alive.contains(key));
+    }
+
+    fn read(&mut self, pid: u32) -> Owner {
+        let dir = self.proc_root.join(pid.to_string());
+        let mut owner = Owner::default();
+        match std::fs::read_to_string(dir.join("cgroup")) {
+            Ok(text) => self.apply_cgroup(&mut owner, &cgroup::parse(&text)),
+            Err(e) => {
+                owner.kind = OwnerKind::Unknown;
+                owner
+                    .unreadable
+                    .insert("cgroup".into(), reason(&e, "/proc/PID/cgroup"));
+            }
+        }
+        match std::fs::read(dir.join("environ")) {
+            Ok(raw) => from_environ(&mut owner, &raw),
+            Err(e) => {
+                owner
+                    .unreadable
+                    .insert("environ".into(), reason(&e, "/proc/PID/environ"));
+            }
+        }
+        let root = self.proc_root.clone();
+        if let Some((launcher_pid, name)) = launcher::find(pid, |p| look(&root, p)) {
+            owner.launcher_pid = Some(launcher_pid);
+            owner
+                .source
+                .insert("launcher_pid".into(), from::PROCESS_TREE.into());
+            owner.set("launcher", name, from::PROCESS_TREE);
+        }
+        owner.settle_kind();
+        owner
+    }
+
+    fn apply_cgroup(&mut self, owner: &mut Owner, facts: &CgroupFacts) {
+        let mut put = |field: &str, value: &Option<String>| {
+            if let Some(v) = value {
+                owner.set(field, v.clone(), from::CGROUP);
+            }
+        };
+        put("pod_uid", &facts.pod_uid);
+        put("container_id", &facts.container_id);
+        put("runtime", &facts.runtime.map(str::to_string));
+        put("slurm_job", &facts.slurm_job);
+        put("slurm_step", &facts.slurm_step);
+        put("slurm_task", &facts.slurm_task);
+        put("unit", &facts.unit);
+        if let Some(name) = &facts.container_name {
+            owner.set("container", name.clone(), from::CGROUP);
+        }
+        if let Some(uid) = &facts.pod_uid {
+            match self.pods.pod(uid) {
+                Ok(pod) => {
+                    owner.set("namespace", pod.namespace.clone(), from::POD_LOGS);
+                    owner.set("pod", pod.pod.clone(), from::POD_LOGS);
+                    match self.pods.container(&pod, facts.container_id.as_deref()) {
+                        Ok(name) => owner.set("container", name, from::POD_LOGS),
+                        Err(why) => {
+                            owner.unreadable.insert("container".into(), why);
+                        }
+                    }
+                }
+                Err(why) => {
+                    owner.unreadable.insert("pod".into(), why);
+                }
+            }
+        } else if let (Some(id), None) = (&facts.container_id, &facts.container_name) {
+            match names::container_name(&self.paths, facts.runtime, id) {
+                Ok(name) => owner.set("container", name, from::RUNTIME_STATE),
+                Err(why) => {
+                    owner.unreadable.insert("container".into(), why);
+                }
+            }
+        }
+    }
+}
+
+/// Slurm's variables in a process's environment, where the cgroup did not name the job
+/// (a cluster without Slurm's cgroup plugin), and the job's user always.
+fn from_environ(owner: &mut Owner, raw: &[u8]) {
+    let mut vars: HashMap<&str, String> = HashMap::new();
+    for entry in raw.split(|b| *b == 0) {
+        let text = String::from_utf8_lossy(entry);
+        if let Some((key, value)) = text.split_once('=') {
+            for wanted in [
+                "SLURM_JOB_ID",
+                "SLURM_STEP_ID",
+                "SLURM_JOB_USER",
+                "SLURM_PROCID",
+            ] {
+                if key == wanted && !value.is_empty() && value.len() <= 256 {
+                    vars.insert(wanted, value.to_string());
+                }
+            }
+        }
+    }
+    if owner.slurm_job.is_none() {
+        if let Some(job) = vars.remove("SLURM_JOB_ID") {
+            owner.set("slurm_job", job, from::ENVIRON);
+            if let Some(step) = vars.remove("SLURM_STEP_ID") {
+                owner.set("slurm_step", step, from::ENVIRON);
+            }
+            if let Some(task) = vars.remove("SLURM_PROCID") {
+                owner.set("slurm_task", task, from::ENVIRON);
+            }
+        }
+    }
+    if owner.slurm_job.is_some() {
+        if let Some(user) = vars.remove("SLURM_JOB_USER") {
+            owner.set("slurm_user", user, from::ENVIRON);
+        }
+    }
+}
+
+/// One process of a parent chain, from `stat` (parent, comm) and `cmdline`.
+fn look(root: &std::path::Path, pid: u32) -> Option<Ancestor> {
+    let dir = root.join(pid.to_string());
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let ppid = stat
+        .get(close + 1..)?
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok());
+    let argv = std::fs::read(dir.join("cmdline"))
+        .map(|raw| {
+            raw.split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .take(64)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Ancestor { ppid, comm, argv })
+}
+
+fn reason(e: &std::io::Error, what: &str) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{what}: permission denied (another user's process; as root strata reads it)")
+        }
+        _ => format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_from_the_environment_when_the_cgroup_does_not_name_it() {
+        let mut owner = Owner::default();
+        from_environ(
+            &mut owner,
+            b"PATH=/bin\0SLURM_JOB_ID=81234\0SLURM_STEP_ID=0\0SLURM_JOB_USER=ana\0SLURM_PROCID=3\0",
+        );
+        owner.settle_kind();
+        assert_eq!(owner.kind, OwnerKind::Slurm);
+        assert_eq!(owner.short().as_deref(), Some("slurm 81234.0"));
+        assert_eq!(owner.source["slurm_job"], "environ");
+        assert_eq!(owner.slurm_user.as_deref(), Some("ana"));
+        assert_eq!(owner.slurm_task.as_deref(), Some("3"));
+        // The cgroup's word stands; the environ adds the user.
+        let mut owner = Owner::default();
+        owner.set("slurm_job", "7".into(), from::CGROUP);
+        from_environ(&mut owner, b"SLURM_JOB_ID=8\0SLURM_JOB_USER=bo\0");
+        assert_eq!(owner.slurm_job.as_deref(), Some("7"));
+        assert_eq!(owner.slurm_user.as_deref(), Some("bo"));
+        // No Slurm, no user claimed.
+        let mut owner = Owner::default();
+        from_environ(&mut owner, b"SLURM_JOB_USER=x\0");
+        assert_eq!(owner.slurm_user, None);
+    }
+
+    #[test]
+    fn this_process_has_an_owner_read_from_its_own_proc() {
+        let mut owners = Owners::default();
+        let me = std::process::id();
+        let owner = owners.of(me, 1);
+        assert_ne!(owner.kind, OwnerKind::Unknown, "{owner:?}");
+        assert!(!owner.unreadable.contains_key("cgroup"));
+        // Cached: the same answer without reading again.
+        assert_eq!(owners.of(me, 1), owner);
+        owners.retain(&[]);
+        assert!(owners.known.is_empty());
+    }
+
+    #[test]
+    fn a_process_whose_proc_cannot_be_read_has_an_unknown_owner_that_says_why() {
+        let mut owners = Owners::new("/nonexistent-proc", NamePaths::default());
+        let owner = owners.of(4242, 1);
+        assert_eq!(owner.kind, OwnerKind::Unknown);
+        assert!(
+            owner.unreadable["cgroup"].contains("/proc/PID/cgroup"),
+            "{owner:?}"
+        );
+        assert_eq!(owner.short().as_deref(), Some("n/a"));
+    }
+}

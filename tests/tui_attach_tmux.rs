@@ -1,0 +1,145 @@
+//! `a` in the monitor, in a real pseudo-terminal: on a real Python 3.14 process without a
+//! feed (in the Debian sid root, `STRATA_PY314_ROOT`), a confirmation names it, `y` attaches,
+//! and the process becomes fed; on an older Python, `a` says why in one line and offers
+//! nothing. Without the 3.14 root the first test says so and passes, unless
+//! `STRATA_REQUIRE_PY314=1`.
+
+mod common;
+#[path = "support/tmux.rs"]
+mod tmux;
+
+use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::feeds::*;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tmux::Pane;
+
+fn py314_root() -> Option<PathBuf> {
+    let root = std::env::var_os("STRATA_PY314_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/py314-root"));
+    if !root.join("usr/bin/python3.14").exists() {
+        assert!(
+            std::env::var_os("STRATA_REQUIRE_PY314").is_none(),
+            "STRATA_REQUIRE_PY314 is set but {} has no python3.14",
+            root.display()
+        );
+        eprintln!("skipped: no python3.14 under {}", root.display());
+        return None;
+    }
+    if !root.join("proc/self").exists() {
+        let status = Command::new("mount")
+            .args(["--bind", "/proc"])
+            .arg(root.join("proc"))
+            .status()
+            .expect("mount");
+        assert!(status.success(), "cannot bind /proc into the 3.14 root");
+    }
+    Some(root)
+}
+
+/// A Python process printing `up PID` then idling; killed on drop.
+struct Job(Child, u32);
+
+impl Job {
+    fn start(mut command: Command) -> Job {
+        let code =
+            "import os, time\nprint('up', os.getpid(), flush=True)\nwhile True:\n    time.sleep(0.02)\n";
+        let mut child = command
+            .args(["-c", code])
+            .env_remove("PYTHONPATH")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python");
+        let pid = announced_pid(&mut child, "up");
+        Job(child, pid)
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The monitor on the fake NVML listing `pid`, reading feeds as root does (every
+/// `/tmp/strata-*` and each process's own root).
+fn monitor(scratch: &Scratch, pid: u32) -> String {
+    let scenario = one_gpu(vec![holder(pid, json!(GIB))], json!(GIB));
+    let path = scenario_file(scratch, &scenario);
+    format!(
+        "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}'",
+        path.display(),
+        strata().display(),
+        fake_nvml_lib().display()
+    )
+}
+
+fn quit(pane: &Pane) {
+    pane.keys(&["q"]);
+    let (exit, cooked) = pane
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked, "terminal left raw");
+}
+
+#[test]
+fn a_confirmed_attach_feeds_a_python_3_14_process() {
+    let Some(root) = py314_root() else { return };
+    let mut command = Command::new("chroot");
+    command.arg(&root).arg("python3.14");
+    let job = Job::start(command);
+    let scratch = Scratch::new("tui-attach");
+    let pane = Pane::start("tui-attach", &monitor(&scratch, job.1), 140, 40);
+    let pid = job.1.to_string();
+    pane.wait_for(&[&pid, "nofeed"], Duration::from_secs(15))
+        .unwrap_or_else(|s| panic!("the unfed row is missing:\n{s}"));
+    pane.keys(&["a"]);
+    let question = format!("Attach the allocator feed to PID {pid} (python3.14 -c");
+    pane.wait_for(&[&question, "y/Enter attach"], Duration::from_secs(10))
+        .unwrap_or_else(|s| panic!("no confirmation naming the process:\n{s}"));
+    pane.keys(&["y"]);
+    let attached = format!("attached to PID {pid}");
+    pane.wait_for(&[&attached], Duration::from_secs(20))
+        .unwrap_or_else(|s| panic!("the outcome is not in the footer:\n{s}"));
+    // The agent runs; with no framework imported its feed says so (`no framework`, cut to
+    // the STATE column).
+    let screen = pane
+        .wait_for(&["S no fram"], Duration::from_secs(15))
+        .unwrap_or_else(|s| panic!("the row does not show the feed:\n{s}"));
+    assert!(!screen.contains("nofeed"), "{screen}");
+    quit(&pane);
+    let socket = root.join(format!("tmp/strata-0/{pid}.sock"));
+    assert!(socket.exists() || !Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn an_older_python_is_refused_in_one_line_and_nothing_is_offered() {
+    let job = Job::start(Command::new("python3"));
+    // `python3` may be a shim that execs the interpreter: wait until the pid runs Python.
+    let exe = format!("/proc/{}/exe", job.1);
+    wait_until(Duration::from_secs(15), "python3 to run", || {
+        std::fs::read_link(&exe).is_ok_and(|p| p.to_string_lossy().contains("python"))
+    });
+    let scratch = Scratch::new("tui-attach-old");
+    let pane = Pane::start("tui-attach-old", &monitor(&scratch, job.1), 140, 40);
+    let pid = job.1.to_string();
+    pane.wait_for(&[&pid, "nofeed"], Duration::from_secs(15))
+        .unwrap_or_else(|s| panic!("the unfed row is missing:\n{s}"));
+    pane.keys(&["a"]);
+    let screen = pane
+        .wait_for(
+            &["not attached: PID", "which has no sys.remote_exec"],
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|s| panic!("no refusal in the footer:\n{s}"));
+    assert!(
+        !screen.contains("y/Enter attach"),
+        "nothing offered:\n{screen}"
+    );
+    quit(&pane);
+}
