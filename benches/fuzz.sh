@@ -4,7 +4,8 @@
 # paths, crashes, hangs). Crashes and hangs land in fuzz/out/TARGET/default/{crashes,hangs}:
 # fix them, then copy each crashing input into fuzz/corpus/TARGET so that `cargo test --test
 # fuzz_corpus` replays it from then on.
-# Usage: benches/fuzz.sh TARGET SECONDS   (targets: recording_reader, analyze)
+# Usage: benches/fuzz.sh TARGET SECONDS   (targets: recording_reader, analyze, feed_line,
+# hello_trust, http)
 # Needs: cargo install cargo-afl; cargo afl config --build (AFL++ for this toolchain).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"

@@ -22,6 +22,7 @@ pub fn node() -> NodeSample {
         gpus: Vec::new(),
         processes: Vec::new(),
         feeds: Vec::new(),
+        feed_scan: Default::default(),
         host_cpu_percent: None,
         host_memory: None,
         device_files: None,

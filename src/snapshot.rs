@@ -9,7 +9,7 @@ use crate::context::ContextSource;
 use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
-use crate::sample::feed::FeedRecord;
+use crate::sample::feed::{FeedRecord, FeedScan};
 use crate::sample::{ContextKind, DeviceFileScan, DeviceMemory, FeedSample, HostMemory};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,6 +43,9 @@ pub struct Snapshot<'a> {
     /// since the previous sample: a new feed's whole backlog) is thinned to at most
     /// [`EARLIER_SHOWN`] samples, evenly spread, the first and last always kept.
     pub feeds: Vec<FeedRecord>,
+    /// What the search for feeds met that is not a feed: feed dirs cut short at the scan's
+    /// budget, and suspicious entries where a feed dir or a socket belongs.
+    pub feed_scan: &'a FeedScan,
     pub findings: &'a [Finding],
     /// The processes grouped by their owner (`--group-by`): absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -237,6 +240,7 @@ impl<'a> Snapshot<'a> {
             gpus,
             processes,
             feeds: sample.feeds.iter().map(thinned).collect(),
+            feed_scan: &sample.feed_scan,
             findings: &observed.findings,
             groups: None,
         }

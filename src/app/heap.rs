@@ -2,7 +2,9 @@
 //! budget. Capacities as allocated; the allocator's own slack is not counted. Structs are
 //! taken apart field by field, so that a field added later must be counted (or waived) here.
 
-use crate::sample::feed::{DeviceFeed, FeedDevice, FeedState, Hello, OomReport};
+use crate::sample::feed::{
+    CutShort, DeviceFeed, FeedDevice, FeedScan, FeedState, Hello, OomReport, SuspiciousEntry,
+};
 use crate::sample::{
     AllocatorStats, DeviceFileScan, DeviceHolder, FeedRecord, FeedSample, GpuSample, MigSample,
     NodeSample, ProcessSample,
@@ -79,6 +81,7 @@ impl Heap for NodeSample {
             gpus,
             processes,
             feeds,
+            feed_scan,
             poll_secs: _,
             problems,
             host_cpu_percent: _,
@@ -92,7 +95,48 @@ impl Heap for NodeSample {
             + gpus.heap()
             + processes.heap()
             + feeds.heap()
+            + feed_scan.heap()
             + problems.heap()
+    }
+}
+
+impl Heap for FeedScan {
+    fn heap(&self) -> usize {
+        let FeedScan {
+            cut_short,
+            suspicious,
+        } = self;
+        cut_short.heap() + suspicious.heap()
+    }
+}
+
+impl Heap for CutShort {
+    fn heap(&self) -> usize {
+        let CutShort {
+            dir,
+            read: _,
+            entries: _,
+            entries_capped: _,
+        } = self;
+        dir.heap()
+    }
+}
+
+impl Heap for SuspiciousEntry {
+    fn heap(&self) -> usize {
+        let SuspiciousEntry {
+            path,
+            kind,
+            in_place_of,
+            owner: _,
+            pids,
+            target,
+        } = self;
+        path.heap()
+            + kind.heap()
+            + in_place_of.heap()
+            + pids.capacity() * size_of::<u32>()
+            + target.heap()
     }
 }
 

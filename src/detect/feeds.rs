@@ -1,9 +1,9 @@
 //! Findings about the feeds themselves: refused or dropped, bad input, devices NVML does not
-//! list their process on.
+//! list their process on; and about the search for them: dirs cut short, suspicious entries.
 
 use super::{FindingKind, Findings, Severity};
 use crate::feed::attach::Attachment;
-use crate::sample::feed::FeedState;
+use crate::sample::feed::{CutShort, FeedState, SuspiciousEntry};
 use crate::sample::NodeSample;
 use serde_json::json;
 
@@ -58,6 +58,80 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
             Some(unlisted.pid),
             format!("feed of PID {}: {}", unlisted.pid, unlisted.reason),
             json!({ "index": unlisted.index }),
+        );
+    }
+    scan_findings(
+        &sample.feed_scan.cut_short,
+        &sample.feed_scan.suspicious,
+        out,
+    );
+}
+
+/// More entries of one kind than this are one finding.
+const GROUP_OVER: usize = 3;
+/// Entries named in a grouped finding's evidence.
+const NAMED: usize = 16;
+
+fn scan_findings(cut_short: &[CutShort], suspicious: &[SuspiciousEntry], out: &mut Findings) {
+    let cut = |c: &CutShort| {
+        let more = if c.entries_capped { " or more" } else { "" };
+        format!(
+            "{} holds {}{more} entries, more than a scan reads ({}): feeds past them are found only for the processes NVML lists, by their own path",
+            c.dir, c.entries, c.read
+        )
+    };
+    if cut_short.len() <= GROUP_OVER {
+        for c in cut_short {
+            out.raise(
+                FindingKind::FeedDirCutShort,
+                Severity::Warning,
+                None,
+                None,
+                cut(c),
+                json!(c),
+            );
+        }
+    } else {
+        out.raise(
+            FindingKind::FeedDirCutShort,
+            Severity::Warning,
+            None,
+            None,
+            format!(
+                "{} feed dirs hold more entries than a scan reads; the first: {}",
+                cut_short.len(),
+                cut(&cut_short[0])
+            ),
+            json!({ "dirs": cut_short.len(), "first": &cut_short[..NAMED.min(cut_short.len())] }),
+        );
+    }
+    if suspicious.len() <= GROUP_OVER {
+        for s in suspicious {
+            out.raise(
+                FindingKind::SuspiciousFeedEntry,
+                Severity::Warning,
+                None,
+                s.pids.first().copied(),
+                s.describe(),
+                json!(s),
+            );
+        }
+    } else {
+        let mut owners: Vec<u32> = suspicious.iter().map(|s| s.owner).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        out.raise(
+            FindingKind::SuspiciousFeedEntry,
+            Severity::Warning,
+            None,
+            None,
+            format!(
+                "{} suspicious entries where feed dirs or agents' sockets belong (owners: uid {}), never followed or opened; the first: {}",
+                suspicious.len(),
+                owners.iter().map(u32::to_string).collect::<Vec<_>>().join(", uid "),
+                suspicious[0].describe()
+            ),
+            json!({ "entries": suspicious.len(), "owners": owners, "first": &suspicious[..NAMED.min(suspicious.len())] }),
         );
     }
 }

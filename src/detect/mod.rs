@@ -67,6 +67,12 @@ pub enum FindingKind {
     FeedBadInput,
     /// A feed reports a device that NVML does not list its process on.
     FeedDeviceUnlisted,
+    /// A feed dir with more entries than one scan reads: feeds past them are found only for
+    /// the processes NVML lists.
+    FeedDirCutShort,
+    /// A link, FIFO, regular file... where a feed dir or an agent's socket belongs: never
+    /// followed or opened.
+    SuspiciousFeedEntry,
     /// NVML refused something (a handle, a list, the device count): what is not known.
     NvmlProblem,
     /// A series rising steadily with no plateau; `evidence.cause` says which layer.

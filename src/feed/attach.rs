@@ -295,6 +295,18 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
             matched.push((i, feed, interval.unwrap_or(0.0)));
         }
     }
+    // No feed, and where its socket (or feed dir) belongs is something else: say so.
+    for entry in &sample.feed_scan.suspicious {
+        for &pid in &entry.pids {
+            for i in positions(&sample.processes, pid) {
+                if statuses[i] == FeedStatus::Absent {
+                    statuses[i] = FeedStatus::Refused {
+                        reason: entry.describe(),
+                    };
+                }
+            }
+        }
+    }
     // Two feeds for one process and device (a socket seen twice): the freshest speaks.
     matched.sort_by(|a, b| {
         a.0.cmp(&b.0)

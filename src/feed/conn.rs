@@ -5,11 +5,12 @@ use super::discover::FeedKey;
 use super::limits::{
     Admit, FloodGuard, LineEvent, LineReader, BYTES_PER_SECOND, FLOODS_TO_DROP, LINES_PER_SECOND,
 };
-use super::protocol::{parse_line, Bad, Message};
+use super::protocol::{parse_line, Bad, Message, MAX_LINE_BYTES};
 use super::state::Feeds;
 use super::trust::check_hello;
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How long a connected peer has to send a valid `hello`.
@@ -43,6 +44,9 @@ pub(crate) enum Phase {
 
 pub(crate) struct Conn {
     pub key: FeedKey,
+    /// The directory a scan found it in (`None`: looked up directly for a watched process),
+    /// which answers for it while it has not said `hello`.
+    pub scanned_in: Option<PathBuf>,
     /// Its token in the hub's epoll set.
     pub token: u64,
     pub stream: UnixStream,
@@ -69,6 +73,7 @@ impl Conn {
     ) -> Self {
         Conn {
             key,
+            scanned_in: None,
             token: 0,
             stream,
             reader: LineReader::default(),
@@ -158,8 +163,9 @@ impl Conn {
     }
 }
 
+/// What one line (or an oversized line's bytes) does to the feed; `Some` ends the connection.
 #[allow(clippy::too_many_arguments)]
-fn on_line(
+pub(crate) fn on_line(
     line: LineEvent<'_>,
     key: FeedKey,
     feeds: &mut Feeds,
@@ -171,11 +177,12 @@ fn on_line(
 ) -> Option<End> {
     let feed = feeds.map.get_mut(&key)?;
     feed.last_heard = Some(wall);
-    let bytes = match line {
-        LineEvent::Line(l) => l.len() + 1,
-        LineEvent::Oversized { bytes } => bytes,
+    let admitted = match line {
+        LineEvent::Line(l) => guard.admit(l.len() + 1, now, &mut feed.counters),
+        LineEvent::Oversized { bytes } => guard.admit(bytes, now, &mut feed.counters),
+        LineEvent::Skipped { bytes } => guard.admit_skipped(bytes, now, &mut feed.counters),
     };
-    match guard.admit(bytes, now, &mut feed.counters) {
+    match admitted {
         Admit::Yes => {}
         Admit::Limited => return None,
         Admit::Drop => {
@@ -184,6 +191,16 @@ fn on_line(
                 BYTES_PER_SECOND / 1024.0
             )))
         }
+        Admit::Flood => {
+            return Some(End::Dropped(format!(
+                "sent a line past {} KiB without its end faster than {} KiB/s: dropped as a flood, retried in 60 s",
+                MAX_LINE_BYTES / 1024,
+                BYTES_PER_SECOND / 1024.0
+            )))
+        }
+    }
+    if let LineEvent::Skipped { .. } = line {
+        return None; // counted when the line passed the limit
     }
     let LineEvent::Line(line) = line else {
         feed.counters.oversized += 1;

@@ -7,10 +7,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-pub(crate) fn is_link(st: &libc::stat) -> bool {
-    st.st_mode & libc::S_IFMT == libc::S_IFLNK
-}
-
 fn cstring(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
@@ -90,6 +86,24 @@ pub(crate) fn fstatat(dir: &OwnedFd, name: &str) -> Option<libc::stat> {
     (rc == 0).then_some(st)
 }
 
+/// Where the link `name` in `dir` points (never followed); `None` if it is not a link.
+pub(crate) fn readlink_in(dir: &OwnedFd, name: &str) -> Option<String> {
+    let c = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: valid descriptor, NUL-terminated name, and a buffer of the length given.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_char>(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).ok()?;
+    buf.truncate(n);
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// Removes `name` from `dir` (a stale socket of ours).
 pub(crate) fn unlink_in(dir: &OwnedFd, name: &str) -> io::Result<()> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -104,6 +118,10 @@ pub(crate) fn unlink_in(dir: &OwnedFd, name: &str) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, MetadataExt};
+
+    fn is_link(st: &libc::stat) -> bool {
+        st.st_mode & libc::S_IFMT == libc::S_IFLNK
+    }
 
     #[test]
     fn an_absolute_link_inside_a_root_stays_inside_it() {

@@ -5,12 +5,10 @@
 //! line arrives, a rescan is due, or a caller asks for a scan.
 
 use super::conn::{Conn, End, Phase, READ_CHUNK};
-use super::discover::{Candidate, FeedKey, Scanner, MAX_FEEDS};
-use super::fd::unlink_in;
+use super::discover::{FeedKey, Scanner};
 use super::poller::{wait_readable, Poller};
-use super::state::{Feed, Feeds, RETRY_REFUSED};
-use super::trust::{attempt, Attempt};
-use crate::sample::feed::{FeedRecord, FeedState, FoundVia};
+use super::state::Feeds;
+use crate::sample::feed::{FeedRecord, FeedScan, FeedState};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -20,9 +18,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// A socket nobody listens on is removed only when seen so twice this far apart (an agent
-/// between `bind()` and `listen()` refuses connections for an instant).
-const STALE_CONFIRM: Duration = Duration::from_millis(250);
 /// After `hello`, a feed whose socket stays quiet this long has sent its whole backlog (an
 /// agent's sender thread may wait for the GIL between lines: 5 ms switch interval).
 const QUIET: Duration = Duration::from_millis(100);
@@ -60,6 +55,11 @@ impl FeedConfig {
 
 struct Shared {
     feeds: Feeds,
+    /// What the latest scan met that is not a feed.
+    scan: FeedScan,
+    /// Connections attempted since the start (each a `connect(2)`), and scans run.
+    connects: u64,
+    scans_run: u64,
     watched: Vec<u32>,
     scans_requested: u64,
     scans_done: u64,
@@ -99,6 +99,9 @@ impl FeedHub {
         let inner = Arc::new(Inner {
             shared: Mutex::new(Shared {
                 feeds: Feeds::default(),
+                scan: FeedScan::default(),
+                connects: 0,
+                scans_run: 0,
                 watched: Vec::new(),
                 scans_requested: 0,
                 scans_done: 0,
@@ -140,6 +143,18 @@ impl FeedHub {
     /// recently closed). `earlier` and `ooms` carry what arrived since the previous call.
     pub fn collect(&self) -> Vec<FeedRecord> {
         self.inner.lock().feeds.collect()
+    }
+
+    /// What the latest scan met that is not a feed: dirs cut short, suspicious entries.
+    pub fn scan_notes(&self) -> FeedScan {
+        self.inner.lock().scan.clone()
+    }
+
+    /// Connections attempted, and scans run, since the start.
+    #[cfg(test)]
+    fn connects(&self) -> (u64, u64) {
+        let shared = self.inner.lock();
+        (shared.connects, shared.scans_run)
     }
 
     /// Scans now and waits until every connection has been judged (trusted with its hello and
@@ -214,8 +229,8 @@ struct Hub {
     conns: HashMap<FeedKey, Conn>,
     tokens: HashMap<u64, FeedKey>,
     next_token: u64,
-    /// Sockets found refusing connections, and when first seen so.
-    stale: HashMap<FeedKey, Instant>,
+    /// Sockets found refusing connections: nobody listens on them.
+    dead: HashMap<FeedKey, probe::Dead>,
     scan_no: u64,
     next_scan: Instant,
     buf: Vec<u8>,
@@ -237,7 +252,7 @@ impl Hub {
             conns: HashMap::new(),
             tokens: HashMap::new(),
             next_token: WAKE + 1,
-            stale: HashMap::new(),
+            dead: HashMap::new(),
             scan_no: 0,
             next_scan: Instant::now(),
             buf: vec![0; READ_CHUNK],
@@ -345,13 +360,16 @@ impl Hub {
                 .filter_map(|f| f.peer.map(|p| p.pid))
                 .collect()
         };
-        let candidates = self.scanner.scan(watched, &connected);
+        let dead = &self.dead;
+        let is_dead = |key, born| dead.get(&key).is_some_and(|d| d.confirmed_as(born));
+        let scan = self.scanner.scan(watched, &connected, &is_dead);
         self.scan_no += 1;
         self.next_scan = now + self.config.rescan;
         let inner = Arc::clone(&self.inner);
         let mut shared = inner.lock();
-        for c in &candidates {
-            self.consider(&mut shared.feeds, c, now);
+        let mut budgets = probe::Budgets::new(self.conns.values());
+        for c in &scan.candidates {
+            self.consider(&mut shared, c, &mut budgets, now);
         }
         let scan_no = self.scan_no;
         shared.feeds.retain(|f| match f.state {
@@ -359,95 +377,21 @@ impl Hub {
             FeedState::Closed { .. } => f.forget_at.is_none_or(|t| now < t),
             FeedState::Connected => true,
         });
-        self.stale
-            .retain(|key, _| candidates.iter().any(|c| c.key == *key));
+        let listed: HashSet<FeedKey> = scan
+            .candidates
+            .iter()
+            .map(|c| c.key)
+            .chain(scan.dead.iter().copied())
+            .collect();
+        self.dead.retain(|key, _| listed.contains(key));
+        shared.scan = scan.notes;
+        shared.scans_run += 1;
         if let Some(requested) = requested {
             shared.scans_done = shared.scans_done.max(requested);
         }
         shared.unsettled = self.conns.values().filter(|c| !c.settled).count();
         drop(shared);
         inner.changed.notify_all();
-    }
-
-    /// One candidate of a scan: keep its record alive, and connect if it is new or due.
-    fn consider(&mut self, feeds: &mut Feeds, c: &Candidate, now: Instant) {
-        if let Some(feed) = feeds.map.get_mut(&c.key) {
-            feed.seen = self.scan_no;
-            if c.via == FoundVia::FeedDir && feed.found_via == FoundVia::ProcessRoot {
-                feed.found_via = FoundVia::FeedDir;
-                feed.socket = c.path.display().to_string();
-            }
-            let due =
-                feed.judged && !feed.is_connected() && feed.retry_at.is_some_and(|t| now >= t);
-            if !due {
-                return;
-            }
-        } else if feeds.map.len() >= MAX_FEEDS {
-            return;
-        }
-        let socket = c.path.display().to_string();
-        match attempt(c, &self.config.proc_root) {
-            Attempt::Connected {
-                stream,
-                peer,
-                nspid,
-            } => {
-                let token = self.next_token;
-                if self.poller.add(stream.as_raw_fd(), token).is_err() {
-                    return; // out of resources: the next scan tries again
-                }
-                self.next_token += 1;
-                self.tokens.insert(token, c.key);
-                self.stale.remove(&c.key);
-                let mut feed = Feed::new(socket, c.via, self.scan_no);
-                feed.peer = Some(peer);
-                feed.nspid = Some(nspid);
-                feeds.insert(c.key, feed);
-                let mut conn = Conn::new(c.key, stream, nspid, c.name.clone(), c.name_pid, now);
-                conn.token = token;
-                self.conns.insert(c.key, conn);
-            }
-            Attempt::Refused {
-                reason,
-                peer,
-                nspid,
-            } => {
-                let mut feed = Feed::new(socket, c.via, self.scan_no);
-                feed.judged = true;
-                feed.peer = peer;
-                feed.nspid = nspid;
-                feed.state = FeedState::Refused { reason };
-                feed.retry_at = Some(now + RETRY_REFUSED);
-                feeds.insert(c.key, feed);
-            }
-            Attempt::Stale => {
-                if feeds
-                    .map
-                    .get(&c.key)
-                    .is_some_and(|f| matches!(f.state, FeedState::Refused { .. }))
-                {
-                    feeds.remove(&c.key);
-                }
-                self.stale_socket(c, now);
-            }
-            Attempt::Busy => {}
-        }
-    }
-
-    /// Removes a socket nobody listens on, when it is ours and found in a feed dir (never
-    /// through a process root: that is another mount namespace's file).
-    fn stale_socket(&mut self, c: &Candidate, now: Instant) {
-        if c.via != FoundVia::FeedDir
-            || c.socket_uid != self.scanner.euid()
-            || c.dir_verdict.is_err()
-        {
-            return;
-        }
-        let first = *self.stale.entry(c.key).or_insert(now);
-        if now.saturating_duration_since(first) >= STALE_CONFIRM {
-            let _ = unlink_in(&c.dir, &c.name);
-            self.stale.remove(&c.key);
-        }
     }
 }
 
@@ -458,6 +402,17 @@ fn wall_clock() -> f64 {
         .unwrap_or(0.0)
 }
 
+#[path = "probe.rs"]
+mod probe;
+
 #[cfg(test)]
 #[path = "hub_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "scan_tests.rs"]
+mod scan_tests;
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod stream_tests;

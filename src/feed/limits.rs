@@ -5,42 +5,53 @@ use super::protocol::MAX_LINE_BYTES;
 use crate::sample::feed::FeedCounters;
 use std::time::{Duration, Instant};
 
-/// One complete line, or the length of one that was too long and skipped.
+/// One complete line; or a line that grew past the limit (said once, as soon as it does, with
+/// its bytes so far), then the further bytes of it that are skipped, to its newline.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum LineEvent<'a> {
     Line(&'a [u8]),
     Oversized { bytes: usize },
+    Skipped { bytes: usize },
 }
 
 /// Splits a byte stream into lines of at most [`MAX_LINE_BYTES`] (with the `\n`), never
-/// buffering more than that.
+/// buffering more than that. A line past the limit is told at once, not at its newline: a
+/// peer that streams bytes without one is seen, and its bytes are counted as they come.
 #[derive(Default)]
 pub(crate) struct LineReader {
     buf: Vec<u8>,
-    /// Inside a line that is too long: the bytes skipped so far.
-    discarding: Option<usize>,
+    /// Inside a line that is too long: its bytes are skipped up to its newline.
+    discarding: bool,
 }
 
 impl LineReader {
     pub fn push(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(LineEvent<'_>)) {
         while !chunk.is_empty() {
-            let Some(newline) = chunk.iter().position(|&b| b == b'\n') else {
-                if let Some(skipped) = &mut self.discarding {
-                    *skipped += chunk.len();
-                } else if self.buf.len() + chunk.len() >= MAX_LINE_BYTES {
-                    self.discarding = Some(self.buf.len() + chunk.len());
+            let newline = chunk.iter().position(|&b| b == b'\n');
+            if self.discarding {
+                let Some(newline) = newline else {
+                    on_line(LineEvent::Skipped { bytes: chunk.len() });
+                    return;
+                };
+                on_line(LineEvent::Skipped { bytes: newline + 1 });
+                self.discarding = false;
+                chunk = &chunk[newline + 1..];
+                continue;
+            }
+            let Some(newline) = newline else {
+                if self.buf.len() + chunk.len() >= MAX_LINE_BYTES {
+                    on_line(LineEvent::Oversized {
+                        bytes: self.buf.len() + chunk.len(),
+                    });
+                    self.discarding = true;
                     self.buf = Vec::new();
                 } else {
-                    self.buf.extend_from_slice(chunk);
+                    self.append(chunk);
                 }
                 return;
             };
             let (head, rest) = (&chunk[..newline], &chunk[newline + 1..]);
-            if let Some(skipped) = self.discarding.take() {
-                on_line(LineEvent::Oversized {
-                    bytes: skipped + newline + 1,
-                });
-            } else if self.buf.len() + newline + 1 > MAX_LINE_BYTES {
+            if self.buf.len() + newline + 1 > MAX_LINE_BYTES {
                 on_line(LineEvent::Oversized {
                     bytes: self.buf.len() + newline + 1,
                 });
@@ -48,7 +59,7 @@ impl LineReader {
             } else if self.buf.is_empty() {
                 on_line(LineEvent::Line(head));
             } else {
-                self.buf.extend_from_slice(head);
+                self.append(head);
                 on_line(LineEvent::Line(&self.buf));
                 self.buf.clear();
                 if self.buf.capacity() > 16 * 1024 {
@@ -57,6 +68,24 @@ impl LineReader {
             }
             chunk = rest;
         }
+    }
+
+    /// Appends to the line so far (which stays within [`MAX_LINE_BYTES`]), growing the buffer
+    /// by doubling but never past the limit: `Vec`'s own doubling would hold up to twice it.
+    fn append(&mut self, bytes: &[u8]) {
+        let need = self.buf.len() + bytes.len();
+        if need > self.buf.capacity() {
+            let room = need
+                .next_power_of_two()
+                .clamp(need, MAX_LINE_BYTES.max(need));
+            self.buf.reserve_exact(room - self.buf.len());
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held for a line not yet ended (at most [`MAX_LINE_BYTES`]).
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
     }
 }
 
@@ -95,6 +124,8 @@ pub(crate) enum Admit {
     Limited,
     /// Too many floods: close the connection.
     Drop,
+    /// The bytes of one oversized line ran past the byte bucket: close the connection.
+    Flood,
 }
 
 /// Token buckets on lines and bytes. A flood episode starts with the first line dropped
@@ -139,6 +170,28 @@ impl FloodGuard {
             Admit::Limited
         }
     }
+
+    /// Further bytes of a line already counted as oversized: they cost the byte bucket, and
+    /// past it the line is a flood (an agent never sends a line over the limit, let alone
+    /// megabytes of one).
+    pub fn admit_skipped(
+        &mut self,
+        bytes: usize,
+        now: Instant,
+        counters: &mut FeedCounters,
+    ) -> Admit {
+        let elapsed = now.saturating_duration_since(self.last);
+        self.last = now;
+        self.lines.refill(elapsed);
+        self.bytes.refill(elapsed);
+        let bytes = bytes as f64;
+        if self.bytes.level >= bytes {
+            self.bytes.level -= bytes;
+            return Admit::Yes;
+        }
+        counters.floods += 1;
+        Admit::Flood
+    }
 }
 
 #[cfg(test)]
@@ -151,6 +204,7 @@ mod tests {
             reader.push(chunk, |ev| match ev {
                 LineEvent::Line(l) => out.push(String::from_utf8_lossy(l).into_owned()),
                 LineEvent::Oversized { bytes } => out.push(format!("<oversized {bytes}>")),
+                LineEvent::Skipped { bytes } => out.push(format!("<skipped {bytes}>")),
             });
         }
         out
@@ -176,27 +230,89 @@ mod tests {
         assert_eq!(
             got,
             vec![
+                format!("<oversized {MAX_LINE_BYTES}>"),
+                "<skipped 1>".to_string(),
+                "next".to_string()
+            ]
+        );
+        let whole = [&over[..], b"\nnext\n"].concat();
+        let got = lines_of(&mut reader, &[&whole]);
+        assert_eq!(
+            got,
+            vec![
                 format!("<oversized {}>", MAX_LINE_BYTES + 1),
                 "next".to_string()
             ]
         );
     }
 
+    /// Found by fuzzing (`feed_line`): a line just under the limit, arriving in pieces, had
+    /// the buffer grown to 128 KiB by `Vec`'s doubling.
     #[test]
-    fn a_huge_line_is_never_buffered() {
+    fn a_line_under_the_limit_in_pieces_holds_no_more_than_the_limit() {
+        let mut reader = LineReader::default();
+        let piece = vec![b'p'; 1000];
+        let mut sent = 0;
+        while sent + piece.len() < MAX_LINE_BYTES {
+            assert!(lines_of(&mut reader, &[&piece]).is_empty());
+            sent += piece.len();
+            assert!(reader.held() <= MAX_LINE_BYTES, "{} held", reader.held());
+        }
+        let got = lines_of(&mut reader, &[b"\n"]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), sent);
+    }
+
+    #[test]
+    fn a_huge_line_is_never_buffered_and_is_told_as_it_comes() {
         let mut reader = LineReader::default();
         let chunk = vec![b'z'; 1 << 20];
-        for _ in 0..8 {
+        let first = lines_of(&mut reader, &[&chunk]);
+        assert_eq!(
+            first,
+            vec![format!("<oversized {}>", 1 << 20)],
+            "told at once"
+        );
+        for _ in 1..8 {
             let got = lines_of(&mut reader, &[&chunk]);
-            assert!(got.is_empty());
-            assert!(reader.buf.capacity() <= MAX_LINE_BYTES);
+            assert_eq!(got, vec![format!("<skipped {}>", 1 << 20)]);
+            assert!(reader.held() <= MAX_LINE_BYTES);
         }
         let got = lines_of(&mut reader, &[b"tail\nok\n"]);
-        assert_eq!(
-            got,
-            vec![format!("<oversized {}>", (8 << 20) + 5), "ok".to_string()]
-        );
+        assert_eq!(got, vec!["<skipped 5>".to_string(), "ok".to_string()]);
     }
+
+    #[test]
+    fn the_bytes_of_an_endless_line_run_out_the_byte_bucket_and_flood() {
+        let start = Instant::now();
+        let mut guard = FloodGuard::new(start);
+        let mut counters = FeedCounters::default();
+        assert!(matches!(
+            guard.admit(MAX_LINE_BYTES, start, &mut counters),
+            Admit::Yes
+        ));
+        let mut skipped = 0usize;
+        while matches!(guard.admit_skipped(READ, start, &mut counters), Admit::Yes) {
+            skipped += READ;
+        }
+        assert!(
+            skipped >= 4 << 20,
+            "a whole backlog's worth first: {skipped}"
+        );
+        assert_eq!(counters.floods, 1);
+        // At the sustained rate a slow stream is never a flood: it costs what it is allowed.
+        let mut guard = FloodGuard::new(start);
+        let mut now = start;
+        for _ in 0..1000 {
+            now += Duration::from_secs(1);
+            assert!(matches!(
+                guard.admit_skipped(200 * 1024, now, &mut counters),
+                Admit::Yes
+            ));
+        }
+    }
+
+    const READ: usize = 64 * 1024;
 
     #[test]
     fn a_backlog_burst_passes_then_the_sustained_rate_holds() {

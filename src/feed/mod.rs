@@ -11,8 +11,13 @@ pub mod attach;
 mod conn;
 mod discover;
 mod fd;
+mod found;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod hub;
 mod limits;
+mod listing;
+mod names;
 mod poller;
 mod protocol;
 mod state;

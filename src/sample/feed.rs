@@ -258,3 +258,85 @@ impl FeedRecord {
             && self.hello.is_some()
     }
 }
+
+/// What the monitor's search for feeds met that is not a feed, as of the latest scan: said so
+/// that a feed it could not find, or would not open, is never silently `absent`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedScan {
+    /// Feed dirs with more entries than one scan reads.
+    #[serde(default)]
+    pub cut_short: Vec<CutShort>,
+    /// Entries where a feed dir or an agent's socket belongs that are something else (a
+    /// symbolic link, a FIFO, a regular file...): never opened, never followed.
+    #[serde(default)]
+    pub suspicious: Vec<SuspiciousEntry>,
+}
+
+impl FeedScan {
+    pub fn is_empty(&self) -> bool {
+        self.cut_short.is_empty() && self.suspicious.is_empty()
+    }
+}
+
+/// A directory whose listing stopped at the scan's budget: sockets past it are not found by
+/// scanning (those of the processes NVML lists still are, looked up by their own path).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CutShort {
+    /// The directory (`/tmp` itself when it holds more `strata-<uid>` dirs than are read).
+    pub dir: String,
+    /// Entries read.
+    pub read: u64,
+    /// Entries counted in all, at most a bound; `entries_capped`: there are more.
+    pub entries: u64,
+    #[serde(default)]
+    pub entries_capped: bool,
+}
+
+/// An entry where a feed dir or a socket is looked for that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuspiciousEntry {
+    /// As shown to the user (through `/proc/<pid>/root` for a job in a container).
+    pub path: String,
+    /// What it is: `symbolic link`, `FIFO`, `regular file`, `directory`, `character device`,
+    /// `block device`.
+    pub kind: String,
+    /// What belongs there: `socket` (an agent's `<pid>.sock`) or `feed_dir`.
+    pub in_place_of: String,
+    /// Its owner (the kernel's word, `lstat`).
+    pub owner: u32,
+    /// The processes NVML lists whose own socket path this is, or goes through.
+    #[serde(default)]
+    pub pids: Vec<u32>,
+    /// Where a symbolic link points (never followed).
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+impl SuspiciousEntry {
+    /// One line: what it is, whose, where what belongs, and what to do.
+    pub fn describe(&self) -> String {
+        let to = self
+            .target
+            .as_deref()
+            .map(|t| format!(" to {t}"))
+            .unwrap_or_default();
+        let whose = match &self.pids[..] {
+            [] => String::new(),
+            [one] => format!(" of PID {one}"),
+            [first, rest @ ..] => format!(" of PID {first} and {} more", rest.len()),
+        };
+        let place = match self.in_place_of.as_str() {
+            "socket" => format!("where the agent socket{whose} belongs"),
+            _ => format!("where the feed dir{whose} belongs"),
+        };
+        let never = if self.kind == "symbolic link" {
+            "never followed"
+        } else {
+            "never opened"
+        };
+        format!(
+            "{} is a {}{to} (owner uid {}) {place}: {never}; its owner should remove it",
+            self.path, self.kind, self.owner
+        )
+    }
+}

@@ -8,7 +8,7 @@
 pub mod feed;
 pub mod owner;
 
-pub use feed::{AllocatorStats, FeedRecord};
+pub use feed::{AllocatorStats, FeedRecord, FeedScan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -184,6 +184,10 @@ pub struct NodeSample {
     /// without feeds).
     #[serde(default)]
     pub feeds: Vec<FeedRecord>,
+    /// What the search for feeds met that is not a feed: dirs cut short, suspicious entries
+    /// (empty for a source without feeds).
+    #[serde(default, skip_serializing_if = "FeedScan::is_empty")]
+    pub feed_scan: FeedScan,
     /// Host CPU in use over the last interval, in percent of all cores (0 to 100).
     #[serde(default)]
     pub host_cpu_percent: Option<f64>,

@@ -7,7 +7,7 @@ use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
 
 /// Every finding kind, for counts that say 0 rather than nothing.
-const KINDS: [FindingKind; 18] = [
+const KINDS: [FindingKind; 20] = [
     FindingKind::ZombieContext,
     FindingKind::NotVisibleHolder,
     FindingKind::UnattributedMemory,
@@ -19,6 +19,8 @@ const KINDS: [FindingKind; 18] = [
     FindingKind::RefusedFeed,
     FindingKind::FeedBadInput,
     FindingKind::FeedDeviceUnlisted,
+    FindingKind::FeedDirCutShort,
+    FindingKind::SuspiciousFeedEntry,
     FindingKind::NvmlProblem,
     FindingKind::Climb,
     FindingKind::Fragmentation,

@@ -4,9 +4,13 @@
 //! interval it takes a sample, derives layers and findings, and encodes the metrics once,
 //! swapping them in behind a lock. A scrape only copies that text: it never waits on NVML.
 //! The address is bound before anything else starts, so a port in use is an error at once.
+//! Connections are capped and timed out ([`conns`]), so idle clients cannot starve it.
 
+mod conns;
 pub mod exposition;
 mod findings;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod processes;
 
 use crate::pipeline::Pipeline;
@@ -192,17 +196,26 @@ fn sample_loop(
     }
 }
 
-async fn serve(listener: TcpListener, shared: Shared) -> anyhow::Result<()> {
-    listener.set_nonblocking(true)?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
-    let app = Router::new()
+/// The endpoints: `/metrics`, `/` and not found.
+fn app(shared: Shared) -> Router {
+    Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
         .fallback(not_found)
-        .with_state(shared);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop_signal())
-        .await?;
+        .with_state(shared)
+}
+
+async fn serve(listener: TcpListener, shared: Shared) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let app = app(shared);
+    conns::serve(
+        listener,
+        app,
+        conns::Limits::for_this_process(),
+        stop_signal(),
+    )
+    .await;
     Ok(())
 }
 

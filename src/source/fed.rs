@@ -53,6 +53,7 @@ impl Source for FedSource {
             self.hub.wait_newer(sample.time, newer);
         }
         sample.feeds = self.hub.collect();
+        sample.feed_scan = self.hub.scan_notes();
         Ok(sample)
     }
 

@@ -207,6 +207,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
         gpus,
         processes,
         feeds,
+        feed_scan: Default::default(),
         host_cpu_percent,
         host_memory,
         device_files,

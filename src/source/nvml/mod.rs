@@ -241,6 +241,7 @@ impl Source for NvmlSource {
             gpus,
             processes,
             feeds: Vec::new(),
+            feed_scan: Default::default(),
             host_cpu_percent,
             host_memory,
             device_files,
