@@ -28,6 +28,8 @@ pub struct Episode {
     pub evidence: serde_json::Value,
     /// Its worst severity and its message when first raised.
     pub first_message: String,
+    /// Its evidence when first raised (a forecast's first ETA, a climb's first rate).
+    pub first_evidence: serde_json::Value,
 }
 
 /// A line that was not a sample.
@@ -50,6 +52,9 @@ pub struct Analysis {
     pub out_of_order: u64,
     /// The last line ended without a newline and did not parse: a recording cut short.
     pub truncated: bool,
+    /// Samples of the snapshot's derived form (allocator figures in `processes[].feed`, no
+    /// raw `feeds`), whose feeds were rebuilt from those figures.
+    pub older_shape: u64,
     pub first_time: Option<f64>,
     pub last_time: Option<f64>,
 }
@@ -150,6 +155,9 @@ fn judge(
         analysis.first_time.get_or_insert(time);
         analysis.last_time = Some(time);
         let observed = pipeline.ingest(sample);
+        if let crate::sample::derived::FeedShape::Derived(_) = observed.feed_shape {
+            analysis.older_shape += 1;
+        }
         let now: Vec<Key> = observed.findings.iter().map(key).collect();
         // Episodes not seen for longer than the hold have ended; one missed reading within it
         // does not end an episode (the monitor keeps its `since` too).
@@ -181,6 +189,7 @@ fn judge(
                     message: f.message.clone(),
                     evidence: f.evidence.clone(),
                     first_message: f.message.clone(),
+                    first_evidence: f.evidence.clone(),
                 }),
             }
         }
@@ -247,6 +256,13 @@ pub fn timeline(analysis: &Analysis) -> String {
             out,
             "{} sample(s) not later than the one before (out of order or repeated) skipped",
             analysis.out_of_order
+        );
+    }
+    if analysis.older_shape > 0 {
+        let _ = writeln!(
+            out,
+            "{} sample(s) in the older shape (allocator figures in processes[].feed, no raw feeds): their feeds were rebuilt from those figures",
+            analysis.older_shape
         );
     }
     if analysis.truncated {

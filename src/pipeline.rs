@@ -3,11 +3,13 @@
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
-    detect_history_keyed, detect_instant, settle, sort_findings, ClimbHold, Finding, FindingTracker,
+    detect_history_keyed, detect_instant, settle, sort_findings, ClimbHold, Finding,
+    FindingTracker, Remembered,
 };
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
+use crate::sample::derived::{make_raw, FeedShape};
 use crate::sample::NodeSample;
 
 /// One instant, with everything derived from it.
@@ -19,6 +21,9 @@ pub struct Observed {
     pub attachment: Attachment,
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
+    /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
+    /// recording.
+    pub feed_shape: FeedShape,
 }
 
 /// The state that carries from one sample to the next.
@@ -28,6 +33,8 @@ pub struct Pipeline {
     pub tracker: FindingTracker,
     pub hold: ClimbHold,
     pub history: History,
+    /// What the detectors need that a later sample may not carry (an OOM's report).
+    pub remembered: Remembered,
 }
 
 impl Pipeline {
@@ -39,16 +46,20 @@ impl Pipeline {
             tracker: FindingTracker::default(),
             hold: ClimbHold::default(),
             history: History::default(),
+            remembered: Remembered::default(),
         }
     }
 
     /// Takes in one sample and returns it with its layers and findings.
     pub fn ingest(&mut self, mut sample: NodeSample) -> Observed {
+        let feed_shape = make_raw(&mut sample);
         let attachment = attach(&mut sample);
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
-        let (mut findings, climbs) = detect_history_keyed(&sample, &account, &self.history);
+        self.remembered.observe(&sample);
+        let (mut findings, climbs) =
+            detect_history_keyed(&sample, &account, &self.history, &self.remembered);
         self.hold
             .apply(&mut findings, climbs, &self.history, sample.time);
         findings.extend(detect_instant(&sample, &attachment, &account));
@@ -60,6 +71,7 @@ impl Pipeline {
             attachment,
             account,
             findings,
+            feed_shape,
         }
     }
 

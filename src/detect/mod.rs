@@ -6,6 +6,7 @@ mod feeds;
 mod processes;
 pub mod trend;
 
+pub use diagnosis::OomMemory;
 pub use processes::is_python;
 
 use crate::accounting::NodeAccount;
@@ -178,17 +179,33 @@ pub fn detect_history(
     account: &NodeAccount,
     history: &crate::history::History,
 ) -> Vec<Finding> {
-    detect_history_keyed(sample, account, history).0
+    detect_history_keyed(sample, account, history, &Remembered::default()).0
 }
 
-/// [`detect_history`], with the series each climb reads (for [`ClimbHold`]).
+/// What the detectors read that a sample may no longer carry, remembered by the pipeline:
+/// each process's latest OOM report.
+#[derive(Debug, Default, Clone)]
+pub struct Remembered {
+    pub ooms: OomMemory,
+}
+
+impl Remembered {
+    /// Takes in a sample whose feeds are attached.
+    pub fn observe(&mut self, sample: &NodeSample) {
+        self.ooms.observe(sample);
+    }
+}
+
+/// [`detect_history`] with what the pipeline remembers, and the series each climb reads
+/// (for [`ClimbHold`]).
 pub fn detect_history_keyed(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &crate::history::History,
+    remembered: &Remembered,
 ) -> (Vec<Finding>, Vec<(usize, SeriesKey)>) {
     let mut out = Findings::new(sample.time);
-    diagnosis::detect(sample, account, history, &mut out);
+    diagnosis::detect(sample, account, history, &remembered.ooms, &mut out);
     (out.list, out.climbs)
 }
 
@@ -386,3 +403,5 @@ pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_defects;

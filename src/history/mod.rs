@@ -18,6 +18,17 @@ pub struct ProcessId {
     pub device_uuid: String,
 }
 
+impl ProcessId {
+    /// The process a sample lists, on its device.
+    pub fn of(process: &crate::sample::ProcessSample) -> Self {
+        ProcessId {
+            pid: process.pid,
+            start_time: process.start_time,
+            device_uuid: process.device_uuid.clone(),
+        }
+    }
+}
+
 /// What a series measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Metric {

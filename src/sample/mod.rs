@@ -5,6 +5,7 @@
 //! Every value that a source could fail to read is an `Option`: unknown is `null`,
 //! never 0.
 
+pub mod derived;
 pub mod feed;
 
 pub use feed::{AllocatorStats, FeedRecord};
@@ -153,8 +154,11 @@ pub struct ProcessSample {
     /// Seconds since the process started.
     #[serde(default)]
     pub elapsed: Option<u64>,
-    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never read from input.
-    #[serde(skip)]
+    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never written as a raw
+    /// field. Read from input only for recordings of the snapshot's derived form, which
+    /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
+    /// it.
+    #[serde(default, skip_serializing)]
     pub feed: Option<FeedSample>,
 }
 

@@ -6,6 +6,7 @@ use super::theme::Theme;
 use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State};
+use crate::layers::Layer;
 use crate::sample::ProcessSample;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
@@ -264,7 +265,17 @@ fn table_row<'a>(
             None => "n/a".into(),
         };
         cells.push(Cell::from(context));
-        cells.push(Cell::from(figure(layers.outside_pool, wide)));
+        // Beside an estimated context, the memory outside the pool is a lower bound: `≥0B`.
+        let outside = match (
+            layers.outside_pool,
+            row.account.bounds().get(&Layer::OutsidePool),
+        ) {
+            (Some(_), Some(bound)) => {
+                format!("{}{}", bound.mark(), figure(layers.outside_pool, wide))
+            }
+            _ => figure(layers.outside_pool, wide),
+        };
+        cells.push(Cell::from(outside));
     }
     cells.push(trend);
     let refused = matches!(

@@ -305,6 +305,7 @@ fn feed_record(
                 uuid,
                 pci_bus_id: Some(pci),
                 name: None,
+                context: None,
             }],
             note: None,
         }),

@@ -101,7 +101,23 @@ impl Rows {
     /// One reconciliation row: layer, metric name, exact bytes (where wide enough), human
     /// figure and time of the reading it comes from.
     fn value(&mut self, layer: &str, metric: &str, value: Option<u64>, when: &str, style: Style) {
-        let human = units::opt_bytes(value);
+        self.marked(layer, metric, value, "", when, style);
+    }
+
+    /// [`Rows::value`] with a mark before the human figure (`≥` for a lower bound).
+    fn marked(
+        &mut self,
+        layer: &str,
+        metric: &str,
+        value: Option<u64>,
+        mark: &str,
+        when: &str,
+        style: Style,
+    ) {
+        let human = match value {
+            Some(v) => format!("{mark}{}", units::bytes(v)),
+            None => "n/a".into(),
+        };
         let exact = if self.width >= 110 {
             format!(
                 "{:>20}",
@@ -253,9 +269,13 @@ fn reconcile(
                     "observed: NVML used while the pool was empty",
                     "used - reserved - context",
                 ),
+                Some(ContextSource::Reported) => (
+                    "reported by the agent: its NVML used at CUDA init, pool empty",
+                    "used - reserved - context",
+                ),
                 Some(ContextSource::Estimated) => (
                     "~ estimated: least used - reserved, paired",
-                    "used - reserved - context (estimate)",
+                    "≥ used - reserved - context (a lower bound)",
                 ),
                 Some(ContextSource::Fixed) => ("fixed: --context-mib", "used - reserved - context"),
                 Some(ContextSource::Unsplit) | None => (
@@ -270,10 +290,15 @@ fn reconcile(
                 &nvml_time,
                 theme.layer(crate::layers::Layer::Context),
             );
-            rows.value(
+            let outside_mark = account
+                .bounds()
+                .get(&crate::layers::Layer::OutsidePool)
+                .map_or("", |b| b.mark());
+            rows.marked(
                 " + outside_pool",
                 outside_metric,
                 layers.outside_pool,
+                outside_mark,
                 &nvml_time,
                 theme.layer(crate::layers::Layer::OutsidePool),
             );
@@ -319,9 +344,21 @@ fn reconcile(
             rows.text(check, theme.dim());
             if account.context_source == Some(ContextSource::Estimated) {
                 rows.text(
-                    "~ the context is an upper bound: memory outside the pool present at every paired reading is inside it".into(),
+                    "~ the context is an upper bound: memory outside the pool present at every paired reading is inside it, so outside_pool is a lower bound (≥)".into(),
                     theme.dim(),
                 );
+            }
+            if account.context_source == Some(ContextSource::Reported) {
+                if let Some(c) = crate::context::reported_context(sample, feed) {
+                    rows.text(
+                        format!(
+                            "context reported by the agent: NVML's used of this process at {} UTC, its pool empty ({})",
+                            clock_tenths(c.time),
+                            c.method.as_deref().unwrap_or("method n/a")
+                        ),
+                        theme.dim(),
+                    );
+                }
             }
             if stats.inactive_split.is_none() {
                 let why = stats
