@@ -3,8 +3,8 @@
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
-    detect_history_keyed, detect_instant, settle, sort_findings, ClimbHold, Finding,
-    FindingTracker, Remembered,
+    detect_history_keyed, detect_instant, headrooms, settle, sort_findings, ClimbHold, Finding,
+    FindingTracker, Headroom, Remembered, WarmUp,
 };
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
@@ -21,6 +21,9 @@ pub struct Observed {
     pub attachment: Attachment,
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
+    /// Each process's headroom (parallel to the sample's processes): how far its peak of
+    /// live tensors can grow before an allocation of the same shape would fail.
+    pub headroom: Vec<Option<Headroom>>,
     /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
     /// recording.
     pub feed_shape: FeedShape,
@@ -35,6 +38,8 @@ pub struct Pipeline {
     pub history: History,
     /// What the detectors need that a later sample may not carry (an OOM's report).
     pub remembered: Remembered,
+    /// The warm-up verdicts said.
+    pub warm_up: WarmUp,
 }
 
 impl Pipeline {
@@ -47,6 +52,7 @@ impl Pipeline {
             hold: ClimbHold::default(),
             history: History::default(),
             remembered: Remembered::default(),
+            warm_up: WarmUp::default(),
         }
     }
 
@@ -63,6 +69,9 @@ impl Pipeline {
         self.hold
             .apply(&mut findings, climbs, &self.history, sample.time);
         findings.extend(detect_instant(&sample, &attachment, &account));
+        let headroom = headrooms(&sample, &account, &self.history);
+        self.warm_up
+            .apply(&sample, &self.history, &headroom, &mut findings);
         sort_findings(&mut findings);
         self.tracker.stamp(&mut findings, sample.time);
         settle(&mut findings, sample.time);
@@ -71,6 +80,7 @@ impl Pipeline {
             attachment,
             account,
             findings,
+            headroom,
             feed_shape,
         }
     }
@@ -125,8 +135,21 @@ impl Pipeline {
                 })
                 .map(|d| d.earlier.as_slice())
                 .unwrap_or_default();
+            let id = crate::history::ProcessId::of(p);
             for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
                 let t = stats.time;
+                if let Some(step) = stats.step_end() {
+                    history.record_step(
+                        &id,
+                        crate::history::StepPoint {
+                            step,
+                            time: t,
+                            allocated: stats.allocated,
+                            reserved: stats.reserved,
+                            peak_allocated: stats.peak_allocated,
+                        },
+                    );
+                }
                 history.record(key(Metric::Allocated), t, Some(stats.allocated));
                 history.record(key(Metric::Reserved), t, Some(stats.reserved));
                 history.record(key(Metric::InactiveSplit), t, stats.inactive_split);

@@ -121,6 +121,13 @@ pub struct ProcessOut<'a> {
     /// Layers derived from a bound: an estimated context is an `upper` bound, the memory
     /// outside the pool beside it a `lower` one.
     pub bounds: Bounds,
+    /// How far its peak of live tensors can grow before an allocation of the same shape
+    /// would fail (`headroom.bytes`); `null` without a feed combined at this instant.
+    pub headroom_bytes: Option<i64>,
+    /// Its definition's figures: the peak (`peak_live_bytes`, the highest `allocated` over
+    /// `peak_window_secs`, strata's last 15 minutes at most) and what the device could give
+    /// the pool now (`usable_bytes`: NVML free + reserved − fragmented).
+    pub headroom: Option<crate::detect::Headroom>,
     /// Where `layers.context` comes from: `observed`, `reported` (the agent's own reading at
     /// CUDA init), `estimated`, `fixed`, or `unsplit` (context and memory outside the pool
     /// together, until a reading pairs).
@@ -199,7 +206,8 @@ impl<'a> Snapshot<'a> {
             .processes
             .iter()
             .zip(&observed.account.processes)
-            .map(|(p, acc)| ProcessOut {
+            .enumerate()
+            .map(|(i, (p, acc))| ProcessOut {
                 pid: p.pid,
                 device_uuid: &p.device_uuid,
                 used: p.used,
@@ -220,6 +228,8 @@ impl<'a> Snapshot<'a> {
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
                 bounds: acc.bounds(),
+                headroom_bytes: observed.headroom.get(i).copied().flatten().map(|h| h.bytes),
+                headroom: observed.headroom.get(i).copied().flatten(),
                 context_source: acc.context_source,
             })
             .collect();

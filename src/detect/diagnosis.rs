@@ -6,10 +6,13 @@
 //! `oom` (OOMs and their class), `usage` (capacity, idle holders).
 
 mod climbs;
+mod forecast;
 mod oom;
 mod pressure;
+pub(crate) mod steps;
 mod usage;
 
+pub use forecast::Headroom;
 pub(crate) use oom::classify;
 pub use oom::OomMemory;
 
@@ -101,7 +104,7 @@ pub(super) fn detect(
 ) {
     let now = sample.time;
     let mut climbing_devices: Vec<&str> = Vec::new();
-    for p in &sample.processes {
+    for (p, acc) in sample.processes.iter().zip(&account.processes) {
         let id = ProcessId::of(p);
         let place = device_name(sample, &p.device_uuid);
         let who = format!("PID {} on {place}", p.pid);
@@ -120,9 +123,25 @@ pub(super) fn detect(
             key: SeriesKey::Process(id.clone(), metric),
             per_step: None,
         });
+        // A process that reports steps: judged on its step-end readings too.
+        let found = match (p.feed.as_ref().and(history.steps(&id)), found) {
+            (Some(s), found) => climbs::with_steps(s, found, &id),
+            (None, found) => found,
+        };
         if let Some(found) = found {
             climbing_devices.push(&p.device_uuid);
             climbs::raise(out, now, &p.device_uuid, Some(p.pid), who.clone(), &found);
+            let process = Some((p, acc.feed_status.is_usable()));
+            forecast::forecast(
+                out,
+                sample,
+                history,
+                &found,
+                &p.device_uuid,
+                Some(p.pid),
+                &who,
+                process,
+            );
         }
         if let Some(feed) = &p.feed {
             pressure::fragmentation(out, now, history, &id, &who, &feed.stats);
@@ -175,8 +194,24 @@ pub(super) fn detect(
                     per_step: None,
                 };
                 climbs::raise(out, now, uuid, None, place.clone(), &found);
+                forecast::forecast(out, sample, history, &found, uuid, None, &place, None);
             }
             usage::capacity(out, history, uuid, layers, total, &place);
         }
     }
+}
+
+/// Each process's headroom (parallel to the sample's processes): `None` for a process
+/// without a feed combined at this instant.
+pub fn headrooms(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    history: &History,
+) -> Vec<Option<Headroom>> {
+    sample
+        .processes
+        .iter()
+        .zip(&account.processes)
+        .map(|(p, acc)| forecast::headroom(sample, history, p, acc.feed_status.is_usable()))
+        .collect()
 }

@@ -5,8 +5,11 @@ pub(crate) mod diagnosis;
 mod feeds;
 mod processes;
 pub mod trend;
+mod warmup;
 
-pub use diagnosis::OomMemory;
+pub use warmup::WarmUp;
+
+pub use diagnosis::{headrooms, Headroom, OomMemory};
 pub use processes::is_python;
 
 use crate::accounting::NodeAccount;
@@ -82,6 +85,11 @@ pub enum FindingKind {
     Capacity,
     /// Alive, SMs idle for minutes, holding memory.
     IdleHolder,
+    /// A climb that will run out of memory within the hour at its present rate.
+    OomForecast,
+    /// A fed job's warm-up verdict, once its step-end memory and peak have held (or its
+    /// forecast says it will not fit).
+    WarmUp,
 }
 
 impl FindingKind {
@@ -405,3 +413,5 @@ pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
 mod tests;
 #[cfg(test)]
 mod tests_defects;
+#[cfg(test)]
+mod tests_forecast;

@@ -16,7 +16,12 @@ const PID: u32 = 4100;
 
 /// One GPU of `total` bytes (512 MiB reserved by the driver) with one fed process whose
 /// NVML used is `beyond_pool` + its pool; the feed read 0.2 s before NVML.
-fn fed_node(time: f64, total: u64, beyond_pool: u64, stats: AllocatorStats) -> NodeSample {
+pub(super) fn fed_node(
+    time: f64,
+    total: u64,
+    beyond_pool: u64,
+    stats: AllocatorStats,
+) -> NodeSample {
     let mut s = node();
     s.time = time;
     let used = beyond_pool + stats.reserved;
@@ -68,7 +73,7 @@ fn fed_node(time: f64, total: u64, beyond_pool: u64, stats: AllocatorStats) -> N
     s
 }
 
-fn pool(allocated: u64, reserved: u64, split: u64) -> AllocatorStats {
+pub(super) fn pool(allocated: u64, reserved: u64, split: u64) -> AllocatorStats {
     AllocatorStats {
         inactive_split: Some(split),
         ..stats(allocated, reserved, 0.0, 0.0)

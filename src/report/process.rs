@@ -267,6 +267,30 @@ fn fed(
         &bounded(crate::layers::Layer::OutsidePool, l.outside_pool),
         &outside_holds,
     );
+    let room = observed
+        .sample
+        .processes
+        .iter()
+        .position(|q| std::ptr::eq(q, p))
+        .and_then(|i| observed.headroom.get(i).copied().flatten());
+    if let Some(room) = room {
+        let value = if room.bytes < 0 {
+            format!("−{}", figure(Some(room.bytes.unsigned_abs())))
+        } else {
+            figure(Some(room.bytes.unsigned_abs()))
+        };
+        row(
+            out,
+            "headroom",
+            &format!(
+                "NVML `free` + reserved − fragmented ({}) − the peak of live tensors ({})",
+                figure(Some(room.usable_bytes)),
+                figure(Some(room.peak_live_bytes))
+            ),
+            &value,
+            &format!("now, against {}", crate::ui::detail::peak_words(&room)),
+        );
+    }
     row(
         out,
         "cached",

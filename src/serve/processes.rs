@@ -50,6 +50,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
     let used = Ints::default();
     let layers = Ints::default();
     let bounds = Ints::default();
+    let headroom = Ints::default();
     let retries = Counters::default();
     let ooms = Counters::default();
     let state = Ints::default();
@@ -96,6 +97,9 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         }
         set_layers(&layers, &labels, Some(&share));
         set_bounds(&bounds, &labels, &acc.bounds());
+        if let Some(Some(room)) = observed.headroom.get(i) {
+            headroom.get_or_create(&labels).set(room.bytes);
+        }
         if let Some(stats) = p.feed.as_ref().map(|f| &f.stats) {
             if let Some(n) = stats.alloc_retries {
                 retries.get_or_create(&labels).inc_by(n);
@@ -152,6 +156,12 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         "strata_process_layer_bound",
         "1 for each layer of a process that is a bound, not exact (bound=upper: an estimated context; bound=lower: the memory outside the pool beside it)",
         bounds,
+    );
+    registry.register_with_unit(
+        "strata_process_headroom",
+        "How far a fed process's peak of live tensors (over strata's last 15 minutes) can grow before an allocation of the same shape would fail: NVML free + reserved - fragmented - that peak; negative where it no longer fits",
+        Unit::Bytes,
+        headroom,
     );
     registry.register(
         "strata_process_alloc_retries",

@@ -4,7 +4,7 @@
 use super::{metric_name, mib_per_min, series, Cause};
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
-use crate::history::{History, Metric, ProcessId, SeriesKey};
+use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
 use crate::units::{bytes, duration};
 use serde_json::json;
 
@@ -64,6 +64,36 @@ pub(super) fn raise(
         evidence,
     );
     out.climbed(found.key.clone());
+}
+
+/// A fed process that reports steps: its step-end readings climbing are live tensors kept
+/// from step to step, flagged on their own (often sooner than in time, the saw-tooth gone);
+/// a climb seen in time gets their pace per step as evidence.
+pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) -> Option<Found> {
+    let by_step = super::steps::climbing(steps);
+    match (found, by_step) {
+        (Some(mut f), Some(c)) if f.cause == Cause::Live => {
+            f.per_step = Some((c.bytes_per_step, c.steps));
+            Some(f)
+        }
+        (Some(mut f), None) => {
+            f.per_step = super::steps::per_step(steps, f.climb.start);
+            Some(f)
+        }
+        (_, Some(c)) => Some(Found {
+            cause: Cause::Live,
+            climb: Climb {
+                rate: c.rate,
+                start: c.start_time,
+                from: c.from,
+                to: c.to,
+                window: c.window_secs,
+            },
+            key: SeriesKey::Process(id.clone(), Metric::Allocated),
+            per_step: Some((c.bytes_per_step, c.steps)),
+        }),
+        (None, None) => None,
+    }
 }
 
 /// Which layer of a fed process climbs: live tensors first; the cache only when live tensors

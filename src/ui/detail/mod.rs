@@ -73,6 +73,17 @@ pub(crate) fn metric_names(framework: &str) -> MetricNames {
     }
 }
 
+/// Which peak a headroom is read against.
+pub(crate) fn peak_words(room: &crate::detect::Headroom) -> String {
+    match room.peak_source {
+        "allocator" => "the allocator's peak, since the process started or reset it".into(),
+        _ => format!(
+            "the highest strata read over the last {}",
+            units::duration(room.peak_window_secs)
+        ),
+    }
+}
+
 /// `09:11:19.6`: the time of a reading, to a tenth of a second.
 pub(super) fn clock_tenths(unix_secs: f64) -> String {
     let tenths = ((unix_secs.fract() * 10.0).floor() as u8).min(9);
@@ -390,6 +401,25 @@ fn reconcile(
                 &when,
                 Style::new(),
             );
+            let room = sample
+                .processes
+                .iter()
+                .position(|q| std::ptr::eq(q, p))
+                .and_then(|i| observed.headroom.get(i).copied().flatten());
+            if let Some(room) = room {
+                let sign = if room.bytes < 0 { "-" } else { "" };
+                rows.text(
+                    format!(
+                        "{:<18}{sign}{} = NVML free + reserved - fragmented ({}) - peak live {} ({})",
+                        "headroom",
+                        units::bytes(room.bytes.unsigned_abs()),
+                        units::bytes(room.usable_bytes),
+                        units::bytes(room.peak_live_bytes),
+                        peak_words(&room)
+                    ),
+                    if room.bytes < 0 { theme.alert() } else { Style::new() },
+                );
+            }
             let largest_when = stats
                 .largest_free_block_time
                 .map_or_else(|| "n/a".to_string(), clock_tenths);
@@ -529,6 +559,45 @@ fn reconcile(
             ),
             theme.dim(),
         );
+    }
+    // Memory against step: the live bytes at the end of each step the agent reported.
+    let id = crate::history::ProcessId::of(p);
+    if let Some(steps) = history.steps(&id).filter(|s| s.len() >= 2) {
+        let values: Vec<Option<u64>> = steps
+            .points()
+            .iter()
+            .rev()
+            .take(width)
+            .rev()
+            .map(|s| Some(s.allocated))
+            .collect();
+        let mut spans = vec![Span::styled(format!("{:<6}", "step"), theme.dim())];
+        spans.push(Span::styled(
+            super::widgets::sparkline(&values, width, total),
+            theme.layer(crate::layers::Layer::Live),
+        ));
+        rows.lines.push(Line::from(spans));
+        if let Some(last) = steps.last() {
+            let back = steps.since_step(last.step.saturating_sub(200)).next();
+            let pace = back
+                .and_then(|b| crate::detect::diagnosis::steps::per_step(steps, b.time))
+                .map_or_else(String::new, |(per, n)| {
+                    let sign = if per < 0.0 { "-" } else { "+" };
+                    format!(
+                        "; {sign}{}/step over the last {n} steps",
+                        units::bytes(per.abs() as u64)
+                    )
+                });
+            rows.text(
+                format!(
+                    "      live at the end of each step, against step (the last {} readings): {} at step {}{pace}",
+                    values.len(),
+                    units::bytes(last.allocated),
+                    last.step
+                ),
+                theme.dim(),
+            );
+        }
     }
     if let Some(start) = climb_starts.first() {
         rows.text(
