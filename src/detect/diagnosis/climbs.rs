@@ -77,7 +77,7 @@ pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) ->
             Some(f)
         }
         (Some(mut f), None) => {
-            f.per_step = super::steps::per_step(steps, f.climb.start);
+            f.per_step = super::steps::climb_per_step(steps, f.climb.start);
             Some(f)
         }
         (_, Some(c)) => Some(Found {
