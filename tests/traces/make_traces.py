@@ -727,14 +727,18 @@ def climb_to_capacity(rng):
              frag_level=200 * MiB, growth_odds=0.0, outside=[constant(1024 * MiB)])
     limit = g.total - g.driver_reserved - p.context - 1024 * MiB - 256 * MiB
     oom = first_line_over(p, limit, M(4), M(60)) - 2.0
+    # Live tensors at 95 % of what the device can give them: at capacity.
+    near = first_line_over(p, 0.95 * limit, M(4), M(60))
     p.ooms = [(oom, "capacity", None, True)]
     p.exit = oom + 10.0
     return ("Live tensors climb 500 MiB/min from minute 4 toward what the A100 can hold; "
             "the job dies of a capacity OOM at minute %.1f. The forecast must be raised at "
-            "least 5 minutes before, its first ETA within 30 %% of the truth." % ((oom - T0) / 60),
+            "least 5 minutes before, its first ETA within 30 %% of the truth; near the end, "
+            "live tensors are at capacity." % ((oom - T0) / 60),
             40, [g], [p],
             [climb("live", p, M(4), 500),
              event("oom_forecast", p, M(4), oom_at=round(oom, 3)),
+             event("capacity", g, near),
              event("oom", p, oom, **{"class": "capacity"})], False)
 
 
@@ -748,7 +752,8 @@ def step_leak_deep_sawtooth(rng):
     return ("A job reporting its steps (2 s each) leaks 3 MiB a step from minute 6 under a "
             "10 GiB saw-tooth within every step: bytes_per_step within 25 %, flagged within "
             "300 steps.", 35, [g], [p],
-            [climb("live", p, M(6), 90, bytes_per_step=3 * MiB, step_secs=2.0)], False)
+            [climb("live", p, M(6), 90, bytes_per_step=3 * MiB, step_secs=2.0),
+             event("warm_up", p, T0)], False)
 
 
 @story
@@ -760,7 +765,8 @@ def step_leak_fast_20hz(rng):
              step_secs=0.05, step_from=T0 - 500)
     return ("20 steps a second, a step-end reading every 0.2 s: 1.5 MiB a step kept from "
             "minute 4 (1.8 GiB/min), flagged within 300 steps (15 s).", 10, [g], [p],
-            [climb("live", p, M(4), 1800, bytes_per_step=1.5 * MiB, step_secs=0.05)], False)
+            [climb("live", p, M(4), 1800, bytes_per_step=1.5 * MiB, step_secs=0.05),
+             event("warm_up", p, T0)], False)
 
 
 @story
@@ -772,7 +778,8 @@ def step_leak_slow_5s(rng):
              step_secs=5.0, step_from=T0 - 1700)
     return ("One step every 5 s under a 6 GiB in-step saw-tooth; 1 MiB a step kept from "
             "minute 5 (12 MiB/min): flagged within 300 steps (25 minutes).", 40, [g], [p],
-            [climb("live", p, M(5), 12, bytes_per_step=1 * MiB, step_secs=5.0)], False)
+            [climb("live", p, M(5), 12, bytes_per_step=1 * MiB, step_secs=5.0),
+             event("warm_up", p, T0)], False)
 
 
 @story

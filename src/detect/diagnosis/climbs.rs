@@ -19,7 +19,6 @@ pub(crate) struct Found {
     pub per_step: Option<(f64, u64)>,
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(super) fn raise(
     out: &mut Findings,
     now: f64,

@@ -195,7 +195,14 @@ pub(crate) fn headroom(
     let stats = &process.feed.as_ref().filter(|_| usable)?.stats;
     let free = device_free(sample, &process.device_uuid)?;
     let key = SeriesKey::Process(ProcessId::of(process), Metric::Allocated);
-    let (sampled, window) = history.get(&key)?.peak()?;
+    let series = history.get(&key)?;
+    // The raw window's peak, read from the first tier's folded maxima (exact, a tenth of the
+    // points) with the open block beside them.
+    let now = sample.time;
+    let reach = series.reach()[0];
+    let span = reach + series.step() * crate::history::FOLD_1 as f64;
+    let sampled = series.chunks(now, span, 1)[0]?.max;
+    let window = (now - series.first_time()?).clamp(0.0, span);
     let sampled = sampled.max(stats.allocated);
     let (peak, peak_source) = match stats.peak_allocated {
         Some(own) if own > sampled => (own, "allocator"),

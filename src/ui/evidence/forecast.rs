@@ -42,6 +42,7 @@ impl Forecast {
 
 /// The series over the past `window` and the forecast over what comes after now, up to the
 /// crossing (at most as long again as the past shown).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn forecast_chart(
     series: &Series,
     label: &str,
