@@ -2,8 +2,8 @@
 //! reserved = live + fragmented + cached, each with its metric, unit and time.
 
 mod feed;
+mod history;
 
-use super::chart::marked_sparkline;
 use super::processes::state_label;
 use super::theme::Theme;
 use super::widgets::fit;
@@ -11,13 +11,12 @@ use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
 use crate::detect::device_name;
-use crate::history::{Metric, SeriesKey};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
-use ratatui::text::{Line, Span};
+use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
@@ -516,97 +515,5 @@ fn reconcile(
         }
     }
     feed::section(rows, observed, p, theme);
-    rows.blank();
-    let width = rows.width.saturating_sub(12);
-    let history = &state.pipeline.history;
-    let total = sample
-        .locate(&p.device_uuid)
-        .and_then(|(g, m)| m.and_then(|m| m.memory).or(g.memory))
-        .map(|m| m.total);
-    // Where a climb flagged for this process began, marked on its sparklines.
-    let climb_starts = state.climb_starts_of(p.pid, &p.device_uuid);
-    for (label, key) in [
-        (
-            "used",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Used),
-        ),
-        (
-            "live",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Allocated),
-        ),
-    ] {
-        let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
-            || "n/a".into(),
-            |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
-        );
-        let spark = super::chart::Spark::of(width, history.get(&key), state.interval);
-        let mut spans = vec![Span::styled(format!("{label:<6}"), theme.dim())];
-        spans.extend(marked_sparkline(
-            history.get(&key),
-            state.now(),
-            width,
-            total,
-            &climb_starts,
-            theme.layer(crate::layers::Layer::Live),
-            theme.severity(crate::detect::Severity::Warning),
-        ));
-        rows.lines.push(Line::from(spans));
-        rows.text(
-            format!(
-                "      {peak} (scale: device total; each cell the peak of {}, the last {})",
-                super::chart::short_window(spark.bucket),
-                super::chart::short_window(spark.window())
-            ),
-            theme.dim(),
-        );
-    }
-    // Memory against step: the live bytes at the end of each step the agent reported.
-    let id = crate::history::ProcessId::of(p);
-    if let Some(steps) = history.steps(&id).filter(|s| s.len() >= 2) {
-        let values: Vec<Option<u64>> = steps
-            .points()
-            .iter()
-            .rev()
-            .take(width)
-            .rev()
-            .map(|s| Some(s.allocated))
-            .collect();
-        let mut spans = vec![Span::styled(format!("{:<6}", "step"), theme.dim())];
-        spans.push(Span::styled(
-            super::widgets::sparkline(&values, width, total),
-            theme.layer(crate::layers::Layer::Live),
-        ));
-        rows.lines.push(Line::from(spans));
-        if let Some(last) = steps.last() {
-            let back = steps.since_step(last.step.saturating_sub(200)).next();
-            let pace = back
-                .and_then(|b| crate::detect::diagnosis::steps::per_step(steps, b.time))
-                .map_or_else(String::new, |(per, n)| {
-                    let sign = if per < 0.0 { "-" } else { "+" };
-                    format!(
-                        "; {sign}{}/step over the last {n} steps",
-                        units::bytes(per.abs() as u64)
-                    )
-                });
-            rows.text(
-                format!(
-                    "      live at the end of each step, against step (the last {} readings): {} at step {}{pace}",
-                    values.len(),
-                    units::bytes(last.allocated),
-                    last.step
-                ),
-                theme.dim(),
-            );
-        }
-    }
-    if let Some(start) = climb_starts.first() {
-        rows.text(
-            format!(
-                "      {} where the climb flagged for this process began: {} UTC",
-                super::chart::CLIMB_MARK,
-                units::clock(*start)
-            ),
-            theme.severity(crate::detect::Severity::Warning),
-        );
-    }
+    history::section(rows, state, observed, p, theme);
 }
