@@ -172,6 +172,7 @@ impl Node {
                         uuid: Some(uuid.clone()),
                         pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)),
                         name: Some("NVIDIA H100 80GB HBM3".into()),
+                        context: None,
                     }],
                     ..Hello::default()
                 }),

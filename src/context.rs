@@ -5,6 +5,9 @@
 //! - **observed**: an NVML reading taken while the allocator held nothing (`reserved` 0 after
 //!   CUDA init, the agent running from before the first allocation, as under `strata run`):
 //!   that reading *is* the context;
+//! - **reported**: the agent's own NVML reading right after CUDA init, while its pool was
+//!   empty, which its `hello` carries (each device's `context`): exact, and known to a monitor
+//!   that meets the job at any later time;
 //! - **estimated**: otherwise, the smallest `used - reserved` over readings that can be paired
 //!   exactly with a feed sample: the agent says the pool held the same bytes from before the
 //!   NVML reading until after it (`reserved_since <= reading <= feed time`). A feed read at
@@ -15,7 +18,7 @@
 //! NVML lists it.
 
 use crate::feed::attach::FeedStatus;
-use crate::sample::{AllocatorStats, NodeSample, ProcessSample};
+use crate::sample::{AllocatorStats, FeedSample, NodeSample, ProcessSample};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -25,6 +28,9 @@ use std::collections::HashMap;
 pub enum ContextSource {
     /// NVML's reading while the pool was empty: exact.
     Observed,
+    /// The agent's own NVML reading right after CUDA init, while its pool was empty (its
+    /// hello's device `context`): exact, for a monitor that was not there then.
+    Reported,
     /// The smallest exactly-paired `used - reserved`: an upper bound that tightens.
     Estimated,
     /// `--context-mib`.
@@ -38,7 +44,7 @@ impl ContextSource {
     /// The mark shown before a context figure: `~` for anything not exact.
     pub fn mark(self) -> &'static str {
         match self {
-            ContextSource::Observed | ContextSource::Fixed => "",
+            ContextSource::Observed | ContextSource::Reported | ContextSource::Fixed => "",
             ContextSource::Estimated => "~",
             ContextSource::Unsplit => "≤",
         }
@@ -47,6 +53,7 @@ impl ContextSource {
     pub fn name(self) -> &'static str {
         match self {
             ContextSource::Observed => "observed",
+            ContextSource::Reported => "reported",
             ContextSource::Estimated => "estimated",
             ContextSource::Fixed => "fixed",
             ContextSource::Unsplit => "unsplit",
@@ -142,6 +149,21 @@ impl ContextEstimator {
                 &process.feed,
                 matches!(status, FeedStatus::Inconsistent { .. }),
             ) {
+                if let Some(bytes) = reported(sample, feed) {
+                    let learned = self.learned.entry(key.clone()).or_insert(Learned {
+                        bytes,
+                        source: ContextSource::Reported,
+                        seen: now,
+                    });
+                    // What this monitor observed itself stays; a reading replaces an estimate.
+                    if learned.source != ContextSource::Observed {
+                        *learned = Learned {
+                            bytes,
+                            source: ContextSource::Reported,
+                            seen: now,
+                        };
+                    }
+                }
                 // The previous reading first: the feed usually arrives after it.
                 if let Some(earlier) = self.pending.get(&key).copied() {
                     self.pair(&key, earlier, &feed.stats, now);
@@ -168,7 +190,10 @@ impl ContextEstimator {
             source: ContextSource::Estimated,
             seen: now,
         });
-        if entry.source == ContextSource::Observed {
+        if matches!(
+            entry.source,
+            ContextSource::Observed | ContextSource::Reported
+        ) {
             return;
         }
         if stats.reserved == 0 {
@@ -211,6 +236,24 @@ impl ContextEstimator {
             .get(&ProcessKey::of(process))
             .map(|l| (l.bytes, l.source))
     }
+}
+
+/// The `context` of the hello device a feed's statistics are for.
+pub fn reported_context<'a>(
+    sample: &'a NodeSample,
+    feed: &FeedSample,
+) -> Option<&'a crate::sample::feed::ReportedContext> {
+    let hello = sample.feeds.get(feed.feed)?.hello.as_ref()?;
+    hello
+        .devices
+        .iter()
+        .find(|d| d.index == feed.stats.index)?
+        .context
+        .as_ref()
+}
+
+fn reported(sample: &NodeSample, feed: &FeedSample) -> Option<u64> {
+    reported_context(sample, feed)?.context_bytes()
 }
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
-    detect_history_keyed, detect_instant, settle, sort_findings, ClimbHold, Finding, FindingTracker,
+    detect_history_keyed, detect_instant, headrooms, settle, sort_findings, ClimbHold, Finding,
+    FindingTracker, Headroom, Remembered, WarmUp,
 };
 use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
+use crate::sample::derived::{make_raw, FeedShape};
 use crate::sample::NodeSample;
 
 /// One instant, with everything derived from it.
@@ -19,6 +21,12 @@ pub struct Observed {
     pub attachment: Attachment,
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
+    /// Each process's headroom (parallel to the sample's processes): how far its peak of
+    /// live tensors can grow before an allocation of the same shape would fail.
+    pub headroom: Vec<Option<Headroom>>,
+    /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
+    /// recording.
+    pub feed_shape: FeedShape,
 }
 
 /// The state that carries from one sample to the next.
@@ -28,6 +36,10 @@ pub struct Pipeline {
     pub tracker: FindingTracker,
     pub hold: ClimbHold,
     pub history: History,
+    /// What the detectors need that a later sample may not carry (an OOM's report).
+    pub remembered: Remembered,
+    /// The warm-up verdicts said.
+    pub warm_up: WarmUp,
 }
 
 impl Pipeline {
@@ -39,19 +51,27 @@ impl Pipeline {
             tracker: FindingTracker::default(),
             hold: ClimbHold::default(),
             history: History::default(),
+            remembered: Remembered::default(),
+            warm_up: WarmUp::default(),
         }
     }
 
     /// Takes in one sample and returns it with its layers and findings.
     pub fn ingest(&mut self, mut sample: NodeSample) -> Observed {
+        let feed_shape = make_raw(&mut sample);
         let attachment = attach(&mut sample);
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
-        let (mut findings, climbs) = detect_history_keyed(&sample, &account, &self.history);
+        self.remembered.observe(&sample);
+        let (mut findings, climbs) =
+            detect_history_keyed(&sample, &account, &self.history, &self.remembered);
         self.hold
             .apply(&mut findings, climbs, &self.history, sample.time);
         findings.extend(detect_instant(&sample, &attachment, &account));
+        let headroom = headrooms(&sample, &account, &self.history);
+        self.warm_up
+            .apply(&sample, &self.history, &headroom, &mut findings);
         sort_findings(&mut findings);
         self.tracker.stamp(&mut findings, sample.time);
         settle(&mut findings, sample.time);
@@ -60,6 +80,8 @@ impl Pipeline {
             attachment,
             account,
             findings,
+            headroom,
+            feed_shape,
         }
     }
 
@@ -113,8 +135,21 @@ impl Pipeline {
                 })
                 .map(|d| d.earlier.as_slice())
                 .unwrap_or_default();
+            let id = crate::history::ProcessId::of(p);
             for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
                 let t = stats.time;
+                if let Some(step) = stats.step_end() {
+                    history.record_step(
+                        &id,
+                        crate::history::StepPoint {
+                            step,
+                            time: t,
+                            allocated: stats.allocated,
+                            reserved: stats.reserved,
+                            peak_allocated: stats.peak_allocated,
+                        },
+                    );
+                }
                 history.record(key(Metric::Allocated), t, Some(stats.allocated));
                 history.record(key(Metric::Reserved), t, Some(stats.reserved));
                 history.record(key(Metric::InactiveSplit), t, stats.inactive_split);

@@ -4,7 +4,7 @@
 //! those of [`crate::sample`]; `layers`, `feed_status` and `findings` are derived, and
 //! readers of recordings recompute them.
 
-use crate::accounting::{FeedStatus, Gap, ProcessLayers};
+use crate::accounting::{context_bounds, Bounds, FeedStatus, Gap, ProcessLayers};
 use crate::context::ContextSource;
 use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
@@ -78,6 +78,8 @@ pub struct GpuOut<'a> {
     /// Layers summed over the processes whose share is known while another's is not: lower
     /// bounds.
     pub partial: &'a [Layer],
+    /// Layers derived from a bound (an estimated context): `upper` or `lower`.
+    pub bounds: Bounds,
     /// The least exact source of the contexts summed in `layers.context`.
     pub context_source: Option<ContextSource>,
     /// What NVML refused for this GPU (see README).
@@ -96,6 +98,7 @@ pub struct MigOut<'a> {
     pub layers: Option<Layers>,
     pub layers_gap: Option<&'a Gap>,
     pub partial: &'a [Layer],
+    pub bounds: Bounds,
     pub context_source: Option<ContextSource>,
     /// The UUIDs of the compute instances that share this one's GPU instance (and so its
     /// memory and `layers`), itself included.
@@ -130,9 +133,25 @@ pub struct ProcessOut<'a> {
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
     pub layers: ProcessLayers,
-    /// Where `layers.context` comes from: `observed`, `estimated`, `fixed`, or `unsplit`
-    /// (context and memory outside the pool together, until a reading pairs).
+    /// Layers derived from a bound: an estimated context is an `upper` bound, the memory
+    /// outside the pool beside it a `lower` one.
+    pub bounds: Bounds,
+    /// How far its peak of live tensors can grow before an allocation of the same shape
+    /// would fail (`headroom.bytes`); `null` without a feed combined at this instant.
+    pub headroom_bytes: Option<i64>,
+    /// Its definition's figures: the peak (`peak_live_bytes`, the highest `allocated` over
+    /// `peak_window_secs`, strata's last 15 minutes at most) and what the device could give
+    /// the pool now (`usable_bytes`: NVML free + reserved − fragmented).
+    pub headroom: Option<crate::detect::Headroom>,
+    /// Where `layers.context` comes from: `observed`, `reported` (the agent's own reading at
+    /// CUDA init), `estimated`, `fixed`, or `unsplit` (context and memory outside the pool
+    /// together, until a reading pairs).
     pub context_source: Option<ContextSource>,
+}
+
+/// A device's layers derived from a bound: those of the least exact context summed in it.
+pub fn device_bounds(layers: Option<&Layers>, source: Option<ContextSource>) -> Bounds {
+    context_bounds(source, layers.is_some_and(|l| l.outside_pool.is_some()))
 }
 
 fn split(layers: &Result<Layers, Gap>) -> (Option<Layers>, Option<&Gap>) {
@@ -165,6 +184,7 @@ impl<'a> Snapshot<'a> {
                     layers,
                     layers_gap,
                     partial: &acc.partial,
+                    bounds: device_bounds(layers.as_ref(), acc.context_source),
                     context_source: acc.context_source,
                     problems: &g.problems,
                     mig: g
@@ -183,6 +203,7 @@ impl<'a> Snapshot<'a> {
                                 layers,
                                 layers_gap,
                                 partial: &macc.partial,
+                                bounds: device_bounds(layers.as_ref(), macc.context_source),
                                 context_source: macc.context_source,
                                 gpu_instance_members: macc
                                     .gpu_instance_members
@@ -200,7 +221,8 @@ impl<'a> Snapshot<'a> {
             .processes
             .iter()
             .zip(&observed.account.processes)
-            .map(|(p, acc)| ProcessOut {
+            .enumerate()
+            .map(|(i, (p, acc))| ProcessOut {
                 pid: p.pid,
                 device_uuid: &p.device_uuid,
                 used: p.used,
@@ -221,6 +243,9 @@ impl<'a> Snapshot<'a> {
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
+                bounds: acc.bounds(),
+                headroom_bytes: observed.headroom.get(i).copied().flatten().map(|h| h.bytes),
+                headroom: observed.headroom.get(i).copied().flatten(),
                 context_source: acc.context_source,
             })
             .collect();
@@ -303,18 +328,18 @@ pub fn text(observed: &Observed, demo: bool) -> String {
     let device = |out: &mut String,
                   label: String,
                   memory: Option<DeviceMemory>,
-                  layers: &Result<Layers, Gap>| {
+                  layers: &Result<Layers, Gap>,
+                  exactness: crate::ui::widgets::Exactness<'_>| {
         let total = memory.map_or_else(|| "n/a".into(), |m| bytes(m.total));
         let _ = writeln!(out, "{} (total {total})", clean(&label));
         match layers {
             Ok(l) => {
                 for layer in crate::layers::Layer::ALL {
-                    let _ = writeln!(
-                        out,
-                        "    {:<13} {:>10}",
-                        layer.name(),
-                        opt_bytes(l.get(layer))
-                    );
+                    let figure = match l.get(layer) {
+                        Some(v) => format!("{}{}", exactness.mark(layer), bytes(v)),
+                        None => "n/a".into(),
+                    };
+                    let _ = writeln!(out, "    {:<13} {figure:>10}", layer.name());
                 }
             }
             Err(gap) => {
@@ -328,6 +353,10 @@ pub fn text(observed: &Observed, demo: bool) -> String {
             format!("GPU {} {}", g.index, g.name.as_deref().unwrap_or("n/a")),
             g.memory,
             &acc.layers,
+            crate::ui::widgets::Exactness {
+                context: acc.context_source,
+                partial: &acc.partial,
+            },
         );
         for (m, macc) in g.mig.iter().zip(&acc.mig) {
             device(
@@ -335,6 +364,10 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                 format!("  MIG {}", m.profile.as_deref().unwrap_or(&m.uuid)),
                 m.memory,
                 &macc.layers,
+                crate::ui::widgets::Exactness {
+                    context: macc.context_source,
+                    partial: &macc.partial,
+                },
             );
         }
     }
@@ -378,7 +411,16 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                 ),
                 None => "n/a".into(),
             },
-            opt_bytes(l.outside_pool),
+            match l.outside_pool {
+                Some(v) => format!(
+                    "{}{}",
+                    acc.bounds()
+                        .get(&crate::layers::Layer::OutsidePool)
+                        .map_or("", |b| b.mark()),
+                    bytes(v)
+                ),
+                None => "n/a".into(),
+            },
             state,
             match (&p.command, p.visible, p.hidden) {
                 (Some(command), _, _) => clean(command),

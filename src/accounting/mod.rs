@@ -40,6 +40,43 @@ impl ProcessLayers {
     }
 }
 
+/// Which side of the truth a figure derived from a bound stands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The truth is this or less.
+    Upper,
+    /// The truth is this or more.
+    Lower,
+}
+
+impl Bound {
+    /// The mark before the figure on screen.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Bound::Upper => "≤",
+            Bound::Lower => "≥",
+        }
+    }
+}
+
+/// Layers that are bounds rather than exact, by layer (the JSON's `bounds` map).
+pub type Bounds = std::collections::BTreeMap<Layer, Bound>;
+
+/// The layers a context figure of this source makes bounds of, where `outside_pool` is
+/// known: an estimated (or not yet split) context is an upper bound, so the memory outside
+/// the pool, which is what is left of NVML's figure beside it, is a lower bound.
+pub fn context_bounds(source: Option<ContextSource>, outside_known: bool) -> Bounds {
+    let mut bounds = Bounds::new();
+    if let Some(ContextSource::Estimated | ContextSource::Unsplit) = source {
+        bounds.insert(Layer::Context, Bound::Upper);
+        if outside_known {
+            bounds.insert(Layer::OutsidePool, Bound::Lower);
+        }
+    }
+    bounds
+}
+
 /// A process's accounting: its layers, whether its feed was used, and where its context
 /// figure comes from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,6 +84,13 @@ pub struct ProcessAccount {
     pub layers: ProcessLayers,
     pub feed_status: FeedStatus,
     pub context_source: Option<ContextSource>,
+}
+
+impl ProcessAccount {
+    /// Its layers that are bounds, not exact.
+    pub fn bounds(&self) -> Bounds {
+        context_bounds(self.context_source, self.layers.outside_pool.is_some())
+    }
 }
 
 /// Splits one process's usage (DESIGN.md §1):
@@ -137,7 +181,8 @@ fn least_exact<'a>(accounts: impl Iterator<Item = &'a ProcessAccount>) -> Option
         ContextSource::Unsplit => 0,
         ContextSource::Estimated => 1,
         ContextSource::Fixed => 2,
-        ContextSource::Observed => 3,
+        ContextSource::Reported => 3,
+        ContextSource::Observed => 4,
     };
     accounts
         .filter_map(|a| a.context_source)

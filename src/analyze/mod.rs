@@ -33,6 +33,8 @@ pub struct Episode {
     pub evidence: serde_json::Value,
     /// Its worst severity and its message when first raised.
     pub first_message: String,
+    /// Its evidence when first raised (a forecast's first ETA, a climb's first rate).
+    pub first_evidence: serde_json::Value,
 }
 
 /// A line that was not a sample.
@@ -55,6 +57,9 @@ pub struct Analysis {
     pub out_of_order: u64,
     /// The last line ended without a newline and did not parse: a recording cut short.
     pub truncated: bool,
+    /// Samples of the snapshot's derived form (allocator figures in `processes[].feed`, no
+    /// raw `feeds`), whose feeds were rebuilt from those figures.
+    pub older_shape: u64,
     /// Corrupt compressed data, each skipped to the next frame (or gzip member).
     pub corrupt: Vec<Corruption>,
     /// Why reading stopped before the end of the file, if it did.
@@ -181,6 +186,9 @@ fn judge(
         analysis.first_time.get_or_insert(time);
         analysis.last_time = Some(time);
         let observed = pipeline.ingest(sample);
+        if let crate::sample::derived::FeedShape::Derived(_) = observed.feed_shape {
+            analysis.older_shape += 1;
+        }
         for f in &observed.findings {
             // The same episode while the tracker holds the finding (seen within its hold):
             // a reading that missed it does not start another. Otherwise a new one.
@@ -209,6 +217,7 @@ fn judge(
                         message: f.message.clone(),
                         evidence: f.evidence.clone(),
                         first_message: f.message.clone(),
+                        first_evidence: f.evidence.clone(),
                     });
                 }
             }

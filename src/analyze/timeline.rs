@@ -71,6 +71,13 @@ pub fn timeline(analysis: &Analysis) -> String {
     if let Some(error) = &analysis.read_error {
         let _ = writeln!(out, "reading stopped: {}", clean(error));
     }
+    if analysis.older_shape > 0 {
+        let _ = writeln!(
+            out,
+            "{} sample(s) in the older shape (allocator figures in processes[].feed, no raw feeds): their feeds were rebuilt from those figures",
+            analysis.older_shape
+        );
+    }
     if analysis.truncated {
         let _ = writeln!(
             out,

@@ -378,8 +378,12 @@ impl Heap for FeedDevice {
             uuid,
             pci_bus_id,
             name,
+            context,
         } = self;
-        uuid.heap() + pci_bus_id.heap() + name.heap()
+        uuid.heap()
+            + pci_bus_id.heap()
+            + name.heap()
+            + context.as_ref().map_or(0, |c| c.method.heap())
     }
 }
 

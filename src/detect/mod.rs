@@ -5,7 +5,11 @@ pub(crate) mod diagnosis;
 mod feeds;
 mod processes;
 pub mod trend;
+mod warmup;
 
+pub use warmup::WarmUp;
+
+pub use diagnosis::{headrooms, Headroom, OomMemory};
 pub use processes::is_python;
 
 use crate::accounting::NodeAccount;
@@ -87,6 +91,11 @@ pub enum FindingKind {
     Capacity,
     /// Alive, SMs idle for minutes, holding memory.
     IdleHolder,
+    /// A climb that will run out of memory within the hour at its present rate.
+    OomForecast,
+    /// A fed job's warm-up verdict, once its step-end memory and peak have held (or its
+    /// forecast says it will not fit).
+    WarmUp,
 }
 
 impl FindingKind {
@@ -184,17 +193,33 @@ pub fn detect_history(
     account: &NodeAccount,
     history: &crate::history::History,
 ) -> Vec<Finding> {
-    detect_history_keyed(sample, account, history).0
+    detect_history_keyed(sample, account, history, &Remembered::default()).0
 }
 
-/// [`detect_history`], with the series each climb reads (for [`ClimbHold`]).
+/// What the detectors read that a sample may no longer carry, remembered by the pipeline:
+/// each process's latest OOM report.
+#[derive(Debug, Default, Clone)]
+pub struct Remembered {
+    pub ooms: OomMemory,
+}
+
+impl Remembered {
+    /// Takes in a sample whose feeds are attached.
+    pub fn observe(&mut self, sample: &NodeSample) {
+        self.ooms.observe(sample);
+    }
+}
+
+/// [`detect_history`] with what the pipeline remembers, and the series each climb reads
+/// (for [`ClimbHold`]).
 pub fn detect_history_keyed(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &crate::history::History,
+    remembered: &Remembered,
 ) -> (Vec<Finding>, Vec<(usize, SeriesKey)>) {
     let mut out = Findings::new(sample.time);
-    diagnosis::detect(sample, account, history, &mut out);
+    diagnosis::detect(sample, account, history, &remembered.ooms, &mut out);
     (out.list, out.climbs)
 }
 
@@ -398,3 +423,7 @@ pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_defects;
+#[cfg(test)]
+mod tests_forecast;

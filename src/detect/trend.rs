@@ -39,7 +39,7 @@ const MIN_TAU: f64 = 0.6;
 /// A climb slower than this is not one, MiB a minute.
 pub const MIN_RATE_MIB_PER_MIN: f64 = 10.0;
 /// The least rise a climb must show, bytes: below it, nothing a user acts on.
-const MIN_RISE: u64 = 128 << 20;
+pub(crate) const MIN_RISE: u64 = 128 << 20;
 
 /// The median of some numbers (not empty).
 fn median(mut v: Vec<f64>) -> f64 {
@@ -53,7 +53,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Theil–Sen slope: the median of the slopes between every two points.
-fn theil_sen(points: &[(f64, f64)]) -> f64 {
+pub(crate) fn theil_sen(points: &[(f64, f64)]) -> f64 {
     let mut slopes = Vec::with_capacity(points.len() * points.len() / 2);
     for (i, a) in points.iter().enumerate() {
         for b in &points[i + 1..] {
@@ -106,8 +106,52 @@ pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &
         .enumerate()
         .filter_map(|(i, c)| c.map(|c| (at(i), c.max as f64)))
         .collect();
-    let rate = theil_sen(&floor);
-    if rate * 60.0 < MIN_RATE_MIB_PER_MIN * f64::from(1 << 20) {
+    let (rate, rise) = shape(
+        &floor,
+        &peaks,
+        MIN_RATE_MIB_PER_MIN * f64::from(1 << 20) / 60.0,
+    )?;
+    let first = floor[0].1;
+    let last = floor[floor.len() - 1].1;
+    // The same chunks half a width earlier: a quick step that straddles a boundary above is
+    // split between two chunks there, and whole in one here.
+    let shifted = series.chunks(now - width / 2.0, window, n);
+    let floors: Vec<f64> = shifted.iter().flatten().map(|c| c.min as f64).collect();
+    if floors.windows(2).any(|w| w[1] - w[0] > 0.5 * rise) {
+        return Err("one step");
+    }
+    let (start, from) = onset(
+        series,
+        now,
+        window / n as f64,
+        rate,
+        first.max(0.0) as u64,
+        window,
+    );
+    Ok(Climb {
+        rate,
+        start,
+        from,
+        to: last.max(0.0) as u64,
+        window,
+    })
+}
+
+/// The tests a climb's floor (and its peaks) must pass, on points `(x, value)` in order of
+/// `x` (time, or training step): a robust slope of `min_rate` units per `x` or more, a rise
+/// of [`MIN_RISE`] and four times the floor's scatter, in order, no one step making half of
+/// it, still climbing in its last third, the peaks rising too. The slope and the rise, or
+/// the first test failed.
+pub(crate) fn shape(
+    floor: &[(f64, f64)],
+    peaks: &[(f64, f64)],
+    min_rate: f64,
+) -> Result<(f64, f64), &'static str> {
+    if floor.len() < 2 {
+        return Err("few chunks");
+    }
+    let rate = theil_sen(floor);
+    if rate < min_rate {
         return Err("too slow");
     }
     let first = floor[0].1;
@@ -153,37 +197,16 @@ pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &
     if steps.iter().any(|&s| s > 0.5 * rise) {
         return Err("one step");
     }
-    // The same chunks half a width earlier: a quick step that straddles a boundary above is
-    // split between two chunks there, and whole in one here.
-    let shifted = series.chunks(now - width / 2.0, window, n);
-    let floors: Vec<f64> = shifted.iter().flatten().map(|c| c.min as f64).collect();
-    if floors.windows(2).any(|w| w[1] - w[0] > 0.5 * rise) {
-        return Err("one step");
-    }
     // Still climbing at the end: no plateau.
     let tail = &floor[floor.len() - floor.len().div_ceil(3)..];
     if tail.len() >= 2 && theil_sen(tail) < 0.5 * rate {
         return Err("plateau");
     }
     // The peaks rise too.
-    if theil_sen(&peaks) < 0.3 * rate {
+    if theil_sen(peaks) < 0.3 * rate {
         return Err("peaks flat");
     }
-    let (start, from) = onset(
-        series,
-        now,
-        window / n as f64,
-        rate,
-        first.max(0.0) as u64,
-        window,
-    );
-    Ok(Climb {
-        rate,
-        start,
-        from,
-        to: last.max(0.0) as u64,
-        window,
-    })
+    Ok((rate, rise))
 }
 
 /// When a climb seen over `window` (cut in chunks `chunk` wide) began, and the floor it began

@@ -45,7 +45,7 @@ fn device(index: u32, uuid: Option<&str>, pci: Option<&str>) -> FeedDevice {
         index,
         uuid: uuid.map(str::to_string),
         pci_bus_id: pci.map(str::to_string),
-        name: None,
+        ..FeedDevice::default()
     }
 }
 

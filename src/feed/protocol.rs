@@ -119,6 +119,8 @@ struct WireDevice {
     pci_bus_id: Option<String>,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    context: Option<crate::sample::feed::ReportedContext>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +132,11 @@ struct WireStats {
     /// left out of the sample, and the hello's note says why. Required all the same.
     #[serde(deserialize_with = "present")]
     reserved: Option<u64>,
+    /// Steps completed, and whether read at a step's end (PROTOCOL.md, "Steps").
+    #[serde(default)]
+    step: Option<u64>,
+    #[serde(default)]
+    at_step_end: Option<bool>,
     #[serde(default)]
     active: Option<u64>,
     #[serde(default)]
@@ -288,6 +295,10 @@ fn hello(wire: WireHello) -> Result<Hello, Bad> {
                 uuid: d.uuid.map(clip),
                 pci_bus_id: d.pci_bus_id.map(clip),
                 name: d.name.map(clip),
+                context: d.context.map(|c| crate::sample::feed::ReportedContext {
+                    method: c.method.map(clip),
+                    ..c
+                }),
             })
             .collect(),
         note: wire.note.map(clip),
@@ -381,6 +392,8 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorSt
         time,
         allocated: wire.allocated,
         reserved,
+        step: wire.step,
+        at_step_end: wire.step.is_some() && wire.at_step_end == Some(true),
         active: wire.active,
         inactive_split: wire.inactive_split,
         requested: wire.requested,
@@ -400,6 +413,12 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorSt
         unreported,
     })
 }
+
+/// The optional fields a monitor's diagnosis reads: a hello device's `context`, a sample's
+/// `step` and `at_step_end`.
+#[cfg(test)]
+#[path = "protocol_fields_tests.rs"]
+mod fields_tests;
 
 fn finite(time: f64) -> bool {
     time.is_finite()

@@ -1,11 +1,14 @@
 //! Bounded rolling history: a series per device for every layer and its occupied bytes, and
 //! per process for NVML's used, the allocator's figures and counters, and SM utilisation.
 //! Full resolution for the last 15 minutes, folded tiers (min, max, last) to 24 hours.
-//! Memory per series is fixed whatever the uptime ([`Series::footprint`]).
+//! Memory per series is fixed whatever the uptime ([`Series::footprint`]). A process that
+//! reports training steps also has its step-end readings, by step ([`Steps`]).
 
 mod series;
+mod steps;
 
 pub use series::{Scale, Series, Span, FOLD_1, FOLD_2, RAW_SECS};
+pub use steps::{StepPoint, Steps, STEP_POINTS};
 
 use crate::layers::Layer;
 use std::collections::HashMap;
@@ -16,6 +19,17 @@ pub struct ProcessId {
     pub pid: u32,
     pub start_time: Option<u64>,
     pub device_uuid: String,
+}
+
+impl ProcessId {
+    /// The process a sample lists, on its device.
+    pub fn of(process: &crate::sample::ProcessSample) -> Self {
+        ProcessId {
+            pid: process.pid,
+            start_time: process.start_time,
+            device_uuid: process.device_uuid.clone(),
+        }
+    }
 }
 
 /// What a series measures.
@@ -89,6 +103,9 @@ pub struct History {
     /// Rings of forgotten series, emptied and kept for the next new series: processes that
     /// come and go reuse the same memory instead of allocating and freeing it.
     spare: Vec<Series>,
+    /// Step-end readings of the processes that report steps, with the generation last
+    /// written.
+    steps: HashMap<ProcessId, (Steps, u64)>,
 }
 
 /// Samples without an update after which a series is forgotten: its process has gone.
@@ -124,6 +141,8 @@ impl History {
                     }
                 }
             }
+            self.steps
+                .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
         }
     }
 
@@ -143,6 +162,27 @@ impl History {
         });
         entry.0.push(time, value);
         entry.1 = self.generation;
+    }
+
+    /// Records one step-end reading of a process.
+    pub fn record_step(&mut self, id: &ProcessId, point: StepPoint) {
+        let generation = self.generation;
+        match self.steps.get_mut(id) {
+            Some((steps, seen)) => {
+                steps.push(point);
+                *seen = generation;
+            }
+            None => {
+                let mut steps = Steps::default();
+                steps.push(point);
+                self.steps.insert(id.clone(), (steps, generation));
+            }
+        }
+    }
+
+    /// The step-end readings of a process, where it reports steps.
+    pub fn steps(&self, id: &ProcessId) -> Option<&Steps> {
+        self.steps.get(id).map(|(s, _)| s)
     }
 
     pub fn get(&self, key: &SeriesKey) -> Option<&Series> {
@@ -179,6 +219,7 @@ impl History {
             .values()
             .map(|(s, _)| s.footprint())
             .chain(self.spare.iter().map(Series::footprint))
+            .chain(self.steps.values().map(|(s, _)| s.footprint()))
             .sum()
     }
 }

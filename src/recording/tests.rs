@@ -357,6 +357,8 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
         time: t0 + i as f64 * 0.5,
         allocated: 61_234_567_168 + i * 512,
         reserved: 77_309_411_328,
+        step: Some(1_000 + i),
+        at_step_end: i.is_multiple_of(2),
         active: Some(61_234_567_168 + i * 512),
         inactive_split: Some(1_073_741_824 + i),
         requested: Some(61_200_000_000 + i),
@@ -414,6 +416,7 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
                         uuid: Some(uuid.clone()),
                         pci_bus_id: Some("00000000:18:00.0".into()),
                         name: Some("NVIDIA H100 80GB HBM3".into()),
+                        context: None,
                     }],
                     ..Hello::default()
                 }),

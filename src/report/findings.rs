@@ -100,6 +100,9 @@ fn shown(key: &str, value: &Value, clock: Clock, now: f64) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         Value::Number(n) if fields::is_time(key) => match n.as_f64() {
+            Some(t) if t > now => {
+                format!("{} (in {})", clock.at(t), crate::units::duration(t - now))
+            }
             Some(t) if t > 1e8 => format!(
                 "{} ({} before this instant)",
                 clock.at(t),

@@ -239,7 +239,12 @@ fn device(out: &mut String, d: &Device<'_>, history: &History, clock: Clock) {
             );
             let _ = writeln!(out, "| layer | from | value |\n|---|---|---|");
             for layer in Layer::ALL {
-                let partial = if d.partial.contains(&layer) {
+                // A partial sum, or the memory outside the pool beside an estimated context:
+                // a lower bound.
+                let lower = crate::accounting::context_bounds(d.context_source, true)
+                    .get(&layer)
+                    .is_some_and(|b| *b == crate::accounting::Bound::Lower);
+                let partial = if d.partial.contains(&layer) || lower {
                     "≥ "
                 } else {
                     ""

@@ -78,6 +78,9 @@ fn context_note(source: Option<ContextSource>) -> &'static str {
         Some(ContextSource::Observed) => {
             "observed: NVML `used` while the pool was empty, at a reading paired with the pool"
         }
+        Some(ContextSource::Reported) => {
+            "reported: the agent's own NVML `used` right after CUDA init, while its pool was empty"
+        }
         Some(ContextSource::Estimated) => {
             "estimated: the smallest `used` − reserved over paired readings (an upper bound)"
         }
@@ -240,20 +243,54 @@ fn fed(
         series(Metric::Used),
     );
     let l = &acc.layers;
+    let bounds = acc.bounds();
+    let bounded =
+        |layer: crate::layers::Layer, value: Option<u64>| match (value, bounds.get(&layer)) {
+            (Some(_), Some(bound)) => format!("{} {}", bound.mark(), figure(value)),
+            _ => figure(value),
+        };
     row(
         out,
         "context",
         "CUDA context",
-        &figure(l.context),
+        &bounded(crate::layers::Layer::Context, l.context),
         context_note(acc.context_source),
     );
+    let outside_holds = match bounds.get(&crate::layers::Layer::OutsidePool) {
+        Some(_) => format!("{at_nvml}; a lower bound, beside an estimated context"),
+        None => at_nvml.clone(),
+    };
     row(
         out,
         "outside pool",
         "NVML `usedGpuMemory` − reserved − context",
-        &figure(l.outside_pool),
-        &at_nvml,
+        &bounded(crate::layers::Layer::OutsidePool, l.outside_pool),
+        &outside_holds,
     );
+    let room = observed
+        .sample
+        .processes
+        .iter()
+        .position(|q| std::ptr::eq(q, p))
+        .and_then(|i| observed.headroom.get(i).copied().flatten());
+    if let Some(room) = room {
+        let value = if room.bytes < 0 {
+            format!("−{}", figure(Some(room.bytes.unsigned_abs())))
+        } else {
+            figure(Some(room.bytes.unsigned_abs()))
+        };
+        row(
+            out,
+            "headroom",
+            &format!(
+                "NVML `free` + reserved − fragmented ({}) − the peak of live tensors ({})",
+                figure(Some(room.usable_bytes)),
+                figure(Some(room.peak_live_bytes))
+            ),
+            &value,
+            &format!("now, against {}", crate::ui::detail::peak_words(&room)),
+        );
+    }
     row(
         out,
         "cached",

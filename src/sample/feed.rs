@@ -67,10 +67,50 @@ pub struct AllocatorStats {
     /// Why a statistic is `None`, by field name.
     #[serde(default)]
     pub unreported: BTreeMap<String, String>,
+    /// Training steps the process had completed when these were read (its optimizer's step
+    /// hook, or `strata_feed.step()`); `None` where the framework gives no steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Read at the end of a step (in the step hook), when the step's own tensors are freed:
+    /// the readings a climb per step is judged on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_step_end: bool,
+}
+
+impl AllocatorStats {
+    /// The step this reading ends, if it was taken at the end of one.
+    pub fn step_end(&self) -> Option<u64> {
+        self.step.filter(|_| self.at_step_end)
+    }
+}
+
+/// The agent's own reading of its CUDA context on one device (a `hello` device's
+/// `context`): NVML's used memory of its process, read once right after CUDA init while its
+/// allocator's pool was empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportedContext {
+    /// NVML's used memory of the process on this device at `time`, bytes.
+    pub bytes: u64,
+    /// When it was read (unix seconds).
+    pub time: f64,
+    /// The allocator's reserved bytes at that reading: the figure is the context only at 0.
+    #[serde(default)]
+    pub reserved: Option<u64>,
+    /// How it was read, e.g. `nvml_process_used`.
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+impl ReportedContext {
+    /// The context it says, if it can be one: read while the pool held nothing, at a real
+    /// time.
+    pub fn context_bytes(&self) -> Option<u64> {
+        (self.reserved == Some(0) && self.time.is_finite()).then_some(self.bytes)
+    }
 }
 
 /// One device as the agent names it in `hello`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FeedDevice {
     /// The framework's device index.
     pub index: u32,
@@ -82,6 +122,9 @@ pub struct FeedDevice {
     pub pci_bus_id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// Its CUDA context, as the agent read it right after CUDA init.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ReportedContext>,
 }
 
 /// Who the agent says it is (the latest `hello`).
@@ -179,6 +222,9 @@ pub enum FoundVia {
     FeedDir,
     /// Through `/proc/<pid>/root` of a process NVML lists (a job in a container).
     ProcessRoot,
+    /// Rebuilt from a recording of the snapshot's derived form (`processes[].feed`, no raw
+    /// feed records): no socket or peer is known, and the pid is the recording's.
+    Snapshot,
 }
 
 /// Bad input from a feed, counted.
@@ -250,7 +296,13 @@ impl FeedRecord {
     /// The pid this feed speaks for, in the monitor's PID namespace: the kernel's word
     /// (`SO_PEERCRED`), never the agent's.
     pub fn pid(&self) -> Option<u32> {
-        self.peer.map(|p| p.pid).filter(|&p| p != 0)
+        match (self.peer, self.found_via) {
+            (Some(peer), _) => Some(peer.pid),
+            // Rebuilt from a recording that named the process, not the peer.
+            (None, FoundVia::Snapshot) => self.hello.as_ref().map(|h| h.pid),
+            (None, _) => None,
+        }
+        .filter(|&p| p != 0)
     }
 
     pub fn is_trusted(&self) -> bool {

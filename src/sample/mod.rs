@@ -5,6 +5,7 @@
 //! Every value that a source could fail to read is an `Option`: unknown is `null`,
 //! never 0.
 
+pub mod derived;
 pub mod feed;
 pub mod owner;
 
@@ -158,8 +159,11 @@ pub struct ProcessSample {
     /// visible: observed once per process and shared by its entries.
     #[serde(default)]
     pub owner: Option<std::sync::Arc<owner::Owner>>,
-    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never read from input.
-    #[serde(skip)]
+    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never written as a raw
+    /// field. Read from input only for recordings of the snapshot's derived form, which
+    /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
+    /// it.
+    #[serde(default, skip_serializing)]
     pub feed: Option<FeedSample>,
 }
 

@@ -75,6 +75,20 @@ pub(super) fn set_layers(family: &Ints, base: &Labels, layers: Option<&Layers>) 
     }
 }
 
+/// The layers of a device or process that are bounds, not exact: 1 for each, with its
+/// `layer` and `bound` (`upper`, `lower`).
+pub(super) fn set_bounds(family: &Ints, base: &Labels, bounds: &crate::accounting::Bounds) {
+    for (layer, bound) in bounds {
+        let mut labels = layer_labels(base, *layer);
+        let word = match bound {
+            crate::accounting::Bound::Upper => "upper",
+            crate::accounting::Bound::Lower => "lower",
+        };
+        labels.push(("bound", word.to_string()));
+        family.get_or_create(&labels).set(1);
+    }
+}
+
 /// The device labels of a process's (or a finding's) device: `gpu` (index) and `uuid`.
 pub(super) fn device_labels(sample: &NodeSample, uuid: &str) -> Labels {
     let mut labels = Vec::with_capacity(5);
@@ -199,6 +213,8 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
     let gpu_lost = Ints::default();
     let mig_total = Ints::default();
     let mig_layers = Ints::default();
+    let gpu_bounds = Ints::default();
+    let mig_bounds = Ints::default();
     for (gpu, acc) in sample.gpus.iter().zip(&observed.account.gpus) {
         let mut base = vec![
             ("gpu", gpu.index.to_string()),
@@ -212,6 +228,8 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
             set_bytes(&gpu_total, base.clone(), memory.total);
         }
         set_layers(&gpu_layers, &base, acc.layers.as_ref().ok());
+        let bounds = crate::snapshot::device_bounds(acc.layers.as_ref().ok(), acc.context_source);
+        set_bounds(&gpu_bounds, &base, &bounds);
         for (position, (mig, macc)) in gpu.mig.iter().zip(&acc.mig).enumerate() {
             // The compute instances of one GPU instance share its memory: one series set per
             // GPU instance, named by its first compute instance, so sums count it once.
@@ -233,6 +251,9 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
                 set_bytes(&mig_total, labels.clone(), memory.total);
             }
             set_layers(&mig_layers, &labels, macc.layers.as_ref().ok());
+            let bounds =
+                crate::snapshot::device_bounds(macc.layers.as_ref().ok(), macc.context_source);
+            set_bounds(&mig_bounds, &labels, &bounds);
         }
     }
     registry.register_with_unit(
@@ -246,6 +267,11 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
         "A GPU's memory by layer (live, fragmented, cached, outside_pool, context, unattributed, other, free); the known layers add up to strata_gpu_memory_total_bytes; an unknown layer is absent",
         Unit::Bytes,
         gpu_layers,
+    );
+    registry.register(
+        "strata_gpu_layer_bound",
+        "1 for each layer of a GPU that is a bound, not exact (bound=upper: an estimated context; bound=lower: the memory outside the pool beside it)",
+        gpu_bounds,
     );
     registry.register(
         "strata_gpu_lost",
@@ -263,6 +289,12 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
         "A MIG GPU instance's memory by layer; the known layers add up to strata_mig_memory_total_bytes; an unknown layer is absent",
         Unit::Bytes,
         mig_layers,
+    );
+
+    registry.register(
+        "strata_mig_layer_bound",
+        "1 for each layer of a MIG GPU instance that is a bound, not exact (bound=upper or lower)",
+        mig_bounds,
     );
 
     super::processes::register(&mut registry, observed, max_processes);

@@ -7,7 +7,7 @@ use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
 
 /// Every finding kind, for counts that say 0 rather than nothing.
-const KINDS: [FindingKind; 20] = [
+const KINDS: [FindingKind; 22] = [
     FindingKind::ZombieContext,
     FindingKind::NotVisibleHolder,
     FindingKind::UnattributedMemory,
@@ -28,6 +28,8 @@ const KINDS: [FindingKind; 20] = [
     FindingKind::Oom,
     FindingKind::Capacity,
     FindingKind::IdleHolder,
+    FindingKind::OomForecast,
+    FindingKind::WarmUp,
 ];
 
 fn severity_name(severity: Severity) -> &'static str {

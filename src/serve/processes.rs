@@ -2,7 +2,7 @@
 //! the feed's state, for at most `--max-processes` processes; the rest summed per device.
 
 use super::exposition::{
-    device_labels, process_labels, set_bytes, set_layers, Counters, Floats, Ints, OTHER,
+    device_labels, process_labels, set_bounds, set_bytes, set_layers, Counters, Floats, Ints, OTHER,
 };
 use crate::accounting::FeedStatus;
 use crate::layers::Layers;
@@ -49,6 +49,8 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
     let sample = &observed.sample;
     let used = Ints::default();
     let layers = Ints::default();
+    let bounds = Ints::default();
+    let headroom = Ints::default();
     let retries = Counters::default();
     let ooms = Counters::default();
     let state = Ints::default();
@@ -94,6 +96,10 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
             set_bytes(&used, labels.clone(), bytes);
         }
         set_layers(&layers, &labels, Some(&share));
+        set_bounds(&bounds, &labels, &acc.bounds());
+        if let Some(Some(room)) = observed.headroom.get(i) {
+            headroom.get_or_create(&labels).set(room.bytes);
+        }
         if let Some(stats) = p.feed.as_ref().map(|f| &f.stats) {
             if let Some(n) = stats.alloc_retries {
                 retries.get_or_create(&labels).inc_by(n);
@@ -145,6 +151,17 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         "A process's memory on a device by layer (live, fragmented, cached, outside_pool, context for a fed process; unattributed for one without a feed); an unknown layer is absent",
         Unit::Bytes,
         layers,
+    );
+    registry.register(
+        "strata_process_layer_bound",
+        "1 for each layer of a process that is a bound, not exact (bound=upper: an estimated context; bound=lower: the memory outside the pool beside it)",
+        bounds,
+    );
+    registry.register_with_unit(
+        "strata_process_headroom",
+        "How far a fed process's peak of live tensors (over strata's last 15 minutes) can grow before an allocation of the same shape would fail: NVML free + reserved - fragmented - that peak; negative where it no longer fits",
+        Unit::Bytes,
+        headroom,
     );
     registry.register(
         "strata_process_alloc_retries",

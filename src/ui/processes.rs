@@ -6,6 +6,8 @@ use super::theme::Theme;
 use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State};
+use crate::detect::{Finding, FindingKind};
+use crate::layers::Layer;
 use crate::sample::ProcessSample;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
@@ -125,6 +127,9 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     };
     let mut header: Vec<String> = header.into_iter().map(str::to_string).collect();
     if feed_column {
+        // After OUTSIDE: how far each fed process's peak can grow.
+        header.insert(9, "HEADROOM".into());
+        widths.insert(9, Constraint::Length(8));
         header.insert(header.len() - 1, "FEED".into());
         widths.insert(widths.len() - 1, Constraint::Length(FEED_WIDTH as u16));
     }
@@ -145,10 +150,30 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .current
         .as_ref()
         .map_or(state.interval, |o| o.sample.interval);
+    let forecasts: Vec<&Finding> = state
+        .findings()
+        .iter()
+        .filter(|f| f.kind == FindingKind::OomForecast)
+        .collect();
     let table_rows: Vec<Row<'_>> = rows
         .iter()
         .map(|row| {
-            let mut cells = table_row(row, wide, trend_width as usize, host_ns, theme);
+            let forecast = forecasts.iter().copied().find(|f| {
+                f.pid == Some(row.process.pid)
+                    && f.device_uuid.as_deref() == Some(row.process.device_uuid.as_str())
+            });
+            let mut cells = table_row(row, wide, trend_width as usize, host_ns, forecast, theme);
+            if feed_column {
+                let room = state.current.as_ref().and_then(|o| {
+                    let i = o
+                        .sample
+                        .processes
+                        .iter()
+                        .position(|p| std::ptr::eq(p, row.process))?;
+                    o.headroom.get(i).copied().flatten()
+                });
+                cells.insert(9, Cell::from(headroom_cell(room)));
+            }
             let command = cells.pop();
             if feed_column {
                 cells.push(feed_cell(row, interval, theme));
@@ -169,6 +194,31 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         });
     let mut table_state = TableState::default().with_selected(state.selected_index(&rows));
     frame.render_stateful_widget(table, area, &mut table_state);
+}
+
+/// The HEADROOM column: `16.7G`, `-512M` where the peak no longer fits, blank without a feed.
+fn headroom_cell(room: Option<crate::detect::Headroom>) -> String {
+    match room {
+        Some(r) if r.bytes < 0 => format!("-{}", short_bytes(Some(r.bytes.unsigned_abs()))),
+        Some(r) => short_bytes(Some(r.bytes.unsigned_abs())),
+        None => String::new(),
+    }
+}
+
+/// A forecast's time to OOM for the TREND column: `OOM ~12m`, `OOM ~45s`.
+pub fn forecast_label(forecast: &Finding, width: usize) -> String {
+    let eta = forecast
+        .evidence
+        .get("eta_secs")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(f64::NAN);
+    let when = short_window(eta.max(1.0));
+    let text = format!("OOM ~{when}");
+    if text.chars().count() <= width {
+        text
+    } else {
+        fit(&format!("OOM{when}"), width)
+    }
 }
 
 /// A figure with its unit in at most five characters: `54.6G`, `318M`, `n/a`.
@@ -237,6 +287,7 @@ fn table_row<'a>(
     wide: bool,
     trend_width: usize,
     host_ns: Option<bool>,
+    forecast: Option<&Finding>,
     theme: Theme,
 ) -> Vec<Cell<'a>> {
     let p = row.process;
@@ -244,10 +295,13 @@ fn table_row<'a>(
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
     let command = crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned();
     let state = state_label(p, &row.account.feed_status, host_ns);
-    let trend = match &row.climb {
-        Some(climb) => Cell::from(climb_rate(climb, trend_width))
+    let trend = match (forecast, &row.climb) {
+        (Some(f), _) => {
+            Cell::from(forecast_label(f, trend_width)).style(theme.severity(f.severity))
+        }
+        (None, Some(climb)) => Cell::from(climb_rate(climb, trend_width))
             .style(theme.severity(crate::detect::Severity::Warning)),
-        None => Cell::from(trend(&row.trend, trend_width, TREND_MIN_RANGE)),
+        (None, None) => Cell::from(trend(&row.trend, trend_width, TREND_MIN_RANGE)),
     };
     let mut cells = vec![Cell::from(p.pid.to_string())];
     let user = crate::text::clean(p.user.as_deref().unwrap_or("n/a")).into_owned();
@@ -264,7 +318,17 @@ fn table_row<'a>(
             None => "n/a".into(),
         };
         cells.push(Cell::from(context));
-        cells.push(Cell::from(figure(layers.outside_pool, wide)));
+        // Beside an estimated context, the memory outside the pool is a lower bound: `≥0B`.
+        let outside = match (
+            layers.outside_pool,
+            row.account.bounds().get(&Layer::OutsidePool),
+        ) {
+            (Some(_), Some(bound)) => {
+                format!("{}{}", bound.mark(), figure(layers.outside_pool, wide))
+            }
+            _ => figure(layers.outside_pool, wide),
+        };
+        cells.push(Cell::from(outside));
     }
     cells.push(trend);
     let refused = matches!(

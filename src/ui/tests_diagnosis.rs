@@ -557,3 +557,75 @@ fn evidence_of_a_cleared_finding_says_so() {
         "{screen}"
     );
 }
+
+/// The demo's fine-tune climbs toward its MIG slice's size: its forecast is in the trend
+/// column, and its evidence charts the series, the fitted line carried past now and the
+/// line it will cross.
+#[test]
+fn a_forecast_shows_in_the_trend_column_and_charts_its_crossing() {
+    let mut state = demo_state(false);
+    let screen = text(&render(&state, 120, 40));
+    let row = screen
+        .lines()
+        .find(|l| l.starts_with("60112"))
+        .expect("the fine-tune's row");
+    assert!(row.contains("OOM ~"), "{row}");
+    select(&mut state, FindingKind::OomForecast, Some(60112));
+    state.apply_action(Action::Open);
+    let screen = text(&render(&state, 160, 48));
+    for part in [
+        "Finding · oom_forecast",
+        "eta_secs",
+        "available_bytes",
+        "limit_bytes",
+    ] {
+        assert!(screen.contains(part), "{part}:\n{screen}");
+    }
+    for _ in 0..30 {
+        state.apply_action(Action::Down);
+    }
+    let screen = text(&render(&state, 160, 48));
+    for part in [
+        "at the present rate",
+        "• fitted:",
+        "─ what can be had",
+        "✕ crossed in ~",
+    ] {
+        assert!(screen.contains(part), "{part}:\n{screen}");
+    }
+    let axis = screen.lines().find(|l| l.contains("0└")).expect("a chart");
+    assert!(axis.contains('✕') && axis.contains('┼'), "{axis}");
+    insta::assert_snapshot!("evidence_of_a_forecast_160x48", screen);
+}
+
+/// Memory against step: each column the step-end readings of its steps, the steps named.
+#[test]
+fn the_step_chart_draws_memory_against_step() {
+    let mut steps = crate::history::Steps::default();
+    for s in 1..=300u64 {
+        steps.push(crate::history::StepPoint {
+            step: s,
+            time: 1000.0 + s as f64,
+            allocated: (10u64 << 30) + s * (8 << 20),
+            reserved: 0,
+            peak_allocated: None,
+        });
+    }
+    let lines =
+        super::evidence::forecast::step_chart(&steps, 100, super::theme::Theme { mono: true });
+    let shown: Vec<String> = lines
+        .iter()
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect();
+    assert!(shown[0].contains("steps 1 to 300"), "{shown:?}");
+    assert!(shown
+        .last()
+        .is_some_and(|l| l.contains("step 1") && l.contains("step 300")));
+    // A climb: the top row holds only the last steps, the bottom every step.
+    let columns = |row: &String| -> Vec<char> { row.chars().skip(super::chart::Y_AXIS).collect() };
+    let top = columns(&shown[1]);
+    let bottom = columns(&shown[8]);
+    assert!(top[..top.len() / 3].iter().all(|&c| c == ' '), "{shown:?}");
+    assert!(top[top.len() - 1] != ' ', "{shown:?}");
+    assert!(bottom.iter().all(|&c| c == '█'), "{shown:?}");
+}

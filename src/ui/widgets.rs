@@ -103,15 +103,17 @@ pub struct Exactness<'a> {
 }
 
 impl Exactness<'_> {
-    /// The mark before a layer's figure: `≥` for a lower bound, else the context's own mark
-    /// (`~` estimated, `≤` not yet split).
+    /// The mark before a layer's figure: `≥` for a lower bound (a partial sum, or the memory
+    /// outside the pool beside an estimated context), else the context's own mark (`~`
+    /// estimated, `≤` not yet split).
     pub fn mark(&self, layer: Layer) -> &'static str {
+        let bounds = crate::accounting::context_bounds(self.context, true);
         if self.partial.contains(&layer) {
             "≥"
         } else if layer == Layer::Context {
             self.context.map_or("", |c| c.mark())
         } else {
-            ""
+            bounds.get(&layer).map_or("", |b| b.mark())
         }
     }
 }

@@ -18,7 +18,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tracegen import (  # noqa: E402
-    GiB, M, MiB, T0, Gpu, Proc, climb, constant, event, leak, ramp, saw, settle, step, write,
+    GiB, M, MiB, T0, Gpu, Proc, climb, constant, event, leak, ramp, saw, settle, step, total,
+    write,
 )
 
 # The stories. Each takes its generator and returns (description, minutes, GPUs, processes,
@@ -450,9 +451,10 @@ def oom_fragmentation_counter_only(rng):
              outside=[constant(768 * MiB)])
     return ("Like fragmentation_oom, but the agent never delivers an OOM report: only the "
             "ooms counter rises (minutes 22.5 and 29) while inactive splits hold a third of "
-            "the pool.", 35, [g], [p],
+            "the pool. Without the request's size the class cannot be told: uncertain (the "
+            "split share is said to point to fragmentation).", 35, [g], [p],
             [event("fragmentation", p, M(5)), event("alloc_retries", p, M(10)),
-             event("oom", p, M(22.5), **{"class": "fragmentation"})], True)
+             event("oom", p, M(22.5), **{"class": "uncertain"})], True)
 
 
 @story
@@ -588,6 +590,218 @@ def mixed_node_normal(rng):
     return ("A busy node: a two-rank job starts at minute 2 and warms up with a 2-minute "
             "saw-tooth, an inference server without a feed shares GPU 1. Nothing leaks.",
             45, [g0, g1], [a, b, c], [], True)
+
+
+# The defects an independent labelled set found (each fails on the detectors before them),
+# time to OOM, and jobs that report their training steps.
+
+
+@story
+def oom_fragmentation_unmeasured_block(rng):
+    g = Gpu(rng, 0, "l40s")
+    ooms = [(M(20.2), "fragmentation", 11 * GiB, True)]
+    p = Proc(75010, g, T0 - 1800, command="python train_detector.py --multiscale",
+             live=running(22 * GiB), step_amp=1 * GiB, noise=40 * MiB, frag_level=600 * MiB,
+             frag=[constant(5400 * MiB)], floor=36 * GiB, ooms=ooms, growth_odds=0.0,
+             outside=[constant(768 * MiB)], unmeasured_block=True)
+    return ("An L40S: 22 GiB live in a 36 GiB pool (about 6 GiB in split pieces, 7 GiB "
+            "cached), 7 GiB free. At minute 20 it asks for 11 GiB and fails; the agent has "
+            "not measured the largest free block. Live + request fits in the pool plus the "
+            "free memory: fragmentation, never capacity.", 30, [g], [p],
+            [event("oom", p, M(20.2), **{"class": "fragmentation"}),
+             event("fragmentation", p, T0)], True)
+
+
+@story
+def oom_report_once(rng):
+    g = Gpu(rng, 0, "a100")
+    ooms = [(M(13.6), "capacity", None, True)]
+    p = Proc(75220, g, T0 - 2400, command="python train.py --seq-len 16384",
+             live=running(66 * GiB), step_amp=3 * GiB, noise=60 * MiB, frag_level=300 * MiB,
+             ooms=ooms, cache=[constant(400 * MiB)], growth_odds=0.0,
+             outside=[constant(1536 * MiB)], oom_once=True)
+    return ("A capacity OOM at minute 13.6 whose report the feed carries only on the next "
+            "line; the ooms counter says it after. The finding's evidence must keep the "
+            "report's request, free memory and total for as long as it is shown.", 30, [g],
+            [p], [event("oom", p, M(13.6), **{"class": "capacity", "evidence": "from_report"})],
+            True)
+
+
+@story
+def fragmentation_slow_retries(rng):
+    g = Gpu(rng, 0, "a100")
+    p = Proc(75400, g, T0 - 600, command="python finetune.py --dynamic-shapes",
+             live=running(30 * GiB), step_amp=2 * GiB, noise=50 * MiB, frag_level=400 * MiB,
+             frag=[leak(T0 - 300, 186)], floor=52 * GiB, retries=[(M(12), M(40), 5)],
+             growth_odds=0.0, outside=[constant(1024 * MiB)])
+    return ("A 52 GiB pool whose split pieces grow slowly, about 0.35 points of the pool a "
+            "minute (never 5 points in 10 minutes), past 10 % by minute 26, while the "
+            "allocator retries from minute 12: fragmentation at a slow pace.", 40, [g], [p],
+            [event("fragmentation", p, M(12)), event("alloc_retries", p, M(12))], True)
+
+
+@story
+def fragmentation_sitting(rng):
+    g = Gpu(rng, 0)
+    p = Proc(75555, g, T0 - 3600, command="python serve.py --dynamic-batch",
+             live=running(24 * GiB), step_amp=2 * GiB, noise=40 * MiB, frag_level=500 * MiB,
+             frag=[constant(7680 * MiB)], floor=40 * GiB, growth_odds=0.0,
+             outside=[constant(768 * MiB)], sm=(30, 70))
+    return ("A fifth of a 40 GiB pool sits in free split pieces from before the recording, "
+            "neither growing nor shrinking, no retries: fragmentation by its level.", 30, [g],
+            [p], [event("fragmentation", p, T0)], True)
+
+
+@story
+def sawtooth_splits_within_step(rng):
+    g = Gpu(rng, 0)
+    p = Proc(75700, g, T0 - 600, command="python train.py --packing",
+             live=running(20 * GiB), step_amp=1 * GiB, noise=40 * MiB, frag_level=200 * MiB,
+             frag=[saw(T0 - 600, 70, 9 * GiB)], floor=42 * GiB, growth_odds=0.0,
+             outside=[constant(1024 * MiB)])
+    return ("Split pieces come and go within each 70 s step, up to a fifth of a 42 GiB pool "
+            "and gone at its end: a healthy saw-tooth, no fragmentation.", 30, [g], [p], [],
+            True)
+
+
+@story
+def leak_live_derived_shape(rng):
+    g = Gpu(rng, 0)
+    p = Proc(75900, g, T0 - 2400, live=running(26 * GiB) + [leak(M(8), 70)],
+             step_amp=2 * GiB, noise=50 * MiB, outside=[constant(1024 * MiB)])
+    return ("A 70 MiB/min live leak from minute 8, recorded in the snapshot's derived form "
+            "of older recordings: the allocator's figures in processes[].feed, no raw "
+            "feeds.", 35, [g], [p], [climb("live", p, M(8), 70)], False,
+            {"shape": "derived"})
+
+
+def late_monitor(rng, report):
+    """Two ranks under `strata run` since before the monitor opened, each with its context
+    and NCCL's memory outside the pool."""
+    g0, g1 = Gpu(rng, 0), Gpu(rng, 1)
+    procs = []
+    for i, (g, pid, context, nccl) in enumerate(((g0, 76100, 540, 420), (g1, 76101, 520, 1300))):
+        procs.append(Proc(pid, g, T0 - 240, command="python train.py --local-rank %d" % i,
+                          context_mib=context, live=trainer_warmup(T0 - 240),
+                          step_amp=2 * GiB, noise=40 * MiB,
+                          outside=[constant(nccl * MiB)], report_context=report))
+    return [g0, g1], procs
+
+
+@story
+def late_monitor_reported_context(rng):
+    gpus, procs = late_monitor(rng, True)
+    return ("Two ranks started 4 minutes before the monitor opened, each with a context of "
+            "about 530 MiB and 420 MiB or 1.3 GiB outside the pool (NCCL). Each agent read its "
+            "context right after CUDA init and its hello says so: context and outside_pool "
+            "must be within 5 % of the truth at once.", 30, gpus, procs, [], True,
+            {"layers": "exact"})
+
+
+@story
+def late_monitor_estimated_context(rng):
+    gpus, procs = late_monitor(rng, False)
+    return ("The same two ranks, their agents without the context reading: the monitor's "
+            "estimate is an upper bound (context with NCCL's memory in it), the memory outside "
+            "the pool a lower bound, and both must be marked as bounds.", 30, gpus, procs, [],
+            True, {"layers": "bounds"})
+
+
+def first_line_over(proc, limit, start, end):
+    """The first 5 s line at which the generator's pool would need more than `limit`."""
+    t = start
+    while t < end:
+        top = max(total(proc.live, t - 5 + 5 * f) for f in (0.0, 0.33, 0.66, 1.0))
+        need = top + proc.step_amp + 4 * proc.noise + 1.5 * proc.frag_level + 64 * MiB
+        if need > limit:
+            return t
+        t += 5.0
+    raise AssertionError("never over")
+
+
+@story
+def climb_to_capacity(rng):
+    g = Gpu(rng, 0, "a100")
+    p = Proc(76300, g, T0 - 1800, command="python eval_loop.py --keep-logits",
+             live=running(60 * GiB) + [leak(M(4), 500)], step_amp=2 * GiB, noise=50 * MiB,
+             frag_level=200 * MiB, growth_odds=0.0, outside=[constant(1024 * MiB)])
+    limit = g.total - g.driver_reserved - p.context - 1024 * MiB - 256 * MiB
+    oom = first_line_over(p, limit, M(4), M(60)) - 2.0
+    # Live tensors at 95 % of what the device can give them: at capacity.
+    near = first_line_over(p, 0.95 * limit, M(4), M(60))
+    p.ooms = [(oom, "capacity", None, True)]
+    p.exit = oom + 10.0
+    return ("Live tensors climb 500 MiB/min from minute 4 toward what the A100 can hold; "
+            "the job dies of a capacity OOM at minute %.1f. The forecast must be raised at "
+            "least 5 minutes before, its first ETA within 30 %% of the truth; near the end, "
+            "live tensors are at capacity." % ((oom - T0) / 60),
+            40, [g], [p],
+            [climb("live", p, M(4), 500),
+             event("oom_forecast", p, M(4), oom_at=round(oom, 3)),
+             event("capacity", g, near),
+             event("oom", p, oom, **{"class": "capacity"})], False)
+
+
+@story
+def step_leak_deep_sawtooth(rng):
+    g = Gpu(rng, 0)
+    # 3 MiB a step at 2 s a step: 90 MiB/min, under a 10 GiB saw-tooth within each step.
+    p = Proc(77010, g, T0 - 1200, live=running(30 * GiB) + [leak(M(6), 90)],
+             step_amp=10 * GiB, noise=40 * MiB, outside=[constant(1024 * MiB)],
+             step_secs=2.0, step_from=T0 - 1000)
+    return ("A job reporting its steps (2 s each) leaks 3 MiB a step from minute 6 under a "
+            "10 GiB saw-tooth within every step: bytes_per_step within 25 %, flagged within "
+            "300 steps.", 35, [g], [p],
+            [climb("live", p, M(6), 90, bytes_per_step=3 * MiB, step_secs=2.0),
+             event("warm_up", p, T0)], False)
+
+
+@story
+def step_leak_fast_20hz(rng):
+    g = Gpu(rng, 0)
+    # 1.5 MiB a step at 20 steps a second: 1.76 GiB/min.
+    p = Proc(77020, g, T0 - 600, live=running(24 * GiB) + [leak(M(4), 1800)],
+             step_amp=4 * GiB, noise=40 * MiB, outside=[constant(768 * MiB)],
+             step_secs=0.05, step_from=T0 - 500)
+    return ("20 steps a second, a step-end reading every 0.2 s: 1.5 MiB a step kept from "
+            "minute 4 (1.8 GiB/min), flagged within 300 steps (15 s).", 10, [g], [p],
+            [climb("live", p, M(4), 1800, bytes_per_step=1.5 * MiB, step_secs=0.05),
+             event("warm_up", p, T0)], False)
+
+
+@story
+def step_leak_slow_5s(rng):
+    g = Gpu(rng, 0, "a100")
+    # 1 MiB a step at one step every 5 s: 12 MiB/min.
+    p = Proc(77030, g, T0 - 1800, live=running(20 * GiB) + [leak(M(5), 12)],
+             step_amp=6 * GiB, noise=40 * MiB, outside=[constant(1024 * MiB)],
+             step_secs=5.0, step_from=T0 - 1700)
+    return ("One step every 5 s under a 6 GiB in-step saw-tooth; 1 MiB a step kept from "
+            "minute 5 (12 MiB/min): flagged within 300 steps (25 minutes).", 40, [g], [p],
+            [climb("live", p, M(5), 12, bytes_per_step=1 * MiB, step_secs=5.0),
+             event("warm_up", p, T0)], False)
+
+
+@story
+def step_normal_job(rng):
+    g = Gpu(rng, 0)
+    at = M(0.5)
+    p = Proc(77100, g, at, live=trainer_warmup(at), step_amp=8 * GiB, noise=40 * MiB,
+             outside=[step(M(1.2), 1024 * MiB)], step_secs=1.5, step_from=at + 60)
+    return ("A job that reports its steps (1.5 s each) warms up and holds, with an 8 GiB "
+            "saw-tooth within each step: no climb, and once its step-end memory and peak "
+            "hold, the verdict that it fits.", 30, [g], [p],
+            [event("warm_up", p, M(2))], True)
+
+
+@story
+def step_normal_fast_20hz(rng):
+    g = Gpu(rng, 0, "a100")
+    p = Proc(77200, g, T0 - 900, live=running(28 * GiB), step_amp=6 * GiB, noise=40 * MiB,
+             outside=[constant(1024 * MiB)], step_secs=0.05, step_from=T0 - 800)
+    return ("20 steps a second, step-end readings every 0.2 s, a 6 GiB saw-tooth within each "
+            "step, nothing kept from step to step: no climb; it fits.", 10, [g], [p],
+            [event("warm_up", p, T0)], True)
 
 
 def main(argv):

@@ -142,13 +142,24 @@ class Proc:
     "gone" (released), "zombie" (the pid is gone, its context stays), "defunct" (state Z).
     floor: a pool reserved up front to this size; breathe: (without a feed) a pool that
     grows and is released, by these components.
+
+    Options a few stories use (each left at its default changes nothing, in the output or in
+    the draws from the generator): oom_once, an OOM report carried only on the line after it
+    arrived (never again); unmeasured_block, `largest_free_block` not reported;
+    report_context, the hello's device says the context the agent read at CUDA init;
+    step_secs, the job runs training steps of that length from step_from, the live tensors
+    rising by step_amp within each step (at its phase, not at random) and the agent taking
+    a reading at the end of a step (at most one every 0.2 s), live then `live`'s value with
+    step_noise of jitter.
     """
 
     def __init__(self, pid, gpu, start, command="python train.py",
                  executable="/usr/bin/python3.11", user="alice", fed=True, context_mib=506,
                  cuda_after=4.0, live=(), step_amp=0, noise=8 * MiB, frag_level=160 * MiB,
                  frag=(), cache=(), outside=(), retries=(), ooms=(), idle=(), exit=None,
-                 after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0):
+                 after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0,
+                 oom_once=False, unmeasured_block=False, report_context=False,
+                 step_secs=None, step_from=None, step_noise=2 * MiB):
         self.pid = pid
         self.gpu = gpu
         self.start = start
@@ -185,6 +196,43 @@ class Proc:
         self.outside_wobble = 0
         self.last = None  # (stats, used, truth) of the last line it was alive
         self.oom_reports = []
+        self.oom_once = oom_once
+        self.unmeasured_block = unmeasured_block
+        self.report_context = report_context
+        self.step_secs = step_secs
+        self.step_from = step_from if step_from is not None else self.listed_from + 20.0
+        self.step_noise = step_noise
+        self.step_readings = []  # step-end readings since the previous line
+        self.first_report = None
+        self.last_step_reading = None
+
+    def steps_done(self, t):
+        """Training steps completed at `t` (a stepped job)."""
+        if self.step_secs is None or t < self.step_from:
+            return 0
+        return int((t - self.step_from) / self.step_secs + 1e-9)
+
+    def step_end_readings(self, rng, prev_tf, tf):
+        """The agent's readings at the end of each step in (prev_tf, tf], at most one every
+        0.2 s: live tensors as the step leaves them."""
+        out = []
+        every = max(1, math.ceil(0.2 / self.step_secs - 1e-9))
+        k = self.steps_done(prev_tf) + 1
+        while self.step_from + k * self.step_secs <= tf:
+            at = self.step_from + k * self.step_secs
+            if k % every == 0:
+                live = max(0.0, total(self.live, at)) + rng.gauss(0, self.step_noise)
+                out.append({
+                    "index": 0,
+                    "seq": self.seq(at),
+                    "time": round(at, 3),
+                    "allocated": max(0, round_down(live, 512)),
+                    "reserved": self.pool,
+                    "step": k,
+                    "at_step_end": True,
+                })
+            k += 1
+        return out
 
     def alive(self, t):
         return self.exit is None or t < self.exit
@@ -215,7 +263,9 @@ class Proc:
         return self.agent_start + k * AGENT_INTERVAL
 
     def seq(self, t):
-        return int((t - self.agent_start) / AGENT_INTERVAL + 1e-6)
+        # A stepped job's agent also numbers its step-end readings: a finer count.
+        unit = 0.05 if self.step_secs is not None else AGENT_INTERVAL
+        return int((t - self.agent_start) / unit + 1e-6)
 
     def advance(self, rng, prev_time, line_time):
         """The process at this line: its feed statistics, NVML's `used`, and the truth."""
@@ -226,6 +276,12 @@ class Proc:
         if idle:  # nothing runs: the tensors stay as they were
             live = self.last[0]["allocated"]
             inactive = self.last[0]["inactive_split"]
+        elif base > 0 and self.step_secs is not None:
+            phase = ((tf - self.step_from) / self.step_secs) % 1.0 if tf >= self.step_from else 0.0
+            live = base + phase * self.step_amp + rng.gauss(0, self.noise)
+            live = max(0, round_down(live, 512))
+            inactive = self.frag_level * rng.uniform(0.5, 1.5) + max(0.0, total(self.frag, tf))
+            inactive = round_down(inactive, 512)
         elif base > 0:
             live = base + rng.uniform(0, self.step_amp) + rng.gauss(0, self.noise)
             live = max(0, round_down(live, 512))
@@ -272,6 +328,16 @@ class Proc:
             "largest_free_block": largest,
             "reserved_since": round(self.pool_since, 3),
         }
+        if self.unmeasured_block:
+            stats["largest_free_block"] = None
+            stats["unreported"] = {"largest_free_block": "not measured yet"}
+        if self.step_secs is not None:
+            prev_tf = self.last[0]["time"] if self.last is not None else tf - (line_time - prev_time)
+            self.step_readings = self.step_end_readings(rng, prev_tf, tf)
+            for reading in self.step_readings:
+                reading["reserved"] = self.pool
+                reading["peak_allocated"] = self.peak_allocated
+            stats["step"] = self.steps_done(tf)
         used = self.context + outside + self.pool
         truth = {"context": self.context, "outside_pool": outside, "live": live,
                  "fragmented": inactive, "cached": cached}
@@ -349,6 +415,10 @@ class Proc:
             })
         if fresh:
             self.oom_reports = fresh
+            if self.first_report is None:
+                self.first_report = fresh[0]
+        if self.oom_once:
+            return fresh
         return fresh or self.oom_reports[-1:]
 
     def feed_record(self, stats, ooms, closed):
@@ -365,6 +435,11 @@ class Proc:
             "devices": [{"index": 0, "uuid": self.gpu.bare_uuid,
                          "pci_bus_id": self.gpu.pci_bus_id}],
         }
+        if self.report_context:
+            # Read by the agent right after CUDA init, its pool empty: the context alone.
+            hello["devices"][0]["context"] = {"bytes": self.context,
+                                              "time": round(self.listed_from + 0.1, 3),
+                                              "reserved": 0, "method": "nvml_process_used"}
         state = {"state": "connected"}
         if closed:
             state = {"state": "closed", "reason": "the agent closed the connection"}
@@ -375,7 +450,7 @@ class Proc:
             "nspid": self.pid,
             "state": state,
             "hello": hello,
-            "devices": [{"latest": stats, "earlier": []}],
+            "devices": [{"latest": stats, "earlier": list(self.step_readings)}],
             "ooms": ooms,
             "counters": {"lines": samples + 1 + len(self.oom_reports), "samples": samples,
                          "oversized": 0, "malformed": 0, "unknown_version": 0,
@@ -465,7 +540,7 @@ def render(gpus, procs, minutes, rng):
                 ooms = proc.oom_reports_since(rng, prev_time, line_time, stats,
                                               free_of[proc.gpu.index])
             else:
-                ooms = proc.oom_reports[-1:]
+                ooms = [] if proc.oom_once else proc.oom_reports[-1:]
             feeds.append(proc.feed_record(stats, ooms, closed=not alive))
         lines.append({
             "time": line_time,
@@ -491,10 +566,11 @@ def _who(proc_or_gpu):
     return None, proc_or_gpu.uuid
 
 
-def climb(cause, proc_or_gpu, start, rate):
+def climb(cause, proc_or_gpu, start, rate, **extra):
+    """A climb; `bytes_per_step` and `step_secs` for a job that reports steps."""
     pid, uuid = _who(proc_or_gpu)
-    return {"kind": "climb", "cause": cause, "pid": pid, "device_uuid": uuid,
-            "start": round(start, 3), "rate_mib_per_min": float(rate)}
+    return dict({"kind": "climb", "cause": cause, "pid": pid, "device_uuid": uuid,
+                 "start": round(start, 3), "rate_mib_per_min": float(rate)}, **extra)
 
 
 def event(kind, proc_or_gpu, start, **extra):
@@ -503,12 +579,47 @@ def event(kind, proc_or_gpu, start, **extra):
                 **extra)
 
 
+def derived(line):
+    """A line in the snapshot's derived form, as older recordings kept it: each fed process's
+    allocator figures in its `feed` (matched to NVML), no raw `feeds`."""
+    out = dict(line)
+    feeds = out.pop("feeds")
+    out["schema"] = "strata.snapshot/1"
+    processes = []
+    for entry in out["processes"]:
+        entry = dict(entry)
+        for i, record in enumerate(feeds):
+            if record["peer"]["pid"] != entry["pid"]:
+                continue
+            hello = record["hello"]
+            entry["feed"] = dict({"framework": hello["framework"],
+                                  "framework_version": hello["framework_version"],
+                                  "backend": hello["backend"], "feed": i},
+                                 **record["devices"][0]["latest"])
+        processes.append(entry)
+    out["processes"] = processes
+    return out
+
+
 def write(directory, name, story):
-    """Tells one story (seeded by its name) and writes its trace and labels."""
+    """Tells one story (seeded by its name) and writes its trace and labels. A story may
+    return a seventh element, its options: `shape` ("derived": the lines in the snapshot's
+    derived form) and `layers` (written into the labels: "exact", every context and
+    memory outside the pool within 5 % of the truth)."""
     rng = random.Random(zlib.crc32(name.encode()))
-    description, minutes, gpus, procs, expect, normal = story(rng)
-    assert normal == (not any(e["kind"] == "climb" for e in expect)), name
+    told = story(rng)
+    description, minutes, gpus, procs, expect, normal = told[:6]
+    options = told[6] if len(told) > 6 else {}
+    assert normal == (not any(e["kind"] in ("climb", "oom_forecast") for e in expect)), name
     lines = render(gpus, procs, minutes, rng)
+    if options.get("shape") == "derived":
+        lines = [derived(line) for line in lines]
+    # An expected OOM whose evidence must keep its report's figures: those of its first.
+    for e in expect:
+        if e.get("evidence") == "from_report":
+            proc = next(p for p in procs if p.pid == e["pid"])
+            r = proc.first_report
+            e["evidence"] = {k: r[k] for k in ("requested", "device_free", "device_total")}
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     path = os.path.join(directory, name + ".jsonl.gz")
     # mtime 0 and no file name in the header: the same story gives the same bytes.
@@ -516,6 +627,8 @@ def write(directory, name, story):
         out.write(gzip.compress(text.encode(), compresslevel=9, mtime=0))
     labels = {"description": description, "minutes": minutes, "expect": expect,
               "normal": normal}
+    if "layers" in options:
+        labels["layers"] = options["layers"]
     with open(os.path.join(directory, name + ".labels.json"), "w") as out:
         json.dump(labels, out, indent=2)
         out.write("\n")

@@ -136,8 +136,14 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
         if let Err(e) = serde_json::from_value::<strata::sample::NodeSample>(value.clone()) {
             say(format!("not a strata raw sample: {e}"));
         }
+        // The snapshot's derived form (an older recording's): each fed process's allocator
+        // figures in its `feed`, no raw `feeds`.
+        let derived = value.get("feeds").is_none()
+            && array(&value, "processes")
+                .iter()
+                .any(|p| p.get("feed").is_some());
         for key in LINE_KEYS {
-            if value.get(key).is_none() {
+            if value.get(key).is_none() && !(derived && key == "feeds") {
                 say(format!("no `{key}`"));
             }
         }
@@ -306,6 +312,16 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
                 },
             );
         }
+        for process in processes.iter().filter(|_| derived) {
+            let Some(stats) = process.get("feed") else {
+                continue;
+            };
+            let pid = int(process, "pid").unwrap_or(0);
+            fed.insert(pid);
+            for problem in identity(process, stats) {
+                say(format!("PID {pid}: {problem}"));
+            }
+        }
         for process in processes {
             let pid = int(process, "pid").unwrap_or(0);
             let unattributed = process
@@ -395,9 +411,19 @@ pub fn check_labels(labels: &Labels, seen: &Seen) -> Vec<String> {
     if labels.description.trim().is_empty() {
         out.push("no description".into());
     }
-    let has_climb = labels.expect.iter().any(|e| e.kind == "climb");
+    let has_climb = labels
+        .expect
+        .iter()
+        .any(|e| e.kind == "climb" || e.kind == "oom_forecast");
     if labels.normal == has_climb {
-        out.push("`normal` must be true exactly when no climb is expected".into());
+        out.push("`normal` must be true exactly when no climb (or forecast) is expected".into());
+    }
+    if labels
+        .layers
+        .as_deref()
+        .is_some_and(|l| l != "exact" && l != "bounds")
+    {
+        out.push("`layers` is `exact` or `bounds`".into());
     }
     let minutes = (seen.last_time - seen.first_time) / 60.0;
     if (minutes - labels.minutes).abs() > 0.1 {
@@ -406,8 +432,8 @@ pub fn check_labels(labels: &Labels, seen: &Seen) -> Vec<String> {
             labels.minutes
         ));
     }
-    if !(30.0..=60.0).contains(&labels.minutes) {
-        out.push(format!("{} min of story: 30-60 expected", labels.minutes));
+    if !(10.0..=60.0).contains(&labels.minutes) {
+        out.push(format!("{} min of story: 10-60 expected", labels.minutes));
     }
     for (i, e) in labels.expect.iter().enumerate() {
         let mut say = |what: String| out.push(format!("expect[{i}] ({}): {what}", e.kind));
@@ -421,7 +447,8 @@ pub fn check_labels(labels: &Labels, seen: &Seen) -> Vec<String> {
                 say("a climb needs a cause and a rate".into())
             }
             "oom" if !class_ok => say("an OOM needs a class".into()),
-            "climb" | "oom" => {}
+            "oom_forecast" if e.oom_at.is_none() => say("a forecast needs its oom_at".into()),
+            "climb" | "oom" | "oom_forecast" => {}
             _ if e.cause.is_some() || e.class.is_some() || e.rate_mib_per_min.is_some() => {
                 say("cause, class and rate are for climbs and OOMs".into())
             }

@@ -307,6 +307,7 @@ fn feed_record(
                 uuid,
                 pci_bus_id: Some(pci),
                 name: None,
+                context: None,
             }],
             note: None,
             protocol: Some(1),

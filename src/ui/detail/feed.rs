@@ -61,6 +61,7 @@ pub(super) fn section(rows: &mut Rows, observed: &Observed, p: &ProcessSample, t
     let via = match record.found_via {
         FoundVia::FeedDir => "feed dir",
         FoundVia::ProcessRoot => "through the job's root: a container",
+        FoundVia::Snapshot => "rebuilt from a recording's processes[].feed (older shape)",
     };
     row(
         rows,
@@ -69,6 +70,10 @@ pub(super) fn section(rows: &mut Rows, observed: &Observed, p: &ProcessSample, t
         Style::new(),
     );
     let (checks, style) = match &record.state {
+        _ if record.found_via == FoundVia::Snapshot => (
+            "not checked here: the recording kept the figures, not the feed's peer".to_string(),
+            theme.dim(),
+        ),
         FeedState::Refused { reason } => (format!("✗ refused: {reason}"), theme.alert()),
         FeedState::Dropped { reason } => (format!("✗ dropped: {reason}"), theme.alert()),
         FeedState::Connected | FeedState::Closed { .. } => {

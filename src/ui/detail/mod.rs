@@ -2,8 +2,8 @@
 //! reserved = live + fragmented + cached, each with its metric, unit and time.
 
 mod feed;
+mod history;
 
-use super::chart::marked_sparkline;
 use super::processes::state_label;
 use super::theme::Theme;
 use super::widgets::fit;
@@ -11,13 +11,12 @@ use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
 use crate::detect::device_name;
-use crate::history::{Metric, SeriesKey};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
-use ratatui::text::{Line, Span};
+use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
@@ -73,6 +72,17 @@ pub(crate) fn metric_names(framework: &str) -> MetricNames {
     }
 }
 
+/// Which peak a headroom is read against.
+pub(crate) fn peak_words(room: &crate::detect::Headroom) -> String {
+    match room.peak_source {
+        "allocator" => "the allocator's peak, since the process started or reset it".into(),
+        _ => format!(
+            "the highest strata read over the last {}",
+            units::duration(room.peak_window_secs)
+        ),
+    }
+}
+
 /// `09:11:19.6`: the time of a reading, to a tenth of a second.
 pub(super) fn clock_tenths(unix_secs: f64) -> String {
     let tenths = ((unix_secs.fract() * 10.0).floor() as u8).min(9);
@@ -101,7 +111,23 @@ impl Rows {
     /// One reconciliation row: layer, metric name, exact bytes (where wide enough), human
     /// figure and time of the reading it comes from.
     fn value(&mut self, layer: &str, metric: &str, value: Option<u64>, when: &str, style: Style) {
-        let human = units::opt_bytes(value);
+        self.marked(layer, metric, value, "", when, style);
+    }
+
+    /// [`Rows::value`] with a mark before the human figure (`≥` for a lower bound).
+    fn marked(
+        &mut self,
+        layer: &str,
+        metric: &str,
+        value: Option<u64>,
+        mark: &str,
+        when: &str,
+        style: Style,
+    ) {
+        let human = match value {
+            Some(v) => format!("{mark}{}", units::bytes(v)),
+            None => "n/a".into(),
+        };
         let exact = if self.width >= 110 {
             format!(
                 "{:>20}",
@@ -253,9 +279,13 @@ fn reconcile(
                     "observed: NVML used while the pool was empty",
                     "used - reserved - context",
                 ),
+                Some(ContextSource::Reported) => (
+                    "reported by the agent: its NVML used at CUDA init, pool empty",
+                    "used - reserved - context",
+                ),
                 Some(ContextSource::Estimated) => (
                     "~ estimated: least used - reserved, paired",
-                    "used - reserved - context (estimate)",
+                    "≥ used - reserved - context (a lower bound)",
                 ),
                 Some(ContextSource::Fixed) => ("fixed: --context-mib", "used - reserved - context"),
                 Some(ContextSource::Unsplit) | None => (
@@ -270,10 +300,15 @@ fn reconcile(
                 &nvml_time,
                 theme.layer(crate::layers::Layer::Context),
             );
-            rows.value(
+            let outside_mark = account
+                .bounds()
+                .get(&crate::layers::Layer::OutsidePool)
+                .map_or("", |b| b.mark());
+            rows.marked(
                 " + outside_pool",
                 outside_metric,
                 layers.outside_pool,
+                outside_mark,
                 &nvml_time,
                 theme.layer(crate::layers::Layer::OutsidePool),
             );
@@ -319,9 +354,21 @@ fn reconcile(
             rows.text(check, theme.dim());
             if account.context_source == Some(ContextSource::Estimated) {
                 rows.text(
-                    "~ the context is an upper bound: memory outside the pool present at every paired reading is inside it".into(),
+                    "~ the context is an upper bound: memory outside the pool present at every paired reading is inside it, so outside_pool is a lower bound (≥)".into(),
                     theme.dim(),
                 );
+            }
+            if account.context_source == Some(ContextSource::Reported) {
+                if let Some(c) = crate::context::reported_context(sample, feed) {
+                    rows.text(
+                        format!(
+                            "context reported by the agent: NVML's used of this process at {} UTC, its pool empty ({})",
+                            clock_tenths(c.time),
+                            c.method.as_deref().unwrap_or("method n/a")
+                        ),
+                        theme.dim(),
+                    );
+                }
             }
             if stats.inactive_split.is_none() {
                 let why = stats
@@ -353,6 +400,25 @@ fn reconcile(
                 &when,
                 Style::new(),
             );
+            let room = sample
+                .processes
+                .iter()
+                .position(|q| std::ptr::eq(q, p))
+                .and_then(|i| observed.headroom.get(i).copied().flatten());
+            if let Some(room) = room {
+                let sign = if room.bytes < 0 { "-" } else { "" };
+                rows.text(
+                    format!(
+                        "{:<18}{sign}{} = NVML free + reserved - fragmented ({}) - peak live {} ({})",
+                        "headroom",
+                        units::bytes(room.bytes.unsigned_abs()),
+                        units::bytes(room.usable_bytes),
+                        units::bytes(room.peak_live_bytes),
+                        peak_words(&room)
+                    ),
+                    if room.bytes < 0 { theme.alert() } else { Style::new() },
+                );
+            }
             let largest_when = stats
                 .largest_free_block_time
                 .map_or_else(|| "n/a".to_string(), clock_tenths);
@@ -453,58 +519,5 @@ fn reconcile(
         }
     }
     feed::section(rows, observed, p, theme);
-    rows.blank();
-    let width = rows.width.saturating_sub(12);
-    let history = &state.pipeline.history;
-    let total = sample
-        .locate(&p.device_uuid)
-        .and_then(|(g, m)| m.and_then(|m| m.memory).or(g.memory))
-        .map(|m| m.total);
-    // Where a climb flagged for this process began, marked on its sparklines.
-    let climb_starts = state.climb_starts_of(p.pid, &p.device_uuid);
-    for (label, key) in [
-        (
-            "used",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Used),
-        ),
-        (
-            "live",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Allocated),
-        ),
-    ] {
-        let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
-            || "n/a".into(),
-            |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
-        );
-        let spark = super::chart::Spark::of(width, history.get(&key), state.interval);
-        let mut spans = vec![Span::styled(format!("{label:<6}"), theme.dim())];
-        spans.extend(marked_sparkline(
-            history.get(&key),
-            state.now(),
-            width,
-            total,
-            &climb_starts,
-            theme.layer(crate::layers::Layer::Live),
-            theme.severity(crate::detect::Severity::Warning),
-        ));
-        rows.lines.push(Line::from(spans));
-        rows.text(
-            format!(
-                "      {peak} (scale: device total; each cell the peak of {}, the last {})",
-                super::chart::short_window(spark.bucket),
-                super::chart::short_window(spark.window())
-            ),
-            theme.dim(),
-        );
-    }
-    if let Some(start) = climb_starts.first() {
-        rows.text(
-            format!(
-                "      {} where the climb flagged for this process began: {} UTC",
-                super::chart::CLIMB_MARK,
-                units::clock(*start)
-            ),
-            theme.severity(crate::detect::Severity::Warning),
-        );
-    }
+    history::section(rows, state, observed, p, theme);
 }

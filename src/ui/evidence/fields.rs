@@ -94,6 +94,20 @@ fn number(key: &str, n: &serde_json::Number, now: f64) -> String {
     let Some(f) = n.as_f64() else {
         return n.to_string();
     };
+    if key.ends_with("bytes_per_sec") {
+        return format!("{}/s ({} B/s)", units::bytes(f.max(0.0) as u64), plain(f));
+    }
+    if key.ends_with("bytes_per_step") {
+        let sign = if f < 0.0 { "-" } else { "" };
+        return format!(
+            "{sign}{}/step ({} B)",
+            units::bytes(f.abs() as u64),
+            plain(f)
+        );
+    }
+    if key.ends_with("_step") || key == "steps" || key.ends_with("_steps") {
+        return format!("{} steps", plain(f));
+    }
     if is_bytes(key) {
         return match n.as_u64() {
             Some(b) => format!("{} ({} B)", units::bytes(b), grouped(b)),
@@ -225,6 +239,9 @@ mod tests {
             "ooms_total": 3,
             "pids": [38811, 4021],
             "time": null,
+            "rate_bytes_per_sec": 1_048_576.0,
+            "bytes_per_step": 12_582_912,
+            "eta_step": 340,
             "gap": { "used_exceeds_total": { "total": 1024, "used": 2048 } },
         });
         let rows = rows(&evidence, NOW);
@@ -245,6 +262,9 @@ mod tests {
         assert_eq!(find("ooms_total"), "3");
         assert_eq!(find("pids"), "38811, 4021");
         assert_eq!(find("time"), "n/a");
+        assert_eq!(find("rate_bytes_per_sec"), "1.00 MiB/s (1048576 B/s)");
+        assert_eq!(find("bytes_per_step"), "12.0 MiB/step (12582912 B)");
+        assert_eq!(find("eta_step"), "340 steps");
         assert_eq!(find("used_exceeds_total"), "");
         let used = rows.iter().find(|r| r.1 == "used").expect("nested");
         assert_eq!((used.0, used.2.as_str()), (2, "2.00 KiB (2,048 B)"));

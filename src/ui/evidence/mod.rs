@@ -3,6 +3,7 @@
 //! series behind it, the climb's start marked.
 
 pub(crate) mod fields;
+pub(crate) mod forecast;
 
 use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;
@@ -173,6 +174,63 @@ fn lines(
     if let Some(spec) = chart_spec(state, observed, finding, process) {
         out.push(Line::raw(""));
         out.extend(chart(&spec, now, width, theme));
+    }
+    if finding.kind == FindingKind::OomForecast {
+        let history = &state.pipeline.history;
+        let series_name = finding
+            .evidence
+            .get("series")
+            .and_then(serde_json::Value::as_str);
+        let metric = match series_name {
+            Some("allocated") => Some(Metric::Allocated),
+            Some("reserved") => Some(Metric::Reserved),
+            Some("outside_pool") => Some(Metric::OutsidePool),
+            Some("used") => Some(Metric::Used),
+            _ => None,
+        };
+        let series = match (metric, process, finding.device_uuid.as_deref()) {
+            (Some(m), Some(p), _) => {
+                history.get(&SeriesKey::process(p.pid, p.start_time, &p.device_uuid, m))
+            }
+            (None, None, Some(uuid)) => {
+                history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Other)))
+            }
+            _ => None,
+        };
+        if let (Some(series), Some(f)) = (series, forecast::Forecast::of(&finding.evidence)) {
+            let lead = f.start.map_or(0.0, |s| (now - s).max(0.0));
+            // The past and what comes after now within the finest tier where they fit.
+            let ahead = f.eta.min(series.reach()[0] / 2.0);
+            let window = (lead * 1.25).max(600.0).min(series.reach()[0] - ahead);
+            let label = format!(
+                "{}{}",
+                series_name.unwrap_or("other"),
+                finding
+                    .pid
+                    .map_or_else(String::new, |p| format!(" of PID {p}"))
+            );
+            out.push(Line::raw(""));
+            out.extend(forecast::forecast_chart(
+                series,
+                &label,
+                Layer::Live,
+                &f,
+                now,
+                window,
+                width,
+                theme,
+            ));
+        }
+    }
+    // Memory against step, for a process that reports steps.
+    let per_step =
+        finding.evidence.get("bytes_per_step").is_some() || finding.kind == FindingKind::WarmUp;
+    if let (true, Some(p)) = (per_step, process) {
+        let id = crate::history::ProcessId::of(p);
+        if let Some(steps) = state.pipeline.history.steps(&id) {
+            out.push(Line::raw(""));
+            out.extend(forecast::step_chart(steps, width, theme));
+        }
     }
     out
 }

@@ -1,0 +1,134 @@
+//! Climbs: which series of a process (or a device's `other`) rises with no plateau, and what
+//! that says is growing.
+
+use super::{metric_name, mib_per_min, series, Cause};
+use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
+use crate::detect::{FindingKind, Findings, Severity};
+use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
+use crate::units::{bytes, duration};
+use serde_json::json;
+
+/// A climb found, with what it reads and, where the process reports steps, its pace per step.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    pub cause: Cause,
+    pub climb: Climb,
+    pub key: SeriesKey,
+    /// Bytes per training step and the steps the reading spans, judged on the step-end
+    /// readings.
+    pub per_step: Option<(f64, u64)>,
+}
+
+pub(super) fn raise(
+    out: &mut Findings,
+    now: f64,
+    device: &str,
+    pid: Option<u32>,
+    who: String,
+    found: &Found,
+) {
+    let climb = &found.climb;
+    let rate = mib_per_min(climb.rate);
+    let cause = found.cause;
+    let per_step = found.per_step.map_or_else(String::new, |(b, steps)| {
+        format!(", {}/step over {steps} steps", bytes(b.max(0.0) as u64))
+    });
+    let mut evidence = json!({
+        "cause": cause.name(),
+        "series": metric_name(found.key.metric()),
+        "rate_mib_per_min": (rate * 10.0).round() / 10.0,
+        "start": climb.start,
+        "duration_secs": (now - climb.start).round(),
+        "from_bytes": climb.from,
+        "to_bytes": climb.to,
+        "window_secs": climb.window,
+    });
+    if let Some((per, steps)) = found.per_step {
+        evidence["bytes_per_step"] = json!(per.round() as i64);
+        evidence["steps"] = json!(steps);
+    }
+    out.raise(
+        FindingKind::Climb,
+        Severity::Warning,
+        Some(device),
+        pid,
+        format!(
+            "{who}: {} {:+.0} MiB/min{per_step} for {} ({} → {})",
+            cause.says(),
+            rate,
+            duration(now - climb.start),
+            bytes(climb.from),
+            bytes(climb.to)
+        ),
+        evidence,
+    );
+    out.climbed(found.key.clone());
+}
+
+/// A fed process that reports steps: its step-end readings climbing are live tensors kept
+/// from step to step, flagged on their own (often sooner than in time, the saw-tooth gone);
+/// a climb seen in time gets their pace per step as evidence.
+pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) -> Option<Found> {
+    let by_step = super::steps::climbing(steps);
+    match (found, by_step) {
+        (Some(mut f), Some(c)) if f.cause == Cause::Live => {
+            f.per_step = Some((c.bytes_per_step, c.steps));
+            Some(f)
+        }
+        (Some(mut f), None) => {
+            f.per_step = super::steps::climb_per_step(steps, f.climb.start);
+            Some(f)
+        }
+        (_, Some(c)) => Some(Found {
+            cause: Cause::Live,
+            climb: Climb {
+                rate: c.rate,
+                start: c.start_time,
+                from: c.from,
+                to: c.to,
+                window: c.window_secs,
+            },
+            key: SeriesKey::Process(id.clone(), Metric::Allocated),
+            per_step: Some((c.bytes_per_step, c.steps)),
+        }),
+        (None, None) => None,
+    }
+}
+
+/// Which layer of a fed process climbs: live tensors first; the cache only when live tensors
+/// are flat beside it (a quarter of its rate or less); memory outside the pool only when the
+/// pool is flat too. A layer that climbs along with another is not its cause.
+pub(super) fn fed(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Climb, Metric)> {
+    // A layer is flat beside a climb when its floor moves at a quarter of the climb's rate
+    // or less, over the climb's own window and over the longest one (a slow leak under a
+    // noisy saw-tooth hides in a short window, not in a long one).
+    let longest = WINDOWS[WINDOWS.len() - 1].0;
+    let flat = |metric, c: &Climb| {
+        [c.window, longest].into_iter().all(|window| {
+            series(history, id, metric)
+                .and_then(|s| floor_rate(s, now, window))
+                .is_none_or(|r| r <= 0.25 * c.rate)
+        })
+    };
+    let climbs = |metric| series(history, id, metric).and_then(|s| climbing(s, now));
+    if let Some(c) = climbs(Metric::Allocated) {
+        return Some((Cause::Live, c, Metric::Allocated));
+    }
+    // The pool climbs: the cache grows if live tensors are flat beside it; otherwise the
+    // pool grows because the tensors do (their own series too noisy to show it alone, a
+    // leak under a deep saw-tooth).
+    if let Some(c) = climbs(Metric::Reserved) {
+        let cause = if flat(Metric::Allocated, &c) {
+            Cause::Cache
+        } else {
+            Cause::Live
+        };
+        return Some((cause, c, Metric::Reserved));
+    }
+    let c = climbs(Metric::OutsidePool)?;
+    (flat(Metric::Allocated, &c) && flat(Metric::Reserved, &c)).then_some((
+        Cause::OutsidePool,
+        c,
+        Metric::OutsidePool,
+    ))
+}

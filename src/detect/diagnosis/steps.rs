@@ -1,0 +1,262 @@
+//! Climbs per training step, judged on the step-end readings ([`crate::history::Steps`]):
+//! with each step's own tensors freed, the saw-tooth within a step is gone, and what stays is
+//! what the job keeps from one step to the next. A leak is then "12 MiB per step", seen in a
+//! few hundred steps whatever the steps' pace.
+//!
+//! A window of the last N steps is cut into chunks of steps and each chunk's least live
+//! bytes taken; the floor must pass the same tests as a climb in time
+//! ([`crate::detect::trend::shape`]), now and a tenth of the window earlier.
+
+use crate::detect::trend::shape;
+use crate::history::{StepPoint, Steps};
+
+/// Windows read, in steps, with their chunks: the shortest flags a leak of 1 MiB a step
+/// within 300 steps; the longer ones slower leaks through their noise.
+pub(crate) const STEP_WINDOWS: [(u64, usize); 3] = [(200, 8), (600, 10), (2000, 10)];
+/// A climb per step slower than this is not one, bytes a step.
+const MIN_BYTES_PER_STEP: f64 = 256.0 * 1024.0;
+/// Readings a window needs at least.
+const MIN_POINTS: usize = 12;
+
+/// A climb per step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct StepClimb {
+    pub bytes_per_step: f64,
+    /// The steps the window spans.
+    pub steps: u64,
+    /// Where the climb began within the window (its first step and that step's time).
+    pub start_step: u64,
+    pub start_time: f64,
+    /// The floor at the window's start and end.
+    pub from: u64,
+    pub to: u64,
+    /// Seconds the window spans, and the pace in bytes a second.
+    pub window_secs: f64,
+    pub rate: f64,
+}
+
+/// The floor (least live bytes) and peaks of `n` chunks of the steps `(end - window, end]`,
+/// each at its middle step; `None` unless nearly every chunk holds readings.
+#[allow(clippy::type_complexity)]
+fn chunks(
+    points: &[&StepPoint],
+    end: u64,
+    window: u64,
+    n: usize,
+) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
+    let from = end.checked_sub(window)?;
+    let mut spans: Vec<Option<(u64, u64)>> = vec![None; n];
+    for p in points.iter().filter(|p| p.step > from && p.step <= end) {
+        let i = (((p.step - from - 1) as u128 * n as u128 / window as u128) as usize).min(n - 1);
+        spans[i] = Some(match spans[i] {
+            Some((lo, hi)) => (lo.min(p.allocated), hi.max(p.allocated)),
+            None => (p.allocated, p.allocated),
+        });
+    }
+    let known = spans.iter().filter(|s| s.is_some()).count();
+    if known + 1 < n || spans[0].is_none() || spans[n - 1].is_none() {
+        return None;
+    }
+    let width = window as f64 / n as f64;
+    let at = |i: usize| from as f64 + (i as f64 + 0.5) * width;
+    let floor = spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|(lo, _)| (at(i), lo as f64)))
+        .collect();
+    let peaks = spans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|(_, hi)| (at(i), hi as f64)))
+        .collect();
+    Some((floor, peaks))
+}
+
+/// Where a floor that passed the shape tests began to climb, and its pace from there: a
+/// window that began flat (a leak that started inside it) would have its pace read low over
+/// the whole of it. The floor is fitted flat up to a chunk and straight from it on; a later
+/// start is taken only where it fits the floor markedly better (a third less scatter) than a
+/// climb over the whole window.
+fn from_onset(floor: &[(f64, f64)]) -> (usize, f64) {
+    let fit = |k: usize| {
+        let rising = &floor[k..];
+        let slope = crate::detect::trend::theil_sen(rising);
+        let (x0, y0) = rising[0];
+        let intercept = {
+            let mut v: Vec<f64> = rising.iter().map(|(x, y)| y - slope * (x - x0)).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let flat = y0.min(intercept);
+        let residual: f64 = floor[..k]
+            .iter()
+            .map(|(_, y)| (y - flat).abs())
+            .chain(
+                rising
+                    .iter()
+                    .map(|(x, y)| (y - (intercept + slope * (x - x0))).abs()),
+            )
+            .sum();
+        (residual, slope)
+    };
+    let (whole, whole_slope) = fit(0);
+    (1..floor.len().saturating_sub(2))
+        .map(|k| (k, fit(k)))
+        .filter(|(_, (residual, slope))| *residual < 0.66 * whole && *slope > whole_slope)
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+        .map_or((0, whole_slope), |(k, (_, slope))| (k, slope))
+}
+
+/// Reads the window of `window` steps ending at step `end`: the pace per step from where it
+/// began to climb, and the floor there and at the end.
+fn read(points: &[&StepPoint], end: u64, window: u64, n: usize) -> Option<(f64, f64, f64, u64)> {
+    let inside = points
+        .iter()
+        .filter(|p| p.step > end.saturating_sub(window) && p.step <= end)
+        .count();
+    if inside < MIN_POINTS {
+        return None;
+    }
+    let (floor, peaks) = chunks(points, end, window, n)?;
+    shape(&floor, &peaks, MIN_BYTES_PER_STEP).ok()?;
+    let (from, rate) = from_onset(&floor);
+    // The onset's chunk, as a step: where the window's chunk `from` begins.
+    let width = window as f64 / n as f64;
+    let onset = (floor[from].0 - width / 2.0).max(0.0) as u64;
+    Some((rate, floor[from].1, floor[floor.len() - 1].1, onset))
+}
+
+/// The first window (short, then long) whose step-end floor climbs, at the last step and a
+/// tenth of the window before it.
+pub(crate) fn climbing(steps: &Steps) -> Option<StepClimb> {
+    let last = *steps.last()?;
+    let points: Vec<&StepPoint> = steps.points().iter().collect();
+    STEP_WINDOWS.iter().find_map(|&(window, n)| {
+        let first = points.first()?;
+        // The readings must reach back over the whole window.
+        if first.step > last.step.saturating_sub(window) || last.step < window {
+            return None;
+        }
+        let (per_step, from, to, onset) = read(&points, last.step, window, n)?;
+        let earlier = last.step - window / 10;
+        let before: Vec<&StepPoint> = points
+            .iter()
+            .copied()
+            .filter(|p| p.step <= earlier)
+            .collect();
+        read(&before, earlier, window, n)?;
+        let start_step = onset.max(last.step - window);
+        let start = steps.since_step(start_step).next()?;
+        let window_secs = last.time - start.time;
+        let pace = (window_secs > 0.0).then(|| (last.step - start.step) as f64 / window_secs)?;
+        Some(StepClimb {
+            bytes_per_step: per_step,
+            steps: window,
+            start_step,
+            start_time: start.time,
+            from: from.max(0.0) as u64,
+            to: to.max(0.0) as u64,
+            window_secs,
+            rate: per_step * pace,
+        })
+    })
+}
+
+/// The pace per step of the step-end floor since `since` (unix seconds), and the steps it
+/// spans: the evidence of a climb first seen in time.
+pub(crate) fn per_step(steps: &Steps, since: f64) -> Option<(f64, u64)> {
+    per_step_read(steps, since, false)
+}
+
+/// [`per_step`] of a climb: from where its floor began to climb.
+pub(crate) fn climb_per_step(steps: &Steps, since: f64) -> Option<(f64, u64)> {
+    per_step_read(steps, since, true)
+}
+
+fn per_step_read(steps: &Steps, since: f64, onset: bool) -> Option<(f64, u64)> {
+    let points: Vec<&StepPoint> = steps.points().iter().filter(|p| p.time >= since).collect();
+    let (first, last) = (points.first()?, points.last()?);
+    let window = last.step.checked_sub(first.step)?;
+    if window < 16 || points.len() < MIN_POINTS {
+        return None;
+    }
+    let n = 8;
+    let (floor, _) = chunks(&points, last.step, window + 1, n)?;
+    let slope = if onset {
+        from_onset(&floor).1
+    } else {
+        crate::detect::trend::theil_sen(&floor)
+    };
+    Some((slope, window))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: f64 = (1u64 << 20) as f64;
+
+    /// Step-end readings every `every` steps, `secs_per_step` apart, live bytes `f(step)`.
+    fn steps(last: u64, every: u64, secs_per_step: f64, f: impl Fn(u64) -> f64) -> Steps {
+        let mut s = Steps::default();
+        let mut step = every;
+        while step <= last {
+            s.push(StepPoint {
+                step,
+                time: 1000.0 + step as f64 * secs_per_step,
+                allocated: f(step).max(0.0) as u64,
+                reserved: 0,
+                peak_allocated: None,
+            });
+            step += every;
+        }
+        s
+    }
+
+    fn noise(step: u64) -> f64 {
+        ((step as f64 * 12.9898).sin() * 43_758.545).fract() * 2.0 - 1.0
+    }
+
+    #[test]
+    fn a_leak_of_a_mib_a_step_is_seen_within_300_steps_at_any_pace() {
+        for (every, secs) in [(4u64, 0.05), (1, 5.0), (1, 0.5)] {
+            let leak = |s: u64| {
+                30_000.0 * MIB + 1.0 * MIB * s.saturating_sub(400) as f64 + 6.0 * MIB * noise(s)
+            };
+            let first = (400..2000)
+                .step_by(every as usize)
+                .find(|&last| climbing(&steps(last, every, secs, leak)).is_some())
+                .expect("flagged");
+            assert!(first <= 700, "every {every} at {secs} s: step {first}");
+            let c = climbing(&steps(1000, every, secs, leak)).expect("climb");
+            assert!((c.bytes_per_step / MIB - 1.0).abs() < 0.25, "{c:?}");
+            let per_min = c.rate * 60.0 / MIB;
+            assert!(
+                (per_min - 60.0 / secs).abs() < 0.25 * 60.0 / secs,
+                "{per_min}"
+            );
+        }
+    }
+
+    #[test]
+    fn normal_step_end_shapes_never_climb() {
+        let warm = |s: u64| if s < 3 { 10_000.0 * MIB } else { 30_000.0 * MIB } + 20.0 * MIB * noise(s);
+        let settle =
+            |s: u64| 30_000.0 * MIB * (1.0 - (-(s as f64) / 40.0).exp()) + 8.0 * MIB * noise(s);
+        let stepped = |s: u64| 20_000.0 * MIB + if s > 700 { 3_000.0 * MIB } else { 0.0 };
+        let jitter = |s: u64| 20_000.0 * MIB + 400.0 * MIB * noise(s);
+        for (name, f) in [
+            ("warm-up", &warm as &dyn Fn(u64) -> f64),
+            ("settling", &settle),
+            ("one step", &stepped),
+            ("jitter", &jitter),
+        ] {
+            for last in (50..3000).step_by(25) {
+                assert!(
+                    climbing(&steps(last, 1, 1.0, f)).is_none(),
+                    "{name} at {last}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The warm-up verdict of a fed job that reports steps: what a user watching its first steps
+//! wants to know. Once its step-end live memory and its peak have both held for
+//! [`HELD_STEPS`] steps, it is said once, as an `info` finding: "fits: peak live X of Y usable
+//! after N steps, headroom Z". If a forecast says it will run out first, "will not fit",
+//! with the forecast. Said once per process and shown for [`SHOWN_SECS`]; the pipeline
+//! remembers it, so a verdict never flips from sample to sample.
+
+use super::{device_name, Finding, FindingKind, Headroom, Severity};
+use crate::history::{History, Metric, ProcessId, SeriesKey, StepPoint};
+use crate::sample::NodeSample;
+use crate::units::{bytes, duration};
+use serde_json::json;
+use std::collections::HashMap;
+
+/// Steps over which step-end live memory and its peak must hold.
+pub const HELD_STEPS: u64 = 50;
+/// Step-end readings those steps must have at least.
+const HELD_POINTS: usize = 5;
+/// "Held": within this many bytes, or this share of the level, whichever is more.
+const HELD_BYTES: u64 = 64 << 20;
+const HELD_SHARE: f64 = 0.01;
+/// A verdict is shown this long after it is said.
+pub const SHOWN_SECS: f64 = 600.0;
+
+/// The verdicts said, by process.
+#[derive(Debug, Default, Clone)]
+pub struct WarmUp {
+    said: HashMap<ProcessId, Finding>,
+}
+
+/// Whether step-end live bytes and the peak held over the last [`HELD_STEPS`]: the spread of
+/// those readings, if so.
+fn held(points: &[&StepPoint], history: &History, id: &ProcessId, now: f64) -> Option<u64> {
+    let (first, last) = (points.first()?, points.last()?);
+    if points.len() < HELD_POINTS || last.step - first.step < HELD_STEPS * 9 / 10 {
+        return None;
+    }
+    let low = points.iter().map(|p| p.allocated).min()?;
+    let high = points.iter().map(|p| p.allocated).max()?;
+    let spread = high - low;
+    if spread > HELD_BYTES.max((high as f64 * HELD_SHARE) as u64) {
+        return None;
+    }
+    // The peak: the allocator's own where every reading has it, else the highest live bytes
+    // strata holds, no higher in the second half of those steps than in the first.
+    let peaks: Option<Vec<u64>> = points.iter().map(|p| p.peak_allocated).collect();
+    let peak_held = match peaks {
+        Some(peaks) => peaks.first() == peaks.last(),
+        None => {
+            let series = history.get(&SeriesKey::Process(id.clone(), Metric::Allocated))?;
+            let halves = series.chunks(now, (now - first.time).max(1.0), 2);
+            matches!((halves[0], halves[1]), (Some(a), Some(b)) if b.max <= a.max)
+        }
+    };
+    peak_held.then_some(spread)
+}
+
+impl WarmUp {
+    /// Adds to `findings` (those of this instant, forecasts included) the verdicts said now
+    /// or still shown; `headroom` is parallel to the sample's processes.
+    pub fn apply(
+        &mut self,
+        sample: &NodeSample,
+        history: &History,
+        headroom: &[Option<Headroom>],
+        findings: &mut Vec<Finding>,
+    ) {
+        let now = sample.time;
+        for (p, room) in sample.processes.iter().zip(headroom) {
+            if p.feed.is_none() {
+                continue;
+            }
+            let id = ProcessId::of(p);
+            if let Some(said) = self.said.get(&id) {
+                if now - said.since <= SHOWN_SECS {
+                    findings.push(said.clone());
+                }
+                continue;
+            }
+            let Some(steps) = history.steps(&id) else {
+                continue;
+            };
+            let Some(last) = steps.last().copied() else {
+                continue;
+            };
+            let mine = |f: &&Finding| {
+                f.pid == Some(p.pid) && f.device_uuid.as_deref() == Some(&p.device_uuid)
+            };
+            let who = format!("PID {} on {}", p.pid, device_name(sample, &p.device_uuid));
+            let verdict = if let Some(forecast) = findings
+                .iter()
+                .filter(mine)
+                .find(|f| f.kind == FindingKind::OomForecast)
+            {
+                let told = forecast
+                    .message
+                    .split_once(": ")
+                    .map_or(forecast.message.as_str(), |(_, rest)| rest);
+                Finding {
+                    kind: FindingKind::WarmUp,
+                    severity: Severity::Info,
+                    device_uuid: Some(p.device_uuid.clone()),
+                    pid: Some(p.pid),
+                    since: now,
+                    message: format!("{who}: will not fit: after {} steps, {told}", last.step),
+                    evidence: json!({
+                        "verdict": "will_not_fit",
+                        "steps": last.step,
+                        "eta_secs": forecast.evidence.get("eta_secs"),
+                        "eta_step": forecast.evidence.get("eta_step"),
+                        "oom_at": forecast.evidence.get("oom_at"),
+                    }),
+                }
+            } else {
+                if findings
+                    .iter()
+                    .filter(mine)
+                    .any(|f| f.kind == FindingKind::Climb)
+                {
+                    continue;
+                }
+                let Some(room) = room else { continue };
+                let recent: Vec<&StepPoint> = steps
+                    .since_step(last.step.saturating_sub(HELD_STEPS))
+                    .collect();
+                let Some(spread) = held(&recent, history, &id, now) else {
+                    continue;
+                };
+                let held_for = last.time - recent[0].time;
+                Finding {
+                    kind: FindingKind::WarmUp,
+                    severity: Severity::Info,
+                    device_uuid: Some(p.device_uuid.clone()),
+                    pid: Some(p.pid),
+                    since: now,
+                    message: format!(
+                        "{who}: fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {} steps, {})",
+                        bytes(room.peak_live_bytes),
+                        bytes(room.usable_bytes),
+                        last.step,
+                        signed_bytes(room.bytes),
+                        bytes(spread),
+                        last.step - recent[0].step,
+                        duration(held_for)
+                    ),
+                    evidence: json!({
+                        "verdict": "fits",
+                        "steps": last.step,
+                        "held_steps": last.step - recent[0].step,
+                        "held_secs": held_for,
+                        "spread_bytes": spread,
+                        "peak_live_bytes": room.peak_live_bytes,
+                        "peak_window_secs": room.peak_window_secs,
+                        "usable_bytes": room.usable_bytes,
+                        "headroom_bytes": room.bytes,
+                    }),
+                }
+            };
+            findings.push(verdict.clone());
+            self.said.insert(id, verdict);
+        }
+        // A process no longer listed for an hour has no verdict to keep.
+        if self.said.len() > sample.processes.len() {
+            self.said.retain(|id, f| {
+                now - f.since <= 3600.0 || sample.processes.iter().any(|p| ProcessId::of(p) == *id)
+            });
+        }
+    }
+}
+
+/// `1.20 GiB`, or `−512 MiB`.
+fn signed_bytes(value: i64) -> String {
+    if value < 0 {
+        format!("−{}", bytes(value.unsigned_abs()))
+    } else {
+        bytes(value.unsigned_abs())
+    }
+}
