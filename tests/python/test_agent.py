@@ -4,11 +4,9 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 
-from support import ASSETS, PY, STRATA_RUN, STUBS, Case, device_specs, is_sample, live_sample
+from support import ASSETS, STRATA_RUN, STUBS, Case, device_specs, is_sample, live_sample
 
 
 def hello_with(pred):
@@ -144,20 +142,6 @@ class TorchVersionTest(Case):
         j.do("torch._C._accelerator_setAllocatorSettings('max_split_size_mb:100')")
         h = m.wait(hello_with(lambda h: h["settings"].get("alloc_conf") == "max_split_size_mb:100"))
         self.assertIs(h["settings"]["expandable_segments"], True)
-
-
-class StartupTest(Case):
-    def test_nothing_heavy_is_imported_before_a_monitor_or_framework(self):
-        code = (
-            "import sys, time; sys.path.insert(0, %r)\n"
-            "import strata_feed; strata_feed.start(0.05)\n"
-            "time.sleep(0.5)\n"
-            "print(sorted(m for m in ('json', 'socket', 'selectors', 'ctypes', 'threading') if m in sys.modules))\n"
-        ) % ASSETS
-        env = self.env()
-        r = subprocess.run([PY, "-S", "-c", code], env=env, capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.stderr, "")
-        self.assertEqual(r.stdout.strip(), "['threading']")
 
 
 class CopyTest(Case):

@@ -5,11 +5,11 @@ the serving thread (Agent.set_hello, Agent.post_line), so a framework call that 
 delays nothing but the next sample.
 """
 
-import threading
 import time
 
 from . import _frameworks
 from ._core import LINE_LIMIT, encode
+from ._threads import Thread, Wake, name_os_thread
 
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
 WARMUP_SECONDS = 5.0
@@ -50,7 +50,7 @@ class Sampler(object):
         self.interval = agent.base_interval  # effective: stretched when sampling is costly
         self.thread = None
         self.halt = False
-        self.event = threading.Event()
+        self.event = Wake()
         self.cost_est = 0.0  # CPU seconds per tick, as the interval is sized for
         self.since = {}  # device index -> (key, reserved_since) of the previous sample
         self.frameworks = _frameworks.Frameworks(self)
@@ -66,7 +66,7 @@ class Sampler(object):
     def start(self):
         self.halt = False
         self.event.clear()
-        self.thread = threading.Thread(target=self._run, name="strata-feed-sampler", daemon=True)
+        self.thread = Thread(self._run, "strata-feed-sampler")
         self.thread.start()
 
     def running(self):
@@ -77,7 +77,7 @@ class Sampler(object):
         self.halt = True
         self.event.set()
         t = self.thread
-        if t is not None and t is not threading.current_thread() and t.is_alive():
+        if t is not None and not t.is_current() and t.is_alive():
             t.join(timeout)
 
     def wake(self):
@@ -110,6 +110,7 @@ class Sampler(object):
 
     def _run(self):
         try:
+            name_os_thread("strata-feed-sampler")
             while not self.halt:
                 now = time.monotonic()
                 if now >= self.next_tick or self._init_pending(now):
@@ -118,8 +119,7 @@ class Sampler(object):
                 timeout = self.next_tick - now
                 if self.init_hint is not None:
                     timeout = min(timeout, INIT_POLL)
-                self.event.wait(max(0.0, timeout))
-                self.event.clear()
+                self.event.wait(timeout)
         except BaseException:
             pass
 
