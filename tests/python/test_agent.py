@@ -117,6 +117,14 @@ class TorchVersionTest(Case):
         # And no snapshot: torch 2.0 cannot tell whether the job records its history.
         self.assertNotIn("strata-feed memory_snapshot", self.trace_lines())
 
+    def test_settings_before_init_in_a_torch_that_ignores_the_generic_variable(self):
+        # torch before 2.9 reads no PYTORCH_ALLOC_CONF: the waiting hello still says which
+        # settings apply (the defaults), not nothing.
+        j = self.job(self.env(STRATA_STUB_TORCH_VERSION="2.0.1", PYTORCH_ALLOC_CONF="expandable_segments:True"))
+        j.do("import torch")
+        h = self.monitor(j.pid).wait(hello_with(lambda h: h["state"] == "waiting" and h["settings"]))
+        self.assertEqual(h["settings"], {"expandable_segments": False, "alloc_conf": None, "alloc_conf_source": None})
+
     def test_snapshot_without_traces_and_none_while_history_is_recorded(self):
         j = self.job()
         j.do("import torch; torch.cuda.init(); torch.cuda.memory._record_memory_history()")

@@ -192,7 +192,7 @@ class TorchReader(object):
             self.version = text(getattr(torch, "__version__", None), 64)
             self.vt = version_tuple(self.version) or ()
         source, raw = alloc_conf_from_env(generic=not self.vt or self.vt >= GENERIC_CONF_SINCE)
-        if raw != self.conf_raw or source != self.conf_source:
+        if not self.settings or raw != self.conf_raw or source != self.conf_source:
             self.conf, self.conf_source = {}, source
             self._merge_conf(raw)
 
