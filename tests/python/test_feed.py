@@ -15,7 +15,7 @@ DEVICE_FIELDS = (
     "index", "allocated", "reserved", "active", "inactive_split", "requested", "peak_allocated",
     "peak_reserved", "peak_active", "peak_inactive_split", "peak_requested", "alloc_retries",
     "ooms", "device_allocs", "device_frees", "largest_free_block", "largest_free_block_time",
-    "limit", "reserved_since", "unreported",
+    "limit", "reserved_since", "step", "at_step_end", "unreported",
 )
 
 
