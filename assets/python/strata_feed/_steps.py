@@ -6,8 +6,8 @@ count, and at most once every READ_GAP seconds a reading of the allocator's coun
 framework's cheapest call, nothing else), queued for the sampler to encode and publish. It
 never waits on a lock of the agent's (while the sampler reads, the step takes no reading),
 never raises, and never initialises CUDA (a reader reads only devices its last sample
-found, and only once the job's CUDA init is done). A reading slower than READ_LIMIT_NS
-turns step-end readings off for the process; counting goes on.
+found, and only once the job's CUDA init is done). Readings slower than READ_LIMIT_NS, three
+in a row, turn step-end readings off for the process; counting goes on.
 
 What counts as a step:
 - torch (2.0 and later): a step of one optimizer, the first to step (once it is gone, the
@@ -29,7 +29,8 @@ except ImportError:  # not CPython
     from weakref import ref as _ref
 
 READ_GAP = 0.2  # seconds between step-end readings, at least
-READ_LIMIT_NS = 1000000  # a step-end reading that took longer (1 ms) turns them off
+READ_LIMIT_NS = 1000000  # step-end readings that take longer (1 ms)...
+READ_LIMIT_RUN = 3  # ...this many times in a row are turned off (one can be a preemption)
 QUEUE = 64  # step-end readings waiting for the sampler, at most
 
 # Once per process: whether the torch hook is registered, or why it is not.
@@ -47,6 +48,7 @@ class Steps(object):
         self.readings = deque(maxlen=QUEUE)  # (time, step, raw reading, read ns)
         self.off = None  # why step-end readings stopped
         self.read_max_ns = 0
+        self.slow = 0  # readings over READ_LIMIT_NS in a row
 
     # -- on the job's thread ------------------------------------------------------------
 
@@ -93,8 +95,12 @@ class Steps(object):
                 self.readings.append((when, self.count, raw, took))
             if took > self.read_max_ns:
                 self.read_max_ns = took
-            if took > READ_LIMIT_NS and self.off is None:
-                self.off = "step-end readings stopped: one took %.1f ms (at most 1 ms)" % (took / 1e6)
+            self.slow = self.slow + 1 if took > READ_LIMIT_NS else 0
+            if self.slow >= READ_LIMIT_RUN and self.off is None:
+                self.off = "step-end readings stopped: %d in a row took over 1 ms, the last %.1f ms" % (
+                    self.slow,
+                    took / 1e6,
+                )
         finally:
             self.lock.release()
 
