@@ -137,7 +137,7 @@ class TorchStepsTest(Case):
         j = self.job()
         j.do("import os, torch, strata_feed; strata_feed.step(); strata_feed.step()")
         j.do("pid = os.fork(); pid or os._exit(0 if strata_feed._steps.STEPS.count is None else 3)")
-        self.assertEqual(j.eval("os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])"), 0)
+        self.assertEqual(j.eval("os.WEXITSTATUS(os.waitpid(pid, 0)[1])"), 0)
         self.assertEqual(j.eval("strata_feed._steps.STEPS.count"), 2)
 
 

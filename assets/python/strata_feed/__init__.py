@@ -174,14 +174,17 @@ def _after_fork_in_child():
     # child has no feed until it calls start() itself.
     global _agent, _lock
     try:
+        steps = sys.modules.get(__name__ + "._steps")
+        if steps is not None:
+            steps.after_fork_in_child()  # the parent's steps are not the child's
+    except BaseException:
+        pass
+    try:
         _lock = _thread.allocate_lock()
         a = _agent
         _agent = None
         if a is not None:
             a.abandon()
-        steps = sys.modules.get(__name__ + "._steps")
-        if steps is not None:
-            steps.after_fork_in_child()  # the parent's steps are not the child's
     except BaseException:
         pass
 
