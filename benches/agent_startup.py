@@ -11,6 +11,8 @@ time. The agent runs from a copy of --assets in a temporary directory, installed
 strata run installs it (no bytecode: the first process writes it), after one warm-up run.
 
 --no-bytecode runs both sides with PYTHONDONTWRITEBYTECODE=1 (a common container setting).
+--fifo runs each process under `chrt -f 10` (root): real-time, so that other work on a
+loaded machine does not sit between the process's threads (its wall time is then its own).
 --importtime prints, from `-X importtime` (medians over the runs), the modules the agent
 adds to start-up and their cumulative microseconds.
 
@@ -28,10 +30,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+PREFIX = []  # --fifo: ["chrt", "-f", "10"]
+
+
 def run_once(py, env, code="pass"):
     """(wall seconds, CPU seconds) of one `py -c code`."""
     t0 = time.perf_counter()
-    p = subprocess.Popen([py, "-c", code], env=env)
+    p = subprocess.Popen(PREFIX + [py, "-c", code], env=env)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -61,7 +66,10 @@ def main():
     ap.add_argument("--python", action="append", default=None)
     ap.add_argument("--no-bytecode", action="store_true")
     ap.add_argument("--importtime", action="store_true")
+    ap.add_argument("--fifo", action="store_true")
     args = ap.parse_args()
+    if args.fifo:
+        PREFIX[:] = ["chrt", "-f", "10"]
     scratch = tempfile.mkdtemp(prefix="strata-bench-startup-")
     try:
         for py in args.python or [sys.executable]:
@@ -85,7 +93,7 @@ def bench(py, args, scratch):
                PYTHONPATH=os.path.join(agent, "strata_run"))
     for env in (plain, fed):
         run_once(py, env)
-    label = "%s%s" % (py, " (PYTHONDONTWRITEBYTECODE=1)" if args.no_bytecode else "")
+    label = "%s%s%s" % (py, " (PYTHONDONTWRITEBYTECODE=1)" if args.no_bytecode else "", " (SCHED_FIFO)" if args.fifo else "")
     added = []
     for r in range(args.rounds):
         wall = {"plain": [], "agent": []}

@@ -10,12 +10,11 @@
 - Around os.fork() both threads stop and start again (the module's fork hooks), so a
   process that forks has no thread of the agent's at that instant.
 - Start-up costs the job a few imports (_thread, _socket, select; never threading,
-  collections or json), the socket's bind and a thread start. The sweep of stale sockets
+  collections, itertools or json), the socket's bind and a thread start. The sweep of stale sockets
   waits a second, the hello is encoded when a monitor first connects.
 """
 
 import _thread
-import itertools
 import os
 import sys
 import time
@@ -72,7 +71,7 @@ class Agent(object):
         self.hub.hello_source = self._encode_hello
         self.server = None  # the serving thread
         self.sampler = None  # the Sampler, once a framework is imported
-        self.seq = itertools.count(1)
+        self.seq = 0  # the last seq given out (under self.lock)
         self.lock = _thread.allocate_lock()  # seq, outbox and hello, shared between threads
         self.serving = _thread.allocate_lock()  # held by the serving thread but in its waits
         self.outbox = deque()  # ("hello" | "line", payload) for the server
@@ -244,7 +243,8 @@ class Agent(object):
     def post_oom(self, msg):
         """An oom message built on the job's thread: number it, queue it, wake the agent."""
         with self.lock:
-            msg["seq"] = next(self.seq)
+            self.seq += 1
+            msg["seq"] = self.seq
             line = encode(msg)
             if len(line) <= LINE_LIMIT:
                 self.pending.append(line)
@@ -255,7 +255,8 @@ class Agent(object):
         with self.lock:
             while self.pending:
                 self.outbox.append(("line", self.pending.popleft()))
-            return next(self.seq)
+            self.seq += 1
+            return self.seq
 
     def idle_hello(self, note, state="no_framework", error=None):
         return self.build_hello(

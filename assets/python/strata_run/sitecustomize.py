@@ -12,12 +12,20 @@
 
 
 def _strata_version(init_py):
+    # The `__version__ = "..."` line, read as bytes (no text layer: this runs in every
+    # process).
+    import os
+
     try:
-        with open(init_py) as f:
-            for line in f:
-                if line.startswith("__version__"):
-                    return line.split("=", 1)[1].strip().strip("\"'")
-    except (OSError, IndexError):
+        fd = os.open(init_py, os.O_RDONLY)
+        try:
+            head = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        for line in head.splitlines():
+            if line.startswith(b"__version__"):
+                return line.split(b"=", 1)[1].strip().strip(b"\"'").decode("ascii")
+    except (OSError, IndexError, UnicodeDecodeError):
         pass
     return None
 
@@ -49,6 +57,11 @@ def _strata_bytecode(embedded):
     cache = getattr(boot, "cache_from_source", None)
     if cache is None or sys.implementation.cache_tag is None:
         return
+    # Written once everything is compiled: one stat in every later process.
+    pycache = os.path.dirname(cache(os.path.join(embedded, "strata_feed", "__init__.py")))
+    done = os.path.join(pycache, "strata-compiled-" + sys.implementation.cache_tag)
+    if os.path.exists(done):
+        return
     # Only strata's installed copy: agent-<digest>/, this user's, mode 0700 (a checkout
     # or a copy of someone else's is not ours to write into).
     try:
@@ -66,14 +79,11 @@ def _strata_bytecode(embedded):
             return
     if not sources:
         return
-    last = cache(sources[-1])  # written last: when it is there, all are
-    if os.path.exists(last):
-        return
     try:
-        os.makedirs(os.path.dirname(last), exist_ok=True)
+        os.makedirs(os.path.dirname(done), exist_ok=True)
     except OSError:
         return
-    if not os.access(os.path.dirname(last), os.W_OK):
+    if not os.access(os.path.dirname(done), os.W_OK):
         return  # a read-only copy: nothing to gain from trying in every process
     import py_compile
 
@@ -82,6 +92,10 @@ def _strata_bytecode(embedded):
             py_compile.compile(path, cfile=cache(path), doraise=True)
         except Exception:
             return
+    try:
+        os.close(os.open(done, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        pass
 
 
 def _strata_start():
