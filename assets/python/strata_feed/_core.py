@@ -10,8 +10,8 @@
 - Around os.fork() both threads stop and start again (the module's fork hooks), so a
   process that forks has no thread of the agent's at that instant.
 - Start-up costs the job a few imports (_thread, _socket, select; never threading,
-  collections, itertools or json), the socket's bind and a thread start. The sweep of stale sockets
-  waits a second, the hello is encoded when a monitor first connects.
+  collections, itertools or json), the socket's bind and a thread start. The sweep of
+  stale sockets waits a second; the hello is encoded when a monitor first connects.
 """
 
 import _thread
@@ -320,6 +320,10 @@ class Agent(object):
             pass
         finally:
             if self.stopping is not None:
+                s = self.sampler
+                if s is not None:
+                    s.halt = True  # started by this thread after stop() looked: it ends too
+                    s.wake()
                 with self.serving:
                     try:
                         if not self.done:
