@@ -133,6 +133,16 @@ class TorchStepsTest(Case):
         m.wait(lambda x: is_sample(x) and step_of(x) == 32, start=first, what="step 32")
         self.assertFalse([x for x in m.snapshot()[first:] if is_sample(x) and at_end(x)])
 
+    def test_a_reading_that_costs_over_a_millisecond_turns_them_off_at_once(self):
+        j, m = self.reading_job()
+        j.do("real = torch.cuda.memory_stats_as_nested_dict")
+        busy = "def busy(i):\n    end = time.thread_time() + 0.002\n    while time.thread_time() < end: pass\n    return real(i)"
+        j.do("exec(%r)" % busy)  # 2 ms of the job thread's CPU per reading
+        j.do("torch.cuda.memory_stats_as_nested_dict = busy")
+        j.do("opt = torch.optim.SGD([1]); [(opt.step(), time.sleep(0.05)) for _ in range(3)]")
+        h = m.wait(hello_with(lambda h: "step-end readings stopped" in (h["note"] or "")))
+        self.assertRegex(h["note"], r"one cost \d+\.\d ms of CPU \(at most 1 ms\)")
+
     def test_a_forked_child_starts_from_no_steps(self):
         j = self.job()
         j.do("import os, torch, strata_feed; strata_feed.step(); strata_feed.step()")

@@ -6,8 +6,9 @@ count, and at most once every READ_GAP seconds a reading of the allocator's coun
 framework's cheapest call, nothing else), queued for the sampler to encode and publish. It
 never waits on a lock of the agent's (while the sampler reads, the step takes no reading),
 never raises, and never initialises CUDA (a reader reads only devices its last sample
-found, and only once the job's CUDA init is done). Readings slower than READ_LIMIT_NS, three
-in a row, turn step-end readings off for the process; counting goes on.
+found, and only once the job's CUDA init is done). A reading that costs more than
+READ_LIMIT_NS of CPU, or three in a row that take longer, turn step-end readings off for
+the process; counting goes on.
 
 What counts as a step:
 - torch (2.0 and later): a step of one optimizer, the first to step (once it is gone, the
@@ -29,9 +30,10 @@ except ImportError:  # not CPython
     from weakref import ref as _ref
 
 READ_GAP = 0.2  # seconds between step-end readings, at least
-READ_LIMIT_NS = 1000000  # step-end readings that take longer (1 ms)...
-READ_LIMIT_RUN = 3  # ...this many times in a row are turned off (one can be a preemption)
+READ_LIMIT_NS = 1000000  # a step-end reading that costs more CPU (1 ms) turns them off, and
+READ_LIMIT_RUN = 3  # ...so do this many in a row that take longer (one can be a preemption)
 QUEUE = 64  # step-end readings waiting for the sampler, at most
+_cpu_ns = getattr(time, "thread_time_ns", None) or (lambda: 0)
 
 # Once per process: whether the torch hook is registered, or why it is not.
 torch_hook = None  # None: not looked at yet; True: registered; a string: why not
@@ -84,19 +86,23 @@ class Steps(object):
         try:
             self.next_read = now + READ_GAP
             t0 = time.perf_counter_ns()
+            c0 = _cpu_ns()
             when = time.time()
             try:
                 raw = reader.step_read()
             except Exception as e:
                 raw = None
                 self.off = "step-end readings stopped: %s: %s" % (type(e).__name__, str(e)[:200])
+            cpu = _cpu_ns() - c0
             took = time.perf_counter_ns() - t0
             if raw:
                 self.readings.append((when, self.count, raw, took))
             if took > self.read_max_ns:
                 self.read_max_ns = took
             self.slow = self.slow + 1 if took > READ_LIMIT_NS else 0
-            if self.slow >= READ_LIMIT_RUN and self.off is None:
+            if self.off is None and cpu > READ_LIMIT_NS:
+                self.off = "step-end readings stopped: one cost %.1f ms of CPU (at most 1 ms)" % (cpu / 1e6)
+            elif self.off is None and self.slow >= READ_LIMIT_RUN:
                 self.off = "step-end readings stopped: %d in a row took over 1 ms, the last %.1f ms" % (
                     self.slow,
                     took / 1e6,
