@@ -22,6 +22,7 @@ to a real torch.optim.SGD step on a small model, with the agent against without 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,13 @@ def main():
     ap.add_argument("--real", action="store_true")
     args = ap.parse_args()
     feed = tempfile.mkdtemp(prefix="strata-bench-steps-")
+    try:
+        bench(args, feed)
+    finally:
+        shutil.rmtree(feed, True)
+
+
+def bench(args, feed):
     env = dict(os.environ, STRATA_FEED_DIR=feed, PYTHONDONTWRITEBYTECODE="1")
     for k in ("STRATA_STUB_TRACE", "STRATA_STUB_LOG"):
         env.pop(k, None)
