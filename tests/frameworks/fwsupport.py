@@ -40,8 +40,8 @@ def needs(*modules):
 
 
 def agent_threads(pid):
-    """{tid: name} of the agent's threads in process pid (names from /proc, at most 15
-    characters: 'strata-feed', 'strata-feed-sam')."""
+    """{tid: name} of the agent's threads in process pid (the names the agent gives them in
+    /proc, at most 15 characters: 'strata-feed', 'strata-feed-sam')."""
     out = {}
     try:
         for tid in os.listdir("/proc/%d/task" % pid):

@@ -66,6 +66,37 @@ def pci_nvml(pci):
     return "%08X:%02X:%02X.0" % (int(dom, 16), int(bus, 16), int(rest.split(".")[0], 16))
 
 
+def agent_threads(pid):
+    """Names of the agent's threads in process pid, as the kernel has them (/proc comm,
+    15 characters at most: 'strata-feed', 'strata-feed-sam')."""
+    names = []
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return names
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if name.startswith("strata-feed"):
+            names.append(name)
+    return sorted(names)
+
+
+def settled_agent_threads(pid):
+    """agent_threads(pid) once the serving thread has named itself (after its first wait,
+    within 50 ms of start) and a moment more."""
+    wait_until(lambda: "strata-feed" in agent_threads(pid), what="the serving thread named")
+    time.sleep(0.1)
+    return agent_threads(pid)
+
+
+def task_count(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+
+
 def wait_until(cond, timeout=DEADLINE, what="condition"):
     end = time.monotonic() + timeout
     while True:

@@ -5,7 +5,7 @@ import os
 import socket
 import time
 
-from support import JOBS, STRATA_RUN, Case, device_specs, is_sample, live_sample, wait_until
+from support import JOBS, STRATA_RUN, Case, settled_agent_threads, device_specs, is_sample, live_sample, wait_until
 
 HELLO_FIELDS = {
     "v": int, "type": str, "time": float, "pid": int, "agent_version": str, "python": str,
@@ -15,7 +15,7 @@ DEVICE_FIELDS = (
     "index", "allocated", "reserved", "active", "inactive_split", "requested", "peak_allocated",
     "peak_reserved", "peak_active", "peak_inactive_split", "peak_requested", "alloc_retries",
     "ooms", "device_allocs", "device_frees", "largest_free_block", "largest_free_block_time",
-    "limit", "reserved_since", "unreported",
+    "limit", "reserved_since", "step", "at_step_end", "unreported",
 )
 
 
@@ -133,8 +133,7 @@ class FeedTest(Case):
         j = self.job()
         self.assertEqual(j.eval("__import__('strata_feed').start(0.05)"), True)
         self.assertEqual(j.eval("__import__('strata_feed').start(1.0, '/nonexistent/x')"), True)
-        names = j.eval("[t.name for t in __import__('threading').enumerate()]")
-        self.assertEqual(names.count("strata-feed"), 1)
+        self.assertEqual(settled_agent_threads(j.pid).count("strata-feed"), 1)
         self.assertEqual(os.listdir(self.feed), ["%d.sock" % j.pid])
         time.sleep(0.1)
         self.assertEqual("".join(x for x in j.err if x), "")

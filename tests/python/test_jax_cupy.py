@@ -80,10 +80,39 @@ class JaxTest(Case):
         time.sleep(0.2)
         self.assertFalse([x for x in m.snapshot() if is_sample(x)])
 
+    def test_vmm_allocator_has_no_stats(self):
+        j = self.jax_job(XLA_PYTHON_CLIENT_ALLOCATOR="vmm")
+        j.do("jax._stub.init()")
+        m = self.monitor(j.pid)
+        h = m.wait(hello_with(lambda h: h["framework"] == "jax" and h["note"]))
+        self.assertEqual(h["backend"], "vmm")
+        self.assertIn("memory_stats() of device 0 returned None: XLA's vmm allocator keeps no statistics", h["note"])
+        time.sleep(0.2)
+        self.assertFalse([x for x in m.snapshot() if is_sample(x)])
+
+    def test_an_allocator_jaxlib_refuses_is_named(self):
+        j = self.jax_job(XLA_PYTHON_CLIENT_ALLOCATOR="address")
+        j.do("jax._stub.init()")
+        h = self.monitor(j.pid).wait(hello_with(lambda h: "no GPU backend" in (h["note"] or "")))
+        self.assertEqual(h["state"], "no_framework")
+        self.assertIn("XLA_PYTHON_CLIENT_ALLOCATOR=address is not an allocator jaxlib accepts", h["note"])
+
+    def test_no_pool_allocator_with_statistics_keeps_allocated_only(self):
+        # platform and vmm return None in XLA today; should one return statistics, its
+        # bytes_reserved (an unset 0) must not read as a pool.
+        j = self.jax_job(XLA_PYTHON_CLIENT_ALLOCATOR="platform", STRATA_STUB_JAX_PLATFORM_STATS=1,
+                         STRATA_STUB_JAX_STATS="async")
+        j.do("jax._stub.init(); a = jax._stub.allocate(0, 3 << 20)")
+        d = self.monitor(j.pid).wait(live_sample)["devices"][0]
+        self.assertEqual(d["allocated"], 3 << 20)
+        self.assertIsNone(d["reserved"])
+        self.assertIsNone(d["largest_free_block"])
+        self.assertEqual(d["unreported"]["reserved"], "not reported by XLA's platform allocator (it keeps no pool)")
+
     def test_expensive_memory_stats_stretches_the_interval(self):
-        # The stub's memory_stats runs gc.collect(); with a large heap that costs a few ms
-        # per call: the agent keeps its share of a core near 1 % by sampling less often.
-        j = self.jax_job()
+        # Here the stub's memory_stats runs gc.collect(); with a large heap that costs a few
+        # ms per call: the agent keeps its share of a core near 1 % by sampling less often.
+        j = self.jax_job(STRATA_STUB_JAX_STATS_GC=1)
         j.do("junk = [[i] for i in range(400000)]")
         j.do("jax._stub.init(); a = jax._stub.allocate(0, 1 << 20)")
         m = self.monitor(j.pid)

@@ -6,7 +6,7 @@ import stat
 import textwrap
 import time
 
-from support import ASSETS, JOBS, STRATA_RUN, STUBS, Case, Monitor, is_sample, live_sample, wait_until
+from support import ASSETS, JOBS, STRATA_RUN, STUBS, Case, Monitor, settled_agent_threads, task_count, is_sample, live_sample, wait_until
 
 
 def hello(m):
@@ -61,14 +61,15 @@ class FeedDirTest(Case):
         j = self.job(self.env(STRATA_FEED_DIR=feed, STRATA_TEST_START="no"))
         first = j.eval("__import__('strata_feed').start(0.05)")
         second = j.eval("__import__('strata_feed').start(0.05)")
-        threads = j.eval("[t.name for t in __import__('threading').enumerate()]")
+        time.sleep(0.1)
+        threads = task_count(j.pid)  # the job's main thread alone
         self.assertEqual(j.finish(), 0)
         err = j.stderr()
         lines = err.splitlines()
         self.assertEqual(len(lines), 1, err)
         self.assertTrue(lines[0].startswith("strata_feed: "), err)
         self.assertEqual((first, second), (False, False))
-        self.assertNotIn("strata-feed", threads)
+        self.assertEqual(threads, 1)
         return lines[0]
 
     def test_wrong_mode(self):
@@ -131,8 +132,7 @@ class SitecustomizeTest(Case):
         path = j.eval("__import__('sys').path")
         self.assertEqual(os.path.realpath(path[1]), os.path.realpath(STRATA_RUN))
         self.assertEqual(j.eval("__import__('strata_feed').info()['running']"), True)
-        threads = j.eval("[t.name for t in __import__('threading').enumerate()]")
-        self.assertEqual(threads.count("strata-feed"), 1)
+        self.assertEqual(settled_agent_threads(j.pid).count("strata-feed"), 1)
 
     def test_no_other_sitecustomize(self):
         j = self.job(self.run_env(STRATA_TEST_START="no"))
@@ -199,7 +199,7 @@ class AttachTest(Case):
         st = self.remote_exec(j, path)
         self.assertTrue(st["ok"])
         self.assertTrue(st["already"])
-        self.assertEqual(j.eval("[t.name for t in __import__('threading').enumerate()]").count("strata-feed"), 1)
+        self.assertEqual(settled_agent_threads(j.pid).count("strata-feed"), 1)
 
     def test_attach_reports_failure(self):
         os.mkdir(self.feed, 0o777)

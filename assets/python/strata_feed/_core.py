@@ -9,23 +9,26 @@
   waits for the job to initialise it, reads its statistics and hands lines over.
 - Around os.fork() both threads stop and start again (the module's fork hooks), so a
   process that forks has no thread of the agent's at that instant.
+- Start-up costs the job a few imports (_thread, _socket, select; never threading,
+  collections, itertools or json), the socket's bind and a thread start. The sweep of
+  stale sockets waits a second; the hello is encoded when a monitor first connects.
 """
 
-import collections
-import itertools
+import _thread
 import os
 import sys
-import threading
 import time
 
 from . import MAX_DEVICES, PROTOCOL, __version__ as VERSION
 from . import _feeddir, _server
+from ._threads import Thread, deque, name_os_thread
 
 LINE_LIMIT = 65536
 DETECT_MIN = 0.05  # seconds between looks in sys.modules for a framework, at first...
 DETECT_MAX = 2.0  # ...backing off to this
 DETECT_RAMP = 20.0  # the period is the agent's age divided by this, within those bounds
-SWEEP_PERIOD = 60.0  # seconds between looks for sockets of dead processes
+SWEEP_FIRST = 1.0  # seconds after start of the first look for sockets of dead processes...
+SWEEP_PERIOD = 60.0  # ...and between looks
 _FRAMEWORKS = ("torch", "jax", "cupy")
 
 
@@ -68,16 +71,18 @@ class Agent(object):
         self.hub.hello_source = self._encode_hello
         self.server = None  # the serving thread
         self.sampler = None  # the Sampler, once a framework is imported
-        self.seq = itertools.count(1)
-        self.lock = threading.Lock()  # seq, outbox and hello, shared between threads
-        self.outbox = collections.deque()  # ("hello" | "line", payload) for the server
-        self.pending = collections.deque(maxlen=256)  # oom lines from the job's threads
+        self.seq = 0  # the last seq given out (under self.lock)
+        self.lock = _thread.allocate_lock()  # seq, outbox and hello, shared between threads
+        self.serving = _thread.allocate_lock()  # held by the serving thread but in its waits
+        self.outbox = deque()  # ("hello" | "line", payload) for the server
+        self.pending = deque(maxlen=256)  # oom lines from the job's threads
         self.wake_r = self.wake_w = None
         self.stopping = None  # the bye reason once asked to stop
         self.pausing = False  # threads stopping for a fork
-        self.done = threading.Event()
+        self.done = False  # the serving thread has shut the feed down
         self.next_detect = 0.0
-        self.next_sweep = 0.0
+        # Not at start: a process that lives less than a second pays nothing for it.
+        self.next_sweep = self.started_mono + SWEEP_FIRST
         self.hello_fields = None  # the hello as last built, without time
         self.copy = "imported"
         self._static = {
@@ -114,7 +119,7 @@ class Agent(object):
         return None
 
     def start_threads(self):
-        self.server = threading.Thread(target=self._serve, name="strata-feed", daemon=True)
+        self.server = Thread(self._serve, "strata-feed")
         self.server.start()
         s = self.sampler
         if s is not None and self.stopping is None:
@@ -129,11 +134,25 @@ class Agent(object):
         s = self.sampler
         if s is not None:
             s.stop(1.0)
-        self.wake()
         t = self.server
-        if t is not None and t is not threading.current_thread() and t.is_alive():
+        if t is not None and not t.is_current() and self.serving.acquire(False):
+            # The serving thread is waiting for events (it holds `serving` otherwise): close
+            # the feed from here rather than wake it and wait for it (at exit, that wait is
+            # most of what the agent costs a short process). It ends at its next wake-up.
+            try:
+                if not self.done:
+                    self._close_feed()
+                    self.done = True
+                self.wake()
+            except BaseException:
+                pass
+            finally:
+                self.serving.release()
+            return
+        self.wake()
+        if t is not None and not t.is_current() and t.is_alive():
             t.join(1.0)
-        if not self.done.is_set():
+        if not self.done:
             # The thread never ran or is stuck: at least remove the socket so no monitor
             # connects to a feed that is going away.
             self.hub.unlink()
@@ -177,12 +196,13 @@ class Agent(object):
         self.wake_r = self.wake_w = None
 
     def wake(self):
-        w = self.wake_w
-        if w is not None:
-            try:
-                os.write(w, b"\0")
-            except OSError:
-                pass  # full (already woken) or closed
+        with self.lock:  # never a write to a closed (and maybe reused) fd: see _close_wake
+            w = self.wake_w
+            if w is not None:
+                try:
+                    os.write(w, b"\0")
+                except OSError:
+                    pass  # full (already woken)
 
     def _on_wake(self):
         try:
@@ -223,7 +243,8 @@ class Agent(object):
     def post_oom(self, msg):
         """An oom message built on the job's thread: number it, queue it, wake the agent."""
         with self.lock:
-            msg["seq"] = next(self.seq)
+            self.seq += 1
+            msg["seq"] = self.seq
             line = encode(msg)
             if len(line) <= LINE_LIMIT:
                 self.pending.append(line)
@@ -234,7 +255,8 @@ class Agent(object):
         with self.lock:
             while self.pending:
                 self.outbox.append(("line", self.pending.popleft()))
-            return next(self.seq)
+            self.seq += 1
+            return self.seq
 
     def idle_hello(self, note, state="no_framework", error=None):
         return self.build_hello(
@@ -276,33 +298,54 @@ class Agent(object):
     # -- the serving thread ---------------------------------------------------------------
 
     def _serve(self):
+        named = False
         try:
-            self._loop()
+            while True:
+                with self.serving:
+                    if self.stopping is not None or self.pausing:
+                        break
+                    timeout = self._turn()
+                events = self.hub.wait(timeout)
+                if not named:
+                    # After the first wait, not at start: each system call here would hand
+                    # the GIL back and forth with a job that is starting up.
+                    name_os_thread("strata-feed")
+                    named = True
+                with self.serving:
+                    if self.stopping is not None or self.pausing:
+                        break
+                    self.hub.dispatch(events)
+                    self._drain()
         except BaseException:
             pass
         finally:
             if self.stopping is not None:
-                try:
-                    self._shutdown()
-                except BaseException:
-                    pass
-                self.done.set()
+                s = self.sampler
+                if s is not None:
+                    s.halt = True  # started by this thread after stop() looked: it ends too
+                    s.wake()
+                with self.serving:
+                    try:
+                        if not self.done:
+                            self._close_feed()
+                    except BaseException:
+                        pass
+                    self.done = True
+                    self._close_wake()
 
-    def _loop(self):
-        hub = self.hub
-        while self.stopping is None and not self.pausing:
-            now = time.monotonic()
-            timeout = None
-            if self.sampler is None:
-                if now >= self.next_detect:
-                    self._detect(now)
-                timeout = self.next_detect - now
-            if now >= self.next_sweep:
-                self._sweep(now)
-            t = self.next_sweep - now
-            timeout = t if timeout is None else min(timeout, t)
-            hub.select(max(0.0, timeout))
-            self._drain()
+    def _turn(self):
+        """Looks for a framework and stale sockets when due; the seconds until the next."""
+        now = time.monotonic()
+        timeout = None
+        if self.sampler is None:
+            if now >= self.next_detect:
+                self._detect(now)
+            timeout = self.next_detect - now
+        if now >= self.next_sweep:
+            self._sweep(now)
+        t = self.next_sweep - now
+        timeout = t if timeout is None else min(timeout, t)
+        return max(0.0, timeout)
 
     def _detect(self, now):
         mods = sys.modules
@@ -339,7 +382,8 @@ class Agent(object):
             else:
                 hub.publish(payload)
 
-    def _shutdown(self):
+    def _close_feed(self):
+        """Sends what is queued, then bye; closes every connection and removes the socket."""
         self._drain()
         hub = self.hub
         if hub.conns:
@@ -349,10 +393,14 @@ class Agent(object):
         else:
             hub.close_all()
         hub.unlink()
-        for fd in (self.wake_r, self.wake_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.wake_r = self.wake_w = None
+
+    def _close_wake(self):
+        with self.lock:
+            fds = (self.wake_r, self.wake_w)
+            self.wake_r = self.wake_w = None
+            for fd in fds:
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass

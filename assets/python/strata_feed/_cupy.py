@@ -103,20 +103,50 @@ class CupyReader(object):
                         limit = count(timer.call(get_limit)) or None
                     except Exception:
                         limit = None
-            if used is None or total is None:
-                continue
-            e = new_entry(i)
-            e["allocated"] = used
-            e["reserved"] = total
-            e["limit"] = limit
-            unrep = e["unreported"]
-            for f in DEVICE_FIELDS:
-                if e[f] is None:
-                    unrep[f] = REASON
-            unrep["largest_free_block"] = REASON
-            if limit is None:
-                unrep["limit"] = "no pool limit set"
-            entries.append(e)
+            e = self.entry(i, used, total, limit)
+            if e is not None:
+                entries.append(e)
+        return entries
+
+    def entry(self, i, used, total, limit):
+        if used is None or total is None:
+            return None
+        e = new_entry(i)
+        e["allocated"] = used
+        e["reserved"] = total
+        e["limit"] = limit
+        unrep = e["unreported"]
+        for f in DEVICE_FIELDS:
+            if e[f] is None:
+                unrep[f] = REASON
+        unrep["largest_free_block"] = REASON
+        if limit is None:
+            unrep["limit"] = "no pool limit set"
+        return e
+
+    def step_read(self):
+        """At a step's end, on the job's thread: the pool of the job's current device only
+        (the pool answers for the calling thread's device; switching it is not ours to do
+        on the job's thread)."""
+        cupy = sys.modules.get("cupy")
+        if cupy is None or not self.devices:
+            return None
+        _, pool = self._pool(cupy)
+        if pool is None:
+            return None
+        i = cupy.cuda.runtime.getDevice()
+        if i not in self.devices:
+            return None
+        get_limit = getattr(pool, "get_limit", None)
+        limit = count(get_limit()) or None if get_limit is not None else None
+        return [(i, (count(pool.used_bytes()), count(pool.total_bytes()), limit))]
+
+    def step_entries(self, raw, when):
+        entries = []
+        for i, (used, total, limit) in raw:
+            e = self.entry(i, used, total, limit)
+            if e is not None:
+                entries.append(e)
         return entries
 
     def hello_fields(self):

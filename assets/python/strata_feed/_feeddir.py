@@ -1,6 +1,5 @@
 """The feed dir: which, created 0700, refused when its owner or mode is wrong."""
 
-import math
 import os
 import stat
 
@@ -67,6 +66,6 @@ def clean_interval(value, default=0.5):
         v = float(value)
     except (TypeError, ValueError):
         return default
-    if not math.isfinite(v):
+    if v != v or v in (float("inf"), float("-inf")):  # math.isfinite, without importing math
         return default
     return min(max(v, 0.01), 3600.0)

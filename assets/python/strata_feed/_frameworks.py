@@ -2,7 +2,9 @@
 
 A reader has: name, waiting_note, ready() -> bool (True once the job initialised the
 framework; it must never initialise anything itself, and never wait on a framework's lock),
-sample(now, timer) -> list of device entries, hello_fields() -> dict. Optional: hooked (it
+sample(now, timer) -> list of device entries, hello_fields() -> dict, step_read() (on the
+job's thread at a step's end: a raw reading of the devices the last sample found, or None)
+and step_entries(raw, time) -> list of device entries. Optional: hooked (it
 will wake the sampler itself when the framework initialises), settled (waiting will not end
 by itself: JAX on the CPU only, a launcher), idle (the process uses no framework for GPU
 work). Frameworks are found in sys.modules only, never imported.
@@ -99,6 +101,8 @@ def new_entry(index):
     e["largest_free_block_time"] = None
     e["limit"] = None
     e["reserved_since"] = None
+    e["step"] = None
+    e["at_step_end"] = False
     e["unreported"] = {}
     return e
 

@@ -1,13 +1,28 @@
 """JAX: Device.memory_stats() of each local GPU, read only once the job initialised backends.
 
-What XLA's GPU allocators fill (XLA_PYTHON_CLIENT_ALLOCATOR; from XLA's sources):
-- bfc (the default): bytes_in_use, peaks, bytes_limit, and pool_bytes / peak_pool_bytes
-  (the preallocated pool; bytes_reserved reads 0), largest_free_block_bytes inside it.
+What memory_stats() holds under each XLA_PYTHON_CLIENT_ALLOCATOR, from XLA's sources
+(xla/python/py_device.cc PyDevice::MemoryStats, xla/pjrt/gpu/se_gpu_pjrt_client.cc
+GetStreamExecutorGpuDeviceAllocator and StreamExecutorGpuDevice::GetAllocatorStats,
+xla/pjrt/gpu/allocator_config.h, xla/stream_executor/gpu/gpu_cudamallocasync_allocator.cc,
+xla/stream_executor/vmm_device_address_allocator.h; jaxlib's xla_client.py for the names):
+memory_stats() is None unless the client's allocator is a MultiDeviceAdapter whose
+per-device allocator keeps statistics.
+- bfc, default (BFCAllocator in a MultiDeviceAdapter): bytes_in_use, peaks, bytes_limit,
+  pool_bytes / peak_pool_bytes (the pool; bytes_reserved reads 0) and
+  largest_free_block_bytes inside it: everything is filled.
 - cuda_async (GpuCudaMallocAsyncAllocator): bytes_in_use, peak_bytes_in_use, num_allocs,
-  largest_alloc_size and bytes_limit (the pool's release threshold) only. No pool_bytes,
-  bytes_reserved stays 0 and largest_free_block_bytes is never set: reserved and the
-  largest free block are unknown, and sent as null with that reason.
-- platform (plain cudaMalloc/cudaFree): no statistics; memory_stats() returns None.
+  largest_alloc_size and bytes_limit only. No pool_bytes, bytes_reserved stays 0 and
+  largest_free_block_bytes is never set: reserved and the largest free block are sent as
+  null with that reason, allocated is kept.
+- platform (synchronous StreamExecutor allocations, no pool): the client uses the backend's
+  own allocator (or, in newer XLA, a MultiDeviceAdapter of StreamExecutor allocators that
+  keep no statistics): memory_stats() is None.
+- vmm (CudaDeviceAddressVmmAllocator, a DeviceAddressAllocator, not a MultiDeviceAdapter):
+  memory_stats() is None.
+- address, or any other value: not an allocator jaxlib accepts (default, platform, bfc,
+  cuda_async, vmm): jaxlib refuses it and the GPU backend does not start.
+Should platform or vmm ever return statistics, allocated is kept and reserved is null: they
+keep no pool.
 """
 
 import os
@@ -18,6 +33,8 @@ from ._frameworks import DEVICE_FIELDS, count, importing, new_entry, pci_from_st
 
 REASON = "not reported by jax"
 ASYNC_REASON = "not reported by XLA's cuda_async allocator"
+NO_POOL = ("platform", "vmm")  # allocators without a pool: no reserved figure
+ACCEPTED = ("bfc", "cuda_async", "platform", "vmm")  # what jaxlib accepts ("default" is bfc)
 _GPU_PLATFORMS = ("gpu", "cuda")
 # XLA_CLIENT_MEM_FRACTION is the current name; XLA_PYTHON_CLIENT_MEM_FRACTION the old one.
 _ENV = (
@@ -54,6 +71,7 @@ class JaxReader(object):
         self.backend = _backend_name()
         self.settings = dict((k, text(os.environ.get(k), 64)) for k in _ENV)
         self.devices = []
+        self.read = []  # (index, jax device) of the devices the last sample read
         self.ident = {}
         self.notes = {}
         self.cpu_only = None  # the backends seen with no GPU among them
@@ -96,6 +114,11 @@ class JaxReader(object):
             self.cpu_only = key
             self.idle = self.settled = True
             self.waiting_note = "jax has no GPU backend (backends: %s)" % ", ".join(key)
+            if self.backend not in ACCEPTED:
+                self.waiting_note += (
+                    "; XLA_PYTHON_CLIENT_ALLOCATOR=%s is not an allocator jaxlib accepts "
+                    "(default, platform, bfc, cuda_async, vmm)" % self.backend
+                )
             return False
         return True
 
@@ -144,6 +167,7 @@ class JaxReader(object):
             self.notes.pop("_", None)
         entries = []
         devices = []
+        read = []
         for d in gpus:
             i = self._index(d)
             if not isinstance(i, int):
@@ -157,7 +181,7 @@ class JaxReader(object):
                 self.notes[i] = "memory_stats() of device %d failed: %s" % (i, text(e, 200))
                 continue
             if st is None:
-                self.notes[i] = "memory_stats() of device %d returned None: the %s allocator keeps no statistics" % (
+                self.notes[i] = "memory_stats() of device %d returned None: XLA's %s allocator keeps no statistics" % (
                     i,
                     self.backend,
                 )
@@ -166,7 +190,22 @@ class JaxReader(object):
             e = self.entry(i, st, now)
             if e is not None:
                 entries.append(e)
+                read.append((i, d))
         self.devices = devices
+        self.read = read
+        return entries
+
+    def step_read(self):
+        """At a step's end, on the job's thread: memory_stats() of the devices the last
+        sample read."""
+        return [(i, d.memory_stats()) for i, d in self.read]
+
+    def step_entries(self, raw, when):
+        entries = []
+        for i, st in raw:
+            e = self.entry(i, st, when) if st is not None else None
+            if e is not None:
+                entries.append(e)
         return entries
 
     def entry(self, i, st, now):
@@ -176,17 +215,19 @@ class JaxReader(object):
         def get(key):
             return count(st.get(key))
 
-        is_async = self.backend == "cuda_async"
         e["allocated"] = get("bytes_in_use")
         if e["allocated"] is None:
             self.notes[i] = "memory_stats() of device %d lacks bytes_in_use" % i
             return None
         e["peak_allocated"] = get("peak_bytes_in_use")
-        if is_async:
+        if self.backend == "cuda_async" or self.backend in NO_POOL:
             # No pool figure at all: bytes_reserved is an unset 0, not a measured one.
-            unrep["reserved"] = ASYNC_REASON
-            unrep["peak_reserved"] = ASYNC_REASON
-            unrep["largest_free_block"] = ASYNC_REASON
+            reason = ASYNC_REASON
+            if self.backend != "cuda_async":
+                reason = "not reported by XLA's %s allocator (it keeps no pool)" % self.backend
+            unrep["reserved"] = reason
+            unrep["peak_reserved"] = reason
+            unrep["largest_free_block"] = reason
         else:
             e["reserved"] = get("pool_bytes")
             if e["reserved"] is None:

@@ -5,11 +5,11 @@ the serving thread (Agent.set_hello, Agent.post_line), so a framework call that 
 delays nothing but the next sample.
 """
 
-import threading
 import time
 
-from . import _frameworks
+from . import _frameworks, _steps
 from ._core import LINE_LIMIT, encode
+from ._threads import Thread, Wake, name_os_thread
 
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
 WARMUP_SECONDS = 5.0
@@ -50,7 +50,7 @@ class Sampler(object):
         self.interval = agent.base_interval  # effective: stretched when sampling is costly
         self.thread = None
         self.halt = False
-        self.event = threading.Event()
+        self.event = Wake()
         self.cost_est = 0.0  # CPU seconds per tick, as the interval is sized for
         self.since = {}  # device index -> (key, reserved_since) of the previous sample
         self.frameworks = _frameworks.Frameworks(self)
@@ -66,7 +66,7 @@ class Sampler(object):
     def start(self):
         self.halt = False
         self.event.clear()
-        self.thread = threading.Thread(target=self._run, name="strata-feed-sampler", daemon=True)
+        self.thread = Thread(self._run, "strata-feed-sampler")
         self.thread.start()
 
     def running(self):
@@ -75,9 +75,10 @@ class Sampler(object):
 
     def stop(self, timeout):
         self.halt = True
+        _steps.STEPS.reader = None
         self.event.set()
         t = self.thread
-        if t is not None and t is not threading.current_thread() and t.is_alive():
+        if t is not None and not t.is_current() and t.is_alive():
             t.join(timeout)
 
     def wake(self):
@@ -110,6 +111,7 @@ class Sampler(object):
 
     def _run(self):
         try:
+            name_os_thread("strata-feed-sampler")
             while not self.halt:
                 now = time.monotonic()
                 if now >= self.next_tick or self._init_pending(now):
@@ -118,8 +120,7 @@ class Sampler(object):
                 timeout = self.next_tick - now
                 if self.init_hint is not None:
                     timeout = min(timeout, INIT_POLL)
-                self.event.wait(max(0.0, timeout))
-                self.event.clear()
+                self.event.wait(timeout)
         except BaseException:
             pass
 
@@ -137,12 +138,26 @@ class Sampler(object):
         timer = Timer()
         sampled = False
         try:
-            now = time.time()
-            entries = self.frameworks.sample(now, timer)
+            steps = _steps.STEPS
+            # The job's step-end readings and this one, one at a time: those queued were
+            # read before this one, so samples go out in the order they were read.
+            with steps.lock:
+                now = time.time()
+                step = steps.count
+                entries = self.frameworks.sample(now, timer)
+                queued = steps.drain()
             read_ns = _thread_time_ns() - cpu0
+            reader = self.frameworks.reader
+            for when, n, raw, took in queued:
+                ends = reader.step_entries(raw, when) if reader is not None else None
+                if ends:
+                    self._publish_sample(when, ends, took, took, n, True)
             if entries:
                 sampled = True
-                self._publish_sample(now, entries, read_ns, timer.max_ns)
+                self._publish_sample(now, entries, read_ns, timer.max_ns, step, False)
+            # Step-end readings once this reader has read (it knows the devices), and only
+            # while this agent runs.
+            steps.reader = reader if entries and self.agent.stopping is None else None
             self.error = None
         except Exception as e:
             self.error = "agent error: %s: %s" % (type(e).__name__, e)
@@ -153,9 +168,11 @@ class Sampler(object):
         cost = max(0, _thread_time_ns() - cpu0 - timer.excluded_ns) / 1e9
         self._schedule(cost, sampled)
 
-    def _publish_sample(self, now, entries, read_ns, gil_ns):
+    def _publish_sample(self, now, entries, read_ns, gil_ns, step, at_step_end):
         since = {}
         for e in entries:
+            e["step"] = step
+            e["at_step_end"] = at_step_end
             key = (e.get("reserved"), e.get("device_allocs"), e.get("device_frees"))
             prev = self.since.get(e["index"])
             t = prev[1] if prev is not None and prev[0] == key else now

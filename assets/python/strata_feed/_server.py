@@ -3,16 +3,17 @@
 Only the serving thread touches a Hub; other threads hand it lines through the agent's
 outbox. Every socket is non-blocking; sends use MSG_NOSIGNAL so a monitor that went away can
 never raise SIGPIPE in a job that restored the default handler. Built on _socket and
-select.epoll (no socket, selectors or json import): it costs the job nothing until a
-monitor connects.
+select.epoll (no socket, selectors, collections or json import): it costs the job
+nothing until a monitor connects.
 """
 
 import _socket
-import collections
 import os
 import select
 import stat
 import time
+
+from ._threads import deque
 
 QUEUE_LIMIT = 4 * 1024 * 1024  # live bytes waiting for one monitor before it is dropped
 BACKLOG_BYTES = 4 * 1024 * 1024
@@ -45,7 +46,7 @@ class Conn(object):
     def __init__(self, sock):
         self.sock = sock
         self.fd = sock.fileno()
-        self.queue = collections.deque()  # bytes objects, shared with the backlog
+        self.queue = deque()  # bytes objects, shared with the backlog
         self.offset = 0  # bytes of queue[0] already sent
         self.pending = 0  # bytes waiting
         self.allow = QUEUE_LIMIT
@@ -95,7 +96,7 @@ class Hub(object):
         self.sock_id = None  # (st_dev, st_ino) of the socket file we bound
         self.poll = None
         self.conns = {}  # fd -> Conn
-        self.backlog = collections.deque()  # (monotonic time, backlog-form line)
+        self.backlog = deque()  # (monotonic time, backlog-form line)
         self.backlog_bytes = 0
         self.hello = None  # the current hello line, encoded on demand
         self.hello_source = None  # () -> bytes: encodes the current hello
@@ -209,7 +210,7 @@ class Hub(object):
             except Exception:
                 pass
             self.poll = None
-        self.backlog = collections.deque()
+        self.backlog = deque()
         self.backlog_bytes = 0
 
     # -- events ---------------------------------------------------------------------------
@@ -308,10 +309,19 @@ class Hub(object):
 
     def select(self, timeout):
         """Wait up to timeout seconds and dispatch what happened."""
+        self.dispatch(self.wait(timeout))
+
+    def wait(self, timeout):
+        """The events of the next timeout seconds at most (the GIL is released meanwhile)."""
+        p = self.poll
+        if p is None:
+            return ()
         try:
-            events = self.poll.poll(timeout)
-        except InterruptedError:
-            return
+            return p.poll(timeout)
+        except (InterruptedError, ValueError):
+            return ()  # ValueError: the poll was closed under us (the feed stopped)
+
+    def dispatch(self, events):
         listen_fd = self.listener.fileno() if self.listener is not None else None
         for fd, mask in events:
             if fd == listen_fd:

@@ -4,7 +4,8 @@ import os
 import sys
 import time
 
-from . import MAX_DEVICES
+from . import MAX_DEVICES, _steps
+from ._torchconf import GENERIC_CONF_SINCE, alloc_conf_from_env, parse_alloc_conf, split_alloc_conf  # noqa: F401
 from ._frameworks import count, importing, new_entry, package, pci_from_parts, text, try_lock, version_tuple
 
 _FIELDS = (
@@ -35,7 +36,6 @@ SNAPSHOT_BACKOFF = 1000.0  # and at least this many times the last one's duratio
 SNAPSHOT_MAX = 0.020  # one slower than this and no more are taken
 HISTORY_REASON = "not measured while the job records its memory history (a snapshot would mark its trace)"
 NO_HISTORY_CHECK_REASON = "not measured: this torch cannot tell whether the job records its memory history"
-GENERIC_CONF_SINCE = (2, 9)  # torch reads PYTORCH_ALLOC_CONF from 2.9 on
 
 OOM_OBSERVER_SINCE = (2, 1)  # before, torch called it with the allocator's device mutex held
 LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch", "torch.distributed.elastic.agent.server.api")
@@ -45,49 +45,16 @@ _lazy_registered = False
 _oom_attached = False
 
 
-def split_alloc_conf(raw):
-    """'k:v,k:[a:1,b:2]' -> {k: v, ...}; commas inside [...] belong to the value."""
-    conf = {}
-    if not raw:
-        return conf
-    depth, cur, items = 0, [], []
-    for ch in raw:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch == "," and depth == 0:
-            items.append("".join(cur))
-            cur = []
+def flatten(nested, prefix="", out=None):
+    """memory_stats_as_nested_dict() -> the keys of memory_stats(), as torch joins them."""
+    out = {} if out is None else out
+    for k, v in nested.items():
+        key = prefix + str(k)
+        if isinstance(v, dict):
+            flatten(v, key + ".", out)
         else:
-            cur.append(ch)
-    items.append("".join(cur))
-    for item in items:
-        if ":" in item:
-            k, v = item.split(":", 1)
-            conf[k.strip()] = v.strip()
-    return conf
-
-
-def alloc_conf_from_env(environ=None, generic=True):
-    """The string torch's CUDA allocator parses: PYTORCH_CUDA_ALLOC_CONF wins; the generic
-    PYTORCH_ALLOC_CONF is read only when that is unset, and only by a torch that knows it
-    (`generic`). Returns (variable name or None, raw string or None)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("PYTORCH_CUDA_ALLOC_CONF")
-    if raw is not None:
-        return "PYTORCH_CUDA_ALLOC_CONF", raw
-    if generic:
-        raw = env.get("PYTORCH_ALLOC_CONF")
-        if raw is not None:
-            return "PYTORCH_ALLOC_CONF", raw
-    return None, None
-
-
-def parse_alloc_conf(environ=None):
-    """(raw, {key: value}) as the CUDA allocator of a current torch reads the environment."""
-    _, raw = alloc_conf_from_env(environ)
-    return raw, split_alloc_conf(raw)
+            out[key] = v
+    return out
 
 
 def _lazy_callback():
@@ -167,6 +134,7 @@ class TorchReader(object):
         self.idle = self.settled = False
         self.waiting_note = "waiting for torch to initialise CUDA"
         self._settings_before_init(torch)
+        _steps.register_torch_hook(self.version)
         lazy = getattr(cuda, "_lazy_call", None)
         if not _lazy_registered and callable(lazy):
             # _lazy_call takes torch's init lock, which the job holds for the whole of its
@@ -192,7 +160,7 @@ class TorchReader(object):
             self.version = text(getattr(torch, "__version__", None), 64)
             self.vt = version_tuple(self.version) or ()
         source, raw = alloc_conf_from_env(generic=not self.vt or self.vt >= GENERIC_CONF_SINCE)
-        if raw != self.conf_raw or source != self.conf_source:
+        if not self.settings or raw != self.conf_raw or source != self.conf_source:
             self.conf, self.conf_source = {}, source
             self._merge_conf(raw)
 
@@ -302,6 +270,7 @@ class TorchReader(object):
         cuda = torch.cuda
         if not self.started:
             self._first(torch, timer)
+            _steps.register_torch_hook(self.version)
         self._read_conf(timer)
         has = torch._C._cuda_hasPrimaryContext
         devices = []
@@ -327,6 +296,27 @@ class TorchReader(object):
                 continue
             self.failures.pop(i, None)
             e = self.entry(i, st)
+            if e is not None:
+                entries.append(e)
+        return entries
+
+    def step_read(self):
+        """At a step's end, on the job's thread: the counters of the devices the last sample
+        found (torch's cheapest call: the allocator's nested stats), or None."""
+        devices = self.devices
+        if not devices or self.backend == "pluggable":
+            return None
+        cuda = sys.modules["torch"].cuda
+        if not cuda.is_initialized():
+            return None
+        nested = cuda.memory_stats_as_nested_dict
+        return [(i, nested(i)) for i in devices]
+
+    def step_entries(self, raw, when):
+        """Device entries of a step_read, on the sampler's thread."""
+        entries = []
+        for i, nested in raw:
+            e = self.entry(i, flatten(nested))
             if e is not None:
                 entries.append(e)
         return entries
@@ -422,6 +412,7 @@ class TorchReader(object):
             stats = self.entry(int(device), torch.cuda.memory_stats(int(device)))
             if stats is not None:
                 stats["reserved_since"] = self.agent.reserved_since_for(stats, now)
+                stats["step"] = _steps.STEPS.count
         except Exception:
             stats = None
         msg = {
@@ -439,6 +430,10 @@ class TorchReader(object):
 
     def hello_fields(self):
         notes = list(self.notes)
+        if isinstance(_steps.torch_hook, str):
+            notes.append(_steps.torch_hook)
+        if _steps.STEPS.off:
+            notes.append(_steps.STEPS.off)
         if self.backend == "pluggable":
             notes.append("pluggable allocator: memory_stats is not available")
         if self.settings.get("no_caching"):

@@ -11,6 +11,7 @@ Environment:
 import ctypes
 import json
 import os
+import sys
 import threading
 
 AGENT_THREAD = "strata-feed"
@@ -36,8 +37,16 @@ def devices():
 
 
 def on_agent_thread():
-    """On one of the agent's threads (the serving thread or its sampler)."""
+    """On one of the agent's threads (the serving thread or its sampler): the agent lists
+    them while they run (they are _thread threads, not in threading's registry)."""
+    threads = sys.modules.get("strata_feed._threads")
+    if threads is not None and threads.on_agent_thread():
+        return True
     return threading.current_thread().name.startswith(AGENT_THREAD)
+
+
+def thread_name():
+    return AGENT_THREAD if on_agent_thread() else threading.current_thread().name
 
 
 def _append(var, line):
@@ -51,14 +60,13 @@ def _append(var, line):
 
 def violation(what):
     """A call the agent must never make: log it and raise."""
-    _append("STRATA_STUB_LOG", "%s [thread %s]" % (what, threading.current_thread().name))
+    _append("STRATA_STUB_LOG", "%s [thread %s]" % (what, thread_name()))
     raise StubViolation(what)
 
 
 def trace(what):
     """Logs a call; the agent's threads (serving and sampling) are all "strata-feed"."""
-    name = AGENT_THREAD if on_agent_thread() else threading.current_thread().name
-    _append("STRATA_STUB_TRACE", "%s %s" % (name, what))
+    _append("STRATA_STUB_TRACE", "%s %s" % (thread_name(), what))
 
 
 def parse_pci(s):

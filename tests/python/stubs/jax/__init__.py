@@ -6,7 +6,10 @@ jax.devices() would); jax.devices() before that records a violation. Extra envir
   STRATA_STUB_JAX_STATS  bfc (pool_bytes; default) | reserved (bytes_reserved, no pool_bytes)
                          | async (cuda_async: bytes_in_use, peaks, bytes_limit only)
                          | pjrt (unset fields read -1, through the PJRT C API)
-  XLA_PYTHON_CLIENT_ALLOCATOR=platform: memory_stats() returns None
+  XLA_PYTHON_CLIENT_ALLOCATOR=platform or vmm: memory_stats() returns None (unless
+                         STRATA_STUB_JAX_PLATFORM_STATS=1); a value jaxlib refuses
+                         (address, ...): the GPU backend never starts, the CPU one does
+  STRATA_STUB_JAX_STATS_GC=1  memory_stats() runs gc.collect() (an expensive call)
   XLA_PYTHON_CLIENT_PREALLOCATE / XLA_PYTHON_CLIENT_MEM_FRACTION: as in JAX (75% by default)
 """
 

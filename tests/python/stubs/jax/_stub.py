@@ -34,11 +34,17 @@ class Device(object):
         return "CudaDevice(id=%d)" % self.id if self.platform == "gpu" else "CpuDevice(id=%d)" % self.id
 
     def memory_stats(self):
-        gc.collect()  # as AGENT-FACTS says the real one does, on the calling thread
+        # The real one first drops the Python references XLA deferred
+        # (PythonRefManager::CollectGarbage in xla/python/python_ref_manager.cc), which
+        # frees buffers but is not a gc.collect(). STRATA_STUB_JAX_STATS_GC=1 makes the
+        # call expensive the way a large heap would, for the tests of the agent's duty.
+        if os.environ.get("STRATA_STUB_JAX_STATS_GC") == "1":
+            gc.collect()
         if self.platform != "gpu":
             return None
-        if (os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "").lower() == "platform":
-            return None
+        if (os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "").lower() in ("platform", "vmm"):
+            if os.environ.get("STRATA_STUB_JAX_PLATFORM_STATS") != "1":
+                return None  # no MultiDeviceAdapter with statistics behind them
         mode = os.environ.get("STRATA_STUB_JAX_STATS") or "bfc"
         with _lock:
             largest_free = max(0, self.pool - self.in_use)
@@ -79,6 +85,12 @@ def init():
     if _s.on_agent_thread():
         _s.violation("jax backends initialised on the agent thread")
     specs = _s.devices()
+    allocator = (os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR") or "default").lower()
+    if allocator not in ("default", "platform", "bfc", "cuda_async", "vmm"):
+        # jaxlib refuses the value (xla_client.generate_pjrt_gpu_plugin_options raises
+        # ValueError) and JAX goes on with the CPU backend alone.
+        _xb._backends["cpu"] = Backend("cpu", [Device(len(specs), 0, "cpu", {})])
+        return
     _s.cu_init()
     gpus = []
     for i, spec in enumerate(specs):

@@ -7,7 +7,8 @@ torch._stub (allocate, free, fragment, oom, empty_cache). Extra environment:
   STRATA_STUB_SNAPSHOT_DELAY   seconds memory_snapshot() takes
   STRATA_STUB_IMPORT_DELAY     seconds `import torch` spends half-imported
   STRATA_STUB_TORCH_VERSION    __version__ (default 2.15.0+stub); below 2.9 PYTORCH_ALLOC_CONF is
-                               not read, below 2.1 there is no _cuda_isHistoryEnabled
+                               not read, below 2.1 there is no _cuda_isHistoryEnabled, below
+                               2.0 no global optimizer step hooks
   STRATA_STUB_TORCH_NO_GETTER=1  no _accelerator_getAllocatorSettings (torch before it)
 """
 
@@ -18,6 +19,8 @@ __version__ = _os.environ.get("STRATA_STUB_TORCH_VERSION") or "2.15.0+stub"
 
 from . import _C  # noqa: E402
 from . import cuda  # noqa: E402
+from . import utils  # noqa: E402,F401
+from . import optim  # noqa: E402,F401  (import torch imports torch.optim, as the real one does)
 
 _delay = float(_os.environ.get("STRATA_STUB_IMPORT_DELAY") or 0)
 if _delay:

@@ -154,13 +154,22 @@ def get_allocator_backend():
 
 
 def memory_stats_as_nested_dict(device=None):
+    """torch._C._cuda_memoryStats: what memory_stats flattens ("a.b.c" keys)."""
     if not is_initialized():
         return {}
-    i = _index(device, "memory_stats")
+    i = _index(device, "memory_stats_as_nested_dict")
+    _s.trace("memory_stats_as_nested_dict %d" % i)
     st = _state()
     with st._lock:
         flat = st.DEVICES[i].stats()
-    return flat
+    nested = {}
+    for key, v in flat.items():
+        d = nested
+        parts = key.split(".")
+        for p in parts[:-1]:
+            d = d.setdefault(p, {})
+        d[parts[-1]] = v
+    return nested
 
 
 def memory_stats(device=None):

@@ -1,0 +1,1 @@
+"""torch.utils, stubbed: only hooks."""
