@@ -190,7 +190,20 @@ fn every_figure_in_the_report_equals_the_json_snapshots() {
     for (p, row) in processes.iter().zip(&table) {
         let pid = p["pid"].as_u64().expect("pid");
         assert_eq!(row[0], pid.to_string());
-        assert_eq!(exact(&row[5]), p["used"].as_u64(), "PID {pid} used");
+        assert_eq!(exact(&row[6]), p["used"].as_u64(), "PID {pid} used");
+        // The owner cell names what the JSON's owner names.
+        let kind = p["owner"]["kind"].as_str().unwrap_or("n/a");
+        match kind {
+            "pod" => assert!(row[2].starts_with("pod "), "{row:?}"),
+            "slurm" => assert!(row[2].starts_with("slurm "), "{row:?}"),
+            "container" => assert!(
+                row[2].contains(p["owner"]["container"].as_str().unwrap_or("?")),
+                "{row:?}"
+            ),
+            "unit" => assert!(row[2].starts_with("unit "), "{row:?}"),
+            "none" => assert_eq!(row[2], "none"),
+            _ => assert!(row[2].starts_with("n/a"), "{row:?}"),
+        }
         if p["feed"].is_null() {
             continue;
         }

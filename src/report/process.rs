@@ -24,8 +24,8 @@ pub(super) fn processes(out: &mut String, observed: &Observed, history: &History
     }
     let _ = writeln!(
         out,
-        "| PID | user | device | command | framework | NVML `used` (per process) | feed |\n\
-         |---:|---|---|---|---|---|---|"
+        "| PID | user | owner | device | command | framework | NVML `used` (per process) | feed |\n\
+         |---:|---|---|---|---|---|---|---|"
     );
     for (p, acc) in s.processes.iter().zip(&observed.account.processes) {
         let framework = p.feed.as_ref().map_or_else(
@@ -46,9 +46,10 @@ pub(super) fn processes(out: &mut String, observed: &Observed, history: &History
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {command} | {framework} | {} | {} |",
+            "| {} | {} | {} | {} | {command} | {framework} | {} | {} |",
             p.pid,
             opt_escape(p.user.as_deref()),
+            owner_words(p),
             escape(&device_name(s, &p.device_uuid)),
             figure(p.used),
             feed_word(&acc.feed_status)
@@ -59,6 +60,25 @@ pub(super) fn processes(out: &mut String, observed: &Observed, history: &History
         if p.feed.is_some() {
             fed(out, observed, history, clock, p, acc);
         }
+    }
+}
+
+/// The owner in the processes table: its short form and where its kind was read
+/// (`pod train/llama-7b-0 (cgroup, pod_logs)`); `none`, or `n/a` with why.
+fn owner_words(p: &crate::sample::ProcessSample) -> String {
+    let Some(owner) = p.owner.as_deref() else {
+        return match p.visible {
+            true => "n/a".into(),
+            false => "n/a (not in this /proc)".into(),
+        };
+    };
+    let mut sources: Vec<&str> = owner.source.values().map(String::as_str).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    match owner.short() {
+        Some(short) if sources.is_empty() => escape(&short),
+        Some(short) => format!("{} ({})", escape(&short), escape(&sources.join(", "))),
+        None => "none".into(),
     }
 }
 

@@ -118,12 +118,12 @@ fn hostile_strings_are_text_in_the_report_never_markup() {
     let command = crate::text::clean(COMMAND).into_owned();
     let row = cells
         .iter()
-        .find(|r| r.first() == Some(&pid) && r.len() == 7)
+        .find(|r| r.first() == Some(&pid) && r.len() == 8)
         .unwrap_or_else(|| panic!("no process row for {pid}: {cells:?}"));
-    assert_eq!(row[3], command, "the command cell: {row:?}");
+    assert_eq!(row[4], command, "the command cell: {row:?}");
     assert_eq!(row[1], "ro|ot\u{fffd}[x]");
     assert!(
-        row[4].starts_with("torch</td><script> 2.5\u{fffd}|1"),
+        row[5].starts_with("torch</td><script> 2.5\u{fffd}|1"),
         "{row:?}"
     );
     let driver = cells

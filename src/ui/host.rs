@@ -19,14 +19,17 @@ pub enum HostColumn {
     Cpu,
     Memory,
     Time,
+    /// Who the process belongs to: `pod train/llama-7b-0`, `slurm 81234.0`, `docker a1b2c3`.
+    Owner,
 }
 
 impl HostColumn {
     /// In the order they are given room.
-    pub const PRIORITY: [HostColumn; 5] = [
+    pub const PRIORITY: [HostColumn; 6] = [
         HostColumn::Kind,
         HostColumn::Sm,
         HostColumn::Cpu,
+        HostColumn::Owner,
         HostColumn::Memory,
         HostColumn::Time,
     ];
@@ -38,6 +41,7 @@ impl HostColumn {
             HostColumn::Cpu => "CPU%",
             HostColumn::Memory => "HMEM",
             HostColumn::Time => "TIME",
+            HostColumn::Owner => "OWNER",
         }
     }
 
@@ -48,6 +52,7 @@ impl HostColumn {
             HostColumn::Cpu => 5,
             HostColumn::Memory => 5,
             HostColumn::Time => 6,
+            HostColumn::Owner => OWNER_WIDTH,
         }
     }
 
@@ -60,6 +65,7 @@ impl HostColumn {
         let width = usize::from(self.width());
         let figure = match self {
             HostColumn::Kind => return kind_mark(p).to_string(),
+            HostColumn::Owner => return owner_cell(p),
             HostColumn::Sm => p.sm_util.map_or_else(|| "n/a".into(), |v| v.to_string()),
             HostColumn::Cpu => cpu(p.cpu_percent),
             HostColumn::Memory => short_bytes(p.host_memory),
@@ -71,7 +77,7 @@ impl HostColumn {
     /// The header, to the right as its figures are.
     pub fn title(self) -> String {
         match self {
-            HostColumn::Kind => self.header().to_string(),
+            HostColumn::Kind | HostColumn::Owner => self.header().to_string(),
             _ => format!("{:>w$}", self.header(), w = usize::from(self.width())),
         }
     }
@@ -92,6 +98,20 @@ impl HostColumn {
         }
         out
     }
+}
+
+/// The OWNER column's width: `pod inference/mistral-7b…` is cut, the rest is in the detail.
+const OWNER_WIDTH: u16 = 20;
+
+/// The owner in a few words, cut to the column; blank where nothing names one, `n/a` where it
+/// cannot be known (an invisible process, an unreadable cgroup).
+fn owner_cell(p: &ProcessSample) -> String {
+    let text = match p.owner.as_deref() {
+        Some(owner) => owner.short().unwrap_or_default(),
+        None if p.visible => String::new(),
+        None => "n/a".into(),
+    };
+    super::widgets::fit(&crate::text::clean(&text), usize::from(OWNER_WIDTH))
 }
 
 /// `C` compute, `G` graphics, `CG` both, `M` a client of an MPS server.
@@ -222,6 +242,6 @@ mod tests {
             HostColumn::fitting(COMMAND_ROOM + all),
             HostColumn::PRIORITY
         );
-        assert_eq!(HostColumn::fitting(COMMAND_ROOM + all - 1).len(), 4);
+        assert_eq!(HostColumn::fitting(COMMAND_ROOM + all - 1).len(), 5);
     }
 }

@@ -3,6 +3,7 @@
 
 mod feed;
 mod history;
+mod owner;
 
 use super::processes::state_label;
 use super::theme::Theme;
@@ -518,6 +519,7 @@ fn reconcile(
             rows.text(hint, style);
         }
     }
+    owner::section(rows, p, theme);
     feed::section(rows, observed, p, theme);
     history::section(rows, state, observed, p, theme);
 }
