@@ -197,6 +197,62 @@ fn findings_processes_and_climbs_are_exported() {
     assert_eq!(ooms[0].1, 1.0, "the demo's fragmentation OOM");
 }
 
+/// Each process's series carry its owner: the pod's namespace, pod and container, the Slurm
+/// job; empty where nothing names them. The sums over processes stay what they were.
+#[test]
+fn process_series_carry_their_owner() {
+    let observed = demo_observed();
+    let e = exported(&observed, 64);
+    let mut kinds = std::collections::BTreeSet::new();
+    for p in &observed.sample.processes {
+        let pid = p.pid.to_string();
+        let used = e.select("strata_process_used_bytes", &[("pid", &pid)]);
+        assert_eq!(used.len(), 1, "{pid}");
+        let labels = &used[0].0;
+        let owner = p.owner.as_deref();
+        let want = |value: Option<&String>| value.cloned().unwrap_or_default();
+        let got = |key: &str| labels.get(key).cloned().unwrap_or_default();
+        assert_eq!(
+            got("namespace"),
+            want(owner.and_then(|o| o.namespace.as_ref())),
+            "{pid}"
+        );
+        assert_eq!(
+            got("pod"),
+            want(owner.and_then(|o| o.pod.as_ref())),
+            "{pid}"
+        );
+        assert_eq!(
+            got("container"),
+            want(owner.and_then(|o| o.container.as_ref())),
+            "{pid}"
+        );
+        assert_eq!(
+            got("slurm_job"),
+            want(owner.and_then(|o| o.slurm_job.as_ref())),
+            "{pid}"
+        );
+        if let Some(o) = owner {
+            kinds.insert(o.kind.as_str());
+        }
+    }
+    assert!(kinds.contains("pod") && kinds.contains("slurm") && kinds.contains("container"));
+    // A pod's memory, summed by PromQL's way: every series of its pod.
+    let by_pod: f64 = e
+        .select("strata_process_used_bytes", &[("pod", "t5-3b-0")])
+        .iter()
+        .map(|s| s.1)
+        .sum();
+    let expected: u64 = observed
+        .sample
+        .processes
+        .iter()
+        .filter(|p| p.owner.as_deref().and_then(|o| o.pod.as_deref()) == Some("t5-3b-0"))
+        .filter_map(|p| p.used)
+        .sum();
+    assert_eq!(by_pod as u64, expected);
+}
+
 #[test]
 fn hostile_command_lines_and_users_are_cleaned_and_cut() {
     let mut sample = node();

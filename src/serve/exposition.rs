@@ -108,7 +108,22 @@ pub(super) fn process_labels(sample: &NodeSample, p: &ProcessSample) -> Labels {
     if let Some(command) = &p.command {
         labels.push(("command", label_text(command, COMMAND_CHARS)));
     }
+    labels.extend(owner_labels(p.owner.as_deref()));
     labels
+}
+
+/// Who owns a process, as labels every per-process series carries: the Kubernetes
+/// namespace, pod and container, and the Slurm job; empty (the same as absent to PromQL)
+/// where nothing names one. One value each per process, so they add no series.
+pub(super) fn owner_labels(owner: Option<&crate::sample::owner::Owner>) -> Labels {
+    let text =
+        |value: Option<&String>| value.map_or_else(String::new, |v| label_text(v, COMMAND_CHARS));
+    vec![
+        ("namespace", text(owner.and_then(|o| o.namespace.as_ref()))),
+        ("pod", text(owner.and_then(|o| o.pod.as_ref()))),
+        ("container", text(owner.and_then(|o| o.container.as_ref()))),
+        ("slurm_job", text(owner.and_then(|o| o.slurm_job.as_ref()))),
+    ]
 }
 
 /// Builds and encodes the metrics of one observed instant.

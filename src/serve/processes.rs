@@ -132,6 +132,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         labels.push(("pid", OTHER.to_string()));
         labels.push(("user", OTHER.to_string()));
         labels.push(("command", OTHER.to_string()));
+        labels.extend(super::exposition::owner_labels(None));
         if let Some(bytes) = used_sum {
             set_bytes(&used, labels.clone(), bytes);
         }
