@@ -113,15 +113,24 @@ fn every_group_row_is_the_sum_of_its_members_on_its_device() {
                         .expect("partial")
                         .iter()
                         .any(|l| l == layer);
-                    let want = match (total, unknown) {
-                        (Some(t), _) => Some(t),
-                        (None, true) => None,
-                        (None, false) => Some(0),
-                    };
+                    // No member reporting it: n/a, as in each member's own row.
+                    let want = total;
                     assert_eq!(shown, want, "{k:?} {layer}");
                     assert_eq!(partial, unknown && total.is_some(), "{k:?} {layer} partial");
                 }
                 assert!(row["layers"]["other"].is_null() && row["layers"]["free"].is_null());
+                // A member's bound makes the group's sum the same bound.
+                for (layer, bound) in row["bounds"].as_object().expect("bounds") {
+                    assert!(
+                        members.iter().any(|m| m["bounds"][layer] == *bound),
+                        "{k:?}: {layer} is {bound} with no member so"
+                    );
+                }
+                for m in members {
+                    for (layer, bound) in m["bounds"].as_object().into_iter().flatten() {
+                        assert_eq!(row["bounds"][layer], *bound, "{k:?} {layer}");
+                    }
+                }
             }
         }
     }

@@ -4,7 +4,7 @@
 //! never summed into each other, and peaks are never summed at all.
 
 use super::device::unknown_shares;
-use super::ProcessAccount;
+use super::{Bounds, ProcessAccount};
 use crate::layers::{Layer, Layers};
 use crate::sample::owner::OwnerKind;
 use crate::sample::{NodeSample, ProcessSample};
@@ -101,11 +101,28 @@ pub struct GroupRow {
     pub used: Option<u64>,
     /// Whether some member's NVML used is unknown: `used` is then a lower bound.
     pub used_partial: bool,
-    /// Each layer summed over the members whose share is known (`other` and `free` belong to
-    /// the device, not to a group, and stay unknown here).
+    /// Each layer summed over the members that report it: `None` when none does (an unfed
+    /// process reports only `unattributed`, a fed one the pool's layers and its context);
+    /// `other` and `free` belong to the device, not to a group.
     pub layers: Layers,
     /// The layers only partly known: lower bounds.
     pub partial: Vec<Layer>,
+    /// The layers summed from bounds rather than exact figures (an estimated context is an
+    /// upper bound, the memory outside the pool beside it a lower one).
+    pub bounds: Bounds,
+}
+
+fn layers_slot(layers: &mut Layers, layer: Layer) -> &mut Option<u64> {
+    match layer {
+        Layer::Live => &mut layers.live,
+        Layer::Fragmented => &mut layers.fragmented,
+        Layer::Cached => &mut layers.cached,
+        Layer::OutsidePool => &mut layers.outside_pool,
+        Layer::Context => &mut layers.context,
+        Layer::Unattributed => &mut layers.unattributed,
+        Layer::Other => &mut layers.other,
+        Layer::Free => &mut layers.free,
+    }
 }
 
 /// The groups of a sample: one row per (group, device), ordered by key then device. A
@@ -136,12 +153,20 @@ pub fn groups(sample: &NodeSample, accounts: &[ProcessAccount], by: GroupBy) -> 
                 layers.absorb(&account.layers.as_device_share());
                 unknown.extend(unknown_shares(process, account));
             }
-            // A layer no member has, and none leaves unknown, is known: 0, not unknown.
-            for layer in Layer::ALL {
-                let of_processes = !matches!(layer, Layer::Other | Layer::Free);
-                if of_processes && layers.get(layer).is_none() && !unknown.contains(&layer) {
-                    layers.add(layer, 0);
+            // A sum of bounds is a bound of the same side; of both sides, nothing is known.
+            let mut bounds = Bounds::new();
+            let mut conflicting = Vec::new();
+            for &i in &members {
+                for (layer, bound) in accounts[i].bounds() {
+                    match bounds.insert(layer, bound) {
+                        Some(other) if other != bound => conflicting.push(layer),
+                        _ => {}
+                    }
                 }
+            }
+            for layer in conflicting {
+                bounds.remove(&layer);
+                *layers_slot(&mut layers, layer) = None;
             }
             let mut partial: Vec<Layer> = Layer::ALL
                 .into_iter()
@@ -151,6 +176,7 @@ pub fn groups(sample: &NodeSample, accounts: &[ProcessAccount], by: GroupBy) -> 
             GroupRow {
                 key,
                 device_uuid,
+                bounds,
                 pids: members.iter().map(|&i| sample.processes[i].pid).collect(),
                 members,
                 used,
@@ -232,9 +258,8 @@ mod tests {
         );
         assert_eq!(rows[0].layers.unattributed, Some(150));
         assert_eq!(
-            rows[0].layers.live,
-            Some(0),
-            "no member has tensors: known, 0"
+            rows[0].layers.live, None,
+            "no member reports tensors: n/a, not 0"
         );
         assert_eq!(rows[0].layers.other, None, "the device's, not the group's");
         // A member whose NVML figure is unknown makes its layer unknown, never 0.

@@ -2,6 +2,7 @@
 
 mod attach;
 mod findings;
+mod group;
 mod heap;
 mod pause;
 mod record;
@@ -15,6 +16,7 @@ mod update;
 
 pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
 pub use findings::{climbs, ClimbNote, FindingId};
+pub use group::TableEntry;
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
 pub use replay::ReplayView;
@@ -54,6 +56,11 @@ pub enum View {
     Evidence(FindingId),
     /// Every device's layers stacked over time.
     Strata,
+    /// One group of the grouped table (`g`): its sums, members and findings.
+    Group {
+        key: String,
+        device_uuid: String,
+    },
 }
 
 /// The last good reading of a GPU that has since been lost, drawn greyed.
@@ -115,6 +122,13 @@ pub struct State {
     pub selected: Option<(u32, String)>,
     /// Until the user moves, the selection stays on the top row, whatever comes there.
     pub selection_moved: bool,
+    /// How the process table is grouped (`g`).
+    pub group_by: crate::accounting::GroupBy,
+    /// The selected group row, by (key, device uuid), when a group rather than a process is
+    /// selected (then `selected` is `None`).
+    pub selected_group: Option<(String, String)>,
+    /// The finding picked in the group view.
+    pub group_cursor: usize,
     /// The selected finding, by identity, so it stays selected as findings come and go.
     pub finding_selected: Option<FindingId>,
     /// Its row when last seen: where the selection goes when it clears.
@@ -196,6 +210,9 @@ impl State {
             sort_memory: SortMemory::default(),
             selected: None,
             selection_moved: false,
+            group_by: crate::accounting::GroupBy::None,
+            selected_group: None,
+            group_cursor: 0,
             finding_selected: None,
             finding_index: 0,
             finding_moved: false,
@@ -319,6 +336,10 @@ impl State {
 
     /// Keeps the selection on an existing row: the first one when the old one went away.
     pub(super) fn clamp_selection(&mut self) {
+        if self.group_by != crate::accounting::GroupBy::None {
+            self.clamp_table_selection();
+            return;
+        }
         let rows = self.rows();
         let keep = self.selected_index(&rows).is_some();
         let first = rows

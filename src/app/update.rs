@@ -36,6 +36,8 @@ pub enum Action {
     Signal,
     /// `a`: attach the allocator feed to the selected Python process.
     Attach,
+    /// `o` (and `g` outside a replay): group the process table by owner, the next way.
+    CycleGroup,
     /// `y`: confirm (in the signal dialog).
     Yes,
     /// `n`: decline (in the signal dialog).
@@ -78,6 +80,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Home => Action::Top,
         KeyCode::End => Action::Bottom,
         KeyCode::Char('g') => Action::GoFirst,
+        KeyCode::Char('o') => Action::CycleGroup,
         KeyCode::Char('G') => Action::GoLast,
         KeyCode::Left => Action::SeekBack,
         KeyCode::Right => Action::SeekForward,
@@ -235,6 +238,9 @@ impl State {
         if self.replay_action(action) {
             return;
         }
+        if self.group_action(action) {
+            return;
+        }
         match action {
             Action::Quit => self.quit = true,
             Action::Suspend => self.suspend_requested = true,
@@ -306,7 +312,9 @@ impl State {
             Action::Down => self.move_by(1),
             Action::PageUp => self.move_by(-PAGE),
             Action::PageDown => self.move_by(PAGE),
-            Action::Top | Action::GoFirst => self.move_by(isize::MIN / 2),
+            Action::Top => self.move_by(isize::MIN / 2),
+            // `g` live: the next grouping of the table (in a replay it seeks to the start).
+            Action::GoFirst | Action::CycleGroup => self.cycle_grouping(),
             Action::Bottom | Action::GoLast => self.move_by(isize::MAX / 2),
             // Only a replay moves in time.
             Action::SeekBack | Action::SeekForward => {}
@@ -321,6 +329,9 @@ impl State {
         }
         match self.focus {
             Focus::Processes => {
+                if self.open_group() {
+                    return;
+                }
                 if let Some((pid, device_uuid)) = self.selected.clone() {
                     self.view = View::Detail { pid, device_uuid };
                     self.detail_scroll = 0;
@@ -372,7 +383,12 @@ impl State {
                     .map_or(0, |o| strata_devices(&o.sample).len());
                 self.strata_device = scroll(self.strata_device, count.saturating_sub(1));
             }
+            // The group view takes its keys in `group_action`.
+            View::Group { .. } => {}
             View::Main => match self.focus {
+                Focus::Processes if self.group_by != crate::accounting::GroupBy::None => {
+                    self.move_in_table(delta)
+                }
                 Focus::Processes => {
                     let rows = self.rows();
                     if rows.is_empty() {

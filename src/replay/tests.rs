@@ -332,13 +332,19 @@ fn replay_keys_move_the_clock_and_seek_and_leave_the_list_keys_alone() {
     state.apply_action(Action::ZoomOut);
     assert_ne!(state.zoom, zoom);
     assert_eq!(control.status().speed, 2.0);
-    // Live, g and G are the list's top and bottom, and ← → do nothing.
+    // Live, G is the list's bottom, g groups the table by owner, and ← → do nothing.
     let mut live = State::new(Pipeline::new(None), "demo".into(), 1.0);
     live.on_sample(node_at(0, 600.0, 10.0));
     live.apply_action(Action::GoLast);
     let bottom = live.selected.clone();
+    live.apply_action(Action::Top);
+    assert_ne!(live.selected, bottom, "Home and G move in the list");
     live.apply_action(Action::GoFirst);
-    assert_ne!(live.selected, bottom, "g and G move in the list");
+    assert_eq!(
+        live.group_by,
+        crate::accounting::GroupBy::Launcher,
+        "g groups"
+    );
     live.apply_action(Action::SeekForward);
     assert!(!live.paused);
 }

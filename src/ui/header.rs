@@ -151,6 +151,7 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                 // Recording and the report, where the width leaves room (the help lists them).
                 let record = if state.recording.is_some() { "stop rec" } else { "record" };
                 vec![
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  g group:{}  k signal  a attach  v strata  p {pause}  r {record}  R report  ? help", state.group_by.label()),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  r {record}  R report  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}{arrow}  S rev  k signal  v strata  p {pause}  ? help"),
@@ -159,6 +160,10 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                     format!(" q quit ⏎ {open} tab {focus} s sort k signal p {pause} ? help"),
                 ]
             }
+            View::Group { .. } => vec![
+                format!(" esc back  ↑↓ finding  ⏎ its evidence  q quit  p {pause}  ? help"),
+                " esc back  ↑↓ finding  ⏎ evidence  q quit".to_string(),
+            ],
             View::Detail { .. } | View::Evidence(_) => vec![
                 format!(" esc back  ↑↓ scroll  k signal  v strata  q quit  p {pause}  ? help"),
                 format!(" esc back  ↑↓ scroll  k signal  q quit  ? help"),

@@ -27,6 +27,10 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
             "  k F9 signal the process (SIGINT/TERM/KILL, then confirm y); on a zombie_context",
         ),
         Line::raw("    finding: the processes still holding its /dev/nvidia<N> open"),
+        Line::raw(
+            "  g group the table by owner: launcher, pod, slurm, user (o in a replay); Enter on",
+        ),
+        Line::raw("    a group row: its sums, members and findings (Enter on one: its evidence)"),
         Line::raw("  a attach the allocator feed to the selected Python 3.14+ process without one"),
         Line::raw("    (strata attach, after y); why not, if it cannot work, in the footer"),
         Line::raw("  Enter: a process's reconciliation, or a finding's evidence"),

@@ -6,6 +6,7 @@ mod dialog;
 pub(crate) mod evidence;
 mod findings;
 mod gpus;
+mod group;
 mod header;
 mod help;
 mod host;
@@ -68,6 +69,9 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         View::Help => help::draw_help(frame, body, state, theme),
         View::Evidence(id) => evidence::draw_evidence(frame, body, state, observed, id, theme),
         View::Strata => strata::draw_strata(frame, body, state, observed, theme),
+        View::Group { key, device_uuid } => {
+            group::draw_group(frame, body, state, observed, key, device_uuid, theme)
+        }
     }
     if let Some(open) = &state.dialog {
         dialog::draw_dialog(frame, body, open, theme);

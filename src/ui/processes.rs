@@ -5,7 +5,7 @@ use super::host::HostColumn;
 use super::theme::Theme;
 use super::widgets::{fit, section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
-use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State};
+use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State, TableEntry};
 use crate::detect::{Finding, FindingKind};
 use crate::layers::Layer;
 use crate::sample::ProcessSample;
@@ -36,13 +36,20 @@ pub fn state_label(
 const TREND_MIN_RANGE: u64 = 512 << 20;
 
 pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
-    let rows = state.rows();
+    let entries = state.table();
+    let processes = entries
+        .iter()
+        .filter(|e| matches!(e, TableEntry::Process { .. }))
+        .count();
     let wide = area.width >= 120;
     let focused = state.focus == Focus::Processes;
+    let grouped = match state.group_by {
+        crate::accounting::GroupBy::None => String::new(),
+        by => format!(" · grouped by {}", by.label()),
+    };
     let block = section_block(
         format!(
-            " Processes ({}) · sorted by {} {} ",
-            rows.len(),
+            " Processes ({processes}) · sorted by {} {}{grouped} ",
             state.sort.label(),
             sort_arrow(state.sort, state.sort_reversed)
         ),
@@ -155,14 +162,38 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .iter()
         .filter(|f| f.kind == FindingKind::OomForecast)
         .collect();
-    let table_rows: Vec<Row<'_>> = rows
+    let columns = widths.len();
+    let place_of = |uuid: &str| {
+        state
+            .current
+            .as_ref()
+            .map_or_else(String::new, |o| match o.sample.locate(uuid) {
+                Some((gpu, None)) => gpu.index.to_string(),
+                Some((gpu, Some(m))) => {
+                    format!("{}:{}", gpu.index, m.profile.as_deref().unwrap_or("mig"))
+                }
+                None => "?".into(),
+            })
+    };
+    let table_rows: Vec<Row<'_>> = entries
         .iter()
-        .map(|row| {
+        .map(|entry| {
+            let (row, member) = match entry {
+                TableEntry::Group(group) => {
+                    let findings = state.group_findings(group).len();
+                    let place = place_of(&group.device_uuid);
+                    return group_row(group, &place, (wide, feed_column), columns, findings, theme);
+                }
+                TableEntry::Process { row, member } => (row, *member),
+            };
             let forecast = forecasts.iter().copied().find(|f| {
                 f.pid == Some(row.process.pid)
                     && f.device_uuid.as_deref() == Some(row.process.device_uuid.as_str())
             });
             let mut cells = table_row(row, wide, trend_width as usize, host_ns, forecast, theme);
+            if member {
+                cells[0] = Cell::from(format!("└{}", row.process.pid));
+            }
             if feed_column {
                 let room = state.current.as_ref().and_then(|o| {
                     let i = o
@@ -192,8 +223,67 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         } else {
             theme.dim()
         });
-    let mut table_state = TableState::default().with_selected(state.selected_index(&rows));
+    let mut table_state = TableState::default().with_selected(state.table_index(&entries));
     frame.render_stateful_widget(table, area, &mut table_state);
+}
+
+/// A group's row (`g`): its key, its device, NVML used and the layers summed over its
+/// members (`≥` where a member's share is unknown), how many members and findings; the
+/// other columns blank. `columns` is the table's count, so the row lines up.
+fn group_row(
+    group: &crate::accounting::GroupRow,
+    place: &str,
+    (wide, headroom_column): (bool, bool),
+    columns: usize,
+    findings: usize,
+    theme: Theme,
+) -> Row<'static> {
+    let sum = |value: Option<u64>, mark: &str| match value {
+        Some(v) => format!("{mark}{}", short_bytes(Some(v))),
+        None => short_bytes(None),
+    };
+    let layer = |l: Layer| {
+        let mark = match (group.bounds.get(&l), group.partial.contains(&l)) {
+            (Some(bound), _) => bound.mark(),
+            (None, true) => "≥",
+            (None, false) => "",
+        };
+        sum(group.layers.get(l), mark)
+    };
+    let mut cells = vec![
+        "group".to_string(),
+        String::new(),
+        crate::text::clean(place).into_owned(),
+        sum(group.used, if group.used_partial { "≥" } else { "" }),
+        layer(Layer::Live),
+        layer(Layer::Cached),
+        layer(Layer::Fragmented),
+    ];
+    if wide {
+        cells.push(layer(Layer::Context));
+        cells.push(layer(Layer::OutsidePool));
+    }
+    if headroom_column {
+        // Headroom is a process's own: a group's would sum peaks.
+        cells.push(String::new());
+    }
+    let members = group.pids.len();
+    let note = match findings {
+        0 => String::new(),
+        1 => "1 finding".into(),
+        n => format!("{n} findings"),
+    };
+    cells.push(note);
+    cells.push(format!(
+        "{members} proc{}",
+        if members == 1 { "" } else { "s" }
+    ));
+    // Blank up to the command, which names the group.
+    while cells.len() + 1 < columns {
+        cells.push(String::new());
+    }
+    cells.push(crate::text::clean(&group.key).into_owned());
+    Row::new(cells.into_iter().map(Cell::from).collect::<Vec<_>>()).style(theme.table_header())
 }
 
 /// The HEADROOM column: `16.7G`, `-512M` where the peak no longer fits, blank without a feed.
