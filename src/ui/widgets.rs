@@ -282,15 +282,27 @@ pub fn short_gpu_name(name: Option<&str>) -> String {
 /// safe for the terminal first ([`crate::text::clean`]): most of what is drawn comes from
 /// outside (NVML, `/proc`, feeds).
 pub fn fit(text: &str, width: usize) -> String {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
     let text = crate::text::clean(text);
     let text = text.as_ref();
-    if text.chars().count() <= width {
+    if text.width() <= width {
         return text.to_string();
     }
     if width == 0 {
         return String::new();
     }
-    let mut out: String = text.chars().take(width - 1).collect();
+    // Whole characters up to one cell short of the width, then the mark: a wide character
+    // that would straddle the edge is left out, never split.
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
     out.push('…');
     out
 }
@@ -334,6 +346,24 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fit_counts_display_cells_not_characters() {
+        use unicode_width::UnicodeWidthStr;
+        // Each of these takes two cells.
+        let wide = "训练模型数据集🚀🚀";
+        for width in 0..20 {
+            let cut = fit(wide, width);
+            assert!(
+                cut.width() <= width,
+                "{width}: {cut:?} is {} cells",
+                cut.width()
+            );
+        }
+        assert_eq!(fit(wide, 6), "训练…");
+        assert_eq!(fit("python 训练.py", 40), "python 训练.py");
+        assert_eq!(fit("abcdef", 4), "abc…");
+    }
 
     #[test]
     fn bar_fills_width_and_keeps_small_layers_visible() {
