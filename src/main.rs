@@ -162,6 +162,7 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
     need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
+    state.demo = common.demo;
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.demo {

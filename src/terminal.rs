@@ -20,6 +20,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
+/// Name of the sampling thread; the panic hook leaves the terminal alone for it.
+pub const COLLECTOR_THREAD: &str = "strata-collector";
+
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 static FAULT_HANDLERS: Once = Once::new();
@@ -50,7 +53,7 @@ fn install_panic_hook() {
         std::panic::set_hook(Box::new(move |info| {
             // A panic on the sampling thread is caught there and shown on the status line;
             // the screen stays up, so do not restore it nor print over it.
-            if std::thread::current().name() == Some(crate::tui::COLLECTOR_THREAD)
+            if std::thread::current().name() == Some(COLLECTOR_THREAD)
                 && ACTIVE.load(Ordering::SeqCst)
             {
                 return;

@@ -40,9 +40,6 @@ enum Event {
     Recorder(News),
 }
 
-/// Name of the sampling thread; the panic hook leaves the terminal alone for it.
-pub const COLLECTOR_THREAD: &str = "strata-collector";
-
 /// Runs the source on its own thread, one sample per interval, until the receiver is gone.
 /// A panic while sampling (a bug) stops sampling and is reported on the status line; the
 /// monitor stays up with the last good sample.
@@ -52,7 +49,7 @@ fn spawn_collector(
     tx: mpsc::Sender<Event>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
-        .name(COLLECTOR_THREAD.into())
+        .name(crate::terminal::COLLECTOR_THREAD.into())
         .spawn(move || {
             for sample in source.backlog() {
                 if tx.blocking_send(Event::Sample(Box::new(sample))).is_err() {

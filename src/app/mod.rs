@@ -20,9 +20,9 @@ pub use group::TableEntry;
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
 pub use replay::ReplayView;
-pub use rows::{process_rows, sort_arrow, ProcessRow, SortKey};
+pub use rows::{process_rows, ProcessRow};
 pub use signal::{Notice, Offer, SignalDialog, Stage};
-pub use sort::SortMemory;
+pub use sort::{sort_arrow, SortKey, SortMemory};
 pub use strata::{strata_devices, StrataDevice, Zoom};
 pub use update::{key_action, Action, Freshness};
 
@@ -95,6 +95,9 @@ pub struct State {
     /// Last good values of each GPU, by UUID, for when it is lost.
     pub last_known: HashMap<String, LastKnown>,
     pub source_label: String,
+    /// Whether the source is the built-in demo node: its times are story time, its
+    /// processes simulated.
+    pub demo: bool,
     /// Sampling interval in wall-clock seconds.
     pub interval: f64,
     pub paused: bool,
@@ -195,6 +198,7 @@ impl State {
             current: None,
             last_known: HashMap::new(),
             source_label,
+            demo: false,
             interval,
             paused: false,
             queue: PauseQueue::default(),

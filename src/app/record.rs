@@ -222,6 +222,7 @@ mod tests {
     #[test]
     fn r_prompts_enter_starts_r_stops_and_esc_cancels() {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
+        s.demo = true;
         assert_eq!(key_action(key(KeyCode::Char('r'))), Some(Action::Record));
         s.apply_action(Action::Record);
         let prompt = s.record_prompt.clone().expect("prompt");
@@ -259,6 +260,7 @@ mod tests {
     #[test]
     fn a_write_error_stops_the_recording_and_says_why() {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
+        s.demo = true;
         s.record_started("x.zst".into());
         s.record_write_failed(
             "cannot write the recording x.zst: disk full (hint: free space)".into(),

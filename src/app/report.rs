@@ -14,7 +14,7 @@ impl State {
             });
             return;
         };
-        let demo = self.source_label.starts_with("demo");
+        let demo = self.demo;
         let text = crate::report::markdown(observed, &self.pipeline.history, demo);
         let name = crate::report::file_name(&observed.sample);
         let path = self.report_dir.join(&name);
@@ -50,6 +50,7 @@ mod tests {
 
     fn demo_state(dir: &Path) -> State {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
+        s.demo = true;
         s.report_dir = dir.to_path_buf();
         s
     }

@@ -8,9 +8,77 @@
 //! sorted strictly by it, unknown values last, ties by pid: a total order, the same at every
 //! redraw.
 
-use super::rows::SortKey;
 use crate::pipeline::Observed;
 use std::collections::{HashMap, VecDeque};
+
+/// What the process table is ordered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Used,
+    Live,
+    Fragmented,
+    Cached,
+    /// Per-process SM utilization.
+    Sm,
+    /// Host CPU.
+    Cpu,
+    /// Host memory (resident).
+    HostMemory,
+    /// Time since the process started.
+    Elapsed,
+    Pid,
+    Device,
+}
+
+impl SortKey {
+    pub const CYCLE: [SortKey; 10] = [
+        SortKey::Used,
+        SortKey::Live,
+        SortKey::Fragmented,
+        SortKey::Cached,
+        SortKey::Sm,
+        SortKey::Cpu,
+        SortKey::HostMemory,
+        SortKey::Elapsed,
+        SortKey::Pid,
+        SortKey::Device,
+    ];
+
+    pub fn next(self) -> SortKey {
+        let i = Self::CYCLE.iter().position(|&k| k == self).unwrap_or(0);
+        Self::CYCLE[(i + 1) % Self::CYCLE.len()]
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Used => "used",
+            SortKey::Live => "live",
+            SortKey::Fragmented => "fragmented",
+            SortKey::Cached => "cached",
+            SortKey::Sm => "sm",
+            SortKey::Cpu => "cpu",
+            SortKey::HostMemory => "host mem",
+            SortKey::Elapsed => "time",
+            SortKey::Pid => "pid",
+            SortKey::Device => "gpu",
+        }
+    }
+
+    /// Whether the key, not reversed, puts the largest first: every amount does; pids and
+    /// GPUs go up.
+    pub fn descending(self) -> bool {
+        !matches!(self, SortKey::Pid | SortKey::Device)
+    }
+}
+
+/// The arrow beside a sort key: `▼` largest first, `▲` smallest first.
+pub fn sort_arrow(key: SortKey, reversed: bool) -> &'static str {
+    if key.descending() != reversed {
+        "▼"
+    } else {
+        "▲"
+    }
+}
 
 /// Samples whose peak a row is ordered by.
 pub const WINDOW: usize = 10;

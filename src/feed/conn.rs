@@ -6,7 +6,7 @@ use super::limits::{
     Admit, FloodGuard, LineEvent, LineReader, BYTES_PER_SECOND, FLOODS_TO_DROP, LINES_PER_SECOND,
 };
 use super::protocol::{parse_line, Bad, Message, MAX_LINE_BYTES};
-use super::state::Feeds;
+use super::state::{End, Feeds};
 use super::trust::check_hello;
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
@@ -22,14 +22,6 @@ pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// Lines per read that an agent sampling on its own schedule sends (a sample, maybe a hello
 /// or an oom); more is a backlog or a flood.
 const TRICKLE: usize = 4;
-
-/// How a connection ended.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum End {
-    Refused(String),
-    Dropped(String),
-    Closed { reason: String, bye: bool },
-}
 
 pub(crate) enum Phase {
     AwaitingHello {

@@ -4,9 +4,10 @@
 //! One thread, one epoll set over every connection and a wake-up socket; it sleeps until a
 //! line arrives, a rescan is due, or a caller asks for a scan.
 
-use super::conn::{Conn, End, Phase, READ_CHUNK};
+use super::conn::{Conn, Phase, READ_CHUNK};
 use super::discover::{FeedKey, Scanner};
 use super::poller::{wait_readable, Poller};
+use super::state::End;
 use super::state::Feeds;
 use crate::sample::feed::{FeedRecord, FeedScan, FeedState};
 use std::collections::{HashMap, HashSet};

@@ -1,6 +1,5 @@
 //! What the hub holds per feed between two `collect()` calls, with its memory bounds.
 
-use super::conn::End;
 use super::discover::FeedKey;
 use crate::sample::feed::{
     AllocatorStats, DeviceFeed, FeedCounters, FeedRecord, FeedState, FoundVia, Hello, OomReport,
@@ -8,6 +7,14 @@ use crate::sample::feed::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// How a connection ended: what the feed's state says of it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    Refused(String),
+    Dropped(String),
+    Closed { reason: String, bye: bool },
+}
 
 /// Refused sockets are tried again at most this often.
 pub(crate) const RETRY_REFUSED: Duration = Duration::from_secs(30);

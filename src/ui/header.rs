@@ -36,7 +36,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     );
     let gpus = sample.map_or(0, |s| s.gpus.len());
     // The demo's story runs faster than the clock: its time is story time, never called UTC.
-    let story = state.source_label.starts_with("demo");
+    let story = state.demo;
     let clock = match sample {
         None => "--:--:--".into(),
         Some(s) if story => crate::source::demo::story_time(s.time),

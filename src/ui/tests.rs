@@ -14,6 +14,7 @@ pub(super) fn demo_state(mono: bool) -> State {
     let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
     let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
     state.monochrome = mono;
+    state.demo = true;
     for sample in source.backlog() {
         state.on_sample(sample);
     }

@@ -24,6 +24,7 @@ fn long_demo(mono: bool) -> State {
     let mut times: Vec<f64> = coarse.chain(dense).collect();
     times.sort_by(f64::total_cmp);
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    state.demo = true;
     state.monochrome = mono;
     for t in times {
         state.on_sample(node_at(0, t, 10.0));
@@ -107,6 +108,7 @@ fn strata_view_scrolls_to_every_device_and_marks_climbs() {
 #[test]
 fn a_gap_in_the_history_is_a_gap_in_the_strata_view() {
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    state.demo = true;
     let mut t = 0.0;
     while t <= 905.0 {
         if !(600.0..720.0).contains(&t) {
@@ -339,6 +341,7 @@ fn the_demos_story_appears_in_the_findings_panel_on_time() {
     ];
     let mut first_seen: Vec<Option<f64>> = vec![None; expected.len()];
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    state.demo = true;
     let mut t = 0.0;
     while t <= 1010.0 {
         state.on_sample(node_at(0, t, 10.0));

@@ -1,43 +1,17 @@
 //! One poll of one GPU: its memory, utilization, MIG mode and processes (or, in MIG mode, its
 //! instances'), each refusal kept beside the value it cost.
 
-use super::api::Api;
 use super::handles::GpuSlot;
 use super::mig;
-use super::processes::{self, Holding};
+use super::processes;
 use super::query::{sm_utilization, Handle};
-use super::refusal::{Refusal, NO_PERMISSION};
+use super::read::{note, value, Lost, Placed, Reader};
+use super::refusal::NO_PERMISSION;
 use crate::sample::GpuSample;
-use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::{Device, Nvml};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
 const MIG_ENABLED: u32 = 1;
-
-/// What a poll reads with: the library and the calls chosen for its driver.
-pub(super) struct Reader<'a> {
-    pub(super) nvml: &'a Nvml,
-    pub(super) api: &'a Api,
-}
-
-impl Reader<'_> {
-    pub(super) fn device(&self, handle: Handle) -> Device<'_> {
-        // SAFETY: every handle comes from this `nvml`, and stays valid while it lives.
-        unsafe { Device::new(handle.0, self.nvml) }
-    }
-}
-
-/// The device answered `GPU_IS_LOST`: nothing read in this poll is current.
-#[derive(Debug)]
-pub(super) struct Lost;
-
-/// A holder of memory, placed on the device (GPU or MIG instance) it holds memory on.
-pub(super) struct Placed {
-    pub(super) pid: u32,
-    pub(super) device_uuid: String,
-    pub(super) holding: Holding,
-}
 
 /// One GPU as one poll saw it.
 pub(super) struct GpuRead {
@@ -47,35 +21,6 @@ pub(super) struct GpuRead {
     pub(super) sm: HashMap<u32, u32>,
     /// The latest utilization timestamp seen (µs), for the next poll's query.
     pub(super) seen: u64,
-}
-
-/// A value, `None` with the refusal noted in `problems` under `key` (a `NotSupported` is not
-/// noted), or [`Lost`].
-pub(super) fn value<T>(
-    result: Result<T, NvmlError>,
-    call: &'static str,
-    key: &str,
-    problems: &mut BTreeMap<String, String>,
-) -> Result<Option<T>, Lost> {
-    match result {
-        Ok(v) => Ok(Some(v)),
-        Err(e) => note(Refusal::of(call, e), key, problems).map(|()| None),
-    }
-}
-
-/// Notes a refusal under `key` unless it is `NotSupported`; [`Lost`] for `GPU_IS_LOST`.
-pub(super) fn note(
-    refusal: Refusal,
-    key: &str,
-    problems: &mut BTreeMap<String, String>,
-) -> Result<(), Lost> {
-    if refusal.is_lost() {
-        return Err(Lost);
-    }
-    if !refusal.is_not_supported() {
-        problems.insert(key.to_string(), refusal.line());
-    }
-    Ok(())
 }
 
 /// Reads one GPU. A GPU whose handle is refused appears with its index, its placeholder UUID

@@ -2,9 +2,9 @@
 //! instance and its memory) with its memory and processes, then the parent's own lists for
 //! processes no instance lists.
 
-use super::gpu::{note, value, Lost, Placed, Reader};
 use super::processes;
 use super::query::{profile_from_name, raw_id, sm_utilization, Handle};
+use super::read::{note, value, Lost, Placed, Reader};
 use super::refusal::{Refusal, INVALID_ARGUMENT, NOT_FOUND, NO_PERMISSION};
 use crate::sample::{GpuSample, MigSample};
 use nvml_wrapper::Device;
