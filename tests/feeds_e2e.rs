@@ -317,6 +317,49 @@ fn a_jax_job_under_cuda_async_shows_live_with_the_rest_unknown() {
     assert_eq!(gpu["layers"]["live"], 3 * GIB, "{gpu}");
     assert!(gpu["layers"]["cached"].is_null(), "{gpu}");
     assert_layers_add_up(snap, false);
+    // The report says the same: reserved n/a with its reason, the rest not split.
+    let report = std::process::Command::new(strata())
+        .args(["snapshot", "--report", "--nvml-lib"])
+        .arg(common::fake_nvml::fake_nvml_lib())
+        .arg("--feed-dir")
+        .arg(scratch.feeds())
+        .env(
+            common::fake_nvml::SCENARIO_ENV,
+            scenario_file(&scratch, &scenario),
+        )
+        .output()
+        .expect("strata runs");
+    let report = String::from_utf8_lossy(&report.stdout);
+    let row = |name: &str| {
+        report
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row in {report}"))
+            .to_string()
+    };
+    assert!(row("reserved").contains("| n/a |"), "{}", row("reserved"));
+    assert!(
+        row("not split").contains(&format!("({} B)", group(used - 3 * GIB))),
+        "{}",
+        row("not split")
+    );
+    assert!(
+        report.contains("- reserved: not reported by XLA's cuda\\_async allocator"),
+        "{report}"
+    );
+}
+
+/// `1234567` as `1,234,567`, as the report writes exact bytes.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A monitor that connects after warm-up still sees the warm-up, from the agent's backlog;
