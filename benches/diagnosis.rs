@@ -99,7 +99,7 @@ impl Node {
             seq,
             time: t,
             allocated: f.live,
-            reserved: f.reserved,
+            reserved: Some(f.reserved),
             active: Some(f.live),
             inactive_split: Some(f.inactive),
             peak_allocated: Some(f.reserved - 64 * MIB),
@@ -127,7 +127,7 @@ impl Node {
             // The agent samples every 0.5 s: the latest reading and the one before it.
             let latest = self.stats(i, time - 0.2, 2 * k + 1);
             let earlier = self.stats(i, time - 0.7, 2 * k);
-            let used = CONTEXT + OUTSIDE + latest.reserved;
+            let used = CONTEXT + OUTSIDE + self.figures(i, time - 0.2 - T0).reserved;
             used_on[d as usize] += used;
             let mut p = process(pid, &uuid, Some(used));
             p.sm_util = Some(60 + (i % 30));

@@ -95,7 +95,7 @@ impl Node {
             seq,
             time: t,
             allocated: live,
-            reserved,
+            reserved: Some(reserved),
             active: Some(live + inactive / 4 / 512 * 512),
             inactive_split: Some(inactive / 512 * 512),
             requested: Some(live - (live / 97) / 8 * 8),
@@ -129,7 +129,7 @@ impl Node {
             let pid = 210_000 + i * 13;
             let latest = self.stats(i, time - 0.2, 2 * k + 1);
             let earlier = self.stats(i, time - 0.7, 2 * k);
-            let used = CONTEXT + 384 * MIB + latest.reserved;
+            let used = CONTEXT + 384 * MIB + latest.reserved.unwrap_or_default();
             used_on[g as usize] += used;
             let mut p = process(pid, &uuid, Some(used));
             p.user = Some("alice".into());

@@ -177,14 +177,15 @@ impl ContextEstimator {
 
     /// Learns from one NVML reading if the feed sample brackets it with an unchanged pool.
     fn pair(&mut self, key: &ProcessKey, reading: Reading, stats: &AllocatorStats, now: f64) {
-        let Some(since) = stats.reserved_since else {
+        // Without a pool figure (XLA's cuda_async) nothing pairs: used - reserved is unknown.
+        let (Some(since), Some(reserved)) = (stats.reserved_since, stats.reserved) else {
             return;
         };
         let bracketed = since <= reading.from && reading.to <= stats.time;
-        if !bracketed || stats.reserved > reading.used {
+        if !bracketed || reserved > reading.used {
             return;
         }
-        let beyond_pool = reading.used - stats.reserved;
+        let beyond_pool = reading.used - reserved;
         let entry = self.learned.entry(key.clone()).or_insert(Learned {
             bytes: beyond_pool,
             source: ContextSource::Estimated,
@@ -196,7 +197,7 @@ impl ContextEstimator {
         ) {
             return;
         }
-        if stats.reserved == 0 {
+        if reserved == 0 {
             *entry = Learned {
                 bytes: reading.used,
                 source: ContextSource::Observed,
@@ -379,6 +380,19 @@ mod tests {
         let mut c = ContextEstimator::learning();
         let s = at(fed(GIB, stats(0, 0, 999.0, 1000.2)), 1000.0);
         c.observe(&s, &[FeedStatus::Inconsistent { reason: "x".into() }]);
+        assert_eq!(c.estimate(&s.processes[0]), None);
+    }
+
+    #[test]
+    fn a_feed_without_a_pool_figure_pairs_nothing() {
+        // XLA's cuda_async: used - reserved is unknown, so neither observed nor estimated.
+        let mut c = ContextEstimator::learning();
+        let mut unpooled = stats(0, 0, 999.0, 1000.2);
+        unpooled.reserved = None;
+        let s = at(fed(600 * MIB, unpooled.clone()), 1000.0);
+        c.observe(&s, &FRESH);
+        let s = at(fed(600 * MIB, unpooled), 1001.0);
+        c.observe(&s, &FRESH);
         assert_eq!(c.estimate(&s.processes[0]), None);
     }
 

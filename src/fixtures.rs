@@ -99,7 +99,7 @@ pub fn process(pid: u32, device_uuid: &str, used: Option<u64>) -> ProcessSample 
 pub fn stats(allocated: u64, reserved: u64, since: f64, time: f64) -> AllocatorStats {
     AllocatorStats {
         allocated,
-        reserved,
+        reserved: Some(reserved),
         inactive_split: Some(0),
         peak_allocated: Some(allocated),
         peak_reserved: Some(reserved),
@@ -121,6 +121,33 @@ pub fn feed(allocated: u64, reserved: u64, inactive_split: Option<u64>, time: f6
         stats: AllocatorStats {
             inactive_split,
             ..stats(allocated, reserved, time, time)
+        },
+    }
+}
+
+/// A JAX feed of XLA's cuda_async allocator read at `time`: `allocated` known, the pool
+/// (`reserved`, its peak, the largest free block) not reported.
+pub fn unpooled_feed(allocated: u64, time: f64) -> FeedSample {
+    let reason = "not reported by XLA's cuda_async allocator".to_string();
+    FeedSample {
+        framework: "jax".into(),
+        framework_version: Some("0.10.2".into()),
+        backend: "cuda_async".into(),
+        feed: 0,
+        stats: AllocatorStats {
+            allocated,
+            peak_allocated: Some(allocated),
+            time,
+            unreported: [
+                "reserved",
+                "peak_reserved",
+                "largest_free_block",
+                "inactive_split",
+            ]
+            .into_iter()
+            .map(|f| (f.to_string(), reason.clone()))
+            .collect(),
+            ..AllocatorStats::default()
         },
     }
 }

@@ -151,7 +151,7 @@ impl Pipeline {
                     );
                 }
                 history.record(key(Metric::Allocated), t, Some(stats.allocated));
-                history.record(key(Metric::Reserved), t, Some(stats.reserved));
+                history.record(key(Metric::Reserved), t, stats.reserved);
                 history.record(key(Metric::InactiveSplit), t, stats.inactive_split);
                 history.record(key(Metric::Retries), t, stats.alloc_retries);
                 history.record(key(Metric::Ooms), t, stats.ooms);

@@ -1,21 +1,25 @@
 //! Property tests of the layer model against an independent oracle: for any sample, each
 //! layer of every GPU and every MIG GPU instance is what the sample implies, computed here
 //! from the processes and feeds their own way (live = Σ allocated of the usable feeds on the
-//! device, and so on), or the layers are withheld for the reason the sample implies.
+//! device, and so on), or the layers are withheld for the reason the sample implies. Some
+//! feeds report no pool (`reserved` null, as XLA's cuda_async): their live tensors are known,
+//! the rest of their process's usage is not split.
 
 use proptest::prelude::*;
 use strata::accounting::{account, FeedStatus, Gap, Partition};
 use strata::context::{ContextEstimator, ContextSource};
-use strata::fixtures::{feed, gpu, judged, mig, node, process, GIB, MIB};
+use strata::fixtures::{feed, gpu, judged, mig, node, process, unpooled_feed, GIB, MIB};
 use strata::layers::{Layer, Layers};
 use strata::sample::{DeviceMemory, NodeSample, ProcessSample};
 
-/// A process spec: NVML used (maybe unknown), a feed (maybe, maybe self-contradicting),
-/// visible or not, the feed's age, and now and then a record no driver writes.
+/// A process spec: NVML used (maybe unknown), a feed (maybe, maybe self-contradicting, maybe
+/// without a pool figure), visible or not, the feed's age, and now and then a record no
+/// driver writes.
 #[derive(Debug, Clone)]
 struct Spec {
     used: Option<u64>,
-    feed: Option<(u64, u64, Option<u64>)>,
+    /// (allocated, reserved, inactive_split): reserved `None` is a pool not reported.
+    feed: Option<(u64, Option<u64>, Option<u64>)>,
     visible: bool,
     feed_age: f64,
     odd_pid: Option<u32>,
@@ -31,6 +35,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 0u64..4 * GIB,
                 prop::option::weighted(0.7, 0u64..2 * GIB),
                 prop::bool::weighted(0.1),
+                prop::bool::weighted(0.8),
             ),
         ),
         prop::bool::weighted(0.85),
@@ -39,14 +44,14 @@ fn spec() -> impl Strategy<Value = Spec> {
     )
         .prop_map(|(used, feed, visible, feed_age, odd_pid)| Spec {
             used,
-            feed: feed.map(|(live, extra, split, broken)| {
+            feed: feed.map(|(live, extra, split, broken, pooled)| {
                 // Usually allocated + split <= reserved; now and then not.
                 let reserved = if broken {
                     live / 2
                 } else {
                     live + split.unwrap_or(0) + extra
                 };
-                (live, reserved, split)
+                (live, pooled.then_some(reserved), split)
             }),
             visible,
             feed_age,
@@ -64,13 +69,19 @@ fn build(specs: &[Spec], device: &str, first_pid: u32, t: f64) -> Vec<ProcessSam
                 p.pid = pid;
             }
             p.visible = s.visible;
-            p.feed = s
-                .feed
-                .map(|(live, reserved, split)| feed(live, reserved, split, t - s.feed_age));
+            p.feed = s.feed.map(|(live, reserved, split)| match reserved {
+                Some(reserved) => feed(live, reserved, split, t - s.feed_age),
+                None => {
+                    let mut f = unpooled_feed(live, t - s.feed_age);
+                    f.stats.inactive_split = split;
+                    f
+                }
+            });
             // Most feeds sit inside NVML's figure; some do not (a different instant).
             if let (Some(used), Some(f)) = (p.used, &p.feed) {
                 if i % 5 != 4 {
-                    p.used = Some(used.max(f.stats.reserved) + (used % (512 * MIB)));
+                    let pool = f.stats.reserved.unwrap_or(f.stats.allocated);
+                    p.used = Some(used.max(pool) + (used % (512 * MIB)));
                 }
             }
             p
@@ -167,13 +178,16 @@ prop_compose! {
 }
 
 /// A feed the oracle would combine with NVML: recent, and consistent with itself and NVML.
+/// Without a pool figure, what it reports must fit in NVML's figure.
 fn usable(p: &ProcessSample, now: f64) -> bool {
     p.feed.as_ref().is_some_and(|f| {
         let s = &f.stats;
-        (now - s.time).abs() <= 3.0
-            && u128::from(s.allocated) + u128::from(s.inactive_split.unwrap_or(0))
-                <= u128::from(s.reserved)
-            && p.used.is_none_or(|u| s.reserved <= u)
+        let parts = u128::from(s.allocated) + u128::from(s.inactive_split.unwrap_or(0));
+        let consistent = match s.reserved {
+            Some(reserved) => parts <= u128::from(reserved) && p.used.is_none_or(|u| reserved <= u),
+            None => p.used.is_none_or(|u| parts <= u128::from(u)),
+        };
+        (now - s.time).abs() <= 3.0 && consistent
     })
 }
 
@@ -216,14 +230,41 @@ fn oracle(
         let mut needed = 0u64;
         let mut unattributed_known = false;
         let mut unattributed_unknown = false;
+        let add = |slot: &mut Option<u64>, v: u64| *slot = Some(slot.unwrap_or(0) + v);
         for p in processes {
-            if usable(p, now) {
-                let s = &p.feed.as_ref().expect("usable has a feed").stats;
-                let add = |slot: &mut Option<u64>, v: u64| *slot = Some(slot.unwrap_or(0) + v);
+            let pool = p
+                .feed
+                .as_ref()
+                .and_then(|f| f.stats.reserved.map(|r| (&f.stats, r)));
+            let unpooled = p
+                .feed
+                .as_ref()
+                .map(|f| &f.stats)
+                .filter(|s| s.reserved.is_none());
+            if let (true, Some(s)) = (usable(p, now), unpooled) {
+                // Only live is known; the rest of NVML's figure is held, not split.
+                add(&mut l.live, s.allocated);
+                partial.extend([
+                    Layer::Fragmented,
+                    Layer::Cached,
+                    Layer::Context,
+                    Layer::OutsidePool,
+                ]);
+                if p.visible {
+                    match p.used {
+                        Some(u) => {
+                            add(&mut l.unattributed, u - s.allocated);
+                            unattributed_known = true;
+                        }
+                        None => unattributed_unknown = true,
+                    }
+                }
+                needed += p.used.unwrap_or(0).max(s.allocated);
+            } else if let (true, Some((s, reserved))) = (usable(p, now), pool) {
                 add(&mut l.live, s.allocated);
                 add(
                     &mut l.cached,
-                    s.reserved - s.allocated - s.inactive_split.unwrap_or(0),
+                    reserved - s.allocated - s.inactive_split.unwrap_or(0),
                 );
                 match s.inactive_split {
                     Some(split) => add(&mut l.fragmented, split),
@@ -231,12 +272,12 @@ fn oracle(
                 }
                 match p.used {
                     Some(u) => {
-                        beyond_pool += u - s.reserved;
+                        beyond_pool += u - reserved;
                         l.context = Some(l.context.unwrap_or(0));
                     }
                     None => partial.extend([Layer::Context, Layer::OutsidePool]),
                 }
-                needed += p.used.unwrap_or(0).max(s.reserved);
+                needed += p.used.unwrap_or(0).max(reserved);
             } else {
                 if p.feed.is_some() {
                     partial.extend([
@@ -392,9 +433,18 @@ proptest! {
             let l = acc.layers;
             prop_assert_eq!(acc.feed_status.is_usable(), usable(p, sample.time), "{:?}", acc.feed_status);
             match (&acc.feed_status, p.used, &p.feed) {
+                (FeedStatus::Fresh { .. }, used, Some(f)) if f.stats.reserved.is_none() => {
+                    // No pool figure: live alone, the rest of NVML's figure held unsplit.
+                    prop_assert_eq!(l.live, Some(f.stats.allocated));
+                    prop_assert!(l.fragmented.is_none() && l.cached.is_none(), "unknown, never 0");
+                    prop_assert!(l.context.is_none() && l.outside_pool.is_none(), "unknown, never 0");
+                    prop_assert_eq!(acc.context_source, None);
+                    let rest = used.map(|u| u - f.stats.allocated);
+                    prop_assert_eq!(l.unattributed, if p.visible { rest } else { None });
+                }
                 (FeedStatus::Fresh { .. }, used, Some(f)) => {
                     let pool = l.live.unwrap_or(0) + l.fragmented.unwrap_or(0) + l.cached.unwrap_or(0);
-                    prop_assert_eq!(pool, f.stats.reserved);
+                    prop_assert_eq!(Some(pool), f.stats.reserved);
                     prop_assert_eq!(l.fragmented, f.stats.inactive_split, "null stays null");
                     match used {
                         Some(u) => prop_assert_eq!(l.context.unwrap_or(0) + l.outside_pool.unwrap_or(0) + pool, u),

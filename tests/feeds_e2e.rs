@@ -272,6 +272,96 @@ fn jax_and_cupy_jobs_are_matched_by_pci_id_and_split() {
     assert_layers_add_up(snap, false);
 }
 
+/// XLA's cuda_async allocator reports no pool (`reserved` null): the monitor keeps the device,
+/// splits the live tensors out of NVML's figure and leaves the pool's layers unknown.
+#[test]
+fn a_jax_job_under_cuda_async_shows_live_with_the_rest_unknown() {
+    let scratch = Scratch::new("cuda-async");
+    let env = vec![
+        ("LD_LIBRARY_PATH", fake_libcuda_dir().display().to_string()),
+        (
+            "STRATA_FAKE_CUDA",
+            format!("{},0000:18:00.0,active", STUB_UUID.replace('-', "")),
+        ),
+        ("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async".into()),
+        ("STRATA_STUB_JAX_STATS", "async".into()),
+    ];
+    let mut jax = Job::start(&scratch.feeds(), &env, false);
+    jax.run("import jax");
+    jax.run("jax._stub.init()");
+    jax.run("h = jax._stub.allocate(0, 3 << 30)");
+    jax.steady();
+    jax.wait_for_socket(&scratch.feeds());
+    // The pool's cache and the context are in NVML's figure, and nobody reports them.
+    let used = CONTEXT + 3 * GIB + 512 * MIB;
+    let scenario = one_gpu(vec![holder(jax.pid, json!(used))], json!(used));
+    let snap = &snapshot(&scratch, &scenario, &[])[0];
+    let p = process_of(snap, jax.pid);
+    assert_eq!(p["feed_status"]["state"], "fresh", "{p}");
+    assert_eq!(p["feed"]["backend"], "cuda_async");
+    assert!(p["feed"]["reserved"].is_null(), "{p}");
+    assert!(p["feed"]["unreported"]["reserved"]
+        .as_str()
+        .is_some_and(|r| r.contains("cuda_async")));
+    let layers = &p["layers"];
+    assert_eq!(layers["live"], 3 * GIB, "{p}");
+    for unknown in ["cached", "fragmented", "context", "outside_pool"] {
+        assert!(
+            layers[unknown].is_null(),
+            "{unknown} is unknown, never 0: {p}"
+        );
+    }
+    assert_eq!(layers["unattributed"], used - 3 * GIB, "held, not split");
+    assert!(p["context_source"].is_null());
+    let gpu = &snap["gpus"][0];
+    assert_eq!(gpu["layers"]["live"], 3 * GIB, "{gpu}");
+    assert!(gpu["layers"]["cached"].is_null(), "{gpu}");
+    assert_layers_add_up(snap, false);
+    // The report says the same: reserved n/a with its reason, the rest not split.
+    let report = std::process::Command::new(strata())
+        .args(["snapshot", "--report", "--nvml-lib"])
+        .arg(common::fake_nvml::fake_nvml_lib())
+        .arg("--feed-dir")
+        .arg(scratch.feeds())
+        .env(
+            common::fake_nvml::SCENARIO_ENV,
+            scenario_file(&scratch, &scenario),
+        )
+        .output()
+        .expect("strata runs");
+    let report = String::from_utf8_lossy(&report.stdout);
+    let row = |name: &str| {
+        report
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row in {report}"))
+            .to_string()
+    };
+    assert!(row("reserved").contains("| n/a |"), "{}", row("reserved"));
+    assert!(
+        row("not split").contains(&format!("({} B)", group(used - 3 * GIB))),
+        "{}",
+        row("not split")
+    );
+    assert!(
+        report.contains("- reserved: not reported by XLA's cuda\\_async allocator"),
+        "{report}"
+    );
+}
+
+/// `1234567` as `1,234,567`, as the report writes exact bytes.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A monitor that connects after warm-up still sees the warm-up, from the agent's backlog;
 /// two monitors at once both get everything.
 #[test]

@@ -144,6 +144,18 @@ pub(super) fn unknown_shares(process: &ProcessSample, account: &ProcessAccount) 
     let l = &account.layers;
     let mut unknown = Vec::new();
     match (&account.feed_status, &process.feed) {
+        (FeedStatus::Fresh { .. }, Some(feed)) if feed.stats.reserved.is_none() => {
+            // No pool figure: only live is split out of this process's usage.
+            unknown.extend([
+                Layer::Fragmented,
+                Layer::Cached,
+                Layer::Context,
+                Layer::OutsidePool,
+            ]);
+            if process.visible && process.used.is_none() {
+                unknown.push(Layer::Unattributed);
+            }
+        }
         (FeedStatus::Fresh { .. }, Some(_)) => {
             if l.fragmented.is_none() {
                 unknown.push(Layer::Fragmented);

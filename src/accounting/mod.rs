@@ -106,25 +106,37 @@ pub fn account_process(
     match (&process.feed, feed_status.is_usable()) {
         (Some(feed), true) => {
             let stats = &feed.stats;
-            let fragmented = stats.inactive_split;
             layers.live = Some(stats.allocated);
-            layers.fragmented = fragmented;
-            // The judgement checked allocated + fragmented <= reserved.
-            layers.cached = Some(stats.reserved - stats.allocated - fragmented.unwrap_or(0));
-            if let Some(used) = process.used {
-                // The judgement checked reserved <= used.
-                let beyond_pool = used - stats.reserved;
-                match contexts.estimate(process) {
-                    Some((context, source)) => {
-                        let context = context.min(beyond_pool);
-                        layers.context = Some(context);
-                        layers.outside_pool = Some(beyond_pool - context);
-                        context_source = Some(source);
+            match stats.reserved {
+                Some(reserved) => {
+                    let fragmented = stats.inactive_split;
+                    layers.fragmented = fragmented;
+                    // The judgement checked allocated + fragmented <= reserved.
+                    layers.cached = Some(reserved - stats.allocated - fragmented.unwrap_or(0));
+                    if let Some(used) = process.used {
+                        // The judgement checked reserved <= used.
+                        let beyond_pool = used - reserved;
+                        match contexts.estimate(process) {
+                            Some((context, source)) => {
+                                let context = context.min(beyond_pool);
+                                layers.context = Some(context);
+                                layers.outside_pool = Some(beyond_pool - context);
+                                context_source = Some(source);
+                            }
+                            None => {
+                                // Not split yet: context and what lies outside the pool.
+                                layers.context = Some(beyond_pool);
+                                context_source = Some(ContextSource::Unsplit);
+                            }
+                        }
                     }
-                    None => {
-                        // Not split yet: context and what lies outside the pool, together.
-                        layers.context = Some(beyond_pool);
-                        context_source = Some(ContextSource::Unsplit);
+                }
+                None => {
+                    // The allocator does not report its pool (XLA's cuda_async): live is
+                    // known, and the rest of NVML's figure (pool, context, memory outside the
+                    // pool) is not split. The judgement checked allocated <= used.
+                    if process.visible {
+                        layers.unattributed = process.used.map(|used| used - stats.allocated);
                     }
                 }
             }

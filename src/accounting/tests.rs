@@ -64,6 +64,68 @@ fn backend_without_split_stats_gives_null_fragmented() {
     assert_eq!(layers.sum(), u128::from(40 * GIB));
 }
 
+/// XLA's cuda_async allocator reports no pool: the process's live tensors are split out of
+/// NVML's figure, the rest of it is held unsplit, and the pool's layers are unknown.
+#[test]
+fn a_feed_without_a_pool_figure_splits_out_live_alone() {
+    let mut jax = process(10, "GPU-test-0", Some(10 * GIB));
+    jax.feed = Some(unpooled_feed(6 * GIB, 1000.0));
+    let sample = one_gpu_with(40 * GIB, 10 * GIB, vec![jax.clone()]);
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let node = account(&sample, &judged(&sample), &contexts);
+    let fed = &node.processes[0];
+    assert!(fed.feed_status.is_usable(), "{:?}", fed.feed_status);
+    assert_eq!(fed.layers.live, Some(6 * GIB));
+    assert_eq!(fed.layers.unattributed, Some(4 * GIB), "held, not split");
+    for unknown in [
+        fed.layers.cached,
+        fed.layers.fragmented,
+        fed.layers.context,
+        fed.layers.outside_pool,
+    ] {
+        assert_eq!(unknown, None, "unknown, never 0");
+    }
+    assert_eq!(fed.context_source, None);
+    assert!(fed.bounds().is_empty());
+    let gpu = &node.gpus[0];
+    let layers = gpu.layers.clone().expect("layers");
+    assert_eq!(layers.live, Some(6 * GIB));
+    assert_eq!(layers.unattributed, Some(4 * GIB));
+    assert_eq!((layers.cached, layers.context), (None, None));
+    assert_eq!(layers.sum(), u128::from(40 * GIB), "exact where known");
+    assert!(
+        gpu.partial.is_empty(),
+        "nobody knows the pool: unknown, not partial"
+    );
+
+    // Beside a torch job whose pool is known, the pool's layers are known in part.
+    let mut torch = process(11, "GPU-test-0", Some(24 * GIB));
+    torch.feed = Some(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0));
+    let sample = one_gpu_with(40 * GIB, 34 * GIB, vec![jax, torch]);
+    let mut contexts = ContextEstimator::learning();
+    contexts.observe(&sample, &judged(&sample).statuses);
+    let gpu = &account(&sample, &judged(&sample), &contexts).gpus[0];
+    let layers = gpu.layers.clone().expect("layers");
+    assert_eq!(layers.live, Some(18 * GIB));
+    assert_eq!(layers.cached, Some(7 * GIB), "the torch pool's alone");
+    assert_eq!(layers.unattributed, Some(4 * GIB));
+    assert_eq!(layers.sum(), u128::from(40 * GIB));
+    for layer in [
+        Layer::Fragmented,
+        Layer::Cached,
+        Layer::Context,
+        Layer::OutsidePool,
+    ] {
+        assert!(
+            gpu.partial.contains(&layer),
+            "{layer:?} is partial: {:?}",
+            gpu.partial
+        );
+    }
+    assert!(!gpu.partial.contains(&Layer::Live));
+}
+
 #[test]
 fn process_without_nvml_usage_is_null_not_zero() {
     let p = process(10, "GPU-test-0", None);

@@ -55,7 +55,7 @@ impl Cause {
             Cause::OutsidePool => {
                 "memory outside the pool climbing (NCCL, cuDNN, custom CUDA?)"
             }
-            Cause::Unattributed => "its memory climbing (no feed to say which layer)",
+            Cause::Unattributed => "its memory climbing (no feed, or no pool figure, to say which layer)",
             Cause::NoProcess => "memory no listed process holds climbing",
         }
     }
@@ -108,8 +108,17 @@ pub(super) fn detect(
         let id = ProcessId::of(p);
         let place = device_name(sample, &p.device_uuid);
         let who = format!("PID {} on {place}", p.pid);
-        let found = if p.feed.is_some() {
-            climbs::fed(history, &id, now)
+        let found = if let Some(feed) = &p.feed {
+            climbs::fed(history, &id, now).or_else(|| {
+                // No pool figure (XLA's cuda_async): what lies beyond the live tensors is not
+                // split, and climbs as NVML's figure does.
+                feed.stats
+                    .reserved
+                    .is_none()
+                    .then(|| series(history, &id, Metric::Used).and_then(|s| climbing(s, now)))
+                    .flatten()
+                    .map(|c| (Cause::Unattributed, c, Metric::Used))
+            })
         } else if p.visible {
             series(history, &id, Metric::Used)
                 .and_then(|s| climbing(s, now))

@@ -24,7 +24,7 @@ pub(super) fn fed_node(
 ) -> NodeSample {
     let mut s = node();
     s.time = time;
-    let used = beyond_pool + stats.reserved;
+    let used = beyond_pool + stats.reserved.unwrap_or(0);
     s.gpus.push(gpu(
         0,
         DeviceMemory {
@@ -120,6 +120,53 @@ fn an_oom_that_fits_the_device_is_fragmentation_whatever_the_block_size_known() 
     assert_eq!(class, "uncertain", "{why}");
     assert!(why.contains("request"), "{why}");
     assert_eq!(diagnosis::classify(None, &at_oom).0, "uncertain");
+}
+
+/// Without a pool figure (XLA's cuda_async) what the pool could give is unknown: the class
+/// is said to be uncertain, and why, never guessed.
+#[test]
+fn an_oom_of_an_allocator_without_a_pool_figure_is_uncertain() {
+    let at_oom = AllocatorStats {
+        reserved: None,
+        ..pool(22 * GIB, 36 * GIB, 0)
+    };
+    let report = OomReport {
+        time: 1000.0,
+        seq: 1,
+        index: 0,
+        requested: Some(40 * GIB),
+        device_free: Some(6 * GIB),
+        device_total: Some(45 * GIB),
+        stats: Some(at_oom.clone()),
+    };
+    let (class, why) = diagnosis::classify(Some(&report), &at_oom);
+    assert_eq!(class, "uncertain", "{why}");
+    assert!(why.contains("does not report its pool"), "{why}");
+}
+
+/// Without a pool figure, the unsplit rest of NVML's figure may climb while the live tensors
+/// stay flat (a growing pool cache, NCCL): still a climb of that process, said as such.
+#[test]
+fn a_climb_beyond_the_live_tensors_of_an_allocator_without_a_pool_figure_is_raised() {
+    let mut pipeline = Pipeline::new(None);
+    let mut last = Vec::new();
+    for i in 0..=180u32 {
+        let t = 10_000.0 + f64::from(i) * 5.0;
+        let mut stats = unpooled_feed(8 * GIB, t).stats;
+        stats.seq = u64::from(i);
+        // 40 MiB a minute beyond the 8 GiB live.
+        let beyond = 2 * GIB + u64::from(i) * 40 * MIB / 12;
+        let sample = fed_node(t, 80 * GIB, beyond, stats);
+        last = pipeline.ingest(sample).findings;
+    }
+    let climb =
+        of_kind(&last, FindingKind::Climb).unwrap_or_else(|| panic!("no climb in {last:?}"));
+    assert_eq!(climb.pid, Some(PID));
+    assert_eq!(
+        climb.evidence["cause"], "unattributed",
+        "{}",
+        climb.evidence
+    );
 }
 
 /// The OOM's report arrives once (the line after it happened); the counter says it later.

@@ -359,16 +359,23 @@ pub fn judge(now: f64, window: f64, stats: &AllocatorStats, nvml_used: Option<u6
 
 fn contradiction(stats: &AllocatorStats, nvml_used: Option<u64>) -> Option<String> {
     let pool_parts = u128::from(stats.allocated) + u128::from(stats.inactive_split.unwrap_or(0));
-    if pool_parts > u128::from(stats.reserved) {
+    let Some(reserved) = stats.reserved else {
+        // No pool figure (XLA's cuda_async): what it does report must still fit in NVML's.
+        return match nvml_used {
+            Some(used) if pool_parts > u128::from(used) => Some(format!(
+                "allocator allocated ({pool_parts} B) exceeds NVML used ({used} B)"
+            )),
+            _ => None,
+        };
+    };
+    if pool_parts > u128::from(reserved) {
         return Some(format!(
-            "allocated + inactive_split ({pool_parts} B) exceed reserved ({} B)",
-            stats.reserved
+            "allocated + inactive_split ({pool_parts} B) exceed reserved ({reserved} B)"
         ));
     }
     match nvml_used {
-        Some(used) if stats.reserved > used => Some(format!(
-            "allocator reserved ({} B) exceeds NVML used ({used} B)",
-            stats.reserved
+        Some(used) if reserved > used => Some(format!(
+            "allocator reserved ({reserved} B) exceeds NVML used ({used} B)"
         )),
         _ => None,
     }

@@ -127,7 +127,7 @@ fn on_a_mig_gpu_the_pci_id_finds_the_instance_the_pid_is_on() {
     ));
     attach(&mut s);
     assert_eq!(
-        s.processes[0].feed.as_ref().map(|f| f.stats.reserved),
+        s.processes[0].feed.as_ref().and_then(|f| f.stats.reserved),
         Some(2 * GIB)
     );
 }
@@ -272,6 +272,37 @@ fn an_old_feed_is_stale_and_a_contradictory_one_inconsistent() {
     ));
     let a = attach(&mut s);
     assert!(matches!(a.statuses[0], FeedStatus::Inconsistent { .. }));
+}
+
+#[test]
+fn a_feed_without_reserved_is_judged_on_what_it_reports() {
+    // XLA's cuda_async: allocated alone, checked against NVML's figure.
+    let judged = |allocated: u64, used: Option<u64>| {
+        let f = unpooled_feed(allocated, 999.9);
+        judge(1000.0, 1.5, &f.stats, used)
+    };
+    assert_eq!(
+        judged(20 * GIB, Some(30 * GIB)),
+        FeedStatus::Fresh { age: 0.1 }
+    );
+    assert_eq!(judged(20 * GIB, None), FeedStatus::Fresh { age: 0.1 });
+    let FeedStatus::Inconsistent { reason } = judged(31 * GIB, Some(30 * GIB)) else {
+        panic!("more allocated than NVML sees is a contradiction");
+    };
+    assert!(reason.contains("exceeds NVML used"), "{reason}");
+    // Matched and attached like any other feed, its device kept.
+    let mut s = one_gpu(7);
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            unpooled_feed(20 * GIB, 999.8).stats,
+        )],
+    ));
+    let a = attach(&mut s);
+    assert!(matches!(a.statuses[0], FeedStatus::Fresh { .. }), "{a:?}");
+    let stats = &s.processes[0].feed.as_ref().expect("attached").stats;
+    assert_eq!((stats.allocated, stats.reserved), (20 * GIB, None));
 }
 
 #[test]

@@ -241,7 +241,7 @@ fn trusted_agent_hands_out_hello_then_backlog_once_in_order_then_latest() {
             feed.devices[0].latest.allocated,
             feed.devices[0].latest.reserved
         ),
-        (40, 80)
+        (40, Some(80))
     );
     assert_eq!(
         feed.counters,

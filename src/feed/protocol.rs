@@ -128,8 +128,8 @@ struct WireStats {
     #[serde(default)]
     index: Option<u32>,
     allocated: u64,
-    /// Null where the allocator does not report it (XLA's cuda_async): the device is then
-    /// left out of the sample, and the hello's note says why. Required all the same.
+    /// Null where the allocator does not report it (XLA's cuda_async): the device is kept,
+    /// with `allocated` alone splitting its usage. Required all the same.
     #[serde(deserialize_with = "present")]
     reserved: Option<u64>,
     /// Steps completed, and whether read at a step's end (PROTOCOL.md, "Steps").
@@ -320,9 +320,7 @@ fn sample(wire: WireSample) -> Result<Message, Bad> {
         if devices.iter().any(|d| d.index == index) {
             return Err(Bad::Invalid);
         }
-        if let Some(stats) = stats(entry, index, wire.seq, wire.time) {
-            devices.push(stats);
-        }
+        devices.push(stats(entry, index, wire.seq, wire.time));
     }
     Ok(Message::Sample {
         backlog: wire.backlog.unwrap_or(false),
@@ -334,7 +332,7 @@ fn oom(wire: WireOom) -> Result<Message, Bad> {
     if !finite(wire.time) {
         return Err(Bad::Invalid);
     }
-    let stats = wire.stats.and_then(|entry| {
+    let stats = wire.stats.map(|entry| {
         let index = entry.index.unwrap_or(wire.index);
         stats(entry, index, wire.seq, wire.time)
     });
@@ -354,7 +352,8 @@ fn oom(wire: WireOom) -> Result<Message, Bad> {
 
 /// The statistics that may be null, hence named in `unreported`. Other keys are dropped: a
 /// sample kept for history stays small whatever the agent writes.
-const NULLABLE_STATS: [&str; 16] = [
+const NULLABLE_STATS: [&str; 17] = [
+    "reserved",
     "active",
     "inactive_split",
     "requested",
@@ -375,10 +374,9 @@ const NULLABLE_STATS: [&str; 16] = [
 /// An `unreported` reason is cut to this many characters.
 const MAX_REASON_CHARS: usize = 128;
 
-/// The statistics, or `None` when `reserved` is not reported (a partial reading the
-/// accounting cannot use).
-fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorStats> {
-    let reserved = wire.reserved?;
+/// The statistics of one device entry. A `reserved` of null (not reported) is kept as
+/// unknown: the accounting uses `allocated` alone then.
+fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> AllocatorStats {
     let mut unreported = BTreeMap::new();
     for (field, reason) in wire.unreported.unwrap_or_default() {
         if NULLABLE_STATS.contains(&field.as_str()) {
@@ -386,12 +384,12 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorSt
             unreported.insert(field, reason);
         }
     }
-    Some(AllocatorStats {
+    AllocatorStats {
         index,
         seq,
         time,
         allocated: wire.allocated,
-        reserved,
+        reserved: wire.reserved,
         step: wire.step,
         at_step_end: wire.step.is_some() && wire.at_step_end == Some(true),
         active: wire.active,
@@ -411,7 +409,7 @@ fn stats(wire: WireStats, index: u32, seq: u64, time: f64) -> Option<AllocatorSt
         limit: wire.limit,
         reserved_since: wire.reserved_since,
         unreported,
-    })
+    }
 }
 
 /// The optional fields a monitor's diagnosis reads: a hello device's `context`, a sample's
@@ -468,7 +466,7 @@ mod tests {
         assert_eq!(devices.len(), 1);
         let d = &devices[0];
         assert_eq!((d.seq, d.time), (7, 1764412300.5));
-        assert_eq!((d.allocated, d.reserved), (12884901888, 21474836480));
+        assert_eq!((d.allocated, d.reserved), (12884901888, Some(21474836480)));
         assert_eq!(d.inactive_split, Some(1073741824));
         assert_eq!(d.largest_free_block, None);
         assert_eq!(d.reserved_since, Some(1764412297.5));
@@ -610,17 +608,31 @@ mod tests {
     }
 
     #[test]
-    fn a_device_without_reserved_is_left_out_not_misread() {
+    fn a_device_without_reserved_is_kept_with_reserved_unknown() {
         // XLA's cuda_async allocator: allocated known, reserved not reported.
         let line = br#"{"v":1,"type":"sample","seq":4,"time":2,"devices":[{"index":0,"allocated":5,"reserved":null,"unreported":{"reserved":"not reported by XLA's cuda_async allocator"}},{"index":1,"allocated":1,"reserved":2}]}"#;
         let Ok(Message::Sample { devices, .. }) = parse_line(line) else {
             panic!("sample did not parse");
         };
-        assert_eq!(devices.len(), 1);
-        assert_eq!((devices[0].index, devices[0].reserved), (1, 2));
+        assert_eq!(devices.len(), 2, "the device is kept");
+        assert_eq!((devices[0].index, devices[0].allocated), (0, 5));
+        assert_eq!(devices[0].reserved, None, "unknown, never 0");
+        assert_eq!(
+            devices[0].unreported.get("reserved").map(String::as_str),
+            Some("not reported by XLA's cuda_async allocator")
+        );
+        assert_eq!((devices[1].index, devices[1].reserved), (1, Some(2)));
+        // Required all the same: a missing reserved is invalid, not unknown.
         let missing =
             br#"{"v":1,"type":"sample","seq":4,"time":2,"devices":[{"index":0,"allocated":5}]}"#;
         assert_eq!(parse_line(missing), Err(Bad::Invalid));
+        // An oom's stats of such a device are kept too.
+        let oom = br#"{"v":1,"type":"oom","time":3,"seq":5,"index":0,"requested":9,"stats":{"index":0,"allocated":5,"reserved":null}}"#;
+        let Ok(Message::Oom { report, .. }) = parse_line(oom) else {
+            panic!("oom did not parse");
+        };
+        let stats = report.stats.expect("stats kept");
+        assert_eq!((stats.allocated, stats.reserved), (5, None));
     }
 
     #[test]

@@ -284,7 +284,7 @@ mod tests {
             seq,
             time: seq as f64,
             allocated: seq,
-            reserved: seq,
+            reserved: Some(seq),
             ..Default::default()
         }
     }

@@ -18,7 +18,8 @@ pub struct StepPoint {
     pub time: f64,
     /// Live tensor bytes at the step's end.
     pub allocated: u64,
-    pub reserved: u64,
+    /// The pool at the step's end; `None` where the allocator does not report it.
+    pub reserved: Option<u64>,
     /// The allocator's own peak of live bytes at that reading (since start or reset).
     pub peak_allocated: Option<u64>,
 }
@@ -98,7 +99,7 @@ mod tests {
             step,
             time,
             allocated: step,
-            reserved: 0,
+            reserved: Some(0),
             peak_allocated: None,
         }
     }

@@ -356,7 +356,7 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
         seq: 1_000_000 + i,
         time: t0 + i as f64 * 0.5,
         allocated: 61_234_567_168 + i * 512,
-        reserved: 77_309_411_328,
+        reserved: Some(77_309_411_328),
         step: Some(1_000 + i),
         at_step_end: i.is_multiple_of(2),
         active: Some(61_234_567_168 + i * 512),

@@ -99,7 +99,7 @@ pub(super) fn last_oom(out: &mut String, observed: &Observed, clock: Clock) {
         (
             "reserved at the OOM",
             code(names.reserved),
-            at.map(|a| a.reserved),
+            at.and_then(|a| a.reserved),
         ),
         (
             "fragmented at the OOM",

@@ -195,7 +195,7 @@ fn fed(
         out,
         "reserved",
         &code(names.reserved),
-        &figure(Some(stats.reserved)),
+        &figure(stats.reserved),
         &at_feed,
     );
     row(
@@ -318,6 +318,16 @@ fn fed(
         &figure(l.cached),
         &at_feed,
     );
+    if stats.reserved.is_none() {
+        // No pool figure: what NVML sees beyond the live tensors is not split.
+        row(
+            out,
+            "not split",
+            "NVML `usedGpuMemory` − allocated (the pool is not reported)",
+            &figure(l.unattributed),
+            &at_nvml,
+        );
+    }
     let counters = "count since the allocator started";
     row(
         out,

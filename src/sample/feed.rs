@@ -21,8 +21,10 @@ pub struct AllocatorStats {
     pub time: f64,
     /// Bytes held by live tensors (`allocated_bytes.all.current`).
     pub allocated: u64,
-    /// Bytes the allocator holds from the driver (`reserved_bytes.all.current`).
-    pub reserved: u64,
+    /// Bytes the allocator holds from the driver (`reserved_bytes.all.current`); `None` where
+    /// the allocator does not report its pool (XLA's cuda_async), with the reason in
+    /// `unreported`: then only `allocated` splits the process's usage.
+    pub reserved: Option<u64>,
     #[serde(default)]
     pub active: Option<u64>,
     /// Free split pieces (`inactive_split_bytes.all.current`).

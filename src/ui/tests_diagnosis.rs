@@ -610,7 +610,7 @@ fn the_step_chart_draws_memory_against_step() {
             step: s,
             time: 1000.0 + s as f64,
             allocated: (10u64 << 30) + s * (8 << 20),
-            reserved: 0,
+            reserved: Some(0),
             peak_allocated: None,
         });
     }

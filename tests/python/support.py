@@ -43,6 +43,57 @@ def fake_libcuda_dir():
     return _libdir
 
 
+_nvml_dir = None
+
+
+def fake_nvml_dir():
+    """A directory holding libnvidia-ml.so.1, the fake NVML library (tests/fake-nvml):
+    $STRATA_TEST_FAKE_NVML_DIR, else built once per test run with cargo into
+    target/fake-nvml, as the Rust tests build it."""
+    global _nvml_dir
+    if _nvml_dir is not None:
+        return _nvml_dir
+    given = os.environ.get("STRATA_TEST_FAKE_NVML_DIR")
+    if given:
+        _nvml_dir = given
+        return given
+    cargo = os.environ.get("CARGO") or shutil.which("cargo")
+    if cargo is None:
+        raise unittest.SkipTest("no cargo to build the fake NVML library (tests/fake-nvml)")
+    target = os.path.join(REPO, "target", "fake-nvml")
+    env = dict(os.environ, CARGO_TARGET_DIR=target)
+    subprocess.run(
+        [cargo, "build", "--quiet", "-p", "strata-fake-nvml", "--manifest-path",
+         os.path.join(REPO, "Cargo.toml")],
+        check=True, env=env,
+    )
+    d = tempfile.mkdtemp(prefix="strata-fakenvml-")
+    atexit.register(shutil.rmtree, d, True)
+    os.symlink(os.path.join(target, "debug", "libnvidia_ml.so"), os.path.join(d, "libnvidia-ml.so.1"))
+    _nvml_dir = d
+    return d
+
+
+def nvml_scenario(specs, processes):
+    """A fake NVML scenario with the stub's devices; processes: per device, a list of
+    {"pid", "used"} (used may be an array by poll, or null)."""
+    devices = []
+    for i, spec in enumerate(specs):
+        used = 0
+        for p in processes[i] if i < len(processes) else []:
+            u = p.get("used")
+            u = u[-1] if isinstance(u, list) else u
+            used += u or 0
+        devices.append({
+            "name": spec["name"],
+            "uuid": "GPU-" + spec["uuid"],
+            "pci_bus_id": spec["pci_bus_id"],
+            "memory": {"total": spec["total"], "used": used},
+            "compute_processes": processes[i] if i < len(processes) else [],
+        })
+    return {"devices": devices}
+
+
 def device_specs(n, total=80 << 30):
     out = []
     for i in range(n):
@@ -109,12 +160,13 @@ def wait_until(cond, timeout=DEADLINE, what="condition"):
 
 
 class Job(object):
-    """A Python process; for jobs/driven.py, do() runs one statement in it."""
+    """A Python process; for jobs/driven.py, do() runs one statement in it. `prefix` runs it
+    under another command (`unshare --pid --fork`)."""
 
-    def __init__(self, env, script=None, args=(), ready=True):
+    def __init__(self, env, script=None, args=(), ready=True, prefix=()):
         script = script or os.path.join(JOBS, "driven.py")
         self.p = subprocess.Popen(
-            [PY, script] + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            list(prefix) + [PY, script] + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env, text=True, bufsize=1,
         )
         self.out = queue.Queue()

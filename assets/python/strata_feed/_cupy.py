@@ -124,6 +124,21 @@ class CupyReader(object):
             unrep["limit"] = "no pool limit set"
         return e
 
+    def pool_state(self, i):
+        """(reserved,) of device i now: the default pool's total bytes, or None."""
+        cupy = sys.modules.get("cupy")
+        if cupy is None or i not in self.devices:
+            return None
+        try:
+            _, pool = self._pool(cupy)
+            if pool is None:
+                return None
+            with cupy.cuda.Device(i):
+                total = count(pool.total_bytes())
+        except Exception:
+            return None
+        return None if total is None else (total,)
+
     def step_read(self):
         """At a step's end, on the job's thread: the pool of the job's current device only
         (the pool answers for the calling thread's device; switching it is not ours to do

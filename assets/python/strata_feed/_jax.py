@@ -195,6 +195,18 @@ class JaxReader(object):
         self.read = read
         return entries
 
+    def pool_state(self, i):
+        """(reserved,) of device i now, or None (no pool figure under cuda_async)."""
+        for j, d in self.read:
+            if j == i:
+                try:
+                    st = d.memory_stats()
+                    e = self.entry(i, st, 0.0) if st is not None else None
+                except Exception:
+                    return None
+                return (e["reserved"],) if e is not None and e["reserved"] is not None else None
+        return None
+
     def step_read(self):
         """At a step's end, on the job's thread: memory_stats() of the devices the last
         sample read."""

@@ -7,7 +7,7 @@ delays nothing but the next sample.
 
 import time
 
-from . import _frameworks, _steps
+from . import _context, _frameworks, _steps
 from ._core import LINE_LIMIT, encode
 from ._threads import Thread, Wake, name_os_thread
 
@@ -54,6 +54,7 @@ class Sampler(object):
         self.cost_est = 0.0  # CPU seconds per tick, as the interval is sized for
         self.since = {}  # device index -> (key, reserved_since) of the previous sample
         self.frameworks = _frameworks.Frameworks(self)
+        self.contexts = _context.Contexts()
         self.init_hint = None  # monotonic time torch's lazy-init callback ran
         self.warm_until = None
         self.wait_since = time.monotonic()
@@ -155,6 +156,7 @@ class Sampler(object):
             if entries:
                 sampled = True
                 self._publish_sample(now, entries, read_ns, timer.max_ns, step, False)
+                self._read_contexts(reader, entries, timer)
             # Step-end readings once this reader has read (it knows the devices), and only
             # while this agent runs.
             steps.reader = reader if entries and self.agent.stopping is None else None
@@ -194,9 +196,21 @@ class Sampler(object):
             return
         self.agent.post_line(line)
 
+    def _read_contexts(self, reader, entries, timer):
+        """The devices' CUDA contexts, read once each while their pools are empty: a one-off
+        cost, like set-up, not counted in the duty cycle."""
+        cpu0 = _thread_time_ns()
+        try:
+            self.contexts.update(reader, entries, self.in_warmup())
+        except Exception:
+            pass
+        timer.excluded_ns += _thread_time_ns() - cpu0
+
     def _update_hello(self):
         fw = self.frameworks
         fields, state, note = fw.hello_fields()
+        if fields.get("devices"):
+            fields["devices"] = self.contexts.add_to(fields["devices"])
         if self.error:
             state = "error"
         self.agent.set_hello(self.agent.build_hello(fields, state, note, self.error, self.interval))

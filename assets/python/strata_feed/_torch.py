@@ -300,6 +300,18 @@ class TorchReader(object):
                 entries.append(e)
         return entries
 
+    def pool_state(self, i):
+        """(reserved, device allocs, device frees) of device i now, or None: the pool's state
+        on either side of the agent's own NVML reading."""
+        try:
+            st = sys.modules["torch"].cuda.memory_stats(i)
+        except Exception:
+            return None
+        reserved = count(st.get("reserved_bytes.all.current")) if st else None
+        if reserved is None:
+            return None
+        return (reserved, count(st.get("num_device_alloc")), count(st.get("num_device_free")))
+
     def step_read(self):
         """At a step's end, on the job's thread: the counters of the devices the last sample
         found (torch's cheapest call: the allocator's nested stats), or None."""

@@ -66,8 +66,9 @@ fn room(
         (Cause::Live, Metric::Allocated, Some(stats)) => {
             let window = PEAK_SECS.min(series.reach()[0]);
             let peak = series.chunks(now, window, 1)[0]?.max.max(stats.allocated);
+            // A pool of unknown size (XLA's cuda_async): how much of it is reusable is unknown.
             let usable = free
-                .saturating_add(stats.reserved)
+                .saturating_add(stats.reserved?)
                 .saturating_sub(stats.inactive_split.unwrap_or(0));
             Some(Room {
                 level: peak,
@@ -209,7 +210,7 @@ pub(crate) fn headroom(
         _ => (sampled, "sampled"),
     };
     let usable_bytes = free
-        .saturating_add(stats.reserved)
+        .saturating_add(stats.reserved?)
         .saturating_sub(stats.inactive_split.unwrap_or(0));
     let bytes = i64::try_from(usable_bytes).ok()? - i64::try_from(peak).ok()?;
     Some(Headroom {

@@ -50,8 +50,18 @@ pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomCl
     let stats = report.and_then(|r| r.stats.as_ref()).unwrap_or(stats);
     let live = stats.allocated;
     let split = stats.inactive_split;
-    let cached = stats
-        .reserved
+    let Some(reserved) = stats.reserved else {
+        // XLA's cuda_async: no pool figure, so neither what the pool could give nor its shape.
+        return OomClass {
+            class: "uncertain",
+            why: "the allocator does not report its pool (reserved): capacity or fragmentation cannot be told".into(),
+            needed: report
+                .and_then(|r| r.requested)
+                .map(|requested| live.saturating_add(requested)),
+            could_have: None,
+        };
+    };
+    let cached = reserved
         .saturating_sub(live)
         .saturating_sub(split.unwrap_or(0));
     let shape = match split {
@@ -60,23 +70,20 @@ pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomCl
             bytes(s),
             bytes(cached)
         ),
-        None => format!(
-            "{} free in the pool",
-            bytes(stats.reserved.saturating_sub(live))
-        ),
+        None => format!("{} free in the pool", bytes(reserved.saturating_sub(live))),
     };
     let uncertain = |what: String| {
-        let share = split.map(|s| s as f64 / stats.reserved.max(1) as f64);
+        let share = split.map(|s| s as f64 / reserved.max(1) as f64);
         let hint = match share {
             Some(x) if x >= SPLIT_SHARE_HINT => format!(
                 "; {:.0}% of its {} pool was in free split pieces, which points to fragmentation",
                 x * 100.0,
-                bytes(stats.reserved)
+                bytes(reserved)
             ),
             _ => format!(
                 "; {} live in a {} pool ({shape})",
                 bytes(live),
-                bytes(stats.reserved)
+                bytes(reserved)
             ),
         };
         OomClass {
@@ -121,11 +128,11 @@ pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomCl
             },
         };
     };
-    let could_have = stats.reserved.saturating_add(free);
+    let could_have = reserved.saturating_add(free);
     let room = format!(
         "the {} the device could give this pool with every cached block reusable (its {} pool and {} free)",
         bytes(could_have),
-        bytes(stats.reserved),
+        bytes(reserved),
         bytes(free)
     );
     if needed > could_have {

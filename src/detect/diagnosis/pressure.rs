@@ -60,7 +60,7 @@ pub(super) fn fragmentation(
     let Some(split) = series(history, id, Metric::InactiveSplit) else {
         return;
     };
-    let (Some(now_split), reserved_now) = (stats.inactive_split, stats.reserved) else {
+    let (Some(now_split), Some(reserved_now)) = (stats.inactive_split, stats.reserved) else {
         return;
     };
     if now_split < FRAGMENTED_MIN || reserved_now == 0 {

@@ -205,7 +205,7 @@ mod tests {
                 step,
                 time: 1000.0 + step as f64 * secs_per_step,
                 allocated: f(step).max(0.0) as u64,
-                reserved: 0,
+                reserved: Some(0),
                 peak_allocated: None,
             });
             step += every;

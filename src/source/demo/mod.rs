@@ -265,7 +265,7 @@ fn feed_record(
         seq: (pool.published_at * 2.0) as u64,
         time,
         allocated: pool.allocated,
-        reserved: pool.reserved,
+        reserved: Some(pool.reserved),
         active: Some(pool.allocated),
         inactive_split: pool.inactive_split,
         requested: native.then_some(pool.allocated),

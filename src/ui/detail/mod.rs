@@ -275,7 +275,12 @@ fn reconcile(
             let names = metric_names(&feed.framework);
             let when = clock_tenths(stats.time);
             let fw = feed.framework.as_str();
+            let pool_unknown = stats.reserved.is_none();
             let (context_metric, outside_metric) = match account.context_source {
+                _ if pool_unknown => (
+                    "n/a: the allocator does not report its pool",
+                    "n/a: the allocator does not report its pool",
+                ),
                 Some(ContextSource::Observed) => (
                     "observed: NVML used while the pool was empty",
                     "used - reserved - context",
@@ -316,7 +321,7 @@ fn reconcile(
             rows.value(
                 " + reserved",
                 &format!("{fw} {}", names.reserved),
-                Some(stats.reserved),
+                stats.reserved,
                 &when,
                 Style::new(),
             );
@@ -342,11 +347,19 @@ fn reconcile(
                 theme.layer(crate::layers::Layer::Cached),
             );
             let outside = layers.outside_pool.unwrap_or(0);
-            let check = match (p.used, layers.context) {
-                (Some(used), Some(c)) if c + outside + stats.reserved == used => {
+            let check = match (p.used, layers.context, stats.reserved) {
+                (Some(_), _, None) => format!(
+                    "the pool is not reported ({}): only live is split; NVML used - live = {} is shown unsplit, as unattributed",
+                    stats
+                        .unreported
+                        .get("reserved")
+                        .map_or("no reason given", String::as_str),
+                    units::opt_bytes(layers.unattributed)
+                ),
+                (Some(used), Some(c), Some(reserved)) if c + outside + reserved == used => {
                     "check: context + outside_pool + reserved = NVML used, exactly".to_string()
                 }
-                (None, _) => {
+                (None, _, _) => {
                     "NVML does not report this process's usage: context and outside_pool are n/a"
                         .to_string()
                 }
@@ -463,7 +476,7 @@ fn reconcile(
             rows.value(
                 " (reserved)",
                 names.reserved,
-                Some(stats.reserved),
+                stats.reserved,
                 &when,
                 theme.stale(),
             );
