@@ -41,33 +41,39 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// One line for the help, the report: the budget, and what it made the history do.
+    /// One line for the report: the budget, and what it made the history do.
     pub fn describe(&self) -> String {
-        let mib = |b: usize| crate::units::bytes(b as u64);
-        let mut line = format!(
-            "history holds {} of its {} budget",
-            mib(self.bytes),
-            mib(self.limit)
-        );
+        self.parts().join("; ")
+    }
+
+    /// The budget, then each thing it made the history do, a phrase each (for the help's
+    /// lines).
+    pub fn parts(&self) -> Vec<String> {
+        let size = |b: usize| crate::units::bytes(b as u64);
+        let mut parts = vec![format!(
+            "{} held of a {} budget",
+            size(self.bytes),
+            size(self.limit)
+        )];
         if self.dropped > 0 {
-            line.push_str(&format!(
-                "; {} series of exited processes let go early for it",
+            parts.push(format!(
+                "{} series of exited processes let go early for it",
                 self.dropped
             ));
         }
         if self.thinned > 1 {
             let reach = |secs: f64| crate::units::duration(secs / f64::from(self.thinned));
-            line.push_str(&format!(
-                "; thinned to the last {} at every sample, {} and {} folded",
+            parts.push(format!(
+                "thinned to the last {} at every sample, {} and {} folded",
                 reach(super::RAW_SECS),
                 reach(7200.0),
                 reach(86_400.0)
             ));
         }
         if self.full {
-            line.push_str("; full: processes met now get no history");
+            parts.push("full: processes met now get no history".into());
         }
-        line
+        parts
     }
 }
 

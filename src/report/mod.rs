@@ -30,7 +30,7 @@ use std::fmt::Write;
 pub fn markdown(observed: &Observed, history: &History, demo: bool) -> String {
     let clock = Clock { demo };
     let mut out = String::new();
-    header(&mut out, observed, clock);
+    header(&mut out, observed, history, clock);
     devices(&mut out, observed, history, clock);
     process::processes(&mut out, observed, history, clock);
     oom::last_oom(&mut out, observed, clock);
@@ -58,7 +58,7 @@ pub fn file_name(sample: &NodeSample) -> String {
     format!("strata-report-{host}-{}.md", Clock::stamp(sample.time))
 }
 
-fn header(out: &mut String, observed: &Observed, clock: Clock) {
+fn header(out: &mut String, observed: &Observed, history: &History, clock: Clock) {
     let s = &observed.sample;
     let _ = writeln!(
         out,
@@ -89,6 +89,7 @@ fn header(out: &mut String, observed: &Observed, clock: Clock) {
         if clock.demo { " (story seconds)" } else { "" }
     );
     let _ = writeln!(out, "| strata | {} |", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out, "| history | {} |", history.budget().describe());
     let _ = writeln!(
         out,
         "| NVIDIA driver | {} (NVML `nvmlSystemGetDriverVersion`) |",

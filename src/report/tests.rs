@@ -219,3 +219,29 @@ fn file_names_keep_to_safe_characters() {
         "{name}"
     );
 }
+
+/// The header says what the history holds against its budget, and what the budget made it
+/// let go of.
+#[test]
+fn the_header_tells_the_history_budget_and_what_it_let_go() {
+    use crate::history::{Metric, SeriesKey};
+    let observed = Pipeline::new(None).ingest(node_at(0, 905.0, 10.0));
+    let mut history = History::with_budget(64 << 10);
+    for t in 0..200u32 {
+        history.begin(f64::from(t), 1.0);
+        for pid in 0..4 {
+            let key = SeriesKey::process(4 * t + pid, Some(1), "GPU-0", Metric::Used);
+            history.record(key, f64::from(t), Some(1 << 20));
+        }
+    }
+    let report = markdown(&observed, &history, true);
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| history |"))
+        .expect("a history row");
+    assert!(row.contains("held of a 64.0 KiB budget"), "{row}");
+    assert!(
+        row.contains("series of exited processes let go early"),
+        "{row}"
+    );
+}
