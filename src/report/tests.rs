@@ -245,3 +245,35 @@ fn the_header_tells_the_history_budget_and_what_it_let_go() {
         "{row}"
     );
 }
+
+/// A grouped finding names each of its devices in the report's evidence.
+#[test]
+fn a_grouped_finding_lists_its_devices() {
+    use crate::fixtures::{gpu, node, GIB, MIB};
+    use crate::sample::DeviceMemory;
+    let mut s = node();
+    for g in 0..8 {
+        s.gpus.push(gpu(
+            g,
+            DeviceMemory {
+                total: 80 * GIB,
+                used: 512 * MIB,
+                free: 79 * GIB,
+                driver_reserved: Some(512 * MIB),
+            },
+        ));
+    }
+    let mut pipeline = Pipeline::new(None);
+    let observed = pipeline.ingest(s);
+    let report = markdown(&observed, &pipeline.history, false);
+    assert_eq!(report.matches("`unexplained_usage`").count(), 1, "{report}");
+    assert!(report.contains("- devices: 8 of them"), "{report}");
+    for g in 0..8 {
+        assert!(
+            report.contains(&format!(
+                "  - bytes 512 MiB (536,870,912 B) · device GPU {g} · other 1.00 GiB (1,073,741,824 B) · uuid GPU-test-{g}\n"
+            )),
+            "GPU {g}: {report}"
+        );
+    }
+}
