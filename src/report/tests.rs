@@ -277,3 +277,30 @@ fn a_grouped_finding_lists_its_devices() {
         );
     }
 }
+
+/// A GPU instance with two compute instances is one section, named as the monitor names it,
+/// with both compute instances' UUIDs.
+#[test]
+fn a_gpu_instance_with_two_compute_instances_is_one_section() {
+    let sample = crate::snapshot::tests::two_compute_instances();
+    let mut pipeline = Pipeline::new(None);
+    let observed = pipeline.ingest(sample);
+    let report = markdown(&observed, &pipeline.history, false);
+    let sections: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("### GPU 0 · MIG"))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "### GPU 0 · MIG 1g.20gb GI2/CI0+1 (compute instances 0 and 1 share GPU instance 2's memory)",
+            "### GPU 0 · MIG 1g.20gb GI3/CI0"
+        ],
+        "{report}"
+    );
+    assert!(
+        report.contains("UUID MIG-a-0 (CI 0), MIG-a-1 (CI 1)\n"),
+        "{report}"
+    );
+    assert!(report.contains("UUID MIG-b-0\n"), "{report}");
+}
