@@ -10,7 +10,7 @@ use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
 use crate::sample::feed::{FeedRecord, FeedScan};
-use crate::sample::{ContextKind, DeviceFileScan, DeviceMemory, FeedSample, HostMemory};
+use crate::sample::{ContextKind, DeviceFileScan, DeviceMemory, FeedSample, HostMemory, MigSample};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -307,6 +307,26 @@ fn thinned(record: &FeedRecord) -> FeedRecord {
 /// terminal.
 ///
 /// The demo's instant is told as story time (`at story 15m05s`), never as a UTC clock.
+/// `GI1/CI0+1`: a GPU instance and the compute instances that share its memory (`members`,
+/// positions in `all`; `m` stands for them), as the monitor names it; `GI1` without compute
+/// instance ids, empty without a GPU instance id.
+pub fn instance_ids(all: &[MigSample], members: &[usize], m: &MigSample) -> String {
+    let cis: Vec<String> = if members.is_empty() {
+        m.compute_instance_id.iter().map(u32::to_string).collect()
+    } else {
+        members
+            .iter()
+            .filter_map(|&i| all.get(i).and_then(|c| c.compute_instance_id))
+            .map(|c| c.to_string())
+            .collect()
+    };
+    match (m.gpu_instance_id, cis.is_empty()) {
+        (Some(g), false) => format!("GI{g}/CI{}", cis.join("+")),
+        (Some(g), true) => format!("GI{g}"),
+        (None, _) => String::new(),
+    }
+}
+
 pub fn text(observed: &Observed, demo: bool) -> String {
     use crate::text::clean;
     use crate::units::{bytes, opt_bytes};
@@ -358,10 +378,19 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                 partial: &acc.partial,
             },
         );
-        for (m, macc) in g.mig.iter().zip(&acc.mig) {
+        for (position, (m, macc)) in g.mig.iter().zip(&acc.mig).enumerate() {
+            // The compute instances of one GPU instance share its memory: told once.
+            if !macc.leads(position) {
+                continue;
+            }
+            let ids = instance_ids(&g.mig, &macc.gpu_instance_members, m);
             device(
                 &mut out,
-                format!("  MIG {}", m.profile.as_deref().unwrap_or(&m.uuid)),
+                format!(
+                    "  MIG {}{}{ids}",
+                    m.profile.as_deref().unwrap_or(&m.uuid),
+                    if ids.is_empty() { "" } else { " " }
+                ),
                 m.memory,
                 &macc.layers,
                 crate::ui::widgets::Exactness {
@@ -437,7 +466,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fixtures::stats;
     use crate::sample::feed::{DeviceFeed, FeedCounters, FeedState, FoundVia};
@@ -521,5 +550,70 @@ mod tests {
         }
         // A newline in a command line does not start a line of its own.
         assert!(!shown.lines().any(|l| l.starts_with("train.py")), "{shown}");
+    }
+
+    /// A GPU whose GPU instance 2 has two compute instances (0 and 1) sharing 14 GiB of its
+    /// memory, each with a process of its own; and GPU instance 3 with one.
+    pub(crate) fn two_compute_instances() -> crate::sample::NodeSample {
+        use crate::fixtures::{gpu, memory, mig, node, process, GIB};
+        let mut s = node();
+        let mut g = gpu(0, memory(80 * GIB, 20 * GIB));
+        g.mig_mode = Some(true);
+        for (uuid, gi, ci, used) in [
+            ("MIG-a-0", 2, 0, 14 * GIB),
+            ("MIG-a-1", 2, 1, 14 * GIB),
+            ("MIG-b-0", 3, 0, 4 * GIB),
+        ] {
+            let mut m = mig(uuid, "1g.20gb", memory(20 * GIB, used));
+            m.gpu_instance_id = Some(gi);
+            m.compute_instance_id = Some(ci);
+            g.mig.push(m);
+        }
+        s.gpus.push(g);
+        s.processes.push(process(7, "MIG-a-0", Some(6 * GIB)));
+        s.processes.push(process(8, "MIG-a-1", Some(8 * GIB)));
+        s.processes.push(process(9, "MIG-b-0", Some(4 * GIB)));
+        s
+    }
+
+    #[test]
+    fn a_gpu_instance_with_two_compute_instances_is_told_once_as_the_monitor_names_it() {
+        let observed = crate::pipeline::Pipeline::new(None).ingest(two_compute_instances());
+        let shown = text(&observed, false);
+        let headings: Vec<&str> = shown.lines().filter(|l| l.starts_with("  MIG ")).collect();
+        assert_eq!(
+            headings,
+            [
+                "  MIG 1g.20gb GI2/CI0+1 (total 20.0 GiB)",
+                "  MIG 1g.20gb GI3/CI0 (total 20.0 GiB)"
+            ],
+            "{shown}"
+        );
+        // Its partition once: both processes' 14 GiB unattributed, not twice over.
+        let unattributed: Vec<&str> = shown
+            .lines()
+            .filter(|l| l.trim_start().starts_with("unattributed"))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .map(|v| if v == "14.0 GiB" { "14" } else { "other" })
+            .collect();
+        assert_eq!(
+            unattributed.iter().filter(|v| **v == "14").count(),
+            1,
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn instance_ids_name_the_gpu_instance_and_its_compute_instances() {
+        let s = two_compute_instances();
+        let all = &s.gpus[0].mig;
+        assert_eq!(instance_ids(all, &[0, 1], &all[0]), "GI2/CI0+1");
+        assert_eq!(instance_ids(all, &[2], &all[2]), "GI3/CI0");
+        assert_eq!(instance_ids(all, &[], &all[1]), "GI2/CI1");
+        let mut bare = all[0].clone();
+        bare.compute_instance_id = None;
+        assert_eq!(instance_ids(&[bare.clone()], &[0], &bare), "GI2");
+        bare.gpu_instance_id = None;
+        assert_eq!(instance_ids(&[bare.clone()], &[0], &bare), "");
     }
 }

@@ -131,7 +131,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                                 "{} in use on {place} is held by no listed process: another PID namespace or container?",
                                 bytes(unexplained)
                             ),
-                            json!({ "bytes": unexplained, "other": layers.other }),
+                            json!({ "bytes": unexplained, "other": layers.other, "device": place }),
                         );
                     }
                 }

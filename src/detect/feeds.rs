@@ -57,7 +57,7 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
             unlisted.device_uuid.as_deref(),
             Some(unlisted.pid),
             format!("feed of PID {}: {}", unlisted.pid, unlisted.reason),
-            json!({ "index": unlisted.index }),
+            json!({ "index": unlisted.index, "reason": unlisted.reason }),
         );
     }
     scan_findings(

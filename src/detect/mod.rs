@@ -3,6 +3,7 @@
 mod devices;
 pub(crate) mod diagnosis;
 mod feeds;
+mod grouping;
 mod processes;
 pub mod trend;
 mod warmup;
@@ -269,9 +270,11 @@ impl ClimbHold {
 }
 
 /// After [`FindingTracker::stamp`]: holds back zombie contexts not yet gone for
-/// [`ZOMBIE_CONFIRM_SECS`], and turns many zombies, or many holders in other PID namespaces,
-/// into one finding each.
+/// [`ZOMBIE_CONFIRM_SECS`], turns many zombies, or many holders in other PID namespaces,
+/// into one finding each, and unexplained usage on several devices, or several devices of
+/// one feed that NVML does not list its process on, into one finding each.
 pub fn settle(findings: &mut Vec<Finding>, now: f64) {
+    grouping::group_devices(findings);
     findings
         .retain(|f| f.kind != FindingKind::ZombieContext || now - f.since >= ZOMBIE_CONFIRM_SECS);
     for (kind, what) in [
@@ -427,3 +430,5 @@ mod tests;
 mod tests_defects;
 #[cfg(test)]
 mod tests_forecast;
+#[cfg(test)]
+mod tests_grouping;

@@ -1,12 +1,16 @@
 //! Bounded rolling history: a series per device for every layer and its occupied bytes, and
 //! per process for NVML's used, the allocator's figures and counters, and SM utilisation.
 //! Full resolution for the last 15 minutes, folded tiers (min, max, last) to 24 hours.
-//! Memory per series is fixed whatever the uptime ([`Series::footprint`]). A process that
-//! reports training steps also has its step-end readings, by step ([`Steps`]).
+//! A series costs in proportion to how long it was written, up to a bound
+//! ([`Series::footprint`]); a process that reports training steps also has its step-end
+//! readings, by step ([`Steps`]). The whole history keeps within [`BUDGET_BYTES`]
+//! ([`budget`]).
 
+mod budget;
 mod series;
 mod steps;
 
+pub use budget::{Budget, BUDGET_BYTES};
 pub use series::{Scale, Series, Span, FOLD_1, FOLD_2, RAW_SECS};
 pub use steps::{StepPoint, Steps, STEP_POINTS};
 
@@ -93,27 +97,55 @@ impl SeriesKey {
 }
 
 /// Every series the monitor keeps. Series not updated for [`FORGET_AFTER`] samples are
-/// dropped, so processes that come and go do not grow memory without bound.
-#[derive(Debug, Default, Clone)]
+/// dropped, so processes that come and go do not grow memory without bound; the whole keeps
+/// within a budget of bytes ([`Budget`]).
+#[derive(Debug, Clone)]
 pub struct History {
-    series: HashMap<SeriesKey, (Series, u64)>,
+    /// Boxed, so that the table's spare slots cost a key and a pointer, not a series.
+    series: HashMap<SeriesKey, Box<Entry>>,
     generation: u64,
     /// Slot length and time of slot 0, set by the first sample.
     clock: Option<(f64, f64)>,
-    /// Rings of forgotten series, emptied and kept for the next new series: processes that
-    /// come and go reuse the same memory instead of allocating and freeing it.
-    spare: Vec<Series>,
     /// Step-end readings of the processes that report steps, with the generation last
     /// written.
     steps: HashMap<ProcessId, (Steps, u64)>,
+    /// Bytes the entries hold beyond the tables' own slots: rings, step readings, keys.
+    held: usize,
+    budget: budget::State,
+}
+
+/// One series, and the generations it was first and last written in.
+#[derive(Debug, Clone)]
+struct Entry {
+    series: Series,
+    seen: u64,
+    born: u64,
 }
 
 /// Samples without an update after which a series is forgotten: its process has gone.
 pub const FORGET_AFTER: u64 = 900;
-/// Emptied series kept for reuse at most.
-const SPARE_SERIES: usize = 64;
+/// Samples between sweeps for what is forgotten.
+const SWEEP_EVERY: u64 = 64;
+
+impl Default for History {
+    fn default() -> Self {
+        History::with_budget(BUDGET_BYTES)
+    }
+}
 
 impl History {
+    /// A history that keeps within `limit` bytes.
+    pub fn with_budget(limit: usize) -> Self {
+        History {
+            series: HashMap::new(),
+            generation: 0,
+            clock: None,
+            steps: HashMap::new(),
+            held: 0,
+            budget: budget::State::new(limit),
+        }
+    }
+
     /// Starts recording one instant sampled every `step` seconds; call [`History::record`]
     /// for each series after.
     pub fn begin(&mut self, time: f64, step: f64) {
@@ -126,42 +158,51 @@ impl History {
             self.clock = Some((step, time));
         }
         self.generation += 1;
-        if self.generation.is_multiple_of(64) {
+        if self.generation.is_multiple_of(SWEEP_EVERY) {
             let now = self.generation;
-            let stale: Vec<SeriesKey> = self
-                .series
-                .iter()
-                .filter(|(_, (_, seen))| now.saturating_sub(*seen) > FORGET_AFTER)
-                .map(|(key, _)| key.clone())
-                .collect();
-            for key in stale {
-                if let Some((series, _)) = self.series.remove(&key) {
-                    if self.spare.len() < SPARE_SERIES {
-                        self.spare.push(series);
-                    }
-                }
-            }
+            self.series
+                .retain(|_, e| now.saturating_sub(e.seen) <= FORGET_AFTER);
             self.steps
                 .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
+            if self.series.capacity() > 4 * self.series.len().max(64) {
+                self.series.shrink_to_fit();
+            }
+            if self.steps.capacity() > 4 * self.steps.len().max(64) {
+                self.steps.shrink_to_fit();
+            }
+            self.recount();
+            self.relax();
+        }
+        if self.bytes() > self.budget.limit {
+            self.enforce(time);
         }
     }
 
     pub fn record(&mut self, key: SeriesKey, time: f64, value: Option<u64>) {
+        let generation = self.generation;
+        if let Some(entry) = self.series.get_mut(&key) {
+            let before = entry.series.footprint();
+            entry.series.push(time, value);
+            self.held = (self.held + entry.series.footprint()).saturating_sub(before);
+            entry.seen = generation;
+            return;
+        }
+        if matches!(key, SeriesKey::Process(..)) && !self.room(time) {
+            return;
+        }
         let (step, origin) = self.clock.unwrap_or((1.0, time));
         let scale = key.metric().scale();
-        let spare = &mut self.spare;
-        let entry = self.series.entry(key).or_insert_with(|| {
-            let series = match spare.pop() {
-                Some(mut s) => {
-                    s.reset(scale, step, origin);
-                    s
-                }
-                None => Series::new(scale, step, origin),
-            };
-            (series, 0)
-        });
-        entry.0.push(time, value);
-        entry.1 = self.generation;
+        let mut series = Series::thinned(scale, step, origin, self.budget.thinning);
+        series.push(time, value);
+        self.held += entry_heap(&key, &series);
+        self.series.insert(
+            key,
+            Box::new(Entry {
+                series,
+                seen: generation,
+                born: generation,
+            }),
+        );
     }
 
     /// Records one step-end reading of a process.
@@ -169,12 +210,18 @@ impl History {
         let generation = self.generation;
         match self.steps.get_mut(id) {
             Some((steps, seen)) => {
+                let before = steps.footprint();
                 steps.push(point);
+                self.held = (self.held + steps.footprint()).saturating_sub(before);
                 *seen = generation;
             }
             None => {
+                if !self.room(point.time) {
+                    return;
+                }
                 let mut steps = Steps::default();
                 steps.push(point);
+                self.held += steps.footprint() + id.device_uuid.capacity();
                 self.steps.insert(id.clone(), (steps, generation));
             }
         }
@@ -186,7 +233,7 @@ impl History {
     }
 
     pub fn get(&self, key: &SeriesKey) -> Option<&Series> {
-        self.series.get(key).map(|(s, _)| s)
+        self.series.get(key).map(|e| &e.series)
     }
 
     /// Every series of one process on one device.
@@ -194,15 +241,15 @@ impl History {
         &'a self,
         id: &'a ProcessId,
     ) -> impl Iterator<Item = (Metric, &'a Series)> + 'a {
-        self.series.iter().filter_map(move |(k, (s, _))| match k {
-            SeriesKey::Process(p, m) if p == id => Some((*m, s)),
+        self.series.iter().filter_map(move |(k, e)| match k {
+            SeriesKey::Process(p, m) if p == id => Some((*m, &e.series)),
             _ => None,
         })
     }
 
     /// Every series, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
-        self.series.iter().map(|(k, (s, _))| (k, s))
+        self.series.iter().map(|(k, e)| (k, &e.series))
     }
 
     pub fn len(&self) -> usize {
@@ -213,39 +260,21 @@ impl History {
         self.series.is_empty()
     }
 
-    /// Bytes the series hold at full capacity, spares included.
+    /// Bytes the history holds, by its own count: rings, step readings, keys and tables as
+    /// allocated (the allocator's own slack is not counted).
     pub fn footprint(&self) -> usize {
-        self.series
-            .values()
-            .map(|(s, _)| s.footprint())
-            .chain(self.spare.iter().map(Series::footprint))
-            .chain(self.steps.values().map(|(s, _)| s.footprint()))
-            .sum()
+        self.bytes()
     }
+}
+
+/// Bytes an entry holds outside its table slot: itself with its rings, and its key's text.
+fn entry_heap(key: &SeriesKey, series: &Series) -> usize {
+    let text = match key {
+        SeriesKey::Device(uuid, _) => uuid.capacity(),
+        SeriesKey::Process(id, _) => id.device_uuid.capacity(),
+    };
+    text + series.footprint() + std::mem::size_of::<Entry>() - std::mem::size_of::<Series>()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn history_forgets_series_that_stopped_and_reuses_their_rings() {
-        let mut h = History::default();
-        h.begin(0.0, 1.0);
-        let gone = SeriesKey::device("gone", Metric::Used);
-        let kept = SeriesKey::device("kept", Metric::Used);
-        h.record(gone.clone(), 0.0, Some(1));
-        for i in 0..(FORGET_AFTER + 70) {
-            h.begin(i as f64, 1.0);
-            h.record(kept.clone(), i as f64, Some(1));
-        }
-        assert!(h.get(&gone).is_none());
-        assert!(h.get(&kept).is_some());
-        assert_eq!(h.spare.len(), 1);
-        let new = SeriesKey::process(7, Some(1), "GPU-0", Metric::Allocated);
-        h.record(new.clone(), 2000.0, Some(5 << 20));
-        assert!(h.spare.is_empty());
-        let series = h.get(&new).expect("new series");
-        assert_eq!(series.recent(10), vec![Some(5 << 20)], "reused, and empty");
-    }
-}
+mod tests;

@@ -1,7 +1,10 @@
 //! One series: values at implicit times (one slot per sampling step), stored as `u32` (KiB for
 //! bytes, the count itself for counters and percentages), with a gap marker, in three rings:
 //! raw slots for the last 15 minutes, and two folded tiers (min, max, last) reaching 2 and 24
-//! hours. A series costs about 21 KB at a 1 s step, whatever its uptime.
+//! hours. The rings grow as values arrive, so a series costs in proportion to what it holds:
+//! about 250 bytes and 4 a sample for a process that lived seconds, at most about 21 KB at a
+//! 1 s step after a day. A thinned series reaches a fraction of that past
+//! ([`Series::thin`]).
 
 use std::collections::VecDeque;
 
@@ -58,7 +61,9 @@ impl Span {
     }
 }
 
-/// A ring of consecutive slots ending at `head` (an absolute slot number).
+/// A ring of consecutive slots ending at `head` (an absolute slot number), holding at most
+/// `capacity` of them. Its memory grows with what it holds, by half again, up to the
+/// capacity.
 #[derive(Debug, Clone)]
 struct Ring<T: Copy> {
     items: VecDeque<T>,
@@ -66,26 +71,43 @@ struct Ring<T: Copy> {
     head: Option<i64>,
 }
 
+/// Items a ring first makes room for.
+const FIRST_ROOM: usize = 4;
+
 impl<T: Copy> Ring<T> {
-    fn new(capacity: usize, blank: T) -> Self {
-        // Write every slot once now, then empty the ring: its pages are resident from the
-        // start, so resident memory is flat over a long run.
-        let mut items = VecDeque::with_capacity(capacity);
-        items.extend(std::iter::repeat_n(blank, capacity));
-        items.clear();
+    fn new(capacity: usize) -> Self {
         Ring {
-            items,
+            items: VecDeque::new(),
             capacity,
             head: None,
         }
     }
 
     fn push(&mut self, slot: i64, value: T) {
-        if self.items.len() == self.capacity {
+        if self.items.len() >= self.capacity {
             self.items.pop_front();
+        } else if self.items.len() == self.items.capacity() {
+            let len = self.items.len();
+            self.items
+                .reserve_exact((len / 2).max(FIRST_ROOM).min(self.capacity - len));
         }
         self.items.push_back(value);
         self.head = Some(slot);
+    }
+
+    /// Holds at most `capacity` items from now on, letting the oldest go, and their memory.
+    fn set_capacity(&mut self, capacity: usize) {
+        let excess = self.items.len().saturating_sub(capacity);
+        self.items.drain(..excess);
+        self.capacity = capacity;
+        if self.items.capacity() > capacity {
+            self.items.shrink_to(capacity);
+        }
+    }
+
+    /// Bytes of the items' memory, as allocated.
+    fn bytes(&self) -> usize {
+        self.items.capacity() * std::mem::size_of::<T>()
     }
 
     fn clear(&mut self) {
@@ -135,6 +157,16 @@ fn capacity(secs: f64, step: f64) -> usize {
     ((secs / step).ceil() as usize).clamp(16, 1 << 16)
 }
 
+/// The most each ring holds at `step`, thinned to reach `1 / thinning` of its time.
+fn capacities(step: f64, thinning: u32) -> [usize; 3] {
+    let d = f64::from(thinning.max(1));
+    [
+        capacity(RAW_SECS / d, step),
+        capacity(TIER_1_SECS / d, step * FOLD_1 as f64),
+        capacity(TIER_2_SECS / d, step * (FOLD_1 * FOLD_2) as f64),
+    ]
+}
+
 fn span_of(stored: [u32; 3], scale: Scale) -> Option<Span> {
     Some(Span {
         min: scale.decode(stored[0])?,
@@ -170,40 +202,37 @@ fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
 impl Series {
     /// An empty series with slots of `step` seconds from `origin`.
     pub fn new(scale: Scale, step: f64, origin: f64) -> Self {
+        Series::thinned(scale, step, origin, 1)
+    }
+
+    /// An empty series whose rings reach `1 / thinning` of the time a whole one's do.
+    pub fn thinned(scale: Scale, step: f64, origin: f64, thinning: u32) -> Self {
         let step = if step.is_finite() && step > 0.0 {
             step
         } else {
             1.0
         };
+        let [raw, tier_1, tier_2] = capacities(step, thinning);
         Series {
             scale,
             step,
             origin,
-            raw: Ring::new(capacity(RAW_SECS, step), GAP),
-            tier_1: Ring::new(capacity(TIER_1_SECS, step * FOLD_1 as f64), [GAP; 3]),
-            tier_2: Ring::new(
-                capacity(TIER_2_SECS, step * (FOLD_1 * FOLD_2) as f64),
-                [GAP; 3],
-            ),
+            raw: Ring::new(raw),
+            tier_1: Ring::new(tier_1),
+            tier_2: Ring::new(tier_2),
             began: None,
             dropped: 0,
         }
     }
 
-    /// Empties the series for reuse with another scale, step and origin, keeping its memory
-    /// when the rings are the same size.
-    pub fn reset(&mut self, scale: Scale, step: f64, origin: f64) {
-        if (self.step - step).abs() > f64::EPSILON {
-            *self = Series::new(scale, step, origin);
-            return;
-        }
-        self.scale = scale;
-        self.origin = origin;
-        self.raw.clear();
-        self.tier_1.clear();
-        self.tier_2.clear();
-        self.began = None;
-        self.dropped = 0;
+    /// From now on reaches `1 / thinning` of the time a whole series does (1: all of it):
+    /// the oldest slots past that are let go, with their memory. Thinning less lets the
+    /// rings grow again as values arrive.
+    pub fn thin(&mut self, thinning: u32) {
+        let [raw, tier_1, tier_2] = capacities(self.step, thinning);
+        self.raw.set_capacity(raw);
+        self.tier_1.set_capacity(tier_1);
+        self.tier_2.set_capacity(tier_2);
     }
 
     pub fn step(&self) -> f64 {
@@ -574,9 +603,16 @@ impl Series {
         }
     }
 
-    /// Bytes this series holds, its rings at full capacity.
+    /// Bytes this series holds: itself, and its rings' memory as allocated.
     pub fn footprint(&self) -> usize {
-        self.raw.capacity * 4 + (self.tier_1.capacity + self.tier_2.capacity) * 12
+        std::mem::size_of::<Self>() + self.raw.bytes() + self.tier_1.bytes() + self.tier_2.bytes()
+    }
+
+    /// Bytes it would hold with every ring full.
+    pub fn full_footprint(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.raw.capacity * 4
+            + (self.tier_1.capacity + self.tier_2.capacity) * 12
     }
 }
 
@@ -739,8 +775,63 @@ mod tests {
     }
 
     #[test]
-    fn a_series_costs_about_21_kb_at_one_second() {
+    fn a_series_costs_about_21_kb_at_one_second_when_full() {
         let s = Series::new(Scale::Kib, 1.0, 0.0);
-        assert_eq!(s.footprint(), 900 * 4 + 720 * 12 + 720 * 12);
+        assert_eq!(
+            s.full_footprint() - std::mem::size_of::<Series>(),
+            900 * 4 + 720 * 12 + 720 * 12
+        );
+    }
+
+    /// A series filled for `secs` seconds at a 1 s step.
+    fn lived(secs: u64) -> Series {
+        let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+        for t in 0..secs {
+            s.push(t as f64, Some(t << 20));
+        }
+        s
+    }
+
+    #[test]
+    fn a_series_costs_in_proportion_to_how_long_it_was_written() {
+        let base = std::mem::size_of::<Series>();
+        let empty = Series::new(Scale::Kib, 1.0, 0.0).footprint();
+        assert_eq!(empty, base, "nothing held, nothing allocated");
+        // A process that lived two seconds: a few slots, not 15 minutes of them.
+        let brief = lived(2).footprint();
+        assert!(brief <= base + 4 * FIRST_ROOM, "{brief}");
+        // Memory follows what is held, within half again, until the rings are full.
+        for secs in [10, 100, 600, 3600, 7200] {
+            let s = lived(secs);
+            let held =
+                s.len() * 4 + (s.points(1, f64::MIN).len() + s.points(2, f64::MIN).len()) * 12;
+            let bytes = s.footprint() - base;
+            assert!(
+                bytes >= held && bytes <= held * 3 / 2 + 2 * 12 * FIRST_ROOM,
+                "{secs} s: {bytes} for {held}"
+            );
+        }
+        let day = lived(2 * 86_400);
+        assert_eq!(day.footprint(), day.full_footprint(), "full, and no more");
+    }
+
+    #[test]
+    fn thinning_keeps_the_newest_and_lets_the_memory_go() {
+        let mut s = lived(3 * 3600);
+        let whole = s.footprint();
+        s.thin(4);
+        assert!(s.footprint() * 2 < whole, "{} of {whole}", s.footprint());
+        assert_eq!(s.reach(), [225.0, 1800.0, 21_600.0]);
+        assert_eq!(s.last(), Some((3 * 3600 - 1) << 20), "the newest kept");
+        assert_eq!(s.len(), 225);
+        // Chunks still read the newest whole: the raw ring for a window it reaches.
+        let chunks = s.chunks(3.0 * 3600.0 - 1.0, 200.0, 4);
+        assert!(chunks.iter().all(Option::is_some), "{chunks:?}");
+        // Whole again: the rings grow back as values arrive.
+        s.thin(1);
+        for t in 3 * 3600..3 * 3600 + 900 {
+            s.push(t as f64, Some(1));
+        }
+        assert_eq!(s.len(), 900);
     }
 }

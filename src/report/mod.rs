@@ -30,7 +30,7 @@ use std::fmt::Write;
 pub fn markdown(observed: &Observed, history: &History, demo: bool) -> String {
     let clock = Clock { demo };
     let mut out = String::new();
-    header(&mut out, observed, clock);
+    header(&mut out, observed, history, clock);
     devices(&mut out, observed, history, clock);
     process::processes(&mut out, observed, history, clock);
     oom::last_oom(&mut out, observed, clock);
@@ -58,7 +58,7 @@ pub fn file_name(sample: &NodeSample) -> String {
     format!("strata-report-{host}-{}.md", Clock::stamp(sample.time))
 }
 
-fn header(out: &mut String, observed: &Observed, clock: Clock) {
+fn header(out: &mut String, observed: &Observed, history: &History, clock: Clock) {
     let s = &observed.sample;
     let _ = writeln!(
         out,
@@ -89,6 +89,7 @@ fn header(out: &mut String, observed: &Observed, clock: Clock) {
         if clock.demo { " (story seconds)" } else { "" }
     );
     let _ = writeln!(out, "| strata | {} |", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out, "| history | {} |", history.budget().describe());
     let _ = writeln!(
         out,
         "| NVIDIA driver | {} (NVML `nvmlSystemGetDriverVersion`) |",
@@ -135,6 +136,7 @@ fn devices(out: &mut String, observed: &Observed, history: &History, clock: Cloc
         let detail = Device {
             title: &title,
             uuid: &g.uuid,
+            uuids: None,
             memory: g.memory,
             layers: &acc.layers,
             partial: &acc.partial,
@@ -152,16 +154,48 @@ fn devices(out: &mut String, observed: &Observed, history: &History, clock: Cloc
             if !macc.leads(position) {
                 continue;
             }
+            let ids = crate::snapshot::instance_ids(&g.mig, &macc.gpu_instance_members, m);
+            let members: Vec<&crate::sample::MigSample> = macc
+                .gpu_instance_members
+                .iter()
+                .filter_map(|&i| g.mig.get(i))
+                .collect();
+            let cis: Vec<String> = members
+                .iter()
+                .map(|c| {
+                    c.compute_instance_id
+                        .map_or_else(|| "n/a".into(), |i| i.to_string())
+                })
+                .collect();
+            let gi = m
+                .gpu_instance_id
+                .map_or_else(|| "n/a".into(), |i| i.to_string());
+            let about = match (ids.is_empty(), members.len() > 1) {
+                (true, _) => format!(" (GPU instance {gi})"),
+                (false, false) => format!(" {ids}"),
+                (false, true) => format!(
+                    " {ids} (compute instances {} share GPU instance {gi}'s memory)",
+                    cis.join(" and ")
+                ),
+            };
             let title = format!(
-                "GPU {} · MIG {} (GPU instance {})",
+                "GPU {} · MIG {}{about}",
                 g.index,
                 opt_escape(m.profile.as_deref()),
-                m.gpu_instance_id
-                    .map_or_else(|| "n/a".into(), |i| i.to_string())
             );
+            // Each compute instance's UUID, where the GPU instance has several.
+            let uuids = (members.len() > 1).then(|| {
+                members
+                    .iter()
+                    .zip(&cis)
+                    .map(|(c, ci)| format!("{} (CI {ci})", c.uuid))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
             let detail = Device {
                 title: &title,
                 uuid: &m.uuid,
+                uuids: uuids.as_deref(),
                 memory: m.memory,
                 layers: &macc.layers,
                 partial: &macc.partial,
@@ -174,7 +208,10 @@ fn devices(out: &mut String, observed: &Observed, history: &History, clock: Cloc
 
 struct Device<'a> {
     title: &'a str,
+    /// The device whose history is read.
     uuid: &'a str,
+    /// The UUIDs shown, where not `uuid` alone (a GPU instance's compute instances).
+    uuids: Option<&'a str>,
     memory: Option<DeviceMemory>,
     layers: &'a Result<Layers, Gap>,
     partial: &'a [Layer],
@@ -199,7 +236,7 @@ fn layer_source(layer: Layer) -> &'static str {
 
 fn device(out: &mut String, d: &Device<'_>, history: &History, clock: Clock) {
     let _ = writeln!(out, "### {}\n", d.title);
-    let _ = writeln!(out, "UUID {}\n", escape(d.uuid));
+    let _ = writeln!(out, "UUID {}\n", escape(d.uuids.unwrap_or(d.uuid)));
     let _ = writeln!(out, "| figure | metric | value |\n|---|---|---|");
     let m = d.memory;
     let _ = writeln!(

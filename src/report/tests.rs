@@ -219,3 +219,88 @@ fn file_names_keep_to_safe_characters() {
         "{name}"
     );
 }
+
+/// The header says what the history holds against its budget, and what the budget made it
+/// let go of.
+#[test]
+fn the_header_tells_the_history_budget_and_what_it_let_go() {
+    use crate::history::{Metric, SeriesKey};
+    let observed = Pipeline::new(None).ingest(node_at(0, 905.0, 10.0));
+    let mut history = History::with_budget(64 << 10);
+    for t in 0..200u32 {
+        history.begin(f64::from(t), 1.0);
+        for pid in 0..4 {
+            let key = SeriesKey::process(4 * t + pid, Some(1), "GPU-0", Metric::Used);
+            history.record(key, f64::from(t), Some(1 << 20));
+        }
+    }
+    let report = markdown(&observed, &history, true);
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| history |"))
+        .expect("a history row");
+    assert!(row.contains("held of a 64.0 KiB budget"), "{row}");
+    assert!(
+        row.contains("series of exited processes let go early"),
+        "{row}"
+    );
+}
+
+/// A grouped finding names each of its devices in the report's evidence.
+#[test]
+fn a_grouped_finding_lists_its_devices() {
+    use crate::fixtures::{gpu, node, GIB, MIB};
+    use crate::sample::DeviceMemory;
+    let mut s = node();
+    for g in 0..8 {
+        s.gpus.push(gpu(
+            g,
+            DeviceMemory {
+                total: 80 * GIB,
+                used: 512 * MIB,
+                free: 79 * GIB,
+                driver_reserved: Some(512 * MIB),
+            },
+        ));
+    }
+    let mut pipeline = Pipeline::new(None);
+    let observed = pipeline.ingest(s);
+    let report = markdown(&observed, &pipeline.history, false);
+    assert_eq!(report.matches("`unexplained_usage`").count(), 1, "{report}");
+    assert!(report.contains("- devices: 8 of them"), "{report}");
+    for g in 0..8 {
+        assert!(
+            report.contains(&format!(
+                "  - bytes 512 MiB (536,870,912 B) · device GPU {g} · other 1.00 GiB (1,073,741,824 B) · uuid GPU-test-{g}\n"
+            )),
+            "GPU {g}: {report}"
+        );
+    }
+}
+
+/// A GPU instance with two compute instances is one section, named as the monitor names it,
+/// with both compute instances' UUIDs.
+#[test]
+fn a_gpu_instance_with_two_compute_instances_is_one_section() {
+    let sample = crate::snapshot::tests::two_compute_instances();
+    let mut pipeline = Pipeline::new(None);
+    let observed = pipeline.ingest(sample);
+    let report = markdown(&observed, &pipeline.history, false);
+    let sections: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("### GPU 0 · MIG"))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "### GPU 0 · MIG 1g.20gb GI2/CI0+1 (compute instances 0 and 1 share GPU instance 2's memory)",
+            "### GPU 0 · MIG 1g.20gb GI3/CI0"
+        ],
+        "{report}"
+    );
+    assert!(
+        report.contains("UUID MIG-a-0 (CI 0), MIG-a-1 (CI 1)\n"),
+        "{report}"
+    );
+    assert!(report.contains("UUID MIG-b-0\n"), "{report}");
+}

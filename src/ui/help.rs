@@ -95,8 +95,20 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         Line::raw("  NVML used = context + outside_pool + reserved (a process with a feed)"),
         Line::raw("  reserved = live + fragmented + cached"),
         Line::raw("  n/a is unknown, never 0; a feed 3 intervals old is stale, not mixed in"),
-        head("Layers"),
+        head("History"),
+        Line::raw("  every sample for 15 min, then min/max/last to 2 h and 24 h; a process's"),
+        Line::raw("  series cost what they hold, and go 900 samples after it does. All of it"),
+        Line::raw("  keeps within a budget: past it, exited processes go first, then the reach"),
+        Line::raw("  is thinned, then new processes get none. Now:"),
     ];
+    let budget = state.pipeline.history.budget();
+    lines.extend(
+        budget
+            .parts()
+            .into_iter()
+            .map(|p| Line::raw(format!("  · {p}"))),
+    );
+    lines.push(head("Layers"));
     for layer in Layer::ALL {
         lines.push(Line::from(vec![
             Span::raw("  "),

@@ -103,6 +103,7 @@ fn help_scrolls_to_its_end_and_no_further() {
         "TREND 10m:",
         "A feed is strata's agent",
         "strata run --",
+        "held of a 48.0 MiB budget",
     ] {
         let all = (0..80)
             .map(|_| {

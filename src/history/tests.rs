@@ -1,0 +1,158 @@
+//! The history's bounds: what is forgotten, what a process that came and went costs, and the
+//! budget.
+
+use super::*;
+
+/// `n` processes, a new one each second for `secs` seconds, each living `life` samples, with
+/// NVML's used and SM series, and one device series throughout.
+fn churn(h: &mut History, secs: u64, life: u64) {
+    for t in 0..secs {
+        h.begin(t as f64, 1.0);
+        h.record(
+            SeriesKey::device("GPU-0", Metric::Used),
+            t as f64,
+            Some(1 << 30),
+        );
+        for pid in t.saturating_sub(life - 1)..=t {
+            let pid = pid as u32 + 100;
+            for metric in [Metric::Used, Metric::Sm] {
+                let key = SeriesKey::process(pid, Some(u64::from(pid)), "GPU-0", metric);
+                h.record(key, t as f64, Some(300 << 20));
+            }
+        }
+    }
+}
+
+#[test]
+fn history_forgets_series_that_stopped() {
+    let mut h = History::default();
+    h.begin(0.0, 1.0);
+    let gone = SeriesKey::device("gone", Metric::Used);
+    let kept = SeriesKey::device("kept", Metric::Used);
+    h.record(gone.clone(), 0.0, Some(1));
+    for i in 0..(FORGET_AFTER + 70) {
+        h.begin(i as f64, 1.0);
+        h.record(kept.clone(), i as f64, Some(1));
+    }
+    assert!(h.get(&gone).is_none());
+    assert!(h.get(&kept).is_some());
+    let new = SeriesKey::process(7, Some(1), "GPU-0", Metric::Allocated);
+    h.record(new.clone(), 2000.0, Some(5 << 20));
+    let series = h.get(&new).expect("new series");
+    assert_eq!(
+        series.recent(10),
+        vec![Some(5 << 20)],
+        "new, and empty before"
+    );
+}
+
+#[test]
+fn a_process_that_lived_seconds_costs_bytes_not_a_whole_series() {
+    let mut h = History::default();
+    // A new process a second, each for two seconds: until the first are forgotten, every
+    // one of them is held.
+    churn(&mut h, FORGET_AFTER - 10, 2);
+    let processes = (FORGET_AFTER - 10) as usize;
+    assert_eq!(h.len(), 2 * processes + 1);
+    let per_process = h.footprint() / processes;
+    assert!(
+        per_process < 1200,
+        "{per_process} bytes a process of two samples"
+    );
+    let budget = h.budget();
+    assert_eq!((budget.dropped, budget.thinned, budget.full), (0, 1, false));
+}
+
+#[test]
+fn over_its_budget_the_history_lets_go_of_gone_processes_first() {
+    let limit = 1 << 20;
+    let mut h = History::with_budget(limit);
+    let stays = SeriesKey::process(1, Some(1), "GPU-0", Metric::Used);
+    for t in 0..600u64 {
+        h.begin(t as f64, 1.0);
+        assert!(h.footprint() <= limit, "{} at {t}", h.footprint());
+        h.record(stays.clone(), t as f64, Some(t << 20));
+        for pid in 10 * t..10 * t + 10 {
+            let key = SeriesKey::process(pid as u32 + 100, Some(pid), "GPU-0", Metric::Used);
+            h.record(key, t as f64, Some(1 << 20));
+        }
+    }
+    let budget = h.budget();
+    assert!(budget.dropped > 2000, "{budget:?}");
+    assert!(budget.dropped_at.is_some_and(|t| t > 500.0), "{budget:?}");
+    assert_eq!((budget.thinned, budget.full), (1, false), "{budget:?}");
+    // What stays is whole: ten minutes of the process that stayed.
+    let series = h.get(&stays).expect("kept");
+    assert_eq!(series.len(), 600);
+    assert_eq!(series.first_time(), Some(0.0));
+    // The newest of those that came and went are still there, the oldest let go.
+    let newest = SeriesKey::process(6099, Some(5999), "GPU-0", Metric::Used);
+    let oldest = SeriesKey::process(100, Some(0), "GPU-0", Metric::Used);
+    assert!(h.get(&newest).is_some() && h.get(&oldest).is_none());
+    assert!(budget
+        .describe()
+        .contains("series of exited processes let go early"));
+}
+
+#[test]
+fn live_series_over_the_budget_are_thinned_then_new_processes_refused_then_let_back() {
+    let limit = 512 << 10;
+    let mut h = History::with_budget(limit);
+    let live = |h: &mut History, t: u64, n: u32| {
+        h.begin(t as f64, 1.0);
+        let within = h.footprint() <= limit || h.budget().full;
+        h.record(SeriesKey::device("GPU-0", Metric::Used), t as f64, Some(1));
+        for pid in 0..n {
+            let key = SeriesKey::process(pid, Some(1), "GPU-0", Metric::Used);
+            h.record(key, t as f64, Some(u64::from(pid) << 20));
+        }
+        within
+    };
+    // 64 processes for 2 hours: about 1.4 MiB whole.
+    for t in 0..7200 {
+        assert!(live(&mut h, t, 64), "{} at {t}", h.footprint());
+    }
+    let budget = h.budget();
+    assert!(budget.thinned >= 2 && !budget.full, "{budget:?}");
+    let series = h
+        .get(&SeriesKey::process(3, Some(1), "GPU-0", Metric::Used))
+        .expect("thinned, not dropped");
+    assert_eq!(series.reach()[0], RAW_SECS / f64::from(budget.thinned));
+    assert!(
+        budget.describe().contains("thinned to the last"),
+        "{}",
+        budget.describe()
+    );
+    // Thousands of processes more: thinned all it can, then the newest get no history.
+    for t in 7200..7300 {
+        live(&mut h, t, 8000);
+    }
+    let budget = h.budget();
+    assert!(
+        budget.full && budget.thinned == budget::MOST_THINNING,
+        "{budget:?}"
+    );
+    assert!(h.footprint() <= 2 * limit, "{}", h.footprint());
+    assert!(h.get(&SeriesKey::device("GPU-0", Metric::Used)).is_some());
+    assert!(h
+        .get(&SeriesKey::process(7999, Some(1), "GPU-0", Metric::Used))
+        .is_none());
+    assert!(budget.describe().contains("no history"));
+    // They go: their series are let go, the thinning undone step by step.
+    for t in 7300..7300 + 4 * FORGET_AFTER {
+        assert!(live(&mut h, t, 1));
+    }
+    let budget = h.budget();
+    assert_eq!((budget.thinned, budget.full), (1, false), "{budget:?}");
+    let key = SeriesKey::process(0, Some(1), "GPU-0", Metric::Used);
+    assert_eq!(h.get(&key).map(|s| s.reach()[0]), Some(RAW_SECS));
+}
+
+#[test]
+fn the_count_of_bytes_kept_as_it_goes_is_the_count_afresh() {
+    let mut h = History::with_budget(300 << 10);
+    churn(&mut h, 700, 5);
+    let kept = h.held;
+    h.recount();
+    assert_eq!(kept, h.held);
+}

@@ -1,0 +1,78 @@
+//! A GPU instance split into two compute instances (the fake NVML's `mig_multi_ci`: both
+//! handles report the GPU instance's memory) is told once, as the monitor draws it
+//! (`GI1/CI0+1`), by the text snapshot and by the Markdown report.
+
+mod common;
+
+use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use std::process::Command;
+
+fn strata(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .arg("--nvml-lib")
+        .arg(fake_nvml_lib())
+        .env(SCENARIO_ENV, scenario("mig_multi_ci"))
+        .output()
+        .expect("strata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+#[test]
+fn the_text_snapshot_tells_a_gpu_instance_once_with_its_compute_instances() {
+    let text = strata(&["snapshot"]);
+    let devices: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("GPU ") || l.starts_with("  MIG "))
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            "GPU 0 NVIDIA A100-SXM4-80GB (total 80.0 GiB)",
+            "  MIG 2c.4g.40gb GI1/CI0+1 (total 39.2 GiB)",
+            "  MIG 3g.40gb GI2/CI0 (total 39.2 GiB)",
+            "GPU 1 NVIDIA A100-SXM4-80GB (total 80.0 GiB)",
+            "  MIG 2c.4g.40gb GI1/CI0+1 (total 39.2 GiB)",
+        ],
+        "{text}"
+    );
+    // Each device's layers once: two GPUs and three GPU instances.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with("free "))
+            .count(),
+        5,
+        "{text}"
+    );
+}
+
+#[test]
+fn the_report_has_one_section_a_gpu_instance_naming_its_compute_instances() {
+    let report = strata(&["snapshot", "--report"]);
+    let sections: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("### GPU "))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            "### GPU 0 · NVIDIA A100-SXM4-80GB",
+            "### GPU 0 · MIG 2c.4g.40gb GI1/CI0+1 (compute instances 0 and 1 share GPU instance 1's memory)",
+            "### GPU 0 · MIG 3g.40gb GI2/CI0",
+            "### GPU 1 · NVIDIA A100-SXM4-80GB",
+            "### GPU 1 · MIG 2c.4g.40gb GI1/CI0+1 (compute instances 0 and 1 share GPU instance 1's memory)",
+        ],
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "UUID MIG-66666666-0000-5000-8000-000000000000 (CI 0), MIG-66666666-0000-5000-8000-000000000001 (CI 1)\n"
+        ),
+        "{report}"
+    );
+}
