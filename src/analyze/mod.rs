@@ -57,6 +57,9 @@ pub struct Analysis {
     pub truncated: bool,
     /// Corrupt compressed data, each skipped to the next frame (or gzip member).
     pub corrupt: Vec<Corruption>,
+    /// Format 2: samples written as deltas against a state that was lost (their keyframe
+    /// damaged or cut away), skipped up to the next keyframe; nothing is derived from them.
+    pub unanchored: u64,
     /// Why reading stopped before the end of the file, if it did.
     pub read_error: Option<String>,
     pub first_time: Option<f64>,
@@ -71,7 +74,10 @@ impl Analysis {
     /// line limit), corrupt compressed data. A cut last line and samples out of order are not
     /// losses (the one was in flight when the recorder stopped, the others were read).
     pub fn lost_some(&self) -> bool {
-        !self.bad_lines.is_empty() || self.more_bad_lines > 0 || !self.corrupt.is_empty()
+        !self.bad_lines.is_empty()
+            || self.more_bad_lines > 0
+            || !self.corrupt.is_empty()
+            || self.unanchored > 0
     }
 }
 
@@ -155,6 +161,10 @@ fn judge(
             }
             Line::Corrupt(c) => {
                 analysis.corrupt.push(c);
+                continue;
+            }
+            Line::Unanchored => {
+                analysis.unanchored += 1;
                 continue;
             }
             Line::Bad(error) => {
