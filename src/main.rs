@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             ));
         }
         Some(Command::Serve(args)) => serve(&cli.common, &args),
+        Some(Command::Record(args)) if args.from.is_some() => return reencode(&args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
         Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
@@ -281,6 +282,40 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
         max_processes: args.max_processes,
     };
     strata::serve::run(listener, source, pipeline(common), options)
+}
+
+/// `strata record OUT --from IN`: one line on stderr says what was written; exit status 0,
+/// 3 when part of IN was lost (what could be read is written), 1 when nothing could be done.
+fn reencode(args: &RecordArgs) -> ExitCode {
+    let Some(from) = &args.from else {
+        return ExitCode::FAILURE;
+    };
+    let clean = |p: &std::path::Path| strata::text::clean(&p.display().to_string()).into_owned();
+    match strata::record::reencode::reencode(from, &args.file) {
+        Ok((read, summary)) => {
+            let encoding = strata::record::Encoding::for_path(&args.file);
+            let line = strata::record::summary_line(&args.file, encoding, &summary);
+            let cut = if read.truncated {
+                " (its last sample was cut short: left out)"
+            } else {
+                ""
+            };
+            eprintln!("strata: from {}{cut}: {line}", clean(from));
+            if read.lost_some() {
+                eprintln!(
+                    "strata: part of the recording {} was lost: {}",
+                    clean(from),
+                    read.losses()
+                );
+                return ExitCode::from(strata::analyze::command::LOST);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("strata: {e} (hint: {})", e.hint());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;

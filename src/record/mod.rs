@@ -4,6 +4,7 @@
 //! poll stuck in the driver never keeps a signal from finishing the file.
 
 pub mod live;
+pub mod reencode;
 pub mod writer;
 
 pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};

@@ -19,7 +19,7 @@ pub const ZSTD_LEVEL: i32 = 1;
 pub const GZIP_LEVEL: u32 = 6;
 
 /// zstd's level for format 2: chosen by `benches/record.sh` (see README "Recording").
-pub const RECORDS_LEVEL: i32 = 3;
+pub const RECORDS_LEVEL: i32 = 6;
 
 /// How the samples are stored, as the file's name asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -91,7 +91,7 @@ pub fn decode(state: &mut State, payload: &[u8]) -> Result<NodeSample> {
     };
     let gpus = gpus(state, &mut r)?;
     let processes = processes(state, &mut r)?;
-    let feeds = feeds(state, &mut r)?;
+    let feeds = feeds(state, &mut r, time)?;
     if !r.control.is_empty() || !r.blobs.is_empty() {
         return err("the record holds more than its sample");
     }
@@ -192,7 +192,7 @@ fn processes(state: &mut State, r: &mut In<'_>) -> Result<Vec<ProcessSample>> {
     Ok(out)
 }
 
-fn feeds(state: &mut State, r: &mut In<'_>) -> Result<Vec<FeedRecord>> {
+fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>> {
     let n = r.count()?;
     let mut old: Vec<Option<FeedState>> = std::mem::take(&mut state.feeds)
         .into_iter()
@@ -216,7 +216,9 @@ fn feeds(state: &mut State, r: &mut In<'_>) -> Result<Vec<FeedRecord>> {
         for (k, c) in counters.iter_mut().enumerate() {
             *c = r.known(&mut fs.counters[k], col::COUNTERS + k)?;
         }
-        let last_heard = r.float(&mut fs.last_heard, col::LAST_HEARD)?;
+        let last_heard =
+            fs.last_heard
+                .get_near(Some(time), col::LAST_HEARD, &mut r.control, &mut r.cols)?;
         let devices = r.count()?;
         fs.devices.resize_with(devices, StatsSlots::default);
         let mut feed_devices = Vec::with_capacity(devices);
@@ -224,9 +226,9 @@ fn feeds(state: &mut State, r: &mut In<'_>) -> Result<Vec<FeedRecord>> {
             let earlier_count = r.count()?;
             let mut earlier = Vec::with_capacity(earlier_count);
             for _ in 0..earlier_count {
-                earlier.push(stats(r, slots)?);
+                earlier.push(stats(r, slots, time)?);
             }
-            let latest = stats(r, slots)?;
+            let latest = stats(r, slots, time)?;
             feed_devices.push(DeviceFeed { latest, earlier });
         }
         out.push(FeedRecord {
@@ -241,21 +243,38 @@ fn feeds(state: &mut State, r: &mut In<'_>) -> Result<Vec<FeedRecord>> {
     Ok(out)
 }
 
-fn stats(r: &mut In<'_>, slots: &mut StatsSlots) -> Result<AllocatorStats> {
+fn stats(r: &mut In<'_>, slots: &mut StatsSlots, sample_time: f64) -> Result<AllocatorStats> {
+    let known =
+        |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
     let mut ints = [None; state::STATS_INTS];
-    for (k, v) in ints.iter_mut().enumerate() {
-        *v = r.int(&mut slots.ints[k], col::STATS + k)?;
+    // The figures as they are, once read: what the peaks are peaks of.
+    let mut real = [None; 5];
+    for k in 0..state::STATS_INTS {
+        let of = state::PEAKS
+            .iter()
+            .position(|&(peak, _)| peak == k)
+            .and_then(|i| real[i]);
+        ints[k] = slots.ints[k].get_peak(of, col::STATS + k, &mut r.control, &mut r.cols)?;
+        let allocated = ints[2].unwrap_or(0);
+        match k {
+            2 => real[0] = ints[2],
+            3 => real[1] = ints[3],
+            4 => real[2] = ints[4].map(|d| allocated.wrapping_add(d)),
+            5 => real[3] = ints[5],
+            6 => real[4] = ints[6].map(|d| allocated.wrapping_sub(d)),
+            _ => {}
+        }
     }
     let base = col::STATS + state::STATS_INTS;
-    let time = slots.floats[0].get_f64(base, &mut r.control, &mut r.cols)?;
+    let time = slots.floats[0]
+        .get_near(Some(sample_time), base, &mut r.control, &mut r.cols)?
+        .ok_or_else(|| WireError("a reading without its time".into()))?;
     let largest_free_block_time = r.float(&mut slots.floats[1], base + 1)?;
     let reserved_since = r.float(&mut slots.floats[2], base + 2)?;
     if r.flag()? {
         slots.unreported = r.blob()?;
     }
-    let known =
-        |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
-    let [index, seq, allocated, reserved, active, inactive_split, requested, peak_allocated, peak_reserved, peak_active, peak_inactive_split, peak_requested, alloc_retries, ooms, device_allocs, device_frees, largest_free_block, limit] =
+    let [index, seq, allocated, reserved, _, inactive_split, _, peak_allocated, peak_reserved, peak_active, peak_inactive_split, peak_requested, alloc_retries, ooms, device_allocs, device_frees, largest_free_block, limit] =
         ints;
     Ok(AllocatorStats {
         index: u32::try_from(known(index)?)
@@ -264,9 +283,9 @@ fn stats(r: &mut In<'_>, slots: &mut StatsSlots) -> Result<AllocatorStats> {
         time,
         allocated: known(allocated)?,
         reserved: known(reserved)?,
-        active,
+        active: real[2],
         inactive_split,
-        requested,
+        requested: real[4],
         peak_allocated,
         peak_reserved,
         peak_active,

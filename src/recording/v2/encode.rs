@@ -260,27 +260,51 @@ fn feeds(state: &mut State, s: &NodeSample, out: &mut Out) {
         for (k, v) in state::counters(&f.counters).into_iter().enumerate() {
             out.int(&mut fs.counters[k], col::COUNTERS + k, Some(v));
         }
-        out.float(&mut fs.last_heard, col::LAST_HEARD, finite(f.last_heard));
+        fs.last_heard.put_near(
+            finite(f.last_heard),
+            Some(s.time),
+            col::LAST_HEARD,
+            &mut out.control,
+            &mut out.cols,
+        );
         out.count(f.devices.len());
         fs.devices.resize_with(f.devices.len(), StatsSlots::default);
         for (d, slots) in f.devices.iter().zip(&mut fs.devices) {
             out.count(d.earlier.len());
             for reading in d.earlier.iter().chain(std::iter::once(&d.latest)) {
-                stats(out, slots, reading);
+                stats(out, slots, reading, s.time);
             }
         }
         state.feeds.push(fs);
     }
 }
 
-fn stats(out: &mut Out, slots: &mut StatsSlots, s: &AllocatorStats) {
+fn stats(out: &mut Out, slots: &mut StatsSlots, s: &AllocatorStats, sample_time: f64) {
     let (ints, floats) = state::stats_fields(s);
+    // The figures the peaks are peaks of, as they are (not as written).
+    let real = [
+        Some(s.allocated),
+        Some(s.reserved),
+        s.active,
+        s.inactive_split,
+        s.requested,
+    ];
     for (k, v) in ints.into_iter().enumerate() {
-        out.int(&mut slots.ints[k], col::STATS + k, v);
+        let of = state::PEAKS
+            .iter()
+            .position(|&(peak, _)| peak == k)
+            .and_then(|i| real[i]);
+        slots.ints[k].put_peak(v, of, col::STATS + k, &mut out.control, &mut out.cols);
     }
     let [time, largest_free_block_time, reserved_since] = floats;
     let base = col::STATS + state::STATS_INTS;
-    out.float(&mut slots.floats[0], base, time);
+    slots.floats[0].put_near(
+        time,
+        Some(sample_time),
+        base,
+        &mut out.control,
+        &mut out.cols,
+    );
     out.float(
         &mut slots.floats[1],
         base + 1,

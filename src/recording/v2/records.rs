@@ -237,9 +237,15 @@ impl Records {
                 bytes[total - 1],
             ]);
             if crc32(body) != crc {
-                return Ok(Some(
-                    self.lost("a record whose CRC-32 does not match".into()),
-                ));
+                // Its length is taken at its word: the records after it are read (and the
+                // deltas among them, whose state is lost with it, counted) up to the next
+                // keyframe. A false length lands on a byte that is no record: then the next
+                // magic is looked for.
+                self.start += total;
+                self.framed = false;
+                return Ok(Some(Raw::Bad(format!(
+                    "a record of {len} bytes whose CRC-32 does not match"
+                ))));
             }
             let at = self.start;
             self.start += total;

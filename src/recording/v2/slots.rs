@@ -43,6 +43,8 @@ mod int_code {
     pub const SHIFTED: u8 = 2;
     pub const DELTA: u8 = 3;
     pub const UNKNOWN: u8 = 4;
+    /// A peak: the larger of the last value and the figure it is the peak of.
+    pub const RUNNING_MAX: u8 = 5;
 }
 
 impl IntSlot {
@@ -53,7 +55,28 @@ impl IntSlot {
         control: &mut Vec<u8>,
         cols: &mut ColumnsOut,
     ) {
+        self.put_peak(value, None, column, control, cols);
+    }
+
+    /// [`IntSlot::put`] of a peak, with the figure it is the peak of (`of`): a new peak that
+    /// is that figure costs no payload.
+    pub fn put_peak(
+        &mut self,
+        value: Option<u64>,
+        of: Option<u64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
         use int_code::*;
+        if let (Some(v), Some(of)) = (value, of) {
+            if v != self.base && v == self.base.max(of) {
+                control.push(RUNNING_MAX);
+                self.step = v.wrapping_sub(self.base) as i64;
+                self.base = v;
+                return;
+            }
+        }
         let Some(v) = value else {
             control.push(UNKNOWN);
             return;
@@ -83,8 +106,25 @@ impl IntSlot {
         control: &mut Reader<'_>,
         cols: &mut ColumnsIn<'_>,
     ) -> Result<Option<u64>> {
+        self.get_peak(None, column, control, cols)
+    }
+
+    /// [`IntSlot::get`] of a peak written by [`IntSlot::put_peak`] with `of`.
+    pub fn get_peak(
+        &mut self,
+        of: Option<u64>,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<u64>> {
         use int_code::*;
         let d = match control.byte()? {
+            RUNNING_MAX => {
+                let of = of
+                    .ok_or_else(|| super::wire::WireError("a peak of a figure not known".into()))?;
+                let v = self.base.max(of);
+                v.wrapping_sub(self.base) as i64
+            }
             SAME => 0,
             STEP => self.step,
             SHIFTED if self.shift < 64 => unzigzag(cols.get(column)?) << self.shift,
@@ -122,6 +162,8 @@ impl IntSlot {
 pub struct FloatSlot {
     last: Option<u64>,
     before: Option<u64>,
+    /// The last value's distance, in bits, from the reference it was given with.
+    offset: Option<u64>,
 }
 
 mod float_code {
@@ -132,6 +174,8 @@ mod float_code {
     pub const LINE: u8 = 12;
     pub const NEAR: u8 = 13;
     pub const RAW: u8 = 14;
+    /// As far from the reference (the sample's time) as the last value was.
+    pub const OFFSET: u8 = 15;
 }
 
 /// `x` as `n / 10^d`, exactly, where it is one.
@@ -166,14 +210,30 @@ impl FloatSlot {
         control: &mut Vec<u8>,
         cols: &mut ColumnsOut,
     ) {
+        self.put_near(value, None, column, control, cols);
+    }
+
+    /// [`FloatSlot::put`] with a reference (the sample's time, for a time of the agent's):
+    /// a value as far from it as the last one was costs little.
+    pub fn put_near(
+        &mut self,
+        value: Option<f64>,
+        reference: Option<f64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
         use float_code::*;
+        let reference = reference.map(f64::to_bits);
         let Some(x) = value else {
             control.push(UNKNOWN);
             return;
         };
         let bits = x.to_bits();
+        let offset = reference.map(|r| bits.wrapping_sub(r));
         if self.last == Some(bits) {
             control.push(SAME);
+            self.offset = offset.or(self.offset);
             return;
         }
         // The cheapest way to say it: the fewest payload bits.
@@ -197,9 +257,13 @@ impl FloatSlot {
         if let Some(last) = self.last {
             consider(NEAR, zigzag(bits.wrapping_sub(last) as i64));
         }
+        if let (Some(now), Some(before)) = (offset, self.offset) {
+            consider(OFFSET, zigzag(now.wrapping_sub(before) as i64));
+        }
         control.push(best.0);
         cols.push(column, best.1);
         self.remember(bits);
+        self.offset = offset.or(self.offset);
     }
 
     pub fn get(
@@ -208,7 +272,19 @@ impl FloatSlot {
         control: &mut Reader<'_>,
         cols: &mut ColumnsIn<'_>,
     ) -> Result<Option<f64>> {
+        self.get_near(None, column, control, cols)
+    }
+
+    /// [`FloatSlot::get`] of a value written by [`FloatSlot::put_near`] with `reference`.
+    pub fn get_near(
+        &mut self,
+        reference: Option<f64>,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<f64>> {
         use float_code::*;
+        let reference = reference.map(f64::to_bits);
         let code = control.byte()?;
         let bits = match code {
             SAME => self
@@ -240,9 +316,17 @@ impl FloatSlot {
                 last.wrapping_add(unzigzag(cols.get(column)?) as u64)
             }
             RAW => cols.get(column)?,
+            OFFSET => {
+                let (Some(r), Some(before)) = (reference, self.offset) else {
+                    return err("a float off a reference not known");
+                };
+                r.wrapping_add(before)
+                    .wrapping_add(unzigzag(cols.get(column)?) as u64)
+            }
             other => return err(format!("a float said as {other}")),
         };
         self.remember(bits);
+        self.offset = reference.map(|r| bits.wrapping_sub(r)).or(self.offset);
         Ok(Some(f64::from_bits(bits)))
     }
 

@@ -264,7 +264,8 @@ pub fn counters_from(v: [u64; 9]) -> FeedCounters {
 }
 
 /// The integer statistics of a reading, in column order (from [`col::STATS`]), and its
-/// floats: `time`, `largest_free_block_time`, `reserved_since`.
+/// floats: `time`, `largest_free_block_time`, `reserved_since`. `active` is written as its
+/// excess over `allocated`, `requested` as its shortfall (each follows `allocated` closely).
 pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f64>; 3]) {
     let AllocatorStats {
         index,
@@ -296,9 +297,9 @@ pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f
             Some(*seq),
             Some(*allocated),
             Some(*reserved),
-            *active,
+            active.map(|a| a.wrapping_sub(*allocated)),
             *inactive_split,
-            *requested,
+            requested.map(|r| allocated.wrapping_sub(r)),
             *peak_allocated,
             *peak_reserved,
             *peak_active,
@@ -314,6 +315,10 @@ pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f
         [Some(*time), *largest_free_block_time, *reserved_since],
     )
 }
+
+/// The peak columns (from [`col::STATS`]) and the columns of the figures they are the peaks
+/// of, in [`stats_fields`]' order.
+pub const PEAKS: [(usize, usize); 5] = [(7, 2), (8, 3), (9, 4), (10, 5), (11, 6)];
 
 /// The integer statistics of a reading; its three floats' columns follow theirs.
 pub const STATS_INTS: usize = 18;

@@ -175,7 +175,9 @@ pub fn width(v: u64) -> u32 {
 }
 
 /// The columns of one record being written: each value pushed to its column, packed when
-/// the record is finished at the width of the column's largest value.
+/// the record is finished. A column has two widths: its largest value's, and a narrower one
+/// that most of its values fit (chosen for the fewest bits); where they differ, each value
+/// is preceded by one bit saying which it takes.
 #[derive(Debug)]
 pub struct ColumnsOut {
     columns: Vec<Vec<u64>>,
@@ -200,21 +202,66 @@ impl ColumnsOut {
             if values.is_empty() {
                 continue;
             }
-            let w = values.iter().map(|&v| width(v)).max().unwrap_or(0);
-            control.push(w as u8);
+            let (narrow, wide) = widths(values);
+            control.push(narrow as u8);
+            control.push(wide as u8);
             let mut bits = BitWriter::default();
             for &v in values {
-                bits.put(v, w);
+                if narrow == wide {
+                    bits.put(v, wide);
+                } else if width(v) <= narrow {
+                    bits.put(0, 1);
+                    bits.put(v, narrow);
+                } else {
+                    bits.put(1, 1);
+                    bits.put(v, wide);
+                }
             }
             packed.extend(bits.finish());
         }
     }
 }
 
+/// The two widths of a column's values (see [`ColumnsOut`]).
+fn widths(values: &[u64]) -> (u32, u32) {
+    let mut count = [0u64; 65];
+    for &v in values {
+        count[width(v) as usize] += 1;
+    }
+    let wide = (0..=64).rev().find(|&w| count[w] > 0).unwrap_or(0) as u32;
+    let n = values.len() as u64;
+    let mut best = (n * u64::from(wide), wide);
+    let mut fit = 0u64;
+    for narrow in 0..wide {
+        fit += count[narrow as usize];
+        let bits = n + fit * u64::from(narrow) + (n - fit) * u64::from(wide);
+        if bits < best.0 {
+            best = (bits, narrow);
+        }
+    }
+    (best.1, wide)
+}
+
+/// The bits a column of `n` values takes, given its widths: an upper bound where they
+/// differ (each value may be the wide one).
+fn column_bits(n: u64, narrow: u32, wide: u32) -> Option<u64> {
+    let per = if narrow == wide { wide } else { wide + 1 };
+    n.checked_mul(u64::from(per))
+}
+
+/// One column being read: its bits, widths and values left.
+#[derive(Debug)]
+struct ColumnIn<'a> {
+    bits: BitReader<'a>,
+    narrow: u32,
+    wide: u32,
+    left: u64,
+}
+
 /// The columns of one record being read.
 #[derive(Debug)]
 pub struct ColumnsIn<'a> {
-    columns: Vec<(BitReader<'a>, u32, u64)>,
+    columns: Vec<ColumnIn<'a>>,
 }
 
 impl<'a> ColumnsIn<'a> {
@@ -224,39 +271,78 @@ impl<'a> ColumnsIn<'a> {
         let mut at = 0usize;
         for _ in 0..count {
             let n = control.varint()?;
-            let w = if n == 0 {
-                0
+            let (narrow, wide) = if n == 0 {
+                (0, 0)
             } else {
-                u32::from(control.byte()?)
+                (u32::from(control.byte()?), u32::from(control.byte()?))
             };
-            if w > 64 {
-                return err("a column wider than 64 bits");
+            if wide > 64 || narrow > wide {
+                return err("a column's widths do not read");
             }
-            let bytes = n
-                .checked_mul(u64::from(w))
+            // Its exact length is known once read: here, where its bits may end at most.
+            let most = column_bits(n, narrow, wide)
                 .map(|b| b.div_ceil(8))
                 .and_then(|b| usize::try_from(b).ok())
                 .ok_or_else(|| WireError("a column too long".into()))?;
-            let end = at
-                .checked_add(bytes)
-                .filter(|&e| e <= packed.len())
-                .ok_or_else(|| WireError("a column ends early".into()))?;
-            columns.push((BitReader::new(&packed[at..end]), w, n));
-            at = end;
+            let end = at.saturating_add(most).min(packed.len());
+            let mut probe = ColumnIn {
+                bits: BitReader::new(&packed[at..end]),
+                narrow,
+                wide,
+                left: n,
+            };
+            let mut used = 0u64;
+            for _ in 0..n {
+                used += u64::from(probe.skip()?);
+            }
+            let bytes = usize::try_from(used.div_ceil(8))
+                .map_err(|_| WireError("a column too long".into()))?;
+            columns.push(ColumnIn {
+                bits: BitReader::new(&packed[at..at + bytes]),
+                narrow,
+                wide,
+                left: n,
+            });
+            at += bytes;
         }
         Ok(ColumnsIn { columns })
     }
 
     pub fn get(&mut self, column: usize) -> Result<u64> {
-        let (bits, w, left) = self
+        let c = self
             .columns
             .get_mut(column)
             .ok_or_else(|| WireError("no such column".into()))?;
-        if *left == 0 {
+        if c.left == 0 {
             return err("a column holds fewer values than its record uses");
         }
-        *left -= 1;
-        bits.get(*w)
+        c.left -= 1;
+        c.value()
+    }
+}
+
+impl ColumnIn<'_> {
+    fn width_next(&mut self) -> Result<u32> {
+        if self.narrow == self.wide {
+            return Ok(self.wide);
+        }
+        Ok(if self.bits.get(1)? == 0 {
+            self.narrow
+        } else {
+            self.wide
+        })
+    }
+
+    fn value(&mut self) -> Result<u64> {
+        let w = self.width_next()?;
+        self.bits.get(w)
+    }
+
+    /// Reads past one value; the bits it took.
+    fn skip(&mut self) -> Result<u32> {
+        let w = self.width_next()?;
+        self.bits.get(w)?;
+        Ok(w + u32::from(self.narrow != self.wide))
     }
 }
 
