@@ -43,14 +43,37 @@ impl Pipeline {
     }
 
     /// Takes in one sample and returns it with its layers and findings.
-    pub fn ingest(&mut self, mut sample: NodeSample) -> Observed {
+    pub fn ingest(&mut self, sample: NodeSample) -> Observed {
+        self.ingest_judging(sample, true)
+    }
+
+    /// [`Pipeline::ingest`], the detectors that read the history run only when `history`
+    /// says so (an offline pass on a coarser clock): otherwise the findings are the
+    /// instant's alone, and what the history's findings carry (their `since`, the climbs
+    /// held) is kept as it was, for the next sample they run at.
+    pub fn ingest_judging(&mut self, mut sample: NodeSample, history: bool) -> Observed {
         let attachment = attach(&mut sample);
+        self.ingest_attached(sample, attachment, history)
+    }
+
+    /// [`Pipeline::ingest_judging`] of a sample whose feeds were already attached to its
+    /// processes (`attach` is a function of the sample alone: a reading thread can do it).
+    pub fn ingest_attached(
+        &mut self,
+        sample: NodeSample,
+        attachment: Attachment,
+        history: bool,
+    ) -> Observed {
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
-        let (mut findings, climbs) = detect_history_keyed(&sample, &account, &self.history);
-        self.hold
-            .apply(&mut findings, climbs, &self.history, sample.time);
+        let mut findings = Vec::new();
+        if history {
+            let (found, climbs) = detect_history_keyed(&sample, &account, &self.history);
+            findings = found;
+            self.hold
+                .apply(&mut findings, climbs, &self.history, sample.time);
+        }
         findings.extend(detect_instant(&sample, &attachment, &account));
         sort_findings(&mut findings);
         self.tracker.stamp(&mut findings, sample.time);
