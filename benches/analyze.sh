@@ -19,7 +19,8 @@ cargo bench --profile "$profile" --bench diagnosis --no-run -q 2>/dev/null
 bench=$(ls -t target/"$profile"/deps/diagnosis-* | grep -v '\.d$' | head -1)
 rec=$(mktemp -u /tmp/strata-bench-analyze.XXXXXX).$ext
 trap 'rm -f "$rec" "$rec.out"' EXIT
-"$bench" --write "$rec" --hours "$hours" | head -1
+"$bench" --write "$rec" --hours "$hours" >"$rec.out"
+head -1 "$rec.out"
 echo "recording: $(du -m "$rec" | cut -f1) MiB ($ext)"
 /usr/bin/time -f 'strata analyze: %e s wall, %U s user, %S s system, %M KiB peak RSS' \
   "$bin" analyze "$rec" >"$rec.out"

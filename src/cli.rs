@@ -275,6 +275,13 @@ pub struct AnalyzeArgs {
     /// Print JSON: {"findings": [...]} with each finding's evidence.
     #[arg(long)]
     pub json: bool,
+
+    /// Write the incident report of this instant (unix seconds, or RFC 3339:
+    /// 2026-01-01T09:15:00Z) into the current directory, as `R` would have live, with its
+    /// chart beside it.
+    #[arg(long, value_name = "TIME", conflicts_with = "json",
+          value_parser = crate::analyze::report_at::parse_time)]
+    pub report_at: Option<f64>,
 }
 
 #[derive(Debug, Args)]

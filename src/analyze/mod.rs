@@ -5,6 +5,7 @@
 
 mod budget;
 pub mod command;
+pub mod report_at;
 mod timeline;
 
 pub use timeline::timeline;
