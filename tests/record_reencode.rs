@@ -72,7 +72,13 @@ fn the_demo_story_reads_back_alike_from_either_format() {
     let one = dir.join("one.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
-            "snapshot", "--demo", "--demo-at", "0", "--demo-speed", "1", "--json",
+            "snapshot",
+            "--demo",
+            "--demo-at",
+            "0",
+            "--demo-speed",
+            "1",
+            "--json",
         ])
         .args(["--count", "121", "--interval", "10"])
         .output()
