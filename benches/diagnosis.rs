@@ -6,8 +6,9 @@
 //! - taking in one whole sample (attach, account, record, detect);
 //! - the history's memory after 24 h, in all and per series (target: 8 GPUs x 7 MIG and 64
 //!   fed processes under 24 MiB), and this process's resident memory beside it;
-//! - with `--write FILE`, the day as a recording (`strata snapshot --json` lines), for
-//!   `benches/analyze.sh` to time `strata analyze` on.
+//! - with `--write FILE`, the day as a recording (through `strata record`'s writer, in the
+//!   format FILE's name asks for: format 2 for `.zst`, JSON lines for `.jsonl`,
+//!   `.jsonl.zst`), for `benches/analyze.sh` to time `strata analyze` on.
 //!
 //! Run: `cargo bench --bench diagnosis` (a simulated day each of the full GPUs and of MIG;
 //! `-- --hours H` for fewer; `-- --write FILE` writes the recording of the full-GPU node).
@@ -17,11 +18,11 @@
 //! every four, so the climb detector has climbs to find and to hold.
 
 use std::hint::black_box;
-use std::io::Write;
 use std::time::Instant;
 use strata::detect::{detect_history, detect_instant};
 use strata::fixtures::{gpu, memory, mig, noise, process, GIB, MIB};
 use strata::pipeline::Pipeline;
+use strata::record::RecordWriter;
 use strata::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
 };
@@ -211,7 +212,7 @@ fn rss_kib() -> Option<u64> {
 }
 
 /// A day (or `hours`) of the node through the pipeline; prints what it measured.
-fn run(label: &str, node: &Node, hours: f64, mut write: Option<&mut dyn Write>) {
+fn run(label: &str, node: &Node, hours: f64, mut write: Option<&mut RecordWriter>) {
     let seconds = (hours * 3600.0) as u64;
     let mut pipeline = Pipeline::new(None);
     let mut ingest = Vec::with_capacity(seconds as usize);
@@ -220,6 +221,9 @@ fn run(label: &str, node: &Node, hours: f64, mut write: Option<&mut dyn Write>) 
     let began = Instant::now();
     for k in 0..seconds {
         let sample = node.sample(k);
+        if let Some(out) = write.as_deref_mut() {
+            out.write(&sample).expect("write");
+        }
         let start = Instant::now();
         let observed = pipeline.ingest(sample);
         ingest.push(start.elapsed().as_secs_f64());
@@ -235,11 +239,6 @@ fn run(label: &str, node: &Node, hours: f64, mut write: Option<&mut dyn Write>) 
             ));
             detect.push(start.elapsed().as_secs_f64());
             black_box(f);
-        }
-        if let Some(out) = write.as_deref_mut() {
-            serde_json::to_writer(&mut *out, &strata::snapshot::Snapshot::of(&observed))
-                .expect("write");
-            out.write_all(b"\n").expect("write");
         }
     }
     let wall = began.elapsed().as_secs_f64();
@@ -292,15 +291,16 @@ fn main() {
         procs: 64,
     };
     if let Some(path) = value("--write") {
-        let file = std::fs::File::create(&path).expect("create the recording");
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let _ = std::fs::remove_file(&path);
+        let mut out =
+            RecordWriter::create(std::path::Path::new(&path), None).expect("create the recording");
         run(
             "8 GPUs, 64 fed processes (written)",
             &full,
             hours,
             Some(&mut out),
         );
-        out.flush().expect("write");
+        out.finish().expect("write");
         return;
     }
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then a short run.

@@ -9,214 +9,17 @@
 //! times and CPU rounded (not what strata writes: a measure of where the bytes go). `benches/record.sh` runs it and the whole-process
 //! measurement.
 //!
-//! The node moves as a training job's does, so the data is not made compressible: each
-//! process's live tensors saw-tooth within its step (periods 20 s to 5 min) with 512-byte
-//! granular noise of ±20 MiB at every reading; the pool (`reserved`) grows in 2 MiB steps
-//! when live tensors pass it, and one process in eight leaks 40 MiB a minute for an hour in
-//! four; NVML's `used` follows the pool; SM and GPU utilisation, CPU % (from whole clock
-//! ticks over a jittered interval), resident memory (4 KiB pages), poll time and the sample
-//! times carry the jitter real readings do; the agents' counters and sequence numbers count
-//! on; each feed carries its latest reading and the one before (the agent samples at 0.5 s).
+//! The node is `tests/support/busy_node.rs` (how its data moves is said there);
+//! `-- --full-precision` writes its CPU % and poll times at full f64 precision, as its first
+//! version did (strata's sources round them: CPU to 0.1 %, the poll to 1 µs).
 
-use std::io::BufRead;
+#[path = "../tests/support/busy_node.rs"]
+mod busy_node;
+
+use busy_node::{Node, GPUS};
 use std::path::Path;
 use std::time::Instant;
-use strata::fixtures::{gpu, memory, noise, process, GIB, MIB};
 use strata::record::{Encoding, RecordWriter};
-use strata::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
-};
-use strata::sample::{AllocatorStats, HostMemory, NodeSample};
-
-const T0: f64 = 1_767_225_600.0;
-const GPUS: u32 = 8;
-const GPU_TOTAL: u64 = 80 * GIB;
-const CONTEXT: u64 = 512 * MIB;
-
-/// The node, with the state that carries from one second to the next (pools, peaks, counters).
-struct Node {
-    /// Fed processes per GPU.
-    per_gpu: u32,
-    /// `--lean`: see [`Node::sample`].
-    lean: bool,
-    reserved: Vec<u64>,
-    peak_allocated: Vec<u64>,
-    device_allocs: Vec<u64>,
-    rss: Vec<u64>,
-}
-
-impl Node {
-    fn new(per_gpu: u32) -> Node {
-        let n = (GPUS * per_gpu) as usize;
-        Node {
-            per_gpu,
-            lean: std::env::args().any(|a| a == "--lean"),
-            reserved: vec![0; n],
-            peak_allocated: vec![0; n],
-            device_allocs: vec![0; n],
-            rss: (0..n).map(|i| 6 * GIB + i as u64 * 37 * MIB).collect(),
-        }
-    }
-
-    /// Live tensors of process `i` at `t` seconds into the day, 512-byte granular.
-    fn live(&self, i: u32, t: f64) -> u64 {
-        let share = GPU_TOTAL / u64::from(self.per_gpu);
-        let base = share as f64 * 0.35;
-        let depth = share as f64 * 0.2;
-        let period = [20.0, 45.0, 90.0, 300.0][i as usize % 4];
-        let saw = depth * (((t + f64::from(i) * 7.0) % period) / period);
-        let leak = if i % 8 == 3 {
-            let into = t % (4.0 * 3600.0);
-            40.0 * MIB as f64 * into.min(3600.0) / 60.0 * f64::from(u8::from(into < 3600.0))
-        } else {
-            0.0
-        };
-        let jitter = 20.0 * MIB as f64 * noise(u64::from(i), (t * 2.0) as u64);
-        ((base + saw + leak + jitter).max(0.0) as u64) / 512 * 512
-    }
-
-    fn stats(&mut self, i: u32, t: f64, seq: u64) -> AllocatorStats {
-        let k = i as usize;
-        let live = self.live(i, t - T0);
-        // The pool grows in 2 MiB segments when live tensors pass it, and after the leak's
-        // hour the job empties its cache once.
-        let wanted = (live + 96 * MIB).next_multiple_of(2 * MIB);
-        if wanted > self.reserved[k] {
-            self.device_allocs[k] += (wanted - self.reserved[k]) / (2 * MIB);
-            self.reserved[k] = wanted;
-        } else if i % 8 == 3 && ((t - T0) % (4.0 * 3600.0)) < 1.0 {
-            self.reserved[k] = wanted;
-        }
-        self.peak_allocated[k] = self.peak_allocated[k].max(live);
-        let reserved = self.reserved[k];
-        let inactive = ((reserved - live) as f64 * (0.1 + 0.05 * noise(seq, 7).abs())) as u64;
-        AllocatorStats {
-            index: 0,
-            seq,
-            time: t,
-            allocated: live,
-            reserved: Some(reserved),
-            active: Some(live + inactive / 4 / 512 * 512),
-            inactive_split: Some(inactive / 512 * 512),
-            requested: Some(live - (live / 97) / 8 * 8),
-            peak_allocated: Some(self.peak_allocated[k]),
-            peak_reserved: Some(reserved),
-            alloc_retries: Some(0),
-            ooms: Some(0),
-            device_allocs: Some(self.device_allocs[k]),
-            device_frees: Some(0),
-            reserved_since: Some(T0 + 12.5),
-            ..AllocatorStats::default()
-        }
-    }
-
-    /// The node `k` seconds into the day.
-    fn sample(&mut self, k: u64) -> NodeSample {
-        let time = T0 + k as f64 + 0.004 * noise(k, 1).abs();
-        let mut sample = strata::fixtures::node();
-        sample.time = time;
-        sample.host = "dgx-h100-07".into();
-        sample.poll_secs = Some(0.0031 + 0.002 * noise(k, 2).abs());
-        sample.host_cpu_percent = Some(62.0 + 8.0 * noise(k, 3));
-        sample.host_memory = Some(HostMemory {
-            total: 2048 * GIB,
-            used: 900 * GIB + ((40.0 * GIB as f64 * (1.0 + noise(k, 4))) as u64) / 4096 * 4096,
-        });
-        let mut used_on = [0u64; GPUS as usize];
-        for i in 0..GPUS * self.per_gpu {
-            let g = i / self.per_gpu;
-            let uuid = format!("GPU-4c8f2a61-7d1e-5b9c-a{g:03}-0e1f2a3b4c5d");
-            let pid = 210_000 + i * 13;
-            let latest = self.stats(i, time - 0.2, 2 * k + 1);
-            let earlier = self.stats(i, time - 0.7, 2 * k);
-            let used = CONTEXT + 384 * MIB + latest.reserved.unwrap_or_default();
-            used_on[g as usize] += used;
-            let mut p = process(pid, &uuid, Some(used));
-            p.user = Some("alice".into());
-            p.command = Some(format!(
-                "python -u train.py --config configs/llama-8b.yaml --rank {i}"
-            ));
-            p.sm_util = Some((70.0 + 25.0 * noise(u64::from(i), k)).clamp(0.0, 100.0) as u32);
-            let wall = 1.0 + 0.003 * noise(u64::from(i) + 99, k);
-            let ticks = (100.0 + 10.0 * noise(u64::from(i) + 7, k)).round();
-            p.cpu_percent = Some(ticks / wall);
-            let rss = &mut self.rss[i as usize];
-            *rss =
-                (*rss as f64 + 2.0 * MIB as f64 * noise(u64::from(i) + 3, k)) as u64 / 4096 * 4096;
-            p.host_memory = Some(*rss);
-            p.elapsed = Some(3600 + k);
-            sample.processes.push(p);
-            sample.feeds.push(FeedRecord {
-                socket: format!("/tmp/strata-1000/{pid}.sock"),
-                found_via: FoundVia::FeedDir,
-                peer: Some(PeerCred {
-                    pid,
-                    uid: 1000,
-                    gid: 1000,
-                }),
-                nspid: Some(pid),
-                state: FeedState::Connected,
-                hello: Some(Hello {
-                    pid,
-                    time: T0 - 60.0,
-                    agent_version: Some("0.1.0".into()),
-                    python: Some("3.11.9".into()),
-                    executable: Some("/usr/bin/python3.11".into()),
-                    started: Some(T0 - 61.3),
-                    interval: Some(0.5),
-                    framework: Some("torch".into()),
-                    framework_version: Some("2.5.1+cu124".into()),
-                    backend: Some("native".into()),
-                    devices: vec![FeedDevice {
-                        index: 0,
-                        uuid: Some(uuid.clone()),
-                        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)),
-                        name: Some("NVIDIA H100 80GB HBM3".into()),
-                        context: None,
-                    }],
-                    ..Hello::default()
-                }),
-                devices: vec![DeviceFeed {
-                    latest,
-                    earlier: vec![earlier],
-                }],
-                ooms: Vec::new(),
-                counters: FeedCounters {
-                    lines: 2 * k + 3,
-                    samples: 2 * k + 2,
-                    ..FeedCounters::default()
-                },
-                connected_at: Some(T0 - 59.0),
-                last_heard: Some(time - 0.2 + 0.01 * noise(u64::from(i), k).abs()),
-            });
-        }
-        if self.lean {
-            // What the size would be with the feeds' readings between node samples left out
-            // and times and CPU figures rounded (1 ms, 0.01 %): not what strata writes.
-            let ms = |t: f64| (t * 1e3).round() / 1e3;
-            sample.time = ms(sample.time);
-            for f in &mut sample.feeds {
-                f.last_heard = f.last_heard.map(ms);
-                for d in &mut f.devices {
-                    d.earlier.clear();
-                    d.latest.time = ms(d.latest.time);
-                }
-            }
-            for p in &mut sample.processes {
-                p.cpu_percent = p.cpu_percent.map(|c| (c * 100.0).round() / 100.0);
-            }
-            sample.poll_secs = sample.poll_secs.map(ms);
-            sample.host_cpu_percent = sample.host_cpu_percent.map(|c| (c * 100.0).round() / 100.0);
-        }
-        for g in 0..GPUS {
-            let mut device = gpu(g, memory(GPU_TOTAL, used_on[g as usize] + 600 * MIB));
-            device.uuid = format!("GPU-4c8f2a61-7d1e-5b9c-a{g:03}-0e1f2a3b4c5d");
-            device.utilization_gpu = Some((85.0 + 14.0 * noise(u64::from(g) + 50, k)) as u32);
-            sample.gpus.push(device);
-        }
-        sample
-    }
-}
 
 /// This thread's CPU time, seconds.
 fn thread_cpu() -> f64 {
@@ -239,7 +42,7 @@ struct Measured {
 /// Records `seconds` samples of the node (1 s apart) to `path` with `encoding`.
 fn measure(path: &Path, encoding: Encoding, seconds: u64, per_gpu: u32) -> Measured {
     let _ = std::fs::remove_file(path);
-    let mut node = Node::new(per_gpu);
+    let mut node = make_node(per_gpu);
     let mut writer = RecordWriter::with_encoding(path, encoding, None).expect("create");
     let mut cpu = Vec::with_capacity(seconds as usize);
     for k in 0..seconds {
@@ -256,6 +59,14 @@ fn measure(path: &Path, encoding: Encoding, seconds: u64, per_gpu: u32) -> Measu
         cpu_mean: cpu.iter().sum::<f64>() / cpu.len().max(1) as f64,
         cpu_p99: cpu[((cpu.len() - 1) as f64 * 0.99) as usize],
     }
+}
+
+/// The node, as the command line asks.
+fn make_node(per_gpu: u32) -> Node {
+    let mut node = Node::new(per_gpu);
+    node.lean = std::env::args().any(|a| a == "--lean");
+    node.full_precision = std::env::args().any(|a| a == "--full-precision");
+    node
 }
 
 fn value(name: &str) -> Option<String> {
@@ -275,7 +86,7 @@ fn main() {
     let day = 86_400.0 / seconds as f64;
 
     // The node's plain size over the whole day: the JSON lines alone, as plain writes them.
-    let mut node = Node::new(per_gpu);
+    let mut node = make_node(per_gpu);
     let mut plain_day = 0u64;
     let mut plain_table = 0u64;
     let whole = (day_hours * 3600.0) as u64;
@@ -299,20 +110,19 @@ fn main() {
 
     println!("\nover {hours} h ({seconds} samples), a day extrapolated x{day:.0}; CPU: serialise + compress + flush + write, per sample");
     println!(
-        "{:<10} {:>12} {:>14} {:>12} {:>12} {:>14}",
-        "encoding", "B/sample", "MB/day", "CPU mean", "CPU p99", "% of a core"
+        "{:<11} {:>12} {:>14} {:>12} {:>12} {:>14}",
+        "format", "B/sample", "MB/day", "CPU mean", "CPU p99", "% of a core"
     );
     let table = [
-        ("plain", Encoding::Plain),
-        ("zstd -1", Encoding::Zstd(1)),
-        ("zstd -2", Encoding::Zstd(2)),
-        ("zstd -3", Encoding::Zstd(3)),
-        ("zstd -4", Encoding::Zstd(4)),
-        ("zstd -6", Encoding::Zstd(6)),
-        ("zstd -9", Encoding::Zstd(9)),
-        ("gzip -1", Encoding::Gzip(1)),
-        ("gzip -6", Encoding::Gzip(6)),
-        ("gzip -9", Encoding::Gzip(9)),
+        ("1 plain", Encoding::Plain),
+        ("1 zstd -1", Encoding::Zstd(1)),
+        ("1 zstd -3", Encoding::Zstd(3)),
+        ("1 gzip -6", Encoding::Gzip(6)),
+        ("2 zstd -1", Encoding::Records(1)),
+        ("2 zstd -3", Encoding::Records(3)),
+        ("2 zstd -6", Encoding::Records(6)),
+        ("2 zstd -9", Encoding::Records(9)),
+        ("2 zstd -19", Encoding::Records(19)),
     ];
     for (label, encoding) in table {
         let m = measure(&dir.join("table"), encoding, seconds, per_gpu);
@@ -320,7 +130,7 @@ fn main() {
             assert_eq!(m.bytes, plain_table, "the plain size counted above");
         }
         println!(
-            "{label:<10} {:>12.0} {:>14.1} {:>10.0}µs {:>10.0}µs {:>13.4}%",
+            "{label:<11} {:>12.0} {:>14.1} {:>10.0}µs {:>10.0}µs {:>13.4}%",
             m.bytes as f64 / m.samples as f64,
             m.bytes as f64 * day / 1e6,
             m.cpu_mean * 1e6,
@@ -330,15 +140,25 @@ fn main() {
     }
     let _ = std::fs::remove_file(dir.join("table"));
 
-    let default = Encoding::for_path(Path::new("day.jsonl.zst"));
-    let path = dir.join("day.jsonl.zst");
+    let name = value("--day-file").unwrap_or_else(|| "day.zst".into());
+    let default = Encoding::for_path(Path::new(&name));
+    let path = dir.join(&name);
     let started = Instant::now();
     let m = measure(&path, default, whole, per_gpu);
-    let (read, cut) = strata::recording::open(&path).expect("open");
-    let lines = read.lines().count() as u64;
-    assert_eq!((lines, cut.happened()), (m.samples, false), "reads back");
+    let read_started = Instant::now();
+    let mut read = strata::recording::Lines::open(&path).expect("open");
+    let mut lines = 0u64;
+    while let Some((_, line)) = read.next_line().expect("reads") {
+        assert!(
+            matches!(line, strata::recording::Line::Sample(_)),
+            "{line:?}"
+        );
+        lines += 1;
+    }
+    assert_eq!((lines, read.cut()), (m.samples, false), "reads back");
+    let read_secs = read_started.elapsed().as_secs_f64();
     println!(
-        "\n{} over {day_hours} h at 1 s ({} samples, {:.0} s to run): {:.1} MB ({:.0} B a sample), CPU {:.0}µs mean, {:.0}µs p99 a sample = {:.4}% of one core at a 1 s interval; read back: {lines} samples",
+        "\n{} over {day_hours} h at 1 s ({} samples, {:.0} s to run): {:.1} MB ({:.0} B a sample), CPU {:.0}µs mean, {:.0}µs p99 a sample = {:.4}% of one core at a 1 s interval; read back: {lines} samples in {read_secs:.1} s",
         default.name(),
         m.samples,
         started.elapsed().as_secs_f64(),
@@ -348,5 +168,9 @@ fn main() {
         m.cpu_p99 * 1e6,
         m.cpu_mean * 100.0,
     );
+    if let Some(keep) = value("--keep-day") {
+        std::fs::rename(&path, &keep).expect("keep the day's file");
+        println!("the day's recording kept at {keep}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -145,7 +145,9 @@ pub enum Command {
     /// every --interval on its own (a scrape never waits on NVML).
     Serve(ServeArgs),
     /// Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or
-    /// --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip).
+    /// --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain,
+    /// .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with
+    /// --from, re-encode a recording into FILE.
     Record(RecordArgs),
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
@@ -202,11 +204,19 @@ pub struct ServeArgs {
     /// are summed per device as pid="other".
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub max_processes: usize,
+
+    /// Keep a flight record of the samples served in the directory DIR (with --ring).
+    #[arg(long, value_name = "DIR", requires = "ring")]
+    pub record: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub ring: RingArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// The recording: appended to if it exists. `.jsonl` plain, `.gz` gzip, else zstd.
+    /// The recording, appended to if it exists: format 2 (zstd) unless the name says JSON
+    /// lines (`.jsonl` plain, `.jsonl.zst`, `.gz` gzip). With --ring, a directory.
     pub file: PathBuf,
 
     /// Stop after this long: 90s, 30m, 24h, or seconds.
@@ -214,13 +224,41 @@ pub struct RecordArgs {
     pub duration: Option<std::time::Duration>,
 
     /// Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...
-    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size, conflicts_with = "ring")]
     pub max_size: Option<u64>,
 
     /// With --max-size: how many rotated files to keep (FILE.1 to FILE.N).
     #[arg(long, value_name = "N", default_value_t = 5, requires = "max_size",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub keep: u32,
+
+    /// Re-encode the recording IN (either format, or `snapshot --json --count` output) into
+    /// FILE, in the format FILE's name asks for, then stop.
+    #[arg(long, value_name = "IN", conflicts_with_all = ["duration", "max_size", "ring"])]
+    pub from: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub ring: RingArgs,
+}
+
+/// The flight recorder's options (`strata record --ring`, `strata serve --record`).
+#[derive(Debug, Args, Clone)]
+pub struct RingArgs {
+    /// Keep the last DURATION (6h) on disk as a flight record: finished segments in the
+    /// directory, the oldest deleted; segments around an OOM, a zombie context or a critical
+    /// forecast are kept past it.
+    #[arg(long, value_name = "DURATION", value_parser = crate::record::parse_duration)]
+    pub ring: Option<std::time::Duration>,
+
+    /// With --ring: the most the ring's segments may take on disk (older ones go first).
+    #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
+          value_parser = crate::record::parse_size)]
+    pub ring_size: u64,
+
+    /// With --ring: the most the segments kept as evidence may take (the oldest go first).
+    #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
+          value_parser = crate::record::parse_size)]
+    pub evidence_size: u64,
 }
 
 #[derive(Debug, Args)]
@@ -237,6 +275,13 @@ pub struct AnalyzeArgs {
     /// Print JSON: {"findings": [...]} with each finding's evidence.
     #[arg(long)]
     pub json: bool,
+
+    /// Write the incident report of this instant (unix seconds, or RFC 3339:
+    /// 2026-01-01T09:15:00Z) into the current directory, as `R` would have live, with its
+    /// chart beside it.
+    #[arg(long, value_name = "TIME", conflicts_with = "json",
+          value_parser = crate::analyze::report_at::parse_time)]
+    pub report_at: Option<f64>,
 }
 
 #[derive(Debug, Args)]

@@ -28,6 +28,16 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
         Some(Command::Run(args)) => return run(&cli.common, &args),
         Some(Command::Attach(args)) => attach(&cli.common, &args),
+        Some(Command::Analyze(args)) if args.report_at.is_some() => {
+            let at = args.report_at.unwrap_or_default();
+            let context = cli.common.context_bytes();
+            return ExitCode::from(strata::analyze::report_at::run(
+                &args.file,
+                at,
+                context,
+                std::path::Path::new("."),
+            ));
+        }
         Some(Command::Analyze(args)) => {
             let context = cli.common.context_bytes();
             return ExitCode::from(strata::analyze::command::run(
@@ -35,6 +45,7 @@ fn main() -> ExitCode {
             ));
         }
         Some(Command::Serve(args)) => serve(&cli.common, &args),
+        Some(Command::Record(args)) if args.from.is_some() => return reencode(&args),
         Some(Command::Record(args)) => record(&cli.common, &args),
         Some(Command::Replay(args)) => replay(&cli.common, &args),
         Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
@@ -277,17 +288,102 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
         common.interval
     );
     std::io::stdout().flush()?;
+    let recorder = match (&args.record, args.ring.ring) {
+        (Some(dir), Some(keep)) => {
+            let ring = strata::record::ring::Ring::open(dir, ring_bounds(&args.ring, keep))?;
+            eprintln!("strata serve: {}", ring.stated());
+            Some(std::sync::Arc::new(
+                strata::record::ring::RingThread::start(ring, "serve")?,
+            ))
+        }
+        (None, Some(_)) => anyhow::bail!(
+            "--ring needs --record DIR: the directory of the flight record (hint: strata serve --record /var/lib/strata/ring --ring 6h)"
+        ),
+        _ => None,
+    };
     let options = strata::serve::ServeOptions {
         interval: Duration::from_secs_f64(common.interval),
         max_processes: args.max_processes,
+        recorder,
     };
     strata::serve::run(listener, source, pipeline(common), options)
+}
+
+fn ring_bounds(args: &strata::cli::RingArgs, keep: Duration) -> strata::record::ring::RingBounds {
+    strata::record::ring::RingBounds {
+        keep,
+        ring_bytes: args.ring_size,
+        evidence_bytes: args.evidence_size,
+    }
+}
+
+/// `strata record --ring DURATION DIR`: the flight record, until a signal or --duration.
+fn record_ring(common: &Common, args: &RecordArgs, keep: Duration) -> anyhow::Result<()> {
+    let ring = strata::record::ring::Ring::open(&args.file, ring_bounds(&args.ring, keep))?;
+    let source = open_source(common, 0.0)?.boxed();
+    eprintln!("strata: {}", ring.stated());
+    let mut last_failure = String::new();
+    let (_, samples) = strata::record::record_ring(
+        source,
+        ring,
+        pipeline(common),
+        Duration::from_secs_f64(common.interval),
+        args.duration,
+        |line| {
+            if line != last_failure {
+                eprintln!("strata: record: {line}; still recording");
+                last_failure = line.to_string();
+            }
+        },
+    )?;
+    eprintln!(
+        "strata: recorded {samples} sample(s) into the flight record {}",
+        strata::text::clean(&args.file.display().to_string())
+    );
+    Ok(())
+}
+
+/// `strata record OUT --from IN`: one line on stderr says what was written; exit status 0,
+/// 3 when part of IN was lost (what could be read is written), 1 when nothing could be done.
+fn reencode(args: &RecordArgs) -> ExitCode {
+    let Some(from) = &args.from else {
+        return ExitCode::FAILURE;
+    };
+    let clean = |p: &std::path::Path| strata::text::clean(&p.display().to_string()).into_owned();
+    match strata::record::reencode::reencode(from, &args.file) {
+        Ok((read, summary)) => {
+            let encoding = strata::record::Encoding::for_path(&args.file);
+            let line = strata::record::summary_line(&args.file, encoding, &summary);
+            let cut = if read.truncated {
+                " (its last sample was cut short: left out)"
+            } else {
+                ""
+            };
+            eprintln!("strata: from {}{cut}: {line}", clean(from));
+            if read.lost_some() {
+                eprintln!(
+                    "strata: part of the recording {} was lost: {}",
+                    clean(from),
+                    read.losses()
+                );
+                return ExitCode::from(strata::analyze::command::LOST);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("strata: {e} (hint: {})", e.hint());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;
 /// a TERM, HUP, INT or the end of --duration finishes it, with a summary line on stderr.
 fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
     use strata::record::{RecordWriter, Rotation};
+    if let Some(keep) = args.ring.ring {
+        return record_ring(common, args, keep);
+    }
     let rotation = args.max_size.map(|max_bytes| Rotation {
         max_bytes,
         keep: args.keep,

@@ -29,6 +29,25 @@ pub struct Observed {
     pub feed_shape: FeedShape,
 }
 
+/// What the pipeline derives from a sample alone, before any state: the feeds in their raw
+/// shape and matched to NVML's processes. A reading thread can do it ([`prepare`]).
+#[derive(Debug)]
+pub struct Prepared {
+    pub feed_shape: FeedShape,
+    pub attachment: Attachment,
+}
+
+/// The feeds of an older recording's derived form rebuilt raw, then attached to the
+/// sample's processes.
+pub fn prepare(sample: &mut NodeSample) -> Prepared {
+    let feed_shape = make_raw(sample);
+    let attachment = attach(sample);
+    Prepared {
+        feed_shape,
+        attachment,
+    }
+}
+
 /// The state that carries from one sample to the next.
 #[derive(Debug, Default, Clone)]
 pub struct Pipeline {
@@ -57,17 +76,43 @@ impl Pipeline {
     }
 
     /// Takes in one sample and returns it with its layers and findings.
-    pub fn ingest(&mut self, mut sample: NodeSample) -> Observed {
-        let feed_shape = make_raw(&mut sample);
-        let attachment = attach(&mut sample);
+    pub fn ingest(&mut self, sample: NodeSample) -> Observed {
+        self.ingest_judging(sample, true)
+    }
+
+    /// [`Pipeline::ingest`], the detectors that read the history run only when `history`
+    /// says so (an offline pass on a coarser clock): otherwise the findings are the
+    /// instant's alone, and what the history's findings carry (their `since`, the climbs
+    /// held) is kept as it was, for the next sample they run at.
+    pub fn ingest_judging(&mut self, mut sample: NodeSample, history: bool) -> Observed {
+        let prepared = prepare(&mut sample);
+        self.ingest_prepared(sample, prepared, history)
+    }
+
+    /// [`Pipeline::ingest_judging`] of a sample already [`prepare`]d (a function of the
+    /// sample alone: a reading thread can do it).
+    pub fn ingest_prepared(
+        &mut self,
+        sample: NodeSample,
+        prepared: Prepared,
+        history: bool,
+    ) -> Observed {
+        let Prepared {
+            feed_shape,
+            attachment,
+        } = prepared;
         self.contexts.observe(&sample, &attachment.statuses);
         let account = account(&sample, &attachment, &self.contexts);
         self.record(&sample, &account);
         self.remembered.observe(&sample);
-        let (mut findings, climbs) =
-            detect_history_keyed(&sample, &account, &self.history, &self.remembered);
-        self.hold
-            .apply(&mut findings, climbs, &self.history, sample.time);
+        let mut findings = Vec::new();
+        if history {
+            let (found, climbs) =
+                detect_history_keyed(&sample, &account, &self.history, &self.remembered);
+            findings = found;
+            self.hold
+                .apply(&mut findings, climbs, &self.history, sample.time);
+        }
         findings.extend(detect_instant(&sample, &attachment, &account));
         let headroom = headrooms(&sample, &account, &self.history);
         self.warm_up

@@ -103,6 +103,12 @@ fn lost(analysis: &Analysis) -> String {
             None => format!("corrupt at byte {} (the rest skipped)", c.at),
         });
     }
+    if analysis.unanchored > 0 {
+        parts.push(format!(
+            "{} sample(s) whose keyframe was lost",
+            analysis.unanchored
+        ));
+    }
     if analysis.corrupt.len() > 3 {
         parts.push(format!("{} more corruptions", analysis.corrupt.len() - 3));
     }

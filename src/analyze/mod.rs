@@ -5,6 +5,7 @@
 
 mod budget;
 pub mod command;
+pub mod report_at;
 mod timeline;
 
 pub use timeline::timeline;
@@ -62,6 +63,9 @@ pub struct Analysis {
     pub older_shape: u64,
     /// Corrupt compressed data, each skipped to the next frame (or gzip member).
     pub corrupt: Vec<Corruption>,
+    /// Format 2: samples written as deltas against a state that was lost (their keyframe
+    /// damaged or cut away), skipped up to the next keyframe; nothing is derived from them.
+    pub unanchored: u64,
     /// Why reading stopped before the end of the file, if it did.
     pub read_error: Option<String>,
     pub first_time: Option<f64>,
@@ -76,12 +80,22 @@ impl Analysis {
     /// line limit), corrupt compressed data. A cut last line and samples out of order are not
     /// losses (the one was in flight when the recorder stopped, the others were read).
     pub fn lost_some(&self) -> bool {
-        !self.bad_lines.is_empty() || self.more_bad_lines > 0 || !self.corrupt.is_empty()
+        !self.bad_lines.is_empty()
+            || self.more_bad_lines > 0
+            || !self.corrupt.is_empty()
+            || self.unanchored > 0
     }
 }
 
 /// Bad lines listed at most; the rest are counted.
 const BAD_LINES_LISTED: usize = 20;
+
+/// Recording seconds between the samples at which the detectors that read the history run
+/// (every sample's instant findings are judged at it, and the last sample is judged whole):
+/// a history finding's `since` is at most this much later than the monitor's, its `until`
+/// at most this much earlier. Those detectors read windows of 5 to 30 minutes and hold a
+/// climb for 120 s, so none raised at one sample is gone by the next of these.
+pub const HISTORY_EVERY_SECS: f64 = 10.0;
 
 type Key = (FindingKind, Option<String>, Option<u32>);
 
@@ -103,10 +117,19 @@ pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
             std::thread::Builder::new()
                 .name("strata-analyze-read".into())
                 .spawn_scoped(scope, move || loop {
-                    let item = lines.next_line();
+                    let mut item = lines.next_line();
                     let weight = lines.last_line_bytes();
                     let last = !matches!(item, Ok(Some(_)));
-                    if !budget.take(weight) || send.send((item, weight)).is_err() || last {
+                    // Matching feeds to processes needs the sample alone: done here, beside
+                    // the judging.
+                    let attached = match &mut item {
+                        Ok(Some((_, Line::Sample(sample)))) => {
+                            Some(crate::pipeline::prepare(sample))
+                        }
+                        _ => None,
+                    };
+                    if !budget.take(weight) || send.send((item, weight, attached)).is_err() || last
+                    {
                         return;
                     }
                 })
@@ -116,9 +139,9 @@ pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
             Ok(_) => {
                 let closed = budget.closer();
                 judge(
-                    receive.iter().map(|(item, weight)| {
+                    receive.iter().map(|(item, weight, attached)| {
                         budget.give(weight);
-                        item
+                        (item, attached)
                     }),
                     context_bytes,
                     &mut analysis,
@@ -131,8 +154,10 @@ pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
     })
 }
 
+type Attached = Option<crate::pipeline::Prepared>;
+
 fn judge(
-    lines: impl Iterator<Item = Result<Option<(u64, Line)>, ReadError>>,
+    lines: impl Iterator<Item = (Result<Option<(u64, Line)>, ReadError>, Attached)>,
     context_bytes: Option<u64>,
     analysis: &mut Analysis,
 ) {
@@ -142,7 +167,33 @@ fn judge(
     // monitor's tracker still holds its `since`.
     let mut latest: std::collections::HashMap<Key, usize> = Default::default();
     let mut last_time = f64::NEG_INFINITY;
-    for item in lines {
+    // The history's detectors last ran at this time's step of the clock.
+    let mut judged_step = f64::NEG_INFINITY;
+    // One sample held back: the last is judged whole, and only the next tells which it is.
+    let mut held: Option<(crate::sample::NodeSample, Attached)> = None;
+    let mut take = |(sample, attached): (crate::sample::NodeSample, Attached),
+                    last: bool,
+                    pipeline: &mut Pipeline,
+                    episodes: &mut Vec<Episode>,
+                    latest: &mut std::collections::HashMap<Key, usize>| {
+        let time = sample.time;
+        let step = (time / HISTORY_EVERY_SECS).floor();
+        let history = last || step != judged_step;
+        if history {
+            judged_step = step;
+        }
+        let observed = match attached {
+            Some(prepared) => pipeline.ingest_prepared(sample, prepared, history),
+            None => pipeline.ingest_judging(sample, history),
+        };
+        episode(&observed.findings, time, episodes, latest);
+        // Whether its feeds were rebuilt from an older recording's derived form.
+        matches!(
+            observed.feed_shape,
+            crate::sample::derived::FeedShape::Derived(_)
+        )
+    };
+    for (item, attached) in lines {
         let (number, line) = match item {
             Ok(Some(line)) => line,
             Ok(None) => break,
@@ -160,6 +211,10 @@ fn judge(
             }
             Line::Corrupt(c) => {
                 analysis.corrupt.push(c);
+                continue;
+            }
+            Line::Unanchored => {
+                analysis.unanchored += 1;
                 continue;
             }
             Line::Bad(error) => {
@@ -185,11 +240,40 @@ fn judge(
         analysis.samples += 1;
         analysis.first_time.get_or_insert(time);
         analysis.last_time = Some(time);
-        let observed = pipeline.ingest(sample);
-        if let crate::sample::derived::FeedShape::Derived(_) = observed.feed_shape {
+        if let Some(before) = held.replace((sample, attached)) {
+            if take(before, false, &mut pipeline, &mut episodes, &mut latest) {
+                analysis.older_shape += 1;
+            }
+        }
+    }
+    if let Some(last) = held.take() {
+        if take(last, true, &mut pipeline, &mut episodes, &mut latest) {
             analysis.older_shape += 1;
         }
-        for f in &observed.findings {
+    }
+    // Open: raised at the last sample, as the monitor would show it there. An episode that
+    // ended before (its condition gone) is closed, however recently.
+    for e in &mut episodes {
+        e.open = analysis.last_time == Some(e.until);
+    }
+    episodes.sort_by(|a, b| {
+        a.since
+            .total_cmp(&b.since)
+            .then(b.severity.cmp(&a.severity))
+            .then(a.pid.cmp(&b.pid))
+    });
+    analysis.findings = episodes;
+}
+
+/// The findings of the instant `time` into the episodes.
+fn episode(
+    findings: &[Finding],
+    time: f64,
+    episodes: &mut Vec<Episode>,
+    latest: &mut std::collections::HashMap<Key, usize>,
+) {
+    {
+        for f in findings {
             // The same episode while the tracker holds the finding (seen within its hold):
             // a reading that missed it does not start another. Otherwise a new one.
             let going_on = latest
@@ -223,18 +307,6 @@ fn judge(
             }
         }
     }
-    // Open: raised at the last sample, as the monitor would show it there. An episode that
-    // ended before (its condition gone) is closed, however recently.
-    for e in &mut episodes {
-        e.open = analysis.last_time == Some(e.until);
-    }
-    episodes.sort_by(|a, b| {
-        a.since
-            .total_cmp(&b.since)
-            .then(b.severity.cmp(&a.severity))
-            .then(a.pid.cmp(&b.pid))
-    });
-    analysis.findings = episodes;
 }
 
 fn bad_line(analysis: &mut Analysis, line: u64, error: String) {

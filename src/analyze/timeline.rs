@@ -68,6 +68,13 @@ pub fn timeline(analysis: &Analysis) -> String {
             ),
         };
     }
+    if analysis.unanchored > 0 {
+        let _ = writeln!(
+            out,
+            "{} sample(s) whose keyframe was lost skipped (to the next keyframe)",
+            analysis.unanchored
+        );
+    }
     if let Some(error) = &analysis.read_error {
         let _ = writeln!(out, "reading stopped: {}", clean(error));
     }

@@ -15,7 +15,6 @@ impl State {
             return;
         };
         let demo = self.demo;
-        let text = crate::report::markdown(observed, &self.pipeline.history, demo);
         let name = crate::report::file_name(&observed.sample);
         let path = self.report_dir.join(&name);
         let shown = Path::new(".").join(&name);
@@ -24,8 +23,15 @@ impl State {
         } else {
             path.display().to_string()
         };
-        self.notice = Some(match std::fs::write(&path, text) {
-            Ok(()) => Notice {
+        // The report, and its chart beside it.
+        let written = crate::report::chart::write_report(
+            &self.report_dir,
+            observed,
+            &self.pipeline.history,
+            demo,
+        );
+        self.notice = Some(match written {
+            Ok(_) => Notice {
                 text: format!("report written to {}", crate::text::clean(&shown)),
                 alert: false,
             },
@@ -84,10 +90,19 @@ mod tests {
         let name = "strata-report-demo-node-20260101-091505.md";
         let written = std::fs::read_to_string(dir.join(name)).expect("the report file");
         let observed = s.current.as_ref().expect("shown");
-        assert_eq!(
-            written,
-            crate::report::markdown(observed, &s.pipeline.history, true)
+        let report = crate::report::markdown(observed, &s.pipeline.history, true);
+        assert!(
+            written.starts_with(&report),
+            "the report, then its chart's link"
         );
+        let svg = "strata-report-demo-node-20260101-091505.svg";
+        assert!(
+            written[report.len()..].contains(&format!("]({svg})")),
+            "{written}"
+        );
+        assert!(std::fs::read_to_string(dir.join(svg))
+            .expect("the chart")
+            .starts_with("<svg"));
         assert!(written.contains("at story 15m05s"), "{written}");
         let notice = s.notice.as_ref().expect("a notice");
         assert!(!notice.alert);

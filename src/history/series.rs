@@ -301,10 +301,11 @@ impl Series {
     /// tier's block it closes into the second.
     fn fold_block(&mut self, block: i64) {
         let from = block * FOLD_1;
+        // Only the block's own slots are walked (they are consecutive), not the whole ring.
         let folded = fold_raw(
             self.raw
-                .iter()
-                .filter(|(s, _)| s.div_euclid(FOLD_1) == block && *s >= from)
+                .iter_from(from)
+                .take_while(|(s, _)| s.div_euclid(FOLD_1) == block)
                 .map(|(_, v)| v),
         );
         if let Some(head) = self.tier_1.head {
@@ -312,8 +313,8 @@ impl Series {
             if block.div_euclid(FOLD_2) != group {
                 let spans = fold_spans(
                     self.tier_1
-                        .iter()
-                        .filter(|(s, _)| s.div_euclid(FOLD_2) == group)
+                        .iter_from(group * FOLD_2)
+                        .take_while(|(s, _)| s.div_euclid(FOLD_2) == group)
                         .map(|(_, v)| v),
                 );
                 self.tier_2.push(group, spans);

@@ -1,7 +1,9 @@
-//! Writing a recording: one raw node sample per JSON line, plain, zstd or gzip, flushed to
-//! the kernel after every sample (a zstd block flush or a gzip sync flush, then the write),
-//! so a killed writer loses at most the sample in flight. With a size cap, the file is
-//! rotated (`FILE` → `FILE.1` → ... `FILE.N`), each rotated file a finished recording.
+//! Writing a recording: format 2 (`strata.recording/2`, compact binary records in zstd
+//! frames, a keyframe beginning each), or format 1 (one raw node sample per JSON line,
+//! plain, zstd or gzip) where the name asks for JSON lines. Every sample is flushed to the
+//! kernel before the next (a zstd block flush or a gzip sync flush, then the write), so a
+//! killed writer loses at most the sample in flight. With a size cap, the file is rotated
+//! (`FILE` → `FILE.1` → ... `FILE.N`), each rotated file a finished recording.
 
 use crate::recording::Compression;
 use crate::sample::NodeSample;
@@ -16,31 +18,46 @@ pub const ZSTD_LEVEL: i32 = 1;
 /// gzip's level for a `.gz` name.
 pub const GZIP_LEVEL: u32 = 6;
 
+/// zstd's level for format 2: chosen by `benches/record.sh` (see README "Recording").
+pub const RECORDS_LEVEL: i32 = 6;
+
 /// How the samples are stored, as the file's name asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
+    /// Format 1: JSON lines, plain.
     Plain,
+    /// Format 1: JSON lines in zstd frames.
     Zstd(i32),
+    /// Format 1: JSON lines in gzip members.
     Gzip(u32),
+    /// Format 2: binary records in zstd frames, one frame per keyframe.
+    Records(i32),
 }
 
 impl Encoding {
-    /// `.jsonl` (or `.json`) writes plain, `.gz` gzip, any other name zstd.
+    /// A name that says JSON lines gets them: `.jsonl` (or `.json`, `.ndjson`) plain,
+    /// `.gz` gzip, `.jsonl.zst` zstd; any other name format 2.
     pub fn for_path(path: &Path) -> Encoding {
-        let ext = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase());
-        match ext.as_deref() {
-            Some("jsonl" | "json" | "ndjson") => Encoding::Plain,
-            Some("gz") => Encoding::Gzip(GZIP_LEVEL),
-            _ => Encoding::Zstd(ZSTD_LEVEL),
+        let name = path
+            .file_name()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let json = [".jsonl", ".json", ".ndjson"];
+        if json.iter().any(|e| name.ends_with(e)) {
+            Encoding::Plain
+        } else if name.ends_with(".gz") {
+            Encoding::Gzip(GZIP_LEVEL)
+        } else if json.iter().any(|e| name.ends_with(&format!("{e}.zst"))) {
+            Encoding::Zstd(ZSTD_LEVEL)
+        } else {
+            Encoding::Records(RECORDS_LEVEL)
         }
     }
 
     pub fn compression(self) -> Compression {
         match self {
             Encoding::Plain => Compression::Plain,
-            Encoding::Zstd(_) => Compression::Zstd,
+            Encoding::Zstd(_) | Encoding::Records(_) => Compression::Zstd,
             Encoding::Gzip(_) => Compression::Gzip,
         }
     }
@@ -48,9 +65,15 @@ impl Encoding {
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Plain => "plain JSON lines",
-            Encoding::Zstd(_) => "zstd",
-            Encoding::Gzip(_) => "gzip",
+            Encoding::Zstd(_) => "JSON lines, zstd",
+            Encoding::Gzip(_) => "JSON lines, gzip",
+            Encoding::Records(_) => "strata.recording/2, zstd",
         }
+    }
+
+    /// Format 2's records rather than JSON lines.
+    pub fn is_records(self) -> bool {
+        matches!(self, Encoding::Records(_))
     }
 }
 
@@ -191,6 +214,8 @@ pub struct RecordWriter {
     /// Samples in the current frame, and the checksum of their text (gzip's trailer).
     frame_samples: u64,
     frame_crc: flate2::Crc,
+    /// Format 2: what the records so far leave for the next.
+    records: crate::recording::v2::Encoder,
 }
 
 /// The bytes that end a frame (or gzip member) whose every sample was flushed, for when the
@@ -200,7 +225,7 @@ pub struct RecordWriter {
 fn frame_end(encoding: Encoding, crc: &flate2::Crc) -> Vec<u8> {
     match encoding {
         Encoding::Plain => Vec::new(),
-        Encoding::Zstd(_) => vec![0x01, 0x00, 0x00],
+        Encoding::Zstd(_) | Encoding::Records(_) => vec![0x01, 0x00, 0x00],
         Encoding::Gzip(_) => {
             let mut end = vec![0x03, 0x00];
             end.extend(crc.sum().to_le_bytes());
@@ -255,16 +280,38 @@ fn check_appendable(file: &mut File, len: u64, encoding: Encoding) -> Result<(),
     file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
     let n = file.read(&mut head).map_err(|e| e.to_string())?;
     let found = Compression::sniff(&head[..n]);
-    if found != encoding.compression() {
-        return Err(format!(
+    let mixed = |found: Encoding| {
+        format!(
             "it holds a {} recording and its name asks for {}: appending would mix them",
-            Encoding::name(match found {
-                Compression::Plain => Encoding::Plain,
-                Compression::Zstd => Encoding::Zstd(0),
-                Compression::Gzip => Encoding::Gzip(0),
-            }),
+            found.name(),
             encoding.name()
-        ));
+        )
+    };
+    if found != encoding.compression() {
+        return Err(mixed(match found {
+            Compression::Plain => Encoding::Plain,
+            Compression::Zstd => Encoding::Zstd(0),
+            Compression::Gzip => Encoding::Gzip(0),
+        }));
+    }
+    if found == Compression::Zstd {
+        file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+        let copy = file.try_clone().map_err(|e| e.to_string())?;
+        let (mut text, _) = crate::recording::reader(copy).map_err(|e| e.to_string())?;
+        let magic = crate::recording::v2::MAGIC;
+        let mut first = Vec::new();
+        (&mut text)
+            .take(magic.len() as u64)
+            .read_to_end(&mut first)
+            .map_err(|e| e.to_string())?;
+        let records = first == magic;
+        if records != encoding.is_records() {
+            return Err(mixed(if records {
+                Encoding::Records(0)
+            } else {
+                Encoding::Zstd(0)
+            }));
+        }
     }
     match found {
         Compression::Plain => {
@@ -278,6 +325,7 @@ fn check_appendable(file: &mut File, len: u64, encoding: Encoding) -> Result<(),
             }
         }
         Compression::Zstd | Compression::Gzip => {
+            // Read through: a frame cut short (which the reader says) takes no appending.
             file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
             let copy = file.try_clone().map_err(|e| e.to_string())?;
             let (mut read, cut) = crate::recording::reader(copy).map_err(|e| e.to_string())?;
@@ -297,7 +345,7 @@ fn check_appendable(file: &mut File, len: u64, encoding: Encoding) -> Result<(),
 fn start(counted: Counted, encoding: Encoding) -> io::Result<Stream> {
     Ok(match encoding {
         Encoding::Plain => Stream::Plain(counted),
-        Encoding::Zstd(level) => {
+        Encoding::Zstd(level) | Encoding::Records(level) => {
             let mut encoder = zstd::stream::write::Encoder::new(counted, level)?;
             // No checksum: a frame cut by a write error is then ended by an empty last
             // block alone ([`frame_end`]).
@@ -345,6 +393,7 @@ impl RecordWriter {
             last_sample_bytes: 0,
             frame_samples: 0,
             frame_crc: flate2::Crc::new(),
+            records: crate::recording::v2::Encoder::new(),
         })
     }
 
@@ -384,15 +433,23 @@ impl RecordWriter {
             }
         }
         self.line.clear();
-        serde_json::to_writer(
-            &mut self.line,
-            &Line {
-                schema: crate::snapshot::SCHEMA,
-                sample,
-            },
-        )
-        .map_err(|e| self.write_error(io::Error::from(e)))?;
-        self.line.push(b'\n');
+        if self.encoding.is_records() {
+            let keyframe = self.records.wants_keyframe(sample);
+            if keyframe && self.frame_samples > 0 {
+                self.new_frame()?;
+            }
+            self.records.encode(sample, keyframe, &mut self.line);
+        } else {
+            serde_json::to_writer(
+                &mut self.line,
+                &Line {
+                    schema: crate::snapshot::SCHEMA,
+                    sample,
+                },
+            )
+            .map_err(|e| self.write_error(io::Error::from(e)))?;
+            self.line.push(b'\n');
+        }
         let Some(stream) = self.stream.as_mut() else {
             return Err(self.write_error(io::Error::other("the recording has stopped")));
         };
@@ -428,6 +485,19 @@ impl RecordWriter {
         }
     }
 
+    /// Format 2: ends the frame and begins another on the same file, for a keyframe.
+    fn new_frame(&mut self) -> Result<(), RecordError> {
+        let Some(stream) = self.stream.take() else {
+            return Ok(());
+        };
+        let finished = stream.finish().map_err(|e| self.write_error(e))?;
+        self.bytes += finished.len.saturating_sub(self.good_len);
+        self.good_len = finished.len;
+        self.stream = Some(start(finished, self.encoding).map_err(|e| self.write_error(e))?);
+        self.frame_samples = 0;
+        Ok(())
+    }
+
     /// Ends the current file's frame, shifts `FILE.i` to `FILE.i+1` (the oldest beyond
     /// `keep` goes), `FILE` to `FILE.1`, and starts `FILE` afresh.
     fn rotate(&mut self, rotation: Rotation) -> Result<(), RecordError> {
@@ -455,6 +525,7 @@ impl RecordWriter {
         self.rotations += 1;
         self.frame_samples = 0;
         self.frame_crc = flate2::Crc::new();
+        self.records.reset();
         Ok(())
     }
 

@@ -70,6 +70,16 @@ pub(crate) struct Decoder {
     /// To say before anything else.
     ready: Option<Corruption>,
     done: Option<bool>,
+    /// Events taken by [`Decoder::peek`], given again before anything else, in order.
+    replay: std::collections::VecDeque<Peeked>,
+}
+
+/// An event taken ahead of its reader.
+#[derive(Debug)]
+enum Peeked {
+    Data(Vec<u8>),
+    Corrupt(Corruption),
+    End { cut: bool },
 }
 
 enum Kind {
@@ -141,7 +151,33 @@ impl Decoder {
             pending: None,
             ready: None,
             done: None,
+            replay: Default::default(),
         })
+    }
+
+    /// The first bytes of the text, at least `n` of them unless it ends (or is corrupt)
+    /// first; they are given again by [`Decoder::next`], with whatever was met on the way.
+    pub fn peek(&mut self, n: usize) -> Result<Vec<u8>, ReadError> {
+        let mut head = Vec::new();
+        // As large as the readers' own chunks, so that the text comes in the same pieces.
+        let mut out = vec![0u8; 1 << 17];
+        while head.len() < n {
+            match self.next(&mut out)? {
+                Event::Data(k) => {
+                    head.extend_from_slice(&out[..k]);
+                    self.replay.push_back(Peeked::Data(out[..k].to_vec()));
+                }
+                Event::Corrupt(c) => {
+                    self.replay.push_back(Peeked::Corrupt(c));
+                    break;
+                }
+                Event::End { cut } => {
+                    self.replay.push_back(Peeked::End { cut });
+                    break;
+                }
+            }
+        }
+        Ok(head)
     }
 
     /// The file offset reached.
@@ -159,6 +195,21 @@ impl Decoder {
 
     /// The next piece of text (into `out`), corruption, or the end.
     pub fn next(&mut self, out: &mut [u8]) -> Result<Event, ReadError> {
+        if let Some(peeked) = self.replay.pop_front() {
+            return Ok(match peeked {
+                Peeked::Data(mut data) => {
+                    let n = data.len().min(out.len());
+                    out[..n].copy_from_slice(&data[..n]);
+                    if n < data.len() {
+                        data.drain(..n);
+                        self.replay.push_front(Peeked::Data(data));
+                    }
+                    Event::Data(n)
+                }
+                Peeked::Corrupt(c) => Event::Corrupt(c),
+                Peeked::End { cut } => Event::End { cut },
+            });
+        }
         loop {
             if let Some(c) = self.ready.take() {
                 return Ok(Event::Corrupt(c));

@@ -217,11 +217,25 @@ pub enum Line {
     Oversized(u64),
     /// Corrupt compressed data, skipped (it holds no line number: its lines are not known).
     Corrupt(Corruption),
+    /// Format 2: a delta that refers to a state this reader never saw (its keyframe was
+    /// lost): skipped, up to the next keyframe.
+    Unanchored,
+}
+
+/// The text as lines (format 1, JSON lines) or as records (format 2).
+enum Body {
+    Json(RawLines),
+    Records {
+        records: super::v2::Records,
+        decoder: super::v2::Decoder,
+        /// The cut at the end was said.
+        said_cut: bool,
+    },
 }
 
 /// The lines of a recording, in order, each with its number (from 1).
 pub struct Lines {
-    raw: RawLines,
+    body: Body,
     progress: Progress,
     number: u64,
     /// The length of the last line returned.
@@ -249,9 +263,20 @@ impl Lines {
         limit: usize,
         give_up: u64,
     ) -> Result<Lines, ReadError> {
-        let decoder = Decoder::new(Input::new(bytes, progress.clone()))?;
+        let mut decoder = Decoder::new(Input::new(bytes, progress.clone()))?;
+        let magic = super::v2::MAGIC;
+        let head = decoder.peek(magic.len())?;
+        let body = if head.starts_with(magic) {
+            Body::Records {
+                records: super::v2::Records::new(decoder, &[], limit),
+                decoder: super::v2::Decoder::new(),
+                said_cut: false,
+            }
+        } else {
+            Body::Json(RawLines::new(decoder, limit, give_up))
+        };
         Ok(Lines {
-            raw: RawLines::new(decoder, limit, give_up),
+            body,
             progress,
             number: 0,
             last_bytes: 0,
@@ -268,9 +293,18 @@ impl Lines {
         self.last_bytes
     }
 
-    /// Whether the text ended inside a compressed frame (known once the end is reached).
+    /// Whether the text ended inside a compressed frame, or inside a record (known once
+    /// the end is reached).
     pub fn cut(&self) -> bool {
-        self.raw.cut
+        match &self.body {
+            Body::Json(raw) => raw.cut,
+            Body::Records { records, .. } => records.cut,
+        }
+    }
+
+    /// Whether the recording is of format 2 (records) rather than JSON lines.
+    pub fn is_format_2(&self) -> bool {
+        matches!(self.body, Body::Records { .. })
     }
 
     /// How far reading the file has come.
@@ -281,10 +315,18 @@ impl Lines {
     /// Skips lines, unread, until `number` lines have gone by.
     pub fn skip_to(&mut self, number: u64) -> Result<(), ReadError> {
         while self.number < number {
-            match self.raw.next()? {
-                None => break,
-                Some(Raw::Corrupt(_)) => {}
-                Some(_) => self.number += 1,
+            match &mut self.body {
+                Body::Json(raw) => match raw.next()? {
+                    None => break,
+                    Some(Raw::Corrupt(_)) => {}
+                    Some(_) => self.number += 1,
+                },
+                // Records are read through, unkept: each delta needs the state before it.
+                Body::Records { .. } => {
+                    if self.next_line()?.is_none() {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
@@ -293,8 +335,24 @@ impl Lines {
     /// The next line that is not blank, with its number (a corruption: the number of the
     /// line before it); `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, Line)>, ReadError> {
+        let raw = match &mut self.body {
+            Body::Json(raw) => raw,
+            Body::Records {
+                records,
+                decoder,
+                said_cut,
+            } => {
+                return next_record(
+                    records,
+                    decoder,
+                    said_cut,
+                    &mut self.number,
+                    &mut self.last_bytes,
+                )
+            }
+        };
         loop {
-            let Some(raw) = self.raw.next()? else {
+            let Some(raw) = raw.next()? else {
                 return Ok(None);
             };
             let line = match raw {
@@ -335,4 +393,44 @@ impl Lines {
             return Ok(Some((self.number, parsed)));
         }
     }
+}
+
+/// The next record of a format-2 recording, as a line: its number counts records.
+fn next_record(
+    records: &mut super::v2::Records,
+    decoder: &mut super::v2::Decoder,
+    said_cut: &mut bool,
+    number: &mut u64,
+    last_bytes: &mut u64,
+) -> Result<Option<(u64, Line)>, ReadError> {
+    use super::v2::{Decoded, Raw as Record};
+    let Some(raw) = records.next()? else {
+        if records.cut && !*said_cut {
+            *last_bytes = 0;
+            *said_cut = true;
+            return Ok(Some((*number, Line::Truncated)));
+        }
+        return Ok(None);
+    };
+    *last_bytes = 0;
+    let line = match raw {
+        Record::Corrupt(c) => {
+            decoder.lose_state();
+            return Ok(Some((*number, Line::Corrupt(c))));
+        }
+        Record::Bad(why) => {
+            decoder.lose_state();
+            Line::Bad(why)
+        }
+        Record::Record { tag, payload, .. } => {
+            *last_bytes = payload.len() as u64;
+            match decoder.decode(tag, payload) {
+                Decoded::Sample(s) => Line::Sample(s),
+                Decoded::Unanchored => Line::Unanchored,
+                Decoded::Bad(why) => Line::Bad(why),
+            }
+        }
+    };
+    *number += 1;
+    Ok(Some((*number, line)))
 }

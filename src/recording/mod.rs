@@ -16,6 +16,7 @@ pub mod decode;
 mod input;
 pub mod lines;
 pub mod progress;
+pub mod v2;
 
 pub use decode::Corruption;
 pub use input::Progress;

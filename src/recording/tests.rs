@@ -39,6 +39,7 @@ fn events(bytes: Vec<u8>, limit: usize, give_up: u64) -> (Vec<(u64, String)>, Op
                     Line::Truncated => "truncated".into(),
                     Line::Oversized(bytes) => format!("oversized {bytes}"),
                     Line::Corrupt(c) => format!("corrupt {} {:?}", c.at, c.resumed_at),
+                    Line::Unanchored => "unanchored".into(),
                 },
             )),
             Ok(None) => return (out, None),

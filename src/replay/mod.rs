@@ -147,6 +147,8 @@ pub struct Reading {
     pub corrupt: u64,
     pub last_corrupt_at: Option<u64>,
     pub corrupt_bytes: u64,
+    /// Format 2: samples skipped because their keyframe was lost.
+    pub unanchored: u64,
 }
 
 impl Reading {
@@ -165,6 +167,7 @@ impl Reading {
                 self.last_bad_line = Some(number);
             }
             Line::Truncated => self.truncated = true,
+            Line::Unanchored => self.unanchored += 1,
             Line::Corrupt(c) => {
                 self.corrupt += 1;
                 self.last_corrupt_at = Some(c.at);

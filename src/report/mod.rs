@@ -9,6 +9,7 @@
 //! that a teammate's numbers reconcile. Unknown is `n/a`; a partial sum is marked `≥`.
 //! Every string from outside is cleaned and Markdown-escaped ([`markdown::escape`]).
 
+pub mod chart;
 mod findings;
 pub mod markdown;
 mod oom;

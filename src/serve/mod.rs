@@ -92,6 +92,8 @@ pub struct ServeOptions {
     pub interval: Duration,
     /// Processes exported one by one; the rest are summed per device as `pid="other"`.
     pub max_processes: usize,
+    /// The flight record every sample served goes to (`--record DIR --ring DURATION`).
+    pub recorder: Option<Arc<crate::record::ring::RingThread>>,
 }
 
 /// The last complete sample's metrics, and when it was taken.
@@ -119,6 +121,9 @@ pub fn run(
     let mut counts = SamplerCounts::default();
     // The first sample: a source that cannot sample at all is an error before serving.
     let observed = pipeline.ingest(source.sample()?);
+    if let Some(recorder) = &options.recorder {
+        recorder.send(&observed.sample, &observed.findings);
+    }
     counts.samples += 1;
     store(
         &shared,
@@ -174,6 +179,9 @@ fn sample_loop(
         match source.sample() {
             Ok(sample) => {
                 let observed = pipeline.ingest(sample);
+                if let Some(recorder) = &options.recorder {
+                    recorder.send(&observed.sample, &observed.findings);
+                }
                 counts.samples += 1;
                 store(
                     shared,

@@ -39,7 +39,7 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "run" -d 'Run CMD with
 complete -c strata -n "__fish_strata_needs_command" -f -a "attach" -d 'Start the allocator feed in a running Python 3.14+ process (sys.remote_exec)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "analyze" -d 'Judge a recording as the monitor would have: findings with when each was first raised and last seen'
 complete -c strata -n "__fish_strata_needs_command" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
-complete -c strata -n "__fish_strata_needs_command" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip)'
+complete -c strata -n "__fish_strata_needs_command" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
 complete -c strata -n "__fish_strata_needs_command" -f -a "replay" -d 'The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed, ← → a minute back or on, g G start and end'
 complete -c strata -n "__fish_strata_needs_command" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
@@ -82,6 +82,7 @@ complete -c strata -n "__fish_strata_using_subcommand attach" -l demo-seed -d 'D
 complete -c strata -n "__fish_strata_using_subcommand attach" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand attach" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand attach" -s V -l version -d 'Print version'
+complete -c strata -n "__fish_strata_using_subcommand analyze" -l report-at -d 'Write the incident report of this instant (unix seconds, or RFC 3339: 2026-01-01T09:15:00Z) into the current directory, as `R` would have live, with its chart beside it' -r
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
@@ -95,6 +96,10 @@ complete -c strata -n "__fish_strata_using_subcommand analyze" -s h -l help -d '
 complete -c strata -n "__fish_strata_using_subcommand analyze" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand serve" -l listen -d 'Listen on this HOST:PORT (a host name is resolved); 0.0.0.0:9842 for every interface' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l max-processes -d 'Export at most this many processes one by one (the largest by used memory); the rest are summed per device as pid="other"' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l record -d 'Keep a flight record of the samples served in the directory DIR (with --ring)' -r -F
+complete -c strata -n "__fish_strata_using_subcommand serve" -l ring -d 'Keep the last DURATION (6h) on disk as a flight record: finished segments in the directory, the oldest deleted; segments around an OOM, a zombie context or a critical forecast are kept past it' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l ring-size -d 'With --ring: the most the ring\'s segments may take on disk (older ones go first)' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l evidence-size -d 'With --ring: the most the segments kept as evidence may take (the oldest go first)' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand serve" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
@@ -108,6 +113,10 @@ complete -c strata -n "__fish_strata_using_subcommand serve" -s V -l version -d 
 complete -c strata -n "__fish_strata_using_subcommand record" -l duration -d 'Stop after this long: 90s, 30m, 24h, or seconds' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l max-size -d 'Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l keep -d 'With --max-size: how many rotated files to keep (FILE.1 to FILE.N)' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l from -d 'Re-encode the recording IN (either format, or `snapshot --json --count` output) into FILE, in the format FILE\'s name asks for, then stop' -r -F
+complete -c strata -n "__fish_strata_using_subcommand record" -l ring -d 'Keep the last DURATION (6h) on disk as a flight record: finished segments in the directory, the oldest deleted; segments around an OOM, a zombie context or a critical forecast are kept past it' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l ring-size -d 'With --ring: the most the ring\'s segments may take on disk (older ones go first)' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l evidence-size -d 'With --ring: the most the segments kept as evidence may take (the oldest go first)' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand record" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
@@ -167,7 +176,7 @@ complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "attach" -d 'Start the allocator feed in a running Python 3.14+ process (sys.remote_exec)'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "analyze" -d 'Judge a recording as the monitor would have: findings with when each was first raised and last seen'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: compressed (zstd) unless the name ends .jsonl (plain) or .gz (gzip)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "replay" -d 'The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed, ← → a minute back or on, g G start and end'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record replay doctor completions man help" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'

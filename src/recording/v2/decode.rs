@@ -1,0 +1,306 @@
+//! Reading one format-2 record back into the sample it was written from, against the
+//! [`State`] the records before it left (a keyframe against nothing). Every step mirrors
+//! [`super::encode`].
+
+use super::state::{self, col, FeedState, GpuState, MemSlots, ProcState, State, StatsSlots};
+use super::wire::{err, ColumnsIn, Reader, Result, WireError};
+use crate::sample::feed::{AllocatorStats, DeviceFeed, FeedRecord};
+use crate::sample::{DeviceMemory, GpuSample, HostMemory, NodeSample, ProcessSample};
+use serde::de::DeserializeOwned;
+
+struct In<'a> {
+    control: Reader<'a>,
+    cols: ColumnsIn<'a>,
+    blobs: Reader<'a>,
+}
+
+/// Things a record may list at most: more is not a record strata wrote.
+const MOST_THINGS: u64 = 1 << 20;
+
+impl In<'_> {
+    fn flag(&mut self) -> Result<bool> {
+        match self.control.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => err(format!("a flag said as {other}")),
+        }
+    }
+
+    fn count(&mut self) -> Result<usize> {
+        let n = self.control.varint()?;
+        if n > MOST_THINGS {
+            return err(format!("{n} things in one record"));
+        }
+        Ok(n as usize)
+    }
+
+    fn blob<T: DeserializeOwned>(&mut self) -> Result<T> {
+        let bytes = self.blobs.chunk()?;
+        serde_json::from_slice(bytes).map_err(|e| WireError(format!("a part of the sample: {e}")))
+    }
+
+    fn int(&mut self, slot: &mut super::slots::IntSlot, column: usize) -> Result<Option<u64>> {
+        slot.get(column, &mut self.control, &mut self.cols)
+    }
+
+    fn known(&mut self, slot: &mut super::slots::IntSlot, column: usize) -> Result<u64> {
+        slot.get_u64(column, &mut self.control, &mut self.cols)
+    }
+
+    fn float(&mut self, slot: &mut super::slots::FloatSlot, column: usize) -> Result<Option<f64>> {
+        slot.get(column, &mut self.control, &mut self.cols)
+    }
+
+    fn u32(&mut self, slot: &mut super::slots::IntSlot, column: usize) -> Result<Option<u32>> {
+        self.int(slot, column)?
+            .map(|v| u32::try_from(v).map_err(|_| WireError("a 32-bit figure too large".into())))
+            .transpose()
+    }
+}
+
+/// The sample of a record payload, against `state`, which it then describes.
+pub fn decode(state: &mut State, payload: &[u8]) -> Result<NodeSample> {
+    let mut whole = Reader::new(payload);
+    let mut table = Reader::new(whole.chunk()?);
+    let control = Reader::new(whole.chunk()?);
+    let packed = whole.chunk()?;
+    let cols = ColumnsIn::read(col::COUNT, &mut table, packed)?;
+    let blobs = whole;
+    let mut r = In {
+        control,
+        cols,
+        blobs,
+    };
+    if r.flag()? {
+        state.rest = Some(r.blob()?);
+    }
+    let rest = state
+        .rest
+        .clone()
+        .ok_or_else(|| WireError("a sample before its node".into()))?;
+    let time = state.time.get_f64(col::TIME, &mut r.control, &mut r.cols)?;
+    let poll_secs = r.float(&mut state.poll, col::POLL)?;
+    let host_cpu_percent = r.float(&mut state.host_cpu, col::HOST_CPU)?;
+    let host_memory = if r.flag()? {
+        Some(HostMemory {
+            total: r.known(&mut state.host_total, col::HOST_TOTAL)?,
+            used: r.known(&mut state.host_used, col::HOST_USED)?,
+        })
+    } else {
+        None
+    };
+    let gpus = gpus(state, &mut r)?;
+    let processes = processes(state, &mut r)?;
+    let feeds = feeds(state, &mut r, time)?;
+    if !r.control.is_empty() || !r.blobs.is_empty() {
+        return err("the record holds more than its sample");
+    }
+    Ok(NodeSample {
+        time,
+        poll_secs,
+        host_cpu_percent,
+        host_memory,
+        gpus,
+        processes,
+        feeds,
+        ..rest
+    })
+}
+
+fn memory(r: &mut In<'_>, slots: &mut MemSlots) -> Result<Option<DeviceMemory>> {
+    if !r.flag()? {
+        return Ok(None);
+    }
+    Ok(Some(DeviceMemory {
+        total: r.known(&mut slots.total, col::MEM_TOTAL)?,
+        used: r.known(&mut slots.used, col::MEM_USED)?,
+        free: r.known(&mut slots.free, col::MEM_FREE)?,
+        driver_reserved: r.int(&mut slots.driver_reserved, col::MEM_RESERVED)?,
+    }))
+}
+
+fn gpus(state: &mut State, r: &mut In<'_>) -> Result<Vec<GpuSample>> {
+    let n = r.count()?;
+    let mut old: Vec<Option<GpuState>> = std::mem::take(&mut state.gpus)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let kept = old.get_mut(i).and_then(Option::take);
+        let mut gs = if r.flag()? {
+            let rest: GpuSample = r.blob()?;
+            let mut gs = kept.unwrap_or_else(|| GpuState::new(rest.clone()));
+            gs.mig.resize_with(rest.mig.len(), MemSlots::default);
+            gs.rest = rest;
+            gs
+        } else {
+            kept.ok_or_else(|| WireError("a GPU continued from none".into()))?
+        };
+        let mut g = gs.rest.clone();
+        g.memory = memory(r, &mut gs.memory)?;
+        g.utilization_gpu = r.u32(&mut gs.utilization, col::GPU_UTIL)?;
+        for (m, slots) in g.mig.iter_mut().zip(&mut gs.mig) {
+            m.memory = memory(r, slots)?;
+        }
+        out.push(g);
+        state.gpus.push(gs);
+    }
+    Ok(out)
+}
+
+/// The remembered thing a new one continues (see the encoder's `continued`).
+fn continued<S>(r: &mut In<'_>, i: usize, old: &mut [Option<S>]) -> Result<Option<S>> {
+    let at = match r.control.byte()? {
+        0 => i,
+        1 => usize::try_from(r.control.varint()?).unwrap_or(usize::MAX),
+        2 => return Ok(None),
+        other => return err(format!("a place said as {other}")),
+    };
+    old.get_mut(at)
+        .and_then(Option::take)
+        .map(Some)
+        .ok_or_else(|| WireError("a thing continued from none".into()))
+}
+
+fn processes(state: &mut State, r: &mut In<'_>) -> Result<Vec<ProcessSample>> {
+    let n = r.count()?;
+    let mut old: Vec<Option<ProcState>> = std::mem::take(&mut state.processes)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut ps = match continued(r, i, &mut old)? {
+            Some(mut ps) => {
+                if r.flag()? {
+                    ps.rest = r.blob()?;
+                }
+                ps
+            }
+            None => ProcState::new(r.blob()?),
+        };
+        let mut p = ps.rest.clone();
+        p.used = r.int(&mut ps.used, col::PROC_USED)?;
+        p.sm_util = r.u32(&mut ps.sm_util, col::PROC_SM)?;
+        p.cpu_percent = r.float(&mut ps.cpu_percent, col::PROC_CPU)?;
+        p.host_memory = r.int(&mut ps.host_memory, col::PROC_HOST_MEMORY)?;
+        p.elapsed = r.int(&mut ps.elapsed, col::PROC_ELAPSED)?;
+        out.push(p);
+        state.processes.push(ps);
+    }
+    Ok(out)
+}
+
+fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>> {
+    let n = r.count()?;
+    let mut old: Vec<Option<FeedState>> = std::mem::take(&mut state.feeds)
+        .into_iter()
+        .map(Some)
+        .collect();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut fs = match continued(r, i, &mut old)? {
+            Some(mut fs) => {
+                if r.flag()? {
+                    fs.rest = r.blob()?;
+                }
+                fs
+            }
+            None => FeedState::new(r.blob()?),
+        };
+        if r.flag()? {
+            fs.ooms = r.blob()?;
+        }
+        let mut counters = [0u64; 9];
+        for (k, c) in counters.iter_mut().enumerate() {
+            *c = r.known(&mut fs.counters[k], col::COUNTERS + k)?;
+        }
+        let last_heard =
+            fs.last_heard
+                .get_near(Some(time), col::LAST_HEARD, &mut r.control, &mut r.cols)?;
+        let devices = r.count()?;
+        fs.devices.resize_with(devices, StatsSlots::default);
+        let mut feed_devices = Vec::with_capacity(devices);
+        for slots in &mut fs.devices {
+            let earlier_count = r.count()?;
+            let mut earlier = Vec::with_capacity(earlier_count);
+            for _ in 0..earlier_count {
+                earlier.push(stats(r, slots, time)?);
+            }
+            let latest = stats(r, slots, time)?;
+            feed_devices.push(DeviceFeed { latest, earlier });
+        }
+        out.push(FeedRecord {
+            devices: feed_devices,
+            ooms: fs.ooms.clone(),
+            counters: state::counters_from(counters),
+            last_heard,
+            ..fs.rest.clone()
+        });
+        state.feeds.push(fs);
+    }
+    Ok(out)
+}
+
+fn stats(r: &mut In<'_>, slots: &mut StatsSlots, sample_time: f64) -> Result<AllocatorStats> {
+    let known =
+        |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
+    let mut ints = [None; state::STATS_INTS];
+    // The figures as they are, once read: what the peaks are peaks of.
+    let mut real = [None; 5];
+    for k in 0..state::STATS_INTS {
+        let of = state::PEAKS
+            .iter()
+            .position(|&(peak, _)| peak == k)
+            .and_then(|i| real[i]);
+        ints[k] = slots.ints[k].get_peak(of, col::STATS + k, &mut r.control, &mut r.cols)?;
+        let allocated = ints[2].unwrap_or(0);
+        match k {
+            2 => real[0] = ints[2],
+            3 => real[1] = ints[3],
+            4 => real[2] = ints[4].map(|d| allocated.wrapping_add(d)),
+            5 => real[3] = ints[5],
+            6 => real[4] = ints[6].map(|d| allocated.wrapping_sub(d)),
+            _ => {}
+        }
+    }
+    let base = col::STATS + state::STATS_INTS;
+    let time = slots.floats[0]
+        .get_near(Some(sample_time), base, &mut r.control, &mut r.cols)?
+        .ok_or_else(|| WireError("a reading without its time".into()))?;
+    let largest_free_block_time = r.float(&mut slots.floats[1], base + 1)?;
+    let reserved_since = r.float(&mut slots.floats[2], base + 2)?;
+    if r.flag()? {
+        slots.unreported = r.blob()?;
+    }
+    let [index, seq, allocated, reserved, _, inactive_split, _, peak_allocated, peak_reserved, peak_active, peak_inactive_split, peak_requested, alloc_retries, ooms, device_allocs, device_frees, largest_free_block, limit, step, at_step_end] =
+        ints;
+    Ok(AllocatorStats {
+        index: u32::try_from(known(index)?)
+            .map_err(|_| WireError("a device index too large".into()))?,
+        seq: known(seq)?,
+        time,
+        allocated: known(allocated)?,
+        reserved,
+        active: real[2],
+        inactive_split,
+        requested: real[4],
+        peak_allocated,
+        peak_reserved,
+        peak_active,
+        peak_inactive_split,
+        peak_requested,
+        alloc_retries,
+        ooms,
+        device_allocs,
+        device_frees,
+        largest_free_block,
+        largest_free_block_time,
+        limit,
+        reserved_since,
+        unreported: slots.unreported.clone(),
+        step,
+        at_step_end: known(at_step_end)? != 0,
+    })
+}

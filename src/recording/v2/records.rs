@@ -1,0 +1,260 @@
+//! A format-2 recording's records out of its text (the decompressed stream), each checked by
+//! its length and CRC-32, memory held to one record whatever the input.
+//!
+//! A record cut by the end of the text is the cut; a record that fails its check, or bytes
+//! that are not a record, are said once and skipped to the next frame's magic (the next
+//! keyframe); corrupt compressed data is passed on as it came, and reading goes on at the
+//! next magic too.
+
+use super::{crc32, DELTA, KEYFRAME, MAGIC};
+use crate::recording::decode::{Corruption, Decoder, Event};
+use crate::recording::ReadError;
+
+const CHUNK: usize = 1 << 17;
+
+/// What the text gave next.
+#[derive(Debug, PartialEq)]
+pub enum Raw<'a> {
+    /// A record checked whole: its tag and payload. `framed`: it began a frame (after the
+    /// magic).
+    Record {
+        tag: u8,
+        payload: &'a [u8],
+        framed: bool,
+    },
+    /// Bytes that are not a whole record (a failed check, a length past the limit, bytes
+    /// between frames): why; skipped to the next magic.
+    Bad(String),
+    Corrupt(Corruption),
+}
+
+/// The records of a format-2 text.
+pub struct Records {
+    decoder: Decoder,
+    chunk: Box<[u8]>,
+    buf: Vec<u8>,
+    start: usize,
+    ended: bool,
+    /// The text ended inside a record, or inside a compressed frame.
+    pub cut: bool,
+    /// At a record boundary, rather than looking for the next magic.
+    synced: bool,
+    /// The next record begins a frame.
+    framed: bool,
+    /// Bytes passed over while looking for a magic, not yet said.
+    skipped: u64,
+    limit: usize,
+}
+
+fn varint_at(bytes: &[u8]) -> Option<Result<(u64, usize), ()>> {
+    let mut v = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7F) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some(Ok((v, i + 1)));
+        }
+    }
+    if bytes.len() >= 10 {
+        Some(Err(()))
+    } else {
+        None
+    }
+}
+
+impl Records {
+    /// Records from `decoder`, whose text begins with `head` (already taken from it); a
+    /// record longer than `limit` is not read.
+    pub(crate) fn new(decoder: Decoder, head: &[u8], limit: usize) -> Self {
+        Records {
+            decoder,
+            chunk: vec![0; CHUNK].into_boxed_slice(),
+            buf: head.to_vec(),
+            start: 0,
+            ended: false,
+            cut: false,
+            synced: false,
+            framed: false,
+            skipped: 0,
+            limit,
+        }
+    }
+
+    /// The file offset reached.
+    pub fn offset(&self) -> u64 {
+        self.decoder.offset()
+    }
+
+    fn available(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// More text; `Ok(false)` at its end; a corruption passed on.
+    fn fill(&mut self) -> Result<Result<bool, Corruption>, ReadError> {
+        if self.ended {
+            return Ok(Ok(false));
+        }
+        loop {
+            match self.decoder.next(&mut self.chunk)? {
+                Event::Data(n) => {
+                    if self.start > 0 {
+                        self.buf.drain(..self.start);
+                        self.start = 0;
+                    }
+                    self.buf.extend_from_slice(&self.chunk[..n]);
+                    return Ok(Ok(true));
+                }
+                Event::Corrupt(c) => {
+                    self.buf.clear();
+                    self.start = 0;
+                    self.synced = false;
+                    return Ok(Err(c));
+                }
+                Event::End { cut } => {
+                    self.ended = true;
+                    self.cut |= cut;
+                    return Ok(Ok(false));
+                }
+            }
+        }
+    }
+
+    fn lost(&mut self, why: String) -> Raw<'static> {
+        self.synced = false;
+        self.start += 1;
+        Raw::Bad(why)
+    }
+
+    /// The next record, or what stood in its place; `None` at the end.
+    pub fn next(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
+        loop {
+            if !self.synced {
+                match memchr::memmem::find(self.available(), MAGIC) {
+                    Some(at) => {
+                        self.skipped += at as u64;
+                        self.start += at + MAGIC.len();
+                        self.synced = true;
+                        self.framed = true;
+                        if self.skipped > 0 {
+                            let skipped = std::mem::take(&mut self.skipped);
+                            return Ok(Some(Raw::Bad(format!(
+                                "{skipped} byte(s) that are not records, skipped to the next keyframe"
+                            ))));
+                        }
+                        continue;
+                    }
+                    None => {
+                        let keep = self.available().len().min(MAGIC.len() - 1);
+                        let drop = self.available().len() - keep;
+                        self.skipped += drop as u64;
+                        self.start += drop;
+                        match self.fill()? {
+                            Ok(true) => continue,
+                            Ok(false) => {
+                                self.skipped += keep as u64;
+                                self.start = self.buf.len();
+                                let skipped = std::mem::take(&mut self.skipped);
+                                return Ok((skipped > 0).then(|| {
+                                    Raw::Bad(format!(
+                                        "{skipped} byte(s) that are not records, to the end"
+                                    ))
+                                }));
+                            }
+                            Err(c) => return Ok(Some(Raw::Corrupt(c))),
+                        }
+                    }
+                }
+            }
+            let Some(&tag) = self.available().first() else {
+                match self.fill()? {
+                    Ok(true) => continue,
+                    Ok(false) => return Ok(None),
+                    Err(c) => return Ok(Some(Raw::Corrupt(c))),
+                }
+            };
+            if tag == MAGIC[0] {
+                let n = self.available().len().min(MAGIC.len());
+                if self.available()[..n] != MAGIC[..n] {
+                    return Ok(Some(
+                        self.lost(format!("a record of unknown kind {tag:#04x}")),
+                    ));
+                }
+                if n < MAGIC.len() {
+                    match self.fill()? {
+                        Ok(true) => continue,
+                        Ok(false) => {
+                            self.cut = true;
+                            return Ok(None);
+                        }
+                        Err(c) => return Ok(Some(Raw::Corrupt(c))),
+                    }
+                }
+                self.start += MAGIC.len();
+                self.framed = true;
+                continue;
+            }
+            if tag != KEYFRAME && tag != DELTA {
+                return Ok(Some(
+                    self.lost(format!("a record of unknown kind {tag:#04x}")),
+                ));
+            }
+            let (len, header) = match varint_at(&self.available()[1..]) {
+                Some(Ok((len, used))) => (len, 1 + used),
+                Some(Err(())) => {
+                    return Ok(Some(self.lost("a record length that does not read".into())))
+                }
+                None => match self.fill()? {
+                    Ok(true) => continue,
+                    Ok(false) => {
+                        self.cut = true;
+                        return Ok(None);
+                    }
+                    Err(c) => return Ok(Some(Raw::Corrupt(c))),
+                },
+            };
+            if len > self.limit as u64 {
+                return Ok(Some(self.lost(format!(
+                    "a record of {len} bytes, over the {} limit",
+                    self.limit
+                ))));
+            }
+            let total = header + len as usize + 4;
+            if self.available().len() < total {
+                match self.fill()? {
+                    Ok(true) => continue,
+                    Ok(false) => {
+                        self.cut = true;
+                        return Ok(None);
+                    }
+                    Err(c) => return Ok(Some(Raw::Corrupt(c))),
+                }
+            }
+            let bytes = &self.buf[self.start..self.start + total];
+            let body = &bytes[..total - 4];
+            let crc = u32::from_le_bytes([
+                bytes[total - 4],
+                bytes[total - 3],
+                bytes[total - 2],
+                bytes[total - 1],
+            ]);
+            if crc32(body) != crc {
+                // Its length is taken at its word: the records after it are read (and the
+                // deltas among them, whose state is lost with it, counted) up to the next
+                // keyframe. A false length lands on a byte that is no record: then the next
+                // magic is looked for.
+                self.start += total;
+                self.framed = false;
+                return Ok(Some(Raw::Bad(format!(
+                    "a record of {len} bytes whose CRC-32 does not match"
+                ))));
+            }
+            let at = self.start;
+            self.start += total;
+            let framed = std::mem::take(&mut self.framed);
+            return Ok(Some(Raw::Record {
+                tag,
+                payload: &self.buf[at + header..at + total - 4],
+                framed,
+            }));
+        }
+    }
+}

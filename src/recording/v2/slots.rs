@@ -1,0 +1,401 @@
+//! One numeric field of one thing (a process's `used`, a feed's `allocated`...), followed
+//! from record to record: what the writer and the reader both remember of it, and how each
+//! new value is said against that.
+//!
+//! An integer is said as the same as before, the last step again, a delta in the field's own
+//! granularity (most byte figures are multiples of 512 or of 2 MiB: the zero bits are not
+//! written), a delta, or unknown. A float is said as the same bits, unknown, a decimal with
+//! up to 9 digits after the point (what `62.3` or a microsecond count is), or its bits'
+//! distance from the last value or from the line through the last two (a clock's reading).
+//! Every float is read back to the same bits.
+
+use super::wire::{err, unzigzag, width, zigzag, ColumnsIn, ColumnsOut, Reader, Result};
+
+/// Exact powers of ten as f64 (all of them are, to 10^22).
+const P10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+/// The largest integer an f64 holds exactly.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// An integer field's memory.
+#[derive(Debug, Clone, Copy)]
+pub struct IntSlot {
+    /// The last known value (kept through unknowns).
+    base: u64,
+    /// The last step taken.
+    step: i64,
+    /// The granularity of the deltas: the zero bits below them (64: not known yet).
+    shift: u32,
+}
+
+impl Default for IntSlot {
+    fn default() -> Self {
+        IntSlot {
+            base: 0,
+            step: 0,
+            shift: 64,
+        }
+    }
+}
+
+mod int_code {
+    pub const SAME: u8 = 0;
+    pub const STEP: u8 = 1;
+    pub const SHIFTED: u8 = 2;
+    pub const DELTA: u8 = 3;
+    pub const UNKNOWN: u8 = 4;
+    /// A peak: the larger of the last value and the figure it is the peak of.
+    pub const RUNNING_MAX: u8 = 5;
+}
+
+impl IntSlot {
+    pub fn put(
+        &mut self,
+        value: Option<u64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
+        self.put_peak(value, None, column, control, cols);
+    }
+
+    /// [`IntSlot::put`] of a peak, with the figure it is the peak of (`of`): a new peak that
+    /// is that figure costs no payload.
+    pub fn put_peak(
+        &mut self,
+        value: Option<u64>,
+        of: Option<u64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
+        use int_code::*;
+        if let (Some(v), Some(of)) = (value, of) {
+            if v != self.base && v == self.base.max(of) {
+                control.push(RUNNING_MAX);
+                self.step = v.wrapping_sub(self.base) as i64;
+                self.base = v;
+                return;
+            }
+        }
+        let Some(v) = value else {
+            control.push(UNKNOWN);
+            return;
+        };
+        let d = v.wrapping_sub(self.base) as i64;
+        if d == 0 {
+            control.push(SAME);
+        } else if d == self.step {
+            control.push(STEP);
+        } else if self.shift < 64 && d.trailing_zeros() >= self.shift {
+            control.push(SHIFTED);
+            cols.push(column, zigzag(d >> self.shift));
+        } else {
+            control.push(DELTA);
+            cols.push(column, zigzag(d));
+            self.shift = d.trailing_zeros();
+        }
+        if d != 0 {
+            self.step = d;
+        }
+        self.base = v;
+    }
+
+    pub fn get(
+        &mut self,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<u64>> {
+        self.get_peak(None, column, control, cols)
+    }
+
+    /// [`IntSlot::get`] of a peak written by [`IntSlot::put_peak`] with `of`.
+    pub fn get_peak(
+        &mut self,
+        of: Option<u64>,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<u64>> {
+        use int_code::*;
+        let d = match control.byte()? {
+            RUNNING_MAX => {
+                let of = of
+                    .ok_or_else(|| super::wire::WireError("a peak of a figure not known".into()))?;
+                let v = self.base.max(of);
+                v.wrapping_sub(self.base) as i64
+            }
+            SAME => 0,
+            STEP => self.step,
+            SHIFTED if self.shift < 64 => unzigzag(cols.get(column)?) << self.shift,
+            DELTA => {
+                let d = unzigzag(cols.get(column)?);
+                if d == 0 {
+                    return err("a zero delta said as a delta");
+                }
+                self.shift = d.trailing_zeros();
+                d
+            }
+            UNKNOWN => return Ok(None),
+            other => return err(format!("an integer said as {other}")),
+        };
+        if d != 0 {
+            self.step = d;
+        }
+        self.base = self.base.wrapping_add(d as u64);
+        Ok(Some(self.base))
+    }
+
+    pub fn get_u64(
+        &mut self,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<u64> {
+        self.get(column, control, cols)?
+            .ok_or_else(|| super::wire::WireError("a known number said as unknown".into()))
+    }
+}
+
+/// A float field's memory: the last two known values' bits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FloatSlot {
+    last: Option<u64>,
+    before: Option<u64>,
+    /// The last value's distance, in bits, from the reference it was given with.
+    offset: Option<u64>,
+}
+
+mod float_code {
+    pub const SAME: u8 = 0;
+    pub const UNKNOWN: u8 = 1;
+    /// `DECIMAL + d`: a decimal with `d` digits after the point (0 to 9).
+    pub const DECIMAL: u8 = 2;
+    pub const LINE: u8 = 12;
+    pub const NEAR: u8 = 13;
+    pub const RAW: u8 = 14;
+    /// As far from the reference (the sample's time) as the last value was.
+    pub const OFFSET: u8 = 15;
+}
+
+/// `x` as `n / 10^d`, exactly, where it is one.
+fn decimal(x: f64, d: usize) -> Option<i64> {
+    let n = (x * P10[d]).round();
+    if !(n.abs() < EXACT) {
+        return None;
+    }
+    // From the integer, as the reader computes it (so -0.0 is not one).
+    let n = n as i64;
+    ((n as f64 / P10[d]).to_bits() == x.to_bits()).then_some(n)
+}
+
+impl FloatSlot {
+    fn remember(&mut self, bits: u64) {
+        if self.last != Some(bits) {
+            self.before = self.last;
+            self.last = Some(bits);
+        }
+    }
+
+    /// The line through the last two values, one step on, in bits.
+    fn line(&self) -> Option<u64> {
+        let (a, b) = (self.last?, self.before?);
+        Some(a.wrapping_add(a.wrapping_sub(b)))
+    }
+
+    pub fn put(
+        &mut self,
+        value: Option<f64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
+        self.put_near(value, None, column, control, cols);
+    }
+
+    /// [`FloatSlot::put`] with a reference (the sample's time, for a time of the agent's):
+    /// a value as far from it as the last one was costs little.
+    pub fn put_near(
+        &mut self,
+        value: Option<f64>,
+        reference: Option<f64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
+        use float_code::*;
+        let reference = reference.map(f64::to_bits);
+        let Some(x) = value else {
+            control.push(UNKNOWN);
+            return;
+        };
+        let bits = x.to_bits();
+        let offset = reference.map(|r| bits.wrapping_sub(r));
+        if self.last == Some(bits) {
+            control.push(SAME);
+            self.offset = offset.or(self.offset);
+            return;
+        }
+        // The cheapest way to say it: the fewest payload bits.
+        let mut best: (u8, u64, u32) = (RAW, bits, 65);
+        let mut consider = |code: u8, payload: u64| {
+            if width(payload) < best.2 {
+                best = (code, payload, width(payload));
+            }
+        };
+        if let Some(d) = (0..P10.len()).find(|&d| decimal(x, d).is_some()) {
+            let n = decimal(x, d).unwrap_or(0);
+            let before = self
+                .last
+                .and_then(|b| decimal(f64::from_bits(b), d))
+                .unwrap_or(0);
+            consider(DECIMAL + d as u8, zigzag(n.wrapping_sub(before)));
+        }
+        if let Some(line) = self.line() {
+            consider(LINE, zigzag(bits.wrapping_sub(line) as i64));
+        }
+        if let Some(last) = self.last {
+            consider(NEAR, zigzag(bits.wrapping_sub(last) as i64));
+        }
+        if let (Some(now), Some(before)) = (offset, self.offset) {
+            consider(OFFSET, zigzag(now.wrapping_sub(before) as i64));
+        }
+        control.push(best.0);
+        cols.push(column, best.1);
+        self.remember(bits);
+        self.offset = offset.or(self.offset);
+    }
+
+    pub fn get(
+        &mut self,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<f64>> {
+        self.get_near(None, column, control, cols)
+    }
+
+    /// [`FloatSlot::get`] of a value written by [`FloatSlot::put_near`] with `reference`.
+    pub fn get_near(
+        &mut self,
+        reference: Option<f64>,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<f64>> {
+        use float_code::*;
+        let reference = reference.map(f64::to_bits);
+        let code = control.byte()?;
+        let bits = match code {
+            SAME => self
+                .last
+                .ok_or_else(|| super::wire::WireError("the same float as none".into()))?,
+            UNKNOWN => return Ok(None),
+            c if (DECIMAL..DECIMAL + P10.len() as u8).contains(&c) => {
+                let d = usize::from(c - DECIMAL);
+                let before = self
+                    .last
+                    .and_then(|b| decimal(f64::from_bits(b), d))
+                    .unwrap_or(0);
+                let n = before.wrapping_add(unzigzag(cols.get(column)?));
+                if (n as f64).abs() >= EXACT {
+                    return err("a decimal float out of range");
+                }
+                (n as f64 / P10[d]).to_bits()
+            }
+            LINE => {
+                let line = self
+                    .line()
+                    .ok_or_else(|| super::wire::WireError("a float on a line of one".into()))?;
+                line.wrapping_add(unzigzag(cols.get(column)?) as u64)
+            }
+            NEAR => {
+                let last = self
+                    .last
+                    .ok_or_else(|| super::wire::WireError("a float near none".into()))?;
+                last.wrapping_add(unzigzag(cols.get(column)?) as u64)
+            }
+            RAW => cols.get(column)?,
+            OFFSET => {
+                let (Some(r), Some(before)) = (reference, self.offset) else {
+                    return err("a float off a reference not known");
+                };
+                r.wrapping_add(before)
+                    .wrapping_add(unzigzag(cols.get(column)?) as u64)
+            }
+            other => return err(format!("a float said as {other}")),
+        };
+        self.remember(bits);
+        self.offset = reference.map(|r| bits.wrapping_sub(r)).or(self.offset);
+        Ok(Some(f64::from_bits(bits)))
+    }
+
+    pub fn get_f64(
+        &mut self,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<f64> {
+        self.get(column, control, cols)?
+            .ok_or_else(|| super::wire::WireError("a known float said as unknown".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::{ColumnsIn, ColumnsOut, Reader};
+    use super::*;
+
+    #[test]
+    fn every_value_reads_back_to_the_same_bits() {
+        let ints = [
+            Some(0u64),
+            Some(512),
+            Some(1024),
+            None,
+            Some(1024),
+            Some(1536),
+            Some(2048),
+            Some(7),
+            Some(u64::MAX),
+            Some(3),
+        ];
+        let floats = [
+            Some(1.767e9 + 0.123_456_7),
+            Some(1.767e9 + 1.123_456_8),
+            Some(1.767e9 + 2.123_457),
+            Some(62.3),
+            Some(0.1 + 0.2),
+            None,
+            Some(-0.0),
+            Some(f64::NAN),
+            Some(f64::INFINITY),
+            Some(1e300),
+            Some(5e-324),
+            Some(100.0),
+        ];
+        let (mut i_out, mut f_out) = (IntSlot::default(), FloatSlot::default());
+        let mut control = Vec::new();
+        let mut cols = ColumnsOut::new(2);
+        for v in ints {
+            i_out.put(v, 0, &mut control, &mut cols);
+        }
+        for v in floats {
+            f_out.put(v, 1, &mut control, &mut cols);
+        }
+        let mut packed = Vec::new();
+        let mut table = Vec::new();
+        cols.finish(&mut table, &mut packed);
+        let mut table = Reader::new(&table);
+        let mut cols = ColumnsIn::read(2, &mut table, &packed).expect("columns");
+        let mut control = Reader::new(&control);
+        let (mut i_in, mut f_in) = (IntSlot::default(), FloatSlot::default());
+        for v in ints {
+            assert_eq!(i_in.get(0, &mut control, &mut cols), Ok(v));
+        }
+        for v in floats {
+            let back = f_in.get(1, &mut control, &mut cols).expect("float");
+            assert_eq!(back.map(f64::to_bits), v.map(f64::to_bits));
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! What the writer and the reader of format 2 both remember from one sample to the next: per
+//! thing (the node, each GPU and MIG instance, each process, each feed and its devices) the
+//! part that rarely changes, as it was last said, and a slot for each moving number.
+//!
+//! The rarely changing part of a thing is the thing itself with its moving numbers taken
+//! out ([`node_rest`], [`gpu_rest`], [`process_rest`], [`feed_rest`]): a field added to the
+//! schema lands there, and is recorded, without a change here.
+
+use super::slots::{FloatSlot, IntSlot};
+use crate::sample::feed::{AllocatorStats, FeedCounters, FeedRecord, OomReport};
+use crate::sample::{GpuSample, NodeSample, ProcessSample};
+use std::collections::BTreeMap;
+
+/// The columns: one per moving field.
+pub mod col {
+    pub const TIME: usize = 0;
+    pub const POLL: usize = 1;
+    pub const HOST_CPU: usize = 2;
+    pub const HOST_TOTAL: usize = 3;
+    pub const HOST_USED: usize = 4;
+    pub const MEM_TOTAL: usize = 5;
+    pub const MEM_USED: usize = 6;
+    pub const MEM_FREE: usize = 7;
+    pub const MEM_RESERVED: usize = 8;
+    pub const GPU_UTIL: usize = 9;
+    pub const PROC_USED: usize = 10;
+    pub const PROC_SM: usize = 11;
+    pub const PROC_CPU: usize = 12;
+    pub const PROC_HOST_MEMORY: usize = 13;
+    pub const PROC_ELAPSED: usize = 14;
+    /// The nine feed counters, in [`super::counters`]' order.
+    pub const COUNTERS: usize = 15;
+    pub const LAST_HEARD: usize = 24;
+    /// The allocator's statistics, in [`super::StatsSlots`]' order.
+    pub const STATS: usize = 25;
+    pub const STATS_FIELDS: usize = 23;
+    pub const COUNT: usize = STATS + STATS_FIELDS;
+}
+
+/// A device's memory figures.
+#[derive(Debug, Clone, Default)]
+pub struct MemSlots {
+    pub total: IntSlot,
+    pub used: IntSlot,
+    pub free: IntSlot,
+    pub driver_reserved: IntSlot,
+}
+
+#[derive(Debug, Clone)]
+pub struct GpuState {
+    pub rest: GpuSample,
+    pub memory: MemSlots,
+    pub utilization: IntSlot,
+    pub mig: Vec<MemSlots>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcState {
+    pub rest: ProcessSample,
+    pub used: IntSlot,
+    pub sm_util: IntSlot,
+    pub cpu_percent: FloatSlot,
+    pub host_memory: IntSlot,
+    pub elapsed: IntSlot,
+}
+
+/// One device of a feed: its readings, one after the other, through the same slots.
+#[derive(Debug, Clone, Default)]
+pub struct StatsSlots {
+    pub ints: [IntSlot; STATS_INTS],
+    pub floats: [FloatSlot; 3],
+    pub unreported: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FeedState {
+    pub rest: FeedRecord,
+    pub ooms: Vec<OomReport>,
+    pub counters: [IntSlot; 9],
+    pub last_heard: FloatSlot,
+    pub devices: Vec<StatsSlots>,
+}
+
+/// Everything remembered.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub rest: Option<NodeSample>,
+    pub time: FloatSlot,
+    pub poll: FloatSlot,
+    pub host_cpu: FloatSlot,
+    pub host_total: IntSlot,
+    pub host_used: IntSlot,
+    pub gpus: Vec<GpuState>,
+    pub processes: Vec<ProcState>,
+    pub feeds: Vec<FeedState>,
+}
+
+impl GpuState {
+    pub fn new(rest: GpuSample) -> Self {
+        GpuState {
+            mig: vec![MemSlots::default(); rest.mig.len()],
+            rest,
+            memory: MemSlots::default(),
+            utilization: IntSlot::default(),
+        }
+    }
+}
+
+impl ProcState {
+    pub fn new(rest: ProcessSample) -> Self {
+        ProcState {
+            rest,
+            used: IntSlot::default(),
+            sm_util: IntSlot::default(),
+            cpu_percent: FloatSlot::default(),
+            host_memory: IntSlot::default(),
+            elapsed: IntSlot::default(),
+        }
+    }
+}
+
+impl FeedState {
+    pub fn new(rest: FeedRecord) -> Self {
+        FeedState {
+            rest,
+            ooms: Vec::new(),
+            counters: Default::default(),
+            last_heard: FloatSlot::default(),
+            devices: Vec::new(),
+        }
+    }
+}
+
+/// The node with its moving numbers and its things taken out.
+pub fn node_rest(s: &NodeSample) -> NodeSample {
+    let NodeSample {
+        time: _,
+        interval,
+        host,
+        driver_version,
+        cuda_driver_version,
+        host_pid_namespace,
+        gpus: _,
+        processes: _,
+        feeds: _,
+        host_cpu_percent: _,
+        host_memory: _,
+        device_files,
+        poll_secs: _,
+        problems,
+        feed_scan,
+    } = s;
+    NodeSample {
+        time: 0.0,
+        interval: *interval,
+        host: host.clone(),
+        driver_version: driver_version.clone(),
+        cuda_driver_version: cuda_driver_version.clone(),
+        host_pid_namespace: *host_pid_namespace,
+        gpus: Vec::new(),
+        processes: Vec::new(),
+        feeds: Vec::new(),
+        host_cpu_percent: None,
+        host_memory: None,
+        device_files: device_files.clone(),
+        poll_secs: None,
+        problems: problems.clone(),
+        feed_scan: feed_scan.clone(),
+    }
+}
+
+/// A GPU without its memory figures, its utilisation and its instances' memory.
+pub fn gpu_rest(g: &GpuSample) -> GpuSample {
+    let mut rest = g.clone();
+    rest.memory = None;
+    rest.utilization_gpu = None;
+    for m in &mut rest.mig {
+        m.memory = None;
+    }
+    rest
+}
+
+/// A process without its moving figures (and without the feed matched to it, which is
+/// derived).
+pub fn process_rest(p: &ProcessSample) -> ProcessSample {
+    let mut rest = p.clone();
+    rest.used = None;
+    rest.sm_util = None;
+    rest.cpu_percent = None;
+    rest.host_memory = None;
+    rest.elapsed = None;
+    rest.feed = None;
+    rest
+}
+
+/// A feed without its readings, OOM reports, counters and last word.
+pub fn feed_rest(f: &FeedRecord) -> FeedRecord {
+    let FeedRecord {
+        socket,
+        found_via,
+        peer,
+        nspid,
+        state,
+        hello,
+        devices: _,
+        ooms: _,
+        counters: _,
+        connected_at,
+        last_heard: _,
+    } = f;
+    FeedRecord {
+        socket: socket.clone(),
+        found_via: *found_via,
+        peer: *peer,
+        nspid: *nspid,
+        state: state.clone(),
+        hello: hello.clone(),
+        devices: Vec::new(),
+        ooms: Vec::new(),
+        counters: FeedCounters::default(),
+        connected_at: *connected_at,
+        last_heard: None,
+    }
+}
+
+/// The nine counters of a feed, in column order.
+pub fn counters(c: &FeedCounters) -> [u64; 9] {
+    let FeedCounters {
+        lines,
+        samples,
+        oversized,
+        malformed,
+        unknown_version,
+        unknown_type,
+        invalid,
+        rate_limited,
+        floods,
+    } = *c;
+    [
+        lines,
+        samples,
+        oversized,
+        malformed,
+        unknown_version,
+        unknown_type,
+        invalid,
+        rate_limited,
+        floods,
+    ]
+}
+
+pub fn counters_from(v: [u64; 9]) -> FeedCounters {
+    let [lines, samples, oversized, malformed, unknown_version, unknown_type, invalid, rate_limited, floods] =
+        v;
+    FeedCounters {
+        lines,
+        samples,
+        oversized,
+        malformed,
+        unknown_version,
+        unknown_type,
+        invalid,
+        rate_limited,
+        floods,
+    }
+}
+
+/// The integer statistics of a reading, in column order (from [`col::STATS`]), and its
+/// floats: `time`, `largest_free_block_time`, `reserved_since`. `active` is written as its
+/// excess over `allocated`, `requested` as its shortfall (each follows `allocated` closely).
+pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f64>; 3]) {
+    let AllocatorStats {
+        index,
+        seq,
+        time,
+        allocated,
+        reserved,
+        active,
+        inactive_split,
+        requested,
+        peak_allocated,
+        peak_reserved,
+        peak_active,
+        peak_inactive_split,
+        peak_requested,
+        alloc_retries,
+        ooms,
+        device_allocs,
+        device_frees,
+        largest_free_block,
+        largest_free_block_time,
+        limit,
+        reserved_since,
+        unreported: _,
+        step,
+        at_step_end,
+    } = s;
+    (
+        [
+            Some(u64::from(*index)),
+            Some(*seq),
+            Some(*allocated),
+            *reserved,
+            active.map(|a| a.wrapping_sub(*allocated)),
+            *inactive_split,
+            requested.map(|r| allocated.wrapping_sub(r)),
+            *peak_allocated,
+            *peak_reserved,
+            *peak_active,
+            *peak_inactive_split,
+            *peak_requested,
+            *alloc_retries,
+            *ooms,
+            *device_allocs,
+            *device_frees,
+            *largest_free_block,
+            *limit,
+            *step,
+            Some(u64::from(*at_step_end)),
+        ],
+        [Some(*time), *largest_free_block_time, *reserved_since],
+    )
+}
+
+/// The peak columns (from [`col::STATS`]) and the columns of the figures they are the peaks
+/// of, in [`stats_fields`]' order.
+pub const PEAKS: [(usize, usize); 5] = [(7, 2), (8, 3), (9, 4), (10, 5), (11, 6)];
+
+/// The integer statistics of a reading; its three floats' columns follow theirs.
+pub const STATS_INTS: usize = 20;
