@@ -40,8 +40,13 @@ fn main() -> ExitCode {
         }
         Some(Command::Analyze(args)) => {
             let context = cli.common.context_bytes();
+            let clock = if args.every_sample {
+                strata::analyze::Clock::EverySample
+            } else {
+                strata::analyze::Clock::Coarse
+            };
             return ExitCode::from(strata::analyze::command::run(
-                &args.file, args.json, context,
+                &args.file, args.json, context, clock,
             ));
         }
         Some(Command::Serve(args)) => serve(&cli.common, &args),

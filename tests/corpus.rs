@@ -79,13 +79,14 @@ fn first_time(lines: &str) -> f64 {
         .expect("a trace's first line has a time")
 }
 
-/// Unpacks the trace, runs `strata analyze FILE --json` on it and scores the findings.
+/// Unpacks the trace, runs `strata analyze FILE --json --every-sample` on it (the detectors
+/// at every sample, as the monitor runs them) and scores the findings.
 fn analyze(trace: &Trace, scratch: &Path) -> TraceScore {
     analyze_lines(&trace.name, &unpack(&trace.packed), &trace.labels, scratch).0
 }
 
-/// Runs `strata analyze FILE --json` on these lines and scores the findings; also its whole
-/// answer.
+/// Runs `strata analyze FILE --json --every-sample` on these lines and scores the findings;
+/// also its whole answer.
 fn analyze_lines(
     name: &str,
     lines: &str,
@@ -103,7 +104,7 @@ fn analyze_lines(
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("analyze")
         .arg(&file)
-        .arg("--json")
+        .args(["--json", "--every-sample"])
         .output()
         .expect("run strata analyze");
     if !out.status.success() {
@@ -163,6 +164,91 @@ fn corpus_meets_the_targets() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// `strata analyze` on its default clock (the detectors that read the history every 10 s of
+/// recording time, and at a process's last sample) finds what it finds at every sample: on
+/// every trace, and on its older shape, the same findings (kind, device, pid), each first
+/// raised at most 10 s and one sample interval later, and last seen at most that much
+/// earlier.
+#[test]
+fn the_coarse_clock_finds_what_every_sample_finds() {
+    let traces = corpus();
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("corpus-clock");
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let next = AtomicUsize::new(0);
+    let problems = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().min(8));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(trace) = traces.get(i) else { break };
+                let lines = unpack(&trace.packed);
+                let derived: String = lines.lines().map(|l| derived_form(l) + "\n").collect();
+                let mut found = clocks_agree(&trace.name, &lines, &scratch);
+                let older = format!("{} (older shape)", trace.name);
+                found.extend(clocks_agree(&older, &derived, &scratch));
+                problems.lock().expect("problems").extend(found);
+            });
+        }
+    });
+    let problems = problems.into_inner().expect("problems");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Where `strata analyze` on these lines disagrees between its two clocks.
+fn clocks_agree(name: &str, lines: &str, scratch: &Path) -> Vec<String> {
+    let file = scratch.join(format!("{}.jsonl", name.replace(' ', "-")));
+    std::fs::write(&file, lines).expect("write the unpacked trace");
+    let spans = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("analyze")
+            .arg(&file)
+            .arg("--json")
+            .args(extra)
+            .output()
+            .expect("run strata analyze");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --json");
+        let mut spans: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+        for f in v["findings"].as_array().expect("findings") {
+            let key = format!("{} {} {}", f["kind"], f["device_uuid"], f["pid"]);
+            let since = f["since"].as_f64().expect("since");
+            let until = f["until"].as_f64().expect("until");
+            let e = spans.entry(key).or_insert((since, until));
+            e.0 = e.0.min(since);
+            e.1 = e.1.max(until);
+        }
+        spans
+    };
+    let exact = spans(&["--every-sample"]);
+    let coarse = spans(&[]);
+    let _ = std::fs::remove_file(&file);
+    let times: Vec<f64> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["time"].as_f64())
+        .collect();
+    let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    let slack = 10.0 + gap + 1e-6;
+    let mut found = Vec::new();
+    for (key, (since, until)) in &exact {
+        match coarse.get(key) {
+            None => found.push(format!("{name}: {key} missed")),
+            Some((s, u)) => {
+                if !(*s >= since - 1e-6 && *s <= since + slack) {
+                    found.push(format!("{name}: {key} since {s} against {since}"));
+                }
+                if !(*u <= until + 1e-6 && *u >= until - slack) {
+                    found.push(format!("{name}: {key} until {u} against {until}"));
+                }
+            }
+        }
+    }
+    for key in coarse.keys().filter(|k| !exact.contains_key(*k)) {
+        found.push(format!("{name}: {key} only on the coarse clock"));
+    }
+    found
 }
 
 #[test]

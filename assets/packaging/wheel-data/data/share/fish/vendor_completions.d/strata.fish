@@ -91,6 +91,7 @@ complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-speed -d 
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l json -d 'Print JSON: {"findings": [...]} with each finding\'s evidence'
+complete -c strata -n "__fish_strata_using_subcommand analyze" -l every-sample -d 'Run every detector at every sample, as the monitor does. By default the ones that read the history (climbs, fragmentation, retries, OOMs, capacity) run every 10 s of recording time and at a process\'s last sample, a finding\'s since at most 10 s later: several times faster on a long recording'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -s V -l version -d 'Print version'
