@@ -20,17 +20,20 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
-/// The samples a recording reads back as, and whether its last frame was cut.
+/// The samples a recording reads back as (either format, through strata's own reader), and
+/// whether it ended cut (a compressed frame, or a format-2 record, not finished).
 fn read_back(path: &Path) -> (Vec<NodeSample>, bool) {
-    let (read, cut) = strata::recording::open(path).expect("open");
+    let mut lines = strata::recording::Lines::open(path).expect("open");
     let mut samples = Vec::new();
-    for line in read.split(b'\n') {
-        let line = line.expect("read");
-        if let Ok(sample) = serde_json::from_slice::<NodeSample>(&line) {
-            samples.push(sample);
+    let mut cut = false;
+    while let Ok(Some((_, line))) = lines.next_line() {
+        match line {
+            strata::recording::Line::Sample(sample) => samples.push(*sample),
+            strata::recording::Line::Truncated => cut = true,
+            _ => {}
         }
     }
-    (samples, cut.happened())
+    (samples, cut || lines.cut())
 }
 
 /// `strata analyze --json FILE`: (samples, bad lines, truncated).
