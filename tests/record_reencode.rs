@@ -18,14 +18,20 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Every sample of a recording, and whether anything but samples was met.
+/// Every sample of a recording as the pipeline reads it (a process's matched feed is
+/// derived, so dropped; the older derived form's feeds rebuilt raw), and whether anything
+/// but samples was met.
 fn read(path: &Path) -> (Vec<NodeSample>, bool) {
     let mut lines = Lines::open(path).expect("opens");
     let mut samples = Vec::new();
     let mut other = false;
     while let Some((_, line)) = lines.next_line().expect("reads") {
         match line {
-            Line::Sample(s) => samples.push(*s),
+            Line::Sample(s) => {
+                let mut s = *s;
+                strata::sample::derived::make_raw(&mut s);
+                samples.push(s);
+            }
             _ => other = true,
         }
     }
@@ -87,6 +93,35 @@ fn the_demo_story_reads_back_alike_from_either_format() {
     std::fs::write(&one, &out.stdout).expect("write");
     let samples = holds(&one, &dir);
     assert_eq!(samples.len(), 121);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The snapshot's older derived form (allocator figures only in `processes[].feed`, no raw
+/// `feeds`) keeps its allocator figures through format 2: written as the feeds rebuilt.
+#[test]
+fn the_older_derived_form_keeps_its_feeds_in_format_2() {
+    let dir = dir("derived");
+    let one = dir.join("one.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["snapshot", "--demo", "--demo-at", "600", "--json"])
+        .args(["--count", "30", "--interval", "10"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let mut text = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).expect("a sample");
+        v.as_object_mut().expect("an object").remove("feeds");
+        text += &v.to_string();
+        text.push('\n');
+    }
+    std::fs::write(&one, text).expect("write");
+    let samples = holds(&one, &dir);
+    assert_eq!(samples.len(), 30);
+    assert!(
+        samples.iter().all(|s| !s.feeds.is_empty()),
+        "every sample keeps its allocator figures, as feeds"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -30,9 +30,23 @@ fn segment(path: &Path) -> (Vec<f64>, bool) {
     (times, cut)
 }
 
+/// The event's time a kept segment's name ends with (`…-20260101-091500.zst`), in unix
+/// seconds: the demo's story is on 1 January 2026, UTC.
+fn stamp(name: &str) -> f64 {
+    let stem = name.trim_end_matches(".zst");
+    let (date, time) = stem[stem.len() - 15..].split_at(8);
+    assert_eq!(date, "20260101", "{name}");
+    let digits = |r: std::ops::Range<usize>| time[1..][r].parse::<f64>().expect("digits");
+    1_767_225_600.0 + digits(0..2) * 3600.0 + digits(2..4) * 60.0 + digits(4..6)
+}
+
+/// The directory's names, sorted; none while the recorder has not made it yet.
 fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("dir")
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        other => other.expect("dir"),
+    };
+    let mut names: Vec<String> = entries
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -91,30 +105,47 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
     assert!(!kept.is_empty(), "{names:?}");
     let mut ring_from = f64::INFINITY;
     let mut newest = 0.0f64;
+    let mut spans = Vec::new();
     for name in &segments {
         let (times, cut) = segment(&dir.join(name));
         assert!(!times.is_empty(), "{name}");
-        assert!(
-            times.last().unwrap() - times[0] < 300.0,
-            "{name}: one segment's 5 minutes"
-        );
-        newest = newest.max(*times.last().unwrap());
-        if !name.contains("-oom-") && !name.contains("-zombie_context-") {
-            ring_from = ring_from.min(times[0]);
+        let (first, last) = (times[0], *times.last().unwrap());
+        assert!(last - first < 300.0, "{name}: one segment's 5 minutes");
+        newest = newest.max(last);
+        spans.push((first, last));
+        // A plain ring segment is `ring-START.zst`; a kept one names its event after START.
+        let plain = name.trim_end_matches(".zst").matches('-').count() == 2;
+        if plain {
+            ring_from = ring_from.min(first);
         } else {
             assert!(!cut, "a kept segment is finished: {name}");
-            // Kept: within 30 minutes before to 5 minutes after its OOM, by the name's stamp.
-            assert!(times[0] < origin + 1010.0 + 300.0 + 300.0, "{name}");
+            // Kept: within 30 minutes before to 5 minutes after its event, by the name's
+            // stamp (the segment reaching into either end included).
+            let at = stamp(name);
+            assert!(
+                first >= at - 1800.0 - 300.0 && first <= at + 300.0,
+                "{name}: from {first}"
+            );
         }
     }
-    // The ring holds the last 20 minutes (and the segment that reaches into them).
+    // No plain segment older than the ring's 20 minutes and the segment reaching into them.
     assert!(
         newest - ring_from <= 1200.0 + 300.0,
         "{ring_from} {newest}: {names:?}"
     );
+    // The last 20 minutes are all on disk, in plain or kept segments: from the newest
+    // backwards, no gap wider than a sample (10 story seconds) until 20 minutes back.
+    spans.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut covered_from = newest;
+    for (first, last) in spans {
+        if last + 10.0 + 1e-6 < covered_from {
+            break;
+        }
+        covered_from = covered_from.min(first);
+    }
     assert!(
-        newest - ring_from >= 1200.0 - 300.0,
-        "{ring_from} {newest}: {names:?}"
+        covered_from <= newest - 1200.0 + 10.0,
+        "covered from {covered_from}, newest {newest}: {names:?}"
     );
     // The OOM of PID 60112 at story 900 s (09:15:00): the segments before it are kept.
     assert!(
