@@ -95,9 +95,25 @@ fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
         .output()
         .expect("snapshot runs");
     assert!(expected.status.success());
+    // R also writes the chart beside the report and links it in a section of its own, which
+    // a report on standard output cannot have; the rest is the same text.
+    let svg = named.replace(".md", ".svg");
+    let chart = written
+        .find("## Chart\n")
+        .unwrap_or_else(|| panic!("no chart section in {named}"));
+    let section_end = written[chart + 1..]
+        .find("\n## ")
+        .map_or(written.len(), |i| chart + 2 + i);
+    assert!(
+        written[chart..section_end].contains(&format!("]({svg})")),
+        "{}",
+        &written[chart..section_end]
+    );
+    assert!(dir.join(&svg).is_file(), "{svg} beside the report");
+    let without_chart = format!("{}{}", &written[..chart], &written[section_end..]);
     assert_eq!(
-        written,
-        String::from_utf8_lossy(&expected.stdout),
+        without_chart.trim_end(),
+        String::from_utf8_lossy(&expected.stdout).trim_end(),
         "R and snapshot --report differ for story {at} s"
     );
     pane.keys(&["q"]);
