@@ -82,7 +82,7 @@ fn enter_opens_the_reconciliation_and_escape_returns() {
         .unwrap_or_else(|s| panic!("escape did not return:\n{s}"));
     pane.keys(&["?"]);
     pane.wait_for(
-        &["┌ Help", "q Ctrl-C quit", "Allocator feeds"],
+        &["┌ Help", "q Ctrl-C quit", "Process table"],
         Duration::from_secs(5),
     )
     .unwrap_or_else(|s| panic!("no help:\n{s}"));
