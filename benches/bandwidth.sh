@@ -3,8 +3,8 @@
 # `strata` (release) in a real pseudo-terminal (tmux, 120x40 by default, 1 s interval) on a
 # fake node of 8 H100s x 8 processes (real `sleep` processes, so /proc names them), recorded
 # with tmux's `pipe-pane` for SECONDS after a warm-up. Also prints CPU share and peak RSS.
-# The node is still (NVML's figures constant, as in the comparison with nvitop and
-# gpustat) unless BUSY=1: then every process's memory saw-tooths by 1-2 GiB and SM and GPU
+# The node is still (NVML's figures constant, as when the monitor's output was compared with
+# nvitop's and gpustat's) unless BUSY=1: then every process's memory saw-tooths by 1-2 GiB and SM and GPU
 # utilisation move at every poll.
 # Usage: [BUSY=1] benches/bandwidth.sh [SECONDS] [COLUMNS] [ROWS] [-- strata args]   (default 30 120 40)
 # Build first: cargo build --release && CARGO_TARGET_DIR=target/fake-nvml cargo build --release -p strata-fake-nvml

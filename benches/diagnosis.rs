@@ -1,7 +1,7 @@
 //! Diagnosis at the scale of a large node: 8 GPUs (or 8 GPUs x 7 MIG instances) and 64
 //! processes, each with an allocator feed, sampled every second for a day.
 //!
-//! Measures (issue 8's targets):
+//! Measures, against their targets:
 //! - every detector over the history, per sample (target: under 1 ms);
 //! - taking in one whole sample (attach, account, record, detect);
 //! - the history's memory after 24 h, in all and per series (target: 8 GPUs x 7 MIG and 64

@@ -1,8 +1,8 @@
 """The fake NVML node the shell benchmarks run on: 8 H100s x 8 processes (real PIDs given on
 the command line, so /proc names them), as a scenario for tests/fake-nvml.
 
-Still by default (NVML's figures constant, as in issue 9's comparison with nvitop and
-gpustat); `--busy`: every process's memory saw-tooths by 1-2 GiB on its plateau, each with
+Still by default (NVML's figures constant, as when the monitor's output was compared with
+nvitop's and gpustat's); `--busy`: every process's memory saw-tooths by 1-2 GiB on its plateau, each with
 its own period, and SM and GPU utilisation move at every poll (600 polls, then again).
 
 Usage: python3 benches/fake_node.py OUT.json [--busy] PID x 64

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What recording costs (issue 10): sizes and CPU.
+# What recording costs: sizes and CPU.
 # 1. `cargo bench --bench record`: bytes and CPU per sample by encoding and level, and a whole
 #    day at 1 s of 8 GPUs x 8 fed processes each (64 feeds), synthetic samples that move as a
 #    training job's do (see the header of benches/record.rs), written to real files and read

@@ -1,4 +1,4 @@
-//! The command line (DESIGN.md §4). Doc comments are the help text.
+//! The command line (ARCHITECTURE.md, "Command line"). Doc comments are the help text.
 
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One layer of the model in DESIGN.md §1.
+/// One layer of the model (ARCHITECTURE.md, "Layers").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {

@@ -1,7 +1,7 @@
 //! strata: where every byte of each NVIDIA GPU's memory goes.
 //!
-//! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
-//! `detect` (findings) → views (`ui`, snapshot JSON).
+//! Flow (ARCHITECTURE.md, "The flow"): `source` → raw [`sample`] → [`accounting`] (layers) →
+//! `history` → `detect` (findings) → views (`ui`, snapshot JSON).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod accounting;

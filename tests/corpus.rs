@@ -1,5 +1,5 @@
-//! The labelled corpus (`tests/traces`, issue 8 §3): `strata analyze --json` over every
-//! trace, scored against its labels. Targets: every climb of 50 MiB/min or more flagged
+//! The labelled corpus (`tests/traces`): `strata analyze --json` over every trace, scored
+//! against its labels. Targets: every climb of 50 MiB/min or more flagged
 //! with the right cause within 10 minutes of its start, slower ones within 20; no `climb`
 //! on a normal trace; every other expected event flagged. The table and the totals
 //! (precision, recall, mean time-to-flag) are printed: `tests/traces/evaluate.sh`, or
@@ -264,9 +264,10 @@ fn every_trace_is_well_formed() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The corpus holds what the issue asks of it, and stays small.
+/// The corpus holds every scored kind, climb cause and OOM class, slow and fast climbs and
+/// normal traces, and stays small.
 #[test]
-fn corpus_covers_the_issue() {
+fn corpus_covers_every_kind_cause_and_class() {
     let traces = corpus();
     assert!(traces.len() >= 30, "{} traces, 30 wanted", traces.len());
     let expected: Vec<&harness::Expected> = traces.iter().flat_map(|t| &t.labels.expect).collect();

@@ -1,4 +1,4 @@
-//! Pure functions from a raw sample to layers (DESIGN.md §1). No I/O.
+//! Pure functions from a raw sample to layers (ARCHITECTURE.md, "Layers"). No I/O.
 
 mod device;
 mod group;
@@ -93,7 +93,7 @@ impl ProcessAccount {
     }
 }
 
-/// Splits one process's usage (DESIGN.md §1):
+/// Splits one process's usage (ARCHITECTURE.md, "Layers"):
 /// NVML used = context + outside_pool + reserved, reserved = live + fragmented + cached.
 /// `feed_status` is the judgement [`crate::feed::attach::attach`] made of its feed.
 pub fn account_process(

@@ -424,7 +424,7 @@ mod tests {
         Duration::from_secs_f64(s)
     }
 
-    /// The stall of issue 7: polls that take 3 s at a 1 s interval. Between samples the poll
+    /// NVML stuck in the driver: polls that take 3 s at a 1 s interval. Between samples the poll
     /// is overdue, the data's age and the poll's time are counted, and the next sample makes
     /// it live again.
     #[test]

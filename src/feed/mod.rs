@@ -1,4 +1,4 @@
-//! Allocator feeds (DESIGN.md §3, assets/python/PROTOCOL.md).
+//! Allocator feeds (ARCHITECTURE.md, "The feed"; assets/python/PROTOCOL.md).
 //!
 //! Two halves that never blur:
 //! - collecting: [`hub`] finds agents' sockets (feed dirs, and `/proc/<pid>/root` for jobs in

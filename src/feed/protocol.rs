@@ -443,6 +443,23 @@ mod tests {
     const SAMPLE: &str = r#"{"v":1,"type":"sample","seq":7,"time":1764412300.5,"backlog":true,"devices":[{"index":0,"allocated":12884901888,"reserved":21474836480,"active":12884901888,"inactive_split":1073741824,"requested":12800000000,"peak_allocated":13958643712,"peak_reserved":21474836480,"peak_active":13958643712,"peak_inactive_split":2147483648,"peak_requested":13900000000,"alloc_retries":0,"ooms":0,"device_allocs":12,"device_frees":2,"largest_free_block":null,"largest_free_block_time":null,"limit":null,"reserved_since":1764412297.5,"unreported":{"largest_free_block":"not measured yet"}}],"cost":{"read_us":61,"gil_max_us":38}}"#;
     const OOM: &str = r#"{"v":1,"type":"oom","time":1764412301.2,"seq":8,"index":0,"requested":8589934592,"device_free":2147483648,"device_total":85520809984,"stats":{"index":0,"allocated":60129542144,"reserved":77309411328,"active":60129542144,"inactive_split":9663676416,"requested":null,"peak_allocated":60129542144,"peak_reserved":77309411328,"peak_active":null,"peak_inactive_split":null,"peak_requested":null,"alloc_retries":41,"ooms":1,"device_allocs":30,"device_frees":3,"largest_free_block":1073741824,"largest_free_block_time":1764412290.0,"limit":null,"reserved_since":1764412299.0,"unreported":{}}}"#;
 
+    /// The agent and the monitor hold one protocol version and one device limit: what the
+    /// agent writes (`assets/python/strata_feed/__init__.py`) is what this parser accepts.
+    #[test]
+    fn the_agent_writes_the_protocol_and_the_device_limit_read_here() {
+        let init = include_str!("../../assets/python/strata_feed/__init__.py");
+        for line in [
+            format!("\nPROTOCOL = {PROTOCOL} "),
+            format!("\nMAX_DEVICES = {MAX_DEVICES} "),
+        ] {
+            assert!(
+                init.contains(&line),
+                "assets/python/strata_feed/__init__.py must say `{}`",
+                line.trim()
+            );
+        }
+    }
+
     #[test]
     fn protocol_examples_parse_with_their_values() {
         let Ok(Message::Hello(hello)) = parse_line(HELLO.as_bytes()) else {

@@ -30,8 +30,8 @@ const EARLIER_PER_DEVICE: usize = 2048;
 const EARLIER_PER_FEED: usize = 8192;
 /// ... over all feeds.
 const EARLIER_TOTAL: usize = 131_072;
-/// Devices kept per feed.
-const MAX_DEVICES_PER_FEED: usize = 64;
+/// Devices kept per feed: as many as the agent reports.
+const MAX_DEVICES_PER_FEED: usize = super::protocol::MAX_DEVICES;
 /// OOM reports kept between two collects.
 const MAX_PENDING_OOMS: usize = 64;
 

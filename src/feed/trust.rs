@@ -1,6 +1,6 @@
-//! Who is on the other end of a socket (DESIGN.md §3): the directory, the kernel's word on the
-//! peer (`SO_PEERCRED`), and the peer's innermost pid. The agent's own `hello` is checked
-//! against these in [`check_hello`] once it arrives.
+//! Who is on the other end of a socket (ARCHITECTURE.md, "The feed"): the directory, the
+//! kernel's word on the peer (`SO_PEERCRED`), and the peer's innermost pid. The agent's own
+//! `hello` is checked against these in [`check_hello`] once it arrives.
 
 use super::discover::Candidate;
 use super::names::read_status;

@@ -1,6 +1,6 @@
 //! The oracle for the layer tests: what `strata snapshot` must show for each device of a
 //! scenario at a poll, worked out from the scenario JSON alone (not from strata's accounting)
-//! and from which pids are visible, by the rules of DESIGN.md §1:
+//! and from which pids are visible, by the rules of ARCHITECTURE.md, "Layers":
 //!
 //! - a lost GPU, refused or self-contradictory memory (free, used or the reservation above the
 //!   total, or `total != reserved + used + free`), a listed process that no real process

@@ -26,8 +26,12 @@ _libdir = None
 
 
 def fake_libcuda_dir():
-    """Builds fake_libcuda.c once per test run; returns the directory of libcuda.so.1."""
+    """The directory of libcuda.so.1, the fake CUDA driver built from fake_libcuda.c:
+    $STRATA_TEST_FAKE_CUDA_DIR (built elsewhere, as for an interpreter in a root without a
+    C compiler), else built once per test run."""
     global _libdir
+    if _libdir is None and os.environ.get("STRATA_TEST_FAKE_CUDA_DIR"):
+        _libdir = os.environ["STRATA_TEST_FAKE_CUDA_DIR"]
     if _libdir is None:
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:

@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The finding kinds (the JSON contract).
+/// The finding kinds the corpus scores (the JSON contract).
 pub const KINDS: [&str; 10] = [
     "climb",
     "fragmentation",
@@ -327,10 +327,10 @@ pub struct TraceScore {
     pub climbs: Vec<(Flagged, bool)>,
     /// Every `oom_forecast` raised.
     pub forecasts: Vec<Flagged>,
-    /// Every finding of the other kinds raised, and whether it matches an expected
+    /// Every finding of the other scored kinds raised, and whether it matches an expected
     /// event.
     pub others: Vec<(Flagged, bool)>,
-    /// Findings raised, by kind (the kinds only).
+    /// Findings raised, by kind (the scored kinds only).
     pub raised: BTreeMap<String, usize>,
     /// Why there are no findings to score (analyze failed).
     pub error: Option<String>,
@@ -399,7 +399,7 @@ pub fn failed(name: &str, origin: f64, labels: &Labels, error: String) -> TraceS
     }
 }
 
-/// Where the trace misses the targets: an expected climb not flagged with the right
+/// Where the trace misses the corpus's targets: an expected climb not flagged with the right
 /// cause within its deadline, another expected event not flagged, a climb on a normal trace.
 pub fn failures(trace: &TraceScore) -> Vec<String> {
     let mut out = Vec::new();

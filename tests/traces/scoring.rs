@@ -171,7 +171,7 @@ fn any_climb_on_a_normal_trace_fails_it() {
         why[0].contains("a normal trace, yet climb/live pid 7"),
         "{why:?}"
     );
-    assert_eq!(s.raised.len(), 2, "only the issue's kinds are counted");
+    assert_eq!(s.raised.len(), 2, "only the scored kinds are counted");
     let t = totals(&[s]);
     assert_eq!((t.normal_traces, t.normal_with_climb), (1, 1));
     assert_eq!(t.precision(), Some(0.0));

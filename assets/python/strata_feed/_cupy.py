@@ -74,7 +74,7 @@ class CupyReader(object):
                 ident = {"index": i, "uuid": None, "pci_bus_id": None, "name": None}
                 try:
                     # uuid stays null: CuPy's UUID bytes can be cut at a zero byte.
-                    ident["pci_bus_id"] = pci_from_string(timer.call(lambda: cupy.cuda.Device(i).pci_bus_id))
+                    ident["pci_bus_id"] = pci_from_string(timer.call(lambda d: cupy.cuda.Device(d).pci_bus_id, i))
                 except Exception:
                     pass
                 self.ident[i] = ident

@@ -13,8 +13,6 @@ work). Frameworks are found in sys.modules only, never imported.
 import sys
 import time
 
-from . import MAX_DEVICES  # noqa: F401  (the readers' device limit)
-
 DEVICE_FIELDS = (
     "allocated",
     "reserved",

@@ -1,7 +1,7 @@
 //! Out-of-memory errors: the feed's report or its counter, remembered for as long as the
 //! finding is shown, and their class.
 //!
-//! The class is the seed articles' rule. It is **capacity** only when live tensors plus the
+//! The class is **capacity** only when live tensors plus the
 //! request exceed what the device could give this pool if its cache were perfectly
 //! reusable: the pool itself plus the device's free memory at the OOM (everything else on the
 //! device, the driver's reservation, this process's context and memory outside its pool,
