@@ -483,6 +483,10 @@ fn parquet_tables_hold_what_strata_shows_of_each_instant_with_their_meaning() {
         for table in ["devices", "processes", "findings"] {
             let meta = &tables["metadata"][table];
             assert_eq!(meta["strata.schema"], "strata.export/1");
+            assert_eq!(
+                &tables["schema_metadata"][table], meta,
+                "{table}: pyarrow's schema.metadata says the same"
+            );
             assert_eq!(meta["strata.table"], table);
             let columns = &tables["pyarrow"][table]["columns"];
             for c in columns.as_array().expect("columns") {

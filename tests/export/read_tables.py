@@ -6,7 +6,9 @@ one JSON object on stdout, for tests/export_tables.rs to compare:
 {"versions": {"pyarrow": ..., "duckdb": ...},
  "pyarrow": {TABLE: {"columns": [...], "types": [...], "rows": [[...], ...]}},
  "duckdb":  {TABLE: {"columns": [...], "types": [...], "rows": [[...], ...]}},
- "metadata": {TABLE: {key: value}}}       (Parquet: the file's key-value metadata)
+ "metadata": {TABLE: {key: value}},        (Parquet: the file's key-value metadata)
+ "schema_metadata": {TABLE: {key: value}}, (the Arrow schema's, as pyarrow reads it)
+ "field_metadata": {TABLE: {column: {key: value}}}}
 
 Each reader opens the files as a user would, with nothing said of their schema.
 """
@@ -72,6 +74,7 @@ def main():
         "duckdb": {},
         "metadata": {},
         "field_metadata": {},
+        "schema_metadata": {},
     }
     for name in TABLES:
         path = os.path.join(directory, f"{name}.{fmt}")
@@ -80,6 +83,9 @@ def main():
         if fmt == "parquet":
             out["metadata"][name] = metadata(path)
             schema = pyarrow.parquet.read_schema(path)
+            out["schema_metadata"][name] = {
+                k.decode(): v.decode() for k, v in (schema.metadata or {}).items()
+            }
             out["field_metadata"][name] = {
                 f.name: {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
                 for f in schema
