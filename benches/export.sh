@@ -3,7 +3,8 @@
 # processes with allocator feeds, one sample a second, written through strata's own
 # recorder, format 2) into each format asked for. Prints the recording's size, then per
 # format the wall time, CPU time (user + system) and peak resident memory of the export,
-# its summary line, and each table's size; everything is deleted at the end.
+# its summary line, and each table's size, beside `strata analyze` of the same recording
+# (the same pass without the tables); everything is deleted at the end.
 # Usage: benches/export.sh [HOURS] [FORMATS]   (default 24 and "parquet"; "parquet csv"
 #        for both: the CSV of a day is several GB, so check the free space first)
 # Needs a build: cargo build --release (or STRATA_BIN=target/profiling/strata, with
@@ -23,6 +24,9 @@ rec=$scratch/node.zst
 "$bench" --write "$rec" --hours "$hours" >"$scratch/out"
 head -1 "$scratch/out"
 echo "recording: $(du -m "$rec" | cut -f1) MiB (format 2)"
+# The same pass without the tables, for what they cost.
+/usr/bin/time -f 'strata analyze (the same pass, no tables): %e s wall, %U s user, %S s system, %M KiB peak RSS' \
+  "$bin" analyze "$rec" >/dev/null
 for format in $formats; do
   out=$scratch/tables-$format
   /usr/bin/time -f "strata export --to $format: %e s wall, %U s user, %S s system, %M KiB peak RSS" \

@@ -104,7 +104,10 @@ fn an_unreadable_recording_is_one_line_and_leaves_nothing() {
     assert_eq!(result.status.code(), Some(1));
     let said = one_line_with_hint(&result);
     assert!(said.contains("cannot read the recording"), "{said}");
-    assert!(said.contains("hint: record one with `strata record FILE`"), "{said}");
+    assert!(
+        said.contains("hint: record one with `strata record FILE`"),
+        "{said}"
+    );
     assert!(!out.exists(), "no OUT made for nothing");
     // Text that is not a recording: no line ends for a gigabyte of zeros.
     let zeros = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -162,7 +165,12 @@ fn a_format_2_recording_cut_in_a_record_is_tabled_up_to_the_cut() {
     assert!(samples > 10 && samples < 121, "{samples}");
     let out = dir.join("tables");
     let result = export(&cut, &out, &[]);
-    assert_eq!(result.status.code(), Some(0), "a cut is not a loss: {}", stderr(&result));
+    assert_eq!(
+        result.status.code(),
+        Some(0),
+        "a cut is not a loss: {}",
+        stderr(&result)
+    );
     assert_eq!(instants(&out).len() as u64, samples);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -178,7 +186,10 @@ fn an_out_that_holds_files_is_refused_unless_forced_and_its_files_stay() {
     let result = export(&recording, &out, &[]);
     assert_eq!(result.status.code(), Some(1));
     let said = one_line_with_hint(&result);
-    assert!(said.contains("is not empty") && said.contains("--force"), "{said}");
+    assert!(
+        said.contains("is not empty") && said.contains("--force"),
+        "{said}"
+    );
     assert_eq!(names(&out), ["notes.txt"], "nothing written");
 
     // Forced: the tables land beside it, and again over the tables of a first run.
@@ -189,7 +200,12 @@ fn an_out_that_holds_files_is_refused_unless_forced_and_its_files_stay() {
         want.extend(TABLES.map(String::from));
         want.sort();
         assert_eq!(names(&out), want, "no hidden file left");
-        assert_eq!(std::fs::read_to_string(out.join("notes.txt")).ok().as_deref(), Some("mine"));
+        assert_eq!(
+            std::fs::read_to_string(out.join("notes.txt"))
+                .ok()
+                .as_deref(),
+            Some("mine")
+        );
         assert_eq!(instants(&out).len(), 121);
     }
 
@@ -227,17 +243,23 @@ fn standard_input_is_a_recording_too() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A disk that fills while the tables are written (a 64 KiB tmpfs, in a mount namespace of
-/// its own): one line, and the export leaves nothing behind.
+/// A disk that fills while the tables are written (a 16 KiB tmpfs, in a mount namespace of
+/// its own), in either format: one line, and the export leaves nothing behind.
 #[test]
 fn a_full_disk_is_one_line_and_leaves_no_table() {
-    let dir = scratch("full");
+    for format in ["csv", "parquet"] {
+        full_disk(format);
+    }
+}
+
+fn full_disk(format: &str) {
+    let dir = scratch(&format!("full-{format}"));
     let recording = dir.join("demo.jsonl");
     std::fs::write(&recording, story()).expect("write");
     let small = dir.join("small");
     std::fs::create_dir_all(&small).expect("mkdir");
     let script = format!(
-        "mount -t tmpfs -o size=64k strata-export-test '{small}' && '{strata}' export '{rec}' --to csv '{small}/tables'; echo \"rc=$?\"; ls -A '{small}'",
+        "mount -t tmpfs -o size=16k strata-export-test '{small}' && '{strata}' export '{rec}' --to {format} '{small}/tables'; echo \"rc=$?\"; ls -A '{small}'",
         small = path(&small),
         strata = env!("CARGO_BIN_EXE_strata"),
         rec = path(&recording),
@@ -252,7 +274,7 @@ fn a_full_disk_is_one_line_and_leaves_no_table() {
         return;
     }
     let stdout = String::from_utf8_lossy(&result.stdout);
-    assert!(stdout.contains("rc=1"), "{stdout} {said}");
+    assert!(stdout.contains("rc=1"), "{format}: {stdout} {said}");
     assert_eq!(said.lines().count(), 1, "one line: {said}");
     assert!(said.contains("cannot write the tables into"), "{said}");
     assert!(said.contains("hint: check the free space"), "{said}");

@@ -1,5 +1,6 @@
 //! A table as Apache Parquet, through the Arrow writer: rows gathered into batches of
-//! [`BATCH_ROWS`], pages compressed with zstd, strings dictionary-encoded. What each column
+//! [`BATCH_ROWS`], encoded on a thread of their own (pages compressed with zstd, strings
+//! dictionary-encoded). What each column
 //! and metric means is in the file's key-value metadata (`strata.column.NAME`,
 //! `strata.metric.NAME`), the same in the Arrow schema's, and in each Arrow field's own
 //! (`description`): DuckDB's `parquet_kv_metadata` and pyarrow's `read_metadata` read the
@@ -16,7 +17,9 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use std::fs::File;
 use std::io;
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// Rows gathered before they are handed to the writer as one batch.
 const BATCH_ROWS: usize = 64 * 1024;
@@ -66,13 +69,21 @@ impl Builder {
     }
 }
 
+/// Batches handed to the encoding thread and not yet taken, at most: rows keep being
+/// gathered while the thread encodes, within a bound.
+const BATCHES_AHEAD: usize = 2;
+
 pub struct ParquetTable {
     table: &'static Table,
     schema: SchemaRef,
     builders: Vec<Builder>,
     pending: usize,
     rows: u64,
-    writer: ArrowWriter<File>,
+    /// To the thread that encodes and writes the batches (beside the pipeline's, which
+    /// makes the rows); `None` once finished.
+    batches: Option<SyncSender<RecordBatch>>,
+    /// That thread: the file, written whole and synced, or why not.
+    encoder: Option<JoinHandle<io::Result<()>>>,
 }
 
 fn parquet_error(e: impl std::fmt::Display) -> io::Error {
@@ -135,12 +146,14 @@ impl ParquetTable {
     pub fn new(table: &'static Table, file: File, origin: &Origin) -> io::Result<Self> {
         let key_values = key_values(table, origin);
         // The Arrow schema carries them too: pyarrow's `schema.metadata` is read from it.
-        let schema = Arc::new(schema(table).with_metadata(
-            key_values
-                .iter()
-                .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
-                .collect::<std::collections::HashMap<String, String>>(),
-        ));
+        let schema = Arc::new(
+            schema(table).with_metadata(
+                key_values
+                    .iter()
+                    .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+                    .collect::<std::collections::HashMap<String, String>>(),
+            ),
+        );
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
                 ZstdLevel::try_new(ZSTD_LEVEL).map_err(parquet_error)?,
@@ -148,15 +161,26 @@ impl ParquetTable {
             .set_created_by(format!("strata {}", crate::version::DESCRIBE))
             .set_key_value_metadata(Some(key_values))
             .build();
-        let writer =
+        let mut writer =
             ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_error)?;
+        let (batches, receive) = std::sync::mpsc::sync_channel::<RecordBatch>(BATCHES_AHEAD);
+        let encoder = std::thread::Builder::new()
+            .name(format!("strata-export-{}", table.name))
+            .spawn(move || {
+                for batch in receive {
+                    writer.write(&batch).map_err(parquet_error)?;
+                }
+                // Every batch is in: the footer, then the file made durable.
+                writer.into_inner().map_err(parquet_error)?.sync_all()
+            })?;
         Ok(ParquetTable {
             table,
             schema,
             builders: table.columns.iter().map(|c| Builder::new(c.kind)).collect(),
             pending: 0,
             rows: 0,
-            writer,
+            batches: Some(batches),
+            encoder: Some(encoder),
         })
     }
 
@@ -166,9 +190,27 @@ impl ParquetTable {
         }
         let columns = self.builders.iter_mut().map(Builder::finish).collect();
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(parquet_error)?;
-        self.writer.write(&batch).map_err(parquet_error)?;
         self.pending = 0;
-        Ok(())
+        let sent = match &self.batches {
+            Some(batches) => batches.send(batch).is_ok(),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            // The thread stopped on an error (a full disk): that is the error.
+            self.batches = None;
+            Err(self.join())
+        }
+    }
+
+    /// The encoding thread's end: its error, or that it stopped without one.
+    fn join(&mut self) -> io::Error {
+        match self.encoder.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => io::Error::other("the Parquet writer's thread panicked"),
+            Some(Ok(Ok(()))) | None => io::Error::other("the Parquet writer stopped"),
+        }
     }
 }
 
@@ -195,9 +237,13 @@ impl TableWriter for ParquetTable {
 
     fn finish(mut self: Box<Self>) -> io::Result<u64> {
         self.flush()?;
-        let rows = self.rows;
-        let file = self.writer.into_inner().map_err(parquet_error)?;
-        file.sync_all()?;
-        Ok(rows)
+        // The last batch sent: the thread writes the footer and ends.
+        self.batches = None;
+        match self.encoder.take().map(JoinHandle::join) {
+            Some(Ok(Ok(()))) => Ok(self.rows),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(io::Error::other("the Parquet writer's thread panicked")),
+            None => Err(io::Error::other("the Parquet writer stopped")),
+        }
     }
 }
