@@ -149,6 +149,10 @@ pub enum Command {
     /// .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with
     /// --from, re-encode a recording into FILE.
     Record(RecordArgs),
+    /// Write a recording's tables for a notebook into the directory OUT: devices (each
+    /// device's layers at each sample), processes (each process's figures, long form) and
+    /// findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are.
+    Export(ExportArgs),
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
@@ -289,6 +293,27 @@ pub struct AnalyzeArgs {
     /// several times faster on a long recording.
     #[arg(long)]
     pub every_sample: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The recording: either format, plain or compressed, or `snapshot --json --count`
+    /// output; `-` reads stdin.
+    pub file: PathBuf,
+
+    /// The tables' format.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub to: crate::export::Format,
+
+    /// The directory to write devices.FORMAT, processes.FORMAT and findings.FORMAT into:
+    /// made if missing, refused if it holds anything.
+    #[arg(value_name = "OUT")]
+    pub out: PathBuf,
+
+    /// Write into OUT even though it holds files: the three tables of this format are
+    /// replaced, each once it is written whole; nothing else in OUT is touched.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod context;
 pub mod detect;
 pub mod doctor;
+pub mod export;
 pub mod feed;
 pub mod fixtures;
 pub mod history;

@@ -49,6 +49,15 @@ fn main() -> ExitCode {
                 &args.file, args.json, context, clock,
             ));
         }
+        Some(Command::Export(args)) => {
+            return ExitCode::from(strata::export::command::run(
+                &args.file,
+                args.to,
+                &args.out,
+                args.force,
+                cli.common.context_bytes(),
+            ));
+        }
         Some(Command::Serve(args)) => serve(&cli.common, &args),
         Some(Command::Record(args)) if args.from.is_some() => return reencode(&args),
         Some(Command::Record(args)) => record(&cli.common, &args),

@@ -86,7 +86,7 @@ fn print(analysis: &Analysis, json: bool) -> std::io::Result<()> {
 }
 
 /// What was lost, in a few words: `2 bad lines, corrupt data at byte 1234 (12.0 KiB skipped)`.
-fn lost(analysis: &Analysis) -> String {
+pub fn lost(analysis: &Analysis) -> String {
     let mut parts = Vec::new();
     let bad = analysis.bad_lines.len() as u64 + analysis.more_bad_lines;
     if bad > 0 {

@@ -11,9 +11,10 @@ mod timeline;
 pub use timeline::timeline;
 
 use crate::detect::{Finding, FindingKind, FindingTracker, Severity};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Observed, Pipeline};
 use crate::recording::{Corruption, Line, Lines, ReadError};
 use serde::Serialize;
+use std::ops::ControlFlow;
 
 /// One finding over the time it held.
 #[derive(Debug, Clone, Serialize)]
@@ -125,7 +126,20 @@ pub fn analyze(lines: Lines, context_bytes: Option<u64>) -> Analysis {
 }
 
 /// [`analyze`], the detectors that read the history run on `clock`.
-pub fn analyze_on(mut lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Analysis {
+pub fn analyze_on(lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Analysis {
+    analyze_observing(lines, context_bytes, clock, |_| ControlFlow::Continue(()))
+}
+
+/// [`analyze_on`], each sample handed to `observe` as it is judged, in the order read, with
+/// what the pipeline derived from it (its layers, the findings of that instant): how
+/// `strata export` tables a recording in the same pass. Judging stops where `observe`
+/// breaks (the last sample is then not judged whole).
+pub fn analyze_observing(
+    mut lines: Lines,
+    context_bytes: Option<u64>,
+    clock: Clock,
+    mut observe: impl FnMut(&Observed) -> ControlFlow<()>,
+) -> Analysis {
     let budget = budget::Budget::new(crate::recording::LINE_LIMIT as u64);
     let (send, receive) = std::sync::mpsc::sync_channel(64);
     std::thread::scope(|scope| {
@@ -163,6 +177,7 @@ pub fn analyze_on(mut lines: Lines, context_bytes: Option<u64>, clock: Clock) ->
                     context_bytes,
                     clock,
                     &mut analysis,
+                    &mut observe,
                 );
                 drop(closed);
             }
@@ -179,6 +194,7 @@ fn judge(
     context_bytes: Option<u64>,
     clock: Clock,
     analysis: &mut Analysis,
+    observe: &mut dyn FnMut(&Observed) -> ControlFlow<()>,
 ) {
     let mut pipeline = Pipeline::new(context_bytes);
     let mut episodes: Vec<Episode> = Vec::new();
@@ -207,11 +223,13 @@ fn judge(
         };
         episode(&observed.findings, time, episodes, latest);
         // Whether its feeds were rebuilt from an older recording's derived form.
-        matches!(
+        let older = matches!(
             observed.feed_shape,
             crate::sample::derived::FeedShape::Derived(_)
-        )
+        );
+        (older, observe(&observed))
     };
+    let mut stopped = false;
     for (item, attached) in lines {
         let (number, line) = match item {
             Ok(Some(line)) => line,
@@ -263,15 +281,17 @@ fn judge(
             .as_ref()
             .is_some_and(|(before, _)| someone_leaves(before, &sample));
         if let Some(before) = held.replace((sample, attached)) {
-            if take(before, leaving, &mut pipeline, &mut episodes, &mut latest) {
-                analysis.older_shape += 1;
+            let (older, flow) = take(before, leaving, &mut pipeline, &mut episodes, &mut latest);
+            analysis.older_shape += u64::from(older);
+            if flow.is_break() {
+                stopped = true;
+                break;
             }
         }
     }
-    if let Some(last) = held.take() {
-        if take(last, true, &mut pipeline, &mut episodes, &mut latest) {
-            analysis.older_shape += 1;
-        }
+    if let Some(last) = held.take().filter(|_| !stopped) {
+        let (older, _) = take(last, true, &mut pipeline, &mut episodes, &mut latest);
+        analysis.older_shape += u64::from(older);
     }
     // Open: raised at the last sample, as the monitor would show it there. An episode that
     // ended before (its condition gone) is closed, however recently.
