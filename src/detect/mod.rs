@@ -4,6 +4,7 @@ mod devices;
 pub(crate) mod diagnosis;
 mod feeds;
 mod grouping;
+mod judged;
 mod processes;
 pub mod trend;
 mod warmup;
