@@ -524,7 +524,7 @@ fn reconcile(
                 status,
                 FeedStatus::Refused { .. }
                     | FeedStatus::Pending {
-                        kind: crate::feed::attach::PendingKind::AgentError,
+                        kind: crate::accounting::attach::PendingKind::AgentError,
                         ..
                     }
             );
