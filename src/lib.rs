@@ -19,6 +19,7 @@ pub mod layers;
 pub mod manual;
 pub mod oom;
 pub mod pipeline;
+pub mod present;
 pub mod record;
 pub mod recording;
 pub mod replay;
