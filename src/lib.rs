@@ -20,7 +20,6 @@ pub mod manual;
 pub mod oom;
 pub mod pipeline;
 pub mod present;
-pub mod record;
 pub mod recording;
 pub mod replay;
 pub mod report;
