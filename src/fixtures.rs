@@ -1,7 +1,7 @@
 //! Small builders of raw samples, shared by unit, property and screen tests.
 #![doc(hidden)]
 
-use crate::feed::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
+use crate::accounting::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
 use crate::sample::{
     AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample,
     ProcessSample,

@@ -20,7 +20,7 @@ pub mod layers;
 pub mod manual;
 pub mod oom;
 pub mod pipeline;
-pub mod record;
+pub mod present;
 pub mod recording;
 pub mod replay;
 pub mod report;

@@ -2,8 +2,8 @@
 //! were opened from.
 
 use super::theme::Theme;
-use super::widgets::fit;
 use crate::app::{AttachOffer, SignalDialog, Stage};
+use crate::present::fit;
 use crate::signal::Signal;
 use ratatui::layout::Rect;
 use ratatui::text::Line;

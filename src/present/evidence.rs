@@ -3,6 +3,7 @@
 //! per minute, seconds as durations, instants as UTC times with how long ago, shares as
 //! percentages. A field this file does not know is shown as it is.
 
+use super::grouped;
 use crate::units;
 use serde_json::Value;
 
@@ -49,19 +50,6 @@ pub(crate) fn is_time(key: &str) -> bool {
 
 fn is_share(key: &str) -> bool {
     key == "share" || key.starts_with("share_") || key.ends_with("_share")
-}
-
-/// `58,646,999,040`: exact bytes, grouped for reading.
-pub fn grouped(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A number as JSON would print it, without a trailing `.0`.
