@@ -3,20 +3,14 @@
 //! `strata snapshot --json --count`) and for the busy synthetic node of 8 GPUs x 64 fed
 //! processes; format 2 re-encoded back to JSON lines too.
 
-#[path = "support/busy_node.rs"]
-mod busy_node;
+mod common;
 
-use std::path::{Path, PathBuf};
+use common::busy_node;
+use common::{strata, Scratch};
+use std::path::Path;
 use std::process::Command;
 use strata::recording::{Line, Lines};
 use strata::sample::NodeSample;
-
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-reencode-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
 
 /// Every sample of a recording, and whether anything but samples was met.
 fn read(path: &Path) -> (Vec<NodeSample>, bool) {
@@ -33,7 +27,7 @@ fn read(path: &Path) -> (Vec<NodeSample>, bool) {
 }
 
 fn reencode(from: &Path, to: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["record"])
         .arg(to)
         .arg("--from")
@@ -68,9 +62,10 @@ fn holds(input: &Path, dir: &Path) -> Vec<NodeSample> {
 
 #[test]
 fn the_demo_story_reads_back_alike_from_either_format() {
-    let dir = dir("demo");
+    let scratch = Scratch::new("reencode-demo");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args([
             "snapshot",
             "--demo",
@@ -87,12 +82,12 @@ fn the_demo_story_reads_back_alike_from_either_format() {
     std::fs::write(&one, &out.stdout).expect("write");
     let samples = holds(&one, &dir);
     assert_eq!(samples.len(), 121);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn the_busy_node_reads_back_alike_from_either_format() {
-    let dir = dir("busy");
+    let scratch = Scratch::new("reencode-busy");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
     let mut node = busy_node::Node::new(8);
     let mut text = String::new();
@@ -108,15 +103,15 @@ fn the_busy_node_reads_back_alike_from_either_format() {
     let f1 = std::fs::metadata(&one).expect("one").len();
     let f2 = std::fs::metadata(dir.join("two.zst")).expect("two").len();
     assert!(f2 * 20 < f1, "format 2 is far smaller: {f2} of {f1}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn reencoding_into_the_file_being_read_is_refused() {
-    let dir = dir("same");
+    let scratch = Scratch::new("reencode-same");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
     std::fs::write(&one, "").expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .arg("record")
         .arg(&one)
         .arg("--from")
@@ -127,5 +122,4 @@ fn reencoding_into_the_file_being_read_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is the recording being read"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }

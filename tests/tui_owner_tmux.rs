@@ -2,11 +2,11 @@
 //! the width allows (200 columns, not 120), `g` cycling the table's grouping with a group row
 //! per device and its members under it, and Enter on a group row opening the group.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::strata;
+use common::tmux::Pane;
 use std::time::Duration;
-use tmux::{strata, Pane};
 
 fn demo(name: &str, width: u16, height: u16) -> Pane {
     let command = format!("{} --demo --demo-at 905 --interval 0.5", strata());

@@ -4,69 +4,25 @@
 //! the sort reversed with `S`, its rows holding still while values saw-tooth.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::tmux::Pane;
+use common::{strata, Running, Scratch};
 use serde_json::json;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(15);
 
-/// A directory everyone may read, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("strata-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child killed and reaped on drop, unless the test reaped it.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Running {
-    /// The signal it died of, waiting up to `timeout`; `None` if it is still alive then.
-    fn died_of(&mut self, timeout: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return status.signal();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
 fn sleeper(script: &str) -> Running {
-    let child = Command::new("sh")
-        .args(["-c", script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("sh");
-    let pid = child.id();
+    let child = Running::spawn(
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
+    );
+    let pid = child.pid();
     // The shell becomes `sleep` (after opening what the script opens).
     for _ in 0..300 {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -75,7 +31,7 @@ fn sleeper(script: &str) -> Running {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Running(child)
+    child
 }
 
 /// One GPU listing `pids` (1 GiB each), as a scenario file in `dir`.
@@ -127,10 +83,10 @@ fn wait(pane: &Pane, needles: &[&str], what: &str) -> String {
 /// it with SIGTERM, and the footer says so.
 #[test]
 fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
-    let dir = Dir::new("k-term");
+    let scratch = Scratch::shared("k-term");
     let mut target = sleeper("exec sleep 300");
-    let pid = target.0.id();
-    let pane = monitor("k-term", &scenario(&dir.0, &[pid]), "", "");
+    let pid = target.pid();
+    let pane = monitor("k-term", &scenario(&scratch.dir, &[pid]), "", "");
     pane.wait_for(&[&pid.to_string(), "sleep 300"], START)
         .unwrap_or_else(|s| panic!("the sleep is not listed:\n{s}"));
     pane.keys(&["k"]);
@@ -178,11 +134,11 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
 /// The other signals: ↑ for SIGINT, ↓ for SIGKILL, Enter to confirm; `n` declines.
 #[test]
 fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
-    let dir = Dir::new("k-int");
+    let scratch = Scratch::shared("k-int");
     let mut first = sleeper("exec sleep 301");
     let mut second = sleeper("exec sleep 302");
-    let (a, b) = (first.0.id(), second.0.id());
-    let pane = monitor("k-int", &scenario(&dir.0, &[a, b]), "", "");
+    let (a, b) = (first.pid(), second.pid());
+    let pane = monitor("k-int", &scenario(&scratch.dir, &[a, b]), "", "");
     pane.wait_for(&["sleep 301", "sleep 302"], START)
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
     // Both hold 1 GiB: ordered by pid.
@@ -243,10 +199,10 @@ fn another_users_process_is_refused_with_eperm_said() {
         0,
         "setpriv needs root (CI runs as root)"
     );
-    let dir = Dir::new("k-eperm");
+    let scratch = Scratch::shared("k-eperm");
     let mut target = sleeper("exec sleep 303");
-    let pid = target.0.id();
-    let file = scenario(&dir.0, &[pid]);
+    let pid = target.pid();
+    let file = scenario(&scratch.dir, &[pid]);
     let wrapper = "setpriv --reuid 65534 --regid 65534 --clear-groups";
     let pane = monitor("k-eperm", &file, wrapper, "");
     pane.wait_for(&["sleep 303"], START)
@@ -269,18 +225,18 @@ fn another_users_process_is_refused_with_eperm_said() {
 /// evidence lists it, and `k` there signals it after confirmation.
 #[test]
 fn the_holder_of_a_zombie_context_is_named_and_signalled() {
-    let dir = Dir::new("k-zombie");
-    let dev = dir.0.join("dev");
+    let scratch = Scratch::shared("k-zombie");
+    let dev = scratch.dir.join("dev");
     std::fs::create_dir_all(&dev).expect("dev");
     std::fs::write(dev.join("nvidia0"), b"").expect("device file");
     let mut holder = sleeper(&format!(
         "exec 3<'{}/nvidia0'; exec sleep 304",
         dev.display()
     ));
-    let holder_pid = holder.0.id();
+    let holder_pid = holder.pid();
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("reaped");
-    let file = scenario(&dir.0, &[gone.id()]);
+    let file = scenario(&scratch.dir, &[gone.id()]);
     let env = format!("STRATA_DEV_DIR='{}'", dev.display());
     let pane = monitor("k-zombie", &file, "", &env);
     pane.wait_for(

@@ -1,7 +1,8 @@
 //! A busy training node, synthetic: 8 GPUs with N fed processes each (8: 64 processes and
 //! 64 feeds), every figure moving at each reading as a training job's do, sampled at 1 s.
 //! Shared by `benches/record.rs` and the tests that hold recording formats to the same
-//! samples (`#[path]`-included: it is not a module of the library).
+//! samples (a module of `tests/common`, and `#[path]`-included by the benchmark: it is not a
+//! module of the library).
 //!
 //! The node moves as a training job's does, so the data is not made compressible: each
 //! process's live tensors saw-tooth within its step (periods 20 s to 5 min) with 512-byte
