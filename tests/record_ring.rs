@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{strata, Scratch};
+use common::{strata, wait_until, Scratch};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,6 +56,11 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starts");
+    wait_until(
+        Duration::from_secs(10),
+        "the recorder to make its directory",
+        || dir.exists(),
+    );
     // Story 300 s to past 2700 s: the OOMs at 900 s and 1010 s, and 20 minutes after them.
     let start = Instant::now();
     let newest_time = || -> f64 {
