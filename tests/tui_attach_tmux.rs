@@ -73,15 +73,6 @@ fn monitor(scratch: &Scratch, pid: u32) -> String {
     )
 }
 
-fn quit(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked, "terminal left raw");
-}
-
 #[test]
 fn a_confirmed_attach_feeds_a_python_3_14_process() {
     let Some(root) = py314_root() else { return };
@@ -107,7 +98,7 @@ fn a_confirmed_attach_feeds_a_python_3_14_process() {
         .wait_for(&["S no fram"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the row does not show the feed:\n{s}"));
     assert!(!screen.contains("nofeed"), "{screen}");
-    quit(&pane);
+    pane.quit();
     let socket = root.join(format!("tmp/strata-0/{pid}.sock"));
     assert!(socket.exists() || !Path::new(&format!("/proc/{pid}")).exists());
 }
@@ -136,5 +127,5 @@ fn an_older_python_is_refused_in_one_line_and_nothing_is_offered() {
         !screen.contains("y/Enter attach"),
         "nothing offered:\n{screen}"
     );
-    quit(&pane);
+    pane.quit();
 }

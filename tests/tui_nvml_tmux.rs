@@ -31,15 +31,6 @@ fn monitor_of(
     Pane::start(name, &command, width, height)
 }
 
-fn quit_and_check(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked, "terminal left raw:\n{}", pane.capture());
-}
-
 #[test]
 fn mig_instances_appear_nested_under_their_gpu() {
     let pane = monitor("nvml-mig", "mig", "1");
@@ -57,7 +48,7 @@ fn mig_instances_appear_nested_under_their_gpu() {
     // Nested: the instances come after their GPU's title and before the next GPU's.
     let at = |needle: &str| screen.find(needle).unwrap_or(usize::MAX);
     assert!(at("GPU 0 ·") < at("└ 3g.40gb"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 #[test]
@@ -73,7 +64,7 @@ fn a_lost_gpu_is_marked_and_the_other_goes_on() {
         )
         .unwrap_or_else(|s| panic!("lost GPU not marked:\n{s}"));
     assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// two_gpus.json, whose polls 3 and 4 each take 3 s: NVML's memory read of GPU 0 sleeps (the
@@ -130,7 +121,7 @@ fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
     std::thread::sleep(Duration::from_secs(2));
     let screen = pane.capture();
     assert!(header(&screen).contains("● live"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// Inside a PID namespace of its own (a container without --pid=host), the header says so
@@ -166,7 +157,7 @@ fn in_its_own_pid_namespace_the_header_says_so() {
         1,
         "once: {screen}"
     );
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// A seven-digit PID (Linux allows up to 4194304) is shown in full at 100 columns, never cut
@@ -189,7 +180,7 @@ fn a_seven_digit_pid_is_shown_whole_at_100_columns() {
         .find(|l| l.contains("4194304"))
         .unwrap_or_else(|| panic!("the PID is cut:\n{screen}"));
     assert!(row.starts_with("4194304 "), "{row}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// On a node where no process has a feed, the hint to get one is a single finding for the
@@ -240,5 +231,5 @@ fn one_hint_for_the_node_names_only_its_python_processes() {
         .count();
     assert_eq!(hints, 1, "{screen}");
     assert!(screen.contains("Findings (1)"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }

@@ -16,15 +16,6 @@ fn demo(name: &str, width: u16, height: u16) -> Pane {
     pane
 }
 
-fn quit(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked, "terminal left raw");
-}
-
 #[test]
 fn the_owner_column_shows_where_the_width_allows() {
     let wide = demo("owner-200", 200, 50);
@@ -40,7 +31,7 @@ fn the_owner_column_shows_where_the_width_allows() {
         )
         .unwrap_or_else(|s| panic!("no owners at 200 columns:\n{s}"));
     assert!(screen.contains("unit embeddings.ser"), "{screen}");
-    quit(&wide);
+    wide.quit();
     let narrow = demo("owner-120", 120, 40);
     let screen = narrow.capture();
     assert!(
@@ -51,7 +42,7 @@ fn the_owner_column_shows_where_the_width_allows() {
         screen.contains("python train.py"),
         "the command keeps its room:\n{screen}"
     );
-    quit(&narrow);
+    narrow.quit();
 }
 
 #[test]
@@ -100,5 +91,5 @@ fn g_cycles_the_grouping_and_enter_opens_a_group() {
     });
     pane.wait_for(&["sorted by used ▼"], Duration::from_secs(10))
         .unwrap_or_else(|s| panic!("not sorted by used:\n{s}"));
-    quit(&pane);
+    pane.quit();
 }

@@ -110,6 +110,13 @@ impl Pane {
         }
     }
 
+    /// Waits up to 5 s until the screen shows every one of `needles`; returns the screen, or
+    /// panics with `what` and the screen.
+    pub fn must_show(&self, needles: &[&str], what: &str) -> String {
+        self.wait_for(needles, Duration::from_secs(5))
+            .unwrap_or_else(|s| panic!("{what}:\n{s}"))
+    }
+
     /// The PID of the program the pane's shell is running.
     pub fn program_pid(&self) -> u32 {
         let shell = String::from_utf8_lossy(
@@ -153,6 +160,17 @@ impl Pane {
         let cooked = modes.split_whitespace().any(|m| m == "icanon")
             && modes.split_whitespace().any(|m| m == "echo");
         Ok((exit, cooked))
+    }
+
+    /// `q`, then the program must have exited with status 0 within 5 s, leaving the terminal
+    /// in cooked mode.
+    pub fn quit(&self) {
+        self.keys(&["q"]);
+        let (exit, cooked) = self
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
+        assert_eq!(exit, "EXIT=0", "{}", self.capture());
+        assert!(cooked, "terminal left raw:\n{}", self.capture());
     }
 }
 

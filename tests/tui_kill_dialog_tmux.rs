@@ -1,7 +1,7 @@
-//! `k` in a real terminal, on the NVML path (the fake library listing real processes): the
-//! dialog, its confirmation, the signal the process dies of, a cancel that leaves it alive,
-//! EPERM said as such; the holder of a zombie context's device file named and signalled; and
-//! the sort reversed with `S`, its rows holding still while values saw-tooth.
+//! `k`, the kill dialog, in a real terminal, on the NVML path (the fake library listing real
+//! processes): the dialog, its confirmation, the signal the process dies of, a cancel that
+//! leaves it alive, EPERM said as such; the holder of a zombie context's device file named
+//! and signalled.
 
 mod common;
 
@@ -11,7 +11,7 @@ use common::{strata, Running, Scratch};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const START: Duration = Duration::from_secs(15);
 
@@ -65,20 +65,6 @@ fn monitor(name: &str, file: &Path, wrapper: &str, env: &str) -> Pane {
     Pane::start(name, &command, 160, 40)
 }
 
-fn quit(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked);
-}
-
-fn wait(pane: &Pane, needles: &[&str], what: &str) -> String {
-    pane.wait_for(needles, Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("{what}:\n{s}"))
-}
-
 /// `k` on a real `sleep`: Esc cancels and it lives on; then SIGTERM, confirmed with `y`, ends
 /// it with SIGTERM, and the footer says so.
 #[test]
@@ -90,8 +76,7 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
     pane.wait_for(&[&pid.to_string(), "sleep 300"], START)
         .unwrap_or_else(|s| panic!("the sleep is not listed:\n{s}"));
     pane.keys(&["k"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             &format!("Signal PID {pid} (sleep 300)"),
             "› SIGTERM",
@@ -100,16 +85,11 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
         "no dialog",
     );
     pane.keys(&["Escape"]);
-    wait(
-        &pane,
-        &["cancelled: no signal sent"],
-        "no word of the cancel",
-    );
+    pane.must_show(&["cancelled: no signal sent"], "no word of the cancel");
     assert_eq!(target.died_of(Duration::from_secs(1)), None, "still alive");
     pane.keys(&["k"]);
     pane.keys(&["Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             &format!("Send SIGTERM to PID {pid} (sleep 300)"),
             "y/Enter send",
@@ -123,12 +103,11 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
     );
     pane.keys(&["y"]);
     assert_eq!(target.died_of(Duration::from_secs(5)), Some(libc::SIGTERM));
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("SIGTERM sent to PID {pid} (sleep 300)")],
         "no outcome in the footer",
     );
-    quit(&pane);
+    pane.quit();
 }
 
 /// The other signals: ↑ for SIGINT, ↓ for SIGKILL, Enter to confirm; `n` declines.
@@ -144,19 +123,11 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
     // Both hold 1 GiB: ordered by pid.
     let (low, high) = if a < b { (a, b) } else { (b, a) };
     pane.keys(&["Home", "k", "Enter"]);
-    wait(
-        &pane,
-        &[&format!("Send SIGTERM to PID {low}")],
-        "no confirmation",
-    );
+    pane.must_show(&[&format!("Send SIGTERM to PID {low}")], "no confirmation");
     pane.keys(&["n"]);
-    wait(&pane, &["cancelled: no signal sent"], "n did not decline");
+    pane.must_show(&["cancelled: no signal sent"], "n did not decline");
     pane.keys(&["k", "Up", "Enter"]);
-    wait(
-        &pane,
-        &[&format!("Send SIGINT to PID {low}")],
-        "SIGINT not chosen",
-    );
+    pane.must_show(&[&format!("Send SIGINT to PID {low}")], "SIGINT not chosen");
     pane.keys(&["Enter"]);
     let (low_child, high_child) = if a < b {
         (&mut first, &mut second)
@@ -176,8 +147,7 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
     pane.wait_for(&["gone"], Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("the row is not marked gone:\n{s}"));
     pane.keys(&["Home", "Down", "k", "Down", "Down", "Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("Send SIGKILL to PID {high}")],
         "SIGKILL not chosen",
     );
@@ -186,7 +156,7 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
         high_child.died_of(Duration::from_secs(5)),
         Some(libc::SIGKILL)
     );
-    quit(&pane);
+    pane.quit();
 }
 
 /// strata as `nobody` may not signal root's `sleep`: no dialog, the footer says EPERM and
@@ -208,8 +178,7 @@ fn another_users_process_is_refused_with_eperm_said() {
     pane.wait_for(&["sleep 303"], START)
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
     pane.keys(&["k"]);
-    let screen = wait(
-        &pane,
+    let screen = pane.must_show(
         &[&format!(
             "not signalled: not permitted (EPERM): PID {pid} belongs to user root"
         )],
@@ -217,7 +186,7 @@ fn another_users_process_is_refused_with_eperm_said() {
     );
     assert!(!screen.contains("Send SIG"), "{screen}");
     assert_eq!(target.died_of(Duration::from_secs(1)), None, "still alive");
-    quit(&pane);
+    pane.quit();
 }
 
 /// NVML lists a pid that has exited; a real `sleep` holds GPU 0's device file open (an
@@ -248,8 +217,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
     .unwrap_or_else(|s| panic!("the holder is not named:\n{s}"));
     pane.keys(&["Tab", "Home", "Enter"]);
     let me = std::process::id();
-    wait(
-        &pane,
+    pane.must_show(
         &[
             "Finding · zombie_context",
             &format!("PID {holder_pid}"),
@@ -259,8 +227,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         "the evidence does not list the holder",
     );
     pane.keys(&["k"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             "Signal · the holders of /dev/nvidia0",
             &format!("Signal PID {holder_pid} (sleep 304)"),
@@ -268,8 +235,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         "no dialog for the holder",
     );
     pane.keys(&["Down", "Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("Send SIGKILL to PID {holder_pid}")],
         "no confirmation",
     );
@@ -287,73 +253,5 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         Duration::from_secs(15),
     )
     .unwrap_or_else(|s| panic!("the holder is still named:\n{s}"));
-    quit(&pane);
-}
-
-/// The pid column's values of the table's rows, top to bottom, among `pids`.
-fn row_order(screen: &str, pids: &[&str]) -> Vec<String> {
-    screen
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|first| pids.contains(first))
-        .map(str::to_string)
-        .collect()
-}
-
-/// The rows' order among `pids` once every one is on screen and `good` holds, read for up
-/// to 5 s; the screen read last if it never does.
-fn settled_order(pane: &Pane, pids: &[&str], good: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let start = Instant::now();
-    loop {
-        let screen = pane.capture();
-        let order = row_order(&screen, pids);
-        if (order.len() == pids.len() && good(&order)) || start.elapsed() > Duration::from_secs(5) {
-            assert!(good(&order), "{screen}");
-            return order;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `S` reverses the order (▲ in the title); sorted by live tensors, the two training ranks,
-/// whose activations saw-tooth nearly in step and cross twice a step, keep their rows.
-#[test]
-fn s_reverses_and_saw_toothing_rows_hold_still() {
-    let pane = Pane::start(
-        "sort",
-        &format!("{} --demo --demo-at 600 --demo-speed 10", strata()),
-        200,
-        50,
-    );
-    let pids = [
-        "41230", "41231", "60112", "52077", "52010", "60500", "38811", "61002", "31337",
-    ];
-    // A capture can catch a frame half written: the order is read until it settles.
-    wait(&pane, &["sorted by used ▼"], "no table");
-    let down = settled_order(&pane, &pids, |o| {
-        o.last().map(String::as_str) == Some("31337")
-    });
-    assert_eq!(down.len(), pids.len(), "{down:?}");
-    pane.keys(&["S"]);
-    wait(&pane, &["sorted by used ▲"], "S did not reverse");
-    let up = settled_order(&pane, &pids, |o| {
-        o.first().map(String::as_str) == Some("31337")
-    });
-    assert_eq!(up.len(), pids.len(), "{up:?}");
-    pane.keys(&["S", "s"]);
-    wait(&pane, &["sorted by live ▼"], "s did not move to live");
-    // Two steps of the ranks (60 story seconds each, 6 s here): their rows never swap.
-    let ranks = ["41230", "41231"];
-    let mut seen = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(12) {
-        let order = row_order(&pane.capture(), &ranks);
-        if order.len() == 2 {
-            seen.push(order);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(seen.len() > 20);
-    assert!(seen.iter().all(|o| *o == seen[0]), "rows swapped: {seen:?}");
-    quit(&pane);
+    pane.quit();
 }
