@@ -9,11 +9,11 @@
 //! times and CPU rounded (not what strata writes: a measure of where the bytes go). `benches/record.sh` runs it and the whole-process
 //! measurement.
 //!
-//! The node is `tests/support/busy_node.rs` (how its data moves is said there);
+//! The node is `tests/common/busy_node.rs` (how its data moves is said there);
 //! `-- --full-precision` writes its CPU % and poll times at full f64 precision, as its first
 //! version did (strata's sources round them: CPU to 0.1 %, the poll to 1 µs).
 
-#[path = "../tests/support/busy_node.rs"]
+#[path = "../tests/common/busy_node.rs"]
 mod busy_node;
 
 use busy_node::{Node, GPUS};

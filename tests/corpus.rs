@@ -5,12 +5,9 @@
 //! (precision, recall, mean time-to-flag) are printed: `tests/traces/evaluate.sh`, or
 //! `cargo test --test corpus -- --nocapture`.
 
-#[path = "traces/harness.rs"]
-mod harness;
-#[path = "traces/validate.rs"]
-mod validate;
+mod common;
 
-use harness::{Labels, TraceScore};
+use common::corpus::{validate, Labels, TraceScore};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -101,7 +98,7 @@ fn analyze_lines(
     let origin = first_time(lines);
     let file = scratch.join(format!("{}.jsonl", trace.name));
     std::fs::write(&file, lines).expect("write the unpacked trace");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(common::strata())
         .arg("analyze")
         .arg(&file)
         .args(["--json", "--every-sample"])
@@ -116,16 +113,16 @@ fn analyze_lines(
         );
         let _ = std::fs::remove_file(&file);
         return (
-            harness::failed(&trace.name, origin, &trace.labels, error),
+            common::corpus::failed(&trace.name, origin, &trace.labels, error),
             serde_json::Value::Null,
         );
     }
     let _ = std::fs::remove_file(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let whole = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
-    let score = match harness::parse_findings(&stdout) {
-        Ok(findings) => harness::score(&trace.name, origin, &trace.labels, &findings),
-        Err(e) => harness::failed(
+    let score = match common::corpus::parse_findings(&stdout) {
+        Ok(findings) => common::corpus::score(&trace.name, origin, &trace.labels, &findings),
+        Err(e) => common::corpus::failed(
             &trace.name,
             origin,
             &trace.labels,
@@ -156,8 +153,8 @@ fn corpus_meets_the_targets() {
     let mut scores = scores.into_inner().expect("scores");
     scores.sort_by_key(|(i, _)| *i);
     let scores: Vec<TraceScore> = scores.into_iter().map(|(_, s)| s).collect();
-    println!("{}", harness::report(&scores));
-    let failures: Vec<String> = scores.iter().flat_map(harness::failures).collect();
+    println!("{}", common::corpus::report(&scores));
+    let failures: Vec<String> = scores.iter().flat_map(common::corpus::failures).collect();
     assert!(
         failures.is_empty(),
         "{} target(s) missed:\n{}",
@@ -270,20 +267,21 @@ fn every_trace_is_well_formed() {
 fn corpus_covers_every_kind_cause_and_class() {
     let traces = corpus();
     assert!(traces.len() >= 30, "{} traces, 30 wanted", traces.len());
-    let expected: Vec<&harness::Expected> = traces.iter().flat_map(|t| &t.labels.expect).collect();
-    for kind in harness::KINDS {
+    let expected: Vec<&common::corpus::Expected> =
+        traces.iter().flat_map(|t| &t.labels.expect).collect();
+    for kind in common::corpus::KINDS {
         assert!(
             expected.iter().any(|e| e.kind == kind),
             "no trace expects {kind}"
         );
     }
-    for cause in harness::CAUSES {
+    for cause in common::corpus::CAUSES {
         assert!(
             expected.iter().any(|e| e.cause.as_deref() == Some(cause)),
             "no climb of cause {cause}"
         );
     }
-    for class in harness::CLASSES {
+    for class in common::corpus::CLASSES {
         assert!(
             expected.iter().any(|e| e.class.as_deref() == Some(class)),
             "no OOM of class {class}"
@@ -291,7 +289,7 @@ fn corpus_covers_every_kind_cause_and_class() {
     }
     let rates: Vec<f64> = expected.iter().filter_map(|e| e.rate_mib_per_min).collect();
     assert!(rates.iter().any(|&r| r <= 20.0) && rates.iter().any(|&r| r >= 500.0));
-    assert!(rates.iter().any(|&r| r < harness::FAST_MIB_PER_MIN));
+    assert!(rates.iter().any(|&r| r < common::corpus::FAST_MIB_PER_MIN));
     let normal = traces.iter().filter(|t| t.labels.normal).count();
     assert!(normal >= 10, "{normal} normal traces");
     let mut total = 0;
@@ -401,7 +399,7 @@ fn a_corpus_of_the_older_shape_is_read_with_its_feeds() {
                 trace.name, whole["older_shape"]
             ));
         }
-        failures.extend(harness::failures(&score));
+        failures.extend(common::corpus::failures(&score));
         read += 1;
     }
     assert!(read >= 40, "{read} traces");

@@ -6,6 +6,7 @@ mod common;
 
 use common::feeds::*;
 use common::snapshot::assert_layers_add_up;
+use common::{strata, Scratch};
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::process::Stdio;

@@ -4,16 +4,13 @@
 //! duration, the segments around the demo's OOMs and its zombie context kept past it under
 //! names that say so; and a directory that is not strata's refused, nothing in it touched.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{strata, wait_until, Scratch};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use strata::recording::{Line, Lines};
-
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-ring-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 /// The samples' times of one segment, read alone, and whether it ended cut.
 fn segment(path: &Path) -> (Vec<f64>, bool) {
@@ -56,8 +53,10 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
-    let dir = dir("demo");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let scratch = Scratch::new("ring-demo");
+    // Not there yet: the recorder makes it.
+    let dir = scratch.path("ring");
+    let mut child = Command::new(strata())
         .args([
             "record",
             "--demo",
@@ -71,6 +70,11 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starts");
+    wait_until(
+        Duration::from_secs(10),
+        "the recorder to make its directory",
+        || dir.exists(),
+    );
     // Story 300 s to past 2700 s: the OOMs at 900 s and 1010 s, and 20 minutes after them.
     let start = Instant::now();
     let newest_time = || -> f64 {
@@ -152,16 +156,15 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
         kept.iter().any(|n| n.contains("-oom-60112-20260101-0915")),
         "{names:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_that_is_not_strata_s_is_refused_and_left_alone() {
-    let dir = dir("foreign");
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("ring-foreign");
+    let dir = &scratch.dir;
     std::fs::write(dir.join("notes.txt"), "mine").expect("write");
     std::fs::write(dir.join("ring-20260101-000000.zst"), "not a recording").expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["record", "--demo", "--ring", "1h", "--duration", "5"])
         .arg(&dir)
         .output()
@@ -175,5 +178,4 @@ fn a_directory_that_is_not_strata_s_is_refused_and_left_alone() {
         std::fs::read_to_string(dir.join("notes.txt")).expect("kept"),
         "mine"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

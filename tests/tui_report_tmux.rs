@@ -3,23 +3,15 @@
 //! --report` prints for that instant, and names the file in the footer; a directory that
 //! cannot be written is one line in the footer, and the monitor stays up.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
-use std::path::PathBuf;
+use common::tmux::Pane;
+use common::{strata, Scratch};
 use std::time::Duration;
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(20);
 /// 30 s between samples (300 story seconds each): the screen holds one instant for the test.
 const OPTIONS: &str = "--demo --demo-at 905 --interval 30";
-
-fn work_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("work dir");
-    dir
-}
 
 /// `story 15m05s` → 905.
 fn story_secs(text: &str) -> u64 {
@@ -39,7 +31,8 @@ fn story_secs(text: &str) -> u64 {
 
 #[test]
 fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
-    let dir = work_dir("written");
+    let scratch = Scratch::new("report-written");
+    let dir = &scratch.dir;
     let pane = Pane::start(
         "report",
         &format!("cd '{}' && {} {OPTIONS}", dir.display(), strata()),
@@ -121,12 +114,12 @@ fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
         .wait_exit(Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
     assert_eq!(exit, "EXIT=0");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_that_cannot_be_written_is_one_line_in_the_footer() {
-    let dir = work_dir("unwritable");
+    let scratch = Scratch::new("report-unwritable");
+    let dir = &scratch.dir;
     let pane = Pane::start(
         "report-unwritable",
         &format!("cd '{}' && {} {OPTIONS}", dir.display(), strata()),

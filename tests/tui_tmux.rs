@@ -1,11 +1,11 @@
 //! The monitor under a real pseudo-terminal: it starts, draws the bars and MIG rows, quits
 //! on `q` within a second, and leaves the terminal in cooked mode, also on SIGTERM and SIGHUP.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::strata;
+use common::tmux::Pane;
 use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(15);
 

@@ -113,4 +113,4 @@ fn draw_main(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_diagnosis;
+mod tests_strata_and_evidence;

@@ -1,14 +1,15 @@
 //! Driving the real binary in a real pseudo-terminal under tmux, as a user would.
-#![allow(dead_code)]
 
-use std::path::PathBuf;
+use super::Scratch;
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// A private tmux server with one pane running a shell script, torn down on drop.
+/// A private tmux server with one pane running a shell script, torn down on drop, with a
+/// scratch directory of its own (the script's).
 pub struct Pane {
     socket: String,
-    pub dir: PathBuf,
+    scratch: Scratch,
 }
 
 fn tmux(socket: &str, args: &[&str]) -> Output {
@@ -24,11 +25,14 @@ impl Pane {
     /// Starts `command` in a `width`x`height` pane. After it exits the pane prints its exit
     /// status and the terminal's mode (`stty -a`), then waits, so both can be read.
     pub fn start(name: &str, command: &str, width: u16, height: u16) -> Pane {
-        let socket = format!("strata-test-{name}-{}", std::process::id());
-        let dir = std::env::temp_dir().join(&socket);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let script = dir.join("run.sh");
+        let scratch = Scratch::new(&format!("tmux-{name}"));
+        // The server's name is the directory's, as unique.
+        let socket = scratch
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .expect("a scratch dir has a name");
+        let script = scratch.path("run.sh");
         std::fs::write(
             &script,
             format!(
@@ -54,7 +58,12 @@ impl Pane {
             "tmux: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Pane { socket, dir }
+        Pane { socket, scratch }
+    }
+
+    /// The pane's own directory, where its script is.
+    pub fn dir(&self) -> &Path {
+        &self.scratch.dir
     }
 
     pub fn capture(&self) -> String {
@@ -101,6 +110,13 @@ impl Pane {
         }
     }
 
+    /// Waits up to 5 s until the screen shows every one of `needles`; returns the screen, or
+    /// panics with `what` and the screen.
+    pub fn must_show(&self, needles: &[&str], what: &str) -> String {
+        self.wait_for(needles, Duration::from_secs(5))
+            .unwrap_or_else(|s| panic!("{what}:\n{s}"))
+    }
+
     /// The PID of the program the pane's shell is running.
     pub fn program_pid(&self) -> u32 {
         let shell = String::from_utf8_lossy(
@@ -145,6 +161,17 @@ impl Pane {
             && modes.split_whitespace().any(|m| m == "echo");
         Ok((exit, cooked))
     }
+
+    /// `q`, then the program must have exited with status 0 within 5 s, leaving the terminal
+    /// in cooked mode.
+    pub fn quit(&self) {
+        self.keys(&["q"]);
+        let (exit, cooked) = self
+            .wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
+        assert_eq!(exit, "EXIT=0", "{}", self.capture());
+        assert!(cooked, "terminal left raw:\n{}", self.capture());
+    }
 }
 
 impl Drop for Pane {
@@ -157,11 +184,5 @@ impl Drop for Pane {
         if !path.is_empty() {
             let _ = std::fs::remove_file(path);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Path of the built `strata` binary.
-pub fn strata() -> &'static str {
-    env!("CARGO_BIN_EXE_strata")
 }

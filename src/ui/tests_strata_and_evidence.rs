@@ -380,7 +380,7 @@ fn the_demos_story_appears_in_the_findings_panel_on_time() {
 }
 
 #[test]
-fn the_new_views_draw_at_every_size_without_panic() {
+fn the_strata_and_evidence_views_draw_at_every_size_without_panic() {
     let mut state = demo_state(false);
     select(&mut state, FindingKind::Climb, Some(52010));
     state.apply_action(Action::Open);
@@ -407,7 +407,7 @@ fn the_new_views_draw_at_every_size_without_panic() {
 }
 
 #[test]
-fn help_and_footer_name_the_new_keys() {
+fn help_and_footer_name_the_strata_and_evidence_keys() {
     let mut state = demo_state(false);
     let footer = |state: &State, w: u16| {
         text(&render(state, w, 24))
@@ -493,10 +493,10 @@ fn a_lost_gpu_keeps_its_history_in_the_strata_view() {
     assert!(!bottom.trim_end().contains(' '), "{bottom}");
 }
 
-/// Strings from outside reach the new views defused: a MIG profile in the strata view's
+/// Strings from outside reach the strata and evidence views defused: a MIG profile in the strata view's
 /// titles, a command line and a finding's message in the evidence view.
 #[test]
-fn hostile_strings_are_defused_in_the_new_views() {
+fn hostile_strings_are_defused_in_the_strata_and_evidence_views() {
     let mut state = demo_state(false);
     let mut sample = state.current.as_ref().expect("sample").sample.clone();
     sample.time += 10.0;

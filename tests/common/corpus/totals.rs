@@ -1,5 +1,5 @@
 //! Precision, recall and time-to-flag over the corpus, and the report: a module of
-//! `harness.rs`.
+//! `common::corpus`.
 
 use super::TraceScore;
 use std::collections::BTreeMap;

@@ -4,13 +4,12 @@
 //! the terminal restored (cooked mode, primary screen, cursor shown) and the conventional
 //! status (128 + the signal's number).
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
-use std::path::PathBuf;
+use common::tmux::Pane;
+use common::{strata, wait_until, Scratch};
 use std::process::Command;
-use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
+use std::time::Duration;
 
 const START: Duration = Duration::from_secs(20);
 const DEMO: &str = "--demo --demo-at 600";
@@ -27,14 +26,6 @@ fn send(pid: u32, signo: i32) {
 fn proc_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(") ")?.1.chars().next()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
 }
 
 /// The first child of `parent`.
@@ -70,24 +61,6 @@ fn assert_given_back(pane: &Pane, when: &str) {
     );
 }
 
-/// A directory for a test's flag files, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("strata-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// `kill -TSTP` under a shell with job control (`sh` with `set -m`, which leaves the
 /// terminal's mode alone): strata gives the terminal back before it stops, so the shell's
 /// next lines land on its own screen in cooked mode; continued (`fg`), it takes the
@@ -95,7 +68,7 @@ impl Drop for Scratch {
 #[test]
 fn sigtstp_gives_the_terminal_back_then_sigcont_takes_it_again() {
     let scratch = Scratch::new("tstp");
-    let go = scratch.0.join("go");
+    let go = scratch.dir.join("go");
     let script = format!(
         "set -m\nulimit -c 0\n{strata} {DEMO}\necho \"STOPPED=$?\"\n\
          stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '\necho ' STOPPED-MODES'\n\
@@ -125,7 +98,7 @@ fn sigtstp_gives_the_terminal_back_then_sigcont_takes_it_again() {
     assert_given_back(&pane, "stopped");
 
     std::fs::write(&go, "").expect("flag");
-    wait_until("strata to run again", Duration::from_secs(5), || {
+    wait_until(Duration::from_secs(5), "strata to run again", || {
         proc_state(pid) != Some('T')
     });
     pane.wait_for(&DRAWN, Duration::from_secs(5))
@@ -204,13 +177,13 @@ fn ctrl_z_and_fg_in_an_interactive_shell() {
         pane.wait_for(&DRAWN, Duration::from_secs(5))
             .unwrap_or_else(|s| panic!("{stop}: not repainted after fg:\n{s}"));
         assert_eq!(pane.format("#{alternate_on}"), "1", "{stop}: after fg");
-        wait_until("strata to run", Duration::from_secs(5), || {
+        wait_until(Duration::from_secs(5), "strata to run", || {
             proc_state(pid) != Some('T')
         });
     }
     // A key without Enter: raw mode was taken again.
     pane.keys(&["q"]);
-    wait_until("q without Enter to quit", Duration::from_secs(5), || {
+    wait_until(Duration::from_secs(5), "q without Enter to quit", || {
         proc_state(pid).is_none()
     });
     assert_given_back(&pane, "quit");

@@ -2,7 +2,7 @@
 //! at poll 0, worked out from the scenario JSON alone (not from the fake's code), in the shape
 //! `crosscheck.py` prints. A refused call is `{"error": code}`.
 //!
-//! Included by `tests/fake_nvml_pynvml.rs`; documented in `tests/fake-nvml/README.md`.
+//! Used by `tests/fake_nvml_pynvml.rs`; documented in `tests/fake-nvml/README.md`.
 
 use serde_json::{json, Map, Value};
 
@@ -67,7 +67,7 @@ fn fault(entry: &Value, call: &str) -> Option<u64> {
     faults.iter().find_map(|f| {
         assert!(
             f.get("calls").is_none(),
-            "expect.rs does not model `calls` windows: {f}"
+            "the client oracle does not model `calls` windows: {f}"
         );
         let named = f["call"] == call || f["call"] == "*";
         let window = f.get("polls").is_none_or(|w| {

@@ -4,7 +4,7 @@
 //! `used` is its context + outside_pool + reserved, to the byte (against the generator's
 //! truth, carried in each process's `layers`).
 
-use super::harness::{Labels, CAUSES, CLASSES, KINDS};
+use super::{Labels, CAUSES, CLASSES, KINDS};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,72 +1,28 @@
-//! `k` in a real terminal, on the NVML path (the fake library listing real processes): the
-//! dialog, its confirmation, the signal the process dies of, a cancel that leaves it alive,
-//! EPERM said as such; the holder of a zombie context's device file named and signalled; and
-//! the sort reversed with `S`, its rows holding still while values saw-tooth.
+//! `k`, the kill dialog, in a real terminal, on the NVML path (the fake library listing real
+//! processes): the dialog, its confirmation, the signal the process dies of, a cancel that
+//! leaves it alive, EPERM said as such; the holder of a zombie context's device file named
+//! and signalled.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::tmux::Pane;
+use common::{strata, Running, Scratch};
 use serde_json::json;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const START: Duration = Duration::from_secs(15);
 
-/// A directory everyone may read, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("strata-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child killed and reaped on drop, unless the test reaped it.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Running {
-    /// The signal it died of, waiting up to `timeout`; `None` if it is still alive then.
-    fn died_of(&mut self, timeout: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return status.signal();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
 fn sleeper(script: &str) -> Running {
-    let child = Command::new("sh")
-        .args(["-c", script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("sh");
-    let pid = child.id();
+    let child = Running::spawn(
+        Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
+    );
+    let pid = child.pid();
     // The shell becomes `sleep` (after opening what the script opens).
     for _ in 0..300 {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -75,7 +31,7 @@ fn sleeper(script: &str) -> Running {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    Running(child)
+    child
 }
 
 /// One GPU listing `pids` (1 GiB each), as a scenario file in `dir`.
@@ -109,33 +65,18 @@ fn monitor(name: &str, file: &Path, wrapper: &str, env: &str) -> Pane {
     Pane::start(name, &command, 160, 40)
 }
 
-fn quit(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked);
-}
-
-fn wait(pane: &Pane, needles: &[&str], what: &str) -> String {
-    pane.wait_for(needles, Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("{what}:\n{s}"))
-}
-
 /// `k` on a real `sleep`: Esc cancels and it lives on; then SIGTERM, confirmed with `y`, ends
 /// it with SIGTERM, and the footer says so.
 #[test]
 fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
-    let dir = Dir::new("k-term");
+    let scratch = Scratch::shared("k-term");
     let mut target = sleeper("exec sleep 300");
-    let pid = target.0.id();
-    let pane = monitor("k-term", &scenario(&dir.0, &[pid]), "", "");
+    let pid = target.pid();
+    let pane = monitor("k-term", &scenario(&scratch.dir, &[pid]), "", "");
     pane.wait_for(&[&pid.to_string(), "sleep 300"], START)
         .unwrap_or_else(|s| panic!("the sleep is not listed:\n{s}"));
     pane.keys(&["k"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             &format!("Signal PID {pid} (sleep 300)"),
             "› SIGTERM",
@@ -144,16 +85,11 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
         "no dialog",
     );
     pane.keys(&["Escape"]);
-    wait(
-        &pane,
-        &["cancelled: no signal sent"],
-        "no word of the cancel",
-    );
+    pane.must_show(&["cancelled: no signal sent"], "no word of the cancel");
     assert_eq!(target.died_of(Duration::from_secs(1)), None, "still alive");
     pane.keys(&["k"]);
     pane.keys(&["Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             &format!("Send SIGTERM to PID {pid} (sleep 300)"),
             "y/Enter send",
@@ -167,40 +103,31 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
     );
     pane.keys(&["y"]);
     assert_eq!(target.died_of(Duration::from_secs(5)), Some(libc::SIGTERM));
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("SIGTERM sent to PID {pid} (sleep 300)")],
         "no outcome in the footer",
     );
-    quit(&pane);
+    pane.quit();
 }
 
 /// The other signals: ↑ for SIGINT, ↓ for SIGKILL, Enter to confirm; `n` declines.
 #[test]
 fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
-    let dir = Dir::new("k-int");
+    let scratch = Scratch::shared("k-int");
     let mut first = sleeper("exec sleep 301");
     let mut second = sleeper("exec sleep 302");
-    let (a, b) = (first.0.id(), second.0.id());
-    let pane = monitor("k-int", &scenario(&dir.0, &[a, b]), "", "");
+    let (a, b) = (first.pid(), second.pid());
+    let pane = monitor("k-int", &scenario(&scratch.dir, &[a, b]), "", "");
     pane.wait_for(&["sleep 301", "sleep 302"], START)
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
     // Both hold 1 GiB: ordered by pid.
     let (low, high) = if a < b { (a, b) } else { (b, a) };
     pane.keys(&["Home", "k", "Enter"]);
-    wait(
-        &pane,
-        &[&format!("Send SIGTERM to PID {low}")],
-        "no confirmation",
-    );
+    pane.must_show(&[&format!("Send SIGTERM to PID {low}")], "no confirmation");
     pane.keys(&["n"]);
-    wait(&pane, &["cancelled: no signal sent"], "n did not decline");
+    pane.must_show(&["cancelled: no signal sent"], "n did not decline");
     pane.keys(&["k", "Up", "Enter"]);
-    wait(
-        &pane,
-        &[&format!("Send SIGINT to PID {low}")],
-        "SIGINT not chosen",
-    );
+    pane.must_show(&[&format!("Send SIGINT to PID {low}")], "SIGINT not chosen");
     pane.keys(&["Enter"]);
     let (low_child, high_child) = if a < b {
         (&mut first, &mut second)
@@ -220,8 +147,7 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
     pane.wait_for(&["gone"], Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("the row is not marked gone:\n{s}"));
     pane.keys(&["Home", "Down", "k", "Down", "Down", "Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("Send SIGKILL to PID {high}")],
         "SIGKILL not chosen",
     );
@@ -230,7 +156,7 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
         high_child.died_of(Duration::from_secs(5)),
         Some(libc::SIGKILL)
     );
-    quit(&pane);
+    pane.quit();
 }
 
 /// strata as `nobody` may not signal root's `sleep`: no dialog, the footer says EPERM and
@@ -243,17 +169,16 @@ fn another_users_process_is_refused_with_eperm_said() {
         0,
         "setpriv needs root (CI runs as root)"
     );
-    let dir = Dir::new("k-eperm");
+    let scratch = Scratch::shared("k-eperm");
     let mut target = sleeper("exec sleep 303");
-    let pid = target.0.id();
-    let file = scenario(&dir.0, &[pid]);
+    let pid = target.pid();
+    let file = scenario(&scratch.dir, &[pid]);
     let wrapper = "setpriv --reuid 65534 --regid 65534 --clear-groups";
     let pane = monitor("k-eperm", &file, wrapper, "");
     pane.wait_for(&["sleep 303"], START)
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
     pane.keys(&["k"]);
-    let screen = wait(
-        &pane,
+    let screen = pane.must_show(
         &[&format!(
             "not signalled: not permitted (EPERM): PID {pid} belongs to user root"
         )],
@@ -261,7 +186,7 @@ fn another_users_process_is_refused_with_eperm_said() {
     );
     assert!(!screen.contains("Send SIG"), "{screen}");
     assert_eq!(target.died_of(Duration::from_secs(1)), None, "still alive");
-    quit(&pane);
+    pane.quit();
 }
 
 /// NVML lists a pid that has exited; a real `sleep` holds GPU 0's device file open (an
@@ -269,18 +194,18 @@ fn another_users_process_is_refused_with_eperm_said() {
 /// evidence lists it, and `k` there signals it after confirmation.
 #[test]
 fn the_holder_of_a_zombie_context_is_named_and_signalled() {
-    let dir = Dir::new("k-zombie");
-    let dev = dir.0.join("dev");
+    let scratch = Scratch::shared("k-zombie");
+    let dev = scratch.dir.join("dev");
     std::fs::create_dir_all(&dev).expect("dev");
     std::fs::write(dev.join("nvidia0"), b"").expect("device file");
     let mut holder = sleeper(&format!(
         "exec 3<'{}/nvidia0'; exec sleep 304",
         dev.display()
     ));
-    let holder_pid = holder.0.id();
+    let holder_pid = holder.pid();
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("reaped");
-    let file = scenario(&dir.0, &[gone.id()]);
+    let file = scenario(&scratch.dir, &[gone.id()]);
     let env = format!("STRATA_DEV_DIR='{}'", dev.display());
     let pane = monitor("k-zombie", &file, "", &env);
     pane.wait_for(
@@ -292,8 +217,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
     .unwrap_or_else(|s| panic!("the holder is not named:\n{s}"));
     pane.keys(&["Tab", "Home", "Enter"]);
     let me = std::process::id();
-    wait(
-        &pane,
+    pane.must_show(
         &[
             "Finding · zombie_context",
             &format!("PID {holder_pid}"),
@@ -303,8 +227,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         "the evidence does not list the holder",
     );
     pane.keys(&["k"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[
             "Signal · the holders of /dev/nvidia0",
             &format!("Signal PID {holder_pid} (sleep 304)"),
@@ -312,8 +235,7 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         "no dialog for the holder",
     );
     pane.keys(&["Down", "Enter"]);
-    wait(
-        &pane,
+    pane.must_show(
         &[&format!("Send SIGKILL to PID {holder_pid}")],
         "no confirmation",
     );
@@ -331,73 +253,5 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
         Duration::from_secs(15),
     )
     .unwrap_or_else(|s| panic!("the holder is still named:\n{s}"));
-    quit(&pane);
-}
-
-/// The pid column's values of the table's rows, top to bottom, among `pids`.
-fn row_order(screen: &str, pids: &[&str]) -> Vec<String> {
-    screen
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|first| pids.contains(first))
-        .map(str::to_string)
-        .collect()
-}
-
-/// The rows' order among `pids` once every one is on screen and `good` holds, read for up
-/// to 5 s; the screen read last if it never does.
-fn settled_order(pane: &Pane, pids: &[&str], good: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let start = Instant::now();
-    loop {
-        let screen = pane.capture();
-        let order = row_order(&screen, pids);
-        if (order.len() == pids.len() && good(&order)) || start.elapsed() > Duration::from_secs(5) {
-            assert!(good(&order), "{screen}");
-            return order;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `S` reverses the order (▲ in the title); sorted by live tensors, the two training ranks,
-/// whose activations saw-tooth nearly in step and cross twice a step, keep their rows.
-#[test]
-fn s_reverses_and_saw_toothing_rows_hold_still() {
-    let pane = Pane::start(
-        "sort",
-        &format!("{} --demo --demo-at 600 --demo-speed 10", strata()),
-        200,
-        50,
-    );
-    let pids = [
-        "41230", "41231", "60112", "52077", "52010", "60500", "38811", "61002", "31337",
-    ];
-    // A capture can catch a frame half written: the order is read until it settles.
-    wait(&pane, &["sorted by used ▼"], "no table");
-    let down = settled_order(&pane, &pids, |o| {
-        o.last().map(String::as_str) == Some("31337")
-    });
-    assert_eq!(down.len(), pids.len(), "{down:?}");
-    pane.keys(&["S"]);
-    wait(&pane, &["sorted by used ▲"], "S did not reverse");
-    let up = settled_order(&pane, &pids, |o| {
-        o.first().map(String::as_str) == Some("31337")
-    });
-    assert_eq!(up.len(), pids.len(), "{up:?}");
-    pane.keys(&["S", "s"]);
-    wait(&pane, &["sorted by live ▼"], "s did not move to live");
-    // Two steps of the ranks (60 story seconds each, 6 s here): their rows never swap.
-    let ranks = ["41230", "41231"];
-    let mut seen = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(12) {
-        let order = row_order(&pane.capture(), &ranks);
-        if order.len() == 2 {
-            seen.push(order);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(seen.len() > 20);
-    assert!(seen.iter().all(|o| *o == seen[0]), "rows swapped: {seen:?}");
-    quit(&pane);
+    pane.quit();
 }

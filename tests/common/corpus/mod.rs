@@ -447,6 +447,7 @@ pub fn failures(trace: &TraceScore) -> Vec<String> {
     out
 }
 
-#[path = "totals.rs"]
 mod totals;
+pub mod validate;
+
 pub use totals::*;

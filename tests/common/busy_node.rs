@@ -1,7 +1,8 @@
 //! A busy training node, synthetic: 8 GPUs with N fed processes each (8: 64 processes and
 //! 64 feeds), every figure moving at each reading as a training job's do, sampled at 1 s.
 //! Shared by `benches/record.rs` and the tests that hold recording formats to the same
-//! samples (`#[path]`-included: it is not a module of the library).
+//! samples (a module of `tests/common`, and `#[path]`-included by the benchmark: it is not a
+//! module of the library).
 //!
 //! The node moves as a training job's does, so the data is not made compressible: each
 //! process's live tensors saw-tooth within its step (periods 20 s to 5 min) with 512-byte
@@ -15,10 +16,8 @@
 
 #![allow(dead_code)]
 
-use strata::fixtures::{gpu, memory, noise, process, GIB, MIB};
-use strata::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
-};
+use strata::fixtures::{feed_record, gpu, memory, noise, process, GIB, MIB};
+use strata::sample::feed::{DeviceFeed, FeedCounters, FeedDevice, FeedRecord, Hello};
 use strata::sample::{AllocatorStats, HostMemory, NodeSample};
 
 /// As strata's host reader rounds CPU figures.
@@ -159,15 +158,6 @@ impl Node {
             p.elapsed = Some(3600 + k);
             sample.processes.push(p);
             sample.feeds.push(FeedRecord {
-                socket: format!("/tmp/strata-1000/{pid}.sock"),
-                found_via: FoundVia::FeedDir,
-                peer: Some(PeerCred {
-                    pid,
-                    uid: 1000,
-                    gid: 1000,
-                }),
-                nspid: Some(pid),
-                state: FeedState::Connected,
                 hello: Some(Hello {
                     pid,
                     time: T0 - 60.0,
@@ -192,7 +182,6 @@ impl Node {
                     latest,
                     earlier: vec![earlier],
                 }],
-                ooms: Vec::new(),
                 counters: FeedCounters {
                     lines: 2 * k + 3,
                     samples: 2 * k + 2,
@@ -200,6 +189,7 @@ impl Node {
                 },
                 connected_at: Some(T0 - 59.0),
                 last_heard: Some(time - 0.2 + 0.01 * noise(u64::from(i), k).abs()),
+                ..feed_record(pid, 1000)
             });
         }
         if self.lean {
