@@ -293,7 +293,7 @@ impl State {
                 self.sort_reversed = !self.sort_reversed;
                 self.clamp_selection();
             }
-            Action::Signal => self.open_signal_dialog(),
+            Action::Signal => self.open_kill_dialog(),
             Action::Attach => self.open_attach(),
             Action::Report => self.write_report(),
             Action::Record => self.record_key(),
