@@ -2,8 +2,10 @@
 
 mod attach;
 mod findings;
+mod freshness;
 mod group;
 mod heap;
+mod keys;
 mod kill;
 mod pause;
 mod record;
@@ -12,11 +14,12 @@ mod report;
 mod rows;
 mod sort;
 mod strata;
-mod update;
 
 pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
 pub use findings::{climbs, ClimbNote, FindingId};
+pub use freshness::Freshness;
 pub use group::TableEntry;
+pub use keys::{key_action, Action};
 pub use kill::{KillDialog, Notice, Offer, Stage};
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
@@ -24,7 +27,6 @@ pub use replay::ReplayView;
 pub use rows::{process_rows, ProcessRow};
 pub use sort::{sort_arrow, SortKey, SortMemory};
 pub use strata::{strata_devices, StrataDevice, Zoom};
-pub use update::{key_action, Action, Freshness};
 
 use crate::accounting::Gap;
 use crate::detect::Finding;
