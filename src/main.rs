@@ -191,7 +191,7 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.demo {
-        state.signaller = Box::new(strata::signal::Kernel::default());
+        state.signaller = Box::new(strata::process_signal::Kernel::default());
         state.attacher = Box::new(strata::launch::offer::LiveAttacher {
             feed_dir: common.feed_dir.clone(),
             interval: 0.5,

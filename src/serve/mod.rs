@@ -11,6 +11,7 @@ pub mod exposition;
 mod findings;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod labels;
 pub mod processes;
 
 use crate::pipeline::Pipeline;

@@ -297,8 +297,8 @@ fn hostile_strings_are_shown_defused() {
 /// The `k` dialog over the table: several holders of a zombie's device file, the one at the
 /// cursor refused with its reason; then the signals; then the question.
 fn dialog_state() -> State {
-    use crate::app::{Offer, SignalDialog, Stage};
-    use crate::signal::{Signal, Target};
+    use crate::app::{KillDialog, Offer, Stage};
+    use crate::process_signal::{Signal, Target};
     let mut state = demo_state(false);
     let target = |pid: u32, command: &str, note: &str| Target {
         pid,
@@ -307,7 +307,7 @@ fn dialog_state() -> State {
         command: Some(command.into()),
         note: Some(note.into()),
     };
-    state.dialog = Some(SignalDialog {
+    state.dialog = Some(KillDialog {
         title: "the holders of /dev/nvidia2".into(),
         offers: vec![
             Offer {

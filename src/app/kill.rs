@@ -5,8 +5,8 @@
 
 use super::{Action, Focus, State, View};
 use crate::detect::{Finding, FindingKind};
+use crate::process_signal::{Signal, Target};
 use crate::sample::ProcessSample;
-use crate::signal::{Signal, Target};
 
 /// Where the dialog is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct Offer {
 
 /// The open dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignalDialog {
+pub struct KillDialog {
     /// What is being signalled: `PID 4242`, `the holders of /dev/nvidia2`.
     pub title: String,
     pub offers: Vec<Offer>,
@@ -39,7 +39,7 @@ pub struct SignalDialog {
     pub message: Option<String>,
 }
 
-impl SignalDialog {
+impl KillDialog {
     pub fn offer(&self) -> Option<&Offer> {
         self.offers.get(self.chosen)
     }
@@ -122,7 +122,7 @@ fn holders_of(finding: &Finding) -> Vec<Target> {
 impl State {
     /// `k`: the processes the view in front offers, checked, in a dialog; or, where there is
     /// nothing to signal, a notice saying why.
-    pub(super) fn open_signal_dialog(&mut self) {
+    pub(super) fn open_kill_dialog(&mut self) {
         let (title, targets) = match self.signal_targets() {
             Ok(found) => found,
             Err(why) => {
@@ -164,7 +164,7 @@ impl State {
             _ => Stage::Process,
         };
         let chosen = offers.iter().position(|o| o.refusal.is_none()).unwrap_or(0);
-        self.dialog = Some(SignalDialog {
+        self.dialog = Some(KillDialog {
             title,
             offers,
             chosen,
@@ -309,5 +309,5 @@ impl State {
 }
 
 #[cfg(test)]
-#[path = "signal_tests.rs"]
+#[path = "kill_tests.rs"]
 mod tests;

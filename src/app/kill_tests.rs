@@ -3,7 +3,7 @@
 use super::*;
 use crate::app::SortKey;
 use crate::pipeline::Pipeline;
-use crate::signal::{Refusal, Signaller};
+use crate::process_signal::{Refusal, Signaller};
 use crate::source::demo::node_at;
 use std::sync::{Arc, Mutex};
 

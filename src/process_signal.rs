@@ -290,5 +290,5 @@ impl Signaller for Kernel {
 }
 
 #[cfg(test)]
-#[path = "signal_tests.rs"]
+#[path = "process_signal_tests.rs"]
 mod tests;
