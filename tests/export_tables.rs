@@ -65,18 +65,30 @@ fn story() -> &'static Story {
             "--interval",
             "10",
         ]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::write(&jsonl, &out.stdout).expect("write the story");
         let v2 = dir.join("demo.zst");
         let out = strata(&["record", path(&v2), "--from", path(&jsonl)]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let snapshots: Vec<Value> = String::from_utf8_lossy(&std::fs::read(&jsonl).expect("read"))
             .lines()
             .map(|l| serde_json::from_str(l).expect("a snapshot"))
             .collect();
         assert_eq!(snapshots.len(), 121);
         let out = strata(&["analyze", path(&jsonl), "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let analysis: Value = serde_json::from_slice(&out.stdout).expect("analysis JSON");
         assert!(
             analysis["findings"].as_array().is_some_and(|f| f.len() > 3),
@@ -269,10 +281,21 @@ fn check_devices(story: &Story, devices: &Read) {
         let time = num(devices.at(row, "time_unix_s")).expect("a time");
         let key = (
             time.to_bits(),
-            devices.at(row, "device_uuid").as_str().expect("device").to_string(),
-            devices.at(row, "layer").as_str().expect("layer").to_string(),
+            devices
+                .at(row, "device_uuid")
+                .as_str()
+                .expect("device")
+                .to_string(),
+            devices
+                .at(row, "layer")
+                .as_str()
+                .expect("layer")
+                .to_string(),
         );
-        assert!(by_key.insert(key, row).is_none(), "one row per device, layer and instant");
+        assert!(
+            by_key.insert(key, row).is_none(),
+            "one row per device, layer and instant"
+        );
     }
     let mut expected = 0;
     for snapshot in &story.snapshots {
@@ -297,7 +320,11 @@ fn check_devices(story: &Story, devices: &Read) {
                         want.as_u64(),
                         "{uuid} {layer} at {time}: {got} against the snapshot's {want}"
                     );
-                    assert_eq!(got.is_null(), want.is_null(), "{uuid} {layer}: null is null");
+                    assert_eq!(
+                        got.is_null(),
+                        want.is_null(),
+                        "{uuid} {layer}: null is null"
+                    );
                     known_sum += got.as_u64().unwrap_or(0);
                     let partial = device["partial"]
                         .as_array()
@@ -338,10 +365,21 @@ fn check_processes(story: &Story, processes: &Read) {
         let key = (
             time.to_bits(),
             processes.at(row, "pid").as_u64().expect("pid"),
-            processes.at(row, "device_uuid").as_str().expect("device").to_string(),
-            processes.at(row, "metric").as_str().expect("metric").to_string(),
+            processes
+                .at(row, "device_uuid")
+                .as_str()
+                .expect("device")
+                .to_string(),
+            processes
+                .at(row, "metric")
+                .as_str()
+                .expect("metric")
+                .to_string(),
         );
-        assert!(by_key.insert(key, row).is_none(), "one row per reading: {row}");
+        assert!(
+            by_key.insert(key, row).is_none(),
+            "one row per reading: {row}"
+        );
         let unit = match processes.at(row, "metric").as_str() {
             Some("sm") => "percent",
             Some("alloc_retries" | "ooms") => "count",
@@ -382,14 +420,23 @@ fn check_processes(story: &Story, processes: &Read) {
             }
             fed += 1;
             let at = feed["time"].as_f64().expect("the reading's time");
-            for metric in ["allocated", "reserved", "inactive_split", "alloc_retries", "ooms"] {
+            for metric in [
+                "allocated",
+                "reserved",
+                "inactive_split",
+                "alloc_retries",
+                "ooms",
+            ] {
                 if feed[metric].is_null() {
                     continue;
                 }
                 let r = row(at, p, metric)
                     .unwrap_or_else(|| panic!("no {metric} of {} at {at}", p["pid"]));
                 assert_eq!(processes.at(r, "value"), &feed[metric], "{metric}");
-                assert_eq!(processes.at(r, "step"), &feed.get("step").cloned().unwrap_or(Value::Null));
+                assert_eq!(
+                    processes.at(r, "step"),
+                    &feed.get("step").cloned().unwrap_or(Value::Null)
+                );
             }
         }
     }
@@ -401,7 +448,10 @@ fn check_processes(story: &Story, processes: &Read) {
             .count()
     };
     assert_eq!(count("used"), used, "one used per process per instant");
-    assert!(fed > 100 && count("allocated") > 0, "the story has fed processes");
+    assert!(
+        fed > 100 && count("allocated") > 0,
+        "the story has fed processes"
+    );
 }
 
 /// The findings table is `strata analyze --json`'s findings, in its order.
@@ -474,11 +524,16 @@ fn parquet_tables_hold_what_strata_shows_of_each_instant_with_their_meaning() {
         let types = |t: &str| tables["pyarrow"][t]["types"].clone();
         assert_eq!(
             types("devices"),
-            serde_json::json!(["double", "int64", "string", "string", "string", "string", "int64", "bool", "string", "string"])
+            serde_json::json!([
+                "double", "int64", "string", "string", "string", "string", "int64", "bool",
+                "string", "string"
+            ])
         );
         assert_eq!(
             types("processes"),
-            serde_json::json!(["double", "int64", "int64", "string", "string", "string", "int64", "int64", "bool"])
+            serde_json::json!([
+                "double", "int64", "int64", "string", "string", "string", "int64", "int64", "bool"
+            ])
         );
         for table in ["devices", "processes", "findings"] {
             let meta = &tables["metadata"][table];
@@ -514,7 +569,10 @@ fn parquet_tables_hold_what_strata_shows_of_each_instant_with_their_meaning() {
         }
         seen.push(normal(&tables));
     }
-    assert!(seen[0] == seen[1], "format 1 and format 2 give the same tables");
+    assert!(
+        seen[0] == seen[1],
+        "format 1 and format 2 give the same tables"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -537,7 +595,10 @@ fn csv_tables_hold_the_same_as_parquet() {
         }
         seen.push(normal(&tables));
     }
-    assert!(seen[0] == seen[1], "format 1 and format 2 give the same CSV");
+    assert!(
+        seen[0] == seen[1],
+        "format 1 and format 2 give the same CSV"
+    );
     assert!(seen[1] == seen[2], "CSV and Parquet hold the same");
     let _ = std::fs::remove_dir_all(&dir);
 }
