@@ -65,6 +65,7 @@ fn one_line_with_hint(out: &Output) -> String {
     let text = stderr(out);
     assert_eq!(text.lines().count(), 1, "one line: {text}");
     assert!(text.starts_with("strata: "), "{text}");
+    assert!(text.contains("(hint: "), "{text}");
     text
 }
 
