@@ -65,6 +65,7 @@ fn one_line_with_hint(out: &Output) -> String {
     let text = stderr(out);
     assert_eq!(text.lines().count(), 1, "one line: {text}");
     assert!(text.starts_with("strata: "), "{text}");
+    assert!(text.contains("(hint: "), "{text}");
     text
 }
 
@@ -280,5 +281,43 @@ fn full_disk(format: &str) {
     assert!(said.contains("hint: check the free space"), "{said}");
     let listed: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("rc=")).collect();
     assert!(listed.is_empty(), "the export left {listed:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A read that stops midway (here: a gigabyte of zeros without a line end after the story,
+/// on stdin) writes the tables of the samples before it, with one line and exit status 1.
+#[test]
+fn a_read_that_stops_midway_tables_what_came_before() {
+    use std::io::Write;
+    let dir = scratch("stops");
+    let out = dir.join("tables");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["export", "-", "--to", "csv", path(&out)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || {
+        let zeros = vec![0u8; 1 << 20];
+        // strata stops reading at its limit: the write that fails then is the end.
+        let _ = stdin.write_all(story().as_bytes());
+        for _ in 0..1100 {
+            if stdin.write_all(&zeros).is_err() {
+                break;
+            }
+        }
+    });
+    let result = child.wait_with_output().expect("waits");
+    let _ = feeder.join();
+    assert_eq!(result.status.code(), Some(1), "{}", stderr(&result));
+    let said = one_line_with_hint(&result);
+    assert!(
+        said.contains("stopped") && said.contains("the tables hold the 121 sample(s) before"),
+        "{said}"
+    );
+    assert_eq!(names(&out), TABLES);
+    assert_eq!(instants(&out).len(), 121);
     let _ = std::fs::remove_dir_all(&dir);
 }

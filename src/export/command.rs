@@ -160,7 +160,7 @@ pub fn run(
     }
     if analysis.lost_some() {
         eprintln!(
-            "strata: part of the recording {shown_in} was lost: {}; the tables hold what was read",
+            "strata: part of the recording {shown_in} was lost: {}; the tables hold what was read (hint: `strata analyze FILE --json` lists what was lost, line by line)",
             crate::analyze::command::lost(&analysis)
         );
         return LOST;
