@@ -22,7 +22,7 @@ use std::time::Instant;
 use strata::detect::{detect_history, detect_instant};
 use strata::fixtures::{gpu, memory, mig, noise, process, GIB, MIB};
 use strata::pipeline::Pipeline;
-use strata::record::RecordWriter;
+use strata::recording::write::RecordWriter;
 use strata::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
 };

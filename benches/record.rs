@@ -1,6 +1,6 @@
 //! What recording costs: bytes per sample and CPU per sample, by encoding and level, and a
 //! whole day at 1 s of a busy node (8 GPUs x 8 fed processes each: 64 processes, 64 feeds)
-//! through `strata::record::RecordWriter`, to real files, read back at the end.
+//! through `strata::recording::write::RecordWriter`, to real files, read back at the end.
 //!
 //! Run: `cargo bench --bench record` (the table over 1 hour of samples, extrapolated to a
 //! day, then the default encoding over a full day); `-- --hours H` for the table's hours,
@@ -9,17 +9,17 @@
 //! times and CPU rounded (not what strata writes: a measure of where the bytes go). `benches/record.sh` runs it and the whole-process
 //! measurement.
 //!
-//! The node is `tests/support/busy_node.rs` (how its data moves is said there);
+//! The node is `tests/common/busy_node.rs` (how its data moves is said there);
 //! `-- --full-precision` writes its CPU % and poll times at full f64 precision, as its first
 //! version did (strata's sources round them: CPU to 0.1 %, the poll to 1 µs).
 
-#[path = "../tests/support/busy_node.rs"]
+#[path = "../tests/common/busy_node.rs"]
 mod busy_node;
 
 use busy_node::{Node, GPUS};
 use std::path::Path;
 use std::time::Instant;
-use strata::record::{Encoding, RecordWriter};
+use strata::recording::write::{Encoding, RecordWriter};
 
 /// This thread's CPU time, seconds.
 fn thread_cpu() -> f64 {

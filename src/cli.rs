@@ -149,6 +149,10 @@ pub enum Command {
     /// .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with
     /// --from, re-encode a recording into FILE.
     Record(RecordArgs),
+    /// Write a recording's tables for a notebook into the directory OUT: devices (each
+    /// device's layers at each sample), processes (each process's figures, long form) and
+    /// findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are.
+    Export(ExportArgs),
     /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
     /// ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
@@ -220,11 +224,11 @@ pub struct RecordArgs {
     pub file: PathBuf,
 
     /// Stop after this long: 90s, 30m, 24h, or seconds.
-    #[arg(long, value_name = "TIME", value_parser = crate::record::parse_duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::recording::write::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
     /// Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...
-    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size, conflicts_with = "ring")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::recording::write::parse_size, conflicts_with = "ring")]
     pub max_size: Option<u64>,
 
     /// With --max-size: how many rotated files to keep (FILE.1 to FILE.N).
@@ -247,17 +251,17 @@ pub struct RingArgs {
     /// Keep the last DURATION (6h) on disk as a flight record: finished segments in the
     /// directory, the oldest deleted; segments around an OOM, a zombie context or a critical
     /// forecast are kept past it.
-    #[arg(long, value_name = "DURATION", value_parser = crate::record::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::recording::write::parse_duration)]
     pub ring: Option<std::time::Duration>,
 
     /// With --ring: the most the ring's segments may take on disk (older ones go first).
     #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
-          value_parser = crate::record::parse_size)]
+          value_parser = crate::recording::write::parse_size)]
     pub ring_size: u64,
 
     /// With --ring: the most the segments kept as evidence may take (the oldest go first).
     #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
-          value_parser = crate::record::parse_size)]
+          value_parser = crate::recording::write::parse_size)]
     pub evidence_size: u64,
 }
 
@@ -282,6 +286,34 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "TIME", conflicts_with = "json",
           value_parser = crate::analyze::report_at::parse_time)]
     pub report_at: Option<f64>,
+
+    /// Run every detector at every sample, as the monitor does. By default the ones that
+    /// read the history (climbs, fragmentation, retries, OOMs, capacity) run every 10 s of
+    /// recording time and at a process's last sample, a finding's since at most 10 s later:
+    /// several times faster on a long recording.
+    #[arg(long)]
+    pub every_sample: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The recording: either format, plain or compressed, or `snapshot --json --count`
+    /// output; `-` reads stdin.
+    pub file: PathBuf,
+
+    /// The tables' format.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub to: crate::export::Format,
+
+    /// The directory to write devices.FORMAT, processes.FORMAT and findings.FORMAT into:
+    /// made if missing, refused if it holds anything.
+    #[arg(value_name = "OUT")]
+    pub out: PathBuf,
+
+    /// Write into OUT even though it holds files: the three tables of this format are
+    /// replaced, each once it is written whole; nothing else in OUT is touched.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@
 //! What is learned is kept for the life of the process (pid and start time), not only while
 //! NVML lists it.
 
-use crate::feed::attach::FeedStatus;
+use crate::accounting::attach::FeedStatus;
 use crate::sample::{AllocatorStats, FeedSample, NodeSample, ProcessSample};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -260,7 +260,7 @@ fn reported(sample: &NodeSample, feed: &FeedSample) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::attach::FeedStatus;
+    use crate::accounting::attach::FeedStatus;
     use crate::fixtures::*;
     use crate::sample::FeedSample;
 

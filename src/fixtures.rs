@@ -1,7 +1,8 @@
 //! Small builders of raw samples, shared by unit, property and screen tests.
 #![doc(hidden)]
 
-use crate::feed::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
+use crate::accounting::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
+use crate::sample::feed::{FeedCounters, FeedRecord, FeedState, FoundVia, Hello, PeerCred};
 use crate::sample::{
     AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample,
     ProcessSample,
@@ -149,6 +150,30 @@ pub fn unpooled_feed(allocated: u64, time: f64) -> FeedSample {
             .collect(),
             ..AllocatorStats::default()
         },
+    }
+}
+
+/// The feed of `pid`, run by `uid`, as the monitor holds it once the agent is trusted: found
+/// in its user's feed dir (`/tmp/strata-<uid>/<pid>.sock`), the kernel's credentials naming
+/// `pid` (in the monitor's namespace and its own), a `hello` that says only its pid, no
+/// readings yet, nothing counted. Tests set what they are about with struct update syntax:
+/// `FeedRecord { devices, ..feed_record(7, 0) }`.
+pub fn feed_record(pid: u32, uid: u32) -> FeedRecord {
+    FeedRecord {
+        socket: format!("/tmp/strata-{uid}/{pid}.sock"),
+        found_via: FoundVia::FeedDir,
+        peer: Some(PeerCred { pid, uid, gid: uid }),
+        nspid: Some(pid),
+        state: FeedState::Connected,
+        hello: Some(Hello {
+            pid,
+            ..Hello::default()
+        }),
+        devices: Vec::new(),
+        ooms: Vec::new(),
+        counters: FeedCounters::default(),
+        connected_at: None,
+        last_heard: None,
     }
 }
 

@@ -1,12 +1,12 @@
 //! The model's one direction of flow: raw sample → layers → history → findings.
 
+use crate::accounting::attach::{attach, Attachment};
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
     detect_history_keyed, detect_instant, headrooms, settle, sort_findings, ClimbHold, Finding,
     FindingTracker, Headroom, Remembered, WarmUp,
 };
-use crate::feed::attach::{attach, Attachment};
 use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::derived::{make_raw, FeedShape};

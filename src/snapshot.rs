@@ -349,7 +349,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                   label: String,
                   memory: Option<DeviceMemory>,
                   layers: &Result<Layers, Gap>,
-                  exactness: crate::ui::widgets::Exactness<'_>| {
+                  exactness: crate::present::Exactness<'_>| {
         let total = memory.map_or_else(|| "n/a".into(), |m| bytes(m.total));
         let _ = writeln!(out, "{} (total {total})", clean(&label));
         match layers {
@@ -373,7 +373,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
             format!("GPU {} {}", g.index, g.name.as_deref().unwrap_or("n/a")),
             g.memory,
             &acc.layers,
-            crate::ui::widgets::Exactness {
+            crate::present::Exactness {
                 context: acc.context_source,
                 partial: &acc.partial,
             },
@@ -393,7 +393,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                 ),
                 m.memory,
                 &macc.layers,
-                crate::ui::widgets::Exactness {
+                crate::present::Exactness {
                     context: macc.context_source,
                     partial: &macc.partial,
                 },
@@ -418,16 +418,13 @@ pub fn text(observed: &Observed, demo: bool) -> String {
             None => p.device_uuid.clone(),
         };
         let l = &acc.layers;
-        let state = crate::ui::processes::state_label(p, &acc.feed_status, host_ns);
+        let state = crate::present::state_label(p, &acc.feed_status, host_ns);
         let _ = writeln!(
             out,
             "    {:>7}  {:<10} {:<14} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}  {:<10} {}",
             p.pid,
-            crate::text::clean(&crate::ui::widgets::fit(
-                p.user.as_deref().unwrap_or("n/a"),
-                10
-            )),
-            crate::ui::widgets::fit(&clean(&place), 14),
+            crate::text::clean(&crate::present::fit(p.user.as_deref().unwrap_or("n/a"), 10)),
+            crate::present::fit(&clean(&place), 14),
             opt_bytes(p.used),
             opt_bytes(l.live),
             opt_bytes(l.cached),

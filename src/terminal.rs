@@ -157,9 +157,9 @@ pub fn die_of(signo: c_int) -> ! {
     std::process::exit(128 + signo)
 }
 
-/// What a caught signal asks of the monitor.
+/// A signal sent to strata, by what it asks of the monitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalAction {
+pub enum ReceivedSignal {
     /// Quit as on `q` (exit status 0): SIGTERM, SIGHUP, SIGINT.
     Quit,
     /// Restore the terminal, then die of this signal.
@@ -175,13 +175,13 @@ pub enum SignalAction {
 /// SIGPIPE is left out because Rust ignores it (a closed terminal is a write error, which
 /// restores on the error path), and SIGTTIN/SIGTTOU keep their default (a background job
 /// touching the terminal stops, as the kernel intends: catching them would loop).
-pub fn caught_signals() -> Vec<(c_int, SignalAction)> {
+pub fn received_signals() -> Vec<(c_int, ReceivedSignal)> {
     let mut signals = vec![
-        (libc::SIGTERM, SignalAction::Quit),
-        (libc::SIGHUP, SignalAction::Quit),
-        (libc::SIGINT, SignalAction::Quit),
-        (libc::SIGTSTP, SignalAction::Suspend),
-        (libc::SIGCONT, SignalAction::Continue),
+        (libc::SIGTERM, ReceivedSignal::Quit),
+        (libc::SIGHUP, ReceivedSignal::Quit),
+        (libc::SIGINT, ReceivedSignal::Quit),
+        (libc::SIGTSTP, ReceivedSignal::Suspend),
+        (libc::SIGCONT, ReceivedSignal::Continue),
     ];
     let die = [
         libc::SIGQUIT,
@@ -196,8 +196,8 @@ pub fn caught_signals() -> Vec<(c_int, SignalAction)> {
         libc::SIGPWR,
         libc::SIGSTKFLT,
     ];
-    signals.extend(die.into_iter().map(|s| (s, SignalAction::Die(s))));
-    signals.extend((libc::SIGRTMIN()..=libc::SIGRTMAX()).map(|s| (s, SignalAction::Die(s))));
+    signals.extend(die.into_iter().map(|s| (s, ReceivedSignal::Die(s))));
+    signals.extend((libc::SIGRTMIN()..=libc::SIGRTMAX()).map(|s| (s, ReceivedSignal::Die(s))));
     signals
 }
 

@@ -6,10 +6,10 @@
 //! are answered while the monitor catches up.
 
 use crate::app::{key_action, RecordRequest, State};
-use crate::record::live::{LiveRecorder, News};
+use crate::recording::write::live::{LiveRecorder, News};
 use crate::sample::NodeSample;
 use crate::source::{Next, Schedule, Source};
-use crate::terminal::{self, SignalAction};
+use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
@@ -33,7 +33,8 @@ enum Event {
     Tick,
     Terminal(TermEvent),
     InputClosed,
-    Signal(SignalAction),
+    /// A signal sent to strata (TERM, HUP, TSTP, CONT...), by what it asks.
+    Received(ReceivedSignal),
     /// Nothing else waits: apply a slice of the samples queued during a pause.
     CatchUp,
     /// The recording's writer (`r`) wrote a sample, or failed.
@@ -90,10 +91,10 @@ fn spawn_collector(
         .map(|_| ())
 }
 
-/// Listens for every signal in [`terminal::caught_signals`], each on a task of its own that
+/// Listens for every signal in [`terminal::received_signals`], each on a task of its own that
 /// forwards what it asks to `tx`.
-fn listen_for_signals(tx: mpsc::UnboundedSender<SignalAction>) -> std::io::Result<()> {
-    for (signo, action) in terminal::caught_signals() {
+fn listen_for_signals(tx: mpsc::UnboundedSender<ReceivedSignal>) -> std::io::Result<()> {
+    for (signo, action) in terminal::received_signals() {
         let mut stream = signal(SignalKind::from_raw(signo))?;
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -139,7 +140,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
             // Signals and keys first: a catch-up never keeps them waiting.
             let event = tokio::select! {
                 biased;
-                Some(action) = signals.recv() => Event::Signal(action),
+                Some(action) = signals.recv() => Event::Received(action),
                 Some(item) = news.recv() => Event::Recorder(item),
                 e = input.next() => match e {
                     Some(Ok(e)) => Event::Terminal(e),
@@ -156,7 +157,7 @@ pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> any
                 _ = tokio::time::sleep_until(alarm), if wake.is_some() => Event::Tick,
                 _ = std::future::ready(()), if catching_up => Event::CatchUp,
             };
-            if let Event::Signal(SignalAction::Die(signo)) = event {
+            if let Event::Received(ReceivedSignal::Die(signo)) = event {
                 died_of = Some(signo);
                 break;
             }
@@ -268,11 +269,11 @@ fn handle(
         },
         Event::Terminal(TermEvent::Resize(..)) => guard.terminal.autoresize()?,
         Event::Terminal(_) => return Ok(false),
-        Event::InputClosed | Event::Signal(SignalAction::Quit) => state.quit = true,
+        Event::InputClosed | Event::Received(ReceivedSignal::Quit) => state.quit = true,
         // Handled by the loop, which ends the process after restoring the terminal.
-        Event::Signal(SignalAction::Die(_)) => state.quit = true,
-        Event::Signal(SignalAction::Suspend) => state.suspend_requested = true,
-        Event::Signal(SignalAction::Continue) => terminal::reenter(guard)?,
+        Event::Received(ReceivedSignal::Die(_)) => state.quit = true,
+        Event::Received(ReceivedSignal::Suspend) => state.suspend_requested = true,
+        Event::Received(ReceivedSignal::Continue) => terminal::reenter(guard)?,
         Event::CatchUp => {
             state.catch_up(CATCH_UP_SLICE);
         }

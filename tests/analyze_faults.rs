@@ -3,6 +3,9 @@
 //! counters reset to zero mid-run, a garbage line and a cut last line. None of it may raise a
 //! finding the clean recording does not raise, or lose one it does, or panic.
 
+mod common;
+
+use common::strata;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -30,7 +33,7 @@ fn text_of(lines: &[Value]) -> String {
 
 /// `strata analyze --json -` over this text; its exit status must be `status`.
 fn analyze_with_status(text: String, status: i32) -> Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut child = Command::new(strata())
         .args(["analyze", "--json", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -270,7 +273,7 @@ fn an_episode_ends_when_its_condition_ends() {
         );
     }
     // The timeline says when it ended.
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["analyze", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

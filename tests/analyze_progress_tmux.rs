@@ -2,19 +2,18 @@
 //! stderr says how far the read has come, on one line rewritten in place, and the line is
 //! gone when the analysis is printed. Piped to a file, stderr gets no progress at all.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::tmux::Pane;
+use common::{strata, Scratch};
 use std::time::Duration;
-use tmux::{strata, Pane};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_slow_read_shows_its_progress_on_a_terminal_and_clears_it() {
-    let dir = std::env::temp_dir().join(format!("strata-progress-tmux-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("progress-tmux");
+    let dir = &scratch.dir;
     let recording = dir.join("demo.jsonl");
     let out = std::process::Command::new(strata())
         .args([
@@ -69,5 +68,4 @@ fn a_slow_read_shows_its_progress_on_a_terminal_and_clears_it() {
         "{}",
         String::from_utf8_lossy(&piped.stdout)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

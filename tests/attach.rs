@@ -8,9 +8,10 @@
 mod common;
 
 use common::feeds::*;
+use common::{strata, wait_until, Running, Scratch};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 fn attach(pid: u32, extra: &[&str]) -> Output {
@@ -102,7 +103,7 @@ fn py314_root() -> Option<PathBuf> {
 
 /// A Python 3.14 process in the root, running `code`; killed on drop.
 struct Target {
-    child: Child,
+    _child: Running,
     pid: u32,
 }
 
@@ -112,23 +113,16 @@ impl Target {
         if let Some(user) = user {
             command.arg(format!("--userspec={user}"));
         }
-        let mut child = command
-            .arg(root)
-            .args(["python3.14", "-c", code])
-            .envs(env.iter().copied())
-            .env_remove("PYTHONPATH")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("chroot");
+        let mut child = Running::spawn(
+            command
+                .arg(root)
+                .args(["python3.14", "-c", code])
+                .envs(env.iter().copied())
+                .env_remove("PYTHONPATH")
+                .stdout(Stdio::piped()),
+        );
         let pid = announced_pid(&mut child, "up");
-        Target { child, pid }
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Target { _child: child, pid }
     }
 }
 

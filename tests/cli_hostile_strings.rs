@@ -6,21 +6,12 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::{strata, Running, Scratch};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::Command;
 
 const ARGV0: &str = "evil\x1b]0;pwned\x07\nnext";
-
-/// A process that lives while the test runs, killed on drop.
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn scenario(dir: &std::path::Path, pid: u32) -> std::path::PathBuf {
     let gib = 1u64 << 30;
@@ -39,7 +30,7 @@ fn scenario(dir: &std::path::Path, pid: u32) -> std::path::PathBuf {
 }
 
 fn snapshot(scenario: &std::path::Path, json: bool) -> Vec<u8> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    let mut command = Command::new(strata());
     command.arg("snapshot");
     if json {
         command.arg("--json");
@@ -68,17 +59,10 @@ fn raw_controls(text: &str) -> Vec<char> {
 
 #[test]
 fn an_escape_in_a_process_argv_reaches_no_terminal() {
-    let dir = std::env::temp_dir().join(format!("strata-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let holder = Holder(
-        Command::new("sleep")
-            .arg0(ARGV0)
-            .arg("600")
-            .spawn()
-            .expect("sleep"),
-    );
-    let pid = holder.0.id();
-    let scenario = scenario(&dir, pid);
+    let scratch = Scratch::new("hostile");
+    let holder = Running::spawn(Command::new("sleep").arg0(ARGV0).arg("600"));
+    let pid = holder.pid();
+    let scenario = scenario(&scratch.dir, pid);
 
     let text = String::from_utf8(snapshot(&scenario, false)).expect("utf-8");
     assert!(raw_controls(&text).is_empty(), "{:?}", raw_controls(&text));
@@ -110,5 +94,4 @@ fn an_escape_in_a_process_argv_reaches_no_terminal() {
     assert_eq!(process["command"], format!("{ARGV0} 600"), "{process}");
     assert_eq!(snap["driver_version"], "550.54\u{1b}[2J");
     drop(holder);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,25 +1,18 @@
 //! Where the output goes: the monitor without a terminal says what to use instead and
 //! leaves the terminal alone; a snapshot whose reader has gone stops quietly.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::tmux::Pane;
+use common::{strata, strata_command};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn strata() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
-    command
-        .env_remove("STRATA_NVML_LIB")
-        .env_remove("STRATA_FEED_DIR");
-    command
-}
 
 /// Cron, `ssh host strata` without `-t`, a pipe: one line with the hint, status 1, nothing
 /// on stdout (no escape sequence, no alternate screen).
 #[test]
 fn the_monitor_without_a_terminal_says_to_use_snapshot() {
-    let out = strata()
+    let out = strata_command()
         .arg("--demo")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -42,9 +35,9 @@ fn the_monitor_without_a_terminal_says_to_use_snapshot() {
 /// is left in cooked mode with nothing written to the file.
 #[test]
 fn stdout_redirected_from_a_terminal_leaves_it_as_it_was() {
-    let pane = tmux::Pane::start(
+    let pane = Pane::start(
         "no-tty-out",
-        &format!("{} --demo > \"$(dirname \"$0\")/out\"", tmux::strata()),
+        &format!("{} --demo > \"$(dirname \"$0\")/out\"", strata()),
         100,
         30,
     );
@@ -56,7 +49,7 @@ fn stdout_redirected_from_a_terminal_leaves_it_as_it_was() {
     assert!(cooked, "terminal left raw:\n{screen}");
     assert!(screen.contains("stdout is not one"), "{screen}");
     assert!(screen.contains("strata snapshot"), "{screen}");
-    let written = std::fs::read(pane.dir.join("out")).expect("the redirect made the file");
+    let written = std::fs::read(pane.dir().join("out")).expect("the redirect made the file");
     assert!(
         written.is_empty(),
         "{:?}",
@@ -75,7 +68,7 @@ fn a_closed_stdout_pipe_ends_a_snapshot_quietly() {
     ] {
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
-        let out = strata()
+        let out = strata_command()
             .args(&args)
             .stdin(Stdio::null())
             .stdout(writer)
@@ -93,7 +86,7 @@ fn a_closed_stdout_pipe_ends_a_snapshot_quietly() {
 fn snapshot_into_head_exits_zero_without_a_message() {
     let script = format!(
         "'{}' --demo snapshot --json --count 20 | head -c 10 >/dev/null; echo \"status=${{PIPESTATUS[0]}}\"",
-        env!("CARGO_BIN_EXE_strata")
+        strata()
     );
     let out = Command::new("bash")
         .args(["-c", &script])

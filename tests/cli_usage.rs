@@ -4,17 +4,9 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib_dir, scenario, SCENARIO_ENV};
+use common::strata_command;
 use serde_json::Value;
 use std::process::{Command, Output};
-
-fn strata(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
-    command
-        .args(args)
-        .env_remove("STRATA_NVML_LIB")
-        .env_remove("STRATA_FEED_DIR");
-    command
-}
 
 fn run(command: &mut Command) -> (Output, String) {
     let out = command.output().expect("runs strata");
@@ -26,19 +18,14 @@ fn run(command: &mut Command) -> (Output, String) {
 fn a_context_size_that_would_wrap_is_a_usage_error() {
     // 2^44 MiB is 2^64 bytes: `mib << 20` made it 0 B, silently.
     for size in ["17592186044416", "18446744073709551615"] {
-        let (out, err) = run(&mut strata(&[
-            "--demo",
-            "--context-mib",
-            size,
-            "snapshot",
-            "--json",
-        ]));
+        let (out, err) =
+            run(strata_command().args(["--demo", "--context-mib", size, "snapshot", "--json"]));
         assert_eq!(out.status.code(), Some(2), "{size}: {err}");
         assert!(err.contains("--context-mib"), "{err}");
         assert!(err.contains("at most 17592186044415 MiB"), "{err}");
         assert!(out.stdout.is_empty(), "nothing printed");
     }
-    let (out, err) = run(&mut strata(&[
+    let (out, err) = run(strata_command().args([
         "--demo",
         "--context-mib",
         "17592186044415",
@@ -57,7 +44,7 @@ fn demo_only_options_without_the_demo_are_a_usage_error() {
         // The default value, typed: still a use of the option.
         vec!["snapshot", "--demo-speed", "10"],
     ] {
-        let (out, err) = run(&mut strata(&args));
+        let (out, err) = run(strata_command().args(&args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("error: --demo-"), "clap's style: {err}");
         assert!(err.contains("add --demo"), "{err}");
@@ -68,7 +55,7 @@ fn demo_only_options_without_the_demo_are_a_usage_error() {
         vec!["--demo-seed", "7", "snapshot", "--json", "--demo"],
         vec!["--demo", "--demo-speed", "5", "--demo-at", "60", "snapshot"],
     ] {
-        let (out, err) = run(&mut strata(&args));
+        let (out, err) = run(strata_command().args(&args));
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
     }
 }
@@ -77,7 +64,8 @@ fn demo_only_options_without_the_demo_are_a_usage_error() {
 /// the fake, found on `LD_LIBRARY_PATH`), rather than failing on an empty path.
 #[test]
 fn empty_environment_variables_mean_unset() {
-    let (out, err) = run(strata(&["snapshot", "--json"])
+    let (out, err) = run(strata_command()
+        .args(["snapshot", "--json"])
         .env("STRATA_NVML_LIB", "")
         .env("STRATA_FEED_DIR", "")
         .env("LD_LIBRARY_PATH", fake_nvml_lib_dir())
@@ -87,7 +75,8 @@ fn empty_environment_variables_mean_unset() {
     assert_eq!(snap["gpus"].as_array().map(Vec::len), Some(2), "{snap}");
     // Each alone, too.
     for var in ["STRATA_NVML_LIB", "STRATA_FEED_DIR"] {
-        let (out, err) = run(strata(&["snapshot", "--json"])
+        let (out, err) = run(strata_command()
+            .args(["snapshot", "--json"])
             .env(var, "")
             .env("LD_LIBRARY_PATH", fake_nvml_lib_dir())
             .env(SCENARIO_ENV, scenario("two_gpus")));

@@ -5,12 +5,9 @@
 //! (precision, recall, mean time-to-flag) are printed: `tests/traces/evaluate.sh`, or
 //! `cargo test --test corpus -- --nocapture`.
 
-#[path = "traces/harness.rs"]
-mod harness;
-#[path = "traces/validate.rs"]
-mod validate;
+mod common;
 
-use harness::{Labels, TraceScore};
+use common::corpus::{validate, Labels, TraceScore};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,13 +76,14 @@ fn first_time(lines: &str) -> f64 {
         .expect("a trace's first line has a time")
 }
 
-/// Unpacks the trace, runs `strata analyze FILE --json` on it and scores the findings.
+/// Unpacks the trace, runs `strata analyze FILE --json --every-sample` on it (the detectors
+/// at every sample, as the monitor runs them) and scores the findings.
 fn analyze(trace: &Trace, scratch: &Path) -> TraceScore {
     analyze_lines(&trace.name, &unpack(&trace.packed), &trace.labels, scratch).0
 }
 
-/// Runs `strata analyze FILE --json` on these lines and scores the findings; also its whole
-/// answer.
+/// Runs `strata analyze FILE --json --every-sample` on these lines and scores the findings;
+/// also its whole answer.
 fn analyze_lines(
     name: &str,
     lines: &str,
@@ -100,10 +98,10 @@ fn analyze_lines(
     let origin = first_time(lines);
     let file = scratch.join(format!("{}.jsonl", trace.name));
     std::fs::write(&file, lines).expect("write the unpacked trace");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(common::strata())
         .arg("analyze")
         .arg(&file)
-        .arg("--json")
+        .args(["--json", "--every-sample"])
         .output()
         .expect("run strata analyze");
     if !out.status.success() {
@@ -115,16 +113,16 @@ fn analyze_lines(
         );
         let _ = std::fs::remove_file(&file);
         return (
-            harness::failed(&trace.name, origin, &trace.labels, error),
+            common::corpus::failed(&trace.name, origin, &trace.labels, error),
             serde_json::Value::Null,
         );
     }
     let _ = std::fs::remove_file(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let whole = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
-    let score = match harness::parse_findings(&stdout) {
-        Ok(findings) => harness::score(&trace.name, origin, &trace.labels, &findings),
-        Err(e) => harness::failed(
+    let score = match common::corpus::parse_findings(&stdout) {
+        Ok(findings) => common::corpus::score(&trace.name, origin, &trace.labels, &findings),
+        Err(e) => common::corpus::failed(
             &trace.name,
             origin,
             &trace.labels,
@@ -155,14 +153,99 @@ fn corpus_meets_the_targets() {
     let mut scores = scores.into_inner().expect("scores");
     scores.sort_by_key(|(i, _)| *i);
     let scores: Vec<TraceScore> = scores.into_iter().map(|(_, s)| s).collect();
-    println!("{}", harness::report(&scores));
-    let failures: Vec<String> = scores.iter().flat_map(harness::failures).collect();
+    println!("{}", common::corpus::report(&scores));
+    let failures: Vec<String> = scores.iter().flat_map(common::corpus::failures).collect();
     assert!(
         failures.is_empty(),
         "{} target(s) missed:\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// `strata analyze` on its default clock (the detectors that read the history every 10 s of
+/// recording time, and at a process's last sample) finds what it finds at every sample: on
+/// every trace, and on its older shape, the same findings (kind, device, pid), each first
+/// raised at most 10 s and one sample interval later, and last seen at most that much
+/// earlier.
+#[test]
+fn the_coarse_clock_finds_what_every_sample_finds() {
+    let traces = corpus();
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("corpus-clock");
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let next = AtomicUsize::new(0);
+    let problems = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get().min(8));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(trace) = traces.get(i) else { break };
+                let lines = unpack(&trace.packed);
+                let derived: String = lines.lines().map(|l| derived_form(l) + "\n").collect();
+                let mut found = clocks_agree(&trace.name, &lines, &scratch);
+                let older = format!("{} (older shape)", trace.name);
+                found.extend(clocks_agree(&older, &derived, &scratch));
+                problems.lock().expect("problems").extend(found);
+            });
+        }
+    });
+    let problems = problems.into_inner().expect("problems");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Where `strata analyze` on these lines disagrees between its two clocks.
+fn clocks_agree(name: &str, lines: &str, scratch: &Path) -> Vec<String> {
+    let file = scratch.join(format!("{}.jsonl", name.replace(' ', "-")));
+    std::fs::write(&file, lines).expect("write the unpacked trace");
+    let spans = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("analyze")
+            .arg(&file)
+            .arg("--json")
+            .args(extra)
+            .output()
+            .expect("run strata analyze");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("analyze --json");
+        let mut spans: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+        for f in v["findings"].as_array().expect("findings") {
+            let key = format!("{} {} {}", f["kind"], f["device_uuid"], f["pid"]);
+            let since = f["since"].as_f64().expect("since");
+            let until = f["until"].as_f64().expect("until");
+            let e = spans.entry(key).or_insert((since, until));
+            e.0 = e.0.min(since);
+            e.1 = e.1.max(until);
+        }
+        spans
+    };
+    let exact = spans(&["--every-sample"]);
+    let coarse = spans(&[]);
+    let _ = std::fs::remove_file(&file);
+    let times: Vec<f64> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["time"].as_f64())
+        .collect();
+    let gap = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    let slack = 10.0 + gap + 1e-6;
+    let mut found = Vec::new();
+    for (key, (since, until)) in &exact {
+        match coarse.get(key) {
+            None => found.push(format!("{name}: {key} missed")),
+            Some((s, u)) => {
+                if !(*s >= since - 1e-6 && *s <= since + slack) {
+                    found.push(format!("{name}: {key} since {s} against {since}"));
+                }
+                if !(*u <= until + 1e-6 && *u >= until - slack) {
+                    found.push(format!("{name}: {key} until {u} against {until}"));
+                }
+            }
+        }
+    }
+    for key in coarse.keys().filter(|k| !exact.contains_key(*k)) {
+        found.push(format!("{name}: {key} only on the coarse clock"));
+    }
+    found
 }
 
 #[test]
@@ -184,20 +267,21 @@ fn every_trace_is_well_formed() {
 fn corpus_covers_every_kind_cause_and_class() {
     let traces = corpus();
     assert!(traces.len() >= 30, "{} traces, 30 wanted", traces.len());
-    let expected: Vec<&harness::Expected> = traces.iter().flat_map(|t| &t.labels.expect).collect();
-    for kind in harness::KINDS {
+    let expected: Vec<&common::corpus::Expected> =
+        traces.iter().flat_map(|t| &t.labels.expect).collect();
+    for kind in common::corpus::KINDS {
         assert!(
             expected.iter().any(|e| e.kind == kind),
             "no trace expects {kind}"
         );
     }
-    for cause in harness::CAUSES {
+    for cause in common::corpus::CAUSES {
         assert!(
             expected.iter().any(|e| e.cause.as_deref() == Some(cause)),
             "no climb of cause {cause}"
         );
     }
-    for class in harness::CLASSES {
+    for class in common::corpus::CLASSES {
         assert!(
             expected.iter().any(|e| e.class.as_deref() == Some(class)),
             "no OOM of class {class}"
@@ -205,7 +289,7 @@ fn corpus_covers_every_kind_cause_and_class() {
     }
     let rates: Vec<f64> = expected.iter().filter_map(|e| e.rate_mib_per_min).collect();
     assert!(rates.iter().any(|&r| r <= 20.0) && rates.iter().any(|&r| r >= 500.0));
-    assert!(rates.iter().any(|&r| r < harness::FAST_MIB_PER_MIN));
+    assert!(rates.iter().any(|&r| r < common::corpus::FAST_MIB_PER_MIN));
     let normal = traces.iter().filter(|t| t.labels.normal).count();
     assert!(normal >= 10, "{normal} normal traces");
     let mut total = 0;
@@ -315,7 +399,7 @@ fn a_corpus_of_the_older_shape_is_read_with_its_feeds() {
                 trace.name, whole["older_shape"]
             ));
         }
-        failures.extend(harness::failures(&score));
+        failures.extend(common::corpus::failures(&score));
         read += 1;
     }
     assert!(read >= 40, "{read} traces");

@@ -7,10 +7,9 @@ mod common;
 
 use common::doctor::{
     assert_check, check, checks, detached, doctor_command, documented, keys, ran, said, sleeper,
-    Running,
 };
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_with, scenario};
-use common::feeds::Scratch;
+use common::{strata, Running, Scratch};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -38,9 +37,7 @@ fn gpu(n: u32, pids: &[u32], extra: Value) -> Value {
 }
 
 fn write(scratch: &Scratch, name: &str, scenario: &Value) -> PathBuf {
-    let path = scratch.path(name);
-    std::fs::write(&path, scenario.to_string()).expect("scenario");
-    path
+    scratch.write(name, scenario.to_string(), 0o644)
 }
 
 #[test]
@@ -79,7 +76,7 @@ fn without_nvml_the_driver_is_missing_with_a_hint_and_the_rest_still_runs() {
     assert!(checks(&r.report, "gpu_count", None).is_empty());
     assert_eq!(r.report["counts"]["missing"], 1, "{:#}", r.report);
     // The text says the same, one line per check.
-    let text = detached(env!("CARGO_BIN_EXE_strata"))
+    let text = detached(strata())
         .args([
             "doctor",
             "--nvml-lib",
@@ -444,7 +441,7 @@ fn strings_from_outside_reach_the_text_defused() {
         }),
     );
     let lib = fake_nvml_lib();
-    let output = detached(env!("CARGO_BIN_EXE_strata"))
+    let output = detached(strata())
         .args(["doctor", "--nvml-lib"])
         .arg(&lib)
         .env(common::fake_nvml::SCENARIO_ENV, &file)
@@ -465,7 +462,7 @@ fn strings_from_outside_reach_the_text_defused() {
 
 #[test]
 fn the_demo_is_refused_in_one_line() {
-    let output = detached(env!("CARGO_BIN_EXE_strata"))
+    let output = detached(strata())
         .args(["doctor", "--demo"])
         .output()
         .expect("doctor runs");

@@ -7,10 +7,9 @@
 
 mod common;
 
-use common::doctor::{
-    assert_check, check, checks, detached, doctor_command, ran, said, sleeper, Running,
-};
+use common::doctor::{assert_check, check, checks, detached, doctor_command, ran, said, sleeper};
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::{strata, Running, Scratch};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -29,63 +28,31 @@ fn assert_root() {
     );
 }
 
-/// A directory everyone may read, removed on drop: the binary, the fake and the scenario
-/// copied in, for a doctor run as `nobody`.
-struct Shared(PathBuf);
-
-impl Shared {
-    fn new(tag: &str) -> Shared {
-        let dir = std::env::temp_dir().join(format!("strata-doctor-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Shared(dir)
-    }
-
-    fn file(&self, name: &str, contents: &[u8], mode: u32) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).expect("write");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-        path
-    }
-
-    fn copy(&self, from: &Path, name: &str) -> PathBuf {
-        let bytes = std::fs::read(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
-        self.file(name, &bytes, 0o755)
-    }
-
-    /// One GPU whose compute list names `pids`.
-    fn scenario(&self, pids: &[u32]) -> PathBuf {
-        let processes: Vec<Value> = pids
-            .iter()
-            .map(|p| json!({"pid": p, "used": GIB}))
-            .collect();
-        let scenario = json!({"devices": [{
-            "name": "NVIDIA H100 80GB HBM3",
-            "uuid": "GPU-dddddddd-0000-4000-8000-000000000000",
-            "memory": { "total": 80 * GIB, "reserved": 0, "used": 4 * GIB },
-            "mig_mode": { "current": 0, "pending": 0 },
-            "compute_processes": processes,
-        }]});
-        self.file("scenario.json", scenario.to_string().as_bytes(), 0o644)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// One GPU whose compute list names `pids`, as a scenario everyone may read in `shared`.
+fn scenario_in(shared: &Scratch, pids: &[u32]) -> PathBuf {
+    let processes: Vec<Value> = pids
+        .iter()
+        .map(|p| json!({"pid": p, "used": GIB}))
+        .collect();
+    let scenario = json!({"devices": [{
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-dddddddd-0000-4000-8000-000000000000",
+        "memory": { "total": 80 * GIB, "reserved": 0, "used": 4 * GIB },
+        "mig_mode": { "current": 0, "pending": 0 },
+        "compute_processes": processes,
+    }]});
+    shared.write("scenario.json", scenario.to_string(), 0o644)
 }
 
 /// `strata doctor --json` from `shared`, in a private mount namespace whose `/proc` is
 /// mounted again with `hidepid` (if given), run as `nobody` (if asked).
 fn doctor_under(
-    shared: &Shared,
+    shared: &Scratch,
     scenario: &Path,
     hidepid: Option<u32>,
     as_nobody: bool,
 ) -> common::doctor::Ran {
-    let strata = shared.copy(Path::new(env!("CARGO_BIN_EXE_strata")), "strata");
+    let strata = shared.copy(Path::new(strata()), "strata");
     let lib = shared.copy(&fake_nvml_lib(), "libnvidia_ml.so");
     let mount = hidepid.map_or(String::new(), |mode| {
         format!("mount -t proc -o hidepid={mode} proc /proc && ")
@@ -110,15 +77,15 @@ fn doctor_under(
 fn in_a_pid_namespace_of_its_own_doctor_gives_the_pid_host_advice() {
     assert_root();
     let holder = sleeper();
-    let shared = Shared::new("pidns");
-    let file = shared.scenario(&[holder.pid()]);
+    let shared = Scratch::shared("doctor-pidns");
+    let file = scenario_in(&shared, &[holder.pid()]);
     let mut command = detached("unshare");
     command
         .args([
             "--pid",
             "--fork",
             "--mount-proc",
-            env!("CARGO_BIN_EXE_strata"),
+            strata(),
             "doctor",
             "--json",
         ])
@@ -167,9 +134,9 @@ fn in_a_pid_namespace_of_its_own_doctor_gives_the_pid_host_advice() {
 #[test]
 fn under_hidepid_2_other_users_are_hidden_from_nobody_and_not_from_root() {
     assert_root();
-    let shared = Shared::new("hidepid");
+    let shared = Scratch::shared("doctor-hidepid");
     let root_owned = sleeper();
-    let file = shared.scenario(&[root_owned.pid()]);
+    let file = scenario_in(&shared, &[root_owned.pid()]);
     let nobody = doctor_under(&shared, &file, Some(2), true);
     assert_check(
         check(&nobody.report, "hidepid", None),
@@ -210,9 +177,9 @@ fn under_hidepid_2_other_users_are_hidden_from_nobody_and_not_from_root() {
 #[test]
 fn as_nobody_other_users_open_files_feed_dirs_and_roots_are_out_of_reach() {
     assert_root();
-    let shared = Shared::new("nobody");
+    let shared = Scratch::shared("doctor-nobody");
     let root_owned = sleeper();
-    let file = shared.scenario(&[root_owned.pid()]);
+    let file = scenario_in(&shared, &[root_owned.pid()]);
     let r = doctor_under(&shared, &file, None, true);
     assert_check(
         check(&r.report, "hidepid", None),
@@ -253,7 +220,7 @@ fn as_nobody_other_users_open_files_feed_dirs_and_roots_are_out_of_reach() {
 }
 
 /// A process that runs a copy of `sleep` named `name` (`python3.14`: a Python by its name).
-fn stand_in(shared: &Shared, name: &str, env: &[(&str, &str)]) -> Running {
+fn stand_in(shared: &Scratch, name: &str, env: &[(&str, &str)]) -> Running {
     let exe = shared.copy(Path::new("/bin/sleep"), name);
     Running(
         Command::new(exe)
@@ -305,7 +272,7 @@ fn real_python() -> (Running, String) {
 #[test]
 fn the_python_version_and_remote_debugging_of_each_listed_process() {
     assert_root();
-    let shared = Shared::new("python");
+    let shared = Scratch::shared("doctor-python");
     let (old, version) = real_python();
     let disabled = stand_in(
         &shared,
@@ -314,7 +281,10 @@ fn the_python_version_and_remote_debugging_of_each_listed_process() {
     );
     let enabled = stand_in(&shared, "python3.14t", &[]);
     let other = sleeper();
-    let file = shared.scenario(&[old.pid(), disabled.pid(), enabled.pid(), other.pid()]);
+    let file = scenario_in(
+        &shared,
+        &[old.pid(), disabled.pid(), enabled.pid(), other.pid()],
+    );
     let r = ran(doctor_command(Some(&fake_nvml_lib()), Some(&file), &[]));
     let versions = check(&r.report, "python_versions", None);
     assert_check(
@@ -356,7 +326,7 @@ fn the_python_version_and_remote_debugging_of_each_listed_process() {
     );
     // As nobody, root's processes' environments cannot be read.
     drop(disabled);
-    let file = shared.scenario(&[enabled.pid()]);
+    let file = scenario_in(&shared, &[enabled.pid()]);
     let nobody = doctor_under(&shared, &file, None, true);
     assert_check(
         check(&nobody.report, "python_versions", None),
@@ -396,7 +366,7 @@ fn py314_root() -> Option<PathBuf> {
 fn a_real_python_3_14_started_with_the_option_off_is_named() {
     assert_root();
     let Some(root) = py314_root() else { return };
-    let shared = Shared::new("py314");
+    let shared = Scratch::shared("doctor-py314");
     let start = |args: &[&str]| {
         Running(
             Command::new("chroot")
@@ -412,7 +382,7 @@ fn a_real_python_3_14_started_with_the_option_off_is_named() {
     let off = start(&["-X", "disable-remote-debug"]);
     let ignored = start(&["-X", "disable_remote_debug"]);
     std::thread::sleep(Duration::from_millis(500));
-    let file = shared.scenario(&[off.pid(), ignored.pid()]);
+    let file = scenario_in(&shared, &[off.pid(), ignored.pid()]);
     let r = ran(doctor_command(Some(&fake_nvml_lib()), Some(&file), &[]));
     assert_check(
         check(&r.report, "python_versions", None),

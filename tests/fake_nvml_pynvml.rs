@@ -6,8 +6,6 @@
 //! for pip the first time.
 
 mod common;
-#[path = "fake-nvml/expect.rs"]
-mod expect;
 
 use std::ffi::c_uint;
 use std::path::{Path, PathBuf};
@@ -15,6 +13,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_dir, scenario, workspace_root, SCENARIO_ENV};
+use common::oracle::client as client_oracle;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -50,7 +49,7 @@ fn scenario_json(name: &str) -> Value {
 }
 
 fn assert_same(client: &str, name: &str, expected: &Value, actual: &Value) {
-    let differences = expect::differences(expected, actual);
+    let differences = client_oracle::differences(expected, actual);
     assert!(
         differences.is_empty(),
         "{client} reading scenario {name} differs from the scenario at poll 0:\n  {}\nclient saw:\n{actual:#}",
@@ -163,7 +162,7 @@ fn pynvml_view(name: &str) -> Value {
 #[test]
 fn pynvml_sees_each_scenario_as_written() {
     for name in SCENARIOS {
-        let expected = expect::expected(&scenario_json(name), |count| 2 * count + 5);
+        let expected = client_oracle::expected(&scenario_json(name), |count| 2 * count + 5);
         assert_same("pynvml", name, &expected, &pynvml_view(name));
     }
 }
@@ -175,7 +174,7 @@ static IN_PROCESS: Mutex<()> = Mutex::new(());
 
 fn code(error: NvmlError) -> Value {
     let code: c_uint = error.into();
-    expect::error(u64::from(code))
+    client_oracle::error(u64::from(code))
 }
 
 fn or_code<T>(result: Result<T, NvmlError>, to_json: impl FnOnce(T) -> Value) -> Value {
@@ -221,7 +220,7 @@ fn instance_id(nvml: &Nvml, device: &Device, compute: bool) -> Value {
     };
     match returned {
         0 => json!(id),
-        code => expect::error(u64::from(code)),
+        code => client_oracle::error(u64::from(code)),
     }
 }
 
@@ -292,7 +291,7 @@ fn wrapper_view(name: &str) -> Value {
 fn nvml_wrapper_sees_each_scenario_as_written() {
     let _turn = IN_PROCESS.lock().unwrap_or_else(PoisonError::into_inner);
     for name in SCENARIOS {
-        let expected = expect::expected(&scenario_json(name), |count| count + 5);
+        let expected = client_oracle::expected(&scenario_json(name), |count| count + 5);
         assert_same("nvml-wrapper", name, &expected, &wrapper_view(name));
     }
 }
@@ -360,7 +359,7 @@ fn nvml_wrapper_init_fails_without_a_readable_scenario() {
 /// `strata snapshot --json` through the fake library, for a scenario.
 fn strata_view(name: &str) -> Value {
     let output = run(
-        Command::new(env!("CARGO_BIN_EXE_strata"))
+        Command::new(common::strata())
             .args(["snapshot", "--json", "--nvml-lib"])
             .arg(fake_nvml_lib())
             .env(SCENARIO_ENV, scenario(name)),

@@ -8,6 +8,7 @@ mod common;
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_dir, SCENARIO_ENV};
 use common::feeds::*;
 use common::snapshot::assert_layers_add_up;
+use common::{strata, Scratch};
 use serde_json::{json, Value};
 
 const CONTEXT: u64 = 530 * MIB;

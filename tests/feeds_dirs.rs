@@ -7,7 +7,8 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, workspace_root};
-use common::feeds::{pythonpath, strata};
+use common::feeds::pythonpath;
+use common::strata;
 use serde_json::Value;
 use std::process::Command;
 

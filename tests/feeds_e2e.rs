@@ -6,6 +6,7 @@ mod common;
 
 use common::feeds::*;
 use common::snapshot::assert_layers_add_up;
+use common::{strata, Scratch};
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::process::Stdio;
@@ -354,7 +355,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

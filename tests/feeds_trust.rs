@@ -5,10 +5,11 @@
 mod common;
 
 use common::feeds::*;
+use common::{strata, wait_until, Running, Scratch};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -17,29 +18,22 @@ fn is_root() -> bool {
 
 /// A peer from `tests/feeds/hostile_agent.py`, killed on drop.
 struct Hostile {
-    child: Child,
+    _child: Running,
     pid: u32,
 }
 
 impl Hostile {
     fn start(feed_dir: &Path, mode: &str) -> Hostile {
         let script = common::fake_nvml::workspace_root().join("tests/feeds/hostile_agent.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(feed_dir)
-            .arg(mode)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
+        let mut child = Running::spawn(
+            Command::new("python3")
+                .arg(script)
+                .arg(feed_dir)
+                .arg(mode)
+                .stdout(Stdio::piped()),
+        );
         let pid = announced_pid(&mut child, "ready");
-        Hostile { child, pid }
-    }
-}
-
-impl Drop for Hostile {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Hostile { _child: child, pid }
     }
 }
 
@@ -96,14 +90,11 @@ fn an_agent_of_a_foreign_uid_is_refused() {
     assert!(is_root(), "the trust tests run as root (setpriv)");
     let scratch = Scratch::new("foreign");
     // nobody's own feed dir, where nobody's agent can listen.
-    let dir = std::env::temp_dir().join(format!("strata-e2e-nobody-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).expect("dir");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
+    let nobodys = Scratch::new("nobody");
+    let dir = &nobodys.dir;
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).expect("chown");
     // The system's interpreter: nobody may run it (a per-user one under /root it may not).
-    let mut agent = Command::new("setpriv")
-        .args([
+    let mut agent = Running::spawn(Command::new("setpriv").args([
             "--reuid=65534",
             "--regid=65534",
             "--clear-groups",
@@ -113,10 +104,8 @@ fn an_agent_of_a_foreign_uid_is_refused() {
         ])
         .env("PYTHONPATH", pythonpath())
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("STRATA_FEED_DIR", &dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("setpriv");
+        .env("STRATA_FEED_DIR", dir)
+        .stdout(Stdio::piped()));
     let pid = announced_pid(&mut agent, "up");
     assert_eq!(pid, agent.id());
     wait_until(
@@ -125,12 +114,10 @@ fn an_agent_of_a_foreign_uid_is_refused() {
         || dir.join(format!("{pid}.sock")).exists(),
     );
     // Root takes the directory over: the socket in it is still nobody's agent.
-    std::os::unix::fs::chown(&dir, Some(0), Some(0)).expect("chown");
+    std::os::unix::fs::chown(dir, Some(0), Some(0)).expect("chown");
     let path = scenario_file(&scratch, &listed(pid));
-    let output = snapshot_command(&path, &dir, &[]).output().expect("strata");
-    let _ = agent.kill();
-    let _ = agent.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    let output = snapshot_command(&path, dir, &[]).output().expect("strata");
+    drop(agent);
     assert!(output.status.success());
     let snap: Value = serde_json::from_slice(&output.stdout).expect("json");
     let reason = refusal_of(&snap, pid);

@@ -5,10 +5,12 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use common::strata;
 use std::process::Command;
 
-fn strata(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+/// strata's standard output with `args` on the `mig_multi_ci` scenario.
+fn on_mig(args: &[&str]) -> String {
+    let output = Command::new(strata())
         .args(args)
         .arg("--nvml-lib")
         .arg(fake_nvml_lib())
@@ -25,7 +27,7 @@ fn strata(args: &[&str]) -> String {
 
 #[test]
 fn the_text_snapshot_tells_a_gpu_instance_once_with_its_compute_instances() {
-    let text = strata(&["snapshot"]);
+    let text = on_mig(&["snapshot"]);
     let devices: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("GPU ") || l.starts_with("  MIG "))
@@ -53,7 +55,7 @@ fn the_text_snapshot_tells_a_gpu_instance_once_with_its_compute_instances() {
 
 #[test]
 fn the_report_has_one_section_a_gpu_instance_naming_its_compute_instances() {
-    let report = strata(&["snapshot", "--report"]);
+    let report = on_mig(&["snapshot", "--report"]);
     let sections: Vec<&str> = report
         .lines()
         .filter(|l| l.starts_with("### GPU "))

@@ -6,38 +6,11 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::{strata, Running, Scratch};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("strata-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child killed and reaped on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// One H100 whose compute list holds `pids` (1 GiB each), its minor number `minor`.
 fn scenario(dir: &Path, pids: &[u32], minor: Option<u32>) -> PathBuf {
@@ -64,7 +37,7 @@ fn scenario(dir: &Path, pids: &[u32], minor: Option<u32>) -> PathBuf {
 
 /// `strata snapshot --json --count N --interval 1` on the scenario, each line parsed.
 fn snapshots(file: &Path, count: u32, dev_dir: Option<&Path>) -> Vec<Value> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    let mut command = Command::new(strata());
     command
         .args(["snapshot", "--json", "--interval", "1", "--count"])
         .arg(count.to_string())
@@ -101,7 +74,7 @@ fn listed(snapshot: &Value, pid: u32) -> &Value {
 /// number as NVML gives it.
 #[test]
 fn a_listed_process_has_its_host_cpu_memory_and_age() {
-    let dir = Dir::new("nvml-host");
+    let scratch = Scratch::new("nvml-host");
     let busy = Running(
         Command::new("sh")
             .args(["-c", "while :; do :; done"])
@@ -109,8 +82,8 @@ fn a_listed_process_has_its_host_cpu_memory_and_age() {
             .spawn()
             .expect("sh"),
     );
-    let pid = busy.0.id();
-    let file = scenario(&dir.0, &[pid], Some(7));
+    let pid = busy.pid();
+    let file = scenario(&scratch.dir, &[pid], Some(7));
     let lines = snapshots(&file, 2, None);
     let (first, second) = (&lines[0], &lines[1]);
     assert!(
@@ -144,8 +117,8 @@ fn a_listed_process_has_its_host_cpu_memory_and_age() {
 /// parent in the sample and, once the zombie is confirmed, in the finding's evidence.
 #[test]
 fn the_process_holding_a_zombie_contexts_device_file_is_named() {
-    let dir = Dir::new("nvml-holder");
-    let dev = dir.0.join("dev");
+    let scratch = Scratch::new("nvml-holder");
+    let dev = scratch.dir.join("dev");
     std::fs::create_dir_all(&dev).expect("dev dir");
     std::fs::write(dev.join("nvidia0"), b"").expect("device file");
     std::fs::write(dev.join("nvidia1"), b"").expect("another GPU's file");
@@ -168,7 +141,7 @@ fn the_process_holding_a_zombie_contexts_device_file_is_named() {
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("reaped");
     let gone = gone.id();
-    let holder_pid = holder.0.id();
+    let holder_pid = holder.pid();
     // Wait until the shell has become `sleep`, its descriptor open.
     for _ in 0..200 {
         let cmdline = std::fs::read(format!("/proc/{holder_pid}/cmdline")).unwrap_or_default();
@@ -177,7 +150,7 @@ fn the_process_holding_a_zombie_contexts_device_file_is_named() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let file = scenario(&dir.0, &[gone], None);
+    let file = scenario(&scratch.dir, &[gone], None);
     let lines = snapshots(&file, 7, Some(&dev));
     let first = &lines[0];
     let holders = first["device_files"]["holders"]

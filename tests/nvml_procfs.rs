@@ -12,10 +12,10 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, source_samples, SCENARIO_ENV};
+use common::{strata, Running, Scratch};
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use strata::sample::NodeSample;
 
 /// The uid and gid the probe runs as.
@@ -32,57 +32,18 @@ fn assert_root() {
     );
 }
 
-/// A directory everyone may read, removed on drop.
-struct Shared(PathBuf);
-
-impl Shared {
-    fn new(tag: &str) -> Shared {
-        let dir = std::env::temp_dir().join(format!("strata-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Shared(dir)
+/// A scenario from `template` in `shared`, readable by everyone, each placeholder pid
+/// replaced.
+fn scenario_in(shared: &Scratch, template: &str, pids: &[(u32, u32)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(scenario(template)).expect("template");
+    for (placeholder, pid) in pids {
+        assert!(
+            text.contains(&placeholder.to_string()),
+            "{placeholder} in {template}"
+        );
+        text = text.replace(&placeholder.to_string(), &pid.to_string());
     }
-
-    /// Copies `file` in, readable (and runnable) by everyone.
-    fn copy(&self, file: &Path, name: &str) -> PathBuf {
-        let to = self.0.join(name);
-        std::fs::copy(file, &to).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        to
-    }
-
-    /// A scenario from `template`, each placeholder pid replaced.
-    fn scenario(&self, template: &str, pids: &[(u32, u32)]) -> PathBuf {
-        let mut text = std::fs::read_to_string(scenario(template)).expect("template");
-        for (placeholder, pid) in pids {
-            assert!(
-                text.contains(&placeholder.to_string()),
-                "{placeholder} in {template}"
-            );
-            text = text.replace(&placeholder.to_string(), &pid.to_string());
-        }
-        let file = self.0.join(format!("{template}.json"));
-        std::fs::write(&file, text).expect("scenario");
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        file
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child killed and reaped on drop.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    shared.write(&format!("{template}.json"), text, 0o644)
 }
 
 fn sleeper(as_nobody: bool) -> Running {
@@ -106,7 +67,7 @@ fn sleeper(as_nobody: bool) -> Running {
             c
         }
     };
-    Running(command.stdin(Stdio::null()).spawn().expect("sleep starts"))
+    Running::spawn(command.stdin(Stdio::null()))
 }
 
 /// A pid that existed and has exited (and been reaped).
@@ -135,7 +96,7 @@ fn probe() {
 }
 
 /// The probe's sample, run as `nobody` with `/proc` remounted with `hidepid=<mode>`.
-fn probe_under_hidepid(mode: u32, shared: &Shared, file: &Path) -> NodeSample {
+fn probe_under_hidepid(mode: u32, shared: &Scratch, file: &Path) -> NodeSample {
     let exe = std::env::current_exe().expect("test binary");
     let probe = shared.copy(&exe, "probe");
     let lib = shared.copy(&fake_nvml_lib(), "libnvidia_ml.so");
@@ -166,12 +127,13 @@ fn probe_under_hidepid(mode: u32, shared: &Shared, file: &Path) -> NodeSample {
 #[test]
 fn a_pid_proc_hides_is_hidden_not_gone() {
     assert_root();
-    let shared = Shared::new("hidepid");
+    let shared = Scratch::shared("hidepid");
     let root_owned = sleeper(false);
     let own = sleeper(true);
     let gone = gone_pid();
-    let (hidden_pid, own_pid) = (root_owned.0.id(), own.0.id());
-    let file = shared.scenario(
+    let (hidden_pid, own_pid) = (root_owned.pid(), own.pid());
+    let file = scenario_in(
+        &shared,
         "hidden_pids",
         &[
             (4_100_001, hidden_pid),
@@ -220,7 +182,7 @@ fn snapshot_in_own_pid_namespace(file: &Path, mount_proc: bool) -> Value {
         command.arg("--mount-proc");
     }
     let output = command
-        .arg(env!("CARGO_BIN_EXE_strata"))
+        .arg(strata())
         .args(["snapshot", "--json", "--nvml-lib"])
         .arg(fake_nvml_lib())
         .env(SCENARIO_ENV, file)
@@ -246,9 +208,9 @@ fn listed(snapshot: &Value, pid: u32) -> &Value {
 #[test]
 fn in_its_own_pid_namespace_strata_names_no_host_pid_by_number() {
     assert_root();
-    let shared = Shared::new("pidns");
+    let shared = Scratch::shared("pidns");
     let host_pid = std::process::id();
-    let file = shared.scenario("container_pids", &[(4_100_004, host_pid)]);
+    let file = scenario_in(&shared, "container_pids", &[(4_100_004, host_pid)]);
     let s = snapshot_in_own_pid_namespace(&file, true);
     assert_eq!(s["host_pid_namespace"], false);
     // Pid 1 there is strata itself, and the host pid may name anything or nothing: neither is

@@ -1,24 +1,22 @@
 //! strata's real NVML path, end to end, against the fake driver library: the binary loads it
 //! with `--nvml-lib`, reads every GPU and MIG instance and every process, and keeps each
 //! failure local to the field or GPU it belongs to. Every device's layers are what the
-//! scenario implies (`fake-nvml/oracle.rs`, worked out from the scenario file), or withheld
+//! scenario implies (`common/oracle/layers.rs`, worked out from the scenario file), or withheld
 //! exactly where the scenario makes NVML contradict itself.
 
 mod common;
-#[path = "fake-nvml/oracle.rs"]
-mod oracle;
 
 use assert_cmd::Command;
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
-use oracle::Expect;
+use common::oracle::layers::{self as oracle, Expect};
+use common::{strata, Running, Scratch};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Runs `strata snapshot --json` against a scenario file; returns each sample.
 fn snapshots(scenario_file: &Path, extra: &[&str]) -> Vec<Value> {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--json", "--interval", "0.05", "--nvml-lib"])
         .arg(fake_nvml_lib())
         .args(extra)
@@ -114,20 +112,12 @@ fn assert_implied(
     }
 }
 
-/// Live processes standing in for a scenario's pids, killed on drop.
+/// Live processes standing in for a scenario's pids, killed on drop, and the scenario that
+/// lists them (`file`, in a scratch directory of its own).
 struct Live {
-    children: Vec<std::process::Child>,
+    children: Vec<Running>,
     file: PathBuf,
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_file(&self.file);
-    }
+    _scratch: Scratch,
 }
 
 /// Every `"pid"` in `value` found in `map`, replaced.
@@ -174,17 +164,19 @@ fn with_live_pids(name: &str) -> (Value, Live) {
     let mut children = Vec::new();
     let mut map = BTreeMap::new();
     for pid in pids.into_iter().filter(|p| (1..4_000_000).contains(p)) {
-        let child = std::process::Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .expect("sleep");
-        map.insert(pid, u64::from(child.id()));
+        let child = Running::spawn(std::process::Command::new("sleep").arg("600"));
+        map.insert(pid, u64::from(child.pid()));
         children.push(child);
     }
     replace_pids(&mut scenario, &map);
-    let file = std::env::temp_dir().join(format!("strata-live-{name}-{}.json", std::process::id()));
-    std::fs::write(&file, scenario.to_string()).expect("write scenario");
-    (scenario, Live { children, file })
+    let scratch = Scratch::new(&format!("live-{name}"));
+    let file = scratch.write("scenario.json", scenario.to_string(), 0o644);
+    let live = Live {
+        children,
+        file,
+        _scratch: scratch,
+    };
+    (scenario, live)
 }
 
 fn process(snapshot: &Value, pid: u64) -> &Value {
@@ -294,20 +286,16 @@ fn a_pid_missing_from_proc_is_not_visible() {
 /// A scenario holder that is a real process here gets its identity from /proc.
 #[test]
 fn a_visible_holder_gets_user_command_state_and_start_time() {
-    let mut child = std::process::Command::new("sleep")
-        .arg("37")
-        .spawn()
-        .expect("sleep");
+    let child = Running::spawn(std::process::Command::new("sleep").arg("37"));
     let text = std::fs::read_to_string(scenario("two_gpus")).expect("scenario");
-    let dir = std::env::temp_dir().join(format!("strata-visible-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let file = dir.join("visible.json");
-    std::fs::write(&file, text.replace("41290", &child.id().to_string())).expect("write");
+    let scratch = Scratch::new("visible");
+    let file = scratch.write(
+        "visible.json",
+        text.replace("41290", &child.pid().to_string()),
+        0o644,
+    );
     let s = snapshots(&file, &[]).remove(0);
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
-    let p = process(&s, u64::from(child.id()));
+    let p = process(&s, u64::from(child.pid()));
     assert_eq!(p["visible"], true);
     assert_eq!(p["command"], "sleep 37");
     assert!(matches!(p["proc_state"].as_str(), Some("S" | "R")), "{p}");
@@ -383,13 +371,12 @@ fn absurd_answers_never_panic() {
 
 #[test]
 fn missing_or_malformed_scenario_is_one_clear_line() {
-    let dir = std::env::temp_dir().join(format!("strata-bad-scenario-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("bad-scenario");
+    let dir = &scratch.dir;
     let malformed = dir.join("malformed.json");
     std::fs::write(&malformed, "{ \"devices\": [ {").expect("write");
     for file in [dir.join("missing.json"), malformed] {
-        let out = Command::cargo_bin("strata")
-            .expect("binary")
+        let out = Command::new(strata())
             .args(["snapshot", "--json", "--nvml-lib"])
             .arg(fake_nvml_lib())
             .env(SCENARIO_ENV, &file)
@@ -406,7 +393,6 @@ fn missing_or_malformed_scenario_is_one_clear_line() {
         );
         assert!(ours[0].contains("--demo"), "gives a hint: {err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Each scenario with its holders alive here: every device's layers, at every poll, are those

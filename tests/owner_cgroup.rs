@@ -8,6 +8,7 @@
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::{strata, Scratch};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -110,25 +111,6 @@ impl Drop for Cgroups {
     }
 }
 
-/// A scratch directory everyone may read, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("strata-owner-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// One GPU listing `pids`, each holding 1 GiB.
 fn scenario(dir: &Path, pids: &[u32]) -> PathBuf {
     let processes: Vec<Value> = pids
@@ -153,16 +135,11 @@ fn scenario(dir: &Path, pids: &[u32]) -> PathBuf {
 /// (the binary and the fake are then copied where `nobody` may run them).
 fn snapshot(scratch: &Scratch, scenario: &Path, pods: &Path, as_nobody: bool) -> Value {
     let (binary, lib) = if as_nobody {
-        let bin = scratch.0.join("strata");
-        std::fs::copy(env!("CARGO_BIN_EXE_strata"), &bin).expect("copy strata");
-        let lib = scratch.0.join("libnvidia-ml.so.1");
-        std::fs::copy(fake_nvml_lib(), &lib).expect("copy the fake");
-        for p in [&bin, &lib] {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        }
+        let bin = scratch.copy(Path::new(strata()), "strata");
+        let lib = scratch.copy(&fake_nvml_lib(), "libnvidia-ml.so.1");
         (bin, lib)
     } else {
-        (PathBuf::from(env!("CARGO_BIN_EXE_strata")), fake_nvml_lib())
+        (PathBuf::from(strata()), fake_nvml_lib())
     };
     let mut command = if as_nobody {
         let mut c = Command::new("setpriv");
@@ -172,7 +149,7 @@ fn snapshot(scratch: &Scratch, scenario: &Path, pods: &Path, as_nobody: bool) ->
     } else {
         Command::new(&binary)
     };
-    let feeds = scratch.0.join("no-feeds");
+    let feeds = scratch.dir.join("no-feeds");
     let output = command
         .args(["snapshot", "--json", "--nvml-lib"])
         .arg(&lib)
@@ -202,11 +179,11 @@ fn owner_of(snapshot: &Value, pid: u32) -> Value {
 
 /// A pod log directory as the kubelet lays it out.
 fn pod_logs(scratch: &Scratch) -> PathBuf {
-    let pods = scratch.0.join("log/pods");
+    let pods = scratch.dir.join("log/pods");
     std::fs::create_dir_all(pods.join(format!("train_llama-7b-0_{UID_A}/trainer"))).expect("pod");
     std::fs::create_dir_all(pods.join(format!("serving_t5-3b-0_{UID_B}/t5"))).expect("pod");
     std::fs::create_dir_all(pods.join(format!("serving_t5-3b-0_{UID_B}/sidecar"))).expect("pod");
-    let containers = scratch.0.join("log/containers");
+    let containers = scratch.dir.join("log/containers");
     std::fs::create_dir_all(&containers).expect("containers");
     std::fs::write(
         containers.join(format!("t5-3b-0_serving_t5-{ID_B}.log")),
@@ -219,7 +196,7 @@ fn pod_logs(scratch: &Scratch) -> PathBuf {
 #[test]
 fn pods_containers_and_slurm_steps_are_named_from_real_cgroups() {
     let mut cgroups = Cgroups::new();
-    let scratch = Scratch::new("kinds");
+    let scratch = Scratch::shared("owner-kinds");
     let pods = pod_logs(&scratch);
     let tag = std::process::id();
     let under_a = UID_A.replace('-', "_");
@@ -253,7 +230,7 @@ fn pods_containers_and_slurm_steps_are_named_from_real_cgroups() {
         &[],
     );
     let pids = [systemd_pod, cgroupfs_pod, crio, docker, slurm, unit];
-    let file = scenario(&scratch.0, &pids);
+    let file = scenario(&scratch.dir, &pids);
     let snap = snapshot(&scratch, &file, &pods, false);
 
     let o = owner_of(&snap, systemd_pod);
@@ -328,9 +305,9 @@ fn pods_containers_and_slurm_steps_are_named_from_real_cgroups() {
 #[test]
 fn the_launcher_is_the_nearest_torchrun_above_the_workers() {
     let mut cgroups = Cgroups::new();
-    let scratch = Scratch::new("launcher");
+    let scratch = Scratch::shared("owner-launcher");
     // A shell script named torchrun that starts two workers and waits.
-    let script = scratch.0.join("torchrun");
+    let script = scratch.dir.join("torchrun");
     std::fs::write(
         &script,
         "#!/bin/sh\nsleep 600 &\nsleep 600 &\necho started\nwait\n",
@@ -344,8 +321,8 @@ fn the_launcher_is_the_nearest_torchrun_above_the_workers() {
     let launcher_pid = launcher.id();
     cgroups.adopt(launcher);
     let workers = wait_for_children(launcher_pid, 2);
-    let file = scenario(&scratch.0, &workers);
-    let snap = snapshot(&scratch, &file, &scratch.0.join("no-pods"), false);
+    let file = scenario(&scratch.dir, &workers);
+    let snap = snapshot(&scratch, &file, &scratch.dir.join("no-pods"), false);
     for worker in &workers {
         let o = owner_of(&snap, *worker);
         assert_eq!(o["launcher_pid"], launcher_pid, "{o}");
@@ -378,14 +355,14 @@ fn wait_for_children(parent: u32, count: usize) -> Vec<u32> {
 #[test]
 fn another_users_environ_is_unreadable_and_the_cgroup_still_names_the_owner() {
     let mut cgroups = Cgroups::new();
-    let scratch = Scratch::new("nobody");
+    let scratch = Scratch::shared("owner-nobody");
     let tag = std::process::id();
     let slurm = cgroups.sleeper_in(
         &format!("strata-test-{tag}-n/system.slice/slurmstepd.scope/job_555/step_batch"),
         &[("SLURM_JOB_USER", "ana")],
     );
-    let file = scenario(&scratch.0, &[slurm]);
-    let snap = snapshot(&scratch, &file, &scratch.0.join("no-pods"), true);
+    let file = scenario(&scratch.dir, &[slurm]);
+    let snap = snapshot(&scratch, &file, &scratch.dir.join("no-pods"), true);
     let o = owner_of(&snap, slurm);
     assert_eq!(o["kind"], "slurm", "{o}");
     assert_eq!(

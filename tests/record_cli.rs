@@ -3,34 +3,29 @@
 //! small tmpfs in a private mount namespace). Every recording is read back twice: through
 //! `strata::recording` (as replay does) and through `strata analyze --json`.
 
+mod common;
+
+use common::{strata, Scratch};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use strata::sample::NodeSample;
 
-fn strata() -> &'static str {
-    env!("CARGO_BIN_EXE_strata")
-}
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-record-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-/// The samples a recording reads back as, and whether its last frame was cut.
+/// The samples a recording reads back as (either format, through strata's own reader), and
+/// whether it ended cut (a compressed frame, or a format-2 record, not finished).
 fn read_back(path: &Path) -> (Vec<NodeSample>, bool) {
-    let (read, cut) = strata::recording::open(path).expect("open");
+    let mut lines = strata::recording::Lines::open(path).expect("open");
     let mut samples = Vec::new();
-    for line in read.split(b'\n') {
-        let line = line.expect("read");
-        if let Ok(sample) = serde_json::from_slice::<NodeSample>(&line) {
-            samples.push(sample);
+    let mut cut = false;
+    while let Ok(Some((_, line))) = lines.next_line() {
+        match line {
+            strata::recording::Line::Sample(sample) => samples.push(*sample),
+            strata::recording::Line::Truncated => cut = true,
+            _ => {}
         }
     }
-    (samples, cut.happened())
+    (samples, cut || lines.cut())
 }
 
 /// `strata analyze --json FILE`: (samples, bad lines, truncated).
@@ -107,7 +102,8 @@ fn assert_consecutive(samples: &[NodeSample], what: &str) {
 /// library and through analyze, nothing cut; the exit is 0 with a one-line summary.
 #[test]
 fn term_finishes_the_recording_and_every_sample_reads_back() {
-    let dir = temp("term");
+    let scratch = Scratch::new("record-term");
+    let dir = &scratch.dir;
     for (name, signo) in [
         ("t.jsonl.zst", libc::SIGTERM),
         ("t.jsonl", libc::SIGHUP),
@@ -143,7 +139,8 @@ fn term_finishes_the_recording_and_every_sample_reads_back() {
 /// recording as it is. A kill mid-write leaves a piece of a sample: the rest reads back.
 #[test]
 fn sigkill_loses_at_most_the_sample_in_flight() {
-    let dir = temp("kill");
+    let scratch = Scratch::new("record-kill");
+    let dir = &scratch.dir;
     for name in ["k.zst", "k.jsonl", "k.gz"] {
         let path = dir.join(name);
         let mut child = start(&path, &[]);
@@ -174,7 +171,8 @@ fn sigkill_loses_at_most_the_sample_in_flight() {
 
 #[test]
 fn duration_ends_the_recording_cleanly() {
-    let dir = temp("duration");
+    let scratch = Scratch::new("record-duration");
+    let dir = &scratch.dir;
     let path = dir.join("d.zst");
     let started = Instant::now();
     let out = start(&path, &["--duration", "1s"])
@@ -198,7 +196,8 @@ fn duration_ends_the_recording_cleanly() {
 /// them.
 #[test]
 fn rotation_keeps_readable_bounded_files() {
-    let dir = temp("rotate");
+    let scratch = Scratch::new("record-rotate");
+    let dir = &scratch.dir;
     let path = dir.join("r.zst");
     // Room for several samples a file: a frame's first sample carries every owner and hello
     // whole, the later ones refer to it.
@@ -256,7 +255,8 @@ fn rotation_keeps_readable_bounded_files() {
 /// sampling (and no file left behind).
 #[test]
 fn an_unwritable_path_is_refused_before_anything_starts() {
-    let dir = temp("unwritable");
+    let scratch = Scratch::new("record-unwritable");
+    let dir = &scratch.dir;
     let mut cases = vec![
         (dir.join("missing/r.zst"), "its directory does not exist"),
         (dir.clone(), "it is a directory"),
@@ -307,7 +307,8 @@ fn a_disk_that_fills_keeps_the_recording_so_far_readable() {
         eprintln!("skipped: unshare -m is not allowed here");
         return;
     }
-    let dir = temp("full");
+    let scratch = Scratch::new("record-full");
+    let dir = &scratch.dir;
     for (name, size) in [("f.jsonl", "64k"), ("f.zst", "24k"), ("f.gz", "32k")] {
         let mount = dir.join(format!("mnt-{name}"));
         std::fs::create_dir_all(&mount).expect("dir");

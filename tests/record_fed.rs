@@ -7,6 +7,7 @@ mod common;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
 use common::feeds::*;
+use common::{strata, Scratch};
 use serde_json::json;
 use std::io::BufRead;
 use std::process::Command;

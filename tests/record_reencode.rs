@@ -3,29 +3,29 @@
 //! `strata snapshot --json --count`) and for the busy synthetic node of 8 GPUs x 64 fed
 //! processes; format 2 re-encoded back to JSON lines too.
 
-#[path = "support/busy_node.rs"]
-mod busy_node;
+mod common;
 
-use std::path::{Path, PathBuf};
+use common::busy_node;
+use common::{strata, Scratch};
+use std::path::Path;
 use std::process::Command;
 use strata::recording::{Line, Lines};
 use strata::sample::NodeSample;
 
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-reencode-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-/// Every sample of a recording, and whether anything but samples was met.
+/// Every sample of a recording as the pipeline reads it (a process's matched feed is
+/// derived, so dropped; the older derived form's feeds rebuilt raw), and whether anything
+/// but samples was met.
 fn read(path: &Path) -> (Vec<NodeSample>, bool) {
     let mut lines = Lines::open(path).expect("opens");
     let mut samples = Vec::new();
     let mut other = false;
     while let Some((_, line)) = lines.next_line().expect("reads") {
         match line {
-            Line::Sample(s) => samples.push(*s),
+            Line::Sample(s) => {
+                let mut s = *s;
+                strata::sample::derived::make_raw(&mut s);
+                samples.push(s);
+            }
             _ => other = true,
         }
     }
@@ -33,7 +33,7 @@ fn read(path: &Path) -> (Vec<NodeSample>, bool) {
 }
 
 fn reencode(from: &Path, to: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["record"])
         .arg(to)
         .arg("--from")
@@ -68,9 +68,10 @@ fn holds(input: &Path, dir: &Path) -> Vec<NodeSample> {
 
 #[test]
 fn the_demo_story_reads_back_alike_from_either_format() {
-    let dir = dir("demo");
+    let scratch = Scratch::new("reencode-demo");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args([
             "snapshot",
             "--demo",
@@ -85,14 +86,43 @@ fn the_demo_story_reads_back_alike_from_either_format() {
         .expect("runs");
     assert!(out.status.success());
     std::fs::write(&one, &out.stdout).expect("write");
-    let samples = holds(&one, &dir);
+    let samples = holds(&one, dir);
     assert_eq!(samples.len(), 121);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The snapshot's older derived form (allocator figures only in `processes[].feed`, no raw
+/// `feeds`) keeps its allocator figures through format 2: written as the feeds rebuilt.
+#[test]
+fn the_older_derived_form_keeps_its_feeds_in_format_2() {
+    let scratch = Scratch::new("reencode-derived");
+    let dir = &scratch.dir;
+    let one = dir.join("one.jsonl");
+    let out = Command::new(strata())
+        .args(["snapshot", "--demo", "--demo-at", "600", "--json"])
+        .args(["--count", "30", "--interval", "10"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let mut text = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).expect("a sample");
+        v.as_object_mut().expect("an object").remove("feeds");
+        text += &v.to_string();
+        text.push('\n');
+    }
+    std::fs::write(&one, text).expect("write");
+    let samples = holds(&one, dir);
+    assert_eq!(samples.len(), 30);
+    assert!(
+        samples.iter().all(|s| !s.feeds.is_empty()),
+        "every sample keeps its allocator figures, as feeds"
+    );
 }
 
 #[test]
 fn the_busy_node_reads_back_alike_from_either_format() {
-    let dir = dir("busy");
+    let scratch = Scratch::new("reencode-busy");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
     let mut node = busy_node::Node::new(8);
     let mut text = String::new();
@@ -102,21 +132,21 @@ fn the_busy_node_reads_back_alike_from_either_format() {
         text.push('\n');
     }
     std::fs::write(&one, text).expect("write");
-    let samples = holds(&one, &dir);
+    let samples = holds(&one, dir);
     assert_eq!(samples.len(), 660);
     assert_eq!(samples[0].feeds.len(), 64);
     let f1 = std::fs::metadata(&one).expect("one").len();
     let f2 = std::fs::metadata(dir.join("two.zst")).expect("two").len();
     assert!(f2 * 20 < f1, "format 2 is far smaller: {f2} of {f1}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn reencoding_into_the_file_being_read_is_refused() {
-    let dir = dir("same");
+    let scratch = Scratch::new("reencode-same");
+    let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
     std::fs::write(&one, "").expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .arg("record")
         .arg(&one)
         .arg("--from")
@@ -127,5 +157,4 @@ fn reencoding_into_the_file_being_read_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is the recording being read"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,16 +4,13 @@
 //! duration, the segments around the demo's OOMs and its zombie context kept past it under
 //! names that say so; and a directory that is not strata's refused, nothing in it touched.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{strata, wait_until, Scratch};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use strata::recording::{Line, Lines};
-
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-ring-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 /// The samples' times of one segment, read alone, and whether it ended cut.
 fn segment(path: &Path) -> (Vec<f64>, bool) {
@@ -30,9 +27,23 @@ fn segment(path: &Path) -> (Vec<f64>, bool) {
     (times, cut)
 }
 
+/// The event's time a kept segment's name ends with (`…-20260101-091500.zst`), in unix
+/// seconds: the demo's story is on 1 January 2026, UTC.
+fn stamp(name: &str) -> f64 {
+    let stem = name.trim_end_matches(".zst");
+    let (date, time) = stem[stem.len() - 15..].split_at(8);
+    assert_eq!(date, "20260101", "{name}");
+    let digits = |r: std::ops::Range<usize>| time[1..][r].parse::<f64>().expect("digits");
+    1_767_225_600.0 + digits(0..2) * 3600.0 + digits(2..4) * 60.0 + digits(4..6)
+}
+
+/// The directory's names, sorted; none while the recorder has not made it yet.
 fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("dir")
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        other => other.expect("dir"),
+    };
+    let mut names: Vec<String> = entries
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -42,8 +53,10 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
-    let dir = dir("demo");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let scratch = Scratch::new("ring-demo");
+    // Not there yet: the recorder makes it.
+    let dir = scratch.path("ring");
+    let mut child = Command::new(strata())
         .args([
             "record",
             "--demo",
@@ -57,6 +70,11 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starts");
+    wait_until(
+        Duration::from_secs(10),
+        "the recorder to make its directory",
+        || dir.exists(),
+    );
     // Story 300 s to past 2700 s: the OOMs at 900 s and 1010 s, and 20 minutes after them.
     let start = Instant::now();
     let newest_time = || -> f64 {
@@ -91,58 +109,73 @@ fn the_ring_keeps_its_duration_and_the_evidence_around_an_oom() {
     assert!(!kept.is_empty(), "{names:?}");
     let mut ring_from = f64::INFINITY;
     let mut newest = 0.0f64;
+    let mut spans = Vec::new();
     for name in &segments {
         let (times, cut) = segment(&dir.join(name));
         assert!(!times.is_empty(), "{name}");
-        assert!(
-            times.last().unwrap() - times[0] < 300.0,
-            "{name}: one segment's 5 minutes"
-        );
-        newest = newest.max(*times.last().unwrap());
-        if !name.contains("-oom-") && !name.contains("-zombie_context-") {
-            ring_from = ring_from.min(times[0]);
+        let (first, last) = (times[0], *times.last().unwrap());
+        assert!(last - first < 300.0, "{name}: one segment's 5 minutes");
+        newest = newest.max(last);
+        spans.push((first, last));
+        // A plain ring segment is `ring-START.zst`; a kept one names its event after START.
+        let plain = name.trim_end_matches(".zst").matches('-').count() == 2;
+        if plain {
+            ring_from = ring_from.min(first);
         } else {
             assert!(!cut, "a kept segment is finished: {name}");
-            // Kept: within 30 minutes before to 5 minutes after its OOM, by the name's stamp.
-            assert!(times[0] < origin + 1010.0 + 300.0 + 300.0, "{name}");
+            // Kept: within 30 minutes before to 5 minutes after its event, by the name's
+            // stamp (the segment reaching into either end included).
+            let at = stamp(name);
+            assert!(
+                first >= at - 1800.0 - 300.0 && first <= at + 300.0,
+                "{name}: from {first}"
+            );
         }
     }
-    // The ring holds the last 20 minutes (and the segment that reaches into them).
+    // No plain segment older than the ring's 20 minutes and the segment reaching into them.
     assert!(
         newest - ring_from <= 1200.0 + 300.0,
         "{ring_from} {newest}: {names:?}"
     );
+    // The last 20 minutes are all on disk, in plain or kept segments: from the newest
+    // backwards, no gap wider than a sample (10 story seconds) until 20 minutes back.
+    spans.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut covered_from = newest;
+    for (first, last) in spans {
+        if last + 10.0 + 1e-6 < covered_from {
+            break;
+        }
+        covered_from = covered_from.min(first);
+    }
     assert!(
-        newest - ring_from >= 1200.0 - 300.0,
-        "{ring_from} {newest}: {names:?}"
+        covered_from <= newest - 1200.0 + 10.0,
+        "covered from {covered_from}, newest {newest}: {names:?}"
     );
     // The OOM of PID 60112 at story 900 s (09:15:00): the segments before it are kept.
     assert!(
         kept.iter().any(|n| n.contains("-oom-60112-20260101-0915")),
         "{names:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_that_is_not_strata_s_is_refused_and_left_alone() {
-    let dir = dir("foreign");
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("ring-foreign");
+    let dir = &scratch.dir;
     std::fs::write(dir.join("notes.txt"), "mine").expect("write");
     std::fs::write(dir.join("ring-20260101-000000.zst"), "not a recording").expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["record", "--demo", "--ring", "1h", "--duration", "5"])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a strata flight record"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert_eq!(names(&dir), ["notes.txt", "ring-20260101-000000.zst"]);
+    assert_eq!(names(dir), ["notes.txt", "ring-20260101-000000.zst"]);
     assert_eq!(
         std::fs::read_to_string(dir.join("notes.txt")).expect("kept"),
         "mine"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,21 +2,20 @@
 //! header while recording (paused too), `r` again to stop with the saved line, and the file
 //! read back. A bad name is refused in the footer and the monitor goes on.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::tmux::Pane;
+use common::{strata, Scratch};
 use std::io::BufRead;
 use std::time::Duration;
 use strata::sample::NodeSample;
-use tmux::{strata, Pane};
 
 const WAIT: Duration = Duration::from_secs(15);
 
 #[test]
 fn r_records_from_the_monitor_and_the_file_reads_back() {
-    let dir = std::env::temp_dir().join(format!("strata-rec-tmux-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("rec-tmux");
+    let dir = &scratch.dir;
     let pane = Pane::start(
         "rec",
         &format!(
@@ -88,5 +87,4 @@ fn r_records_from_the_monitor_and_the_file_reads_back() {
     // Two seconds paused at 0.2 s a sample: those were recorded too.
     assert!(saved >= 8, "{saved} samples");
     assert!(!dir.join("nope").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,18 +4,14 @@
 //! `gzip`), a recording recompressed with `zstd --long=31`, a FIFO. Each must end, with one
 //! line where it fails, never an abort, and lose nothing it could read.
 
+mod common;
+
+use common::{strata, Scratch};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// What writes a child's standard input.
 type Feed = Box<dyn FnOnce(&mut dyn Write) + Send>;
@@ -61,17 +57,18 @@ fn run(mut command: Command, stdin: Option<Feed>, limit: Duration) -> Output {
     out
 }
 
-fn strata(args: &[&str], cap_mib: Option<u64>) -> Command {
+/// strata with `args`, its address space capped at `cap_mib` MiB (`prlimit`) if given.
+fn capped(args: &[&str], cap_mib: Option<u64>) -> Command {
     match cap_mib {
         Some(cap) => {
             let mut c = Command::new("prlimit");
             c.arg(format!("--as={}", cap << 20))
-                .arg(env!("CARGO_BIN_EXE_strata"))
+                .arg(strata())
                 .args(args);
             c
         }
         None => {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+            let mut c = Command::new(strata());
             c.args(args);
             c
         }
@@ -139,7 +136,7 @@ fn a_line_over_the_limit_is_skipped_and_the_lines_after_it_read() {
         let _ = pipe.write_all(sample_line(10.0).as_bytes());
     });
     let out = run(
-        strata(&["analyze", "--json", "-"], Some(768)),
+        capped(&["analyze", "--json", "-"], Some(768)),
         Some(feed),
         Duration::from_secs(120),
     );
@@ -169,7 +166,8 @@ fn a_line_over_the_limit_is_skipped_and_the_lines_after_it_read() {
 /// frames of 64 MiB of zeros), under a 1 GiB address-space cap.
 #[test]
 fn dev_zero_and_bombs_of_zeros_are_given_up_with_one_line() {
-    let dir = temp("bombs");
+    let scratch = Scratch::new("hostile-bombs");
+    let dir = &scratch.dir;
     let zeros = dir.join("zeros");
     std::fs::write(&zeros, vec![0u8; 64 << 20]).expect("zeros");
     let mut inputs = vec![(PathBuf::from("/dev/zero"), "from byte 0: not JSON lines")];
@@ -185,7 +183,7 @@ fn dev_zero_and_bombs_of_zeros_are_given_up_with_one_line() {
     for (path, said) in inputs {
         let path = path.to_str().expect("path");
         let out = run(
-            strata(&["analyze", path], Some(1024)),
+            capped(&["analyze", path], Some(1024)),
             None,
             Duration::from_secs(300),
         );
@@ -196,7 +194,6 @@ fn dev_zero_and_bombs_of_zeros_are_given_up_with_one_line() {
         );
         assert!(out.stdout.is_empty(), "{path}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Under any address-space cap, strata ends with exit status 1 and one line: it never
@@ -217,7 +214,7 @@ fn under_any_memory_cap_reading_ends_with_one_line_never_an_abort() {
             }
         });
         let out = run(
-            strata(&["analyze", "-"], Some(cap)),
+            capped(&["analyze", "-"], Some(cap)),
             Some(feed),
             Duration::from_secs(300),
         );
@@ -237,7 +234,8 @@ fn under_any_memory_cap_reading_ends_with_one_line_never_an_abort() {
 /// it skipped, and exits 3. A recording cut inside its last frame exits 0.
 #[test]
 fn corruption_in_a_frame_is_said_and_the_next_frame_is_read() {
-    let dir = temp("corrupt");
+    let scratch = Scratch::new("hostile-corrupt");
+    let dir = &scratch.dir;
     let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
     std::fs::write(&a, samples(0.0, 61)).expect("a");
     std::fs::write(&b, samples(610.0, 61)).expect("b");
@@ -263,7 +261,7 @@ fn corruption_in_a_frame_is_said_and_the_next_frame_is_read() {
         assert!(!test.status.success(), "{tool_name} -t finds it sound");
 
         let out = run(
-            strata(&["analyze", "--json", path.to_str().expect("path")], None),
+            capped(&["analyze", "--json", path.to_str().expect("path")], None),
             None,
             Duration::from_secs(120),
         );
@@ -299,7 +297,7 @@ fn corruption_in_a_frame_is_said_and_the_next_frame_is_read() {
         let path = dir.join(format!("cut.{tool_name}"));
         std::fs::write(&path, &cut).expect("write");
         let out = run(
-            strata(&["analyze", "--json", path.to_str().expect("path")], None),
+            capped(&["analyze", "--json", path.to_str().expect("path")], None),
             None,
             Duration::from_secs(120),
         );
@@ -312,7 +310,6 @@ fn corruption_in_a_frame_is_said_and_the_next_frame_is_read() {
             "{tool_name}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A recording recompressed with `zstd --long=31` from a pipe (its header asks for a 2 GiB
@@ -320,7 +317,8 @@ fn corruption_in_a_frame_is_said_and_the_next_frame_is_read() {
 /// to recompress.
 #[test]
 fn a_recording_recompressed_with_long_31_reads() {
-    let dir = temp("long");
+    let scratch = Scratch::new("hostile-long");
+    let dir = &scratch.dir;
     let plain = dir.join("plain.jsonl");
     std::fs::write(&plain, samples(0.0, 30)).expect("plain");
     let long = dir.join("long.zst");
@@ -329,7 +327,7 @@ fn a_recording_recompressed_with_long_31_reads() {
     assert_eq!(header[5] >> 3, 31 - 10, "the frame asks for a 2 GiB window");
     let analyse = |path: &Path, cap| {
         run(
-            strata(&["analyze", "--json", path.to_str().expect("path")], cap),
+            capped(&["analyze", "--json", path.to_str().expect("path")], cap),
             None,
             Duration::from_secs(120),
         )
@@ -347,14 +345,14 @@ fn a_recording_recompressed_with_long_31_reads() {
             "zstd -dc --long=31 FILE | zstd -o NEW.zst",
         ],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `strata replay` of a FIFO is refused at once, before the terminal, with a hint (before,
 /// it waited for a writer on a blank screen); so is a device.
 #[test]
 fn replay_of_a_fifo_or_a_device_is_refused_at_once() {
-    let dir = temp("fifo");
+    let scratch = Scratch::new("hostile-fifo");
+    let dir = &scratch.dir;
     let fifo = dir.join("pipe");
     let status = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(status.success());
@@ -366,12 +364,11 @@ fn replay_of_a_fifo_or_a_device_is_refused_at_once() {
         ("/dev/zero", "is a character device, not a regular file"),
     ] {
         let out = run(
-            strata(&["replay", path], None),
+            capped(&["replay", path], None),
             None,
             Duration::from_secs(20),
         );
         assert_eq!(out.status.code(), Some(1), "{path}: {out:?}");
         one_line(&out, &[kind, "`strata analyze -` reads a pipe"]);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

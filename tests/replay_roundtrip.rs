@@ -2,6 +2,9 @@
 //! killed mid-run is replayed, in order, whatever the compression; the line in flight (cut
 //! short) is tolerated and noted.
 
+mod common;
+
+use common::{strata, Scratch};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -35,12 +38,11 @@ fn replayed(path: &Path) -> (Vec<f64>, bool) {
 
 #[test]
 fn every_complete_sample_of_a_recording_killed_with_term_is_replayed() {
-    let dir = std::env::temp_dir().join(format!("strata-test-roundtrip-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("test-roundtrip");
+    let dir = &scratch.dir;
     let path = dir.join("killed.jsonl");
     let file = std::fs::File::create(&path).expect("file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut child = Command::new(strata())
         .args([
             "snapshot",
             "--demo",
@@ -100,5 +102,4 @@ fn every_complete_sample_of_a_recording_killed_with_term_is_replayed() {
             .expect("writes");
         assert_eq!(replayed(&compressed), (complete.clone(), true), "{tool}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

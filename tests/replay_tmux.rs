@@ -3,14 +3,14 @@
 //! keys change the speed, move the position and pause the clock; a hostile recording cannot
 //! reach the terminal; a bad recording is refused before the terminal is taken.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::tmux::Pane;
+use common::{strata, Scratch};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(15);
 const KEY: Duration = Duration::from_secs(5);
@@ -74,7 +74,7 @@ fn wait_header(pane: &Pane, needle: &str) -> String {
 
 #[test]
 fn a_snapshot_recording_plays_with_its_gpus_processes_and_findings_and_the_keys_move_it() {
-    let scratch = Pane::start("replay-scratch", "true", 20, 5);
+    let scratch = Scratch::new("replay");
     // 40 minutes of the story from 15 minutes in: an OOM, a zombie context.
     let file = record(&scratch.dir, "demo.jsonl", 900, 240);
     let pane = Pane::start(
@@ -152,7 +152,7 @@ fn a_snapshot_recording_plays_with_its_gpus_processes_and_findings_and_the_keys_
 
 #[test]
 fn a_hostile_recording_cannot_reach_the_terminal() {
-    let scratch = Pane::start("replay-hostile-scratch", "true", 20, 5);
+    let scratch = Scratch::new("replay-hostile");
     let file = record(&scratch.dir, "plain.jsonl", 600, 3);
     let text = std::fs::read_to_string(&file).expect("reads");
     let title = "\u{1b}]2;PWNED\u{7}";
@@ -194,7 +194,7 @@ fn a_hostile_recording_cannot_reach_the_terminal() {
 /// One line on stderr, a hint, status 1, and the terminal never taken.
 #[test]
 fn a_missing_empty_or_sampleless_recording_is_one_line_and_exit_1() {
-    let scratch = Pane::start("replay-bad-scratch", "true", 20, 5);
+    let scratch = Scratch::new("replay-bad");
     let empty = scratch.dir.join("empty.jsonl");
     std::fs::write(&empty, "").expect("writes");
     let junk = scratch.dir.join("junk.jsonl");
@@ -240,7 +240,7 @@ fn a_missing_empty_or_sampleless_recording_is_one_line_and_exit_1() {
 /// are answered while it runs (the speed changes in the header before the seek ends).
 #[test]
 fn keys_are_answered_while_a_long_seek_runs() {
-    let scratch = Pane::start("replay-seek-scratch", "true", 20, 5);
+    let scratch = Scratch::new("replay-seek");
     let path = scratch.dir.join("hour.jsonl");
     let out = Command::new(strata())
         .args(["snapshot", "--demo", "--demo-at", "0", "--demo-speed", "1"])

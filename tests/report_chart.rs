@@ -4,23 +4,19 @@
 //! read back: at the OOM's column the live layer's colour takes the share of the bar that
 //! live tensors take of the device, as the pipeline accounts that instant.
 
+mod common;
+
+use common::{strata, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use strata::layers::Layer;
 use strata::pipeline::Pipeline;
 use strata::recording::{Line, Lines};
 
-fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-chart-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
 /// The demo's story at 10 s, 0 to 20 minutes, as a recording.
 fn story(dir: &Path) -> PathBuf {
     let path = dir.join("demo.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args([
             "snapshot",
             "--demo",
@@ -87,14 +83,15 @@ fn near(a: [u8; 3], b: plotters::style::RGBColor) -> bool {
 
 #[test]
 fn the_report_of_an_instant_has_its_chart_and_the_oom_column_shows_live_as_accounted() {
-    let dir = dir("oom");
-    let recording = story(&dir);
+    let scratch = Scratch::new("chart-oom");
+    let dir = &scratch.dir;
+    let recording = story(dir);
     // The fine-tune on the 3g.40gb slice runs out of memory at 09:15:30 (story 930 s).
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = Command::new(strata())
         .args(["analyze"])
         .arg(&recording)
         .args(["--report-at", "2026-01-01T09:15:30Z"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .expect("runs");
     let said = String::from_utf8_lossy(&out.stdout);
@@ -160,5 +157,4 @@ fn the_report_of_an_instant_has_its_chart_and_the_oom_column_shows_live_as_accou
         (seen - expected).abs() < 0.02,
         "live takes {seen:.3} of the OOM's column, {expected:.3} of the device"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

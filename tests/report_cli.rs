@@ -6,13 +6,13 @@ mod common;
 
 use assert_cmd::Command;
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use common::strata;
 use serde_json::Value;
 
 const AT: &str = "905";
 
 fn run(args: &[&str]) -> String {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--demo", "--demo-at", AT])
         .args(args)
         .output()
@@ -264,8 +264,7 @@ fn every_figure_in_the_report_equals_the_json_snapshots() {
 
 #[test]
 fn report_and_json_cannot_be_asked_together() {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--demo", "--json", "--report"])
         .output()
         .expect("runs");
@@ -277,8 +276,7 @@ fn report_and_json_cannot_be_asked_together() {
 #[test]
 fn the_report_reads_nvml_and_tells_utc_time() {
     let file = scenario("mig");
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--report", "--interval", "0.05", "--nvml-lib"])
         .arg(fake_nvml_lib())
         .env(SCENARIO_ENV, &file)

@@ -6,9 +6,10 @@ mod common;
 
 use common::exposition::{get, parse, Server};
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::{strata, Running, Scratch};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 #[test]
 fn serve_demo_answers_metrics_an_index_and_not_found() {
@@ -58,7 +59,7 @@ fn sigterm_stops_it_with_status_zero() {
 }
 
 fn serve(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    let mut command = Command::new(strata());
     command
         .arg("serve")
         .args(args)
@@ -141,31 +142,15 @@ fn nvml_without_a_library_fails_after_binding_with_its_hint() {
     assert_one_line_error(&out, "NVIDIA driver library");
 }
 
-/// A process that lives while the test runs, killed on drop.
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 const HOSTILE_ARGV0: &str = "evil\x1b]0;pwned\x07\"q\"\\\nnext";
 
 #[test]
 fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
-    let mut holders = vec![Holder(
-        Command::new("sleep")
-            .arg0(HOSTILE_ARGV0)
-            .arg("600")
-            .spawn()
-            .expect("sleep"),
+    let mut holders = vec![Running::spawn(
+        Command::new("sleep").arg0(HOSTILE_ARGV0).arg("600"),
     )];
     for _ in 0..23 {
-        holders.push(Holder(
-            Command::new("sleep").arg("600").spawn().expect("sleep"),
-        ));
+        holders.push(Running::spawn(Command::new("sleep").arg("600")));
     }
     let gib = 1u64 << 30;
     // The hostile one is the largest; 24 processes on 2 GPUs.
@@ -175,7 +160,7 @@ fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| *i as u64 % 2 == g)
-                .map(|(i, h)| json!({ "pid": h.0.id(), "used": (30 - i as u64) * gib / 10 }))
+                .map(|(i, h)| json!({ "pid": h.pid(), "used": (30 - i as u64) * gib / 10 }))
                 .collect();
             let used: u64 = procs.iter().map(|p| p["used"].as_u64().unwrap_or(0)).sum();
             json!({
@@ -186,9 +171,8 @@ fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
             })
         })
         .collect();
-    let dir = std::env::temp_dir().join(format!("strata-serve-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("many.json");
+    let scratch = Scratch::new("serve-cli");
+    let path = scratch.path("many.json");
     std::fs::write(&path, json!({ "devices": devices }).to_string()).expect("scenario");
     let lib = fake_nvml_lib();
     let server = Server::start(
@@ -209,7 +193,7 @@ fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
     assert_eq!(used.len() - named.len(), 2, "one other per GPU");
     let hostile = used
         .iter()
-        .find(|s| s.0["pid"] == holders[0].0.id().to_string())
+        .find(|s| s.0["pid"] == holders[0].pid().to_string())
         .expect("the largest process is named");
     let command = &hostile.0["command"];
     assert!(
@@ -219,7 +203,6 @@ fn the_nvml_path_bounds_processes_and_cleans_command_lines() {
     let sum: f64 = used.iter().map(|s| s.1).sum();
     let want: u64 = (0..24u64).map(|i| (30 - i) * gib / 10).sum();
     assert_eq!(sum as u64, want, "sums over processes hold");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// NVML stalls (every poll from the fourth on takes 3 s): scrapes are still answered at once

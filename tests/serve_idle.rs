@@ -6,21 +6,22 @@
 mod common;
 
 use common::exposition::get;
+use common::{strata, Running};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// `strata serve --demo` with a descriptor limit of `fds` (soft and hard), its stderr piped.
 struct Limited {
-    child: Child,
+    child: Running,
     addr: String,
 }
 
 impl Limited {
     fn start(fds: u64) -> Limited {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        let mut command = Command::new(strata());
         command
             .args(["serve", "--demo", "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
@@ -39,7 +40,7 @@ impl Limited {
                 Ok(())
             });
         }
-        let mut child = command.spawn().expect("strata serve");
+        let mut child = Running::spawn(&mut command);
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
@@ -64,13 +65,6 @@ impl Limited {
         let status = self.child.wait().expect("wait");
         assert_eq!(status.code(), Some(0), "{stderr}");
         stderr
-    }
-}
-
-impl Drop for Limited {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

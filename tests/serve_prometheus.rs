@@ -8,11 +8,12 @@ mod common;
 
 use common::exposition::{get, parse, Server};
 use common::grafana::{dashboard, expressions};
+use common::{Running, Scratch};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `prometheus` and `promtool`: `$STRATA_PROMETHEUS_DIR/NAME`, else on PATH.
@@ -34,24 +35,25 @@ fn tool(name: &str) -> PathBuf {
 
 /// A Prometheus server, killed on drop; its log is printed when the test fails.
 struct Prometheus {
-    child: Child,
+    child: Running,
     addr: String,
-    dir: PathBuf,
+    scratch: Scratch,
 }
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
+        // Stopped first, so that its log is whole.
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(self.scratch.path("prometheus.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(30).collect();
             eprintln!(
                 "prometheus's log (last lines, newest first):\n{}",
                 tail.join("\n")
             );
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -64,8 +66,8 @@ fn free_port() -> u16 {
 
 fn start_prometheus(target: &str) -> Prometheus {
     let binary = tool("prometheus");
-    let dir = std::env::temp_dir().join(format!("strata-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = Scratch::new("prometheus");
+    let dir = &scratch.dir;
     std::fs::create_dir_all(dir.join("data")).expect("temp dir");
     let config = dir.join("prometheus.yml");
     let mut file = std::fs::File::create(&config).expect("config");
@@ -77,19 +79,23 @@ fn start_prometheus(target: &str) -> Prometheus {
     .expect("config");
     let addr = format!("127.0.0.1:{}", free_port());
     let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
-    let child = Command::new(binary)
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address={addr}"))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .expect("prometheus");
-    Prometheus { child, addr, dir }
+    let child = Running::spawn(
+        Command::new(binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log),
+    );
+    Prometheus {
+        child,
+        addr,
+        scratch,
+    }
 }
 
 fn encode_query(query: &str) -> String {

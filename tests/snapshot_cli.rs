@@ -4,11 +4,11 @@ mod common;
 
 use assert_cmd::Command;
 use common::snapshot::assert_layers_add_up;
+use common::strata;
 use serde_json::Value;
 
 fn snapshot(args: &[&str]) -> Vec<Value> {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--demo", "--json"])
         .args(args)
         .output()
@@ -223,8 +223,7 @@ fn the_same_demo_instant_is_the_same_snapshot() {
 
 #[test]
 fn unknown_flags_are_usage_errors() {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .arg("--frobnicate")
         .output()
         .expect("runs");
@@ -235,8 +234,7 @@ fn unknown_flags_are_usage_errors() {
 #[test]
 fn without_the_driver_library_one_line_and_a_hint() {
     for args in [vec!["snapshot", "--json"], vec![]] {
-        let out = Command::cargo_bin("strata")
-            .expect("binary")
+        let out = Command::new(strata())
             .args(&args)
             .env("STRATA_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
             .output()
@@ -319,8 +317,7 @@ fn the_json_has_no_float_noise() {
 /// device, every layer with its unit, its state and command.
 #[test]
 fn the_text_snapshot_lists_processes_in_a_table() {
-    let out = Command::cargo_bin("strata")
-        .expect("binary")
+    let out = Command::new(strata())
         .args(["snapshot", "--demo"])
         .output()
         .expect("runs");

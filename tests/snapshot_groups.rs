@@ -1,6 +1,9 @@
 //! `snapshot --json --group-by BY`: each group row against an oracle that groups the
 //! snapshot's own processes by their owner, its own way, and sums them per device.
 
+mod common;
+
+use common::strata;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -15,7 +18,7 @@ const PROCESS_LAYERS: [&str; 6] = [
 ];
 
 fn snapshot(by: &str, at: &str) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let output = Command::new(strata())
         .args([
             "snapshot",
             "--demo",
@@ -139,7 +142,7 @@ fn every_group_row_is_the_sum_of_its_members_on_its_device() {
 #[test]
 fn group_by_needs_json_and_a_known_grouping() {
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_strata"))
+        Command::new(strata())
             .args(args)
             .output()
             .expect("strata runs")

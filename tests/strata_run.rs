@@ -6,6 +6,7 @@
 mod common;
 
 use common::feeds::*;
+use common::{strata, wait_until, Scratch};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -2,6 +2,9 @@
 //! passes `systemd-analyze verify` (Debian's `systemd` package; tests/all installs it), and
 //! its command line is one strata parses, with the flight record and ring it promises.
 
+mod common;
+
+use common::{strata, Scratch};
 use std::path::Path;
 use std::process::Command;
 
@@ -21,12 +24,11 @@ fn the_unit_passes_systemd_analyze_verify() {
         panic!("systemd-analyze is missing (hint: apt-get install systemd; tests/all does)");
     };
     assert!(found.status.success());
-    let dir = std::env::temp_dir().join(format!("strata-unit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("unit");
+    let dir = &scratch.dir;
     // Verified against this build's binary (verify checks that ExecStart's exists), and its
     // man page (`Documentation=man:strata-serve(1)`) where the wheel's pages are.
-    let unit = UNIT.replace("/usr/local/bin/strata", env!("CARGO_BIN_EXE_strata"));
+    let unit = UNIT.replace("/usr/local/bin/strata", strata());
     let path = dir.join("strata-serve.service");
     std::fs::write(&path, unit).expect("write");
     let man =
@@ -44,7 +46,6 @@ fn the_unit_passes_systemd_analyze_verify() {
         !said.contains("strata-serve.service:"),
         "no warning about the unit: {said}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

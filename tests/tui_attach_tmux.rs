@@ -5,16 +5,15 @@
 //! `STRATA_REQUIRE_PY314=1`.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
 use common::feeds::*;
+use common::tmux::Pane;
+use common::{strata, wait_until, Running, Scratch};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-use tmux::Pane;
 
 fn py314_root() -> Option<PathBuf> {
     let root = std::env::var_os("STRATA_PY314_ROOT")
@@ -41,27 +40,23 @@ fn py314_root() -> Option<PathBuf> {
 }
 
 /// A Python process printing `up PID` then idling; killed on drop.
-struct Job(Child, u32);
+struct Job {
+    _child: Running,
+    pid: u32,
+}
 
 impl Job {
     fn start(mut command: Command) -> Job {
         let code =
             "import os, time\nprint('up', os.getpid(), flush=True)\nwhile True:\n    time.sleep(0.02)\n";
-        let mut child = command
-            .args(["-c", code])
-            .env_remove("PYTHONPATH")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python");
+        let mut child = Running::spawn(
+            command
+                .args(["-c", code])
+                .env_remove("PYTHONPATH")
+                .stdout(Stdio::piped()),
+        );
         let pid = announced_pid(&mut child, "up");
-        Job(child, pid)
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        Job { _child: child, pid }
     }
 }
 
@@ -73,18 +68,9 @@ fn monitor(scratch: &Scratch, pid: u32) -> String {
     format!(
         "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}'",
         path.display(),
-        strata().display(),
+        strata(),
         fake_nvml_lib().display()
     )
-}
-
-fn quit(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked, "terminal left raw");
 }
 
 #[test]
@@ -94,8 +80,8 @@ fn a_confirmed_attach_feeds_a_python_3_14_process() {
     command.arg(&root).arg("python3.14");
     let job = Job::start(command);
     let scratch = Scratch::new("tui-attach");
-    let pane = Pane::start("tui-attach", &monitor(&scratch, job.1), 140, 40);
-    let pid = job.1.to_string();
+    let pane = Pane::start("tui-attach", &monitor(&scratch, job.pid), 140, 40);
+    let pid = job.pid.to_string();
     pane.wait_for(&[&pid, "nofeed"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the unfed row is missing:\n{s}"));
     pane.keys(&["a"]);
@@ -112,7 +98,7 @@ fn a_confirmed_attach_feeds_a_python_3_14_process() {
         .wait_for(&["S no fram"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the row does not show the feed:\n{s}"));
     assert!(!screen.contains("nofeed"), "{screen}");
-    quit(&pane);
+    pane.quit();
     let socket = root.join(format!("tmp/strata-0/{pid}.sock"));
     assert!(socket.exists() || !Path::new(&format!("/proc/{pid}")).exists());
 }
@@ -121,13 +107,13 @@ fn a_confirmed_attach_feeds_a_python_3_14_process() {
 fn an_older_python_is_refused_in_one_line_and_nothing_is_offered() {
     let job = Job::start(Command::new("python3"));
     // `python3` may be a shim that execs the interpreter: wait until the pid runs Python.
-    let exe = format!("/proc/{}/exe", job.1);
+    let exe = format!("/proc/{}/exe", job.pid);
     wait_until(Duration::from_secs(15), "python3 to run", || {
         std::fs::read_link(&exe).is_ok_and(|p| p.to_string_lossy().contains("python"))
     });
     let scratch = Scratch::new("tui-attach-old");
-    let pane = Pane::start("tui-attach-old", &monitor(&scratch, job.1), 140, 40);
-    let pid = job.1.to_string();
+    let pane = Pane::start("tui-attach-old", &monitor(&scratch, job.pid), 140, 40);
+    let pid = job.pid.to_string();
     pane.wait_for(&[&pid, "nofeed"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the unfed row is missing:\n{s}"));
     pane.keys(&["a"]);
@@ -141,5 +127,5 @@ fn an_older_python_is_refused_in_one_line_and_nothing_is_offered() {
         !screen.contains("y/Enter attach"),
         "nothing offered:\n{screen}"
     );
-    quit(&pane);
+    pane.quit();
 }

@@ -3,13 +3,12 @@
 //! identity and the checks it passed, and a hostile peer's bytes never reach the terminal.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::feeds::*;
+use common::tmux::Pane;
+use common::Scratch;
 use serde_json::json;
 use std::time::Duration;
-use tmux::Pane;
 
 #[test]
 fn a_fed_process_is_split_and_its_feed_shown_with_its_checks() {

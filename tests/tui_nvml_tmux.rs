@@ -3,13 +3,12 @@
 //! in the driver shown as such, the monitor in its own PID namespace, `q` restores.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, SCENARIO_ENV};
+use common::tmux::Pane;
+use common::{strata, Running, Scratch};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
 
 fn monitor(name: &str, scenario_name: &str, interval: &str) -> Pane {
     monitor_of(name, &scenario(scenario_name), interval, "", (160, 48))
@@ -32,15 +31,6 @@ fn monitor_of(
     Pane::start(name, &command, width, height)
 }
 
-fn quit_and_check(pane: &Pane) {
-    pane.keys(&["q"]);
-    let (exit, cooked) = pane
-        .wait_exit(Duration::from_secs(5))
-        .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
-    assert_eq!(exit, "EXIT=0");
-    assert!(cooked, "terminal left raw:\n{}", pane.capture());
-}
-
 #[test]
 fn mig_instances_appear_nested_under_their_gpu() {
     let pane = monitor("nvml-mig", "mig", "1");
@@ -58,7 +48,7 @@ fn mig_instances_appear_nested_under_their_gpu() {
     // Nested: the instances come after their GPU's title and before the next GPU's.
     let at = |needle: &str| screen.find(needle).unwrap_or(usize::MAX);
     assert!(at("GPU 0 ·") < at("└ 3g.40gb"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 #[test]
@@ -74,7 +64,7 @@ fn a_lost_gpu_is_marked_and_the_other_goes_on() {
         )
         .unwrap_or_else(|s| panic!("lost GPU not marked:\n{s}"));
     assert!(screen.contains("GPU 0 · NVIDIA H100"), "{screen}");
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// two_gpus.json, whose polls 3 and 4 each take 3 s: NVML's memory read of GPU 0 sleeps (the
@@ -94,9 +84,9 @@ fn stalling_scenario(dir: &Path) -> std::path::PathBuf {
 /// poll has been running, counting up each second with no input; then it is live again.
 #[test]
 fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
-    let dir = std::env::temp_dir().join(format!("strata-stall-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pane = monitor_of("nvml-stall", &stalling_scenario(&dir), "0.5", "", (160, 48));
+    let scratch = Scratch::new("stall");
+    let dir = &scratch.dir;
+    let pane = monitor_of("nvml-stall", &stalling_scenario(dir), "0.5", "", (160, 48));
     pane.wait_for(&["● live", "GPU 0 · NVIDIA H100"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the monitor did not start:\n{s}"));
     let header = |screen: &str| screen.lines().next().unwrap_or_default().to_string();
@@ -131,8 +121,7 @@ fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
     std::thread::sleep(Duration::from_secs(2));
     let screen = pane.capture();
     assert!(header(&screen).contains("● live"), "{screen}");
-    quit_and_check(&pane);
-    let _ = std::fs::remove_dir_all(&dir);
+    pane.quit();
 }
 
 /// Inside a PID namespace of its own (a container without --pid=host), the header says so
@@ -168,14 +157,15 @@ fn in_its_own_pid_namespace_the_header_says_so() {
         1,
         "once: {screen}"
     );
-    quit_and_check(&pane);
+    pane.quit();
 }
 
 /// A seven-digit PID (Linux allows up to 4194304) is shown in full at 100 columns, never cut
 /// next to a kill key.
 #[test]
 fn a_seven_digit_pid_is_shown_whole_at_100_columns() {
-    let dir = tempfile_dir("pid7");
+    let scratch = Scratch::new("tui-pid7");
+    let dir = &scratch.dir;
     let text = std::fs::read_to_string(scenario("two_gpus")).expect("two_gpus.json");
     let mut value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     value["devices"][0]["compute_processes"][0]["pid"] = serde_json::json!(4_194_304);
@@ -190,26 +180,7 @@ fn a_seven_digit_pid_is_shown_whole_at_100_columns() {
         .find(|l| l.contains("4194304"))
         .unwrap_or_else(|| panic!("the PID is cut:\n{screen}"));
     assert!(row.starts_with("4194304 "), "{row}");
-    quit_and_check(&pane);
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-fn tempfile_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-/// Real processes the fake NVML lists, killed when dropped.
-struct Sleepers(Vec<std::process::Child>);
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    pane.quit();
 }
 
 /// On a node where no process has a feed, the hint to get one is a single finding for the
@@ -217,26 +188,23 @@ impl Drop for Sleepers {
 /// process.
 #[test]
 fn one_hint_for_the_node_names_only_its_python_processes() {
-    let dir = tempfile_dir("hint");
+    let scratch = Scratch::new("tui-hint");
+    let dir = &scratch.dir;
+    // Real processes the fake NVML lists.
     let spawn = |program: &str, args: &[&str]| {
-        std::process::Command::new(program)
-            .args(args)
-            .spawn()
-            .expect("spawns")
+        Running::spawn(std::process::Command::new(program).args(args))
     };
-    let mut children = Sleepers(Vec::new());
+    let mut children = Vec::new();
     for _ in 0..3 {
-        children
-            .0
-            .push(spawn("python3", &["-c", "import time; time.sleep(300)"]));
+        children.push(spawn("python3", &["-c", "import time; time.sleep(300)"]));
     }
     for _ in 0..2 {
-        children.0.push(spawn("sleep", &["300"]));
+        children.push(spawn("sleep", &["300"]));
     }
     let gib: u64 = 1 << 30;
     let devices: Vec<serde_json::Value> = (0..2)
         .map(|g| {
-            let mine: Vec<u32> = children.0.iter().skip(g).step_by(2).map(|c| c.id()).collect();
+            let mine: Vec<u32> = children.iter().skip(g).step_by(2).map(|c| c.id()).collect();
             let used = mine.len() as u64 * gib;
             let total = 80 * gib;
             serde_json::json!({
@@ -263,6 +231,5 @@ fn one_hint_for_the_node_names_only_its_python_processes() {
         .count();
     assert_eq!(hints, 1, "{screen}");
     assert!(screen.contains("Findings (1)"), "{screen}");
-    quit_and_check(&pane);
-    let _ = std::fs::remove_dir_all(dir);
+    pane.quit();
 }

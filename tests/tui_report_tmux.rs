@@ -3,23 +3,15 @@
 //! --report` prints for that instant, and names the file in the footer; a directory that
 //! cannot be written is one line in the footer, and the monitor stays up.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
-use std::path::PathBuf;
+use common::tmux::Pane;
+use common::{strata, Scratch};
 use std::time::Duration;
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(20);
 /// 30 s between samples (300 story seconds each): the screen holds one instant for the test.
 const OPTIONS: &str = "--demo --demo-at 905 --interval 30";
-
-fn work_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("work dir");
-    dir
-}
 
 /// `story 15m05s` → 905.
 fn story_secs(text: &str) -> u64 {
@@ -39,7 +31,8 @@ fn story_secs(text: &str) -> u64 {
 
 #[test]
 fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
-    let dir = work_dir("written");
+    let scratch = Scratch::new("report-written");
+    let dir = &scratch.dir;
     let pane = Pane::start(
         "report",
         &format!("cd '{}' && {} {OPTIONS}", dir.display(), strata()),
@@ -95,9 +88,25 @@ fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
         .output()
         .expect("snapshot runs");
     assert!(expected.status.success());
+    // R also writes the chart beside the report and links it in a section of its own, which
+    // a report on standard output cannot have; the rest is the same text.
+    let svg = named.replace(".md", ".svg");
+    let chart = written
+        .find("## Chart\n")
+        .unwrap_or_else(|| panic!("no chart section in {named}"));
+    let section_end = written[chart + 1..]
+        .find("\n## ")
+        .map_or(written.len(), |i| chart + 2 + i);
+    assert!(
+        written[chart..section_end].contains(&format!("]({svg})")),
+        "{}",
+        &written[chart..section_end]
+    );
+    assert!(dir.join(&svg).is_file(), "{svg} beside the report");
+    let without_chart = format!("{}{}", &written[..chart], &written[section_end..]);
     assert_eq!(
-        written,
-        String::from_utf8_lossy(&expected.stdout),
+        without_chart.trim_end(),
+        String::from_utf8_lossy(&expected.stdout).trim_end(),
         "R and snapshot --report differ for story {at} s"
     );
     pane.keys(&["q"]);
@@ -105,12 +114,12 @@ fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
         .wait_exit(Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
     assert_eq!(exit, "EXIT=0");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_that_cannot_be_written_is_one_line_in_the_footer() {
-    let dir = work_dir("unwritable");
+    let scratch = Scratch::new("report-unwritable");
+    let dir = &scratch.dir;
     let pane = Pane::start(
         "report-unwritable",
         &format!("cd '{}' && {} {OPTIONS}", dir.display(), strata()),
@@ -120,7 +129,7 @@ fn a_directory_that_cannot_be_written_is_one_line_in_the_footer() {
     pane.wait_for(&["story 15m05s", "3g.40gb"], START)
         .unwrap_or_else(|s| panic!("the monitor did not draw:\n{s}"));
     // Its directory goes away under it (root can write anywhere that exists).
-    std::fs::remove_dir_all(&dir).expect("remove the work dir");
+    std::fs::remove_dir_all(dir).expect("remove the work dir");
     pane.keys(&["R"]);
     let screen = pane
         .wait_for(

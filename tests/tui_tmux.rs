@@ -1,11 +1,11 @@
 //! The monitor under a real pseudo-terminal: it starts, draws the bars and MIG rows, quits
 //! on `q` within a second, and leaves the terminal in cooked mode, also on SIGTERM and SIGHUP.
 
-#[path = "support/tmux.rs"]
-mod tmux;
+mod common;
 
+use common::strata;
+use common::tmux::Pane;
 use std::time::{Duration, Instant};
-use tmux::{strata, Pane};
 
 const START: Duration = Duration::from_secs(15);
 
@@ -82,7 +82,7 @@ fn enter_opens_the_reconciliation_and_escape_returns() {
         .unwrap_or_else(|s| panic!("escape did not return:\n{s}"));
     pane.keys(&["?"]);
     pane.wait_for(
-        &["┌ Help", "q Ctrl-C quit", "Allocator feeds"],
+        &["┌ Help", "q Ctrl-C quit", "Process table"],
         Duration::from_secs(5),
     )
     .unwrap_or_else(|s| panic!("no help:\n{s}"));

@@ -4,36 +4,20 @@
 //! NVML, the monitor in a real pseudo-terminal.
 
 mod common;
-#[path = "support/tmux.rs"]
-mod tmux;
 
 use common::fake_nvml::{fake_nvml_lib, SCENARIO_ENV};
+use common::tmux::Pane;
+use common::{strata, Running, Scratch};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
-use tmux::{strata, Pane};
 use unicode_width::UnicodeWidthStr;
 
 const WIDE_ARGV0: &str = "训练模型数据集处理器🚀🚀🚀训练模型数据集处理器🚀🚀🚀训练模型";
 
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn sleeper(argv0: &str) -> Holder {
-    Holder(
-        Command::new("sleep")
-            .arg0(argv0)
-            .arg("600")
-            .spawn()
-            .expect("sleep"),
-    )
+fn sleeper(argv0: &str) -> Running {
+    Running::spawn(Command::new("sleep").arg0(argv0).arg("600"))
 }
 
 /// The display column where `needle` starts in `line`, if it is there.
@@ -45,8 +29,8 @@ fn column_of(line: &str, needle: &str) -> Option<usize> {
 fn every_row_keeps_its_columns_with_a_wide_character_command() {
     let wide = sleeper(WIDE_ARGV0);
     let plain = sleeper("plain-worker");
-    let dir = std::env::temp_dir().join(format!("strata-wide-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let scratch = Scratch::new("wide");
+    let dir = &scratch.dir;
     let gib = 1u64 << 30;
     let scenario = json!({"devices": [{
         "name": "NVIDIA H100 80GB HBM3",
@@ -54,8 +38,8 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
         "memory": { "total": 80 * gib, "reserved": 0, "used": 3 * gib },
         "mig_mode": "NotSupported",
         "compute_processes": [
-            { "pid": wide.0.id(), "used": 2 * gib },
-            { "pid": plain.0.id(), "used": gib },
+            { "pid": wide.pid(), "used": 2 * gib },
+            { "pid": plain.pid(), "used": gib },
         ],
     }]});
     let path = dir.join("wide.json");
@@ -78,7 +62,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
             .unwrap_or_else(|| panic!("no table header at {width}:\n{screen}"));
         let state_at = column_of(header, "STATE").expect("a STATE column");
         let command_at = column_of(header, "COMMAND").expect("a COMMAND column");
-        for pid in [wide.0.id(), plain.0.id()] {
+        for pid in [wide.pid(), plain.pid()] {
             let row = screen
                 .lines()
                 .find(|l| l.starts_with(&format!("{pid} ")))
@@ -92,7 +76,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
                 Some(state_at),
                 "{width}: the STATE cell moved in\n{row}\n{header}"
             );
-            let command_cell = if pid == wide.0.id() {
+            let command_cell = if pid == wide.pid() {
                 "训练"
             } else {
                 "plain-wor"
@@ -106,5 +90,4 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
         pane.keys(&["q"]);
         let _ = pane.wait_exit(Duration::from_secs(5));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

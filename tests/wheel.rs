@@ -7,10 +7,11 @@ mod common;
 
 use common::fake_nvml::workspace_root;
 use common::feeds::*;
+use common::{wait_until, Running, Scratch};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// The newest glibc symbol version the shipped binary may need (manylinux2014).
@@ -192,7 +193,7 @@ fn the_installed_binary_runs_and_the_agent_imports() {
 /// A job driven over stdin (`tests/python/jobs/driven.py`), started by the venv's
 /// `strata run` with the venv's interpreter: the stub torch on its path, nothing else.
 struct VenvJob {
-    child: Child,
+    _child: Running,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     pid: u32,
@@ -201,19 +202,19 @@ struct VenvJob {
 impl VenvJob {
     fn start(venv: &Path, feed_dir: &Path) -> VenvJob {
         let root = workspace_root();
-        let mut child = Command::new(venv.join("bin/strata"))
-            .args(["run", "--feed-interval", "0.1", "--"])
-            .arg(venv.join("bin/python"))
-            .arg(root.join("tests/python/jobs/driven.py"))
-            .env("STRATA_TEST_START", "no")
-            .env("PYTHONPATH", root.join("tests/python/stubs"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("STRATA_FEED_DIR", feed_dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the venv's strata runs");
+        let mut child = Running::spawn(
+            Command::new(venv.join("bin/strata"))
+                .args(["run", "--feed-interval", "0.1", "--"])
+                .arg(venv.join("bin/python"))
+                .arg(root.join("tests/python/jobs/driven.py"))
+                .env("STRATA_TEST_START", "no")
+                .env("PYTHONPATH", root.join("tests/python/stubs"))
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .env("STRATA_FEED_DIR", feed_dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        );
         let stdin = child.stdin.take().expect("stdin");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
@@ -223,7 +224,7 @@ impl VenvJob {
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("the job did not start: {line:?}"));
         VenvJob {
-            child,
+            _child: child,
             stdin,
             stdout,
             pid,
@@ -241,13 +242,6 @@ impl VenvJob {
     fn run(&mut self, statement: &str) {
         let answer = self.ask(statement);
         assert_eq!(answer, "ok", "{statement}: {answer}");
-    }
-}
-
-impl Drop for VenvJob {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -3,7 +3,7 @@
 //! withhold the partition.
 
 use super::ProcessAccount;
-use crate::feed::attach::FeedStatus;
+use crate::accounting::attach::FeedStatus;
 use crate::layers::{Layer, Layers};
 use crate::sample::{DeviceMemory, ProcessSample};
 use serde::Serialize;

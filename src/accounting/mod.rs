@@ -1,5 +1,9 @@
 //! Pure functions from a raw sample to layers (ARCHITECTURE.md, "Layers"). No I/O.
+//!
+//! [`attach`] first matches each feed to the processes NVML lists and judges whether it can
+//! be combined with NVML's instant; [`account`] then splits each device into its layers.
 
+pub mod attach;
 mod device;
 mod group;
 
@@ -7,10 +11,10 @@ pub use device::{partition, Gap, Partition};
 pub use group::{groups, GroupBy, GroupRow};
 
 use crate::context::{ContextEstimator, ContextSource};
-use crate::feed::attach::Attachment;
-pub use crate::feed::attach::FeedStatus;
 use crate::layers::{Layer, Layers};
 use crate::sample::{NodeSample, ProcessSample};
+use attach::Attachment;
+pub use attach::FeedStatus;
 use serde::Serialize;
 
 /// The layers of one process on its device.
@@ -95,7 +99,7 @@ impl ProcessAccount {
 
 /// Splits one process's usage (ARCHITECTURE.md, "Layers"):
 /// NVML used = context + outside_pool + reserved, reserved = live + fragmented + cached.
-/// `feed_status` is the judgement [`crate::feed::attach::attach`] made of its feed.
+/// `feed_status` is the judgement [`crate::accounting::attach::attach`] made of its feed.
 pub fn account_process(
     process: &ProcessSample,
     feed_status: &FeedStatus,

@@ -8,7 +8,7 @@
 //! - 1: the recording could not be read, or reading stopped before its end (the analysis of
 //!   what came before is printed): one line on stderr says why, with a hint.
 
-use super::{analyze, timeline, Analysis};
+use super::{timeline, Analysis};
 use crate::recording::Lines;
 use std::io::Write;
 use std::path::Path;
@@ -17,7 +17,7 @@ use std::path::Path;
 pub const LOST: u8 = 3;
 
 /// Runs `strata analyze` on `path` (`-`: standard input); returns the exit status.
-pub fn run(path: &Path, json: bool, context_bytes: Option<u64>) -> u8 {
+pub fn run(path: &Path, json: bool, context_bytes: Option<u64>, clock: super::Clock) -> u8 {
     let shown = if path.as_os_str() == "-" {
         "standard input".to_string()
     } else {
@@ -38,7 +38,7 @@ pub fn run(path: &Path, json: bool, context_bytes: Option<u64>) -> u8 {
         }
     };
     let progress = crate::recording::progress::on_stderr(lines.progress().clone(), &shown);
-    let analysis = analyze(lines, context_bytes);
+    let analysis = super::analyze_on(lines, context_bytes, clock);
     drop(progress);
     if let (Some(error), 0) = (&analysis.read_error, analysis.samples) {
         // Nothing to analyse: the one line says why.
@@ -86,7 +86,7 @@ fn print(analysis: &Analysis, json: bool) -> std::io::Result<()> {
 }
 
 /// What was lost, in a few words: `2 bad lines, corrupt data at byte 1234 (12.0 KiB skipped)`.
-fn lost(analysis: &Analysis) -> String {
+pub fn lost(analysis: &Analysis) -> String {
     let mut parts = Vec::new();
     let bad = analysis.bad_lines.len() as u64 + analysis.more_bad_lines;
     if bad > 0 {

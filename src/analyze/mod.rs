@@ -11,9 +11,10 @@ mod timeline;
 pub use timeline::timeline;
 
 use crate::detect::{Finding, FindingKind, FindingTracker, Severity};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Observed, Pipeline};
 use crate::recording::{Corruption, Line, Lines, ReadError};
 use serde::Serialize;
+use std::ops::ControlFlow;
 
 /// One finding over the time it held.
 #[derive(Debug, Clone, Serialize)]
@@ -91,11 +92,23 @@ impl Analysis {
 const BAD_LINES_LISTED: usize = 20;
 
 /// Recording seconds between the samples at which the detectors that read the history run
-/// (every sample's instant findings are judged at it, and the last sample is judged whole):
-/// a history finding's `since` is at most this much later than the monitor's, its `until`
-/// at most this much earlier. Those detectors read windows of 5 to 30 minutes and hold a
-/// climb for 120 s, so none raised at one sample is gone by the next of these.
+/// on the [`Clock::Coarse`] clock (every sample's instant findings are judged at it): a
+/// history finding's `since` is at most this much later than the monitor's, its `until` at
+/// most this much earlier. Those detectors read windows of 5 to 30 minutes and hold a climb
+/// for 120 s, so none raised at one sample is gone by the next of these; a process that
+/// leaves sooner (an OOM, then its exit) is judged whole at its last sample.
 pub const HISTORY_EVERY_SECS: f64 = 10.0;
+
+/// When the detectors that read the history run, offline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// Every [`HISTORY_EVERY_SECS`] of recording time, at the last sample, and at a sample
+    /// after which one of its processes, or a process's feed, is gone.
+    #[default]
+    Coarse,
+    /// At every sample, as the monitor runs them (`strata analyze --every-sample`).
+    EverySample,
+}
 
 type Key = (FindingKind, Option<String>, Option<u32>);
 
@@ -108,7 +121,25 @@ fn key(f: &Finding) -> Key {
 /// (a line limit's worth) so that large samples are not piled up. A read that stops early
 /// (no line end, a zstd window that cannot be had, an I/O error) is said in `read_error`;
 /// what came before it is judged.
-pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
+pub fn analyze(lines: Lines, context_bytes: Option<u64>) -> Analysis {
+    analyze_on(lines, context_bytes, Clock::Coarse)
+}
+
+/// [`analyze`], the detectors that read the history run on `clock`.
+pub fn analyze_on(lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Analysis {
+    analyze_observing(lines, context_bytes, clock, |_| ControlFlow::Continue(()))
+}
+
+/// [`analyze_on`], each sample handed to `observe` as it is judged, in the order read, with
+/// what the pipeline derived from it (its layers, the findings of that instant): how
+/// `strata export` tables a recording in the same pass. Judging stops where `observe`
+/// breaks (the last sample is then not judged whole).
+pub fn analyze_observing(
+    mut lines: Lines,
+    context_bytes: Option<u64>,
+    clock: Clock,
+    mut observe: impl FnMut(&Observed) -> ControlFlow<()>,
+) -> Analysis {
     let budget = budget::Budget::new(crate::recording::LINE_LIMIT as u64);
     let (send, receive) = std::sync::mpsc::sync_channel(64);
     std::thread::scope(|scope| {
@@ -144,7 +175,9 @@ pub fn analyze(mut lines: Lines, context_bytes: Option<u64>) -> Analysis {
                         (item, attached)
                     }),
                     context_bytes,
+                    clock,
                     &mut analysis,
+                    &mut observe,
                 );
                 drop(closed);
             }
@@ -159,7 +192,9 @@ type Attached = Option<crate::pipeline::Prepared>;
 fn judge(
     lines: impl Iterator<Item = (Result<Option<(u64, Line)>, ReadError>, Attached)>,
     context_bytes: Option<u64>,
+    clock: Clock,
     analysis: &mut Analysis,
+    observe: &mut dyn FnMut(&Observed) -> ControlFlow<()>,
 ) {
     let mut pipeline = Pipeline::new(context_bytes);
     let mut episodes: Vec<Episode> = Vec::new();
@@ -172,13 +207,13 @@ fn judge(
     // One sample held back: the last is judged whole, and only the next tells which it is.
     let mut held: Option<(crate::sample::NodeSample, Attached)> = None;
     let mut take = |(sample, attached): (crate::sample::NodeSample, Attached),
-                    last: bool,
+                    whole: bool,
                     pipeline: &mut Pipeline,
                     episodes: &mut Vec<Episode>,
                     latest: &mut std::collections::HashMap<Key, usize>| {
         let time = sample.time;
         let step = (time / HISTORY_EVERY_SECS).floor();
-        let history = last || step != judged_step;
+        let history = whole || clock == Clock::EverySample || step != judged_step;
         if history {
             judged_step = step;
         }
@@ -188,11 +223,13 @@ fn judge(
         };
         episode(&observed.findings, time, episodes, latest);
         // Whether its feeds were rebuilt from an older recording's derived form.
-        matches!(
+        let older = matches!(
             observed.feed_shape,
             crate::sample::derived::FeedShape::Derived(_)
-        )
+        );
+        (older, observe(&observed))
     };
+    let mut stopped = false;
     for (item, attached) in lines {
         let (number, line) = match item {
             Ok(Some(line)) => line,
@@ -240,16 +277,21 @@ fn judge(
         analysis.samples += 1;
         analysis.first_time.get_or_insert(time);
         analysis.last_time = Some(time);
+        let leaving = held
+            .as_ref()
+            .is_some_and(|(before, _)| someone_leaves(before, &sample));
         if let Some(before) = held.replace((sample, attached)) {
-            if take(before, false, &mut pipeline, &mut episodes, &mut latest) {
-                analysis.older_shape += 1;
+            let (older, flow) = take(before, leaving, &mut pipeline, &mut episodes, &mut latest);
+            analysis.older_shape += u64::from(older);
+            if flow.is_break() {
+                stopped = true;
+                break;
             }
         }
     }
-    if let Some(last) = held.take() {
-        if take(last, true, &mut pipeline, &mut episodes, &mut latest) {
-            analysis.older_shape += 1;
-        }
+    if let Some(last) = held.take().filter(|_| !stopped) {
+        let (older, _) = take(last, true, &mut pipeline, &mut episodes, &mut latest);
+        analysis.older_shape += u64::from(older);
     }
     // Open: raised at the last sample, as the monitor would show it there. An episode that
     // ended before (its condition gone) is closed, however recently.
@@ -263,6 +305,31 @@ fn judge(
             .then(a.pid.cmp(&b.pid))
     });
     analysis.findings = episodes;
+}
+
+/// Whether a process of `before`, or its feed, is gone at `after`: `before` is its last
+/// chance to be judged whole.
+fn someone_leaves(before: &crate::sample::NodeSample, after: &crate::sample::NodeSample) -> bool {
+    let here: std::collections::HashSet<_> = after
+        .processes
+        .iter()
+        .map(|p| {
+            (
+                p.pid,
+                p.start_time,
+                p.device_uuid.as_str(),
+                p.feed.is_some(),
+            )
+        })
+        .collect();
+    before.processes.iter().any(|p| {
+        !here.contains(&(
+            p.pid,
+            p.start_time,
+            p.device_uuid.as_str(),
+            p.feed.is_some(),
+        ))
+    })
 }
 
 /// The findings of the instant `time` into the episodes.

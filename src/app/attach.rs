@@ -4,7 +4,7 @@
 //! outcome, in `strata attach`'s own words, comes to the footer.
 
 use super::{Focus, Notice, State, View};
-use crate::feed::attach::FeedStatus;
+use crate::accounting::attach::FeedStatus;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
 

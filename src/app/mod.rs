@@ -2,36 +2,38 @@
 
 mod attach;
 mod findings;
+mod freshness;
 mod group;
 mod heap;
+mod keys;
+mod kill;
 mod pause;
 mod record;
 mod replay;
 mod report;
 mod rows;
-mod signal;
 mod sort;
 mod strata;
-mod update;
 
 pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
 pub use findings::{climbs, ClimbNote, FindingId};
+pub use freshness::Freshness;
 pub use group::TableEntry;
+pub use keys::{key_action, Action};
+pub use kill::{KillDialog, Notice, Offer, Stage};
 pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
 pub use replay::ReplayView;
 pub use rows::{process_rows, ProcessRow};
-pub use signal::{Notice, Offer, SignalDialog, Stage};
 pub use sort::{sort_arrow, SortKey, SortMemory};
 pub use strata::{strata_devices, StrataDevice, Zoom};
-pub use update::{key_action, Action, Freshness};
 
 use crate::accounting::Gap;
 use crate::detect::Finding;
 use crate::layers::Layers;
 use crate::pipeline::{Observed, Pipeline};
+use crate::process_signal::{Refuse, Signaller};
 use crate::sample::{GpuSample, NodeSample};
-use crate::signal::{Refuse, Signaller};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -161,7 +163,7 @@ pub struct State {
     /// refused), shown in the footer until the next key.
     pub notice: Option<Notice>,
     /// The signal dialog (`k`), while open: it takes the keys.
-    pub dialog: Option<SignalDialog>,
+    pub dialog: Option<KillDialog>,
     /// What sends signals: the kernel on a live node, nothing for the demo.
     pub signaller: Box<dyn Signaller>,
     /// The confirmation of `a`, while open: it takes the keys.

@@ -1,6 +1,7 @@
 //! Findings about devices: lost GPUs, what NVML refused, contradictions that withhold the
 //! layers, and usage no listed process accounts for.
 
+use super::judged::judged;
 use super::{device_name, FindingKind, Findings, Severity};
 use crate::accounting::NodeAccount;
 use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
@@ -67,46 +68,18 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
             continue;
         }
         problems(out, &format!("GPU {}", gpu.index), uuid, &gpu.problems);
-        // The GPU itself; in MIG mode its GPU instances, each once (its first compute
-        // instance stands for it), whose partitions hold the processes NVML lists.
-        let mut devices = vec![(
-            gpu.uuid.as_str(),
-            gpu.memory.as_ref(),
-            &gpu_account.layers,
-            gpu.processes_known,
-            vec![gpu.uuid.as_str()],
-        )];
-        for (i, (m, m_account)) in gpu.mig.iter().zip(&gpu_account.mig).enumerate() {
+        for m in &gpu.mig {
             problems(
                 out,
                 &device_name(sample, &m.uuid),
                 Some(&m.uuid),
                 &m.problems,
             );
-            if !m_account.leads(i) {
-                continue;
-            }
-            let members: Vec<&str> = m_account
-                .gpu_instance_members
-                .iter()
-                .filter_map(|&j| gpu.mig.get(j).map(|c| c.uuid.as_str()))
-                .collect();
-            let known = m_account
-                .gpu_instance_members
-                .iter()
-                .all(|&j| gpu.mig.get(j).is_some_and(|c| c.processes_known));
-            devices.push((
-                m.uuid.as_str(),
-                m.memory.as_ref(),
-                &m_account.layers,
-                known,
-                members,
-            ));
         }
-        let is_mig = !gpu.mig.is_empty();
-        for (i, (uuid, memory, layers, known, members)) in devices.into_iter().enumerate() {
+        for device in judged(gpu, gpu_account) {
+            let uuid = device.uuid;
             let place = device_name(sample, uuid);
-            match layers {
+            match device.layers {
                 Err(gap) if gap.is_contradiction() => out.raise(
                     FindingKind::InconsistentCounters,
                     Severity::Warning,
@@ -115,13 +88,15 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     format!("{place}: {}; layers not shown this instant", gap.describe()),
                     json!(gap),
                 ),
-                // A MIG GPU's own partition repeats its instances': judged there.
-                Ok(layers) if !(is_mig && i == 0) && known => {
-                    let listed: Vec<&ProcessSample> = members
+                Ok(layers) if !device.repeats_instances && device.known => {
+                    let listed: Vec<&ProcessSample> = device
+                        .members
                         .iter()
                         .flat_map(|m| sample.processes_on(m))
                         .collect();
-                    if let Some(unexplained) = unexplained_bytes(layers.other, memory, &listed) {
+                    if let Some(unexplained) =
+                        unexplained_bytes(layers.other, device.memory, &listed)
+                    {
                         out.raise(
                             FindingKind::UnexplainedUsage,
                             Severity::Warning,

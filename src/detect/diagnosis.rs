@@ -16,12 +16,14 @@ pub use forecast::Headroom;
 pub(crate) use oom::classify;
 pub use oom::OomMemory;
 
+use super::judged::judged;
 use super::trend::climbing;
 use super::{device_name, Findings};
 use crate::accounting::NodeAccount;
 use crate::history::{History, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::NodeSample;
+use climbs::Climber;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -139,18 +141,13 @@ pub(super) fn detect(
         };
         if let Some(found) = found {
             climbing_devices.push(&p.device_uuid);
-            climbs::raise(out, now, &p.device_uuid, Some(p.pid), who.clone(), &found);
-            let process = Some((p, acc.feed_status.is_usable()));
-            forecast::forecast(
-                out,
-                sample,
-                history,
-                &found,
-                &p.device_uuid,
-                Some(p.pid),
-                &who,
-                process,
-            );
+            let climber = Climber {
+                device: &p.device_uuid,
+                who: &who,
+                process: Some((p, acc.feed_status.is_usable())),
+            };
+            climbs::raise(out, now, &climber, &found);
+            forecast::forecast(out, sample, history, &found, &climber);
         }
         if let Some(feed) = &p.feed {
             pressure::fragmentation(out, now, history, &id, &who, &feed.stats);
@@ -163,34 +160,13 @@ pub(super) fn detect(
         if gpu.lost {
             continue;
         }
-        let mut devices = vec![(
-            gpu.uuid.as_str(),
-            gpu.memory.map(|m| m.total),
-            gpu_account.layers.as_ref().ok(),
-            vec![gpu.uuid.as_str()],
-        )];
-        for group in crate::accounting::gpu_instances(&gpu.mig) {
-            let lead = &gpu.mig[group[0]];
-            let layers = gpu_account
-                .mig
-                .get(group[0])
-                .and_then(|m| m.layers.as_ref().ok());
-            let members = group.iter().map(|&i| gpu.mig[i].uuid.as_str()).collect();
-            devices.push((
-                lead.uuid.as_str(),
-                lead.memory.map(|m| m.total),
-                layers,
-                members,
-            ));
-        }
-        let is_mig = !gpu.mig.is_empty();
-        for (i, (uuid, total, layers, members)) in devices.into_iter().enumerate() {
-            // A MIG GPU's own figures repeat its instances': judged there.
-            if is_mig && i == 0 {
+        for device in judged(gpu, gpu_account) {
+            if device.repeats_instances {
                 continue;
             }
+            let uuid = device.uuid;
             let place = device_name(sample, uuid);
-            let processes_climb = members.iter().any(|m| climbing_devices.contains(m));
+            let processes_climb = device.members.iter().any(|m| climbing_devices.contains(m));
             let key = SeriesKey::device(uuid, Metric::Layer(Layer::Other));
             if let (false, Some(climb)) = (
                 processes_climb,
@@ -202,9 +178,16 @@ pub(super) fn detect(
                     key,
                     per_step: None,
                 };
-                climbs::raise(out, now, uuid, None, place.clone(), &found);
-                forecast::forecast(out, sample, history, &found, uuid, None, &place, None);
+                let climber = Climber {
+                    device: uuid,
+                    who: &place,
+                    process: None,
+                };
+                climbs::raise(out, now, &climber, &found);
+                forecast::forecast(out, sample, history, &found, &climber);
             }
+            let total = device.memory.map(|m| m.total);
+            let layers = device.layers.as_ref().ok();
             usage::capacity(out, history, uuid, layers, total, &place);
         }
     }

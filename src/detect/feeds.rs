@@ -2,7 +2,7 @@
 //! list their process on; and about the search for them: dirs cut short, suspicious entries.
 
 use super::{FindingKind, Findings, Severity};
-use crate::feed::attach::Attachment;
+use crate::accounting::attach::Attachment;
 use crate::sample::feed::{CutShort, FeedState, SuspiciousEntry};
 use crate::sample::NodeSample;
 use serde_json::json;

@@ -4,6 +4,7 @@ mod devices;
 pub(crate) mod diagnosis;
 mod feeds;
 mod grouping;
+mod judged;
 mod processes;
 pub mod trend;
 mod warmup;
@@ -13,8 +14,8 @@ pub use warmup::WarmUp;
 pub use diagnosis::{headrooms, Headroom, OomMemory};
 pub use processes::is_python;
 
+use crate::accounting::attach::Attachment;
 use crate::accounting::NodeAccount;
-use crate::feed::attach::Attachment;
 use crate::history::SeriesKey;
 use crate::sample::NodeSample;
 use serde::{Deserialize, Serialize};

@@ -293,7 +293,7 @@ fn a_lost_gpu_and_contradictory_counters_are_findings() {
 
 #[test]
 fn a_feed_device_its_pid_is_not_listed_on_is_a_finding() {
-    use crate::feed::attach::{Attachment, Unlisted};
+    use crate::accounting::attach::{Attachment, Unlisted};
     let s = node_with(vec![process(1, "GPU-test-0", Some(GIB))], 0);
     let attachment = Attachment {
         statuses: vec![crate::accounting::FeedStatus::Absent],

@@ -1,13 +1,11 @@
 //! Allocator feeds (ARCHITECTURE.md, "The feed"; assets/python/PROTOCOL.md).
 //!
-//! Two halves that never blur:
-//! - collecting: [`hub`] finds agents' sockets (feed dirs, and `/proc/<pid>/root` for jobs in
-//!   containers), checks who is on the other end, reads their lines with limits, and hands
-//!   the raw [`crate::sample::feed::FeedRecord`]s to whichever source takes the node sample;
-//! - judging: [`attach`] is pure: it matches each feed's devices to the processes NVML lists,
-//!   once per sample, and says whether each can be combined with NVML's instant.
+//! Collecting only: [`hub`] finds agents' sockets (feed dirs, and `/proc/<pid>/root` for jobs
+//! in containers), checks who is on the other end, reads their lines with limits, and hands
+//! the raw [`crate::sample::feed::FeedRecord`]s to whichever source takes the node sample.
+//! Judging them (matching each feed's devices to the processes NVML lists, and whether each
+//! can be combined with NVML's instant) is the model's: [`crate::accounting::attach`].
 
-pub mod attach;
 mod conn;
 mod discover;
 mod fd;

@@ -210,7 +210,7 @@ impl History {
                 .filter(|(k, _)| matches!(k, SeriesKey::Process(..)))
                 .map(|(k, e)| (e.born, k.clone()))
                 .collect();
-            newest.sort_by(|a, b| b.0.cmp(&a.0));
+            newest.sort_by_key(|e| std::cmp::Reverse(e.0));
             for (_, key) in newest {
                 if self.bytes() <= target {
                     break;

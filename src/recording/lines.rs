@@ -227,7 +227,8 @@ enum Body {
     Json(RawLines),
     Records {
         records: super::v2::Records,
-        decoder: super::v2::Decoder,
+        /// Boxed: a decoder's state is large beside the JSON reader's.
+        decoder: Box<super::v2::Decoder>,
         /// The cut at the end was said.
         said_cut: bool,
     },
@@ -269,7 +270,7 @@ impl Lines {
         let body = if head.starts_with(magic) {
             Body::Records {
                 records: super::v2::Records::new(decoder, &[], limit),
-                decoder: super::v2::Decoder::new(),
+                decoder: Box::new(super::v2::Decoder::new()),
                 said_cut: false,
             }
         } else {
@@ -404,7 +405,7 @@ fn next_record(
     last_bytes: &mut u64,
 ) -> Result<Option<(u64, Line)>, ReadError> {
     use super::v2::{Decoded, Raw as Record};
-    let Some(raw) = records.next()? else {
+    let Some(raw) = records.next_record()? else {
         if records.cut && !*said_cut {
             *last_bytes = 0;
             *said_cut = true;

@@ -1,5 +1,10 @@
-//! Reading recordings: JSON lines, one raw node sample each, plain or compressed (zstd or
-//! gzip, told by the stream's first bytes, not by the file's name).
+//! Recordings, read and written. Writing is [`write`] (`strata record`, the monitor's `r`,
+//! the flight recorder's ring, re-encoding); the format-2 records are [`v2`], both ways; the
+//! rest of this module reads.
+//!
+//! Reading: JSON lines, one raw node sample each, plain or compressed (zstd or gzip, told by
+//! the stream's first bytes, not by the file's name); format 2 is told by its
+//! [`v2::MAGIC`] once decompressed.
 //!
 //! Every way a recording can be spoiled is read past and said, with memory held bounded
 //! whatever the input:
@@ -17,6 +22,7 @@ mod input;
 pub mod lines;
 pub mod progress;
 pub mod v2;
+pub mod write;
 
 pub use decode::Corruption;
 pub use input::Progress;

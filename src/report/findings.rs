@@ -3,7 +3,7 @@
 use super::markdown::{escape, Clock};
 use crate::detect::device_name;
 use crate::pipeline::Observed;
-use crate::ui::evidence::fields;
+use crate::present::evidence as fields;
 use serde_json::Value;
 use std::fmt::Write;
 

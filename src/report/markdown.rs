@@ -1,5 +1,6 @@
 //! The pieces the report is written with: escaped text, figures with exact bytes, instants.
 
+use crate::present::grouped;
 use crate::text::clean;
 use crate::units;
 
@@ -31,9 +32,6 @@ pub fn escape(text: &str) -> String {
 pub fn opt_escape(text: Option<&str>) -> String {
     text.map_or_else(|| "n/a".into(), escape)
 }
-
-/// `58,646,999,040`: exact bytes, grouped for reading.
-pub use crate::ui::evidence::fields::grouped;
 
 /// Bytes as the report writes every figure: the human form with the exact count beside it,
 /// `12.3 GiB (13,207,024,640 B)`; `n/a` when unknown.

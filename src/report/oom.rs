@@ -3,8 +3,8 @@
 use super::markdown::{code, escape, figure, Clock};
 use crate::detect::device_name;
 use crate::pipeline::Observed;
+use crate::present::metric_names;
 use crate::sample::AllocatorStats;
-use crate::ui::detail::metric_names;
 use std::fmt::Write;
 
 pub(super) fn last_oom(out: &mut String, observed: &Observed, clock: Clock) {

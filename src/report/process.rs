@@ -8,8 +8,8 @@ use crate::context::ContextSource;
 use crate::detect::device_name;
 use crate::history::{History, Metric, SeriesKey};
 use crate::pipeline::Observed;
+use crate::present::{metric_names, peak_words};
 use crate::sample::{AllocatorStats, ProcessSample};
-use crate::ui::detail::metric_names;
 use std::fmt::Write;
 
 pub(super) fn processes(out: &mut String, observed: &Observed, history: &History, clock: Clock) {
@@ -308,7 +308,7 @@ fn fed(
                 figure(Some(room.peak_live_bytes))
             ),
             &value,
-            &format!("now, against {}", crate::ui::detail::peak_words(&room)),
+            &format!("now, against {}", peak_words(&room)),
         );
     }
     row(

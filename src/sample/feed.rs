@@ -2,7 +2,7 @@
 //!
 //! These are raw fields (assets/python/PROTOCOL.md): what each agent sent and what the
 //! monitor checked of its peer. Matching a feed to NVML's processes and judging its freshness
-//! are derived, in [`crate::feed::attach`].
+//! are derived, in [`crate::accounting::attach`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

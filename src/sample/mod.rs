@@ -98,7 +98,7 @@ pub enum ContextKind {
 }
 
 /// A process's allocator feed for one device, matched to NVML's listing of that process
-/// ([`crate::feed::attach`]). Derived: not part of the raw sample, which holds the feeds
+/// ([`crate::accounting::attach`]). Derived: not part of the raw sample, which holds the feeds
 /// themselves in [`NodeSample::feeds`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedSample {
@@ -159,7 +159,7 @@ pub struct ProcessSample {
     /// visible: observed once per process and shared by its entries.
     #[serde(default)]
     pub owner: Option<std::sync::Arc<owner::Owner>>,
-    /// Derived by [`crate::feed::attach`] from [`NodeSample::feeds`]; never written as a raw
+    /// Derived by [`crate::accounting::attach`] from [`NodeSample::feeds`]; never written as a raw
     /// field. Read from input only for recordings of the snapshot's derived form, which
     /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
     /// it.

@@ -1,7 +1,7 @@
 //! Finding metrics of `strata serve`: active findings by kind and severity, and each climb's
 //! rate.
 
-use super::exposition::{device_labels, label_text, Floats, Ints, COMMAND_CHARS};
+use super::labels::{device_labels, label_text, Floats, Ints, COMMAND_CHARS};
 use crate::detect::{FindingKind, Severity};
 use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;

@@ -11,6 +11,7 @@ pub mod exposition;
 mod findings;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod labels;
 pub mod processes;
 
 use crate::pipeline::Pipeline;
@@ -93,7 +94,7 @@ pub struct ServeOptions {
     /// Processes exported one by one; the rest are summed per device as `pid="other"`.
     pub max_processes: usize,
     /// The flight record every sample served goes to (`--record DIR --ring DURATION`).
-    pub recorder: Option<Arc<crate::record::ring::RingThread>>,
+    pub recorder: Option<Arc<crate::recording::write::ring::RingThread>>,
 }
 
 /// The last complete sample's metrics, and when it was taken.

@@ -1,7 +1,7 @@
 //! Process metrics of `strata serve`: NVML's used, the layers, the allocator's counters and
 //! the feed's state, for at most `--max-processes` processes; the rest summed per device.
 
-use super::exposition::{
+use super::labels::{
     device_labels, process_labels, set_bounds, set_bytes, set_layers, Counters, Floats, Ints, OTHER,
 };
 use crate::accounting::FeedStatus;
@@ -132,7 +132,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         labels.push(("pid", OTHER.to_string()));
         labels.push(("user", OTHER.to_string()));
         labels.push(("command", OTHER.to_string()));
-        labels.extend(super::exposition::owner_labels(None));
+        labels.extend(super::labels::owner_labels(None));
         if let Some(bytes) = used_sum {
             set_bytes(&used, labels.clone(), bytes);
         }

@@ -2,9 +2,9 @@
 //! were opened from.
 
 use super::theme::Theme;
-use super::widgets::fit;
-use crate::app::{AttachOffer, SignalDialog, Stage};
-use crate::signal::Signal;
+use crate::app::{AttachOffer, KillDialog, Stage};
+use crate::present::fit;
+use crate::process_signal::Signal;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear};
@@ -18,7 +18,7 @@ pub fn keys(stage: Stage) -> &'static str {
     }
 }
 
-fn who(dialog: &SignalDialog) -> String {
+fn who(dialog: &KillDialog) -> String {
     dialog.offer().map_or_else(String::new, |o| {
         let user = o
             .target
@@ -29,7 +29,7 @@ fn who(dialog: &SignalDialog) -> String {
     })
 }
 
-fn lines(dialog: &SignalDialog, width: usize, theme: Theme) -> Vec<Line<'static>> {
+fn lines(dialog: &KillDialog, width: usize, theme: Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let row = |chosen: bool, text: String| {
         let mark = if chosen { "› " } else { "  " };
@@ -99,7 +99,7 @@ fn lines(dialog: &SignalDialog, width: usize, theme: Theme) -> Vec<Line<'static>
 }
 
 /// Draws the dialog in the middle of `area`.
-pub fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &SignalDialog, theme: Theme) {
+pub fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &KillDialog, theme: Theme) {
     let width = area.width.saturating_sub(4).min(96);
     if width < 10 || area.height < 5 {
         return;

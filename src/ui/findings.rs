@@ -2,9 +2,10 @@
 //! Enter opens its evidence.
 
 use super::theme::Theme;
-use super::widgets::{fit, section_block};
+use super::widgets::section_block;
 use crate::app::{Focus, State};
 use crate::pipeline::Observed;
+use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};

@@ -3,11 +3,12 @@
 //! share is unknown; its members; and their findings, each opening its evidence.
 
 use super::theme::Theme;
-use super::widgets::{fit, put_lines};
+use super::widgets::put_lines;
 use crate::accounting::GroupRow;
 use crate::app::State;
 use crate::layers::Layer;
 use crate::pipeline::Observed;
+use crate::present::fit;
 use crate::text::clean;
 use crate::units;
 use ratatui::layout::Rect;

@@ -3,8 +3,8 @@
 
 use super::mode::mode;
 use super::theme::Theme;
-use super::widgets::fit;
 use crate::app::{Focus, State, View};
+use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};

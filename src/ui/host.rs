@@ -111,7 +111,7 @@ fn owner_cell(p: &ProcessSample) -> String {
         None if p.visible => String::new(),
         None => "n/a".into(),
     };
-    super::widgets::fit(&crate::text::clean(&text), usize::from(OWNER_WIDTH))
+    crate::present::fit(&crate::text::clean(&text), usize::from(OWNER_WIDTH))
 }
 
 /// `C` compute, `G` graphics, `CG` both, `M` a client of an MPS server.

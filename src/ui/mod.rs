@@ -41,7 +41,10 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
             "too small ({}x{} < {MIN_WIDTH}x{MIN_HEIGHT}): enlarge the terminal, or q to quit",
             area.width, area.height
         );
-        let line = Line::styled(widgets::fit(&text, area.width as usize), theme.alert());
+        let line = Line::styled(
+            crate::present::fit(&text, area.width as usize),
+            theme.alert(),
+        );
         frame.render_widget(Paragraph::new(line), Rect { height: 1, ..area });
         return;
     }
@@ -110,4 +113,4 @@ fn draw_main(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_diagnosis;
+mod tests_strata_and_evidence;

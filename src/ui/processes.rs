@@ -3,34 +3,15 @@
 use super::chart::short_window;
 use super::host::HostColumn;
 use super::theme::Theme;
-use super::widgets::{fit, section_block, short_bytes, trend};
+use super::widgets::{section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State, TableEntry};
 use crate::detect::{Finding, FindingKind};
 use crate::layers::Layer;
-use crate::sample::ProcessSample;
+use crate::present::{fit, state_label};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, TableState};
 use ratatui::Frame;
-
-/// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`; or, for a PID
-/// `/proc` does not show: `gone` (exited), `hidden` (`hidepid`), `foreign` (another PID
-/// namespace).
-pub fn state_label(
-    process: &ProcessSample,
-    feed: &FeedStatus,
-    host_namespace: Option<bool>,
-) -> String {
-    let proc_state = match (process.visible, process.proc_state.as_deref()) {
-        (false, _) if process.hidden => return "hidden".into(),
-        (false, _) if host_namespace == Some(true) => return "gone".into(),
-        (false, _) => return "foreign".into(),
-        (true, Some("Z")) => return "zombie".into(),
-        (true, Some(s)) => s.to_string(),
-        (true, None) => "?".into(),
-    };
-    format!("{proc_state} {}", feed.label())
-}
 
 /// A process's memory must move by more than this across the trend to look like it moved.
 const TREND_MIN_RANGE: u64 = 512 << 20;

@@ -294,25 +294,11 @@ fn hostile_strings_are_shown_defused() {
     assert!(screen.contains("node\u{fffd}]0;pwned\u{fffd}"), "{screen}");
 }
 
-/// A PID /proc does not show is `gone` only in the host's PID namespace; hidden by `hidepid`
-/// it is `hidden`, and in a container's namespace `foreign`.
-#[test]
-fn a_pid_proc_does_not_show_is_named_for_why() {
-    use crate::accounting::FeedStatus;
-    use crate::ui::processes::state_label;
-    let mut p = crate::fixtures::process(9, "GPU-test-0", Some(1 << 30));
-    p.visible = false;
-    assert_eq!(state_label(&p, &FeedStatus::Absent, Some(true)), "gone");
-    assert_eq!(state_label(&p, &FeedStatus::Absent, Some(false)), "foreign");
-    p.hidden = true;
-    assert_eq!(state_label(&p, &FeedStatus::Absent, Some(true)), "hidden");
-}
-
 /// The `k` dialog over the table: several holders of a zombie's device file, the one at the
 /// cursor refused with its reason; then the signals; then the question.
 fn dialog_state() -> State {
-    use crate::app::{Offer, SignalDialog, Stage};
-    use crate::signal::{Signal, Target};
+    use crate::app::{KillDialog, Offer, Stage};
+    use crate::process_signal::{Signal, Target};
     let mut state = demo_state(false);
     let target = |pid: u32, command: &str, note: &str| Target {
         pid,
@@ -321,7 +307,7 @@ fn dialog_state() -> State {
         command: Some(command.into()),
         note: Some(note.into()),
     };
-    state.dialog = Some(SignalDialog {
+    state.dialog = Some(KillDialog {
         title: "the holders of /dev/nvidia2".into(),
         offers: vec![
             Offer {

@@ -1,8 +1,8 @@
 //! Small drawing pieces: the layer bar, its legend, text sparklines.
 
 use super::theme::Theme;
-use crate::context::ContextSource;
 use crate::layers::{Layer, Layers};
+use crate::present::Exactness;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -92,30 +92,6 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
         })
         .collect();
     Line::from(spans)
-}
-
-/// How exact a device's figures are: the least exact source of its context, and the layers
-/// only partly known (lower bounds).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Exactness<'a> {
-    pub context: Option<ContextSource>,
-    pub partial: &'a [Layer],
-}
-
-impl Exactness<'_> {
-    /// The mark before a layer's figure: `≥` for a lower bound (a partial sum, or the memory
-    /// outside the pool beside an estimated context), else the context's own mark (`~`
-    /// estimated, `≤` not yet split).
-    pub fn mark(&self, layer: Layer) -> &'static str {
-        let bounds = crate::accounting::context_bounds(self.context, true);
-        if self.partial.contains(&layer) {
-            "≥"
-        } else if layer == Layer::Context {
-            self.context.map_or("", |c| c.mark())
-        } else {
-            bounds.get(&layer).map_or("", |b| b.mark())
-        }
-    }
 }
 
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
@@ -278,35 +254,6 @@ pub fn short_gpu_name(name: Option<&str>) -> String {
     name.split([' ', '-']).next().unwrap_or(name).to_string()
 }
 
-/// Truncates to `width` display cells, marking the cut with `…`. Whatever it is given is made
-/// safe for the terminal first ([`crate::text::clean`]): most of what is drawn comes from
-/// outside (NVML, `/proc`, feeds).
-pub fn fit(text: &str, width: usize) -> String {
-    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
-    let text = crate::text::clean(text);
-    let text = text.as_ref();
-    if text.width() <= width {
-        return text.to_string();
-    }
-    if width == 0 {
-        return String::new();
-    }
-    // Whole characters up to one cell short of the width, then the mark: a wide character
-    // that would straddle the edge is left out, never split.
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w > width - 1 {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    out
-}
-
 /// Words of `text` (made safe first) in lines no wider than `width`; a word longer than a
 /// line is cut across lines.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
@@ -346,24 +293,6 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fit_counts_display_cells_not_characters() {
-        use unicode_width::UnicodeWidthStr;
-        // Each of these takes two cells.
-        let wide = "训练模型数据集🚀🚀";
-        for width in 0..20 {
-            let cut = fit(wide, width);
-            assert!(
-                cut.width() <= width,
-                "{width}: {cut:?} is {} cells",
-                cut.width()
-            );
-        }
-        assert_eq!(fit(wide, 6), "训练…");
-        assert_eq!(fit("python 训练.py", 40), "python 训练.py");
-        assert_eq!(fit("abcdef", 4), "abc…");
-    }
 
     #[test]
     fn bar_fills_width_and_keeps_small_layers_visible() {

@@ -3,36 +3,15 @@
 //! Every run is detached from any controlling terminal (its own session), so the terminal
 //! checks see the same thing wherever the tests run, with `TERM` set and `NO_COLOR` unset.
 
+use super::{strata, Running};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-
-/// A child killed and reaped on drop.
-pub struct Running(pub Child);
-
-impl Running {
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Output, Stdio};
 
 /// `sleep 300`, as this user.
 pub fn sleeper() -> Running {
-    Running(
-        Command::new("sleep")
-            .arg("300")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("sleep starts"),
-    )
+    Running::spawn(Command::new("sleep").arg("300").stdin(Stdio::null()))
 }
 
 /// An address whose port nothing listens on (the port is free when this returns).
@@ -66,7 +45,7 @@ pub fn detached(program: impl AsRef<std::ffi::OsStr>) -> Command {
 /// `lib` is `None`: a library that does not exist), the serve port checked a free one unless
 /// `extra` names `--listen`, and more arguments.
 pub fn doctor_command(lib: Option<&Path>, scenario: Option<&Path>, extra: &[&str]) -> Command {
-    let mut command = detached(env!("CARGO_BIN_EXE_strata"));
+    let mut command = detached(strata());
     let lib = lib.map_or_else(
         || PathBuf::from("/nonexistent/libnvidia-ml.so.1"),
         Path::to_path_buf,

@@ -1,12 +1,12 @@
 //! Reading `strata serve`'s output back: a parser of the Prometheus text format (0.0.4),
 //! written from the format's description rather than from strata's encoder, a plain HTTP
 //! client, and a running `strata serve` child.
-#![allow(dead_code)]
 
+use super::{strata, Running};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub type Labels = BTreeMap<String, String>;
@@ -242,7 +242,7 @@ fn dechunk(mut body: &str) -> String {
 
 /// A running `strata serve`, killed (and reaped) on drop.
 pub struct Server {
-    pub child: Child,
+    pub child: Running,
     /// `127.0.0.1:PORT`, as it printed.
     pub addr: String,
 }
@@ -251,7 +251,7 @@ impl Server {
     /// Starts `strata serve --listen 127.0.0.1:0 ARGS` with `envs`, and waits for the
     /// address it prints.
     pub fn start(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+        let mut command = Command::new(strata());
         command
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
@@ -263,7 +263,7 @@ impl Server {
         for (k, v) in envs {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("strata serve");
+        let mut child = Running::spawn(&mut command);
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
         BufReader::new(stdout)
@@ -294,12 +294,5 @@ impl Server {
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -2,13 +2,13 @@
 //! their pids, and `strata snapshot` reading both: the feed path end to end.
 
 use super::fake_nvml::{fake_nvml_lib, workspace_root, SCENARIO_ENV};
+use super::{strata, wait_until, Running, Scratch};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
@@ -16,41 +16,6 @@ pub const GIB: u64 = 1 << 30;
 pub const STUB_UUID: &str = "5f3c2a1e-8b7d-4c6e-9a10-2d4f6b8e0c31";
 pub const STUB_PCI: &str = "00000000:18:00.0";
 pub const H100_TOTAL: u64 = 85_520_809_984;
-
-/// A private directory for one test, removed on drop: feed dir, scenario, logs.
-pub struct Scratch {
-    pub dir: PathBuf,
-}
-
-impl Scratch {
-    pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("strata-e2e-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        Scratch { dir }
-    }
-
-    /// The feed dir the jobs and the monitor share (0700, this user's).
-    pub fn feeds(&self) -> PathBuf {
-        let dir = self.dir.join("feeds");
-        if !dir.exists() {
-            std::fs::create_dir(&dir).expect("feed dir");
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        }
-        dir
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// `tests/python/stubs:assets/python`: the stub frameworks and the agent.
 pub fn pythonpath() -> String {
@@ -60,11 +25,6 @@ pub fn pythonpath() -> String {
         root.join("tests/python/stubs").display(),
         root.join("assets/python").display()
     )
-}
-
-/// The built strata binary.
-pub fn strata() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_strata"))
 }
 
 /// A fake `libcuda.so.1` (for the JAX and CuPy stubs' identity calls), built once.
@@ -90,7 +50,7 @@ pub fn fake_libcuda_dir() -> PathBuf {
 
 /// A Python job driven line by line (`tests/python/jobs/driven.py`).
 pub struct Job {
-    pub child: Child,
+    pub child: Running,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     /// The pid the job reports (its own namespace's).
@@ -124,7 +84,7 @@ impl Job {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = command.spawn().expect("python3 must be installed");
+        let mut child = Running::spawn(&mut command);
         let stdin = child.stdin.take().expect("stdin");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
@@ -186,22 +146,6 @@ impl Job {
     }
 }
 
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Polls `cond` until it holds or `limit` passes.
-pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// One process of a scenario: pid and NVML used (a number, or an array by poll).
 pub fn holder(pid: u32, used: Value) -> Value {
     json!({ "pid": pid, "used": used })
@@ -248,7 +192,7 @@ pub fn monitor_command_line(scenario_path: &Path, feed_dir: &Path) -> String {
     format!(
         "{SCENARIO_ENV}='{}' {} --interval 0.5 --nvml-lib '{}' --feed-dir '{}'",
         scenario_path.display(),
-        strata().display(),
+        strata(),
         fake_nvml_lib().display(),
         feed_dir.display()
     )

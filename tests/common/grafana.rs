@@ -1,6 +1,4 @@
 //! The Grafana dashboard in `assets/grafana/`, read by the tests.
-#![allow(dead_code)]
-
 use serde_json::Value;
 
 pub fn dashboard() -> Value {

@@ -1,7 +1,7 @@
-//! The scoring itself (`harness.rs`), on hand-written findings: a module of
+//! The scoring itself (`tests/common/corpus`), on hand-written findings: a module of
 //! `tests/corpus.rs`.
 
-use super::harness::*;
+use crate::common::corpus::*;
 
 const T0: f64 = 1_767_258_000.0;
 const GPU: &str = "GPU-aaaa";

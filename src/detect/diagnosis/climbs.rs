@@ -5,6 +5,7 @@ use super::{metric_name, mib_per_min, series, Cause};
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
+use crate::sample::ProcessSample;
 use crate::units::{bytes, duration};
 use serde_json::json;
 
@@ -19,14 +20,22 @@ pub(crate) struct Found {
     pub per_step: Option<(f64, u64)>,
 }
 
-pub(super) fn raise(
-    out: &mut Findings,
-    now: f64,
-    device: &str,
-    pid: Option<u32>,
-    who: String,
-    found: &Found,
-) {
+/// Whose climb it is: the device it is on, how its message names it and, for a process's
+/// climb, the process with whether its feed is combined with NVML at this instant.
+pub(crate) struct Climber<'a> {
+    pub device: &'a str,
+    pub who: &'a str,
+    pub process: Option<(&'a ProcessSample, bool)>,
+}
+
+impl Climber<'_> {
+    pub fn pid(&self) -> Option<u32> {
+        self.process.map(|(p, _)| p.pid)
+    }
+}
+
+pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Found) {
+    let who = climber.who;
     let climb = &found.climb;
     let rate = mib_per_min(climb.rate);
     let cause = found.cause;
@@ -50,8 +59,8 @@ pub(super) fn raise(
     out.raise(
         FindingKind::Climb,
         Severity::Warning,
-        Some(device),
-        pid,
+        Some(climber.device),
+        climber.pid(),
         format!(
             "{who}: {} {:+.0} MiB/min{per_step} for {} ({} → {})",
             cause.says(),

@@ -18,7 +18,7 @@
 //! over its last 15 minutes at most (`sampled`, over `peak_window_secs`, which sampling can
 //! miss between readings).
 
-use super::climbs::Found;
+use super::climbs::{Climber, Found};
 use super::{metric_name, Cause};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey};
@@ -50,18 +50,13 @@ struct Room {
     peak_window: Option<f64>,
 }
 
-fn room(
-    sample: &NodeSample,
-    history: &History,
-    found: &Found,
-    device: &str,
-    process: Option<(&ProcessSample, bool)>,
-) -> Option<Room> {
+fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber) -> Option<Room> {
     let now = sample.time;
-    let free = device_free(sample, device)?;
+    let free = device_free(sample, climber.device)?;
     let series = history.get(&found.key)?;
-    let stats =
-        process.and_then(|(p, usable)| p.feed.as_ref().filter(|_| usable).map(|f| &f.stats));
+    let stats = climber
+        .process
+        .and_then(|(p, usable)| p.feed.as_ref().filter(|_| usable).map(|f| &f.stats));
     match (found.cause, found.key.metric(), stats) {
         (Cause::Live, Metric::Allocated, Some(stats)) => {
             let window = PEAK_SECS.min(series.reach()[0]);
@@ -91,23 +86,20 @@ fn room(
 
 /// Raises `oom_forecast` for a climb that will run out of memory within the hour at its
 /// present rate.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn forecast(
     out: &mut Findings,
     sample: &NodeSample,
     history: &History,
     found: &Found,
-    device: &str,
-    pid: Option<u32>,
-    who: &str,
-    process: Option<(&ProcessSample, bool)>,
+    climber: &Climber,
 ) {
+    let who = climber.who;
     let now = sample.time;
     let rate = found.climb.rate;
     if !(rate.is_finite() && rate > 0.0) {
         return;
     }
-    let Some(room) = room(sample, history, found, device, process) else {
+    let Some(room) = room(sample, history, found, climber) else {
         return;
     };
     let available = room.limit.saturating_sub(room.level);
@@ -144,8 +136,8 @@ pub(super) fn forecast(
     out.raise(
         FindingKind::OomForecast,
         severity,
-        Some(device),
-        pid,
+        Some(climber.device),
+        climber.pid(),
         format!(
             "{who}: out of memory in ~{} at the present rate ({:+.0} MiB/min{steps}): {what}",
             duration(eta),

@@ -93,27 +93,25 @@ impl Records {
         if self.ended {
             return Ok(Ok(false));
         }
-        loop {
-            match self.decoder.next(&mut self.chunk)? {
-                Event::Data(n) => {
-                    if self.start > 0 {
-                        self.buf.drain(..self.start);
-                        self.start = 0;
-                    }
-                    self.buf.extend_from_slice(&self.chunk[..n]);
-                    return Ok(Ok(true));
-                }
-                Event::Corrupt(c) => {
-                    self.buf.clear();
+        match self.decoder.next(&mut self.chunk)? {
+            Event::Data(n) => {
+                if self.start > 0 {
+                    self.buf.drain(..self.start);
                     self.start = 0;
-                    self.synced = false;
-                    return Ok(Err(c));
                 }
-                Event::End { cut } => {
-                    self.ended = true;
-                    self.cut |= cut;
-                    return Ok(Ok(false));
-                }
+                self.buf.extend_from_slice(&self.chunk[..n]);
+                Ok(Ok(true))
+            }
+            Event::Corrupt(c) => {
+                self.buf.clear();
+                self.start = 0;
+                self.synced = false;
+                Ok(Err(c))
+            }
+            Event::End { cut } => {
+                self.ended = true;
+                self.cut |= cut;
+                Ok(Ok(false))
             }
         }
     }
@@ -125,7 +123,7 @@ impl Records {
     }
 
     /// The next record, or what stood in its place; `None` at the end.
-    pub fn next(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
+    pub fn next_record(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
         loop {
             if !self.synced {
                 match memchr::memmem::find(self.available(), MAGIC) {

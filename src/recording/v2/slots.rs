@@ -181,7 +181,8 @@ mod float_code {
 /// `x` as `n / 10^d`, exactly, where it is one.
 fn decimal(x: f64, d: usize) -> Option<i64> {
     let n = (x * P10[d]).round();
-    if !(n.abs() < EXACT) {
+    // Not finite, or too large to be exact as an integer.
+    if !n.is_finite() || n.abs() >= EXACT {
         return None;
     }
     // From the integer, as the reader computes it (so -0.0 is not one).

@@ -1,7 +1,7 @@
 use super::*;
 use crate::accounting::account;
+use crate::accounting::attach::attach;
 use crate::context::ContextEstimator;
-use crate::feed::attach::attach;
 
 /// The demo sample with its feeds attached, as the pipeline would.
 fn attached(seed: u64, t: f64) -> NodeSample {

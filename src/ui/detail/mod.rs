@@ -5,14 +5,13 @@ mod feed;
 mod history;
 mod owner;
 
-use super::processes::state_label;
 use super::theme::Theme;
-use super::widgets::fit;
 use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
 use crate::detect::device_name;
 use crate::pipeline::Observed;
+use crate::present::{fit, grouped, metric_names, peak_words, state_label};
 use crate::sample::ProcessSample;
 use crate::units;
 use ratatui::layout::Rect;
@@ -21,86 +20,10 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
-/// The framework's own names for the statistics a feed carries.
-pub(crate) struct MetricNames {
-    pub allocated: &'static str,
-    pub reserved: &'static str,
-    pub inactive_split: &'static str,
-    pub peak_allocated: &'static str,
-    pub peak_reserved: &'static str,
-    pub retries: &'static str,
-    pub ooms: &'static str,
-}
-
-pub(crate) fn metric_names(framework: &str) -> MetricNames {
-    match framework {
-        "torch" => MetricNames {
-            allocated: "allocated_bytes.all.current",
-            reserved: "reserved_bytes.all.current",
-            inactive_split: "inactive_split_bytes.all.current",
-            peak_allocated: "allocated_bytes.all.peak",
-            peak_reserved: "reserved_bytes.all.peak",
-            retries: "num_alloc_retries",
-            ooms: "num_ooms",
-        },
-        "jax" => MetricNames {
-            allocated: "bytes_in_use",
-            reserved: "pool_bytes",
-            inactive_split: "(not reported)",
-            peak_allocated: "peak_bytes_in_use",
-            peak_reserved: "peak_pool_bytes",
-            retries: "(not reported)",
-            ooms: "num_ooms",
-        },
-        "cupy" => MetricNames {
-            allocated: "MemoryPool.used_bytes()",
-            reserved: "MemoryPool.total_bytes()",
-            inactive_split: "(not reported)",
-            peak_allocated: "peak used_bytes",
-            peak_reserved: "peak total_bytes",
-            retries: "(not reported)",
-            ooms: "OutOfMemoryError count",
-        },
-        _ => MetricNames {
-            allocated: "allocated",
-            reserved: "reserved",
-            inactive_split: "inactive_split",
-            peak_allocated: "peak_allocated",
-            peak_reserved: "peak_reserved",
-            retries: "alloc_retries",
-            ooms: "ooms",
-        },
-    }
-}
-
-/// Which peak a headroom is read against.
-pub(crate) fn peak_words(room: &crate::detect::Headroom) -> String {
-    match room.peak_source {
-        "allocator" => "the allocator's peak, since the process started or reset it".into(),
-        _ => format!(
-            "the highest strata read over the last {}",
-            units::duration(room.peak_window_secs)
-        ),
-    }
-}
-
 /// `09:11:19.6`: the time of a reading, to a tenth of a second.
 pub(super) fn clock_tenths(unix_secs: f64) -> String {
     let tenths = ((unix_secs.fract() * 10.0).floor() as u8).min(9);
     format!("{}.{tenths}", units::clock(unix_secs))
-}
-
-/// `58,646,999,040`: exact bytes, grouped for reading.
-fn grouped(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 pub(super) struct Rows {
@@ -524,7 +447,7 @@ fn reconcile(
                 status,
                 FeedStatus::Refused { .. }
                     | FeedStatus::Pending {
-                        kind: crate::feed::attach::PendingKind::AgentError,
+                        kind: crate::accounting::attach::PendingKind::AgentError,
                         ..
                     }
             );

@@ -5,9 +5,10 @@
 use crate::detect::Severity;
 use crate::history::{Series, Steps};
 use crate::layers::Layer;
+use crate::present::fit;
 use crate::ui::chart::{byte_labels, Runs, TimeAxis, Y_AXIS};
 use crate::ui::theme::Theme;
-use crate::ui::widgets::{fit, pack};
+use crate::ui::widgets::pack;
 use crate::units;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};

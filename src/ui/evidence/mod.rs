@@ -2,17 +2,18 @@
 //! field of its evidence with its unit, and for a climb (or fragmentation) a chart of the
 //! series behind it, the climb's start marked.
 
-pub(crate) mod fields;
 pub(crate) mod forecast;
 
 use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;
-use super::widgets::{fit, wrap};
+use super::widgets::wrap;
 use crate::app::{ClimbNote, FindingId, State};
 use crate::detect::{device_name, Finding, FindingKind, Severity};
 use crate::history::{Metric, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
+use crate::present::evidence as fields;
+use crate::present::fit;
 use crate::sample::ProcessSample;
 use crate::units;
 use ratatui::layout::Rect;

@@ -7,9 +7,10 @@ use crate::detect::Severity;
 use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
+use crate::present::fit;
 use crate::ui::chart::{marked_sparkline, short_window, Spark};
 use crate::ui::theme::Theme;
-use crate::ui::widgets::{fit, key_line, legend, short_gpu_name};
+use crate::ui::widgets::{key_line, legend, short_gpu_name};
 use crate::units;
 use ratatui::text::{Line, Span};
 

@@ -4,15 +4,14 @@ mod compact;
 
 use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
-use super::widgets::{
-    bar, fit, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name, Exactness,
-};
+use super::widgets::{bar, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name};
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
 use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::layers::Layers;
 use crate::pipeline::Observed;
+use crate::present::{fit, Exactness};
 use crate::sample::{DeviceMemory, GpuSample, MigSample};
 use crate::units;
 use ratatui::layout::{Constraint, Layout, Rect};

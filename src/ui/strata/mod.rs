@@ -13,11 +13,12 @@ use columns::{columns, stack, Band};
 
 use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;
-use super::widgets::{fit, key_line, pack, short_bytes, short_gpu_name};
+use super::widgets::{key_line, pack, short_bytes, short_gpu_name};
 use crate::app::{climbs, strata_devices, ClimbNote, State, StrataDevice};
 use crate::detect::device_name;
 use crate::history::{Metric, SeriesKey};
 use crate::pipeline::Observed;
+use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};

@@ -1,0 +1,11 @@
+//! Words and figures: how what strata knows is written, shared by the monitor's drawing
+//! ([`crate::ui`]) and the text exports ([`crate::report`], [`crate::snapshot`]). Plain
+//! strings, no terminal: nothing here draws.
+
+pub mod evidence;
+mod format;
+mod names;
+
+pub use format::{fit, grouped, Exactness};
+pub use names::state_label;
+pub(crate) use names::{metric_names, peak_words};
