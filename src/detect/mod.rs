@@ -1,4 +1,4 @@
-//! Findings: pure functions from samples (and later history) to things a user must see.
+//! Findings: pure functions from samples and their history to things a user must see.
 
 mod devices;
 pub(crate) mod diagnosis;

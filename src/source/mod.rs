@@ -1,5 +1,5 @@
-//! Sources of raw node samples. Real NVML, the demo node and (later) replay all implement
-//! [`Source`], so everything downstream is tested without a GPU.
+//! Sources of raw node samples. Real NVML, the demo node and a recording played back
+//! (replay) all implement [`Source`], so everything downstream is tested without a GPU.
 
 pub mod demo;
 pub mod fed;

@@ -1,4 +1,7 @@
-//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state.
+//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state,
+//! with one exception: a scrolled view (the help) records how far it can scroll in
+//! `State::scroll_room`, a `Cell`, since only drawing knows the height it had; the keys read
+//! it to stop scrolling at the end.
 
 mod chart;
 pub(crate) mod detail;
