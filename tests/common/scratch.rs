@@ -60,8 +60,22 @@ impl Scratch {
         path
     }
 
-    /// Copies `from` in as `name`, readable and runnable by everyone (0755).
+    /// `from` in as `name`, readable and runnable by everyone (0755): a hard link where the
+    /// file system allows one, else a copy. A link is never open for writing, so running it
+    /// cannot fail with ETXTBSY, as a fresh copy can while another test thread's child,
+    /// forked before the copy's descriptor closed, has not yet exec'd.
     pub fn copy(&self, from: &Path, name: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        // A name given before is replaced, never written through (it may be a link).
+        let _ = std::fs::remove_file(&path);
+        if std::fs::hard_link(from, &path).is_ok() {
+            let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o7777);
+            if mode.is_ok_and(|m| m & 0o755 == 0o755) {
+                return path;
+            }
+            std::fs::remove_file(&path)
+                .unwrap_or_else(|e| panic!("cannot remove {}: {e}", path.display()));
+        }
         let bytes =
             std::fs::read(from).unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display()));
         self.write(name, bytes, 0o755)

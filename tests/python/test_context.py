@@ -133,6 +133,8 @@ class ContextTest(Case):
         m = self.monitor(j.pid)
         j.do("import torch, time; torch.cuda.init(); torch._stub.touch(0)")
         j.do("time.sleep(0.3); live = torch._stub.allocate(0, 1 << 20)")
+        # Under load the agent may list the device late: wait for it, then past the reading.
+        m.wait(hello_with(lambda h: 0 in contexts(h)))
         time.sleep(1.0)
         self.assertEqual(contexts(self.settle(m)), {0: None}, "the pool moved during the reading")
         self.assertEqual(j.finish(), 0)
