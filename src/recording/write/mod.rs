@@ -125,8 +125,46 @@ pub fn record(
     mut writer: RecordWriter,
     interval: Duration,
     duration: Option<Duration>,
-    mut on_poll_failed: impl FnMut(&str),
+    on_poll_failed: impl FnMut(&str),
 ) -> anyhow::Result<(Stop, Summary)> {
+    let stop = collect_until_stopped(source, interval, duration, on_poll_failed, |sample| {
+        Ok(writer.write(sample)?)
+    })?;
+    Ok((stop, writer.finish()?))
+}
+
+/// Records from `source` into the flight record `ring` until a signal or `duration`: each
+/// sample through the pipeline too, for the findings that keep evidence. A write error (a
+/// full disk) is returned, the segments as they are.
+pub fn record_ring(
+    source: Box<dyn Source>,
+    mut ring: ring::Ring,
+    mut pipeline: crate::pipeline::Pipeline,
+    interval: Duration,
+    duration: Option<Duration>,
+    on_poll_failed: impl FnMut(&str),
+) -> anyhow::Result<(Stop, u64)> {
+    let mut samples = 0u64;
+    let stop = collect_until_stopped(source, interval, duration, on_poll_failed, |sample| {
+        let observed = pipeline.ingest(sample.clone());
+        ring.offer(sample, &observed.findings)?;
+        samples += 1;
+        Ok(())
+    })?;
+    ring.finish()?;
+    Ok((stop, samples))
+}
+
+/// Samples `source` every `interval` on a thread of its own and hands each sample to
+/// `on_sample` until a signal (TERM, HUP, INT), `duration`, or the source's end. An error
+/// from `on_sample` (a full disk) ends it and is returned.
+fn collect_until_stopped(
+    source: Box<dyn Source>,
+    interval: Duration,
+    duration: Option<Duration>,
+    mut on_poll_failed: impl FnMut(&str),
+    mut on_sample: impl FnMut(&NodeSample) -> anyhow::Result<()>,
+) -> anyhow::Result<Stop> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -150,63 +188,13 @@ pub fn record(
                     break Stop::Duration
                 }
                 item = rx.recv() => match item {
-                    Some(Collected::Sample(sample)) => writer.write(&sample)?,
+                    Some(Collected::Sample(sample)) => on_sample(&sample)?,
                     Some(Collected::Failed(line)) => on_poll_failed(&line),
                     None => break Stop::SourceGone,
                 },
             }
         };
-        let summary = writer.finish()?;
-        anyhow::Ok((stop, summary))
-    })
-}
-
-/// Records from `source` into the flight record `ring` until a signal or `duration`: each
-/// sample through the pipeline too, for the findings that keep evidence. A write error (a
-/// full disk) is returned, the segments as they are.
-pub fn record_ring(
-    source: Box<dyn Source>,
-    mut ring: ring::Ring,
-    mut pipeline: crate::pipeline::Pipeline,
-    interval: Duration,
-    duration: Option<Duration>,
-    mut on_poll_failed: impl FnMut(&str),
-) -> anyhow::Result<(Stop, u64)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        let listen = |signo| signal(SignalKind::from_raw(signo));
-        let mut term = listen(libc::SIGTERM)?;
-        let mut hup = listen(libc::SIGHUP)?;
-        let mut int = listen(libc::SIGINT)?;
-        let (tx, mut rx) = mpsc::channel(64);
-        spawn_collector(source, interval, tx)?;
-        let deadline = duration.map(|d| tokio::time::Instant::now() + d);
-        let mut samples = 0u64;
-        let stop = loop {
-            let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-            tokio::select! {
-                biased;
-                _ = term.recv() => break Stop::Signal(libc::SIGTERM),
-                _ = hup.recv() => break Stop::Signal(libc::SIGHUP),
-                _ = int.recv() => break Stop::Signal(libc::SIGINT),
-                _ = tokio::time::sleep_until(deadline.unwrap_or(far)), if deadline.is_some() => {
-                    break Stop::Duration
-                }
-                item = rx.recv() => match item {
-                    Some(Collected::Sample(sample)) => {
-                        let observed = pipeline.ingest((*sample).clone());
-                        ring.offer(&sample, &observed.findings)?;
-                        samples += 1;
-                    }
-                    Some(Collected::Failed(line)) => on_poll_failed(&line),
-                    None => break Stop::SourceGone,
-                },
-            }
-        };
-        ring.finish()?;
-        anyhow::Ok((stop, samples))
+        anyhow::Ok(stop)
     })
 }
 
