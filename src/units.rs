@@ -51,11 +51,6 @@ pub fn gib(value: u64) -> String {
     format!("{:.1}", value as f64 / (KIB * KIB * KIB))
 }
 
-/// Like [`gib`], `n/a` when unknown.
-pub fn opt_gib(value: Option<u64>) -> String {
-    value.map_or_else(|| "n/a".to_string(), gib)
-}
-
 /// A percentage, `n/a` when unknown.
 pub fn opt_percent(value: Option<u32>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v}%"))

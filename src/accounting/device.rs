@@ -91,12 +91,6 @@ pub struct Partition {
     pub partial: Vec<Layer>,
 }
 
-impl Partition {
-    pub fn is_partial(&self, layer: Layer) -> bool {
-        self.partial.contains(&layer)
-    }
-}
-
 /// Contradictions in NVML's memory answer for a device.
 fn check_memory(memory: &DeviceMemory) -> Result<u64, Gap> {
     let DeviceMemory {

@@ -6,7 +6,7 @@ mod feeds;
 mod grouping;
 mod judged;
 mod processes;
-pub mod trend;
+pub(crate) mod trend;
 mod warmup;
 
 pub use warmup::WarmUp;

@@ -17,11 +17,11 @@
 //! - text with no line end for [`NO_LINE_END_LIMIT`] bytes (`/dev/zero`, a gzip bomb of
 //!   zeros) is not a recording: reading stops there with the offset ([`ReadError`]).
 
-pub mod decode;
+pub(crate) mod decode;
 mod input;
-pub mod lines;
-pub mod progress;
-pub mod v2;
+pub(crate) mod lines;
+pub(crate) mod progress;
+pub(crate) mod v2;
 pub mod write;
 
 pub use decode::Corruption;

@@ -3,11 +3,11 @@
 
 pub mod demo;
 pub mod fed;
-pub mod holders;
-pub mod host;
+pub(crate) mod holders;
+pub(crate) mod host;
 pub mod nvml;
 pub mod owner;
-pub mod procfs;
+pub(crate) mod procfs;
 pub mod replay;
 
 use crate::sample::NodeSample;

@@ -13,8 +13,8 @@ mod host;
 mod mode;
 pub(crate) mod processes;
 mod strata;
-pub mod theme;
-pub mod widgets;
+pub(crate) mod theme;
+pub(crate) mod widgets;
 
 use crate::app::{State, View};
 use ratatui::layout::{Constraint, Layout, Rect};
