@@ -2,35 +2,90 @@
 //!
 //! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
 //! `detect` (findings) → views (`ui`, snapshot JSON).
+//!
+//! The modules, by room. The collector reads the node; the model turns one raw sample into
+//! layers, history and findings, with no I/O; the app holds the monitor's state; drawing
+//! reads that state; the exports are other views of the same observed instant; the shell
+//! holds the commands and the process around them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod accounting;
-pub mod analyze;
-pub mod app;
-pub mod cli;
-pub mod context;
-pub mod detect;
-pub mod doctor;
+// The collector: I/O only.
+
+// Allocator feeds: finding agents' sockets, trusting them and reading their lines.
 pub mod feed;
-pub mod fixtures;
-pub mod history;
-pub mod launch;
-pub mod layers;
-pub mod manual;
-pub mod oom;
-pub mod pipeline;
-pub(crate) mod present;
-pub mod process_signal;
-pub mod recording;
-pub mod replay;
-pub mod report;
-pub mod sample;
-pub mod serve;
-pub mod snapshot;
+// Sources of raw node samples: NVML, the demo node, a recording's replay.
 pub mod source;
-pub mod terminal;
-pub mod text;
-pub mod tui;
+
+// The model: pure, no I/O.
+
+// Feeds matched to NVML's processes and judged, then each device split into its layers.
+pub mod accounting;
+// Each fed process's CUDA context: observed, estimated or fixed.
+pub mod context;
+// Findings from an instant and the history.
+pub mod detect;
+// Bounded rolling history of every layer and process figure, in folded tiers.
+pub mod history;
+// The layers memory is split into, and their order, names and glyphs.
+pub mod layers;
+// The model's one direction of flow: raw sample → layers → history → findings.
+pub mod pipeline;
+// The raw node sample: what the sources observed at one instant, nothing derived.
+pub mod sample;
+
+// The app.
+
+// The monitor's state and how keys and samples change it; no drawing, no terminal.
+pub mod app;
+// What a replay's source and the monitor's state share: its clock, seeks, checkpoints.
+pub mod replay;
+
+// Drawing.
+
+// Drawing the monitor from its state, with ratatui.
 pub mod ui;
+
+// Words and figures.
+
+// How figures and words are written, for the monitor and the text exports alike.
+pub(crate) mod present;
+
+// Exports: views of one observed instant, or of many.
+
+// `strata analyze`: the monitor's judgement over a recording, findings as episodes.
+pub mod analyze;
+// Recordings, read and written (`strata record`, the monitor's `r`, the flight recorder).
+pub mod recording;
+// The incident report: one instant as Markdown.
+pub mod report;
+// `strata serve`: the layers and findings as Prometheus metrics over HTTP.
+pub mod serve;
+// `strata snapshot --json`: one instant as one JSON object.
+pub mod snapshot;
+
+// The shell: the commands, the terminal and the process around them.
+
+// The command line; its doc comments are the help text.
+pub mod cli;
+// `strata doctor`: what strata can and cannot see on this node, and why.
+pub mod doctor;
+// Small builders of raw samples for unit, property and screen tests, and benchmarks.
+pub mod fixtures;
+// Putting the Python agent into jobs: `strata run` and `strata attach`.
+pub mod launch;
+// Shell completions and man pages, generated from the command line.
+pub mod manual;
+// Running out of memory ends strata with one line, the terminal restored.
+pub mod oom;
+// Sending a signal to a process (`k`), checked and re-verified by pidfd.
+pub mod process_signal;
+// Owning the terminal: raw mode, the alternate screen, one restore for every exit.
+pub mod terminal;
+// Strings from outside made safe for a terminal.
+pub mod text;
+// The full-screen monitor's event loop.
+pub mod tui;
+// Human-readable figures: binary units, `n/a` for unknown.
 pub(crate) mod units;
+// What this build is: version, commit, date, feed protocol.
 pub(crate) mod version;

@@ -1,4 +1,5 @@
-//! Findings: pure functions from samples (and later history) to things a user must see.
+//! Findings: pure functions from a sample, its layers and the history to things a user must
+//! see.
 
 mod devices;
 pub(crate) mod diagnosis;

@@ -1,6 +1,6 @@
-//! Recordings, read and written. Writing is [`write`] (`strata record`, the monitor's `r`,
-//! the flight recorder's ring, re-encoding); the format-2 records are [`v2`], both ways; the
-//! rest of this module reads.
+//! Recordings, read and written. Writing is [`write`](mod@write) (`strata record`, the
+//! monitor's `r`, the flight recorder's ring, re-encoding); the format-2 records are [`v2`],
+//! both ways; the rest of this module reads.
 //!
 //! Reading: JSON lines, one raw node sample each, plain or compressed (zstd or gzip, told by
 //! the stream's first bytes, not by the file's name); format 2 is told by its

@@ -1,5 +1,6 @@
-//! Sources of raw node samples. Real NVML, the demo node and (later) replay all implement
-//! [`Source`], so everything downstream is tested without a GPU.
+//! Sources of raw node samples. Real NVML, the demo node and the replay of a recording all
+//! implement [`Source`] (and [`fed`] adds the allocator feeds to any of them), so everything
+//! downstream is tested without a GPU.
 
 pub mod demo;
 pub mod fed;

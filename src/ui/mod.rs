@@ -1,4 +1,7 @@
-//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state.
+//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes the
+//! state but one cell: a scrolling view (help, reconciliation, evidence) records in
+//! `State::scroll_room` how far it can scroll, which only its drawing can know (it depends on
+//! the lines that fit), so that the scroll keys stop at its last line.
 
 mod chart;
 pub(crate) mod detail;
