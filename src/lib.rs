@@ -1,81 +1,93 @@
 //! strata: where every byte of each NVIDIA GPU's memory goes.
 //!
-//! Flow (ARCHITECTURE.md, "The flow"): `source` → raw [`sample`] → [`accounting`] (layers) →
-//! `history` → `detect` (findings) → views (`ui`, snapshot JSON).
+//! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
+//! `detect` (findings) → views (`ui`, snapshot JSON).
+//!
+//! The modules, by room. The collector reads the node; the model turns one raw sample into
+//! layers, history and findings, with no I/O; the app holds the monitor's state; drawing
+//! reads that state; the exports are other views of the same observed instant; the shell
+//! holds the commands and the process around them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-// The rooms, as ARCHITECTURE.md ("Rooms") names them.
+// The collector: I/O only.
 
-// Collect: what the node and the jobs say, as raw samples.
-/// The agents' feeds: finding, trusting and reading their sockets (I/O only).
+// Allocator feeds: finding agents' sockets, trusting them and reading their lines.
 pub mod feed;
-/// The raw node sample, one instant: the one schema of snapshot, record and replay.
-pub mod sample;
-/// The Source trait and its sources: NVML, the demo node, a recording played back.
+// Sources of raw node samples: NVML, the demo node, a recording's replay.
 pub mod source;
 
-// The model: pure functions from samples to layers, history and findings.
-/// A sample split into layers; feeds matched to NVML's processes; sums by owner.
-pub mod accounting;
-/// The CUDA context: observed, reported, estimated.
-pub mod context;
-/// Findings: of the instant and from the history.
-pub mod detect;
-/// Series of each device's and process's figures, in tiers, within a byte budget.
-pub mod history;
-/// The layers: their order, names and meanings.
-pub mod layers;
-/// Sample → layers → history → findings: the state carried between samples.
-pub mod pipeline;
+// The model: pure, no I/O.
 
-// The monitor: its state and its drawing.
-/// The monitor's state; `app/X.rs` is the state behind key X.
+// Feeds matched to NVML's processes and judged, then each device split into its layers.
+pub mod accounting;
+// Each fed process's CUDA context: observed, estimated or fixed.
+pub mod context;
+// Findings from an instant and the history.
+pub mod detect;
+// Bounded rolling history of every layer and process figure, in folded tiers.
+pub mod history;
+// The layers memory is split into, and their order, names and glyphs.
+pub mod layers;
+// The model's one direction of flow: raw sample → layers → history → findings.
+pub mod pipeline;
+// The raw node sample: what the sources observed at one instant, nothing derived.
+pub mod sample;
+
+// The app.
+
+// The monitor's state and how keys and samples change it; no drawing, no terminal.
 pub mod app;
-/// Words and figures shared by the screen and the text exports.
-pub mod present;
-/// What a replay's source and the monitor share: its clock, seeks, checkpoints.
+// What a replay's source and the monitor's state share: its clock, seeks, checkpoints.
 pub mod replay;
-/// Drawing from the state, and nothing else.
+
+// Drawing.
+
+// Drawing the monitor from its state, with ratatui.
 pub mod ui;
 
-// Exports: views of an observed instant, and recordings.
-/// `strata analyze`: findings over a recording as episodes.
+// Words and figures.
+
+// How figures and words are written, for the monitor and the text exports alike.
+pub(crate) mod present;
+
+// Exports: views of one observed instant, or of many.
+
+// `strata analyze`: the monitor's judgement over a recording, findings as episodes.
 pub mod analyze;
-/// `strata export`: a recording as tidy tables.
+// `strata export`: a recording as tidy tables (Parquet or CSV).
 pub mod export;
-/// Recordings written and read (format 1 and format 2).
+// Recordings, read and written (`strata record`, the monitor's `r`, the flight recorder).
 pub mod recording;
-/// The Markdown incident report and its chart.
+// The incident report: one instant as Markdown, with its chart.
 pub mod report;
-/// `strata serve`: Prometheus metrics, and the flight record beside them.
+// `strata serve`: the layers and findings as Prometheus metrics over HTTP.
 pub mod serve;
-/// `strata snapshot`: JSON and text.
+// `strata snapshot --json`: one instant as one JSON object.
 pub mod snapshot;
 
-// Acting on the world.
-/// `strata doctor`: what this node lets strata see.
-pub mod doctor;
-/// `strata run` and `strata attach`: the agent put into jobs.
-pub mod launch;
-/// Sending a signal to a process (the `k` dialog's action).
-pub mod process_signal;
+// The shell: the commands, the terminal and the process around them.
 
-// The shell: the command line, the terminal, and shared small things.
-/// The command line (clap).
+// The command line; its doc comments are the help text.
 pub mod cli;
-/// Builders of samples and feeds for tests and benchmarks.
+// `strata doctor`: what strata can and cannot see on this node, and why.
+pub mod doctor;
+// Small builders of raw samples for unit, property and screen tests, and benchmarks.
 pub mod fixtures;
-/// Man pages and completions from the command line's definition.
+// Putting the Python agent into jobs: `strata run` and `strata attach`.
+pub mod launch;
+// Shell completions and man pages, generated from the command line.
 pub mod manual;
-/// The binary's allocator: out of memory is one line and exit 1.
+// Running out of memory ends strata with one line, the terminal restored.
 pub mod oom;
-/// The terminal: raw mode, restored on every exit; the signals strata receives.
+// Sending a signal to a process (`k`), checked and re-verified by pidfd.
+pub mod process_signal;
+// Owning the terminal: raw mode, the alternate screen, one restore for every exit.
 pub mod terminal;
-/// Strings from outside made safe for a terminal.
+// Strings from outside made safe for a terminal.
 pub mod text;
-/// The monitor's event loop.
+// The full-screen monitor's event loop.
 pub mod tui;
-/// Binary units, `n/a` for unknown, durations.
-pub mod units;
-/// The build's version, commit, date and feed protocol.
-pub mod version;
+// Human-readable figures: binary units, `n/a` for unknown.
+pub(crate) mod units;
+// What this build is: version, commit, date, feed protocol.
+pub(crate) mod version;

@@ -48,13 +48,6 @@ pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(pages)
 }
 
-/// Where each shell looks for a completion script, under a prefix's `share/`.
-pub const COMPLETION_PATHS: [(Shell, &str); 3] = [
-    (Shell::Bash, "bash-completion/completions/strata"),
-    (Shell::Zsh, "zsh/site-functions/_strata"),
-    (Shell::Fish, "fish/vendor_completions.d/strata.fish"),
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +114,13 @@ mod tests {
 #[cfg(test)]
 mod packaged {
     use super::*;
+
+    /// Where each shell looks for a completion script, under a prefix's `share/`.
+    const COMPLETION_PATHS: [(Shell, &str); 3] = [
+        (Shell::Bash, "bash-completion/completions/strata"),
+        (Shell::Zsh, "zsh/site-functions/_strata"),
+        (Shell::Fish, "fish/vendor_completions.d/strata.fish"),
+    ];
 
     /// The copy the wheel and the tarball carry (`assets/packaging/wheel-data/data/share`).
     fn share() -> PathBuf {

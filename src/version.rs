@@ -5,17 +5,13 @@
 /// The version of strata (the crate's, the wheel's and the agent's).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The git commit the binary was built from, or `unknown` (a build outside a checkout).
-pub const COMMIT: &str = env!("STRATA_GIT_COMMIT");
-
-/// The build's date, UTC (`SOURCE_DATE_EPOCH` when set).
-pub const BUILD_DATE: &str = env!("STRATA_BUILD_DATE");
-
 /// The allocator feed protocol this monitor reads (`"v"` of every line;
 /// `assets/python/PROTOCOL.md`).
 pub const FEED_PROTOCOL: u64 = 1;
 
-/// `strata --version`'s line after the name (a constant: clap takes it as it is).
+/// `strata --version`'s line after the name (a constant: clap takes it as it is): the git
+/// commit the binary was built from, or `unknown` (a build outside a checkout), and the
+/// build's date, UTC (`SOURCE_DATE_EPOCH` when set).
 pub const DESCRIBE: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
@@ -32,21 +28,21 @@ mod tests {
     #[test]
     fn the_version_names_the_commit_the_date_and_the_protocol() {
         let text = DESCRIBE;
+        let (commit, date) = (env!("STRATA_GIT_COMMIT"), env!("STRATA_BUILD_DATE"));
         assert!(text.starts_with(VERSION), "{text}");
         assert!(
-            text.contains(&format!("commit {COMMIT}, built {BUILD_DATE}")),
+            text.contains(&format!("commit {commit}, built {date}")),
             "{text}"
         );
         assert!(
             text.ends_with(&format!("feed protocol {FEED_PROTOCOL})")),
             "{text}"
         );
-        let date = BUILD_DATE;
         assert!(
             date == "unknown" || (date.len() == 10 && date.as_bytes()[4] == b'-'),
             "{date}"
         );
-        assert!(!COMMIT.is_empty());
+        assert!(!commit.is_empty());
     }
 
     #[test]

@@ -23,7 +23,7 @@ fn read(path: &Path) -> (Vec<NodeSample>, bool) {
         match line {
             Line::Sample(s) => {
                 let mut s = *s;
-                strata::sample::derived::make_raw(&mut s);
+                strata::sample::make_raw(&mut s);
                 samples.push(s);
             }
             _ => other = true,

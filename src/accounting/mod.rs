@@ -3,7 +3,7 @@
 //! [`attach`] first matches each feed to the processes NVML lists and judges whether it can
 //! be combined with NVML's instant; [`account`] then splits each device into its layers.
 
-pub mod attach;
+pub(crate) mod attach;
 mod device;
 mod group;
 

@@ -1,4 +1,5 @@
-//! Findings: pure functions from samples and their history to things a user must see.
+//! Findings: pure functions from a sample, its layers and the history to things a user must
+//! see.
 
 mod devices;
 pub(crate) mod diagnosis;
@@ -6,7 +7,7 @@ mod feeds;
 mod grouping;
 mod judged;
 mod processes;
-pub mod trend;
+pub(crate) mod trend;
 mod warmup;
 
 pub use warmup::WarmUp;

@@ -12,7 +12,7 @@ mod fd;
 mod found;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod hub;
+pub(crate) mod hub;
 mod limits;
 mod listing;
 mod names;

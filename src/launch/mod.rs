@@ -4,7 +4,7 @@
 
 pub mod attach;
 pub mod offer;
-pub mod python;
+pub(crate) mod python;
 pub mod run;
 
 use std::fs;

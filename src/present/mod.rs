@@ -2,7 +2,7 @@
 //! ([`crate::ui`]) and the text exports ([`crate::report`], [`crate::snapshot`]). Plain
 //! strings, no terminal: nothing here draws.
 
-pub mod evidence;
+pub(crate) mod evidence;
 mod format;
 mod names;
 

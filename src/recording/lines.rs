@@ -303,11 +303,6 @@ impl Lines {
         }
     }
 
-    /// Whether the recording is of format 2 (records) rather than JSON lines.
-    pub fn is_format_2(&self) -> bool {
-        matches!(self.body, Body::Records { .. })
-    }
-
     /// How far reading the file has come.
     pub fn progress(&self) -> &Progress {
         &self.progress

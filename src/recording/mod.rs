@@ -1,6 +1,6 @@
-//! Recordings, read and written. Writing is [`write`] (`strata record`, the monitor's `r`,
-//! the flight recorder's ring, re-encoding); the format-2 records are [`v2`], both ways; the
-//! rest of this module reads.
+//! Recordings, read and written. Writing is [`write`](mod@write) (`strata record`, the
+//! monitor's `r`, the flight recorder's ring, re-encoding); the format-2 records are [`v2`],
+//! both ways; the rest of this module reads.
 //!
 //! Reading: JSON lines, one raw node sample each, plain or compressed (zstd or gzip, told by
 //! the stream's first bytes, not by the file's name); format 2 is told by its
@@ -17,11 +17,11 @@
 //! - text with no line end for [`NO_LINE_END_LIMIT`] bytes (`/dev/zero`, a gzip bomb of
 //!   zeros) is not a recording: reading stops there with the offset ([`ReadError`]).
 
-pub mod decode;
+pub(crate) mod decode;
 mod input;
-pub mod lines;
-pub mod progress;
-pub mod v2;
+pub(crate) mod lines;
+pub(crate) mod progress;
+pub(crate) mod v2;
 pub mod write;
 
 pub use decode::Corruption;

@@ -11,7 +11,7 @@
 
 pub mod chart;
 mod findings;
-pub mod markdown;
+pub(crate) mod markdown;
 mod oom;
 mod process;
 #[cfg(test)]

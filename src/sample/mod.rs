@@ -5,10 +5,11 @@
 //! Every value that a source could fail to read is an `Option`: unknown is `null`,
 //! never 0.
 
-pub mod derived;
+pub(crate) mod derived;
 pub mod feed;
-pub mod owner;
+pub(crate) mod owner;
 
+pub use derived::{make_raw, FeedShape};
 pub use feed::{AllocatorStats, FeedRecord, FeedScan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

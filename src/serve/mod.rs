@@ -12,7 +12,7 @@ mod findings;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod labels;
-pub mod processes;
+pub(crate) mod processes;
 
 use crate::pipeline::Pipeline;
 use crate::source::{Schedule, Source};

@@ -1,13 +1,14 @@
-//! Sources of raw node samples. Real NVML, the demo node and a recording played back
-//! (replay) all implement [`Source`], so everything downstream is tested without a GPU.
+//! Sources of raw node samples. Real NVML, the demo node and the replay of a recording all
+//! implement [`Source`] (and [`fed`] adds the allocator feeds to any of them), so everything
+//! downstream is tested without a GPU.
 
 pub mod demo;
 pub mod fed;
-pub mod holders;
-pub mod host;
+pub(crate) mod holders;
+pub(crate) mod host;
 pub mod nvml;
 pub mod owner;
-pub mod procfs;
+pub(crate) mod procfs;
 pub mod replay;
 
 use crate::sample::NodeSample;

@@ -1,7 +1,7 @@
-//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes state,
-//! with one exception: a scrolled view (the help) records how far it can scroll in
-//! `State::scroll_room`, a `Cell`, since only drawing knows the height it had; the keys read
-//! it to stop scrolling at the end.
+//! Drawing. Everything here reads `&State` and writes into a frame; nothing changes the
+//! state but one cell: a scrolling view (help, reconciliation, evidence) records in
+//! `State::scroll_room` how far it can scroll, which only its drawing can know (it depends on
+//! the lines that fit), so that the scroll keys stop at its last line.
 
 mod chart;
 pub(crate) mod detail;
@@ -16,8 +16,8 @@ mod host;
 mod mode;
 pub(crate) mod processes;
 mod strata;
-pub mod theme;
-pub mod widgets;
+pub(crate) mod theme;
+pub(crate) mod widgets;
 
 use crate::app::{State, View};
 use ratatui::layout::{Constraint, Layout, Rect};

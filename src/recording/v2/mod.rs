@@ -17,15 +17,12 @@ mod state;
 mod wire;
 
 pub use records::{Raw, Records};
-pub use wire::WireError;
 
 use crate::sample::NodeSample;
 
 /// What begins every frame of a format-2 recording (after decompression): the schema's name
 /// and a newline, so that `zstdcat FILE | head -c 19` says what the file is.
 pub const MAGIC: &[u8] = b"strata.recording/2\n";
-/// The schema's name.
-pub const SCHEMA: &str = "strata.recording/2";
 /// Recording seconds between keyframes (and so between frames).
 pub const KEYFRAME_SECS: f64 = 300.0;
 

@@ -79,11 +79,6 @@ impl Records {
         }
     }
 
-    /// The file offset reached.
-    pub fn offset(&self) -> u64 {
-        self.decoder.offset()
-    }
-
     fn available(&self) -> &[u8] {
         &self.buf[self.start..]
     }

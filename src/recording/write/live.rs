@@ -1,7 +1,7 @@
 //! Recording from the monitor (`r`): samples are handed over as they arrive (paused or not)
 //! and written on a thread of their own, so a slow disk never holds up a key.
 
-use super::writer::{Encoding, RecordError, RecordWriter, Summary};
+use super::writer::{RecordError, RecordWriter, Summary};
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -22,7 +22,6 @@ const WAITING: usize = 64;
 /// A recording in progress.
 pub struct LiveRecorder {
     path: PathBuf,
-    encoding: Encoding,
     tx: Option<SyncSender<Box<NodeSample>>>,
     thread: Option<JoinHandle<Result<Summary, RecordError>>>,
     /// Samples dropped because the writer was that far behind.
@@ -37,7 +36,6 @@ impl LiveRecorder {
         news: impl Fn(News) + Send + 'static,
     ) -> Result<LiveRecorder, RecordError> {
         let mut writer = RecordWriter::create(path, None)?;
-        let encoding = writer.encoding();
         let (tx, rx) = mpsc::sync_channel::<Box<NodeSample>>(WAITING);
         let thread = std::thread::Builder::new()
             .name("strata-recorder".into())
@@ -61,19 +59,10 @@ impl LiveRecorder {
             })?;
         Ok(LiveRecorder {
             path: path.to_path_buf(),
-            encoding,
             tx: Some(tx),
             thread: Some(thread),
             dropped: 0,
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn encoding(&self) -> Encoding {
-        self.encoding
     }
 
     /// Hands a sample to the writer; never waits.

@@ -3,10 +3,10 @@
 //! summary goes to stderr. The source is sampled on its own thread, as in the monitor: a
 //! poll stuck in the driver never keeps a signal from finishing the file.
 
-pub mod live;
+pub(crate) mod live;
 pub mod reencode;
 pub mod ring;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};
 

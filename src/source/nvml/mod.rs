@@ -11,7 +11,7 @@ mod api;
 mod gpu;
 mod handles;
 mod mig;
-pub mod probe;
+pub(crate) mod probe;
 mod processes;
 mod query;
 mod read;
