@@ -2,7 +2,6 @@
 //!
 //! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
 //! `detect` (findings) → views (`ui`, snapshot JSON).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod accounting;
 pub mod analyze;

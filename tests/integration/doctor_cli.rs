@@ -107,8 +107,8 @@ fn healthy(scratch: &Scratch, holders: &[Running]) -> PathBuf {
 
 #[test]
 fn a_node_seen_whole_is_all_ok_and_exit_status_0() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "this test runs as root (CI does)"

@@ -20,8 +20,8 @@ const NOBODY: &str = "65534";
 const GIB: u64 = 1 << 30;
 
 fn assert_root() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "these tests need root for unshare, mount and setpriv (CI runs as root)"

@@ -8,6 +8,10 @@
 //! allocations with a global allocator (`history_memory`), and those the documentation and
 //! scripts run by name (`corpus`, `fuzz_corpus`, `fake_nvml_pynvml`).
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

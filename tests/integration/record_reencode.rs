@@ -80,7 +80,7 @@ fn the_demo_story_reads_back_alike_from_either_format() {
         .expect("runs");
     assert!(out.status.success());
     std::fs::write(&one, &out.stdout).expect("write");
-    let samples = holds(&one, &dir);
+    let samples = holds(&one, dir);
     assert_eq!(samples.len(), 121);
 }
 
@@ -97,7 +97,7 @@ fn the_busy_node_reads_back_alike_from_either_format() {
         text.push('\n');
     }
     std::fs::write(&one, text).expect("write");
-    let samples = holds(&one, &dir);
+    let samples = holds(&one, dir);
     assert_eq!(samples.len(), 660);
     assert_eq!(samples[0].feeds.len(), 64);
     let f1 = std::fs::metadata(&one).expect("one").len();

@@ -135,14 +135,14 @@ fn a_directory_that_is_not_strata_s_is_refused_and_left_alone() {
     std::fs::write(dir.join("ring-20260101-000000.zst"), "not a recording").expect("write");
     let out = Command::new(strata())
         .args(["record", "--demo", "--ring", "1h", "--duration", "5"])
-        .arg(&dir)
+        .arg(dir)
         .output()
         .expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not a strata flight record"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert_eq!(names(&dir), ["notes.txt", "ring-20260101-000000.zst"]);
+    assert_eq!(names(dir), ["notes.txt", "ring-20260101-000000.zst"]);
     assert_eq!(
         std::fs::read_to_string(dir.join("notes.txt")).expect("kept"),
         "mine"

@@ -85,13 +85,13 @@ fn near(a: [u8; 3], b: plotters::style::RGBColor) -> bool {
 fn the_report_of_an_instant_has_its_chart_and_the_oom_column_shows_live_as_accounted() {
     let scratch = Scratch::new("chart-oom");
     let dir = &scratch.dir;
-    let recording = story(&dir);
+    let recording = story(dir);
     // The fine-tune on the 3g.40gb slice runs out of memory at 09:15:30 (story 930 s).
     let out = Command::new(strata())
         .args(["analyze"])
         .arg(&recording)
         .args(["--report-at", "2026-01-01T09:15:30Z"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .expect("runs");
     let said = String::from_utf8_lossy(&out.stdout);

@@ -161,8 +161,8 @@ fn every_worker_of_a_launched_job_is_fed_and_matched() {
 /// finds its socket through /proc/<pid>/root and matches it to the host pid NVML lists.
 #[test]
 fn a_job_in_a_container_is_found_through_its_root() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "unshare needs root (CI runs as root)"

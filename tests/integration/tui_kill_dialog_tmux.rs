@@ -163,8 +163,8 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
 /// what to do, and the sleep lives on. Needs root for setpriv (CI runs as root).
 #[test]
 fn another_users_process_is_refused_with_eperm_said() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "setpriv needs root (CI runs as root)"

@@ -86,7 +86,7 @@ fn stalling_scenario(dir: &Path) -> std::path::PathBuf {
 fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
     let scratch = Scratch::new("stall");
     let dir = &scratch.dir;
-    let pane = monitor_of("nvml-stall", &stalling_scenario(&dir), "0.5", "", (160, 48));
+    let pane = monitor_of("nvml-stall", &stalling_scenario(dir), "0.5", "", (160, 48));
     pane.wait_for(&["● live", "GPU 0 · NVIDIA H100"], Duration::from_secs(15))
         .unwrap_or_else(|s| panic!("the monitor did not start:\n{s}"));
     let header = |screen: &str| screen.lines().next().unwrap_or_default().to_string();
@@ -128,8 +128,8 @@ fn a_stalled_poll_is_shown_stale_and_counted_then_live_again() {
 /// once, with what it costs and what to do, at 80 columns.
 #[test]
 fn in_its_own_pid_namespace_the_header_says_so() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "unshare needs root (CI runs as root)"

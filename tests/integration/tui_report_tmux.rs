@@ -113,7 +113,7 @@ fn a_directory_that_cannot_be_written_is_one_line_in_the_footer() {
     pane.wait_for(&["story 15m05s", "3g.40gb"], START)
         .unwrap_or_else(|s| panic!("the monitor did not draw:\n{s}"));
     // Its directory goes away under it (root can write anywhere that exists).
-    std::fs::remove_dir_all(&dir).expect("remove the work dir");
+    std::fs::remove_dir_all(dir).expect("remove the work dir");
     pane.keys(&["R"]);
     let screen = pane
         .wait_for(
