@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{strata, Scratch};
+use common::{strata, Running, Scratch};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -46,22 +46,22 @@ fn analyze(path: &Path) -> (u64, usize, bool) {
 }
 
 /// The demo at 0.05 s a sample, one story second each.
-fn start(path: &Path, extra: &[&str]) -> Child {
-    Command::new(strata())
-        .args([
-            "record",
-            "--demo",
-            "--interval",
-            "0.05",
-            "--demo-speed",
-            "20",
-        ])
-        .args(extra)
-        .arg(path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("strata record starts")
+fn start(path: &Path, extra: &[&str]) -> Running {
+    Running::spawn(
+        Command::new(strata())
+            .args([
+                "record",
+                "--demo",
+                "--interval",
+                "0.05",
+                "--demo-speed",
+                "20",
+            ])
+            .args(extra)
+            .arg(path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    )
 }
 
 /// Waits until at least `n` samples read back from the file being written.
