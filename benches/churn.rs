@@ -12,6 +12,9 @@
 //! --life S` to change it). Target: 10 new PIDs a second for an hour at 1 s stays under
 //! 64 MiB resident.
 
+// A benchmark may panic: `expect` says which of its assumptions failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Instant;
 use strata::fixtures::{gpu, memory, process, GIB, MIB};
 use strata::pipeline::Pipeline;

@@ -17,6 +17,9 @@
 //! 20 s to 5 min) over a plateau; one process in eight leaks 40 MiB a minute for an hour in
 //! every four, so the climb detector has climbs to find and to hold.
 
+// A benchmark may panic: `expect` says which of its assumptions failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::Instant;
 use strata::detect::{detect_history, detect_instant};

@@ -5,6 +5,9 @@
 //! Run: `cargo bench --bench nvml_poll`. Also writes the scenario to
 //! `target/bench/large_node.json` for `benches/soak.sh`.
 
+// A benchmark may panic: `expect` says which of its assumptions failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/common/fake_nvml.rs"]
 mod fake_nvml;
 

@@ -13,6 +13,9 @@
 //! `-- --full-precision` writes its CPU % and poll times at full f64 precision, as its first
 //! version did (strata's sources round them: CPU to 0.1 %, the poll to 1 µs).
 
+// A benchmark may panic: `expect` says which of its assumptions failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/common/busy_node.rs"]
 mod busy_node;
 

@@ -4,6 +4,9 @@
 //! kept and their footprint, and the process's peak resident memory.
 //! Usage: cargo bench --bench replay_seek -- FILE   (benches/replay_seek.sh makes FILE)
 
+// A benchmark may panic: `expect` says which of its assumptions failed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Instant;
 use strata::replay::SeekTarget;
 use strata::source::replay::ReplaySource;

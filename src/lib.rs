@@ -1,13 +1,12 @@
 //! strata: where every byte of each NVIDIA GPU's memory goes.
 //!
-//! Flow (DESIGN.md §2): `source` → raw [`sample`] → [`accounting`] (layers) → `history` →
-//! `detect` (findings) → views (`ui`, snapshot JSON).
+//! Flow (ARCHITECTURE.md, "The flow"): `source` → raw [`sample`] → [`accounting`] (layers) →
+//! `history` → `detect` (findings) → views (`ui`, snapshot JSON).
 //!
 //! The modules, by room. The collector reads the node; the model turns one raw sample into
 //! layers, history and findings, with no I/O; the app holds the monitor's state; drawing
 //! reads that state; the exports are other views of the same observed instant; the shell
 //! holds the commands and the process around them.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 // The collector: I/O only.
 

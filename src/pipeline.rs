@@ -210,8 +210,7 @@ impl Pipeline {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::sample::feed::{DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState};
-    use crate::sample::feed::{FoundVia, Hello, PeerCred};
+    use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello};
 
     /// A monitor that meets a feed late draws the warm-up the agent kept, at its own spacing.
     #[test]
@@ -233,15 +232,6 @@ mod tests {
             })
             .collect();
         sample.feeds.push(FeedRecord {
-            socket: "/tmp/strata-0/7.sock".into(),
-            found_via: FoundVia::FeedDir,
-            peer: Some(PeerCred {
-                pid: 7,
-                uid: 0,
-                gid: 0,
-            }),
-            nspid: Some(7),
-            state: FeedState::Connected,
             hello: Some(Hello {
                 pid: 7,
                 devices: vec![FeedDevice {
@@ -255,10 +245,7 @@ mod tests {
                 latest: stats(4 * GIB, 8 * GIB, 990.0, 999.8),
                 earlier,
             }],
-            ooms: Vec::new(),
-            counters: FeedCounters::default(),
-            connected_at: None,
-            last_heard: None,
+            ..feed_record(7, 0)
         });
         let mut pipeline = Pipeline::new(None);
         let observed = pipeline.ingest(sample);

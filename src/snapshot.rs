@@ -465,8 +465,8 @@ pub fn text(observed: &Observed, demo: bool) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::fixtures::stats;
-    use crate::sample::feed::{DeviceFeed, FeedCounters, FeedState, FoundVia};
+    use crate::fixtures::{feed_record, stats};
+    use crate::sample::feed::DeviceFeed;
 
     #[test]
     fn a_long_backlog_is_thinned_keeping_its_ends_and_order() {
@@ -474,20 +474,14 @@ pub(crate) mod tests {
             .map(|i| stats(0, i, 0.0, f64::from(i as u32)))
             .collect();
         let record = FeedRecord {
-            socket: "/tmp/strata-0/1.sock".into(),
-            found_via: FoundVia::FeedDir,
             peer: None,
             nspid: None,
-            state: FeedState::Connected,
             hello: None,
             devices: vec![DeviceFeed {
                 latest: stats(0, 1800, 0.0, 1800.0),
                 earlier,
             }],
-            ooms: Vec::new(),
-            counters: FeedCounters::default(),
-            connected_at: None,
-            last_heard: None,
+            ..feed_record(1, 0)
         };
         let shown = thinned(&record);
         let kept: Vec<u64> = shown.devices[0]

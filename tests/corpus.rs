@@ -5,6 +5,10 @@
 //! (precision, recall, mean time-to-flag) are printed: `tests/traces/evaluate.sh`, or
 //! `cargo test --test corpus -- --nocapture`.
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::corpus::{validate, Labels, TraceScore};

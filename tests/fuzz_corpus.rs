@@ -3,6 +3,10 @@
 //! found that once failed, kept after their fix) must run clean, each checked as the fuzzer
 //! checks it.
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../fuzz/targets/analyze.rs"]
 mod analyze;
 #[path = "../fuzz/targets/recording_reader.rs"]

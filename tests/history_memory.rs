@@ -2,6 +2,10 @@
 //! went costs in proportion to how long it lived, and the history's own count of its bytes
 //! (which its budget is kept by) is close to what the allocator has handed out.
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use strata::history::{History, Metric, SeriesKey};
@@ -10,20 +14,24 @@ struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
+// SAFETY: every call is passed to `System` as it is; only the sizes are counted.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller's contract is System's.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: as above.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE.fetch_add(new_size, Ordering::Relaxed);
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

@@ -4,6 +4,10 @@
 //! answer later. Also MPS clients, processes listed on a MIG parent, several compute instances
 //! per GPU instance, and records that no real process makes.
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, source_samples};

@@ -3,6 +3,10 @@
 //! unversioned process calls) and say once, naming the driver, what is missing; not show n/a
 //! everywhere. The fake is built without those symbols (features `pre-r510`, `v1-processes`).
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_with, scenario, source_samples};

@@ -9,6 +9,10 @@
 //!
 //! Needs root (CI runs as root) for `unshare`, `mount` and `setpriv`.
 
+// Tests may panic: `unwrap` and `expect` say which of a test's assumptions failed, in its
+// helpers too (clippy.toml allows them only in `#[test]` functions and `#[cfg(test)]` code).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::fake_nvml::{fake_nvml_lib, scenario, source_samples, SCENARIO_ENV};
@@ -25,9 +29,9 @@ const PROBE_LINE: &str = "strata-probe-sample ";
 
 fn assert_root() {
     // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+        euid, 0,
         "these tests need root for unshare, mount and setpriv (CI runs as root)"
     );
 }

@@ -1,18 +1,9 @@
 use super::*;
 use crate::fixtures::*;
-use crate::sample::feed::{DeviceFeed, FeedCounters, FoundVia, Hello, PeerCred};
+use crate::sample::feed::{DeviceFeed, Hello, PeerCred};
 
 fn record(pid: u32, devices: Vec<(FeedDevice, AllocatorStats)>) -> FeedRecord {
     FeedRecord {
-        socket: format!("/tmp/strata-1000/{pid}.sock"),
-        found_via: FoundVia::FeedDir,
-        peer: Some(PeerCred {
-            pid,
-            uid: 1000,
-            gid: 1000,
-        }),
-        nspid: Some(pid),
-        state: FeedState::Connected,
         hello: Some(Hello {
             pid,
             time: 990.0,
@@ -33,10 +24,9 @@ fn record(pid: u32, devices: Vec<(FeedDevice, AllocatorStats)>) -> FeedRecord {
                 earlier: Vec::new(),
             })
             .collect(),
-        ooms: Vec::new(),
-        counters: FeedCounters::default(),
         connected_at: Some(990.0),
         last_heard: Some(999.9),
+        ..feed_record(pid, 1000)
     }
 }
 

@@ -4,7 +4,7 @@
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
-use crate::sample::feed::{FeedCounters, FeedRecord, FeedState, FoundVia, PeerCred};
+use crate::sample::feed::{FeedCounters, FeedRecord, FeedState};
 
 fn kinds(findings: &[Finding]) -> Vec<FindingKind> {
     findings.iter().map(|f| f.kind).collect()
@@ -209,21 +209,10 @@ fn feeds_that_cannot_be_combined_are_findings() {
 
 fn record(state: FeedState, counters: FeedCounters) -> FeedRecord {
     FeedRecord {
-        socket: "/tmp/strata-0/1.sock".into(),
-        found_via: FoundVia::FeedDir,
-        peer: Some(PeerCred {
-            pid: 1,
-            uid: 0,
-            gid: 0,
-        }),
-        nspid: Some(1),
         state,
         hello: None,
-        devices: Vec::new(),
-        ooms: Vec::new(),
         counters,
-        connected_at: None,
-        last_heard: None,
+        ..feed_record(1, 0)
     }
 }
 

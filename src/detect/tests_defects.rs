@@ -6,10 +6,7 @@
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
-use crate::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, OomReport,
-    PeerCred,
-};
+use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello, OomReport};
 use crate::sample::{AllocatorStats, DeviceMemory, NodeSample};
 
 const PID: u32 = 4100;
@@ -36,15 +33,6 @@ pub(super) fn fed_node(
     ));
     s.processes.push(process(PID, "GPU-test-0", Some(used)));
     s.feeds.push(FeedRecord {
-        socket: format!("/tmp/strata-0/{PID}.sock"),
-        found_via: FoundVia::FeedDir,
-        peer: Some(PeerCred {
-            pid: PID,
-            uid: 0,
-            gid: 0,
-        }),
-        nspid: Some(PID),
-        state: FeedState::Connected,
         hello: Some(Hello {
             pid: PID,
             time: 0.0,
@@ -65,10 +53,9 @@ pub(super) fn fed_node(
             },
             earlier: Vec::new(),
         }],
-        ooms: Vec::new(),
-        counters: FeedCounters::default(),
         connected_at: Some(0.0),
         last_heard: Some(time - 0.2),
+        ..feed_record(PID, 0)
     });
     s
 }

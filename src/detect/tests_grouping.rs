@@ -5,9 +5,7 @@
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
-use crate::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
-};
+use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello};
 use crate::sample::DeviceMemory;
 
 /// `gpus` GPUs at `time`, each with `unheld` bytes in use that no process holds (NVML's
@@ -114,15 +112,6 @@ fn feed_of_many(devices: u32) -> NodeSample {
         }
     };
     s.feeds.push(FeedRecord {
-        socket: "/tmp/strata-0/7.sock".into(),
-        found_via: FoundVia::FeedDir,
-        peer: Some(PeerCred {
-            pid: 7,
-            uid: 0,
-            gid: 0,
-        }),
-        nspid: Some(7),
-        state: FeedState::Connected,
         hello: Some(Hello {
             pid: 7,
             devices: (0..devices)
@@ -144,10 +133,7 @@ fn feed_of_many(devices: u32) -> NodeSample {
                 }
             })
             .collect(),
-        ooms: Vec::new(),
-        counters: FeedCounters::default(),
-        connected_at: None,
-        last_heard: None,
+        ..feed_record(7, 0)
     });
     s
 }

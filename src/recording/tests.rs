@@ -348,7 +348,7 @@ fn a_zstd_frame_with_a_2_gib_window_reads() {
 /// the busy 8 GPU x 64 fed process node. The line limit stands well above it.
 #[test]
 fn the_largest_sample_fits_well_within_the_line_limit() {
-    use crate::fixtures::{gpu, memory, process, GIB, MIB};
+    use crate::fixtures::{feed_record, gpu, memory, process, GIB, MIB};
     use crate::sample::feed::*;
     use crate::sample::AllocatorStats;
     let t0 = 1_767_225_600.123_456_7;
@@ -392,15 +392,6 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
             ));
             sample.processes.push(p);
             sample.feeds.push(FeedRecord {
-                socket: format!("/tmp/strata-1000/{pid}.sock"),
-                found_via: FoundVia::FeedDir,
-                peer: Some(PeerCred {
-                    pid,
-                    uid: 1000,
-                    gid: 1000,
-                }),
-                nspid: Some(pid),
-                state: FeedState::Connected,
                 hello: Some(Hello {
                     pid,
                     time: t0,
@@ -436,9 +427,9 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
                         stats: Some(reading(u64::from(i))),
                     })
                     .collect(),
-                counters: FeedCounters::default(),
                 connected_at: Some(t0),
                 last_heard: Some(t0 + 1023.9),
+                ..feed_record(pid, 1000)
             });
         }
     }

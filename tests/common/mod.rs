@@ -1,5 +1,6 @@
-//! Helpers shared by strata's integration tests: every file under `tests/` is a test crate of
-//! its own and takes them with `mod common;`.
+//! Helpers shared by strata's integration tests: the test binary of `tests/integration/`
+//! and those beside it (`tests/*.rs`) take them with `mod common;`, the files of
+//! `tests/integration/` with `use crate::common;`.
 //!
 //! Here: the built binary ([`strata`]), a scratch directory removed on drop ([`Scratch`]), a
 //! child process killed on drop ([`Running`]) and a wait for a condition ([`wait_until`]).

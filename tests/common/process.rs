@@ -1,8 +1,9 @@
 //! Child processes that never outlive their test, and waiting on a condition.
 
+use std::io::Read;
 use std::ops::{Deref, DerefMut};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 /// A child process killed and reaped on drop (a test that fails leaves none behind), unless
@@ -20,6 +21,34 @@ impl Running {
 
     pub fn pid(&self) -> u32 {
         self.0.id()
+    }
+
+    /// [`Child::wait_with_output`], kept here so that the child is still killed if the test
+    /// fails before it ends: stdin closed, stdout and stderr read to their end, then reaped.
+    pub fn wait_with_output(mut self) -> std::io::Result<Output> {
+        drop(self.0.stdin.take());
+        let stdout = self.0.stdout.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                pipe.read_to_end(&mut bytes).map(|_| bytes)
+            })
+        });
+        let mut stderr = Vec::new();
+        if let Some(mut pipe) = self.0.stderr.take() {
+            pipe.read_to_end(&mut stderr)?;
+        }
+        let stdout = match stdout {
+            Some(reader) => reader
+                .join()
+                .map_err(|_| std::io::Error::other("the stdout reader panicked"))??,
+            None => Vec::new(),
+        };
+        let status = self.0.wait()?;
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
     /// The signal it died of, waiting up to `timeout`; `None` while it is still alive then

@@ -1,4 +1,4 @@
-//! What tests/export_tables.rs holds `strata export`'s tables to, as the readers read them
+//! What tests/integration/export_tables.rs holds `strata export`'s tables to, as the readers read them
 //! back: each oracle computes what a table must hold from `snapshot --json` of each instant
 //! (the layers, each process's figures) or from `strata analyze --json` (the findings).
 

@@ -1,5 +1,5 @@
 """Reads the tables `strata export` wrote into DIR back with real readers, and prints them as
-one JSON object on stdout, for tests/export_tables.rs to compare:
+one JSON object on stdout, for tests/integration/export_tables.rs to compare:
 
     python read_tables.py DIR parquet|csv
 

@@ -15,7 +15,7 @@
 //! A GPU in MIG mode is partitioned with every process on it; each MIG GPU instance with the
 //! processes of all its compute instances, in the memory of its first one.
 //!
-//! Used by `tests/nvml_source.rs`; models the fake's semantics as its README documents
+//! Used by `tests/integration/nvml_source.rs`; models the fake's semantics as its README documents
 //! them: per-poll scripts, `polls` windows, `lost_at_poll`, refusals, `count_jitter` against a
 //! client that sizes its buffer `count + 5`, and faults with an `error` on memory, process
 //! and MIG calls (not `calls` windows).

@@ -17,8 +17,8 @@ use crate::state::SCENARIO_ENV;
 fn init_fails_loudly_without_a_good_scenario_and_calls_before_init_are_refused() {
     let session = Session::with_text("{ not json");
     let mut count: c_uint = 0;
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetCount_v2(&mut count) },
         ERROR_UNINITIALIZED
     );
@@ -28,6 +28,7 @@ fn init_fails_loudly_without_a_good_scenario_and_calls_before_init_are_refused()
     std::env::remove_var(SCENARIO_ENV);
     assert_eq!(nvmlInit_v2(), ERROR_UNKNOWN, "variable unset");
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetCount_v2(&mut count) },
         ERROR_UNINITIALIZED
     );
@@ -104,38 +105,38 @@ fn two_gpus_answers_identity_memory_and_processes() {
     // A buffer too small gets the real count back.
     let mut small: c_uint = 1;
     let mut one = [processes[0]];
-    // SAFETY: the array holds 1 entry.
     assert_eq!(
+        // SAFETY: the array holds 1 entry.
         unsafe { nvmlDeviceGetComputeRunningProcesses_v3(gpu0, &mut small, one.as_mut_ptr()) },
         ERROR_INSUFFICIENT_SIZE
     );
     assert_eq!(small, 2);
     // Graphics: none on GPU 0, so the size query succeeds with 0.
     let mut none: c_uint = 0;
-    // SAFETY: valid count pointer, null array.
     assert_eq!(
+        // SAFETY: valid count pointer, null array.
         unsafe { nvmlDeviceGetGraphicsRunningProcesses_v3(gpu0, &mut none, null_mut()) },
         SUCCESS
     );
     assert_eq!(none, 0);
     let mut samples: c_uint = 0;
-    // SAFETY: valid count pointer, null array.
     assert_eq!(
+        // SAFETY: valid count pointer, null array.
         unsafe { nvmlDeviceGetProcessUtilization(gpu0, null_mut(), &mut samples, 0) },
         ERROR_INSUFFICIENT_SIZE
     );
     assert_eq!(samples, 2);
     let mut pci = std::mem::MaybeUninit::<NvmlPciInfo>::zeroed();
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetPciInfo_v3(handle(1), pci.as_mut_ptr()) },
         SUCCESS
     );
     // SAFETY: written by the call.
     let pci = unsafe { pci.assume_init() };
     assert_eq!((pci.bus, pci.domain), (0x2A, 0));
-    // SAFETY: NUL-terminated.
     assert_eq!(
+        // SAFETY: NUL-terminated.
         unsafe { CStr::from_ptr(pci.bus_id.as_ptr()) }.to_str().ok(),
         Some("00000000:2A:00.0")
     );
@@ -152,13 +153,13 @@ fn memory_v2_checks_the_version_word_and_handles_are_checked() {
         free: 0,
         used: 0,
     };
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetMemoryInfo_v2(gpu0, &mut memory) },
         ERROR_ARGUMENT_VERSION_MISMATCH
     );
-    // SAFETY: a null pointer is refused, not written.
     assert_eq!(
+        // SAFETY: a null pointer is refused, not written.
         unsafe { nvmlDeviceGetMemoryInfo_v2(gpu0, null_mut()) },
         ERROR_INVALID_ARGUMENT
     );
@@ -215,8 +216,8 @@ fn memory_reads_advance_polls_and_a_gpu_is_lost_at_its_poll() {
     assert_eq!(name(gpu1).err(), Some(ERROR_GPU_IS_LOST));
     assert_eq!(compute_processes(gpu1).err(), Some(ERROR_GPU_IS_LOST));
     let mut device: NvmlDevice = null_mut();
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut device) },
         ERROR_GPU_IS_LOST
     );
@@ -340,8 +341,8 @@ fn refusals_answer_their_codes() {
     let (gpu0, gpu1, gpu2) = (handle(0), handle(1), handle(2));
     assert_eq!(compute_processes(gpu0).err(), Some(ERROR_NO_PERMISSION));
     let mut rates = NvmlUtilization { gpu: 0, memory: 0 };
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetUtilizationRates(gpu0, &mut rates) },
         ERROR_NOT_SUPPORTED
     );
@@ -349,8 +350,8 @@ fn refusals_answer_their_codes() {
     assert_eq!(memory_v2(gpu1).err(), Some(ERROR_NOT_SUPPORTED));
     let mig = mig_handle(gpu2, 0).expect("slot 0");
     let mut id: c_uint = 0;
-    // SAFETY: valid out pointer.
     assert_eq!(
+        // SAFETY: valid out pointer.
         unsafe { nvmlDeviceGetGpuInstanceId(mig, &mut id) },
         ERROR_NO_PERMISSION
     );

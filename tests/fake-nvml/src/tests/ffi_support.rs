@@ -55,8 +55,8 @@ impl Drop for Session {
 
 pub fn handle(index: u32) -> NvmlDevice {
     let mut device: NvmlDevice = null_mut();
-    // SAFETY: a valid out pointer.
     assert_eq!(
+        // SAFETY: a valid out pointer.
         unsafe { nvmlDeviceGetHandleByIndex_v2(index, &mut device) },
         SUCCESS
     );

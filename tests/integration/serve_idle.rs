@@ -1,0 +1,137 @@
+//! `strata serve` against clients that hold connections and send nothing, or half a request:
+//! it keeps answering scrapes, closes what stalls, and says on stderr (once in a while, not
+//! once a connection) that it closed connections for its cap. Loopback only, counts and
+//! times bounded; timings are measured in `benches/serve_idle.sh`, not asserted here.
+
+use crate::common;
+
+use common::exposition::get;
+use common::{strata, Running};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `strata serve --demo` with a descriptor limit of `fds` (soft and hard), its stderr piped.
+struct Limited {
+    child: Running,
+    addr: String,
+}
+
+impl Limited {
+    fn start(fds: u64) -> Limited {
+        let mut command = Command::new(strata());
+        command
+            .args(["serve", "--demo", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: fds,
+                    rlim_max: fds,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = Running::spawn(&mut command);
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("its first line");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Limited { child, addr }
+    }
+
+    /// Stops it (SIGTERM) and returns its stderr.
+    fn stop(mut self) -> String {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        let status = self.child.wait().expect("wait");
+        assert_eq!(status.code(), Some(0), "{stderr}");
+        stderr
+    }
+}
+
+/// Connections that connect and send nothing (giving up once a few in a row cannot connect:
+/// a server that stopped accepting).
+fn idle(addr: &str, count: usize) -> Vec<TcpStream> {
+    let addr: std::net::SocketAddr = addr.parse().expect("address");
+    let mut held = Vec::new();
+    let mut failed = 0;
+    while held.len() < count && failed < 5 {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(stream) => {
+                held.push(stream);
+                failed = 0;
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    held
+}
+
+#[test]
+fn scrapes_are_answered_while_thousands_of_connections_sit_idle() {
+    // 1024 descriptors, as many systems give a process: 3000 idle clients are more than it
+    // could ever hold open.
+    let server = Limited::start(1024);
+    let first = get(&server.addr, "/metrics", None).expect("a scrape before");
+    assert_eq!(first.status, 200);
+    let held = idle(&server.addr, 3000);
+    assert!(held.len() >= 2900, "{} connected", held.len());
+    for _ in 0..20 {
+        let scrape = get(&server.addr, "/metrics", None).expect("a scrape while they idle");
+        assert_eq!(scrape.status, 200);
+        assert!(scrape.body.contains("strata_gpu_layer_bytes"));
+    }
+    drop(held);
+    let stderr = server.stop();
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("the cap")).collect();
+    assert!(
+        !said.is_empty() && said.len() <= 3,
+        "said, and not once per connection: {stderr}"
+    );
+    assert!(said[0].contains("hint:"), "{}", said[0]);
+}
+
+#[test]
+fn a_half_sent_request_is_closed_after_the_header_timeout() {
+    let server = Limited::start(1024);
+    let mut half = TcpStream::connect(&server.addr).expect("connect");
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .expect("half a request");
+    let mut silent = TcpStream::connect(&server.addr).expect("connect");
+    for stream in [&mut half, &mut silent] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(40)))
+            .expect("timeout");
+    }
+    for stream in [&mut half, &mut silent] {
+        let mut buf = [0u8; 1024];
+        let closed = match stream.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => stream.read(&mut buf).map(|n| n == 0).unwrap_or(true),
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        assert!(closed, "closed by the server, not left open");
+    }
+    let scrape = get(&server.addr, "/metrics", None).expect("still answering");
+    assert_eq!(scrape.status, 200);
+    let _ = server.stop();
+}

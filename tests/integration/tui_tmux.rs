@@ -1,0 +1,124 @@
+//! The monitor under a real pseudo-terminal: it starts, draws the bars and MIG rows, quits
+//! on `q` within a second, and leaves the terminal in cooked mode, also on SIGTERM and SIGHUP.
+
+use crate::common;
+
+use common::strata;
+use common::tmux::Pane;
+use std::time::{Duration, Instant};
+
+const START: Duration = Duration::from_secs(15);
+
+fn start_demo(name: &str, width: u16, height: u16) -> Pane {
+    let pane = Pane::start(
+        name,
+        &format!("{} --demo --demo-at 600", strata()),
+        width,
+        height,
+    );
+    if let Err(screen) = pane.wait_for(&["live", "3g.40gb", "2g.20gb", "1g.10gb"], START) {
+        panic!("the monitor did not draw its bars and MIG rows:\n{screen}");
+    }
+    pane
+}
+
+#[test]
+fn q_quits_within_a_second_and_restores_the_terminal() {
+    let pane = start_demo("q", 120, 40);
+    let asked = Instant::now();
+    pane.keys(&["q"]);
+    let (exit, cooked) = pane
+        .wait_exit(Duration::from_secs(1))
+        .unwrap_or_else(|screen| panic!("still running a second after q:\n{screen}"));
+    assert!(asked.elapsed() <= Duration::from_secs(1));
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked, "terminal left raw:\n{}", pane.capture());
+    assert!(
+        !pane.capture().contains("Processes ("),
+        "alternate screen not left"
+    );
+}
+
+#[test]
+fn compact_layout_at_80x24_then_resize_to_wide() {
+    let pane = Pane::start(
+        "resize",
+        &format!("{} --demo --demo-at 600", strata()),
+        80,
+        24,
+    );
+    let compact = pane
+        .wait_for(&["█live", "└3g.40gb", "Processes (", "Findings ("], START)
+        .unwrap_or_else(|s| panic!("compact layout missing:\n{s}"));
+    assert!(compact.contains("PID"), "{compact}");
+    pane.resize(200, 60);
+    pane.wait_for(
+        &["GPU 3 · NVIDIA A100-SXM4-80GB", "GI1/CI0", "CONTEXT"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|s| panic!("wide layout did not appear on resize:\n{s}"));
+    pane.resize(30, 8);
+    pane.wait_for(&["too small"], Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("no too-small message:\n{s}"));
+    pane.keys(&["q"]);
+    let (exit, cooked) = pane
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("{s}"));
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked);
+}
+
+#[test]
+fn enter_opens_the_reconciliation_and_escape_returns() {
+    let pane = start_demo("detail", 120, 40);
+    pane.keys(&["Enter"]);
+    pane.wait_for(
+        &["Reconciliation · PID", "NVML used", "= live", "+ cached"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|s| panic!("no reconciliation view:\n{s}"));
+    pane.keys(&["Escape"]);
+    pane.wait_for(&["Processes ("], Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("escape did not return:\n{s}"));
+    pane.keys(&["?"]);
+    pane.wait_for(
+        &["┌ Help", "q Ctrl-C quit", "Process table"],
+        Duration::from_secs(5),
+    )
+    .unwrap_or_else(|s| panic!("no help:\n{s}"));
+    pane.keys(&["C-c"]);
+    let (exit, cooked) = pane
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("{s}"));
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked);
+}
+
+fn signal_restores(signal: &str) {
+    let pane = start_demo(signal, 100, 30);
+    let pid = pane.program_pid();
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let (exit, cooked) = pane
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("still running after SIG{signal}:\n{s}"));
+    assert_eq!(exit, "EXIT=0", "a signal is a normal way out");
+    assert!(
+        cooked,
+        "terminal left raw after SIG{signal}:\n{}",
+        pane.capture()
+    );
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    signal_restores("TERM");
+}
+
+#[test]
+fn sighup_restores_the_terminal() {
+    signal_restores("HUP");
+}
