@@ -105,6 +105,14 @@ class DevicesTest(Case):
         h = self.monitor(j.pid).wait(hello_with(lambda h: h["state"] == "no_framework" and "launcher" in (h["note"] or "")))
         self.assertIn("torch.distributed.run", h["note"])
 
+    def test_a_launcher_run_as_main_says_no_framework(self):
+        # `python -m torch.distributed.run`: the module is __main__, named only by its spec.
+        j = self.job()
+        j.do("import torch, sys, importlib.machinery; "
+             "sys.modules['__main__'].__spec__ = importlib.machinery.ModuleSpec('torch.distributed.run', None)")
+        h = self.monitor(j.pid).wait(hello_with(lambda h: h["state"] == "no_framework" and "launcher" in (h["note"] or "")))
+        self.assertIn("torch launcher (torch.distributed.run)", h["note"])
+
 
 class TorchVersionTest(Case):
     def test_no_oom_observer_before_torch_2_1(self):

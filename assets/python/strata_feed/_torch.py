@@ -120,13 +120,21 @@ class TorchReader(object):
         global _lazy_registered
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None) if torch is not None else None
-        if cuda is None or importing(torch) or importing(cuda):
+        dist = sys.modules.get("torch.distributed")
+        # torch.distributed too: a launcher's own modules come after it (torchrun's script
+        # imports torch.distributed.run, which imports the package first).
+        if cuda is None or importing(torch) or importing(cuda) or (dist is not None and importing(dist)):
             self.waiting_note = "waiting for torch to finish importing"
             return False
         # is_initialized() reads a flag: it takes no lock.
         if cuda.is_initialized():
             return True
         launcher = [m for m in LAUNCHERS if sys.modules.get(m) is not None]
+        # `python -m torch.distributed.run`: the launcher is __main__, under its own name
+        # only in __main__.__spec__ (runpy sets it before the module's first line runs).
+        main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+        if main in LAUNCHERS:
+            launcher.insert(0, main)
         if launcher:
             self.idle = self.settled = True
             self.waiting_note = "torch launcher (%s): CUDA not used here, its workers have their own feeds" % launcher[0]
