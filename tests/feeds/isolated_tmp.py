@@ -145,6 +145,22 @@ def lay_out(case, dead, pythonpath):
     return children, listed, facts
 
 
+def outer_tmp(args):
+    """A checkout under /tmp (a fresh clone there, say) would vanish under the private /tmp:
+    the real /tmp is bound at /mnt first (in this mount namespace only), and the paths that
+    lead into it are read from there."""
+    paths = [args.strata, args.nvml_lib] + args.pythonpath.split(os.pathsep)
+    if not any(p == "/tmp" or p.startswith("/tmp/") for p in paths):
+        return
+    subprocess.run(["mount", "--bind", "/tmp", "/mnt"], check=True)
+
+    def moved(p):
+        return "/mnt" + p[len("/tmp"):] if p == "/tmp" or p.startswith("/tmp/") else p
+
+    args.strata, args.nvml_lib = moved(args.strata), moved(args.nvml_lib)
+    args.pythonpath = os.pathsep.join(moved(p) for p in args.pythonpath.split(os.pathsep))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case")
@@ -156,6 +172,7 @@ def main():
     parser.add_argument("--warmup", type=float, default=5)
     parser.add_argument("--detail", action="store_true")
     args = parser.parse_args()
+    outer_tmp(args)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "strata-test-tmp", "/tmp"], check=True)
     children, listed, facts = lay_out(args.case, args.dead, args.pythonpath)
     try:
