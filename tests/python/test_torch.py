@@ -40,6 +40,20 @@ class TorchTest(Case):
         self.assertEqual(j.eval("torch.cuda.is_initialized()"), True)
         self.assertEqual(j.eval("len(torch.cuda._queued_calls)"), 1)
 
+    def test_a_device_is_named_in_the_hello_before_any_reading_of_it(self):
+        # A monitor that connects between a reading of a new device and the hello naming it
+        # would hold a reading it cannot place: the hello goes first.
+        specs = device_specs(2)
+        j = self.job(self.env(devices=specs))
+        j.do("import torch; torch.cuda.init(); a = torch._stub.allocate(0, 1 << 20)")
+        m = self.monitor(j.pid)
+        m.wait(hello_with(lambda h: [d["index"] for d in h["devices"]] == [0]))
+        j.do("b = torch._stub.allocate(1, 1 << 20)")
+        m.wait(lambda x: any(d.get("index") == 1 for d in x.get("devices") or ()), what="device 1")
+        msgs = m.snapshot()
+        first = next(x for x in msgs if any(d.get("index") == 1 for d in x.get("devices") or ()))
+        self.assertEqual(first["type"], "hello", [x.get("type") for x in msgs][-6:])
+
     def test_only_devices_with_a_context_index_explicit(self):
         specs = device_specs(4)
         j = self.job(self.env(devices=specs))

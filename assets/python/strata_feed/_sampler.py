@@ -148,6 +148,10 @@ class Sampler(object):
                 entries = self.frameworks.sample(now, timer)
                 queued = steps.drain()
             read_ns = _thread_time_ns() - cpu0
+            if entries and self._new_device(entries):
+                # The hello names a device before any reading of it goes out: a monitor
+                # that connected between the two would hold a reading it cannot place.
+                self._update_hello()
             reader = self.frameworks.reader
             for when, n, raw, took in queued:
                 ends = reader.step_entries(raw, when) if reader is not None else None
@@ -205,6 +209,12 @@ class Sampler(object):
         except Exception:
             pass
         timer.excluded_ns += _thread_time_ns() - cpu0
+
+    def _new_device(self, entries):
+        """Whether a reading is of a device the hello does not name yet."""
+        hello = self.agent.hello_fields or {}
+        named = {d.get("index") for d in hello.get("devices") or ()}
+        return any(e.get("index") not in named for e in entries)
 
     def _update_hello(self):
         fw = self.frameworks
