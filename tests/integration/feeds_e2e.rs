@@ -206,10 +206,10 @@ fn a_feed_for_a_device_its_pid_is_not_listed_on_is_a_finding() {
         .iter()
         .find(|f| f["kind"] == "feed_device_unlisted")
         .unwrap_or_else(|| panic!("no finding in {}", snap["findings"]));
-    assert_eq!(finding["pid"], job.pid);
+    assert_eq!(finding["pid"], job.pid, "{finding}");
     assert_eq!(
-        finding["device_uuid"],
-        "GPU-0b6e9d3c-71a4-4f08-8e25-c3d94a1b7f12"
+        finding["device_uuid"], "GPU-0b6e9d3c-71a4-4f08-8e25-c3d94a1b7f12",
+        "{finding}"
     );
 }
 

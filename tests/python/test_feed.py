@@ -74,7 +74,7 @@ class FeedTest(Case):
         t_init = j.eval("(torch.cuda.init(), time.time())[1]")
         j.do("torch.cuda.set_device(0); time.sleep(0.6)")
         t_alloc = j.eval("(torch._stub.allocate(0, 1 << 20), time.time())[1]")
-        j.do("time.sleep(0.2)")
+        j.do("time.sleep(0.6)")  # the first reading after it, at most 200 ms later, is backlog
         m = self.monitor(j.pid)
         m.wait(lambda x: is_sample(x) and x["devices"][0]["reserved"] > 0, what="a sample after the allocation")
         backlog = [x for x in m.snapshot() if is_sample(x) and x.get("backlog")]
