@@ -32,6 +32,20 @@ pub fn strata() -> &'static str {
     env!("CARGO_BIN_EXE_strata")
 }
 
+/// [`strata_command`] with these arguments, run to its end.
+pub fn strata_output(args: &[&str]) -> std::process::Output {
+    strata_command()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", strata()))
+}
+
+/// A test's path as a command line takes it (the tests' paths are UTF-8).
+pub fn utf8(path: &std::path::Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("not UTF-8: {}", path.display()))
+}
+
 /// A command of [`strata`] that takes no NVML library or feed dir from the environment the
 /// tests run in (`STRATA_NVML_LIB`, `STRATA_FEED_DIR`).
 pub fn strata_command() -> std::process::Command {

@@ -5,28 +5,13 @@
 //! The tables are read back with the csv crate here; tests/integration/export_tables.rs reads them with
 //! pyarrow and DuckDB.
 
+use crate::common;
+
+use common::{strata_output as strata, utf8 as path, Scratch};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-export-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("strata runs")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -99,7 +84,8 @@ const TABLES: [&str; 3] = ["devices.csv", "findings.csv", "processes.csv"];
 
 #[test]
 fn an_unreadable_recording_is_one_line_and_leaves_nothing() {
-    let dir = scratch("unreadable");
+    let scratch = Scratch::new("export-cli-unreadable");
+    let dir = scratch.dir.clone();
     let out = dir.join("tables");
     let result = export(&dir.join("missing.zst"), &out, &[]);
     assert_eq!(result.status.code(), Some(1));
@@ -124,7 +110,8 @@ fn an_unreadable_recording_is_one_line_and_leaves_nothing() {
 
 #[test]
 fn bad_lines_are_counted_and_skipped_and_the_rest_is_tabled_with_exit_3() {
-    let dir = scratch("bad-lines");
+    let scratch = Scratch::new("export-cli-bad-lines");
+    let dir = scratch.dir.clone();
     let mut lines: Vec<&str> = story().lines().collect();
     lines[4] = "{not json";
     lines[9] = "[1, 2, 3]";
@@ -150,7 +137,8 @@ fn bad_lines_are_counted_and_skipped_and_the_rest_is_tabled_with_exit_3() {
 
 #[test]
 fn a_format_2_recording_cut_in_a_record_is_tabled_up_to_the_cut() {
-    let dir = scratch("cut");
+    let scratch = Scratch::new("export-cli-cut");
+    let dir = scratch.dir.clone();
     let jsonl = dir.join("demo.jsonl");
     std::fs::write(&jsonl, story()).expect("write");
     let whole = dir.join("demo.zst");
@@ -178,7 +166,8 @@ fn a_format_2_recording_cut_in_a_record_is_tabled_up_to_the_cut() {
 
 #[test]
 fn an_out_that_holds_files_is_refused_unless_forced_and_its_files_stay() {
-    let dir = scratch("not-empty");
+    let scratch = Scratch::new("export-cli-not-empty");
+    let dir = scratch.dir.clone();
     let recording = dir.join("demo.jsonl");
     std::fs::write(&recording, story()).expect("write");
     let out = dir.join("tables");
@@ -225,7 +214,8 @@ fn an_out_that_holds_files_is_refused_unless_forced_and_its_files_stay() {
 #[test]
 fn standard_input_is_a_recording_too() {
     use std::io::Write;
-    let dir = scratch("stdin");
+    let scratch = Scratch::new("export-cli-stdin");
+    let dir = scratch.dir.clone();
     let out = dir.join("tables");
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["export", "-", "--to", "csv", path(&out)])
@@ -254,7 +244,8 @@ fn a_full_disk_is_one_line_and_leaves_no_table() {
 }
 
 fn full_disk(format: &str) {
-    let dir = scratch(&format!("full-{format}"));
+    let scratch = Scratch::new(&format!("export-cli-full-{format}"));
+    let dir = scratch.dir.clone();
     let recording = dir.join("demo.jsonl");
     std::fs::write(&recording, story()).expect("write");
     let small = dir.join("small");
@@ -289,7 +280,8 @@ fn full_disk(format: &str) {
 #[test]
 fn a_read_that_stops_midway_tables_what_came_before() {
     use std::io::Write;
-    let dir = scratch("stops");
+    let scratch = Scratch::new("export-cli-stops");
+    let dir = scratch.dir.clone();
     let out = dir.join("tables");
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["export", "-", "--to", "csv", path(&out)])

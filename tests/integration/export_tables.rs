@@ -17,32 +17,17 @@ use crate::common;
 
 use checks::{check, normal, Read, Story};
 use common::fake_nvml::workspace_root;
+use common::{strata_output as strata, utf8 as path, Scratch};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("strata-export-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("strata runs")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
 /// The demo's story, as the tests read it: the recordings, and what strata says of them.
 struct Demo {
+    /// Where the recordings are, kept for the whole test run.
+    _scratch: Scratch,
     jsonl: PathBuf,
     v2: PathBuf,
     /// Every line of the JSON lines (`snapshot --json` of each instant), and `strata analyze
@@ -53,7 +38,8 @@ struct Demo {
 fn demo() -> &'static Demo {
     static STORY: OnceLock<Demo> = OnceLock::new();
     STORY.get_or_init(|| {
-        let dir = scratch("story");
+        let scratch = Scratch::new("export-story");
+        let dir = scratch.dir.clone();
         let jsonl = dir.join("demo.jsonl");
         let out = strata(&[
             "snapshot",
@@ -98,6 +84,7 @@ fn demo() -> &'static Demo {
             "the story has findings to compare"
         );
         Demo {
+            _scratch: scratch,
             jsonl,
             v2,
             story: Story {
@@ -183,7 +170,8 @@ fn parquet_tables_hold_what_strata_shows_of_each_instant_with_their_meaning() {
     let Some(python) = readers() else { return };
     let demo = demo();
     let story = &demo.story;
-    let dir = scratch("parquet");
+    let scratch = Scratch::new("export-parquet");
+    let dir = scratch.dir.clone();
     let mut seen = Vec::new();
     for (name, input) in [("jsonl", &demo.jsonl), ("v2", &demo.v2)] {
         let out = dir.join(name);
@@ -253,7 +241,8 @@ fn csv_tables_hold_the_same_as_parquet() {
     let Some(python) = readers() else { return };
     let demo = demo();
     let story = &demo.story;
-    let dir = scratch("csv");
+    let scratch = Scratch::new("export-csv");
+    let dir = scratch.dir.clone();
     let mut seen = Vec::new();
     for (name, input, format) in [
         ("jsonl", &demo.jsonl, "csv"),
