@@ -118,8 +118,9 @@ class JaxTest(Case):
         m = self.monitor(j.pid)
         h = m.wait(hello_with(lambda h: h["framework"] == "jax" and h["interval"] > 0.05), timeout=8)
         self.assertGreaterEqual(h["interval"], 0.2)
-        s = [x for x in m.snapshot() if is_sample(x)]
-        self.assertTrue(s)
+        # Samples still go out: a monitor that connects late gets this hello first, its
+        # backlog of samples after it.
+        m.wait(is_sample, what="a sample")
 
 
     def test_cpu_only_jax_is_not_the_framework_read(self):
