@@ -37,3 +37,30 @@ pub fn assert_layers_add_up(snapshot: &Value, gaps_allowed: bool) {
         }
     }
 }
+
+/// The demo's 20-minute story as `strata snapshot --json --count` writes it: 121 samples,
+/// 10 s apart, from the demo's start. Made once a test process.
+pub fn demo_story() -> &'static [u8] {
+    static STORY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    STORY.get_or_init(|| {
+        let out = super::strata_command()
+            .args([
+                "snapshot",
+                "--demo",
+                "--demo-at",
+                "0",
+                "--demo-speed",
+                "1",
+                "--json",
+            ])
+            .args(["--count", "121", "--interval", "10"])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", super::strata()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    })
+}

@@ -20,23 +20,7 @@ fn stderr(out: &Output) -> String {
 /// The demo's 20-minute story as JSON lines (121 samples, 10 s apart).
 fn story() -> &'static str {
     static STORY: OnceLock<String> = OnceLock::new();
-    STORY.get_or_init(|| {
-        let out = strata(&[
-            "snapshot",
-            "--demo",
-            "--demo-at",
-            "0",
-            "--demo-speed",
-            "1",
-            "--json",
-            "--count",
-            "121",
-            "--interval",
-            "10",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        String::from_utf8(out.stdout).expect("UTF-8")
-    })
+    STORY.get_or_init(|| String::from_utf8(common::snapshot::demo_story().to_vec()).expect("UTF-8"))
 }
 
 fn export(input: &Path, out: &Path, extra: &[&str]) -> Output {

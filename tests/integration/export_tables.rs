@@ -41,25 +41,7 @@ fn demo() -> &'static Demo {
         let scratch = Scratch::new("export-story");
         let dir = scratch.dir.clone();
         let jsonl = dir.join("demo.jsonl");
-        let out = strata(&[
-            "snapshot",
-            "--demo",
-            "--demo-at",
-            "0",
-            "--demo-speed",
-            "1",
-            "--json",
-            "--count",
-            "121",
-            "--interval",
-            "10",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::write(&jsonl, &out.stdout).expect("write the story");
+        std::fs::write(&jsonl, common::snapshot::demo_story()).expect("write the story");
         let v2 = dir.join("demo.zst");
         let out = strata(&["record", path(&v2), "--from", path(&jsonl)]);
         assert!(

@@ -71,21 +71,7 @@ fn the_demo_story_reads_back_alike_from_either_format() {
     let scratch = Scratch::new("reencode-demo");
     let dir = &scratch.dir;
     let one = dir.join("one.jsonl");
-    let out = Command::new(strata())
-        .args([
-            "snapshot",
-            "--demo",
-            "--demo-at",
-            "0",
-            "--demo-speed",
-            "1",
-            "--json",
-        ])
-        .args(["--count", "121", "--interval", "10"])
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
-    std::fs::write(&one, &out.stdout).expect("write");
+    std::fs::write(&one, common::snapshot::demo_story()).expect("write");
     let samples = holds(&one, dir);
     assert_eq!(samples.len(), 121);
 }

@@ -16,21 +16,7 @@ use strata::recording::{Line, Lines};
 /// The demo's story at 10 s, 0 to 20 minutes, as a recording.
 fn story(dir: &Path) -> PathBuf {
     let path = dir.join("demo.jsonl");
-    let out = Command::new(strata())
-        .args([
-            "snapshot",
-            "--demo",
-            "--demo-at",
-            "0",
-            "--demo-speed",
-            "1",
-            "--json",
-        ])
-        .args(["--count", "121", "--interval", "10"])
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
-    std::fs::write(&path, out.stdout).expect("write");
+    std::fs::write(&path, common::snapshot::demo_story()).expect("write");
     path
 }
 
