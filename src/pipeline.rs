@@ -170,16 +170,7 @@ impl Pipeline {
             // The allocator's figures at the instant the agent read them; a feed met for the
             // first time brings its backlog (the warm-up before this monitor started), and
             // each later sample what arrived since the previous one.
-            let earlier = sample
-                .feeds
-                .get(feed.feed)
-                .and_then(|r| {
-                    r.devices
-                        .iter()
-                        .find(|d| d.latest.index == feed.stats.index)
-                })
-                .map(|d| d.earlier.as_slice())
-                .unwrap_or_default();
+            let earlier = feed.earlier(sample);
             let id = crate::history::ProcessId::of(p);
             for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
                 let t = stats.time;

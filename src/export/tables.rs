@@ -328,16 +328,7 @@ impl ProcessRows {
             let Some(feed) = &p.feed else { continue };
             // The readings that arrived since the sample before (a feed met for the first
             // time brings its backlog), then the latest, each at its own time.
-            let earlier = sample
-                .feeds
-                .get(feed.feed)
-                .and_then(|r| {
-                    r.devices
-                        .iter()
-                        .find(|d| d.latest.index == feed.stats.index)
-                })
-                .map(|d| d.earlier.as_slice())
-                .unwrap_or_default();
+            let earlier = feed.earlier(sample);
             for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
                 if seen.last_reading.is_some_and(|last| stats.time <= last) {
                     continue;

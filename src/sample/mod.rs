@@ -115,6 +115,24 @@ pub struct FeedSample {
     pub stats: AllocatorStats,
 }
 
+impl FeedSample {
+    /// The readings of this device that arrived in `sample`'s feed before the latest one
+    /// (a feed met for the first time brings its backlog), oldest first; none when the
+    /// feed or its device is not in `sample`.
+    pub fn earlier<'a>(&self, sample: &'a NodeSample) -> &'a [AllocatorStats] {
+        sample
+            .feeds
+            .get(self.feed)
+            .and_then(|r| {
+                r.devices
+                    .iter()
+                    .find(|d| d.latest.index == self.stats.index)
+            })
+            .map(|d| d.earlier.as_slice())
+            .unwrap_or_default()
+    }
+}
+
 /// One process holding memory on one device (a GPU, or a MIG instance of it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSample {
