@@ -66,23 +66,25 @@ class FeedTest(Case):
         # Started before torch is imported, interval 2 s: right after the job's CUDA init
         # the agent samples every 50 ms, so the moment between the context and the first
         # allocation is in the backlog of a monitor that connects later. The 1% duty cap
-        # may stretch that on a loaded machine (a tick's CPU time doubles): the 0.6 s
-        # window holds 3 samples even at 200 ms apart, and at most one at the interval.
+        # stretches that on a loaded machine (a tick's CPU time doubles, and doubles again
+        # under a full test run on 2 cores): the 1.5 s window holds 3 samples even at 0.5 s
+        # apart, where samples at the interval would give it one at most. The bounds below
+        # are what tells warm-up from the interval, not a speed asserted.
         j = self.job(self.env(STRATA_TEST_INTERVAL=2.0))
         j.do("import torch, time")
         time.sleep(0.1)  # the agent sees torch imported, not initialised
         t_init = j.eval("(torch.cuda.init(), time.time())[1]")
-        j.do("torch.cuda.set_device(0); time.sleep(0.6)")
+        j.do("torch.cuda.set_device(0); time.sleep(1.5)")
         t_alloc = j.eval("(torch._stub.allocate(0, 1 << 20), time.time())[1]")
-        j.do("time.sleep(0.6)")  # the first reading after it, at most 200 ms later, is backlog
+        j.do("time.sleep(1.0)")  # the next warm-up tick sees it: backlog, well before the interval
         m = self.monitor(j.pid)
         m.wait(lambda x: is_sample(x) and x["devices"][0]["reserved"] > 0, what="a sample after the allocation")
         backlog = [x for x in m.snapshot() if is_sample(x) and x.get("backlog")]
         before = [x for x in backlog if x["time"] < t_alloc]
         self.assertTrue(before, "no warm-up sample before the first allocation")
         self.assertTrue(all(x["devices"][0]["reserved"] == 0 for x in before))
-        self.assertGreaterEqual(len(before), 3, "warm-up samples are 50 ms apart")
-        self.assertLess(before[0]["time"] - t_init, 0.2, "first sample right after CUDA init")
+        self.assertGreaterEqual(len(before), 3, "warm-up samples come faster than the interval")
+        self.assertLess(before[0]["time"] - t_init, 0.5, "first sample right after CUDA init, not at the interval")
         self.assertTrue(any(x["devices"][0]["reserved"] > 0 for x in backlog))
         self.assertNoViolation()
 

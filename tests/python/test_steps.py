@@ -123,8 +123,10 @@ class TorchStepsTest(Case):
 
     def test_a_slow_reading_turns_step_end_readings_off(self):
         j, m = self.reading_job()
-        j.do("real = torch.cuda.memory_stats_as_nested_dict")
-        j.do("torch.cuda.memory_stats_as_nested_dict = lambda i: (time.sleep(0.002), real(i))[1]")
+        # Slow on the clock and cheap in CPU: the stub's own reading (a dict built, a trace
+        # line written) can itself cost over 1 ms of CPU on a loaded machine.
+        j.do("kept = torch.cuda.memory_stats_as_nested_dict(0)")
+        j.do("torch.cuda.memory_stats_as_nested_dict = lambda i: (time.sleep(0.002), kept)[1]")
         j.do("opt = torch.optim.SGD([1]); [(opt.step(), time.sleep(0.05)) for _ in range(20)]")
         h = m.wait(hello_with(lambda h: "step-end readings stopped" in (h["note"] or "")))
         self.assertRegex(h["note"], r"3 in a row took over 1 ms, the last \d+\.\d ms")
@@ -152,6 +154,20 @@ class TorchStepsTest(Case):
 
 
 class JobStepsTest(Case):
+    def test_a_step_while_the_agent_is_still_importing_the_step_module_counts(self):
+        # The agent's thread imports strata_feed._steps while the job's first steps run: a step
+        # that finds the module half made waits for it rather than being lost.
+        j = self.job(self.env(STRATA_TEST_START="no"))
+        j.do("import sys, threading, types, strata_feed, strata_feed._threads as real")
+        j.do("gate = threading.Event(); held = types.ModuleType(real.__name__)")
+        j.do("held.__getattr__ = lambda name: (gate.wait(), getattr(real, name))[1]")
+        j.do("sys.modules[real.__name__] = held")
+        j.do("t = threading.Thread(target=__import__, args=('strata_feed._steps',)); t.start()")
+        wait_until(lambda: j.eval("'strata_feed._steps' in sys.modules"), what="the import under way")
+        j.do("threading.Timer(0.3, gate.set).start(); strata_feed.step(); strata_feed.step(); t.join()")
+        j.do("sys.modules[real.__name__] = real")
+        self.assertEqual(j.eval("strata_feed._steps.STEPS.count"), 2)
+
     def test_strata_feed_step_for_a_loop_of_its_own(self):
         j = self.job(self.env(libcuda=True))
         j.do("import jax, time, strata_feed; jax._stub.init(); a = jax._stub.allocate(0, 1 << 20)")

@@ -76,7 +76,9 @@ def step(n=None):
             _fail("strata_feed.step(n): n must be an int >= 0, not %r: counted as one more step" % (n,))
             n = None
         steps = sys.modules.get(__name__ + "._steps")
-        if steps is None:
+        if steps is None or getattr(getattr(steps, "__spec__", None), "_initializing", False):
+            # Not imported yet, or the agent's thread is importing it now: the import
+            # statement waits for a module another thread is making (a step is not lost).
             from . import _steps as steps
         steps.STEPS.job_step(n)
     except Exception:
