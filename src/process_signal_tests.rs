@@ -2,8 +2,27 @@
 //! defunct pid, init, nothing and strata itself are refused.
 
 use super::*;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
+
+/// `sleep 60` with every signal strata sends at its default action. A test run started in
+/// the background (`cmd &` in a script, nohup) hands its children SIGINT ignored, and a
+/// SIGINT would then end nothing.
+fn sleeper() -> Child {
+    let mut command = Command::new("sleep");
+    command.arg("60");
+    // SAFETY: between fork and exec the closure makes only signal(2) calls, which are
+    // async-signal-safe, and touches no memory of the parent's.
+    unsafe {
+        command.pre_exec(|| {
+            for signal in Signal::ALL {
+                libc::signal(signal.number(), libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    command.spawn().expect("sleep")
+}
 
 fn target_of(child: &Child) -> Target {
     let pid = child.id();
@@ -20,7 +39,7 @@ fn target_of(child: &Child) -> Target {
 #[test]
 fn each_signal_reaches_the_process_shown_and_ends_it_with_that_signal() {
     for signal in Signal::ALL {
-        let mut child = Command::new("sleep").arg("60").spawn().expect("sleep");
+        let mut child = sleeper();
         let target = target_of(&child);
         assert_eq!(Kernel::default().check(&target), Ok(()));
         Kernel::default().send(&target, signal).expect("sent");
@@ -31,7 +50,7 @@ fn each_signal_reaches_the_process_shown_and_ends_it_with_that_signal() {
 
 #[test]
 fn a_reused_or_gone_pid_is_never_signalled() {
-    let mut child = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let mut child = sleeper();
     let mut target = target_of(&child);
     // Another start time: what the screen showed is not what the pid names now.
     target.start_time = target.start_time.map(|t| t + 1);
