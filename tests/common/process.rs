@@ -2,7 +2,7 @@
 
 use std::io::Read;
 use std::ops::{Deref, DerefMut};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
@@ -11,8 +11,19 @@ use std::time::{Duration, Instant};
 pub struct Running(pub Child);
 
 impl Running {
-    /// Spawns `command`; panics naming the program if it cannot start.
+    /// Spawns `command`; panics naming the program if it cannot start. SIGINT and SIGQUIT
+    /// are at their default action in the child: a test run started in the background
+    /// (`cmd &` in a script, nohup) has them ignored, and its children would inherit that.
     pub fn spawn(command: &mut Command) -> Running {
+        // SAFETY: between fork and exec the closure makes only signal(2) calls, which are
+        // async-signal-safe, and touches no memory of the parent's.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         match command.spawn() {
             Ok(child) => Running(child),
             Err(e) => panic!("cannot start {:?}: {e}", command.get_program()),
