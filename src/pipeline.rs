@@ -7,7 +7,7 @@ use crate::detect::{
     detect_history_keyed, detect_instant, headrooms, settle, sort_findings, ClimbHold, Finding,
     FindingTracker, Headroom, Remembered, WarmUp,
 };
-use crate::history::{History, Metric, SeriesKey};
+use crate::history::{History, KeyRef, Metric};
 use crate::layers::Layer;
 use crate::sample::derived::{make_raw, FeedShape};
 use crate::sample::NodeSample;
@@ -146,7 +146,7 @@ impl Pipeline {
             for (uuid, layers, partial) in devices {
                 let layers = layers.as_ref().ok();
                 history.record(
-                    SeriesKey::device(uuid, Metric::Used),
+                    KeyRef::Device(uuid, Metric::Used),
                     time,
                     layers.map(|l| l.occupied()),
                 );
@@ -156,12 +156,12 @@ impl Pipeline {
                     let value = layers
                         .and_then(|l| l.get(layer))
                         .filter(|_| !partial.contains(&layer));
-                    history.record(SeriesKey::device(uuid, Metric::Layer(layer)), time, value);
+                    history.record(KeyRef::Device(uuid, Metric::Layer(layer)), time, value);
                 }
             }
         }
         for (p, acc) in sample.processes.iter().zip(&account.processes) {
-            let key = |metric| SeriesKey::process(p.pid, p.start_time, &p.device_uuid, metric);
+            let key = |metric| KeyRef::Process(p.pid, p.start_time, &p.device_uuid, metric);
             history.record(key(Metric::Used), time, p.used);
             if p.sm_util.is_some() || history.get(&key(Metric::Sm)).is_some() {
                 history.record(key(Metric::Sm), time, p.sm_util.map(u64::from));
@@ -171,12 +171,12 @@ impl Pipeline {
             // first time brings its backlog (the warm-up before this monitor started), and
             // each later sample what arrived since the previous one.
             let earlier = feed.earlier(sample);
-            let id = crate::history::ProcessId::of(p);
+            let mut id = None; // made for the first step-end reading, if any
             for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
                 let t = stats.time;
                 if let Some(step) = stats.step_end() {
                     history.record_step(
-                        &id,
+                        id.get_or_insert_with(|| crate::history::ProcessId::of(p)),
                         crate::history::StepPoint {
                             step,
                             time: t,
@@ -243,7 +243,7 @@ mod tests {
         let p = &observed.sample.processes[0];
         let series = pipeline
             .history
-            .get(&SeriesKey::process(
+            .get(&crate::history::SeriesKey::process(
                 p.pid,
                 p.start_time,
                 &p.device_uuid,

@@ -20,7 +20,7 @@ use super::judged::judged;
 use super::trend::climbing;
 use super::{device_name, Findings};
 use crate::accounting::NodeAccount;
-use crate::history::{History, Metric, ProcessId, Series, SeriesKey};
+use crate::history::{History, KeyRef, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::NodeSample;
 use climbs::Climber;
@@ -87,7 +87,7 @@ pub(super) fn series<'a>(
     id: &ProcessId,
     metric: Metric,
 ) -> Option<&'a Series> {
-    history.get(&SeriesKey::Process(id.clone(), metric))
+    history.get(&KeyRef::of_process(id, metric))
 }
 
 /// The change of a counter over a window ending now: its last value less its least, or

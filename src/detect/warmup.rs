@@ -6,7 +6,7 @@
 //! remembers it, so a verdict never flips from sample to sample.
 
 use super::{device_name, Finding, FindingKind, Headroom, Severity};
-use crate::history::{History, Metric, ProcessId, SeriesKey, StepPoint};
+use crate::history::{History, KeyRef, Metric, ProcessId, StepPoint};
 use crate::sample::NodeSample;
 use crate::units::{bytes, duration};
 use serde_json::json;
@@ -47,7 +47,7 @@ fn held(points: &[&StepPoint], history: &History, id: &ProcessId, now: f64) -> O
     let peak_held = match peaks {
         Some(peaks) => peaks.first() == peaks.last(),
         None => {
-            let series = history.get(&SeriesKey::Process(id.clone(), Metric::Allocated))?;
+            let series = history.get(&KeyRef::of_process(id, Metric::Allocated))?;
             let halves = series.chunks(now, (now - first.time).max(1.0), 2);
             matches!((halves[0], halves[1]), (Some(a), Some(b)) if b.max <= a.max)
         }

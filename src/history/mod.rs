@@ -17,6 +17,9 @@ pub use steps::{StepPoint, Steps, STEP_POINTS};
 use crate::layers::Layer;
 use std::collections::HashMap;
 
+/// The series' table: found by a borrowed name ([`KeyRef`]).
+type SeriesTable = hashbrown::HashMap<SeriesKey, Box<Entry>>;
+
 /// A process on a device, across samples: the start time tells a reused PID apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessId {
@@ -66,7 +69,7 @@ impl Metric {
 }
 
 /// A series' name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SeriesKey {
     Device(String, Metric),
     Process(ProcessId, Metric),
@@ -78,14 +81,7 @@ impl SeriesKey {
     }
 
     pub fn process(pid: u32, start_time: Option<u64>, device_uuid: &str, metric: Metric) -> Self {
-        SeriesKey::Process(
-            ProcessId {
-                pid,
-                start_time,
-                device_uuid: device_uuid.to_string(),
-            },
-            metric,
-        )
+        KeyRef::Process(pid, start_time, device_uuid, metric).to_key()
     }
 
     /// What the series measures.
@@ -96,13 +92,100 @@ impl SeriesKey {
     }
 }
 
+/// A series' name borrowed from what names it (a sample's UUID, a process): how the
+/// history is written and read without making a key of its own each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRef<'a> {
+    Device(&'a str, Metric),
+    Process(u32, Option<u64>, &'a str, Metric),
+}
+
+impl KeyRef<'_> {
+    /// The series of a process on its device.
+    pub fn of_process(id: &ProcessId, metric: Metric) -> KeyRef<'_> {
+        KeyRef::Process(id.pid, id.start_time, &id.device_uuid, metric)
+    }
+
+    pub fn to_key(self) -> SeriesKey {
+        match self {
+            KeyRef::Device(uuid, m) => SeriesKey::Device(uuid.to_string(), m),
+            KeyRef::Process(pid, start_time, uuid, m) => SeriesKey::Process(
+                ProcessId {
+                    pid,
+                    start_time,
+                    device_uuid: uuid.to_string(),
+                },
+                m,
+            ),
+        }
+    }
+
+    fn metric(self) -> Metric {
+        match self {
+            KeyRef::Device(_, m) | KeyRef::Process(.., m) => m,
+        }
+    }
+}
+
+/// A series' name, owned or borrowed.
+pub trait AsKey {
+    fn as_key(&self) -> KeyRef<'_>;
+}
+
+impl AsKey for SeriesKey {
+    fn as_key(&self) -> KeyRef<'_> {
+        match self {
+            SeriesKey::Device(uuid, m) => KeyRef::Device(uuid, *m),
+            SeriesKey::Process(id, m) => KeyRef::of_process(id, *m),
+        }
+    }
+}
+
+impl AsKey for KeyRef<'_> {
+    fn as_key(&self) -> KeyRef<'_> {
+        *self
+    }
+}
+
+// A key hashes as its borrowed form, so that the table finds an owned key from a borrowed one.
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match *self {
+            KeyRef::Device(uuid, m) => {
+                state.write_u8(0);
+                uuid.hash(state);
+                m.hash(state);
+            }
+            KeyRef::Process(pid, start_time, uuid, m) => {
+                state.write_u8(1);
+                pid.hash(state);
+                start_time.hash(state);
+                uuid.hash(state);
+                m.hash(state);
+            }
+        }
+    }
+}
+
+impl std::hash::Hash for SeriesKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_key().hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<SeriesKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &SeriesKey) -> bool {
+        *self == key.as_key()
+    }
+}
+
 /// Every series the monitor keeps. Series not updated for [`FORGET_AFTER`] samples are
 /// dropped, so processes that come and go do not grow memory without bound; the whole keeps
 /// within a budget of bytes ([`Budget`]).
 #[derive(Debug, Clone)]
 pub struct History {
     /// Boxed, so that the table's spare slots cost a key and a pointer, not a series.
-    series: HashMap<SeriesKey, Box<Entry>>,
+    series: SeriesTable,
     generation: u64,
     /// Slot length and time of slot 0, set by the first sample.
     clock: Option<(f64, f64)>,
@@ -137,7 +220,7 @@ impl History {
     /// A history that keeps within `limit` bytes.
     pub fn with_budget(limit: usize) -> Self {
         History {
-            series: HashMap::new(),
+            series: SeriesTable::default(),
             generation: 0,
             clock: None,
             steps: HashMap::new(),
@@ -178,7 +261,8 @@ impl History {
         }
     }
 
-    pub fn record(&mut self, key: SeriesKey, time: f64, value: Option<u64>) {
+    pub fn record(&mut self, key: impl AsKey, time: f64, value: Option<u64>) {
+        let key = key.as_key();
         let generation = self.generation;
         if let Some(entry) = self.series.get_mut(&key) {
             let before = entry.series.footprint();
@@ -187,13 +271,14 @@ impl History {
             entry.seen = generation;
             return;
         }
-        if matches!(key, SeriesKey::Process(..)) && !self.room(time) {
+        if matches!(key, KeyRef::Process(..)) && !self.room(time) {
             return;
         }
         let (step, origin) = self.clock.unwrap_or((1.0, time));
         let scale = key.metric().scale();
         let mut series = Series::thinned(scale, step, origin, self.budget.thinning);
         series.push(time, value);
+        let key = key.to_key();
         self.held += entry_heap(&key, &series);
         self.series.insert(
             key,
@@ -232,8 +317,9 @@ impl History {
         self.steps.get(id).map(|(s, _)| s)
     }
 
-    pub fn get(&self, key: &SeriesKey) -> Option<&Series> {
-        self.series.get(key).map(|e| &e.series)
+    /// The series of a name, owned ([`SeriesKey`]) or borrowed ([`KeyRef`]).
+    pub fn get(&self, key: &(impl AsKey + ?Sized)) -> Option<&Series> {
+        self.series.get(&key.as_key()).map(|e| &e.series)
     }
 
     /// Every series of one process on one device.

@@ -156,3 +156,41 @@ fn the_count_of_bytes_kept_as_it_goes_is_the_count_afresh() {
     h.recount();
     assert_eq!(kept, h.held);
 }
+
+#[test]
+fn a_series_is_one_whether_named_by_an_owned_or_a_borrowed_key() {
+    let mut h = History::default();
+    let keys = [
+        SeriesKey::device("GPU-0", Metric::Layer(Layer::Live)),
+        SeriesKey::device("GPU-0", Metric::Used),
+        SeriesKey::process(7, Some(1), "GPU-0", Metric::Used),
+        SeriesKey::process(7, None, "GPU-0", Metric::Used),
+        SeriesKey::process(7, Some(1), "GPU-1", Metric::Reserved),
+    ];
+    for t in 0..4 {
+        h.begin(f64::from(t), 1.0);
+        for (i, key) in keys.iter().enumerate() {
+            // Owned and borrowed in turn: each writes the series the other does.
+            let value = Some(u64::try_from(i).unwrap_or(0) << 20);
+            if t % 2 == 0 {
+                h.record(key.clone(), f64::from(t), value);
+            } else {
+                h.record(key.as_key(), f64::from(t), value);
+            }
+        }
+    }
+    assert_eq!(h.len(), keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        let owned = h.get(key).expect("by its key");
+        let borrowed = h.get(&key.as_key()).expect("by a borrowed key");
+        assert!(std::ptr::eq(owned, borrowed));
+        assert_eq!(owned.last(), Some(u64::try_from(i).unwrap_or(0) << 20), "{key:?}");
+    }
+    let id = ProcessId {
+        pid: 7,
+        start_time: Some(1),
+        device_uuid: "GPU-0".into(),
+    };
+    assert!(h.get(&KeyRef::of_process(&id, Metric::Used)).is_some());
+    assert!(h.get(&KeyRef::of_process(&id, Metric::Sm)).is_none());
+}

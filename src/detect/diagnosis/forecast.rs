@@ -21,7 +21,7 @@
 use super::climbs::{Climber, Found};
 use super::{metric_name, Cause};
 use crate::detect::{FindingKind, Findings, Severity};
-use crate::history::{History, Metric, ProcessId, SeriesKey};
+use crate::history::{History, KeyRef, Metric};
 use crate::sample::{NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
 use serde::Serialize;
@@ -187,7 +187,12 @@ pub(crate) fn headroom(
 ) -> Option<Headroom> {
     let stats = &process.feed.as_ref().filter(|_| usable)?.stats;
     let free = device_free(sample, &process.device_uuid)?;
-    let key = SeriesKey::Process(ProcessId::of(process), Metric::Allocated);
+    let key = KeyRef::Process(
+        process.pid,
+        process.start_time,
+        &process.device_uuid,
+        Metric::Allocated,
+    );
     let series = history.get(&key)?;
     // The raw window's peak, read from the first tier's folded maxima (exact, a tenth of the
     // points) with the open block beside them.
