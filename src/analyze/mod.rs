@@ -142,12 +142,17 @@ pub fn analyze_observing(
 ) -> Analysis {
     let budget = budget::Budget::new(crate::recording::LINE_LIMIT as u64);
     let (send, receive) = std::sync::mpsc::sync_channel(64);
+    // Samples judged go back to the reading thread to be freed there, where they were
+    // allocated: freed on the judging thread, each block would go back to the other
+    // thread's arena under its lock, and the two threads would contend for it.
+    let (spent, returned) = std::sync::mpsc::sync_channel::<Spent>(64);
     std::thread::scope(|scope| {
         let reader = {
             let budget = &budget;
             std::thread::Builder::new()
                 .name("strata-analyze-read".into())
                 .spawn_scoped(scope, move || loop {
+                    returned.try_iter().for_each(drop);
                     let mut item = lines.next_line();
                     let weight = lines.last_line_bytes();
                     let last = !matches!(item, Ok(Some(_)));
@@ -178,6 +183,8 @@ pub fn analyze_observing(
                     clock,
                     &mut analysis,
                     &mut observe,
+                    // Not waited for: when the reader is behind (or gone), freed here.
+                    &mut |s| drop(spent.try_send(s)),
                 );
                 drop(closed);
             }
@@ -189,12 +196,19 @@ pub fn analyze_observing(
 
 type Attached = Option<crate::pipeline::Prepared>;
 
+/// What a sample judged leaves that the reading thread allocated.
+type Spent = (
+    crate::sample::NodeSample,
+    crate::accounting::attach::Attachment,
+);
+
 fn judge(
     lines: impl Iterator<Item = (Result<Option<(u64, Line)>, ReadError>, Attached)>,
     context_bytes: Option<u64>,
     clock: Clock,
     analysis: &mut Analysis,
     observe: &mut dyn FnMut(&Observed) -> ControlFlow<()>,
+    spent: &mut dyn FnMut(Spent),
 ) {
     let mut pipeline = Pipeline::new(context_bytes);
     let mut episodes: Vec<Episode> = Vec::new();
@@ -227,7 +241,12 @@ fn judge(
             observed.feed_shape,
             crate::sample::derived::FeedShape::Derived(_)
         );
-        (older, observe(&observed))
+        let flow = observe(&observed);
+        let Observed {
+            sample, attachment, ..
+        } = observed;
+        spent((sample, attachment));
+        (older, flow)
     };
     let mut stopped = false;
     for (item, attached) in lines {
