@@ -110,6 +110,11 @@ pub struct Attachment {
 
 /// A UUID without its `GPU-`/`MIG-` prefix, dashes or case: how frameworks and NVML compare.
 pub fn normalize_uuid(uuid: &str) -> String {
+    uuid_chars(uuid).collect()
+}
+
+/// [`normalize_uuid`]'s characters, one by one (compared without a string made).
+fn uuid_chars(uuid: &str) -> impl Iterator<Item = char> + '_ {
     let trimmed = uuid.trim();
     let bare = ["GPU-", "MIG-", "gpu-", "mig-"]
         .iter()
@@ -118,7 +123,11 @@ pub fn normalize_uuid(uuid: &str) -> String {
     bare.chars()
         .filter(|c| *c != '-')
         .flat_map(char::to_lowercase)
-        .collect()
+}
+
+/// Whether NVML's `uuid` is the one a feed named (already [`normalize_uuid`]d).
+fn names(uuid: &str, normalized: &str) -> bool {
+    uuid_chars(uuid).eq(normalized.chars())
 }
 
 /// A PCI bus id as `DDDDDDDD:BB:DD` (upper case, 8-digit domain, function dropped): NVML's
@@ -149,10 +158,10 @@ fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String,
     let mut gpu: Option<&GpuSample> = None;
     if let Some(uuid) = &uuid {
         for g in &sample.gpus {
-            if let Some(m) = g.mig.iter().find(|m| &normalize_uuid(&m.uuid) == uuid) {
+            if let Some(m) = g.mig.iter().find(|m| names(&m.uuid, uuid)) {
                 return Ok(m.uuid.clone());
             }
-            if &normalize_uuid(&g.uuid) == uuid {
+            if names(&g.uuid, uuid) {
                 gpu = Some(g);
             }
         }

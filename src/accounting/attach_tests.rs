@@ -54,6 +54,11 @@ fn uuids_compare_without_prefix_dashes_or_case() {
         normalize_uuid("5f3c2a1e-8b7d-4c6e-9a10-2d4f6b8e0c31")
     );
     assert_eq!(normalize_uuid("MIG-ab-CD"), "abcd");
+    let named = normalize_uuid("5f3c2a1e-8b7d-4c6e-9a10-2d4f6b8e0c31");
+    assert!(names(" GPU-5F3C2A1E-8b7d-4c6e-9a10-2d4f6b8e0c31", &named));
+    assert!(!names("GPU-5F3C2A1E-8b7d-4c6e-9a10-2d4f6b8e0c3", &named));
+    assert!(!names("GPU-5F3C2A1E-8b7d-4c6e-9a10-2d4f6b8e0c310", &named));
+    assert!(!names("MIG-5F3C2A1E-8b7d-4c6e-9a10-2d4f6b8e0c32", &named));
     assert_eq!(
         normalize_pci("0000:18:00.0").as_deref(),
         Some("00000000:18:00")
