@@ -51,6 +51,7 @@ pub struct Span {
     pub last: u64,
 }
 
+#[cfg(test)]
 impl Span {
     fn merge(self, later: Span) -> Span {
         Span {
@@ -483,26 +484,29 @@ impl Series {
             }
             return out;
         }
-        let mut put = |time: f64, span: Option<Span>| {
-            if time < from || time > to {
+        // Folded as stored (min, max, last; a gap never counts), decoded once at the end:
+        // decoding is monotonic, so the fold is the same as of the decoded spans.
+        let mut folded = vec![[GAP; 3]; n];
+        let mut put = |time: f64, v: [u32; 3]| {
+            if time < from || time > to || v[0] == GAP {
                 return;
             }
-            let i = (((time - start) / width) as usize).min(n - 1);
-            if let Some(span) = span {
-                out[i] = Some(out[i].map_or(span, |o: Span| o.merge(span)));
-            }
+            let i = if n == 1 {
+                0
+            } else {
+                (((time - start) / width) as usize).min(n - 1)
+            };
+            let o = &mut folded[i];
+            *o = if o[0] == GAP {
+                v
+            } else {
+                [o[0].min(v[0]), o[1].max(v[1]), v[2]]
+            };
         };
         let raw_from = |slot: i64| {
             self.raw
                 .iter_from(slot)
                 .take_while(|(slot, _)| self.time_of(*slot) <= to)
-        };
-        let point = |v: u32| {
-            self.scale.decode(v).map(|x| Span {
-                min: x,
-                max: x,
-                last: x,
-            })
         };
         let (ring, points) = if window <= reach[1] {
             (&self.tier_1, FOLD_1)
@@ -516,7 +520,7 @@ impl Series {
             .iter_from(from_slot.div_euclid(points))
             .take_while(|(p, _)| ends(*p, points) <= to)
         {
-            put(ends(p, points), span_of(v, self.scale));
+            put(ends(p, points), v);
         }
         // What the second tier has not folded yet: the first tier's open group.
         if points == FOLD_1 * FOLD_2 {
@@ -526,15 +530,18 @@ impl Series {
                 .iter_from(folded_to.max(from_slot.div_euclid(FOLD_1)))
                 .take_while(|(p, _)| ends(*p, FOLD_1) <= to)
             {
-                put(ends(p, FOLD_1), span_of(v, self.scale));
+                put(ends(p, FOLD_1), v);
             }
         }
         // The open block not folded yet: from the raw ring.
         if let Some(head) = self.raw.head {
             let open_from = head.div_euclid(FOLD_1) * FOLD_1;
             for (slot, v) in raw_from(open_from.max(from_slot)) {
-                put(self.time_of(slot), point(v));
+                put(self.time_of(slot), [v, v, v]);
             }
+        }
+        for (o, f) in out.iter_mut().zip(folded) {
+            *o = span_of(f, self.scale);
         }
         out
     }
