@@ -329,26 +329,26 @@ fn judge(
 /// Whether a process of `before`, or its feed, is gone at `after`: `before` is its last
 /// chance to be judged whole.
 fn someone_leaves(before: &crate::sample::NodeSample, after: &crate::sample::NodeSample) -> bool {
-    let here: std::collections::HashSet<_> = after
-        .processes
-        .iter()
-        .map(|p| {
-            (
-                p.pid,
-                p.start_time,
-                p.device_uuid.as_str(),
-                p.feed.is_some(),
-            )
-        })
-        .collect();
-    before.processes.iter().any(|p| {
-        !here.contains(&(
+    fn who(p: &crate::sample::ProcessSample) -> (u32, Option<u64>, &str, bool) {
+        (
             p.pid,
             p.start_time,
             p.device_uuid.as_str(),
             p.feed.is_some(),
-        ))
-    })
+        )
+    }
+    // Mostly the same processes in the same order: no one left, and no set made.
+    if before.processes.len() <= after.processes.len()
+        && before
+            .processes
+            .iter()
+            .zip(&after.processes)
+            .all(|(b, a)| who(b) == who(a))
+    {
+        return false;
+    }
+    let here: std::collections::HashSet<_> = after.processes.iter().map(who).collect();
+    before.processes.iter().any(|p| !here.contains(&who(p)))
 }
 
 /// The findings of the instant `time` into the episodes.
@@ -460,6 +460,32 @@ mod tests {
             vec![4, 6]
         );
         assert!(a.truncated);
+    }
+
+    #[test]
+    fn someone_leaves_when_a_process_or_its_feed_is_gone_in_any_order() {
+        let before = node_at(0, 600.0, 10.0);
+        assert!(before.processes.len() >= 3);
+        let mut after = before.clone();
+        assert!(!someone_leaves(&before, &after));
+        after.processes.reverse(); // the same processes, listed otherwise
+        assert!(!someone_leaves(&before, &after));
+        let mut newcomer = before.processes[0].clone();
+        newcomer.pid += 100_000;
+        let mut grown = before.clone();
+        grown.processes.push(newcomer.clone()); // one more, none gone
+        assert!(!someone_leaves(&before, &grown));
+        let mut more = grown.clone();
+        more.processes[0].pid += 200_000; // one more, and one of the first gone
+        assert!(someone_leaves(&before, &more));
+        let mut fewer = before.clone();
+        fewer.processes.pop();
+        assert!(someone_leaves(&before, &fewer));
+        if let Some(i) = before.processes.iter().position(|p| p.feed.is_some()) {
+            let mut unfed = before.clone();
+            unfed.processes[i].feed = None; // its feed gone, the process still there
+            assert!(someone_leaves(&before, &unfed));
+        }
     }
 
     #[test]

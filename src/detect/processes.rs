@@ -105,13 +105,16 @@ enum Holder {
 pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findings) {
     let mut unfed: Vec<&ProcessSample> = Vec::new();
     for (process, process_account) in sample.processes.iter().zip(&account.processes) {
-        let place = device_name(sample, &process.device_uuid);
-        let held = process
-            .used
-            .map_or_else(|| "memory (amount not reported)".into(), bytes);
+        // Said only in a finding: made when one is raised (most processes raise none).
+        let place = || device_name(sample, &process.device_uuid);
+        let held = || {
+            process
+                .used
+                .map_or_else(|| "memory (amount not reported)".into(), bytes)
+        };
         let device = Some(process.device_uuid.as_str());
         let pid = Some(process.pid);
-        let evidence = json!({ "used": process.used });
+        let evidence = || json!({ "used": process.used });
         // PID 0 holding nothing is a quirk of some drivers, not a process.
         let quirk = process.pid == 0 && process.used == Some(0);
         let zombie = |what: &str| {
@@ -121,8 +124,10 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                 holders => json!({ "used": process.used, "device_file": file, "holders": holders }),
             };
             let message = format!(
-                "PID {} {what} but its CUDA context still holds {held} on {place}{note}",
-                process.pid
+                "PID {} {what} but its CUDA context still holds {} on {}{note}",
+                process.pid,
+                held(),
+                place()
             );
             (message, evidence)
         };
@@ -156,10 +161,12 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                 device,
                 pid,
                 format!(
-                    "PID {} (not in this PID namespace) holds {held} on {place}",
-                    process.pid
+                    "PID {} (not in this PID namespace) holds {} on {}",
+                    process.pid,
+                    held(),
+                    place()
                 ),
-                evidence,
+                evidence(),
             ),
             Holder::Running | Holder::Hidden => {}
         }

@@ -86,7 +86,8 @@ impl WarmUp {
             let mine = |f: &&Finding| {
                 f.pid == Some(p.pid) && f.device_uuid.as_deref() == Some(&p.device_uuid)
             };
-            let who = format!("PID {} on {}", p.pid, device_name(sample, &p.device_uuid));
+            // Said only in a verdict: made when one is (most samples make none).
+            let who = || format!("PID {} on {}", p.pid, device_name(sample, &p.device_uuid));
             let verdict = if let Some(forecast) = findings
                 .iter()
                 .filter(mine)
@@ -102,7 +103,7 @@ impl WarmUp {
                     device_uuid: Some(p.device_uuid.clone()),
                     pid: Some(p.pid),
                     since: now,
-                    message: format!("{who}: will not fit: after {} steps, {told}", last.step),
+                    message: format!("{}: will not fit: after {} steps, {told}", who(), last.step),
                     evidence: json!({
                         "verdict": "will_not_fit",
                         "steps": last.step,
@@ -134,7 +135,8 @@ impl WarmUp {
                     pid: Some(p.pid),
                     since: now,
                     message: format!(
-                        "{who}: fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {} steps, {})",
+                        "{}: fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {} steps, {})",
+                        who(),
                         bytes(room.peak_live_bytes),
                         bytes(room.usable_bytes),
                         last.step,
