@@ -184,7 +184,11 @@ fn a_series_is_one_whether_named_by_an_owned_or_a_borrowed_key() {
         let owned = h.get(key).expect("by its key");
         let borrowed = h.get(&key.as_key()).expect("by a borrowed key");
         assert!(std::ptr::eq(owned, borrowed));
-        assert_eq!(owned.last(), Some(u64::try_from(i).unwrap_or(0) << 20), "{key:?}");
+        assert_eq!(
+            owned.last(),
+            Some(u64::try_from(i).unwrap_or(0) << 20),
+            "{key:?}"
+        );
     }
     let id = ProcessId {
         pid: 7,
