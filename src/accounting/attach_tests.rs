@@ -360,3 +360,21 @@ fn a_parent_gpu_uuid_under_mig_finds_the_instance_the_pid_is_on() {
     assert!(a.unlisted.is_empty(), "{a:?}");
     assert!(s.processes[0].feed.is_some());
 }
+
+proptest::proptest! {
+    /// Comparing in place says what comparing the normalised strings says, for any text
+    /// (ASCII UUIDs in any case and dashing, and text that is not ASCII at all).
+    #[test]
+    fn names_agrees_with_comparing_normalised_uuids(
+        a in "(GPU-|MIG-|gpu-| )?[0-9a-fA-F-]{0,12}",
+        b in "(GPU-|mig-)?[0-9a-fA-F-]{0,12}",
+        other in "\\PC{0,8}",
+        same in proptest::bool::ANY,
+    ) {
+        let b = if same { a.to_uppercase() } else { b };
+        for (x, y) in [(&a, &b), (&other, &b), (&a, &other), (&other, &other)] {
+            let named = normalize_uuid(y);
+            proptest::prop_assert_eq!(names(x, &named), normalize_uuid(x) == named, "{:?} {:?}", x, y);
+        }
+    }
+}
