@@ -161,7 +161,7 @@ impl Pipeline {
             }
         }
         for (p, acc) in sample.processes.iter().zip(&account.processes) {
-            let key = |metric| KeyRef::Process(p.pid, p.start_time, &p.device_uuid, metric);
+            let key = |metric| KeyRef::of(p, metric);
             history.record(key(Metric::Used), time, p.used);
             if p.sm_util.is_some() || history.get(&key(Metric::Sm)).is_some() {
                 history.record(key(Metric::Sm), time, p.sm_util.map(u64::from));

@@ -2,7 +2,7 @@
 
 use super::sort::{SortKey, SortMemory};
 use crate::accounting::ProcessAccount;
-use crate::history::{History, Metric, SeriesKey};
+use crate::history::{History, KeyRef, Metric};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use std::cmp::Ordering;
@@ -59,12 +59,7 @@ pub fn process_rows<'a>(
                 ),
                 None => ("?".into(), u32::MAX),
             };
-            let key = SeriesKey::process(
-                process.pid,
-                process.start_time,
-                &process.device_uuid,
-                Metric::Used,
-            );
+            let key = KeyRef::of(process, Metric::Used);
             let trend = history
                 .get(&key)
                 .map(|s| s.cell_peaks(sample.time, TREND_CELLS, TREND_BUCKET))

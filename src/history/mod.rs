@@ -86,9 +86,7 @@ impl SeriesKey {
 
     /// What the series measures.
     pub fn metric(&self) -> Metric {
-        match self {
-            SeriesKey::Device(_, m) | SeriesKey::Process(_, m) => *m,
-        }
+        self.as_key().metric()
     }
 }
 
@@ -104,6 +102,16 @@ impl KeyRef<'_> {
     /// The series of a process on its device.
     pub fn of_process(id: &ProcessId, metric: Metric) -> KeyRef<'_> {
         KeyRef::Process(id.pid, id.start_time, &id.device_uuid, metric)
+    }
+
+    /// The series of a process a sample lists, on its device (as [`ProcessId::of`] names it).
+    pub fn of(process: &crate::sample::ProcessSample, metric: Metric) -> KeyRef<'_> {
+        KeyRef::Process(
+            process.pid,
+            process.start_time,
+            &process.device_uuid,
+            metric,
+        )
     }
 
     pub fn to_key(self) -> SeriesKey {

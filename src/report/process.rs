@@ -6,7 +6,7 @@ use super::{held_peak, HeldPeak};
 use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::context::ContextSource;
 use crate::detect::device_name;
-use crate::history::{History, Metric, SeriesKey};
+use crate::history::{History, KeyRef, Metric};
 use crate::pipeline::Observed;
 use crate::present::{metric_names, peak_words};
 use crate::sample::{AllocatorStats, ProcessSample};
@@ -230,14 +230,7 @@ fn fed(
         &figure(stats.peak_reserved),
         &reset,
     );
-    let series = |metric| {
-        held_peak(history.get(&SeriesKey::process(
-            p.pid,
-            p.start_time,
-            &p.device_uuid,
-            metric,
-        )))
-    };
+    let series = |metric| held_peak(history.get(&KeyRef::of(p, metric)));
     let peak_row = |out: &mut String, name: &str, metric: String, peak: Option<HeldPeak>| {
         let holds = peak
             .as_ref()

@@ -187,13 +187,7 @@ pub(crate) fn headroom(
 ) -> Option<Headroom> {
     let stats = &process.feed.as_ref().filter(|_| usable)?.stats;
     let free = device_free(sample, &process.device_uuid)?;
-    let key = KeyRef::Process(
-        process.pid,
-        process.start_time,
-        &process.device_uuid,
-        Metric::Allocated,
-    );
-    let series = history.get(&key)?;
+    let series = history.get(&KeyRef::of(process, Metric::Allocated))?;
     // The raw window's peak, read from the first tier's folded maxima (exact, a tenth of the
     // points) with the open block beside them.
     let now = sample.time;

@@ -3,7 +3,7 @@
 
 use super::Rows;
 use crate::app::State;
-use crate::history::{Metric, SeriesKey};
+use crate::history::{KeyRef, Metric};
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use crate::ui::chart::marked_sparkline;
@@ -29,14 +29,8 @@ pub(super) fn section(
     // Where a climb flagged for this process began, marked on its sparklines.
     let climb_starts = state.climb_starts_of(p.pid, &p.device_uuid);
     for (label, key) in [
-        (
-            "used",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Used),
-        ),
-        (
-            "live",
-            SeriesKey::process(p.pid, p.start_time, &p.device_uuid, Metric::Allocated),
-        ),
+        ("used", KeyRef::of(p, Metric::Used)),
+        ("live", KeyRef::of(p, Metric::Allocated)),
     ] {
         let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
             || "n/a".into(),

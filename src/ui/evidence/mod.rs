@@ -9,7 +9,7 @@ use super::theme::Theme;
 use super::widgets::wrap;
 use crate::app::{ClimbNote, FindingId, State};
 use crate::detect::{device_name, Finding, FindingKind, Severity};
-use crate::history::{Metric, Series, SeriesKey};
+use crate::history::{KeyRef, Metric, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::present::evidence as fields;
@@ -190,9 +190,7 @@ fn lines(
             _ => None,
         };
         let series = match (metric, process, finding.device_uuid.as_deref()) {
-            (Some(m), Some(p), _) => {
-                history.get(&SeriesKey::process(p.pid, p.start_time, &p.device_uuid, m))
-            }
+            (Some(m), Some(p), _) => history.get(&KeyRef::of(p, m)),
             (None, None, Some(uuid)) => {
                 history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Other)))
             }
@@ -265,16 +263,7 @@ fn chart_spec<'a>(
 ) -> Option<ChartSpec<'a>> {
     let history = &state.pipeline.history;
     let now = observed.sample.time;
-    let of_process = |metric| {
-        process.and_then(|p| {
-            history.get(&SeriesKey::process(
-                p.pid,
-                p.start_time,
-                &p.device_uuid,
-                metric,
-            ))
-        })
-    };
+    let of_process = |metric| process.and_then(|p| history.get(&KeyRef::of(p, metric)));
     let pid = finding
         .pid
         .map_or_else(String::new, |p| format!(" of PID {p}"));
