@@ -43,19 +43,19 @@ pub fn assert_layers_add_up(snapshot: &Value, gaps_allowed: bool) {
 pub fn demo_story() -> &'static [u8] {
     static STORY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     STORY.get_or_init(|| {
-        let out = super::strata_command()
-            .args([
-                "snapshot",
-                "--demo",
-                "--demo-at",
-                "0",
-                "--demo-speed",
-                "1",
-                "--json",
-            ])
-            .args(["--count", "121", "--interval", "10"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", super::strata()));
+        let out = super::strata_output(&[
+            "snapshot",
+            "--demo",
+            "--demo-at",
+            "0",
+            "--demo-speed",
+            "1",
+            "--json",
+            "--count",
+            "121",
+            "--interval",
+            "10",
+        ]);
         assert!(
             out.status.success(),
             "{}",
