@@ -11,7 +11,6 @@ use common::{strata_output as strata, utf8 as path, Scratch};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -19,8 +18,7 @@ fn stderr(out: &Output) -> String {
 
 /// The demo's 20-minute story as JSON lines (121 samples, 10 s apart).
 fn story() -> &'static str {
-    static STORY: OnceLock<String> = OnceLock::new();
-    STORY.get_or_init(|| String::from_utf8(common::snapshot::demo_story().to_vec()).expect("UTF-8"))
+    std::str::from_utf8(common::snapshot::demo_story()).expect("UTF-8")
 }
 
 fn export(input: &Path, out: &Path, extra: &[&str]) -> Output {
