@@ -49,9 +49,13 @@ class TorchTest(Case):
         m = self.monitor(j.pid)
         m.wait(hello_with(lambda h: [d["index"] for d in h["devices"]] == [0]))
         j.do("b = torch._stub.allocate(1, 1 << 20)")
-        m.wait(lambda x: any(d.get("index") == 1 for d in x.get("devices") or ()), what="device 1")
+
+        def of_device_1(x):
+            return any(d.get("index") == 1 for d in x.get("devices") or ())
+
+        m.wait(of_device_1, what="device 1")
         msgs = m.snapshot()
-        first = next(x for x in msgs if any(d.get("index") == 1 for d in x.get("devices") or ()))
+        first = next(x for x in msgs if of_device_1(x))
         self.assertEqual(first["type"], "hello", [x.get("type") for x in msgs][-6:])
 
     def test_only_devices_with_a_context_index_explicit(self):
