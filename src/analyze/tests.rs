@@ -1,0 +1,103 @@
+//! analyze over small recordings of the demo: episodes, bad and cut lines, samples out
+//! of order, and who leaves between two samples.
+
+use super::*;
+use crate::source::demo::node_at;
+
+fn recording(lines: &[String]) -> Analysis {
+    let text = lines.join("\n");
+    let lines = Lines::new(
+        Box::new(std::io::Cursor::new(text.into_bytes())),
+        crate::recording::Progress::default(),
+    )
+    .expect("lines");
+    analyze(lines, None)
+}
+
+fn demo_lines(from: f64, to: f64) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut t = from;
+    while t < to {
+        lines.push(serde_json::to_string(&node_at(0, t, 10.0)).expect("json"));
+        t += 10.0;
+    }
+    lines
+}
+
+#[test]
+fn a_recording_of_the_demo_shows_its_story_as_episodes() {
+    let a = recording(&demo_lines(0.0, 1190.0));
+    assert_eq!(a.samples, 119);
+    let leak = a
+        .findings
+        .iter()
+        .find(|e| e.kind == FindingKind::Climb && e.pid == Some(52010))
+        .expect("the leak");
+    assert!(leak.since < leak.until);
+    assert!(a
+        .findings
+        .iter()
+        .any(|e| e.kind == FindingKind::Oom && e.evidence["class"] == "fragmentation"));
+    let text = timeline(&a);
+    assert!(text.contains("climb") && text.contains("oom"), "{text}");
+}
+
+#[test]
+fn bad_lines_are_counted_and_a_cut_last_line_is_fine() {
+    let mut lines = demo_lines(0.0, 100.0);
+    lines.insert(3, "{not json".into());
+    lines.insert(5, "[1,2]".into());
+    let good = lines.last().cloned().unwrap_or_default();
+    lines.push(good[..good.len() / 2].to_string());
+    let a = recording(&lines);
+    assert_eq!(a.samples, 10);
+    assert_eq!(
+        a.bad_lines.iter().map(|b| b.line).collect::<Vec<_>>(),
+        vec![4, 6]
+    );
+    assert!(a.truncated);
+}
+
+#[test]
+fn someone_leaves_when_a_process_or_its_feed_is_gone_in_any_order() {
+    let before = node_at(0, 600.0, 10.0);
+    assert!(before.processes.len() >= 3);
+    let mut after = before.clone();
+    assert!(!someone_leaves(&before, &after));
+    after.processes.reverse(); // the same processes, listed otherwise
+    assert!(!someone_leaves(&before, &after));
+    let mut newcomer = before.processes[0].clone();
+    newcomer.pid += 100_000;
+    let mut grown = before.clone();
+    grown.processes.push(newcomer.clone()); // one more, none gone
+    assert!(!someone_leaves(&before, &grown));
+    let mut more = grown.clone();
+    more.processes[0].pid += 200_000; // one more, and one of the first gone
+    assert!(someone_leaves(&before, &more));
+    let mut fewer = before.clone();
+    fewer.processes.pop();
+    assert!(someone_leaves(&before, &fewer));
+    if let Some(i) = before.processes.iter().position(|p| p.feed.is_some()) {
+        let mut unfed = before.clone();
+        unfed.processes[i].feed = None; // its feed gone, the process still there
+        assert!(someone_leaves(&before, &unfed));
+    }
+}
+
+#[test]
+fn repeated_and_out_of_order_samples_are_skipped_without_a_false_finding() {
+    let mut lines = demo_lines(0.0, 300.0);
+    let copy = lines[10].clone();
+    lines.insert(12, copy.clone());
+    lines.insert(20, copy);
+    let a = recording(&lines);
+    assert_eq!(a.out_of_order, 2);
+    let clean = recording(&demo_lines(0.0, 300.0));
+    let kinds = |a: &Analysis| {
+        a.findings
+            .iter()
+            .map(|e| (e.kind, e.pid))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(kinds(&a), kinds(&clean));
+}
