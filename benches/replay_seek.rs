@@ -2,7 +2,7 @@
 //! replay source's thread, as the monitor asks for it. Prints one line per seek: where from,
 //! where to, the wall time, and whether it started from a checkpoint; then the checkpoints
 //! kept and their footprint, and the process's peak resident memory.
-//! Usage: cargo bench --bench replay_seek -- FILE   (benches/replay_seek.sh makes FILE)
+//! Usage: cargo bench --bench replay_seek -- FILE [--warm]   (benches/replay_seek.sh makes FILE)
 
 // A benchmark may panic: `expect` says which of its assumptions failed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -48,18 +48,32 @@ fn main() {
         let model = source.rebuild(target).expect("rebuilds");
         let took = started.elapsed();
         let to = model.time().unwrap_or(first);
+        let how = control.lock().rebuilt.clone().unwrap_or_default();
         println!(
-            "{what:<28} {:>7.0}s -> {:>7.0}s  {:>8.3} s  ({checkpoints} checkpoint(s) before)",
+            "{what:<28} {:>7.0}s -> {:>7.0}s  {:>8.3} s  ({checkpoints} checkpoint(s) before; \
+             from {}, {} line(s) read through, {} sample(s) taken in, {} judged)",
             shown - first,
             to - first,
             took.as_secs_f64(),
+            match (how.checkpoint, how.keyframe) {
+                (Some(c), Some(k)) =>
+                    format!("the checkpoint at {:.0}s, keyframe line {k}", c - first),
+                (Some(c), None) => format!("the checkpoint at {:.0}s, the file's start", c - first),
+                (None, _) => "the start".to_string(),
+            },
+            how.skipped,
+            how.rolled,
+            how.judged,
         );
         shown = to;
         to
     };
     let opened = Instant::now();
-    // At once, while the background reading has only begun: from the start, mostly.
-    let end = seek("G: at once (cold)", SeekTarget::End);
+    // At once, while the background reading has only begun: from the start, mostly
+    // (`--warm`: not done, the seeks wait for the background reading).
+    if !std::env::args().any(|a| a == "--warm") {
+        seek("G: at once (cold)", SeekTarget::End);
+    }
     while control.status().last_time.is_none() || indexing(&control) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -68,7 +82,7 @@ fn main() {
         opened.elapsed().as_secs_f64()
     );
     seek("g: to the start", SeekTarget::At(f64::NEG_INFINITY));
-    seek("G: to the end", SeekTarget::End);
+    let end = seek("G: to the end", SeekTarget::End);
     seek("<-: a minute back", SeekTarget::At(end - 60.0));
     let middle = first + (end - first) / 2.0;
     seek("to the middle", SeekTarget::At(middle));
@@ -80,9 +94,11 @@ fn main() {
         .map(|c| c.model.pipeline.history.footprint())
         .sum();
     println!(
-        "checkpoints: {} ({} MiB of history at full capacity); peak RSS {} MiB",
+        "checkpoints: {} ({} MiB of history at full capacity), marks: {}, keyframes: {}; peak RSS {} MiB",
         s.checkpoints.len(),
         footprint >> 20,
+        s.marks.len(),
+        s.keyframes.len(),
         peak_rss_kib().map_or("n/a".into(), |k| (k >> 10).to_string())
     );
 }

@@ -101,10 +101,7 @@ impl Pipeline {
             feed_shape,
             attachment,
         } = prepared;
-        self.contexts.observe(&sample, &attachment.statuses);
-        let account = account(&sample, &attachment, &self.contexts);
-        self.record(&sample, &account);
-        self.remembered.observe(&sample);
+        let account = self.keep(&sample, &attachment);
         let mut findings = Vec::new();
         if history {
             let (found, climbs) =
@@ -128,6 +125,24 @@ impl Pipeline {
             headroom,
             feed_shape,
         }
+    }
+
+    /// Takes in a sample as far as its layers, the history and what the samples alone
+    /// decide (the context estimates, the OOMs remembered), judging nothing: the state
+    /// [`Pipeline::ingest`] leaves, but for what judging carries (the findings' `since`,
+    /// the climbs held, the warm-up verdicts).
+    pub fn take_in(&mut self, mut sample: NodeSample) {
+        let Prepared { attachment, .. } = prepare(&mut sample);
+        self.keep(&sample, &attachment);
+    }
+
+    /// What every sample leaves, judged or not.
+    fn keep(&mut self, sample: &NodeSample, attachment: &Attachment) -> NodeAccount {
+        self.contexts.observe(sample, &attachment.statuses);
+        let account = account(sample, attachment, &self.contexts);
+        self.record(sample, &account);
+        self.remembered.observe(sample);
+        account
     }
 
     fn record(&mut self, sample: &NodeSample, account: &NodeAccount) {

@@ -72,14 +72,21 @@ pub(crate) struct Decoder {
     done: Option<bool>,
     /// Events taken by [`Decoder::peek`], given again before anything else, in order.
     replay: std::collections::VecDeque<Peeked>,
+    /// The file offset of the zstd frame the last data given came from, and of the frame
+    /// `held` came from.
+    data_frame: Option<u64>,
+    held_frame: Option<u64>,
 }
 
 /// An event taken ahead of its reader.
 #[derive(Debug)]
 enum Peeked {
-    Data(Vec<u8>),
+    /// Data, and the zstd frame it came from.
+    Data(Vec<u8>, Option<u64>),
     Corrupt(Corruption),
-    End { cut: bool },
+    End {
+        cut: bool,
+    },
 }
 
 enum Kind {
@@ -100,6 +107,8 @@ struct Zstd {
     full: bool,
     /// After a corruption: the next step looks for the next frame.
     searching: bool,
+    /// The file offset of the frame the last step decoded from.
+    stepped: Option<u64>,
 }
 
 struct Gzip {
@@ -135,6 +144,7 @@ impl Decoder {
                     want: ZSTD_FIRST_STEP,
                     full: false,
                     searching: false,
+                    stepped: None,
                 }))
             }
             Compression::Gzip => Kind::Gzip(Box::new(Gzip {
@@ -152,6 +162,8 @@ impl Decoder {
             ready: None,
             done: None,
             replay: Default::default(),
+            data_frame: None,
+            held_frame: None,
         })
     }
 
@@ -165,7 +177,8 @@ impl Decoder {
             match self.next(&mut out)? {
                 Event::Data(k) => {
                     head.extend_from_slice(&out[..k]);
-                    self.replay.push_back(Peeked::Data(out[..k].to_vec()));
+                    self.replay
+                        .push_back(Peeked::Data(out[..k].to_vec(), self.data_frame));
                 }
                 Event::Corrupt(c) => {
                     self.replay.push_back(Peeked::Corrupt(c));
@@ -178,6 +191,12 @@ impl Decoder {
             }
         }
         Ok(head)
+    }
+
+    /// The file offset of the zstd frame that the last data given came from (`None`: not
+    /// zstd): where a reader can start again to read that frame alone.
+    pub fn data_frame(&self) -> Option<u64> {
+        self.data_frame
     }
 
     /// The file offset reached.
@@ -197,12 +216,13 @@ impl Decoder {
     pub fn next(&mut self, out: &mut [u8]) -> Result<Event, ReadError> {
         if let Some(peeked) = self.replay.pop_front() {
             return Ok(match peeked {
-                Peeked::Data(mut data) => {
+                Peeked::Data(mut data, frame) => {
                     let n = data.len().min(out.len());
                     out[..n].copy_from_slice(&data[..n]);
+                    self.data_frame = frame;
                     if n < data.len() {
                         data.drain(..n);
-                        self.replay.push_front(Peeked::Data(data));
+                        self.replay.push_front(Peeked::Data(data, frame));
                     }
                     Event::Data(n)
                 }
@@ -218,6 +238,7 @@ impl Decoder {
                 let n = self.held.len().min(out.len());
                 out[..n].copy_from_slice(&self.held[..n]);
                 self.held.drain(..n);
+                self.data_frame = self.held_frame;
                 return Ok(Event::Data(n));
             }
             if let Some(cut) = self.done {
@@ -231,18 +252,25 @@ impl Decoder {
                 Kind::Zstd(z) => z.step(out)?,
                 Kind::Gzip(g) => g.step(out)?,
             };
+            let frame = match &self.kind {
+                Kind::Zstd(z) => z.stepped,
+                _ => None,
+            };
             match step {
                 Step::Data(n) => {
                     if let Some(c) = self.pending.take() {
                         // Said first; the data waits.
                         self.held.extend_from_slice(&out[..n]);
+                        self.held_frame = frame;
                         return Ok(Event::Corrupt(c));
                     }
+                    self.data_frame = frame;
                     return Ok(Event::Data(n));
                 }
                 Step::DataThenCorrupt(n, corruption) => {
                     self.corrupt(corruption);
                     if n > 0 {
+                        self.data_frame = frame;
                         return Ok(Event::Data(n));
                     }
                 }
@@ -325,6 +353,7 @@ impl Zstd {
         };
         while self.input.available().len() < want && self.input.refill()? {}
         let start = self.input.offset();
+        self.stepped = self.frame.map(|(at, _)| at);
         let available = self.input.available();
         let chunk = &available[..available.len().min(want)];
         let offered = chunk.len();

@@ -65,6 +65,13 @@ impl Input {
         }
     }
 
+    /// The input of a source that begins at `offset` of its file (a reader seeked there):
+    /// offsets said are the file's.
+    pub fn starting_at(mut self, offset: u64) -> Self {
+        self.offset = offset;
+        self
+    }
+
     /// The bytes read and not yet consumed.
     pub fn available(&self) -> &[u8] {
         &self.buf[self.start..self.end]

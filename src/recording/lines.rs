@@ -241,6 +241,9 @@ pub struct Lines {
     number: u64,
     /// The length of the last line returned.
     last_bytes: u64,
+    /// Format 2: the last line returned is a keyframe that begins the zstd frame at this
+    /// file offset ([`Lines::keyframe_at`]).
+    keyframe: Option<u64>,
 }
 
 impl Lines {
@@ -281,7 +284,47 @@ impl Lines {
             progress,
             number: 0,
             last_bytes: 0,
+            keyframe: None,
         })
+    }
+
+    /// The lines of the format-2 recording at `path` from the keyframe that begins the zstd
+    /// frame at file offset `offset` (as [`Lines::keyframe_at`] said of line `number + 1`
+    /// of an earlier reading), numbered on from `number`: a seek that reads a few minutes
+    /// rather than everything before them. An error when no such keyframe begins there (the
+    /// file is not the one read before).
+    pub fn open_at(path: &Path, offset: u64, number: u64) -> Result<Lines, ReadError> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::File::open(path)?;
+        let total = file.metadata()?.len();
+        file.seek(SeekFrom::Start(offset))?;
+        let progress = Progress::new(Some(total.saturating_sub(offset)));
+        let input = Input::new(Box::new(file), progress.clone()).starting_at(offset);
+        let mut decoder = Decoder::new(input)?;
+        let magic = super::v2::MAGIC;
+        if !decoder.peek(magic.len())?.starts_with(magic) || decoder.data_frame() != Some(offset) {
+            return Err(ReadError::Io(std::io::Error::other(format!(
+                "no format-2 frame begins at byte {offset}"
+            ))));
+        }
+        Ok(Lines {
+            body: Body::Records {
+                records: super::v2::Records::new(decoder, &[], LINE_LIMIT),
+                decoder: Box::new(super::v2::Decoder::new()),
+                said_cut: false,
+            },
+            progress,
+            number,
+            last_bytes: 0,
+            keyframe: None,
+        })
+    }
+
+    /// Format 2: where a reader can start to read from the last line returned on, when that
+    /// line is a keyframe that begins a zstd frame: the frame's file offset, for
+    /// [`Lines::open_at`].
+    pub fn keyframe_at(&self) -> Option<u64> {
+        self.keyframe
     }
 
     /// The number of the last line returned or skipped.
@@ -344,6 +387,7 @@ impl Lines {
                     said_cut,
                     &mut self.number,
                     &mut self.last_bytes,
+                    &mut self.keyframe,
                 )
             }
         };
@@ -398,8 +442,10 @@ fn next_record(
     said_cut: &mut bool,
     number: &mut u64,
     last_bytes: &mut u64,
+    keyframe: &mut Option<u64>,
 ) -> Result<Option<(u64, Line)>, ReadError> {
     use super::v2::{Decoded, Raw as Record};
+    *keyframe = None;
     let Some(raw) = records.next_record()? else {
         if records.cut && !*said_cut {
             *last_bytes = 0;
@@ -418,10 +464,20 @@ fn next_record(
             decoder.lose_state();
             Line::Bad(why)
         }
-        Record::Record { tag, payload, .. } => {
+        Record::Record {
+            tag,
+            payload,
+            frame_at,
+            ..
+        } => {
             *last_bytes = payload.len() as u64;
             match decoder.decode(tag, payload) {
-                Decoded::Sample(s) => Line::Sample(s),
+                Decoded::Sample(s) => {
+                    if tag == super::v2::KEYFRAME {
+                        *keyframe = frame_at;
+                    }
+                    Line::Sample(s)
+                }
                 Decoded::Unanchored => Line::Unanchored,
                 Decoded::Bad(why) => Line::Bad(why),
             }

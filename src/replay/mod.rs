@@ -27,6 +27,10 @@ pub const SEEK_STEP_SECS: f64 = 60.0;
 pub const CHECKPOINT_SPACING_SECS: f64 = 600.0;
 /// Bytes the checkpoints' histories may hold in all (their footprint at full capacity).
 pub const CHECKPOINT_BUDGET_BYTES: usize = 512 << 20;
+/// Recording time between [`Mark`]s, at first (doubled past [`MARKS_KEPT`]).
+pub const MARK_SPACING_SECS: f64 = 30.0;
+/// Marks kept at most (thinned out past it, as checkpoints are): a day at 30 s.
+pub const MARKS_KEPT: usize = 2880;
 
 /// Everything the monitor shows that a run of samples builds up: the pipeline (history,
 /// findings' `since`, context estimates), the lost GPUs' last readings, the rows' settled
@@ -61,6 +65,66 @@ impl Model {
     pub fn time(&self) -> Option<f64> {
         self.current.as_ref().map(|o| o.sample.time)
     }
+
+    /// Takes in one sample as far as the history and what the samples alone decide (the
+    /// context estimates, the OOMs remembered): no detector runs, and nothing judged or
+    /// shown changes. A seek rolls a checkpoint's history on so up to a [`Mark`], then
+    /// sets what the mark holds.
+    pub fn roll(&mut self, sample: NodeSample) {
+        self.pipeline.take_in(sample);
+    }
+
+    /// What this model's judgement carries from sample to sample.
+    pub fn judged(&self) -> Judged {
+        Judged {
+            tracker: self.pipeline.tracker.clone(),
+            hold: self.pipeline.hold.clone(),
+            warm_up: self.pipeline.warm_up.clone(),
+            last_known: self.last_known.clone(),
+            sort_memory: self.sort_memory.clone(),
+        }
+    }
+
+    /// Sets what [`Model::judged`] took.
+    pub fn set_judged(&mut self, judged: Judged) {
+        let Judged {
+            tracker,
+            hold,
+            warm_up,
+            last_known,
+            sort_memory,
+        } = judged;
+        self.pipeline.tracker = tracker;
+        self.pipeline.hold = hold;
+        self.pipeline.warm_up = warm_up;
+        self.last_known = last_known;
+        self.sort_memory = sort_memory;
+    }
+}
+
+/// The part of a [`Model`] that judging each sample builds up, apart from the history and
+/// from what the samples alone decide: the findings' `since` and the climbs held, the
+/// warm-up verdicts said, the lost GPUs' last readings, the rows' settled sort values. A
+/// few kilobytes, where a model with its history is megabytes.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    tracker: crate::detect::FindingTracker,
+    hold: crate::detect::ClimbHold,
+    warm_up: crate::detect::WarmUp,
+    last_known: HashMap<String, LastKnown>,
+    sort_memory: SortMemory,
+}
+
+/// A mark: what a straight playback had judged just before the sample on line `line`
+/// (at `time`). A seek takes the checkpoint before its target, rolls its history on to
+/// the latest mark after it without judging ([`Model::roll`]), sets the mark's judgement,
+/// and judges every sample from there: the model it reaches is the straight playback's,
+/// for the cost of judging a few samples rather than every one since the checkpoint.
+#[derive(Debug)]
+pub struct Mark {
+    pub time: f64,
+    pub line: u64,
+    pub judged: Judged,
 }
 
 /// Where a seek goes.
@@ -198,6 +262,22 @@ pub struct ReplayStatus {
     pub indexing: Option<(u64, Option<u64>)>,
 }
 
+/// What a seek did to rebuild the model: where it started, and how many samples it read
+/// through unkept, took in unjudged and judged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rebuilt {
+    /// The time of the checkpoint it started from (`None`: the start).
+    pub checkpoint: Option<f64>,
+    /// The keyframe's line it started to read at (`None`: the file's start).
+    pub keyframe: Option<u64>,
+    /// Lines read and let go up to the checkpoint's (within the keyframe's frame).
+    pub skipped: u64,
+    /// Samples taken in without judging, up to a mark.
+    pub rolled: u64,
+    /// Samples judged (ingested whole).
+    pub judged: u64,
+}
+
 /// One checkpoint: the model after the sample at `time`.
 #[derive(Debug)]
 pub struct Checkpoint {
@@ -224,6 +304,14 @@ pub struct Shared {
     /// Oldest first, at least `spacing` apart in recording time.
     pub checkpoints: Vec<Arc<Checkpoint>>,
     spacing: f64,
+    /// Oldest first, at least `mark_spacing` apart in recording time.
+    pub marks: Vec<Arc<Mark>>,
+    mark_spacing: f64,
+    /// Format 2: the lines that are keyframes beginning a zstd frame, and the frame's file
+    /// offset, in order: where a seek starts to read.
+    pub keyframes: Vec<(u64, u64)>,
+    /// What the last seek did.
+    pub rebuilt: Option<Rebuilt>,
     /// The monitor has gone: the source stops.
     pub closed: bool,
 }
@@ -251,6 +339,10 @@ impl Control {
                 indexing: None,
                 checkpoints: Vec::new(),
                 spacing: CHECKPOINT_SPACING_SECS,
+                marks: Vec::new(),
+                mark_spacing: MARK_SPACING_SECS,
+                keyframes: Vec::new(),
+                rebuilt: None,
                 closed: false,
             }),
             changed: Condvar::new(),
@@ -385,6 +477,67 @@ impl Control {
     pub fn checkpoint_before(&self, time: f64) -> Option<Arc<Checkpoint>> {
         let s = self.lock();
         s.checkpoints.iter().rev().find(|c| c.time <= time).cloned()
+    }
+
+    /// Whether a mark at `time` would be kept: none lies within the spacing of it.
+    pub fn wants_mark(&self, time: f64) -> bool {
+        let s = self.lock();
+        match s.marks.last() {
+            Some(last) if time >= last.time => time - last.time >= s.mark_spacing,
+            _ => !s
+                .marks
+                .iter()
+                .any(|m| (m.time - time).abs() < s.mark_spacing),
+        }
+    }
+
+    /// Keeps `judged`, what `model` had judged before the sample on line `line` at `time`,
+    /// as a mark, unless one lies within the spacing of it; thins the marks out (every other
+    /// one, twice the spacing) past [`MARKS_KEPT`].
+    pub fn keep_mark(&self, time: f64, line: u64, judged: Judged) {
+        let mut s = self.lock();
+        if s.marks
+            .iter()
+            .any(|m| (m.time - time).abs() < s.mark_spacing)
+        {
+            return;
+        }
+        let at = s.marks.partition_point(|m| m.time < time);
+        s.marks.insert(at, Arc::new(Mark { time, line, judged }));
+        if s.marks.len() > MARKS_KEPT {
+            s.mark_spacing *= 2.0;
+            let mut index = 0;
+            s.marks.retain(|_| {
+                index += 1;
+                index % 2 == 1
+            });
+        }
+    }
+
+    /// The latest mark at or before `time` that lies after line `after`.
+    pub fn mark_before(&self, time: f64, after: u64) -> Option<Arc<Mark>> {
+        let s = self.lock();
+        s.marks
+            .iter()
+            .rev()
+            .take_while(|m| m.line > after)
+            .find(|m| m.time <= time)
+            .cloned()
+    }
+
+    /// Notes that line `line` is a keyframe beginning the zstd frame at `offset`.
+    pub fn keyframe(&self, line: u64, offset: u64) {
+        let mut s = self.lock();
+        if s.keyframes.last().is_none_or(|&(l, _)| l < line) {
+            s.keyframes.push((line, offset));
+        }
+    }
+
+    /// The latest keyframe at or before line `line`.
+    pub fn keyframe_before(&self, line: u64) -> Option<(u64, u64)> {
+        let s = self.lock();
+        let at = s.keyframes.partition_point(|&(l, _)| l <= line);
+        at.checked_sub(1).map(|i| s.keyframes[i])
     }
 }
 

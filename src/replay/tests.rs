@@ -184,6 +184,71 @@ fn checkpoints_offered_while_playing_give_the_same_seek() {
     assert_same(&mut by_play, &mut by_seek, "from a checkpoint");
 }
 
+/// A seek in a format-2 recording the background reading has been through: it reads from
+/// the keyframe before its checkpoint, takes the samples up to the latest mark in unjudged,
+/// and judges only those after it; what it shows is what playing through shows.
+#[test]
+fn a_seek_from_a_mark_shows_what_playing_through_to_it_shows() {
+    let dir = TempDir::new();
+    let path = dir.path().join("demo.zst");
+    // 50 minutes of the story at 10 s: keyframes every 5 minutes, checkpoints every 10,
+    // marks every 30 s.
+    let samples: Vec<NodeSample> = (0..300)
+        .map(|i| node_at(0, f64::from(i) * 10.0, 10.0))
+        .collect();
+    let mut writer = crate::recording::write::RecordWriter::create(&path, None).expect("creates");
+    for sample in &samples {
+        writer.write(sample).expect("writes");
+    }
+    writer.finish().expect("finishes");
+    let mut source = ReplaySource::open(&path, None).expect("opens");
+    let control = source.control();
+    let started = Instant::now();
+    while control.lock().last_time.is_none() || control.lock().indexing.is_some() {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the background reading ends"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (checkpoints, marks, keyframes) = {
+        let s = control.lock();
+        (s.checkpoints.len(), s.marks.len(), s.keyframes.len())
+    };
+    assert!(checkpoints >= 3, "{checkpoints} checkpoints");
+    assert_eq!(marks, 100);
+    assert_eq!(keyframes, 10);
+    let played_to = |until: f64| {
+        let mut state = State::new(Pipeline::new(None), "replay".into(), 1.0);
+        for sample in samples.iter().filter(|s| s.time <= until) {
+            state.on_sample(sample.clone());
+        }
+        state
+    };
+    let t = |i: usize| samples[i].time;
+    let mut rolled = 0;
+    for (target, index) in [
+        (SeekTarget::At(t(250)), 250),
+        (SeekTarget::End, 299),
+        (SeekTarget::At(t(118)), 118),
+        (SeekTarget::At(t(61)), 61),
+        (SeekTarget::At(t(65) + 5.0), 65),
+        (SeekTarget::At(t(7)), 7),
+    ] {
+        let mut by_seek = sought(source.rebuild(target).expect("rebuilds"));
+        let rebuilt = control.lock().rebuilt.clone().expect("said");
+        assert!(rebuilt.judged <= 3, "{target:?}: {rebuilt:?}");
+        if index >= 30 {
+            assert!(rebuilt.keyframe.is_some(), "{target:?}: {rebuilt:?}");
+            assert!(rebuilt.skipped < 30, "{target:?}: {rebuilt:?}");
+        }
+        rolled += rebuilt.rolled;
+        let mut by_play = played_to(t(index));
+        assert_same(&mut by_play, &mut by_seek, &format!("{target:?}"));
+    }
+    assert!(rolled > 0, "the seeks took samples in unjudged");
+}
+
 #[test]
 fn zstd_and_gzip_recordings_replay_as_the_plain_one() {
     let dir = TempDir::new();

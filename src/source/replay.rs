@@ -4,7 +4,7 @@
 
 use super::{Next, Source, SourceError};
 use crate::recording::{Line, Lines, ReadError};
-use crate::replay::{Control, Model, Reading, SeekTarget};
+use crate::replay::{Control, Model, Reading, Rebuilt, SeekTarget};
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -236,8 +236,16 @@ impl ReplaySource {
                 Some((c, line)) => (c.model.clone(), line),
                 None => (Model::new(self.context_bytes), 0),
             };
-            self.lines = Lines::open(&self.path).map_err(|e| self.io_error(e))?;
+            // Up to this mark the samples are only taken in, unjudged; from it on, judged.
+            let mut mark = self.control.mark_before(until, line);
+            let mut rebuilt = Rebuilt {
+                checkpoint: model.time(),
+                ..Rebuilt::default()
+            };
+            (self.lines, rebuilt.keyframe) = self.lines_from(line + 1)?;
+            let start = self.lines.number();
             self.lines.skip_to(line).map_err(|e| self.io_error(e))?;
+            rebuilt.skipped = self.lines.number() - start;
             self.last_time = model.time().unwrap_or(f64::NEG_INFINITY);
             self.pending = None;
             self.first = None;
@@ -248,10 +256,12 @@ impl ReplaySource {
             loop {
                 let newer = self.control.lock().seek.take();
                 if let Some(newer) = newer {
-                    let further = match newer {
-                        SeekTarget::At(t) => model.time().is_some_and(|m| t >= m),
-                        SeekTarget::End => true,
-                    };
+                    // On the way to a mark, the model is not yet one to go on from.
+                    let further = mark.is_none()
+                        && match newer {
+                            SeekTarget::At(t) => model.time().is_some_and(|m| t >= m),
+                            SeekTarget::End => true,
+                        };
                     target = newer;
                     self.control.update(|s| s.seeking = Some((newer, 0.0)));
                     if !further {
@@ -270,7 +280,17 @@ impl ReplaySource {
                     self.pending = Some(sample);
                     break;
                 }
+                if let Some(m) = &mark {
+                    if self.lines.number() < m.line {
+                        model.roll(sample);
+                        rebuilt.rolled += 1;
+                        continue;
+                    }
+                    model.set_judged(m.judged.clone());
+                    mark = None;
+                }
                 model.ingest(sample);
+                rebuilt.judged += 1;
                 self.control
                     .offer_checkpoint_at(&model, self.lines.number());
                 if reported.elapsed().as_millis() >= 50 {
@@ -289,11 +309,26 @@ impl ReplaySource {
             let at_end = self.at_end;
             self.control.update(|s| {
                 s.seeking = None;
+                s.rebuilt = Some(rebuilt);
                 s.ended = at_end;
                 s.clock.set(shown, Instant::now());
             });
             return Ok(model);
         }
+    }
+}
+
+impl ReplaySource {
+    /// The recording read from line `line` on or before it: from the latest keyframe at or
+    /// before it where one is known (format 2), else from the start.
+    /// Says which keyframe's line, if any.
+    fn lines_from(&self, line: u64) -> Result<(Lines, Option<u64>), SourceError> {
+        if let Some((at, offset)) = self.control.keyframe_before(line) {
+            if let Ok(lines) = Lines::open_at(&self.path, offset, at - 1) {
+                return Ok((lines, Some(at)));
+            }
+        }
+        Ok((Lines::open(&self.path).map_err(|e| self.io_error(e))?, None))
     }
 }
 
@@ -309,11 +344,17 @@ fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control
         let mut model = Model::new(context_bytes);
         let mut last = f64::NEG_INFINITY;
         while let Some((number, line)) = lines.next_line()? {
+            if let Some(offset) = lines.keyframe_at() {
+                control.keyframe(number, offset);
+            }
             let Line::Sample(sample) = line else { continue };
             if !sample.time.is_finite() || sample.time <= last {
                 continue;
             }
             last = sample.time;
+            if control.wants_mark(sample.time) {
+                control.keep_mark(sample.time, number, model.judged());
+            }
             model.ingest(*sample);
             control.offer_checkpoint_at(&model, number);
             if control.lock().closed {

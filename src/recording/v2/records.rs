@@ -16,11 +16,13 @@ const CHUNK: usize = 1 << 17;
 #[derive(Debug, PartialEq)]
 pub enum Raw<'a> {
     /// A record checked whole: its tag and payload. `framed`: it began a frame (after the
-    /// magic).
+    /// magic); `frame_at`: the file offset of the zstd frame that magic began, where a
+    /// reader can start to read from this record on.
     Record {
         tag: u8,
         payload: &'a [u8],
         framed: bool,
+        frame_at: Option<u64>,
     },
     /// Bytes that are not a whole record (a failed check, a length past the limit, bytes
     /// between frames): why; skipped to the next magic.
@@ -39,8 +41,16 @@ pub struct Records {
     pub cut: bool,
     /// At a record boundary, rather than looking for the next magic.
     synced: bool,
-    /// The next record begins a frame.
+    /// The next record begins a frame; the file offset of the zstd frame whose text began
+    /// with that magic.
     framed: bool,
+    frame_at: Option<u64>,
+    /// The text offset of `buf[0]`.
+    base: u64,
+    /// Where in the text each zstd frame not yet passed began (text offset, file offset).
+    frame_starts: std::collections::VecDeque<(u64, u64)>,
+    /// The zstd frame the last data came from.
+    last_frame: Option<u64>,
     /// Bytes passed over while looking for a magic, not yet said.
     skipped: u64,
     limit: usize,
@@ -74,9 +84,27 @@ impl Records {
             cut: false,
             synced: false,
             framed: false,
+            frame_at: None,
+            base: 0,
+            frame_starts: Default::default(),
+            last_frame: None,
             skipped: 0,
             limit,
         }
+    }
+
+    /// A magic is taken at `at` of `buf`: the next record begins a frame, and, when the
+    /// magic is the first text of a zstd frame, a reader can start there.
+    fn magic_at(&mut self, at: usize) {
+        let text = self.base + at as u64;
+        while self.frame_starts.front().is_some_and(|&(t, _)| t < text) {
+            self.frame_starts.pop_front();
+        }
+        self.frame_at = match self.frame_starts.front() {
+            Some(&(t, file)) if t == text => Some(file),
+            _ => None,
+        };
+        self.framed = true;
     }
 
     fn available(&self) -> &[u8] {
@@ -92,13 +120,23 @@ impl Records {
             Event::Data(n) => {
                 if self.start > 0 {
                     self.buf.drain(..self.start);
+                    self.base += self.start as u64;
                     self.start = 0;
                 }
+                let frame = self.decoder.data_frame();
+                if frame.is_some() && frame != self.last_frame {
+                    self.frame_starts
+                        .extend(frame.map(|file| (self.base + self.buf.len() as u64, file)));
+                }
+                self.last_frame = frame;
                 self.buf.extend_from_slice(&self.chunk[..n]);
                 Ok(Ok(true))
             }
             Event::Corrupt(c) => {
+                self.base += self.buf.len() as u64;
                 self.buf.clear();
+                self.frame_starts.clear();
+                self.last_frame = None;
                 self.start = 0;
                 self.synced = false;
                 Ok(Err(c))
@@ -124,9 +162,9 @@ impl Records {
                 match memchr::memmem::find(self.available(), MAGIC) {
                     Some(at) => {
                         self.skipped += at as u64;
+                        self.magic_at(self.start + at);
                         self.start += at + MAGIC.len();
                         self.synced = true;
-                        self.framed = true;
                         if self.skipped > 0 {
                             let skipped = std::mem::take(&mut self.skipped);
                             return Ok(Some(Raw::Bad(format!(
@@ -181,8 +219,8 @@ impl Records {
                         Err(c) => return Ok(Some(Raw::Corrupt(c))),
                     }
                 }
+                self.magic_at(self.start);
                 self.start += MAGIC.len();
-                self.framed = true;
                 continue;
             }
             if tag != KEYFRAME && tag != DELTA {
@@ -243,10 +281,12 @@ impl Records {
             let at = self.start;
             self.start += total;
             let framed = std::mem::take(&mut self.framed);
+            let frame_at = self.frame_at.take().filter(|_| framed);
             return Ok(Some(Raw::Record {
                 tag,
                 payload: &self.buf[at + header..at + total - 4],
                 framed,
+                frame_at,
             }));
         }
     }

@@ -74,6 +74,65 @@ fn format_2_reads_back_what_format_1_does_for_the_demo_story() {
     same_as_format_1(&demo(0.0, 121, 10.0));
 }
 
+/// The samples as a format-2 file as the recorder writes it: a zstd frame per keyframe.
+fn frames_file(samples: &[NodeSample], name: &str) -> std::path::PathBuf {
+    let mut encoder = Encoder::new();
+    let mut file = Vec::new();
+    let mut frame = Vec::new();
+    for s in samples {
+        let key = encoder.wants_keyframe(s);
+        if key && !frame.is_empty() {
+            file.extend(zstd::encode_all(&frame[..], 3).expect("zstd"));
+            frame.clear();
+        }
+        encoder.encode(s, key, &mut frame);
+    }
+    file.extend(zstd::encode_all(&frame[..], 3).expect("zstd"));
+    let path = std::env::temp_dir().join(format!("strata-v2-{name}-{}.zst", std::process::id()));
+    std::fs::write(&path, file).expect("writes");
+    path
+}
+
+/// Each line of a file, with where a reader could start at it.
+fn lines_with_keyframes(lines: &mut Lines) -> Vec<(u64, Option<u64>, NodeSample)> {
+    let mut out = Vec::new();
+    while let Some((n, line)) = lines.next_line().expect("reads") {
+        let Line::Sample(s) = line else {
+            panic!("not a sample: {line:?}")
+        };
+        out.push((n, lines.keyframe_at(), *s));
+    }
+    out
+}
+
+/// A seek reads from the keyframe before its target: started at any keyframe's frame, a
+/// reader gives the same lines, numbered alike, as one that read everything before it.
+#[test]
+fn a_reader_started_at_a_keyframes_frame_reads_on_as_one_from_the_start() {
+    // 50 minutes at 10 s: a keyframe every 5 minutes.
+    let path = frames_file(&demo(0.0, 300, 10.0), "keyframes");
+    let whole = lines_with_keyframes(&mut Lines::open(&path).expect("opens"));
+    let keyframes: Vec<(u64, u64)> = whole
+        .iter()
+        .filter_map(|(n, k, _)| k.map(|k| (*n, k)))
+        .collect();
+    assert_eq!(keyframes.len(), 10, "{keyframes:?}");
+    assert_eq!(keyframes[0], (1, 0));
+    for &(n, offset) in &keyframes {
+        let from = lines_with_keyframes(&mut Lines::open_at(&path, offset, n - 1).expect("opens"));
+        assert_eq!(from.len(), whole.len() - (n as usize - 1), "from line {n}");
+        for (a, b) in from.iter().zip(&whole[n as usize - 1..]) {
+            assert_eq!((a.0, a.1), (b.0, b.1));
+            assert_eq!(a.2, b.2, "line {}", a.0);
+        }
+    }
+    // Anywhere else is no frame's start: refused, not read as something else.
+    for offset in [1, keyframes[3].1 - 1, keyframes[3].1 + 7] {
+        assert!(Lines::open_at(&path, offset, 0).is_err(), "at {offset}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
