@@ -88,13 +88,9 @@ fn main() {
     seek("to the middle", SeekTarget::At(middle));
     seek("->: a minute on", SeekTarget::At(middle + 60.0));
     let s = control.lock();
-    let footprint: usize = s
-        .checkpoints
-        .iter()
-        .map(|c| c.model.pipeline.history.footprint())
-        .sum();
+    let footprint: usize = s.checkpoints.iter().map(|c| c.footprint()).sum();
     println!(
-        "checkpoints: {} ({} MiB of history at full capacity), marks: {}, keyframes: {}; peak RSS {} MiB",
+        "checkpoints: {} ({} MiB of history beyond what they share), marks: {}, keyframes: {}; peak RSS {} MiB",
         s.checkpoints.len(),
         footprint >> 20,
         s.marks.len(),

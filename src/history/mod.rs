@@ -6,6 +6,7 @@
 //! readings, by step ([`Steps`]). The whole history keeps within [`BUDGET_BYTES`]
 //! ([`budget`]).
 
+mod blocks;
 mod budget;
 mod series;
 mod steps;
@@ -358,6 +359,23 @@ impl History {
     /// allocated (the allocator's own slack is not counted).
     pub fn footprint(&self) -> usize {
         self.bytes()
+    }
+
+    /// Bytes this history holds that `other`, a copy of it from another instant, does not
+    /// share with it: what keeping both costs beyond keeping `other`. Series' blocks a copy
+    /// shares are counted once; the step readings, keys and tables are counted whole.
+    pub fn footprint_beside(&self, other: &History) -> usize {
+        let series: usize = self
+            .iter()
+            .map(|(key, series)| {
+                other.get(key).map_or_else(
+                    || series.footprint(),
+                    |o| std::mem::size_of::<Series>() + series.bytes_beside(o),
+                )
+            })
+            .sum();
+        let rings: usize = self.iter().map(|(_, s)| s.footprint()).sum();
+        self.bytes().saturating_sub(rings) + series
     }
 }
 

@@ -262,6 +262,14 @@ pub struct ReplayStatus {
     pub indexing: Option<(u64, Option<u64>)>,
 }
 
+impl Checkpoint {
+    /// Bytes of history it holds beyond the checkpoint before it (what it shares with that
+    /// one is counted there).
+    pub fn footprint(&self) -> usize {
+        self.footprint
+    }
+}
+
 /// What a seek did to rebuild the model: where it started, and how many samples it read
 /// through unkept, took in unjudged and judged.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -286,6 +294,30 @@ pub struct Checkpoint {
     pub line: Option<u64>,
     pub model: Model,
     footprint: usize,
+}
+
+/// Counts again what the checkpoints `which` hold beyond the one before each.
+fn recount(checkpoints: &mut [Arc<Checkpoint>], which: std::ops::Range<usize>) {
+    for i in which.start..which.end.min(checkpoints.len()) {
+        let history = &checkpoints[i].model.pipeline.history;
+        let footprint = match i.checked_sub(1) {
+            Some(before) => history.footprint_beside(&checkpoints[before].model.pipeline.history),
+            None => history.footprint(),
+        };
+        if let Some(c) = Arc::get_mut(&mut checkpoints[i]) {
+            c.footprint = footprint;
+        } else {
+            // Held by a seek under way: a copy with the new count (its model's history is
+            // shared, block by block, not copied again).
+            let c = &checkpoints[i];
+            checkpoints[i] = Arc::new(Checkpoint {
+                time: c.time,
+                line: c.line,
+                model: c.model.clone(),
+                footprint,
+            });
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -443,15 +475,11 @@ impl Control {
 
     /// Keeps `model` as a checkpoint (see [`Control::offer_checkpoint_at`]); `line`, where
     /// known, is its sample's line.
+    ///
+    /// A checkpoint's history shares the blocks it has in common with the others' (those
+    /// written before both), so each is counted for what it holds beyond the one before it.
     pub fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
         let Some(time) = model.time() else { return };
-        let footprint = model.pipeline.history.footprint();
-        let checkpoint = Arc::new(Checkpoint {
-            time,
-            line,
-            model,
-            footprint,
-        });
         let mut s = self.lock();
         if s.checkpoints
             .iter()
@@ -460,7 +488,16 @@ impl Control {
             return;
         }
         let at = s.checkpoints.partition_point(|c| c.time < time);
-        s.checkpoints.insert(at, checkpoint);
+        s.checkpoints.insert(
+            at,
+            Arc::new(Checkpoint {
+                time,
+                line,
+                model,
+                footprint: 0,
+            }),
+        );
+        recount(&mut s.checkpoints, at..(at + 2));
         while s.checkpoints.iter().map(|c| c.footprint).sum::<usize>() > CHECKPOINT_BUDGET_BYTES
             && s.checkpoints.len() > 1
         {
@@ -470,6 +507,8 @@ impl Control {
                 index += 1;
                 index % 2 == 1
             });
+            let all = 0..s.checkpoints.len();
+            recount(&mut s.checkpoints, all);
         }
     }
 

@@ -1,0 +1,356 @@
+//! A series ring's items in shared blocks: a deque whose full blocks a copy shares rather
+//! than copies. A replay keeps dozens of copies of the history (its checkpoints), each a
+//! few minutes on from the last: copied this way, each costs the blocks written since the
+//! one before it, not the whole history again. A block is copied only when a copy that
+//! shares it writes to it (the last block, at the next value).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Items a block holds at most: the ring's capacity over four, a power of two from 4 to 64,
+/// so that a ring holds at most a quarter more than its capacity.
+fn block_shift(capacity: usize) -> u32 {
+    (capacity / 4).clamp(4, 64).ilog2()
+}
+
+/// Items the first block makes room for at first; it grows by half again up to a block.
+pub(super) const FIRST_ROOM: usize = 4;
+
+#[derive(Debug, Clone)]
+pub(super) struct Blocks<T: Copy> {
+    /// Every block full but the last; the first's `skip` items are gone.
+    blocks: VecDeque<Arc<Vec<T>>>,
+    skip: usize,
+    len: usize,
+    shift: u32,
+}
+
+impl<T: Copy> Blocks<T> {
+    /// Blocks for a ring of `capacity` items.
+    pub fn new(capacity: usize) -> Self {
+        Blocks {
+            blocks: VecDeque::new(),
+            skip: 0,
+            len: 0,
+            shift: block_shift(capacity),
+        }
+    }
+
+    fn block(&self) -> usize {
+        1 << self.shift
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.skip = 0;
+        self.len = 0;
+    }
+
+    pub fn push_back(&mut self, value: T) {
+        let block = self.block();
+        let first = self.blocks.len() == 1;
+        match self.blocks.back_mut() {
+            Some(last) if last.len() < block => {
+                let last = Arc::make_mut(last);
+                if last.len() == last.capacity() {
+                    let room = if first {
+                        (last.len() / 2).max(FIRST_ROOM)
+                    } else {
+                        block
+                    };
+                    last.reserve_exact(room.min(block - last.len()));
+                }
+                last.push(value);
+            }
+            _ => {
+                let room = if self.blocks.is_empty() {
+                    FIRST_ROOM.min(block)
+                } else {
+                    block
+                };
+                let mut fresh = Vec::with_capacity(room);
+                fresh.push(value);
+                self.blocks.push_back(Arc::new(fresh));
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Lets the oldest `n` items go (all of them, at most).
+    pub fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.len -= n;
+        if self.len == 0 {
+            self.clear();
+            return;
+        }
+        self.skip += n;
+        let block = self.block();
+        while self.skip >= block {
+            self.blocks.pop_front();
+            self.skip -= block;
+        }
+    }
+
+    /// Holds items in blocks of a ring of `capacity` from now on.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        let shift = block_shift(capacity);
+        if shift != self.shift {
+            let items: Vec<T> = self.iter().copied().collect();
+            *self = Blocks::new(capacity);
+            items.into_iter().for_each(|v| self.push_back(v));
+        }
+    }
+
+    pub fn back(&self) -> Option<&T> {
+        self.blocks.back().and_then(|b| b.last())
+    }
+
+    pub fn back_mut(&mut self) -> Option<&mut T> {
+        self.blocks
+            .back_mut()
+            .and_then(|b| Arc::make_mut(b).last_mut())
+    }
+
+    /// Bytes of the items' memory, as allocated (shared blocks counted whole).
+    pub fn bytes(&self) -> usize {
+        let Some(last) = self.blocks.back() else {
+            return 0;
+        };
+        let size = std::mem::size_of::<T>();
+        let whole = (self.blocks.len() - 1) * self.block() + last.capacity();
+        whole * size + self.blocks.len() * BLOCK_OVERHEAD
+    }
+
+    /// The most [`Blocks::bytes`] says for a ring of `capacity` items: every item of the
+    /// capacity, the first block's items already gone, and each block's own cost.
+    pub fn most_bytes(capacity: usize) -> usize {
+        let block = 1 << block_shift(capacity);
+        let blocks = capacity.div_ceil(block) + 1;
+        blocks * (block * std::mem::size_of::<T>() + BLOCK_OVERHEAD)
+    }
+
+    /// Bytes of the blocks that `other` does not share with this one.
+    pub fn bytes_beside(&self, other: &Blocks<T>) -> usize {
+        let size = std::mem::size_of::<T>();
+        self.blocks
+            .iter()
+            .filter(|b| !other.blocks.iter().any(|o| Arc::ptr_eq(b, o)))
+            .map(|b| b.capacity() * size + BLOCK_OVERHEAD)
+            .sum()
+    }
+
+    pub fn iter(&self) -> Iter<'_, T> {
+        self.range(0..self.len)
+    }
+
+    /// Items `range` (indices from the oldest held).
+    pub fn range(&self, range: std::ops::Range<usize>) -> Iter<'_, T> {
+        let end = range.end.min(self.len);
+        let start = range.start.min(end);
+        let (a, b) = (self.skip + start, self.skip + end);
+        let empty = Iter {
+            blocks: &self.blocks,
+            front: [].iter(),
+            middle: 0..0,
+            back: [].iter(),
+            left: 0,
+        };
+        if a == b {
+            return empty;
+        }
+        let mask = (1 << self.shift) - 1;
+        let (first, last) = (a >> self.shift, (b - 1) >> self.shift);
+        let (from, to) = (a & mask, ((b - 1) & mask) + 1);
+        if first == last {
+            return Iter {
+                front: self.blocks[first][from..to].iter(),
+                left: b - a,
+                ..empty
+            };
+        }
+        Iter {
+            front: self.blocks[first][from..].iter(),
+            middle: first + 1..last,
+            back: self.blocks[last][..to].iter(),
+            left: b - a,
+            ..empty
+        }
+    }
+}
+
+/// What a block costs beside its items: the shared count's header and the vector.
+pub(super) const BLOCK_OVERHEAD: usize = 16 + std::mem::size_of::<Vec<u8>>();
+
+/// Items of [`Blocks`]: the first block's part, the whole blocks between, the last's part.
+#[derive(Debug, Clone)]
+pub(super) struct Iter<'a, T> {
+    blocks: &'a VecDeque<Arc<Vec<T>>>,
+    front: std::slice::Iter<'a, T>,
+    middle: std::ops::Range<usize>,
+    back: std::slice::Iter<'a, T>,
+    left: usize,
+}
+
+impl<'a, T> Iterator for Iter<'a, T> {
+    type Item = &'a T;
+
+    fn next(&mut self) -> Option<&'a T> {
+        loop {
+            if let Some(v) = self.front.next() {
+                self.left -= 1;
+                return Some(v);
+            }
+            match self.middle.next() {
+                Some(i) => self.front = self.blocks[i].iter(),
+                None => {
+                    let v = self.back.next();
+                    self.left -= usize::from(v.is_some());
+                    return v;
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T> DoubleEndedIterator for Iter<'_, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(v) = self.back.next_back() {
+                self.left -= 1;
+                return Some(v);
+            }
+            match self.middle.next_back() {
+                Some(i) => self.back = self.blocks[i].iter(),
+                None => {
+                    let v = self.front.next_back();
+                    self.left -= usize::from(v.is_some());
+                    return v;
+                }
+            }
+        }
+    }
+}
+
+impl<T> ExactSizeIterator for Iter<'_, T> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push(u32),
+        DropFront(usize),
+        SetBack(u32),
+        Copy,
+        Capacity(usize),
+        Clear,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => any::<u32>().prop_map(Op::Push),
+            2 => (0usize..80).prop_map(Op::DropFront),
+            1 => any::<u32>().prop_map(Op::SetBack),
+            1 => Just(Op::Copy),
+            1 => (1usize..400).prop_map(Op::Capacity),
+            1 => Just(Op::Clear),
+        ]
+    }
+
+    proptest! {
+        /// Blocks hold what a plain deque does, through copies that go on apart: a copy's
+        /// writes never show in the original, nor the original's in the copy.
+        #[test]
+        fn blocks_hold_what_a_deque_does(ops in proptest::collection::vec(op(), 0..600),
+                                         capacity in 1usize..400) {
+            let mut blocks = Blocks::new(capacity);
+            let mut deque: VecDeque<u32> = VecDeque::new();
+            let mut copies: Vec<(Blocks<u32>, VecDeque<u32>)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Push(v) => {
+                        blocks.push_back(v);
+                        deque.push_back(v);
+                    }
+                    Op::DropFront(n) => {
+                        blocks.drop_front(n);
+                        deque.drain(..n.min(deque.len()));
+                    }
+                    Op::SetBack(v) => {
+                        if let Some(b) = blocks.back_mut() {
+                            *b = v;
+                        }
+                        if let Some(b) = deque.back_mut() {
+                            *b = v;
+                        }
+                    }
+                    Op::Copy => copies.push((blocks.clone(), deque.clone())),
+                    Op::Capacity(c) => blocks.set_capacity(c),
+                    Op::Clear => {
+                        blocks.clear();
+                        deque.clear();
+                    }
+                }
+                prop_assert_eq!(blocks.len(), deque.len());
+                prop_assert_eq!(blocks.back(), deque.back());
+            }
+            for (b, d) in copies.iter().chain(std::iter::once(&(blocks, deque))) {
+                prop_assert_eq!(b.iter().copied().collect::<Vec<_>>(), d.iter().copied().collect::<Vec<_>>());
+                prop_assert_eq!(b.iter().rev().copied().collect::<Vec<_>>(), d.iter().rev().copied().collect::<Vec<_>>());
+                for start in [0, 1, d.len() / 3, d.len() / 2] {
+                    for end in [start, d.len() / 2 + 1, d.len()] {
+                        if start <= end && end <= d.len() {
+                            prop_assert_eq!(
+                                b.range(start..end).copied().collect::<Vec<_>>(),
+                                d.range(start..end).copied().collect::<Vec<_>>()
+                            );
+                            prop_assert_eq!(b.range(start..end).len(), end - start);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A copy a few values on shares every full block but the ones written since.
+    #[test]
+    fn a_copy_shares_its_full_blocks() {
+        let mut blocks = Blocks::new(900);
+        for v in 0..900 {
+            blocks.push_back(v);
+        }
+        let copy = blocks.clone();
+        assert_eq!(copy.bytes_beside(&blocks), 0);
+        for v in 900..1000 {
+            blocks.push_back(v);
+            blocks.drop_front(1);
+        }
+        // 64-item blocks: the last one copied when written, one more filled, and the two
+        // oldest let go by the original are the copy's alone.
+        let alone = copy.bytes_beside(&blocks);
+        assert!(
+            alone > 0 && alone <= 4 * (64 * 4 + BLOCK_OVERHEAD),
+            "{alone}"
+        );
+        assert!(
+            blocks.bytes() <= (900 + 128) * 4 + 17 * BLOCK_OVERHEAD,
+            "{}",
+            blocks.bytes()
+        );
+    }
+}
