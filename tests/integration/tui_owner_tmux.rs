@@ -82,9 +82,14 @@ fn g_cycles_the_grouping_and_enter_opens_a_group() {
     )
     .unwrap_or_else(|s| panic!("the group view is missing:\n{s}"));
     pane.keys(&["Escape"]);
-    // The group view's title says "grouped by user" too: back is the table's title.
+    // The group view's title says "grouped by user" too: back is the table's title, and
+    // the group view gone (a `g` sent while the Escape is still unread would arrive with
+    // it as Alt-g, and the Escape be lost).
     pane.wait_for(&["Processes (", "grouped by user"], Duration::from_secs(10))
         .unwrap_or_else(|s| panic!("not back:\n{s}"));
+    wait_until(Duration::from_secs(10), "the group view to go", || {
+        !pane.capture().contains("Group · user")
+    });
     pane.keys(&["g"]);
     // The title said "sorted by used ▼" while grouped too: wait for the grouping to go.
     wait_until(Duration::from_secs(10), "the grouping to go", || {

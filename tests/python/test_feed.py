@@ -30,7 +30,10 @@ class FeedTest(Case):
         j = self.torch_job()
         j.do("h = torch._stub.allocate(0, 3 << 20)")
         wait_until(lambda: os.path.exists(self.sock_path(j.pid)))
-        time.sleep(0.3)  # a few samples into the backlog
+        # A few samples into the backlog: 50 ms apart after CUDA init, further apart on a
+        # loaded machine, where the agent's 1% duty cap stretches its ticks (0.3 s once gave
+        # a single sample there).
+        time.sleep(1.0)
         m = self.monitor(j.pid)
         m.wait(live_sample, what="a live sample")
         msgs = m.snapshot()
