@@ -2,9 +2,9 @@
 //! bytes, the count itself for counters and percentages), with a gap marker, in three rings:
 //! raw slots for the last 15 minutes, and two folded tiers (min, max, last) reaching 2 and 24
 //! hours. The rings grow as values arrive, so a series costs in proportion to what it holds:
-//! about 250 bytes and 4 a sample for a process that lived seconds, at most about 21 KB at a
-//! 1 s step after a day. A thinned series reaches a fraction of that past
-//! ([`Series::thin`]).
+//! a few hundred bytes and 4 a sample for a process that lived seconds, at most about 26 KB at a
+//! 1 s step after a day (the rings' items are in blocks a copy shares: [`Blocks`]). A thinned
+//! series reaches a fraction of that past ([`Series::thin`]).
 
 use super::blocks::Blocks;
 
