@@ -211,10 +211,14 @@ impl ReplaySource {
     }
 
     /// Rebuilds the model at `target`: from the latest checkpoint before it (or the start),
-    /// every sample up to it ingested in order, as a straight playback would have. A newer
-    /// seek asked for meanwhile takes over: further on, it goes on from here; earlier, it
-    /// starts again.
+    /// every sample up to it taken in order, as a straight playback would have: those before
+    /// the latest mark after the checkpoint taken in unjudged, the mark's judgement set, and
+    /// the rest judged. A newer seek asked for meanwhile takes over: further on, it goes on
+    /// from here; earlier (or before the mark is reached), it starts again.
     pub fn rebuild(&mut self, mut target: SeekTarget) -> Result<Model, SourceError> {
+        // Cleared when a mark's sample was not met (the file changed since it was read):
+        // then every sample from the checkpoint is judged.
+        let mut use_marks = true;
         'restart: loop {
             let (last_known, first_time) = {
                 let s = self.control.lock();
@@ -237,7 +241,7 @@ impl ReplaySource {
                 None => (Model::new(self.context_bytes), 0),
             };
             // Up to this mark the samples are only taken in, unjudged; from it on, judged.
-            let mut mark = self.control.mark_before(until, line);
+            let mut mark = self.control.mark_before(until, line).filter(|_| use_marks);
             let mut rebuilt = Rebuilt {
                 checkpoint: model.time(),
                 ..Rebuilt::default()
@@ -305,6 +309,10 @@ impl ReplaySource {
                         .update(|s| s.seeking = Some((target, progress)));
                 }
             }
+            if mark.is_some() {
+                use_marks = false;
+                continue 'restart;
+            }
             let shown = model.time().unwrap_or(first_time);
             let at_end = self.at_end;
             self.control.update(|s| {
@@ -319,9 +327,8 @@ impl ReplaySource {
 }
 
 impl ReplaySource {
-    /// The recording read from line `line` on or before it: from the latest keyframe at or
-    /// before it where one is known (format 2), else from the start.
-    /// Says which keyframe's line, if any.
+    /// The recording read from line `line` or before it: from the latest keyframe at or
+    /// before it where one is known (format 2; its line is said), else from the start.
     fn lines_from(&self, line: u64) -> Result<(Lines, Option<u64>), SourceError> {
         if let Some((at, offset)) = self.control.keyframe_before(line) {
             if let Ok(lines) = Lines::open_at(&self.path, offset, at - 1) {
