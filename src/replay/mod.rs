@@ -296,6 +296,26 @@ pub struct Checkpoint {
     footprint: usize,
 }
 
+/// Where in `list` (by time, oldest first) an item at `time` goes, unless one lies within
+/// `spacing` of it.
+fn room_at<T>(list: &[Arc<T>], time: f64, spacing: f64, time_of: fn(&T) -> f64) -> Option<usize> {
+    let at = list.partition_point(|x| time_of(x) < time);
+    let near = |i: usize| {
+        list.get(i)
+            .is_some_and(|x| (time_of(x) - time).abs() < spacing)
+    };
+    (!near(at) && !at.checked_sub(1).is_some_and(near)).then_some(at)
+}
+
+/// Keeps the first, third, fifth... of `list`.
+fn every_other<T>(list: &mut Vec<T>) {
+    let mut index = 0;
+    list.retain(|_| {
+        index += 1;
+        index % 2 == 1
+    });
+}
+
 /// Counts again what the checkpoints `which` hold beyond the one before each.
 fn recount(checkpoints: &mut [Arc<Checkpoint>], which: std::ops::Range<usize>) {
     for i in which.start..which.end.min(checkpoints.len()) {
@@ -481,13 +501,9 @@ impl Control {
     pub fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
         let Some(time) = model.time() else { return };
         let mut s = self.lock();
-        if s.checkpoints
-            .iter()
-            .any(|c| (c.time - time).abs() < s.spacing)
-        {
+        let Some(at) = room_at(&s.checkpoints, time, s.spacing, |c| c.time) else {
             return;
-        }
-        let at = s.checkpoints.partition_point(|c| c.time < time);
+        };
         s.checkpoints.insert(
             at,
             Arc::new(Checkpoint {
@@ -502,11 +518,7 @@ impl Control {
             && s.checkpoints.len() > 1
         {
             s.spacing *= 2.0;
-            let mut index = 0;
-            s.checkpoints.retain(|_| {
-                index += 1;
-                index % 2 == 1
-            });
+            every_other(&mut s.checkpoints);
             let all = 0..s.checkpoints.len();
             recount(&mut s.checkpoints, all);
         }
@@ -535,21 +547,13 @@ impl Control {
     /// one, twice the spacing) past [`MARKS_KEPT`].
     pub fn keep_mark(&self, time: f64, line: u64, judged: Judged) {
         let mut s = self.lock();
-        if s.marks
-            .iter()
-            .any(|m| (m.time - time).abs() < s.mark_spacing)
-        {
+        let Some(at) = room_at(&s.marks, time, s.mark_spacing, |m| m.time) else {
             return;
-        }
-        let at = s.marks.partition_point(|m| m.time < time);
+        };
         s.marks.insert(at, Arc::new(Mark { time, line, judged }));
         if s.marks.len() > MARKS_KEPT {
             s.mark_spacing *= 2.0;
-            let mut index = 0;
-            s.marks.retain(|_| {
-                index += 1;
-                index % 2 == 1
-            });
+            every_other(&mut s.marks);
         }
     }
 
