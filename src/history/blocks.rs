@@ -19,8 +19,9 @@ pub(super) const FIRST_ROOM: usize = 4;
 #[derive(Debug, Clone)]
 pub(super) struct Blocks<T: Copy> {
     /// Full blocks, shared by copies; the first's `skip` items are gone.
-    blocks: VecDeque<Arc<Vec<T>>>,
-    /// The items after them, not yet a full block: this copy's own, written in place.
+    blocks: VecDeque<Arc<[T]>>,
+    /// The items after them, up to a full block: this copy's own, written in place, and
+    /// made a shared block when the next item comes.
     tail: Vec<T>,
     skip: usize,
     len: usize,
@@ -65,6 +66,10 @@ impl<T: Copy> Blocks<T> {
 
     pub fn push_back(&mut self, value: T) {
         let block = self.block();
+        if self.tail.len() == block {
+            let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
+            self.blocks.push_back(Arc::from(full));
+        }
         if self.tail.len() == self.tail.capacity() {
             // The first block grows by half again, as the ring's memory follows what it
             // holds; later ones are made whole.
@@ -78,10 +83,6 @@ impl<T: Copy> Blocks<T> {
         }
         self.tail.push(value);
         self.len += 1;
-        if self.tail.len() == block {
-            let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
-            self.blocks.push_back(Arc::new(full));
-        }
     }
 
     /// Lets the oldest `n` items go (all of them, at most).
@@ -118,24 +119,14 @@ impl<T: Copy> Blocks<T> {
         }
     }
 
+    /// The newest item: always in the tail (a full tail becomes a block only when the next
+    /// item comes), so writing it never touches a shared block.
     pub fn back(&self) -> Option<&T> {
-        self.tail
-            .last()
-            .or_else(|| self.blocks.back().and_then(|b| b.last()))
-            .filter(|_| self.len > 0)
+        self.tail.last()
     }
 
     pub fn back_mut(&mut self) -> Option<&mut T> {
-        if self.len == 0 {
-            return None;
-        }
-        if !self.tail.is_empty() {
-            return self.tail.last_mut();
-        }
-        // The last full block: copied first if another copy shares it.
-        self.blocks
-            .back_mut()
-            .and_then(|b| Arc::make_mut(b).last_mut())
+        self.tail.last_mut()
     }
 
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
@@ -208,8 +199,9 @@ impl<T: Copy> Blocks<T> {
     }
 }
 
-/// What a block costs beside its items: the shared count's header and the vector.
-pub(super) const BLOCK_OVERHEAD: usize = 16 + std::mem::size_of::<Vec<u8>>();
+/// What a block costs beside its items: the shared counts' header, and its pointer and
+/// length in the deque.
+pub(super) const BLOCK_OVERHEAD: usize = 16 + std::mem::size_of::<Arc<[u8]>>();
 
 /// Items of [`Blocks`]: the first block's part, the whole blocks between, the last's part.
 #[derive(Debug, Clone)]
