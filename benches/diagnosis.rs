@@ -146,21 +146,24 @@ impl Node {
                 }),
                 nspid: Some(pid),
                 state: FeedState::Connected,
-                hello: Some(Hello {
-                    pid,
-                    time: T0 - 60.0,
-                    started: Some(T0 - 60.0),
-                    interval: Some(0.5),
-                    framework: Some("torch".into()),
-                    framework_version: Some("2.5.1+cu124".into()),
-                    backend: Some("native".into()),
-                    devices: vec![FeedDevice {
-                        index: 0,
-                        uuid: Some(uuid.clone()),
-                        ..FeedDevice::default()
-                    }],
-                    ..Hello::default()
-                }),
+                hello: Some(
+                    Hello {
+                        pid,
+                        time: T0 - 60.0,
+                        started: Some(T0 - 60.0),
+                        interval: Some(0.5),
+                        framework: Some("torch".into()),
+                        framework_version: Some("2.5.1+cu124".into()),
+                        backend: Some("native".into()),
+                        devices: vec![FeedDevice {
+                            index: 0,
+                            uuid: Some(uuid.clone()),
+                            ..FeedDevice::default()
+                        }],
+                        ..Hello::default()
+                    }
+                    .into(),
+                ),
                 devices: vec![DeviceFeed {
                     latest,
                     earlier: vec![earlier],

@@ -20,7 +20,9 @@
 use crate::accounting::attach::FeedStatus;
 use crate::sample::{AllocatorStats, FeedSample, NodeSample, ProcessSample};
 use serde::Serialize;
-use std::collections::HashMap;
+
+/// Maps keyed by process, looked up by [`KeyRef`] (no key made to look one up).
+type ByProcess<V> = hashbrown::HashMap<ProcessKey, V>;
 
 /// Where a context figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -69,13 +71,47 @@ struct ProcessKey {
     device_uuid: String,
 }
 
-impl ProcessKey {
-    fn of(process: &ProcessSample) -> Self {
-        ProcessKey {
+/// A [`ProcessKey`] borrowed from a process sample: hashed as the key is (the same fields in
+/// the same order, a `&str` as its `String`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct KeyRef<'a> {
+    pid: u32,
+    start_time: Option<u64>,
+    device_uuid: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    fn of(process: &'a ProcessSample) -> Self {
+        KeyRef {
             pid: process.pid,
             start_time: process.start_time,
-            device_uuid: process.device_uuid.clone(),
+            device_uuid: &process.device_uuid,
         }
+    }
+
+    fn to_key(self) -> ProcessKey {
+        ProcessKey {
+            pid: self.pid,
+            start_time: self.start_time,
+            device_uuid: self.device_uuid.to_string(),
+        }
+    }
+}
+
+/// The value of `key` in `map`, `new` put in first where there is none (a key made only
+/// then).
+fn slot<'m, V>(map: &'m mut ByProcess<V>, key: KeyRef<'_>, new: V) -> Option<&'m mut V> {
+    if !map.contains_key(&key) {
+        map.insert(key.to_key(), new);
+    }
+    map.get_mut(&key)
+}
+
+impl hashbrown::Equivalent<ProcessKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &ProcessKey) -> bool {
+        self.pid == key.pid
+            && self.start_time == key.start_time
+            && self.device_uuid == key.device_uuid
     }
 }
 
@@ -107,8 +143,12 @@ const MAX_REMEMBERED: usize = 8192;
 #[derive(Debug, Clone, Default)]
 pub struct ContextEstimator {
     fixed_bytes: Option<u64>,
-    learned: HashMap<ProcessKey, Learned>,
-    pending: HashMap<ProcessKey, Reading>,
+    learned: ByProcess<Learned>,
+    /// Each listed process's latest NVML reading, with the count of the sample that last
+    /// listed it.
+    pending: ByProcess<(Option<Reading>, u64)>,
+    /// Samples observed.
+    observed: u64,
 }
 
 impl ContextEstimator {
@@ -132,13 +172,20 @@ impl ContextEstimator {
             return;
         }
         let now = sample.time;
+        self.observed += 1;
+        let count = self.observed;
         let poll = sample.poll_secs.filter(|s| s.is_finite() && *s >= 0.0);
         let reading_from = now - poll.unwrap_or(0.0);
         for (process, status) in sample.processes.iter().zip(statuses) {
-            let key = ProcessKey::of(process);
+            let key = KeyRef::of(process);
             if let Some(learned) = self.learned.get_mut(&key) {
                 learned.seen = now;
             }
+            // Listed: what it waits with is kept for the next sample.
+            let earlier = slot(&mut self.pending, key, (None, count)).and_then(|pending| {
+                pending.1 = count;
+                pending.0
+            });
             let Some(used) = process.used else { continue };
             let current = Reading {
                 from: reading_from,
@@ -150,11 +197,17 @@ impl ContextEstimator {
                 matches!(status, FeedStatus::Inconsistent { .. }),
             ) {
                 if let Some(bytes) = reported(sample, feed) {
-                    let learned = self.learned.entry(key.clone()).or_insert(Learned {
-                        bytes,
-                        source: ContextSource::Reported,
-                        seen: now,
-                    });
+                    let Some(learned) = slot(
+                        &mut self.learned,
+                        key,
+                        Learned {
+                            bytes,
+                            source: ContextSource::Reported,
+                            seen: now,
+                        },
+                    ) else {
+                        continue;
+                    };
                     // What this monitor observed itself stays; a reading replaces an estimate.
                     if learned.source != ContextSource::Observed {
                         *learned = Learned {
@@ -165,18 +218,20 @@ impl ContextEstimator {
                     }
                 }
                 // The previous reading first: the feed usually arrives after it.
-                if let Some(earlier) = self.pending.get(&key).copied() {
-                    self.pair(&key, earlier, &feed.stats, now);
+                if let Some(earlier) = earlier {
+                    self.pair(key, earlier, &feed.stats, now);
                 }
-                self.pair(&key, current, &feed.stats, now);
+                self.pair(key, current, &feed.stats, now);
             }
-            self.pending.insert(key, current);
+            if let Some(pending) = self.pending.get_mut(&key) {
+                pending.0 = Some(current);
+            }
         }
-        self.forget(now, sample);
+        self.forget(now, count);
     }
 
     /// Learns from one NVML reading if the feed sample brackets it with an unchanged pool.
-    fn pair(&mut self, key: &ProcessKey, reading: Reading, stats: &AllocatorStats, now: f64) {
+    fn pair(&mut self, key: KeyRef<'_>, reading: Reading, stats: &AllocatorStats, now: f64) {
         // Without a pool figure (XLA's cuda_async) nothing pairs: used - reserved is unknown.
         let (Some(since), Some(reserved)) = (stats.reserved_since, stats.reserved) else {
             return;
@@ -186,11 +241,17 @@ impl ContextEstimator {
             return;
         }
         let beyond_pool = reading.used - reserved;
-        let entry = self.learned.entry(key.clone()).or_insert(Learned {
-            bytes: beyond_pool,
-            source: ContextSource::Estimated,
-            seen: now,
-        });
+        let Some(entry) = slot(
+            &mut self.learned,
+            key,
+            Learned {
+                bytes: beyond_pool,
+                source: ContextSource::Estimated,
+                seen: now,
+            },
+        ) else {
+            return;
+        };
         if matches!(
             entry.source,
             ContextSource::Observed | ContextSource::Reported
@@ -208,7 +269,7 @@ impl ContextEstimator {
         }
     }
 
-    fn forget(&mut self, now: f64, sample: &NodeSample) {
+    fn forget(&mut self, now: f64, count: u64) {
         self.learned
             .retain(|_, l| now - l.seen <= FORGET_AFTER_SECS || now < l.seen);
         if self.learned.len() > MAX_REMEMBERED {
@@ -222,10 +283,9 @@ impl ContextEstimator {
                 self.learned.remove(&key);
             }
         }
-        // A reading waits for one sample only: it pairs with the next feed or never.
-        let listed: std::collections::HashSet<ProcessKey> =
-            sample.processes.iter().map(ProcessKey::of).collect();
-        self.pending.retain(|k, _| listed.contains(k));
+        // A reading waits for one sample only: it pairs with the next feed or never (a
+        // process still listed keeps its reading through samples without one).
+        self.pending.retain(|_, (_, listed)| *listed == count);
     }
 
     /// The context of a process and where the figure comes from, if known.
@@ -234,7 +294,7 @@ impl ContextEstimator {
             return Some((bytes, ContextSource::Fixed));
         }
         self.learned
-            .get(&ProcessKey::of(process))
+            .get(&KeyRef::of(process))
             .map(|l| (l.bytes, l.source))
     }
 }

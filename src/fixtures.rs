@@ -165,10 +165,13 @@ pub fn feed_record(pid: u32, uid: u32) -> FeedRecord {
         peer: Some(PeerCred { pid, uid, gid: uid }),
         nspid: Some(pid),
         state: FeedState::Connected,
-        hello: Some(Hello {
-            pid,
-            ..Hello::default()
-        }),
+        hello: Some(
+            Hello {
+                pid,
+                ..Hello::default()
+            }
+            .into(),
+        ),
         devices: Vec::new(),
         ooms: Vec::new(),
         counters: FeedCounters::default(),

@@ -4,8 +4,8 @@ use crate::accounting::attach::{attach, Attachment};
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
-    detect_history_keyed, detect_instant, headrooms, settle, sort_findings, ClimbHold, Finding,
-    FindingTracker, Headroom, Remembered, WarmUp,
+    detect_history_keyed, detect_instant, headroom_of, headrooms, settle, sort_findings, ClimbHold,
+    Finding, FindingTracker, Headroom, Remembered, WarmUp,
 };
 use crate::history::{History, KeyRef, Metric};
 use crate::layers::Layer;
@@ -22,7 +22,8 @@ pub struct Observed {
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
     /// Each process's headroom (parallel to the sample's processes): how far its peak of
-    /// live tensors can grow before an allocation of the same shape would fail.
+    /// live tensors can grow before an allocation of the same shape would fail. Empty from a
+    /// pipeline that keeps none ([`Pipeline::headrooms`]).
     pub headroom: Vec<Option<Headroom>>,
     /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
     /// recording.
@@ -59,6 +60,10 @@ pub struct Pipeline {
     pub remembered: Remembered,
     /// The warm-up verdicts said.
     pub warm_up: WarmUp,
+    /// Whether each sample's [`Observed::headroom`] is worked out (what the monitor, its
+    /// exporter and a report show). An offline analysis, which shows none, leaves it empty:
+    /// a warm-up verdict then works out only the headroom it reads.
+    pub headrooms: bool,
 }
 
 impl Pipeline {
@@ -72,6 +77,7 @@ impl Pipeline {
             history: History::default(),
             remembered: Remembered::default(),
             warm_up: WarmUp::default(),
+            headrooms: true,
         }
     }
 
@@ -111,9 +117,17 @@ impl Pipeline {
                 .apply(&mut findings, climbs, &self.history, sample.time);
         }
         findings.extend(detect_instant(&sample, &attachment, &account));
-        let headroom = headrooms(&sample, &account, &self.history);
+        let headroom = if self.headrooms {
+            headrooms(&sample, &account, &self.history)
+        } else {
+            Vec::new()
+        };
+        let room = |i: usize| match headroom.get(i) {
+            Some(room) => *room,
+            None => headroom_of(&sample, &account, &self.history, i),
+        };
         self.warm_up
-            .apply(&sample, &self.history, &headroom, &mut findings);
+            .apply(&sample, &self.history, room, &mut findings);
         sort_findings(&mut findings);
         self.tracker.stamp(&mut findings, sample.time);
         settle(&mut findings, sample.time);
@@ -238,15 +252,18 @@ mod tests {
             })
             .collect();
         sample.feeds.push(FeedRecord {
-            hello: Some(Hello {
-                pid: 7,
-                devices: vec![FeedDevice {
-                    index: 0,
-                    uuid: Some("GPU-test-0".into()),
-                    ..FeedDevice::default()
-                }],
-                ..Hello::default()
-            }),
+            hello: Some(
+                Hello {
+                    pid: 7,
+                    devices: vec![FeedDevice {
+                        index: 0,
+                        uuid: Some("GPU-test-0".into()),
+                        ..FeedDevice::default()
+                    }],
+                    ..Hello::default()
+                }
+                .into(),
+            ),
             devices: vec![DeviceFeed {
                 latest: stats(4 * GIB, 8 * GIB, 990.0, 999.8),
                 earlier,

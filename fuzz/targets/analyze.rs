@@ -142,15 +142,18 @@ fn sample(plan: &mut Plan, time: f64) -> NodeSample {
                     }),
                     nspid: Some(pid),
                     state: FeedState::Connected,
-                    hello: Some(Hello {
-                        pid,
-                        devices: vec![FeedDevice {
-                            index: 0,
-                            uuid: Some(uuid.clone()),
-                            ..FeedDevice::default()
-                        }],
-                        ..Hello::default()
-                    }),
+                    hello: Some(
+                        Hello {
+                            pid,
+                            devices: vec![FeedDevice {
+                                index: 0,
+                                uuid: Some(uuid.clone()),
+                                ..FeedDevice::default()
+                            }],
+                            ..Hello::default()
+                        }
+                        .into(),
+                    ),
                     devices: vec![DeviceFeed {
                         latest: stats(allocated, reserved, time - 30.0, time - 0.2),
                         earlier: Vec::new(),

@@ -113,20 +113,35 @@ pub fn normalize_uuid(uuid: &str) -> String {
     uuid_chars(uuid).collect()
 }
 
-/// [`normalize_uuid`]'s characters, one by one (compared without a string made).
-fn uuid_chars(uuid: &str) -> impl Iterator<Item = char> + '_ {
+/// A UUID without its surrounding space and `GPU-`/`MIG-` prefix.
+fn bare_uuid(uuid: &str) -> &str {
     let trimmed = uuid.trim();
-    let bare = ["GPU-", "MIG-", "gpu-", "mig-"]
+    ["GPU-", "MIG-", "gpu-", "mig-"]
         .iter()
         .find_map(|p| trimmed.strip_prefix(p))
-        .unwrap_or(trimmed);
-    bare.chars()
+        .unwrap_or(trimmed)
+}
+
+/// [`normalize_uuid`]'s characters, one by one (compared without a string made).
+fn uuid_chars(uuid: &str) -> impl Iterator<Item = char> + '_ {
+    bare_uuid(uuid)
+        .chars()
         .filter(|c| *c != '-')
         .flat_map(char::to_lowercase)
 }
 
-/// Whether NVML's `uuid` is the one a feed named (already [`normalize_uuid`]d).
+/// Whether NVML's `uuid` is the one a feed named (already [`normalize_uuid`]d). Byte by
+/// byte where both are ASCII (every UUID NVML and the frameworks write), where a byte's
+/// lower case is its character's.
 fn names(uuid: &str, normalized: &str) -> bool {
+    let bare = bare_uuid(uuid);
+    if bare.is_ascii() && normalized.is_ascii() {
+        return bare
+            .bytes()
+            .filter(|b| *b != b'-')
+            .map(|b| b.to_ascii_lowercase())
+            .eq(normalized.bytes());
+    }
     uuid_chars(uuid).eq(normalized.chars())
 }
 

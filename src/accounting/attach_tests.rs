@@ -4,16 +4,19 @@ use crate::sample::feed::{DeviceFeed, Hello, PeerCred};
 
 fn record(pid: u32, devices: Vec<(FeedDevice, AllocatorStats)>) -> FeedRecord {
     FeedRecord {
-        hello: Some(Hello {
-            pid,
-            time: 990.0,
-            interval: Some(0.5),
-            framework: Some("torch".into()),
-            framework_version: Some("2.5.1".into()),
-            backend: Some("native".into()),
-            devices: devices.iter().map(|(d, _)| d.clone()).collect(),
-            ..Hello::default()
-        }),
+        hello: Some(
+            Hello {
+                pid,
+                time: 990.0,
+                interval: Some(0.5),
+                framework: Some("torch".into()),
+                framework_version: Some("2.5.1".into()),
+                backend: Some("native".into()),
+                devices: devices.iter().map(|(d, _)| d.clone()).collect(),
+                ..Hello::default()
+            }
+            .into(),
+        ),
         devices: devices
             .into_iter()
             .map(|(d, s)| DeviceFeed {
@@ -180,7 +183,7 @@ fn a_refused_feed_is_shown_on_its_process_and_never_used() {
 fn a_feed_waiting_for_cuda_is_pending_with_its_note() {
     let mut s = one_gpu(7);
     let mut r = record(7, vec![]);
-    if let Some(h) = r.hello.as_mut() {
+    if let Some(h) = r.hello.as_mut().map(std::sync::Arc::make_mut) {
         h.note = Some("waiting for torch to initialise CUDA".into());
     }
     s.feeds.push(r);
@@ -226,7 +229,7 @@ fn an_agent_error_is_shown_as_an_error_with_its_text_and_no_framework_as_such() 
     for (state, error, note, reason, kind, label) in cases {
         let mut s = one_gpu(7);
         let mut r = record(7, vec![]);
-        if let Some(h) = r.hello.as_mut() {
+        if let Some(h) = r.hello.as_mut().map(std::sync::Arc::make_mut) {
             h.state = state.map(Into::into);
             h.error = error.map(Into::into);
             h.note = note.map(Into::into);
@@ -310,7 +313,7 @@ fn a_slow_agent_is_judged_against_its_own_interval() {
             stats(GIB, 2 * GIB, 900.0, 995.0),
         )],
     );
-    if let Some(h) = r.hello.as_mut() {
+    if let Some(h) = r.hello.as_mut().map(std::sync::Arc::make_mut) {
         h.interval = Some(2.0);
     }
     s.feeds.push(r);

@@ -211,6 +211,8 @@ fn judge(
     spent: &mut dyn FnMut(Spent),
 ) {
     let mut pipeline = Pipeline::new(context_bytes);
+    // Nothing this pass shows reads a headroom: a warm-up verdict works out its own.
+    pipeline.headrooms = false;
     let mut episodes: Vec<Episode> = Vec::new();
     // Per finding, its latest episode: where a finding raised again goes on, while the
     // monitor's tracker still holds its `since`.

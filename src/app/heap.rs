@@ -38,6 +38,13 @@ impl<T: Heap> Heap for Box<T> {
     }
 }
 
+/// Counted whole by each holder: an upper bound where it is shared.
+impl<T: Heap> Heap for std::sync::Arc<T> {
+    fn heap(&self) -> usize {
+        size_of::<T>() + (**self).heap()
+    }
+}
+
 impl<T: Heap> Heap for Vec<T> {
     fn heap(&self) -> usize {
         self.capacity() * size_of::<T>() + self.iter().map(Heap::heap).sum::<usize>()

@@ -200,10 +200,18 @@ pub fn headrooms(
     account: &NodeAccount,
     history: &History,
 ) -> Vec<Option<Headroom>> {
-    sample
-        .processes
-        .iter()
-        .zip(&account.processes)
-        .map(|(p, acc)| forecast::headroom(sample, history, p, acc.feed_status.is_usable()))
+    (0..sample.processes.len())
+        .map(|i| headroom_of(sample, account, history, i))
         .collect()
+}
+
+/// The headroom of the sample's process `i` (see [`headrooms`]).
+pub fn headroom_of(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    history: &History,
+    i: usize,
+) -> Option<Headroom> {
+    let (p, acc) = (sample.processes.get(i)?, account.processes.get(i)?);
+    forecast::headroom(sample, history, p, acc.feed_status.is_usable())
 }

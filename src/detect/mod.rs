@@ -12,7 +12,7 @@ mod warmup;
 
 pub use warmup::WarmUp;
 
-pub use diagnosis::{headrooms, Headroom, OomMemory};
+pub use diagnosis::{headroom_of, headrooms, Headroom, OomMemory};
 pub use processes::is_python;
 
 use crate::accounting::attach::Attachment;

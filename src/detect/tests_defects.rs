@@ -33,19 +33,22 @@ pub(super) fn fed_node(
     ));
     s.processes.push(process(PID, "GPU-test-0", Some(used)));
     s.feeds.push(FeedRecord {
-        hello: Some(Hello {
-            pid: PID,
-            time: 0.0,
-            interval: Some(0.5),
-            framework: Some("torch".into()),
-            backend: Some("native".into()),
-            devices: vec![FeedDevice {
-                index: 0,
-                uuid: Some("GPU-test-0".into()),
-                ..FeedDevice::default()
-            }],
-            ..Hello::default()
-        }),
+        hello: Some(
+            Hello {
+                pid: PID,
+                time: 0.0,
+                interval: Some(0.5),
+                framework: Some("torch".into()),
+                backend: Some("native".into()),
+                devices: vec![FeedDevice {
+                    index: 0,
+                    uuid: Some("GPU-test-0".into()),
+                    ..FeedDevice::default()
+                }],
+                ..Hello::default()
+            }
+            .into(),
+        ),
         devices: vec![DeviceFeed {
             latest: AllocatorStats {
                 time: time - 0.2,

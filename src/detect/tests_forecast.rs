@@ -112,9 +112,22 @@ fn stepped(
     seconds: u32,
     secs: f64,
     end: impl Fn(u64) -> f64,
+    each: impl FnMut(f64, u64, &Observed),
+) {
+    stepped_keeping(true, seconds, secs, end, each);
+}
+
+/// [`stepped`], through a pipeline that works out each sample's headrooms or (`headrooms`
+/// false, as an offline analysis) none.
+fn stepped_keeping(
+    headrooms: bool,
+    seconds: u32,
+    secs: f64,
+    end: impl Fn(u64) -> f64,
     mut each: impl FnMut(f64, u64, &Observed),
 ) {
     let mut pipeline = Pipeline::new(None);
+    pipeline.headrooms = headrooms;
     // The pool holds the step's peak and a GiB more.
     let reserved = |s: u64| (end(s) as u64 + 7 * GIB).next_multiple_of(2 * MIB);
     let mut last_reading = f64::NEG_INFINITY;
@@ -198,6 +211,27 @@ fn a_job_whose_steps_hold_fits_said_once_and_never_climbs() {
             .is_some_and(|s| (50..=120).contains(&s)),
         "{evidence}"
     );
+}
+
+#[test]
+fn a_pipeline_that_keeps_no_headrooms_says_the_same_warm_up_verdicts() {
+    let end = |s: u64| if s < 5 { 8.0 } else { 20.0 } * GIB as f64;
+    let verdicts = |headrooms: bool| {
+        let mut said = Vec::new();
+        stepped_keeping(headrooms, 400, 1.0, end, |t, _, o| {
+            assert_eq!(o.headroom.is_empty(), !headrooms, "at {t}");
+            said.extend(
+                o.findings
+                    .iter()
+                    .filter(|f| f.kind == FindingKind::WarmUp)
+                    .map(|f| (t, f.since, f.message.clone(), f.evidence.clone())),
+            );
+        });
+        said
+    };
+    let kept = verdicts(true);
+    assert!(!kept.is_empty(), "a verdict");
+    assert_eq!(verdicts(false), kept);
 }
 
 #[test]

@@ -112,17 +112,20 @@ fn feed_of_many(devices: u32) -> NodeSample {
         }
     };
     s.feeds.push(FeedRecord {
-        hello: Some(Hello {
-            pid: 7,
-            devices: (0..devices)
-                .map(|i| FeedDevice {
-                    index: i,
-                    uuid: Some(uuid(i)),
-                    ..FeedDevice::default()
-                })
-                .collect(),
-            ..Hello::default()
-        }),
+        hello: Some(
+            Hello {
+                pid: 7,
+                devices: (0..devices)
+                    .map(|i| FeedDevice {
+                        index: i,
+                        uuid: Some(uuid(i)),
+                        ..FeedDevice::default()
+                    })
+                    .collect(),
+                ..Hello::default()
+            }
+            .into(),
+        ),
         devices: (0..devices)
             .map(|i| {
                 let mut stats = stats(GIB, 8 * GIB, 990.0, 999.8);

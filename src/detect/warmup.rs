@@ -57,16 +57,17 @@ fn held(points: &[&StepPoint], history: &History, id: &ProcessId, now: f64) -> O
 
 impl WarmUp {
     /// Adds to `findings` (those of this instant, forecasts included) the verdicts said now
-    /// or still shown; `headroom` is parallel to the sample's processes.
+    /// or still shown; `headroom` is the headroom of the sample's process at a place, asked
+    /// only for a process a verdict may be said of.
     pub fn apply(
         &mut self,
         sample: &NodeSample,
         history: &History,
-        headroom: &[Option<Headroom>],
+        headroom: impl Fn(usize) -> Option<Headroom>,
         findings: &mut Vec<Finding>,
     ) {
         let now = sample.time;
-        for (p, room) in sample.processes.iter().zip(headroom) {
+        for (i, p) in sample.processes.iter().enumerate() {
             if p.feed.is_none() {
                 continue;
             }
@@ -120,7 +121,7 @@ impl WarmUp {
                 {
                     continue;
                 }
-                let Some(room) = room else { continue };
+                let Some(room) = headroom(i) else { continue };
                 let recent: Vec<&StepPoint> = steps
                     .since_step(last.step.saturating_sub(HELD_STEPS))
                     .collect();

@@ -162,15 +162,18 @@ fn feed_record(pid: u32, latest: AllocatorStats, earlier: Vec<AllocatorStats>) -
         }),
         nspid: Some(pid),
         state: FeedState::Connected,
-        hello: Some(Hello {
-            pid,
-            devices: vec![FeedDevice {
-                index: 0,
-                uuid: Some("GPU-test-0".into()),
-                ..FeedDevice::default()
-            }],
-            ..Hello::default()
-        }),
+        hello: Some(
+            Hello {
+                pid,
+                devices: vec![FeedDevice {
+                    index: 0,
+                    uuid: Some("GPU-test-0".into()),
+                    ..FeedDevice::default()
+                }],
+                ..Hello::default()
+            }
+            .into(),
+        ),
         devices: vec![DeviceFeed { latest, earlier }],
         ooms: Vec::new(),
         counters: FeedCounters::default(),

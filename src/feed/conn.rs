@@ -232,7 +232,7 @@ pub(crate) fn on_line(
             feed.judged = true;
             feed.connected_at = Some(wall);
             *phase = Phase::Trusted { pid: hello.pid };
-            feed.hello = Some(hello);
+            feed.hello = Some(std::sync::Arc::new(hello));
             return None;
         }
         Phase::Trusted { pid } => *pid,
@@ -245,7 +245,7 @@ pub(crate) fn on_line(
                 hello.pid
             )))
         }
-        Message::Hello(hello) => feed.hello = Some(hello),
+        Message::Hello(hello) => feed.hello = Some(std::sync::Arc::new(hello)),
         Message::Sample { backlog, devices } => {
             *settled |= !backlog;
             feeds.apply_sample(&key, devices);

@@ -51,7 +51,7 @@ pub(crate) struct Feed {
     pub state: FeedState,
     /// False while the hello is awaited: not shown yet.
     pub judged: bool,
-    pub hello: Option<Hello>,
+    pub hello: Option<std::sync::Arc<Hello>>,
     devices: Vec<DeviceState>,
     ooms: VecDeque<OomReport>,
     last_oom: Option<OomReport>,

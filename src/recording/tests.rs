@@ -392,26 +392,29 @@ fn the_largest_sample_fits_well_within_the_line_limit() {
             ));
             sample.processes.push(p);
             sample.feeds.push(FeedRecord {
-                hello: Some(Hello {
-                    pid,
-                    time: t0,
-                    agent_version: Some("0.1.0".into()),
-                    python: Some("3.11.9".into()),
-                    executable: Some("/usr/bin/python3.11".into()),
-                    started: Some(t0 - 61.3),
-                    interval: Some(0.5),
-                    framework: Some("torch".into()),
-                    framework_version: Some("2.5.1+cu124".into()),
-                    backend: Some("native".into()),
-                    devices: vec![FeedDevice {
-                        index: 0,
-                        uuid: Some(uuid.clone()),
-                        pci_bus_id: Some("00000000:18:00.0".into()),
-                        name: Some("NVIDIA H100 80GB HBM3".into()),
-                        context: None,
-                    }],
-                    ..Hello::default()
-                }),
+                hello: Some(
+                    Hello {
+                        pid,
+                        time: t0,
+                        agent_version: Some("0.1.0".into()),
+                        python: Some("3.11.9".into()),
+                        executable: Some("/usr/bin/python3.11".into()),
+                        started: Some(t0 - 61.3),
+                        interval: Some(0.5),
+                        framework: Some("torch".into()),
+                        framework_version: Some("2.5.1+cu124".into()),
+                        backend: Some("native".into()),
+                        devices: vec![FeedDevice {
+                            index: 0,
+                            uuid: Some(uuid.clone()),
+                            pci_bus_id: Some("00000000:18:00.0".into()),
+                            name: Some("NVIDIA H100 80GB HBM3".into()),
+                            context: None,
+                        }],
+                        ..Hello::default()
+                    }
+                    .into(),
+                ),
                 devices: vec![DeviceFeed {
                     latest: reading(2048),
                     earlier: (0..2048).map(reading).collect(),

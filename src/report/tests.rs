@@ -25,7 +25,11 @@ fn hostile() -> (NodeSample, String) {
         .position(|f| f.hello.is_some())
         .expect("a fed process");
     let pid = sample.feeds[fed].pid().expect("its pid");
-    if let Some(hello) = sample.feeds[fed].hello.as_mut() {
+    if let Some(hello) = sample.feeds[fed]
+        .hello
+        .as_mut()
+        .map(std::sync::Arc::make_mut)
+    {
         hello.framework = Some("torch</td><script>".into());
         hello.framework_version = Some("2.5\u{200b}|1".into());
         hello.backend = Some("native|`x`".into());

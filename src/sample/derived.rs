@@ -42,14 +42,17 @@ pub fn make_raw(sample: &mut NodeSample) -> FeedShape {
                     peer: None,
                     nspid: None,
                     state: FeedState::Connected,
-                    hello: Some(Hello {
-                        pid: p.pid,
-                        time: feed.stats.time,
-                        framework: Some(feed.framework.clone()),
-                        framework_version: feed.framework_version.clone(),
-                        backend: Some(feed.backend.clone()),
-                        ..Hello::default()
-                    }),
+                    hello: Some(
+                        Hello {
+                            pid: p.pid,
+                            time: feed.stats.time,
+                            framework: Some(feed.framework.clone()),
+                            framework_version: feed.framework_version.clone(),
+                            backend: Some(feed.backend.clone()),
+                            ..Hello::default()
+                        }
+                        .into(),
+                    ),
                     devices: Vec::new(),
                     ooms: Vec::new(),
                     counters: Default::default(),
@@ -64,7 +67,7 @@ pub fn make_raw(sample: &mut NodeSample) -> FeedShape {
         if record.devices.iter().any(|d| d.latest.index == index) {
             continue;
         }
-        if let Some(hello) = &mut record.hello {
+        if let Some(hello) = record.hello.as_mut().map(std::sync::Arc::make_mut) {
             hello.devices.push(FeedDevice {
                 index,
                 uuid: Some(p.device_uuid.clone()),

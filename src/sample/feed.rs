@@ -279,7 +279,8 @@ pub struct FeedRecord {
     pub nspid: Option<u32>,
     pub state: FeedState,
     /// The latest `hello`, once trusted.
-    pub hello: Option<Hello>,
+    /// Shared: it is the same from one sample to the next until the agent says a new one.
+    pub hello: Option<std::sync::Arc<Hello>>,
     /// Per device index, in index order.
     #[serde(default)]
     pub devices: Vec<DeviceFeed>,

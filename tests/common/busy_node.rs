@@ -158,26 +158,29 @@ impl Node {
             p.elapsed = Some(3600 + k);
             sample.processes.push(p);
             sample.feeds.push(FeedRecord {
-                hello: Some(Hello {
-                    pid,
-                    time: T0 - 60.0,
-                    agent_version: Some("0.1.0".into()),
-                    python: Some("3.11.9".into()),
-                    executable: Some("/usr/bin/python3.11".into()),
-                    started: Some(T0 - 61.3),
-                    interval: Some(0.5),
-                    framework: Some("torch".into()),
-                    framework_version: Some("2.5.1+cu124".into()),
-                    backend: Some("native".into()),
-                    devices: vec![FeedDevice {
-                        index: 0,
-                        uuid: Some(uuid.clone()),
-                        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)),
-                        name: Some("NVIDIA H100 80GB HBM3".into()),
-                        context: None,
-                    }],
-                    ..Hello::default()
-                }),
+                hello: Some(
+                    Hello {
+                        pid,
+                        time: T0 - 60.0,
+                        agent_version: Some("0.1.0".into()),
+                        python: Some("3.11.9".into()),
+                        executable: Some("/usr/bin/python3.11".into()),
+                        started: Some(T0 - 61.3),
+                        interval: Some(0.5),
+                        framework: Some("torch".into()),
+                        framework_version: Some("2.5.1+cu124".into()),
+                        backend: Some("native".into()),
+                        devices: vec![FeedDevice {
+                            index: 0,
+                            uuid: Some(uuid.clone()),
+                            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * g)),
+                            name: Some("NVIDIA H100 80GB HBM3".into()),
+                            context: None,
+                        }],
+                        ..Hello::default()
+                    }
+                    .into(),
+                ),
                 devices: vec![DeviceFeed {
                     latest,
                     earlier: vec![earlier],
