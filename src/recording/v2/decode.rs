@@ -225,10 +225,10 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>
         for slots in &mut fs.devices {
             let earlier_count = r.count()?;
             let mut earlier = Vec::with_capacity(earlier_count);
-            for _ in 0..earlier_count {
-                earlier.push(stats(r, slots, time)?);
+            for place in (1..=earlier_count).rev() {
+                earlier.push(stats(r, slots, time, place)?);
             }
-            let latest = stats(r, slots, time)?;
+            let latest = stats(r, slots, time, 0)?;
             feed_devices.push(DeviceFeed { latest, earlier });
         }
         out.push(FeedRecord {
@@ -243,7 +243,13 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>
     Ok(out)
 }
 
-fn stats(r: &mut In<'_>, slots: &mut StatsSlots, sample_time: f64) -> Result<AllocatorStats> {
+/// One reading of a feed device, at `place` among its readings (0: the latest).
+fn stats(
+    r: &mut In<'_>,
+    slots: &mut StatsSlots,
+    sample_time: f64,
+    place: usize,
+) -> Result<AllocatorStats> {
     let known =
         |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
     let mut ints = [None; state::STATS_INTS];
@@ -267,8 +273,15 @@ fn stats(r: &mut In<'_>, slots: &mut StatsSlots, sample_time: f64) -> Result<All
     }
     let base = col::STATS + state::STATS_INTS;
     let time = slots.floats[0]
-        .get_near(Some(sample_time), base, &mut r.control, &mut r.cols)?
+        .get_near_place(
+            Some(sample_time),
+            slots.place(place),
+            base,
+            &mut r.control,
+            &mut r.cols,
+        )?
         .ok_or_else(|| WireError("a reading without its time".into()))?;
+    slots.remember_place(place, time, sample_time);
     let largest_free_block_time = r.float(&mut slots.floats[1], base + 1)?;
     let reserved_since = r.float(&mut slots.floats[2], base + 2)?;
     if r.flag()? {

@@ -279,15 +279,23 @@ fn feeds(state: &mut State, s: &NodeSample, out: &mut Out) {
         fs.devices.resize_with(f.devices.len(), StatsSlots::default);
         for (d, slots) in f.devices.iter().zip(&mut fs.devices) {
             out.count(d.earlier.len());
-            for reading in d.earlier.iter().chain(std::iter::once(&d.latest)) {
-                stats(out, slots, reading, s.time);
+            let readings = d.earlier.iter().chain(std::iter::once(&d.latest));
+            for (place, reading) in (0..=d.earlier.len()).rev().zip(readings) {
+                stats(out, slots, reading, s.time, place);
             }
         }
         state.feeds.push(fs);
     }
 }
 
-fn stats(out: &mut Out, slots: &mut StatsSlots, s: &AllocatorStats, sample_time: f64) {
+/// One reading of a feed device, at `place` among its readings (0: the latest).
+fn stats(
+    out: &mut Out,
+    slots: &mut StatsSlots,
+    s: &AllocatorStats,
+    sample_time: f64,
+    place: usize,
+) {
     let (ints, floats) = state::stats_fields(s);
     // The figures the peaks are peaks of, as they are (not as written).
     let real = [
@@ -306,13 +314,17 @@ fn stats(out: &mut Out, slots: &mut StatsSlots, s: &AllocatorStats, sample_time:
     }
     let [time, largest_free_block_time, reserved_since] = floats;
     let base = col::STATS + state::STATS_INTS;
-    slots.floats[0].put_near(
+    slots.floats[0].put_near_place(
         time,
         Some(sample_time),
+        slots.place(place),
         base,
         &mut out.control,
         &mut out.cols,
     );
+    if let Some(time) = time {
+        slots.remember_place(place, time, sample_time);
+    }
     out.float(
         &mut slots.floats[1],
         base + 1,

@@ -176,6 +176,9 @@ mod float_code {
     pub const RAW: u8 = 14;
     /// As far from the reference (the sample's time) as the last value was.
     pub const OFFSET: u8 = 15;
+    /// As far from the reference as the value at the same place in the sample before was
+    /// (a feed's latest reading against its latest, the one before against the one before).
+    pub const OFFSET_AT_PLACE: u8 = 16;
 }
 
 /// `x` as `n / 10^d`, exactly, where it is one.
@@ -224,6 +227,20 @@ impl FloatSlot {
         control: &mut Vec<u8>,
         cols: &mut ColumnsOut,
     ) {
+        self.put_near_place(value, reference, None, column, control, cols);
+    }
+
+    /// [`FloatSlot::put_near`], with `place`: the offset from the reference, in bits, of the
+    /// value at the same place in the sample before (several readings through one slot).
+    pub fn put_near_place(
+        &mut self,
+        value: Option<f64>,
+        reference: Option<f64>,
+        place: Option<u64>,
+        column: usize,
+        control: &mut Vec<u8>,
+        cols: &mut ColumnsOut,
+    ) {
         use float_code::*;
         let reference = reference.map(f64::to_bits);
         let Some(x) = value else {
@@ -261,6 +278,9 @@ impl FloatSlot {
         if let (Some(now), Some(before)) = (offset, self.offset) {
             consider(OFFSET, zigzag(now.wrapping_sub(before) as i64));
         }
+        if let (Some(now), Some(before)) = (offset, place) {
+            consider(OFFSET_AT_PLACE, zigzag(now.wrapping_sub(before) as i64));
+        }
         control.push(best.0);
         cols.push(column, best.1);
         self.remember(bits);
@@ -280,6 +300,18 @@ impl FloatSlot {
     pub fn get_near(
         &mut self,
         reference: Option<f64>,
+        column: usize,
+        control: &mut Reader<'_>,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<f64>> {
+        self.get_near_place(reference, None, column, control, cols)
+    }
+
+    /// [`FloatSlot::get`] of a value written by [`FloatSlot::put_near_place`].
+    pub fn get_near_place(
+        &mut self,
+        reference: Option<f64>,
+        place: Option<u64>,
         column: usize,
         control: &mut Reader<'_>,
         cols: &mut ColumnsIn<'_>,
@@ -324,6 +356,13 @@ impl FloatSlot {
                 r.wrapping_add(before)
                     .wrapping_add(unzigzag(cols.get(column)?) as u64)
             }
+            OFFSET_AT_PLACE => {
+                let (Some(r), Some(before)) = (reference, place) else {
+                    return err("a float off a place not known");
+                };
+                r.wrapping_add(before)
+                    .wrapping_add(unzigzag(cols.get(column)?) as u64)
+            }
             other => return err(format!("a float said as {other}")),
         };
         self.remember(bits);
@@ -346,6 +385,41 @@ impl FloatSlot {
 mod tests {
     use super::super::wire::{ColumnsIn, ColumnsOut, Reader};
     use super::*;
+
+    /// A feed's readings at fixed places against the sample's time (its agent sampling in
+    /// step with the monitor), two through one slot: each costs a few bits once its place is
+    /// known, however the sample times jitter, and reads back to the same bits.
+    #[test]
+    fn readings_at_the_same_places_cost_a_few_bits_however_the_sample_time_jitters() {
+        let mut out = FloatSlot::default();
+        let mut places = [None; 2];
+        let mut control = Vec::new();
+        let mut cols = ColumnsOut::new(1);
+        let mut written = Vec::new();
+        for k in 0..100u64 {
+            let sample_time = 1.767e9 + k as f64 + 0.004 * crate::fixtures::noise(k, 1).abs();
+            for (place, back) in [(1usize, 0.7), (0, 0.2)] {
+                let v = sample_time - back;
+                let at = places[place];
+                out.put_near_place(Some(v), Some(sample_time), at, 0, &mut control, &mut cols);
+                places[place] = Some(v.to_bits().wrapping_sub(sample_time.to_bits()));
+                written.push((v, sample_time, at));
+            }
+        }
+        let (mut table, mut packed) = (Vec::new(), Vec::new());
+        cols.finish(&mut table, &mut packed);
+        // Said from the line through the last two, each would take the sample time's jitter
+        // (about 14 bits): 350 bytes and more.
+        assert!(packed.len() <= 160, "{} bytes", packed.len());
+        let mut table = Reader::new(&table);
+        let mut cols = ColumnsIn::read(1, &mut table, &packed).expect("columns");
+        let mut control = Reader::new(&control);
+        let mut back = FloatSlot::default();
+        for (v, sample_time, at) in written {
+            let read = back.get_near_place(Some(sample_time), at, 0, &mut control, &mut cols);
+            assert_eq!(read.map(|r| r.map(f64::to_bits)), Ok(Some(v.to_bits())));
+        }
+    }
 
     #[test]
     fn every_value_reads_back_to_the_same_bits() {

@@ -70,6 +70,28 @@ pub struct StatsSlots {
     pub ints: [IntSlot; STATS_INTS],
     pub floats: [FloatSlot; 3],
     pub unreported: BTreeMap<String, String>,
+    /// Each reading's time in the last sample that had a reading at that place, counted
+    /// back from the latest (0), as its offset in bits from that sample's time: the first
+    /// [`PLACES`] places.
+    pub places: [Option<u64>; PLACES],
+}
+
+/// The places of a feed device's readings remembered (see [`StatsSlots::places`]): the
+/// latest and the readings just before it (an agent sampling up to 8 times a node sample).
+pub const PLACES: usize = 8;
+
+impl StatsSlots {
+    /// The offset remembered at `place` (see [`StatsSlots::places`]).
+    pub fn place(&self, place: usize) -> Option<u64> {
+        self.places.get(place).copied().flatten()
+    }
+
+    /// Remembers the reading at `place` (its time, and the sample's).
+    pub fn remember_place(&mut self, place: usize, time: f64, sample_time: f64) {
+        if let Some(at) = self.places.get_mut(place) {
+            *at = Some(time.to_bits().wrapping_sub(sample_time.to_bits()));
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
