@@ -181,40 +181,36 @@ impl ContextEstimator {
             if let Some(learned) = self.learned.get_mut(&key) {
                 learned.seen = now;
             }
-            // Listed: what it waits with is kept for the next sample.
-            let earlier = slot(&mut self.pending, key, (None, count)).and_then(|pending| {
-                pending.1 = count;
-                pending.0
-            });
-            let Some(used) = process.used else { continue };
-            let current = Reading {
+            let current = process.used.map(|used| Reading {
                 from: reading_from,
                 to: now,
                 used,
-            };
+            });
+            // Listed: it waits for the next sample with this reading, or without one with
+            // the reading it had.
+            let earlier = slot(&mut self.pending, key, (None, count)).and_then(|pending| {
+                pending.1 = count;
+                match current {
+                    Some(current) => pending.0.replace(current),
+                    None => pending.0,
+                }
+            });
+            let Some(current) = current else { continue };
             if let (Some(feed), false) = (
                 &process.feed,
                 matches!(status, FeedStatus::Inconsistent { .. }),
             ) {
                 if let Some(bytes) = reported(sample, feed) {
-                    let Some(learned) = slot(
-                        &mut self.learned,
-                        key,
-                        Learned {
-                            bytes,
-                            source: ContextSource::Reported,
-                            seen: now,
-                        },
-                    ) else {
-                        continue;
+                    let reported = Learned {
+                        bytes,
+                        source: ContextSource::Reported,
+                        seen: now,
                     };
                     // What this monitor observed itself stays; a reading replaces an estimate.
-                    if learned.source != ContextSource::Observed {
-                        *learned = Learned {
-                            bytes,
-                            source: ContextSource::Reported,
-                            seen: now,
-                        };
+                    if let Some(learned) = slot(&mut self.learned, key, reported) {
+                        if learned.source != ContextSource::Observed {
+                            *learned = reported;
+                        }
                     }
                 }
                 // The previous reading first: the feed usually arrives after it.
@@ -222,9 +218,6 @@ impl ContextEstimator {
                     self.pair(key, earlier, &feed.stats, now);
                 }
                 self.pair(key, current, &feed.stats, now);
-            }
-            if let Some(pending) = self.pending.get_mut(&key) {
-                pending.0 = Some(current);
             }
         }
         self.forget(now, count);

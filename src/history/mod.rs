@@ -365,17 +365,15 @@ impl History {
     /// share with it: what keeping both costs beyond keeping `other`. Series' blocks a copy
     /// shares are counted once; the step readings, keys and tables are counted whole.
     pub fn footprint_beside(&self, other: &History) -> usize {
-        let series: usize = self
-            .iter()
-            .map(|(key, series)| {
-                other.get(key).map_or_else(
-                    || series.footprint(),
-                    |o| std::mem::size_of::<Series>() + series.bytes_beside(o),
-                )
-            })
-            .sum();
-        let rings: usize = self.iter().map(|(_, s)| s.footprint()).sum();
-        self.bytes().saturating_sub(rings) + series
+        // Each series' footprint, and what of it `other` does not share.
+        let (whole, beside) = self.iter().fold((0, 0), |(whole, beside), (key, series)| {
+            let own = other.get(key).map_or_else(
+                || series.footprint(),
+                |o| std::mem::size_of::<Series>() + series.bytes_beside(o),
+            );
+            (whole + series.footprint(), beside + own)
+        });
+        self.bytes().saturating_sub(whole) + beside
     }
 }
 
