@@ -152,7 +152,12 @@ pub fn analyze_observing(
             std::thread::Builder::new()
                 .name("strata-analyze-read".into())
                 .spawn_scoped(scope, move || loop {
-                    returned.try_iter().for_each(drop);
+                    // Decoded into next, their buffers reused (those the decoder does
+                    // not keep are freed).
+                    for (sample, attachment) in returned.try_iter() {
+                        drop(attachment);
+                        lines.recycle(Box::new(sample));
+                    }
                     let mut item = lines.next_line();
                     let weight = lines.last_line_bytes();
                     let last = !matches!(item, Ok(Some(_)));

@@ -371,6 +371,14 @@ impl Lines {
         Ok(())
     }
 
+    /// Gives back a sample these lines yielded, once used: a format-2 recording decodes the
+    /// next into it, reusing its strings and vectors (JSON lines drop it).
+    pub fn recycle(&mut self, sample: Box<NodeSample>) {
+        if let Body::Records { decoder, .. } = &mut self.body {
+            decoder.recycle(sample);
+        }
+    }
+
     /// The next line that is not blank, with its number (a corruption: the number of the
     /// line before it); `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, Line)>, ReadError> {

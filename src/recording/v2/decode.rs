@@ -2,6 +2,7 @@
 //! [`State`] the records before it left (a keyframe against nothing). Every step mirrors
 //! [`super::encode`].
 
+use super::refill::{self, Refill};
 use super::state::{self, col, FeedState, GpuState, MemSlots, ProcState, State, StatsSlots};
 use super::wire::{err, ColumnsIn, Reader, Result, WireError};
 use crate::sample::feed::{AllocatorStats, DeviceFeed, FeedRecord};
@@ -58,8 +59,13 @@ impl In<'_> {
     }
 }
 
-/// The sample of a record payload, against `state`, which it then describes.
-pub fn decode(state: &mut State, payload: &[u8]) -> Result<NodeSample> {
+/// The sample of a record payload, against `state`, which it then describes; decoded into
+/// `spare` (a sample read before and given back), reusing what it holds, where there is one.
+pub fn decode(
+    state: &mut State,
+    payload: &[u8],
+    spare: Option<Box<NodeSample>>,
+) -> Result<Box<NodeSample>> {
     let mut whole = Reader::new(payload);
     let mut table = Reader::new(whole.chunk()?);
     let control = Reader::new(whole.chunk()?);
@@ -76,12 +82,19 @@ pub fn decode(state: &mut State, payload: &[u8]) -> Result<NodeSample> {
     }
     let rest = state
         .rest
-        .clone()
+        .as_ref()
         .ok_or_else(|| WireError("a sample before its node".into()))?;
-    let time = state.time.get_f64(col::TIME, &mut r.control, &mut r.cols)?;
-    let poll_secs = r.float(&mut state.poll, col::POLL)?;
-    let host_cpu_percent = r.float(&mut state.host_cpu, col::HOST_CPU)?;
-    let host_memory = if r.flag()? {
+    let mut out = match spare {
+        Some(mut spare) => {
+            spare.refill(rest);
+            spare
+        }
+        None => Box::new(rest.clone()),
+    };
+    out.time = state.time.get_f64(col::TIME, &mut r.control, &mut r.cols)?;
+    out.poll_secs = r.float(&mut state.poll, col::POLL)?;
+    out.host_cpu_percent = r.float(&mut state.host_cpu, col::HOST_CPU)?;
+    out.host_memory = if r.flag()? {
         Some(HostMemory {
             total: r.known(&mut state.host_total, col::HOST_TOTAL)?,
             used: r.known(&mut state.host_used, col::HOST_USED)?,
@@ -89,22 +102,14 @@ pub fn decode(state: &mut State, payload: &[u8]) -> Result<NodeSample> {
     } else {
         None
     };
-    let gpus = gpus(state, &mut r)?;
-    let processes = processes(state, &mut r)?;
-    let feeds = feeds(state, &mut r, time)?;
+    gpus(state, &mut r, &mut out.gpus)?;
+    processes(state, &mut r, &mut out.processes)?;
+    let time = out.time;
+    feeds(state, &mut r, time, &mut out.feeds)?;
     if !r.control.is_empty() || !r.blobs.is_empty() {
         return err("the record holds more than its sample");
     }
-    Ok(NodeSample {
-        time,
-        poll_secs,
-        host_cpu_percent,
-        host_memory,
-        gpus,
-        processes,
-        feeds,
-        ..rest
-    })
+    Ok(out)
 }
 
 fn memory(r: &mut In<'_>, slots: &mut MemSlots) -> Result<Option<DeviceMemory>> {
@@ -119,34 +124,33 @@ fn memory(r: &mut In<'_>, slots: &mut MemSlots) -> Result<Option<DeviceMemory>> 
     }))
 }
 
-fn gpus(state: &mut State, r: &mut In<'_>) -> Result<Vec<GpuSample>> {
+fn gpus(state: &mut State, r: &mut In<'_>, out: &mut Vec<GpuSample>) -> Result<()> {
     let n = r.count()?;
-    let mut old: Vec<Option<GpuState>> = std::mem::take(&mut state.gpus)
+    let mut old: Vec<Option<Box<GpuState>>> = std::mem::take(&mut state.gpus)
         .into_iter()
         .map(Some)
         .collect();
-    let mut out = Vec::with_capacity(n);
+    out.truncate(n);
     for i in 0..n {
         let kept = old.get_mut(i).and_then(Option::take);
         let mut gs = if r.flag()? {
             let rest: GpuSample = r.blob()?;
-            let mut gs = kept.unwrap_or_else(|| GpuState::new(rest.clone()));
+            let mut gs = kept.unwrap_or_else(|| Box::new(GpuState::new(rest.clone())));
             gs.mig.resize_with(rest.mig.len(), MemSlots::default);
             gs.rest = rest;
             gs
         } else {
             kept.ok_or_else(|| WireError("a GPU continued from none".into()))?
         };
-        let mut g = gs.rest.clone();
+        let g = refill::at(out, i, &gs.rest);
         g.memory = memory(r, &mut gs.memory)?;
         g.utilization_gpu = r.u32(&mut gs.utilization, col::GPU_UTIL)?;
         for (m, slots) in g.mig.iter_mut().zip(&mut gs.mig) {
             m.memory = memory(r, slots)?;
         }
-        out.push(g);
         state.gpus.push(gs);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The remembered thing a new one continues (see the encoder's `continued`).
@@ -163,13 +167,13 @@ fn continued<S>(r: &mut In<'_>, i: usize, old: &mut [Option<S>]) -> Result<Optio
         .ok_or_else(|| WireError("a thing continued from none".into()))
 }
 
-fn processes(state: &mut State, r: &mut In<'_>) -> Result<Vec<ProcessSample>> {
+fn processes(state: &mut State, r: &mut In<'_>, out: &mut Vec<ProcessSample>) -> Result<()> {
     let n = r.count()?;
-    let mut old: Vec<Option<ProcState>> = std::mem::take(&mut state.processes)
+    let mut old: Vec<Option<Box<ProcState>>> = std::mem::take(&mut state.processes)
         .into_iter()
         .map(Some)
         .collect();
-    let mut out = Vec::with_capacity(n);
+    out.truncate(n);
     for i in 0..n {
         let mut ps = match continued(r, i, &mut old)? {
             Some(mut ps) => {
@@ -178,27 +182,26 @@ fn processes(state: &mut State, r: &mut In<'_>) -> Result<Vec<ProcessSample>> {
                 }
                 ps
             }
-            None => ProcState::new(r.blob()?),
+            None => Box::new(ProcState::new(r.blob()?)),
         };
-        let mut p = ps.rest.clone();
+        let p = refill::at(out, i, &ps.rest);
         p.used = r.int(&mut ps.used, col::PROC_USED)?;
         p.sm_util = r.u32(&mut ps.sm_util, col::PROC_SM)?;
         p.cpu_percent = r.float(&mut ps.cpu_percent, col::PROC_CPU)?;
         p.host_memory = r.int(&mut ps.host_memory, col::PROC_HOST_MEMORY)?;
         p.elapsed = r.int(&mut ps.elapsed, col::PROC_ELAPSED)?;
-        out.push(p);
         state.processes.push(ps);
     }
-    Ok(out)
+    Ok(())
 }
 
-fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>> {
+fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>) -> Result<()> {
     let n = r.count()?;
-    let mut old: Vec<Option<FeedState>> = std::mem::take(&mut state.feeds)
+    let mut old: Vec<Option<Box<FeedState>>> = std::mem::take(&mut state.feeds)
         .into_iter()
         .map(Some)
         .collect();
-    let mut out = Vec::with_capacity(n);
+    out.truncate(n);
     for i in 0..n {
         let mut fs = match continued(r, i, &mut old)? {
             Some(mut fs) => {
@@ -207,7 +210,7 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>
                 }
                 fs
             }
-            None => FeedState::new(r.blob()?),
+            None => Box::new(FeedState::new(r.blob()?)),
         };
         if r.flag()? {
             fs.ooms = r.blob()?;
@@ -221,26 +224,33 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64) -> Result<Vec<FeedRecord>
                 .get_near(Some(time), col::LAST_HEARD, &mut r.control, &mut r.cols)?;
         let devices = r.count()?;
         fs.devices.resize_with(devices, StatsSlots::default);
-        let mut feed_devices = Vec::with_capacity(devices);
-        for slots in &mut fs.devices {
+        let f = refill::at(out, i, &fs.rest);
+        f.ooms.clone_from(&fs.ooms);
+        f.counters = state::counters_from(counters);
+        f.last_heard = last_heard;
+        f.devices.truncate(devices);
+        for (d, slots) in fs.devices.iter_mut().enumerate() {
             let earlier_count = r.count()?;
-            let mut earlier = Vec::with_capacity(earlier_count);
+            // The readings before the latest, into the vector already there.
+            let mut earlier = match f.devices.get_mut(d) {
+                Some(device) => std::mem::take(&mut device.earlier),
+                None => Vec::new(),
+            };
+            earlier.clear();
+            earlier.reserve(earlier_count);
             for place in (1..=earlier_count).rev() {
                 earlier.push(stats(r, slots, time, place)?);
             }
             let latest = stats(r, slots, time, 0)?;
-            feed_devices.push(DeviceFeed { latest, earlier });
+            let device = DeviceFeed { latest, earlier };
+            match f.devices.get_mut(d) {
+                Some(there) => *there = device,
+                None => f.devices.push(device),
+            }
         }
-        out.push(FeedRecord {
-            devices: feed_devices,
-            ooms: fs.ooms.clone(),
-            counters: state::counters_from(counters),
-            last_heard,
-            ..fs.rest.clone()
-        });
         state.feeds.push(fs);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// One reading of a feed device, at `place` among its readings (0: the latest).

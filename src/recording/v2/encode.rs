@@ -114,7 +114,7 @@ fn memory(out: &mut Out, slots: &mut MemSlots, m: Option<DeviceMemory>) {
 
 fn gpus(state: &mut State, s: &NodeSample, out: &mut Out) {
     out.count(s.gpus.len());
-    let mut old: Vec<Option<GpuState>> = std::mem::take(&mut state.gpus)
+    let mut old: Vec<Option<Box<GpuState>>> = std::mem::take(&mut state.gpus)
         .into_iter()
         .map(Some)
         .collect();
@@ -128,7 +128,7 @@ fn gpus(state: &mut State, s: &NodeSample, out: &mut Out) {
             kept => {
                 out.flag(true);
                 out.blob(&rest);
-                let mut gs = kept.unwrap_or_else(|| GpuState::new(rest.clone()));
+                let mut gs = kept.unwrap_or_else(|| Box::new(GpuState::new(rest.clone())));
                 gs.mig.resize_with(rest.mig.len(), MemSlots::default);
                 gs.rest = rest;
                 gs
@@ -183,7 +183,7 @@ fn continued<S, K: Eq + std::hash::Hash>(
 
 fn processes(state: &mut State, s: &NodeSample, out: &mut Out) {
     out.count(s.processes.len());
-    let mut old: Vec<Option<ProcState>> = std::mem::take(&mut state.processes)
+    let mut old: Vec<Option<Box<ProcState>>> = std::mem::take(&mut state.processes)
         .into_iter()
         .map(Some)
         .collect();
@@ -212,7 +212,7 @@ fn processes(state: &mut State, s: &NodeSample, out: &mut Out) {
             }
             None => {
                 out.blob(&rest);
-                ProcState::new(rest)
+                Box::new(ProcState::new(rest))
             }
         };
         out.int(&mut ps.used, col::PROC_USED, p.used);
@@ -226,7 +226,7 @@ fn processes(state: &mut State, s: &NodeSample, out: &mut Out) {
 
 fn feeds(state: &mut State, s: &NodeSample, out: &mut Out) {
     out.count(s.feeds.len());
-    let mut old: Vec<Option<FeedState>> = std::mem::take(&mut state.feeds)
+    let mut old: Vec<Option<Box<FeedState>>> = std::mem::take(&mut state.feeds)
         .into_iter()
         .map(Some)
         .collect();
@@ -255,7 +255,7 @@ fn feeds(state: &mut State, s: &NodeSample, out: &mut Out) {
             }
             None => {
                 out.blob(&rest);
-                FeedState::new(rest)
+                Box::new(FeedState::new(rest))
             }
         };
         if f.ooms == fs.ooms {

@@ -12,6 +12,7 @@
 mod decode;
 mod encode;
 mod records;
+mod refill;
 mod slots;
 mod state;
 mod wire;
@@ -91,12 +92,21 @@ impl Encoder {
     }
 }
 
+/// Samples a [`Decoder`] keeps to decode into: a reader whose samples come back in bursts
+/// (judged on another thread) still has one for each.
+const SPARES: usize = 16;
+
 /// Reads records back into samples.
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// `None` until a keyframe is read, and after a record was lost: deltas then refer to a
     /// state this reader never saw.
     state: Option<state::State>,
+    /// Samples given back once used ([`Decoder::recycle`]), at most [`SPARES`]: the next
+    /// samples are decoded into them.
+    /// Boxed as they come and go ([`Decoded::Sample`]).
+    #[allow(clippy::vec_box)]
+    spares: Vec<Box<NodeSample>>,
 }
 
 /// What a record gave.
@@ -119,6 +129,14 @@ impl Decoder {
         self.state = None;
     }
 
+    /// Gives back a sample this decoder yielded, once used: the next is decoded into it,
+    /// reusing its strings and vectors.
+    pub fn recycle(&mut self, sample: Box<NodeSample>) {
+        if self.spares.len() < SPARES {
+            self.spares.push(sample);
+        }
+    }
+
     pub fn decode(&mut self, tag: u8, payload: &[u8]) -> Decoded {
         let state = match tag {
             KEYFRAME => self.state.insert(state::State::default()),
@@ -131,8 +149,8 @@ impl Decoder {
                 return Decoded::Bad(format!("a record of unknown kind {other:#04x}"));
             }
         };
-        match decode::decode(state, payload) {
-            Ok(sample) => Decoded::Sample(Box::new(sample)),
+        match decode::decode(state, payload, self.spares.pop()) {
+            Ok(sample) => Decoded::Sample(sample),
             Err(e) => {
                 self.state = None;
                 Decoded::Bad(format!("a record that does not read: {e}"))

@@ -112,9 +112,14 @@ pub struct State {
     pub host_cpu: FloatSlot,
     pub host_total: IntSlot,
     pub host_used: IntSlot,
-    pub gpus: Vec<GpuState>,
-    pub processes: Vec<ProcState>,
-    pub feeds: Vec<FeedState>,
+    /// Boxed, as are the processes and feeds: every sample moves each thing's state to
+    /// its new place, and a pointer moves cheaper than the state.
+    #[allow(clippy::vec_box)]
+    pub gpus: Vec<Box<GpuState>>,
+    #[allow(clippy::vec_box)]
+    pub processes: Vec<Box<ProcState>>,
+    #[allow(clippy::vec_box)]
+    pub feeds: Vec<Box<FeedState>>,
 }
 
 impl GpuState {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::recording::{Line, Lines, Progress};
+use crate::sample::ProcessSample;
 use crate::source::demo::node_at;
 
 /// The demo's samples, `n` of them `step` story seconds apart from `from`.
@@ -246,4 +247,58 @@ fn deltas_whose_keyframe_was_lost_are_skipped_to_the_next_keyframe() {
         written[30..],
         "from the next keyframe on, every sample"
     );
+}
+
+/// Samples decoded into samples given back (used, out of order, and of other shapes) read
+/// back as they were written.
+#[test]
+fn samples_decoded_into_recycled_ones_are_the_samples_written() {
+    let written = demo(0.0, 130, 10.0);
+    let mut lines = Lines::new(
+        Box::new(std::io::Cursor::new(encode_all(&written))),
+        Progress::default(),
+    )
+    .expect("lines");
+    let mut back = Vec::new();
+    let mut used: std::collections::VecDeque<Box<NodeSample>> = Default::default();
+    let mut recycled = 0;
+    while let Some((_, line)) = lines.next_line().expect("reads") {
+        let Line::Sample(mut s) = line else {
+            panic!("not a sample: {line:?}")
+        };
+        back.push((*s).clone());
+        // Used as the analysis uses it (feeds attached to its processes), and changed
+        // beyond that: more of everything, other words.
+        crate::pipeline::prepare(&mut s);
+        s.host = "elsewhere".into();
+        if let Some(p) = s.processes.first().cloned() {
+            s.processes.push(ProcessSample {
+                command: Some("another".into()),
+                ..p
+            });
+        }
+        if let Some(f) = s.feeds.first_mut() {
+            f.socket.push_str("-moved");
+            if let Some(d) = f.devices.first_mut() {
+                d.earlier.push(d.latest.clone());
+            }
+        }
+        if let Some(f) = s.feeds.first().cloned() {
+            s.feeds.push(f);
+        }
+        used.push_back(s);
+        // Given back a few samples late, not in order.
+        if used.len() > 3 {
+            if let Some(s) = used.remove(back.len() % 3) {
+                lines.recycle(s);
+                recycled += 1;
+            }
+        }
+    }
+    assert!(recycled > 100, "{recycled}");
+    assert!(written.iter().any(|s| !s.feeds.is_empty()));
+    assert_eq!(back.len(), written.len());
+    for (a, b) in written.iter().zip(&back) {
+        assert_eq!(a, b, "at {}", a.time);
+    }
 }

@@ -1,0 +1,165 @@
+//! Decoding into a sample already read and given back ([`super::Decoder::recycle`]): each
+//! thing's rest is copied into the one at its place with `clone_from`, which keeps the
+//! strings' and vectors' buffers, so that a long read does not allocate and free every
+//! command line, UUID and socket path at every sample.
+//!
+//! Each copy names every field of what it copies from, so that a field added to a sample
+//! type does not compile here until it is copied too.
+
+use crate::sample::feed::FeedRecord;
+use crate::sample::{GpuSample, NodeSample, ProcessSample};
+
+/// Makes `self` equal to `from`, reusing what `self` holds.
+pub trait Refill {
+    fn refill(&mut self, from: &Self);
+}
+
+/// The thing at place `i` of `out`, made equal to `from`: the one already there refilled,
+/// or a copy of `from` pushed (places are filled in order: `i` is at most `out.len()`).
+pub fn at<'a, T: Refill + Clone>(out: &'a mut Vec<T>, i: usize, from: &T) -> &'a mut T {
+    if i < out.len() {
+        out[i].refill(from);
+    } else {
+        out.push(from.clone());
+    }
+    let last = i.min(out.len() - 1);
+    &mut out[last]
+}
+
+impl Refill for ProcessSample {
+    fn refill(&mut self, from: &Self) {
+        let ProcessSample {
+            pid,
+            device_uuid,
+            used,
+            kind,
+            mps,
+            visible,
+            hidden,
+            proc_state,
+            start_time,
+            user,
+            command,
+            sm_util,
+            executable,
+            cpu_percent,
+            host_memory,
+            elapsed,
+            owner,
+            feed,
+        } = from;
+        self.pid = *pid;
+        self.device_uuid.clone_from(device_uuid);
+        self.used = *used;
+        self.kind = *kind;
+        self.mps = *mps;
+        self.visible = *visible;
+        self.hidden = *hidden;
+        self.proc_state.clone_from(proc_state);
+        self.start_time = *start_time;
+        self.user.clone_from(user);
+        self.command.clone_from(command);
+        self.sm_util = *sm_util;
+        self.executable.clone_from(executable);
+        self.cpu_percent = *cpu_percent;
+        self.host_memory = *host_memory;
+        self.elapsed = *elapsed;
+        self.owner.clone_from(owner);
+        self.feed.clone_from(feed);
+    }
+}
+
+impl Refill for GpuSample {
+    fn refill(&mut self, from: &Self) {
+        let GpuSample {
+            index,
+            uuid,
+            name,
+            pci_bus_id,
+            memory,
+            utilization_gpu,
+            mig_mode,
+            minor_number,
+            lost,
+            processes_known,
+            mig,
+            problems,
+        } = from;
+        self.index = *index;
+        self.uuid.clone_from(uuid);
+        self.name.clone_from(name);
+        self.pci_bus_id.clone_from(pci_bus_id);
+        self.memory = *memory;
+        self.utilization_gpu = *utilization_gpu;
+        self.mig_mode = *mig_mode;
+        self.minor_number = *minor_number;
+        self.lost = *lost;
+        self.processes_known = *processes_known;
+        self.mig.clone_from(mig);
+        self.problems.clone_from(problems);
+    }
+}
+
+/// A feed's rest, all but its devices' readings (which the decoder fills in place).
+impl Refill for FeedRecord {
+    fn refill(&mut self, from: &Self) {
+        let FeedRecord {
+            socket,
+            found_via,
+            peer,
+            nspid,
+            state,
+            hello,
+            devices: _,
+            ooms,
+            counters,
+            connected_at,
+            last_heard,
+        } = from;
+        self.socket.clone_from(socket);
+        self.found_via = *found_via;
+        self.peer = *peer;
+        self.nspid = *nspid;
+        self.state.clone_from(state);
+        self.hello.clone_from(hello);
+        self.ooms.clone_from(ooms);
+        self.counters = *counters;
+        self.connected_at = *connected_at;
+        self.last_heard = *last_heard;
+    }
+}
+
+/// The node's rest, all but its GPUs, processes and feeds (which the decoder fills in place).
+impl Refill for NodeSample {
+    fn refill(&mut self, from: &Self) {
+        let NodeSample {
+            time,
+            interval,
+            host,
+            driver_version,
+            cuda_driver_version,
+            host_pid_namespace,
+            gpus: _,
+            processes: _,
+            feeds: _,
+            feed_scan,
+            host_cpu_percent,
+            host_memory,
+            device_files,
+            poll_secs,
+            problems,
+        } = from;
+        self.time = *time;
+        self.interval = *interval;
+        self.host.clone_from(host);
+        self.driver_version.clone_from(driver_version);
+        self.cuda_driver_version.clone_from(cuda_driver_version);
+        self.host_pid_namespace = *host_pid_namespace;
+        self.feed_scan.clone_from(feed_scan);
+        self.host_cpu_percent = *host_cpu_percent;
+        self.host_memory = *host_memory;
+        self.device_files.clone_from(device_files);
+        self.poll_secs = *poll_secs;
+        self.problems.clone_from(problems);
+    }
+}
