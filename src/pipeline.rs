@@ -12,6 +12,9 @@ use crate::layers::Layer;
 use crate::sample::derived::{make_raw, FeedShape};
 use crate::sample::NodeSample;
 
+/// One of a reading's figures.
+type Figure = fn(&crate::sample::AllocatorStats) -> Option<u64>;
+
 /// One instant, with everything derived from it.
 #[derive(Debug, Clone)]
 pub struct Observed {
@@ -200,26 +203,32 @@ impl Pipeline {
             // first time brings its backlog (the warm-up before this monitor started), and
             // each later sample what arrived since the previous one.
             let earlier = feed.earlier(sample);
+            let readings = || earlier.iter().chain(std::iter::once(&feed.stats));
             let mut id = None; // made for the first step-end reading, if any
-            for stats in earlier.iter().chain(std::iter::once(&feed.stats)) {
-                let t = stats.time;
+            for stats in readings() {
                 if let Some(step) = stats.step_end() {
                     history.record_step(
                         id.get_or_insert_with(|| crate::history::ProcessId::of(p)),
                         crate::history::StepPoint {
                             step,
-                            time: t,
+                            time: stats.time,
                             allocated: stats.allocated,
                             reserved: stats.reserved,
                             peak_allocated: stats.peak_allocated,
                         },
                     );
                 }
-                history.record(key(Metric::Allocated), t, Some(stats.allocated));
-                history.record(key(Metric::Reserved), t, stats.reserved);
-                history.record(key(Metric::InactiveSplit), t, stats.inactive_split);
-                history.record(key(Metric::Retries), t, stats.alloc_retries);
-                history.record(key(Metric::Ooms), t, stats.ooms);
+            }
+            // Each series found once for all the readings.
+            let figures: [(Metric, Figure); 5] = [
+                (Metric::Allocated, |s| Some(s.allocated)),
+                (Metric::Reserved, |s| s.reserved),
+                (Metric::InactiveSplit, |s| s.inactive_split),
+                (Metric::Retries, |s| s.alloc_retries),
+                (Metric::Ooms, |s| s.ooms),
+            ];
+            for (metric, figure) in figures {
+                history.record_all(key(metric), readings().map(|s| (s.time, figure(s))));
             }
             history.record(key(Metric::OutsidePool), time, acc.layers.outside_pool);
         }

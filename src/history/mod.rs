@@ -157,6 +157,10 @@ impl AsKey for KeyRef<'_> {
 }
 
 // A key hashes as its borrowed form, so that the table finds an owned key from a borrowed one.
+// A process's key leaves its device's UUID out of the hash: the PID and start time tell
+// processes apart almost always (only one on several GPUs shares them, and its series are
+// then told apart by the comparison), and a sample writes some 15 series a process, each
+// a hash of the key.
 impl std::hash::Hash for KeyRef<'_> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         match *self {
@@ -165,11 +169,10 @@ impl std::hash::Hash for KeyRef<'_> {
                 uuid.hash(state);
                 m.hash(state);
             }
-            KeyRef::Process(pid, start_time, uuid, m) => {
+            KeyRef::Process(pid, start_time, _, m) => {
                 state.write_u8(1);
                 pid.hash(state);
                 start_time.hash(state);
-                uuid.hash(state);
                 m.hash(state);
             }
         }
@@ -271,15 +274,30 @@ impl History {
     }
 
     pub fn record(&mut self, key: impl AsKey, time: f64, value: Option<u64>) {
+        self.record_all(key, std::iter::once((time, value)));
+    }
+
+    /// [`History::record`] of several points of one series, in order: the series is found
+    /// once.
+    pub fn record_all(
+        &mut self,
+        key: impl AsKey,
+        mut points: impl Iterator<Item = (f64, Option<u64>)>,
+    ) {
         let key = key.as_key();
         let generation = self.generation;
         if let Some(entry) = self.series.get_mut(&key) {
             let before = entry.series.footprint();
-            entry.series.push(time, value);
+            for (time, value) in points {
+                entry.series.push(time, value);
+            }
             self.held = (self.held + entry.series.footprint()).saturating_sub(before);
             entry.seen = generation;
             return;
         }
+        let Some((time, value)) = points.next() else {
+            return;
+        };
         if matches!(key, KeyRef::Process(..)) && !self.room(time) {
             return;
         }
@@ -287,6 +305,9 @@ impl History {
         let scale = key.metric().scale();
         let mut series = Series::thinned(scale, step, origin, self.budget.thinning);
         series.push(time, value);
+        for (time, value) in points {
+            series.push(time, value);
+        }
         let key = key.to_key();
         self.held += entry_heap(&key, &series);
         self.series.insert(

@@ -198,3 +198,70 @@ fn a_series_is_one_whether_named_by_an_owned_or_a_borrowed_key() {
     assert!(h.get(&KeyRef::of_process(&id, Metric::Used)).is_some());
     assert!(h.get(&KeyRef::of_process(&id, Metric::Sm)).is_none());
 }
+
+/// A process's key hashes without its device: one process on two GPUs (the same PID and
+/// start time) keeps a series on each, written and read apart.
+#[test]
+fn one_process_on_two_devices_keeps_a_series_on_each() {
+    let mut h = History::default();
+    for t in 0..10u32 {
+        h.begin(f64::from(t), 1.0);
+        for (gpu, value) in [("GPU-a", 1u64 << 30), ("GPU-b", 3 << 30)] {
+            h.record(
+                KeyRef::Process(7, Some(70), gpu, Metric::Allocated),
+                f64::from(t),
+                Some(value + (u64::from(t) << 20)),
+            );
+        }
+    }
+    for (gpu, value) in [("GPU-a", 1u64 << 30), ("GPU-b", 3 << 30)] {
+        let s = h
+            .get(&KeyRef::Process(7, Some(70), gpu, Metric::Allocated))
+            .expect("series");
+        assert_eq!(
+            s.recent(2),
+            vec![Some(value + (8 << 20)), Some(value + (9 << 20))],
+            "{gpu}"
+        );
+    }
+    assert_eq!(h.len(), 2);
+}
+
+/// Several points of one series written at once leave what writing them one by one does:
+/// the same points, the same footprint, within the same budget.
+#[test]
+fn points_written_at_once_are_the_points_written_one_by_one() {
+    let budget = 64 << 10;
+    let (mut one, mut all) = (History::with_budget(budget), History::with_budget(budget));
+    for t in 0..2_000u32 {
+        let time = f64::from(t);
+        one.begin(time, 1.0);
+        all.begin(time, 1.0);
+        for pid in 0..(1 + t % 7) {
+            let points: Vec<(f64, Option<u64>)> = (0..(t % 3))
+                .map(|k| {
+                    (
+                        time - 0.5 + f64::from(k) * 0.25,
+                        Some(u64::from(pid * t + k) << 20),
+                    )
+                })
+                .chain([(time, (t % 5 != 0).then_some(u64::from(t) << 20))])
+                .collect();
+            let key = KeyRef::Process(pid, Some(1), "GPU-0", Metric::Allocated);
+            for &(time, value) in &points {
+                one.record(key, time, value);
+            }
+            all.record_all(key, points.into_iter());
+        }
+    }
+    assert_eq!(one.len(), all.len());
+    assert_eq!(one.footprint(), all.footprint());
+    for (key, series) in one.iter() {
+        let other = all.get(key).expect("the same series");
+        assert_eq!(
+            series.raw().collect::<Vec<_>>(),
+            other.raw().collect::<Vec<_>>(),
+            "{key:?}"
+        );
+    }
+}
