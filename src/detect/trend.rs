@@ -250,18 +250,28 @@ const CONFIRM_SECS: f64 = 60.0;
 
 /// The first window (short, then long) in which a series climbs, now and a minute before.
 pub fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
-    // No window can rise by more than the last value stands above the lowest of the longest
-    // window (every last chunk holds the last value, so its floor is at most that; a first
-    // chunk's floor is at least that lowest): most series are ruled out here, in one read.
+    // No window can rise by more than the floor of its last moments stands above the lowest
+    // of the longest window: every window's last chunk holds the last half of the shortest
+    // chunk (chunks are at least that wide, and a point there is well inside the last), so
+    // its floor is at most that floor; a first chunk's floor is at least that lowest. Most
+    // series are ruled out here, in two reads: flat ones, and a saw-tooth whose trough
+    // came round lately.
     let longest = WINDOWS[WINDOWS.len() - 1].0;
     let shortest_chunk = WINDOWS
         .iter()
         .map(|&(w, n)| w / n as f64)
         .fold(f64::INFINITY, f64::min);
-    if let (Some(last), Some(at)) = (series.last(), series.last_time()) {
+    if let Some(at) = series.last_time() {
         if at <= now && at >= now - shortest_chunk {
             let lowest = series.chunks(now, longest, 1)[0]?.min;
-            if last.saturating_sub(lowest) < MIN_RISE {
+            let lately = series
+                .chunks(now, shortest_chunk / 2.0, 1)
+                .first()
+                .copied()
+                .flatten()
+                .map(|c| c.min)
+                .or(series.last());
+            if lately.is_some_and(|l| l.saturating_sub(lowest) < MIN_RISE) {
                 return None;
             }
         }
