@@ -228,25 +228,16 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
         f.ooms.clone_from(&fs.ooms);
         f.counters = state::counters_from(counters);
         f.last_heard = last_heard;
-        f.devices.truncate(devices);
-        for (d, slots) in fs.devices.iter_mut().enumerate() {
+        f.devices.resize_with(devices, DeviceFeed::default);
+        // Each device's readings into the one already there.
+        for (device, slots) in f.devices.iter_mut().zip(&mut fs.devices) {
             let earlier_count = r.count()?;
-            // The readings before the latest, into the vector already there.
-            let mut earlier = match f.devices.get_mut(d) {
-                Some(device) => std::mem::take(&mut device.earlier),
-                None => Vec::new(),
-            };
-            earlier.clear();
-            earlier.reserve(earlier_count);
+            device.earlier.clear();
+            device.earlier.reserve(earlier_count);
             for place in (1..=earlier_count).rev() {
-                earlier.push(stats(r, slots, time, place)?);
+                device.earlier.push(stats(r, slots, time, place)?);
             }
-            let latest = stats(r, slots, time, 0)?;
-            let device = DeviceFeed { latest, earlier };
-            match f.devices.get_mut(d) {
-                Some(there) => *there = device,
-                None => f.devices.push(device),
-            }
+            device.latest = stats(r, slots, time, 0)?;
         }
         state.feeds.push(fs);
     }

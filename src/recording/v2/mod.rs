@@ -103,8 +103,7 @@ pub struct Decoder {
     /// state this reader never saw.
     state: Option<state::State>,
     /// Samples given back once used ([`Decoder::recycle`]), at most [`SPARES`]: the next
-    /// samples are decoded into them.
-    /// Boxed as they come and go ([`Decoded::Sample`]).
+    /// samples are decoded into them. Boxed as they come and go ([`Decoded::Sample`]).
     #[allow(clippy::vec_box)]
     spares: Vec<Box<NodeSample>>,
 }

@@ -9,7 +9,8 @@
 use crate::sample::feed::FeedRecord;
 use crate::sample::{GpuSample, NodeSample, ProcessSample};
 
-/// Makes `self` equal to `from`, reusing what `self` holds.
+/// Makes `self` equal to `from`, reusing what `self` holds (but for the parts an impl says
+/// the decoder fills in place).
 pub trait Refill {
     fn refill(&mut self, from: &Self);
 }
@@ -22,8 +23,7 @@ pub fn at<'a, T: Refill + Clone>(out: &'a mut Vec<T>, i: usize, from: &T) -> &'a
     } else {
         out.push(from.clone());
     }
-    let last = i.min(out.len() - 1);
-    &mut out[last]
+    &mut out[i]
 }
 
 impl Refill for ProcessSample {
