@@ -7,8 +7,8 @@ framework's cheapest call, nothing else), queued for the sampler to encode and p
 never waits on a lock of the agent's (while the sampler reads, the step takes no reading),
 never raises, and never initialises CUDA (a reader reads only devices its last sample
 found, and only once the job's CUDA init is done). A reading that costs more than
-READ_LIMIT_NS of CPU, or three in a row that take longer, turn step-end readings off for
-the process; counting goes on.
+READ_CPU_LIMIT_NS of CPU, or READ_LIMIT_RUN in a row that take longer than READ_WALL_LIMIT_NS
+on the clock, turn step-end readings off for the process; counting goes on.
 
 What counts as a step:
 - torch (2.0 and later): a step of one optimizer, the first to step (once it is gone, the
@@ -30,8 +30,9 @@ except ImportError:  # not CPython
     from weakref import ref as _ref
 
 READ_GAP = 0.2  # seconds between step-end readings, at least
-READ_LIMIT_NS = 1000000  # a step-end reading that costs more CPU (1 ms) turns them off, and
-READ_LIMIT_RUN = 3  # ...so do this many in a row that take longer (one can be a preemption)
+READ_CPU_LIMIT_NS = 1000000  # a step-end reading that costs more CPU (1 ms) turns them off,
+READ_WALL_LIMIT_NS = 1000000  # ...and so do READ_LIMIT_RUN in a row that take longer (1 ms)
+READ_LIMIT_RUN = 3  # on the clock (one alone can be a preemption)
 QUEUE = 64  # step-end readings waiting for the sampler, at most
 _cpu_ns = getattr(time, "thread_time_ns", None) or (lambda: 0)
 
@@ -50,7 +51,7 @@ class Steps(object):
         self.readings = deque(maxlen=QUEUE)  # (time, step, raw reading, read ns)
         self.off = None  # why step-end readings stopped
         self.read_max_ns = 0
-        self.slow = 0  # readings over READ_LIMIT_NS in a row
+        self.slow = 0  # readings over READ_WALL_LIMIT_NS in a row
 
     # -- on the job's thread ------------------------------------------------------------
 
@@ -99,12 +100,16 @@ class Steps(object):
                 self.readings.append((when, self.count, raw, took))
             if took > self.read_max_ns:
                 self.read_max_ns = took
-            self.slow = self.slow + 1 if took > READ_LIMIT_NS else 0
-            if self.off is None and cpu > READ_LIMIT_NS:
-                self.off = "step-end readings stopped: one cost %.1f ms of CPU (at most 1 ms)" % (cpu / 1e6)
+            self.slow = self.slow + 1 if took > READ_WALL_LIMIT_NS else 0
+            if self.off is None and cpu > READ_CPU_LIMIT_NS:
+                self.off = "step-end readings stopped: one cost %.1f ms of CPU (at most %g ms)" % (
+                    cpu / 1e6,
+                    READ_CPU_LIMIT_NS / 1e6,
+                )
             elif self.off is None and self.slow >= READ_LIMIT_RUN:
-                self.off = "step-end readings stopped: %d in a row took over 1 ms, the last %.1f ms" % (
+                self.off = "step-end readings stopped: %d in a row took over %g ms, the last %.1f ms" % (
                     self.slow,
+                    READ_WALL_LIMIT_NS / 1e6,
                     took / 1e6,
                 )
         finally:
