@@ -6,7 +6,7 @@
 //! 1 s step after a day (the rings' items are in blocks a copy shares: [`Blocks`]). A thinned
 //! series reaches a fraction of that past ([`Series::thin`]).
 
-use super::blocks::Blocks;
+use super::blocks::{self, Blocks};
 
 /// The marker of a slot with no value (unknown at that instant, or nothing sampled).
 const GAP: u32 = u32::MAX;
@@ -182,6 +182,23 @@ fn fold_raw(values: impl Iterator<Item = u32>) -> [u32; 3] {
         }
     }
     out
+}
+
+/// [`fold_raw`] of a ring's items, each pass one the compiler can make wide (a gap is the
+/// largest u32: it never wins a min; it wraps to 0 to lose the max).
+fn fold_items(items: blocks::Iter<'_, u32>) -> [u32; 3] {
+    let min = items.clone().copied().min().unwrap_or(GAP);
+    if min == GAP {
+        return [GAP; 3];
+    }
+    let max = items
+        .clone()
+        .map(|v| v.wrapping_add(1))
+        .max()
+        .unwrap_or(0)
+        .wrapping_sub(1);
+    let last = items.rev().copied().find(|&v| v != GAP).unwrap_or(GAP);
+    [min, max, last]
 }
 
 fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
@@ -542,21 +559,53 @@ impl Series {
         out
     }
 
-    /// The min, max and last known value of raw ring items `range`.
+    /// The min, max and last known value of raw ring items `range`: the blocks of the first
+    /// tier that lie wholly inside it read instead of their slots (each is the fold of
+    /// exactly those slots, written when its block closed and never changed since), the
+    /// slots at either end from the raw ring.
     fn fold_slots(&self, range: std::ops::Range<usize>) -> Option<Span> {
-        let items = self.raw.items.range(range);
-        let min = items.clone().copied().min()?;
-        if min == GAP {
-            return None;
+        span_of(self.fold_stored(range), self.scale)
+    }
+
+    /// [`Series::fold_slots`] as stored: `[min, max, last]`, all [`GAP`] where none is known.
+    fn fold_stored(&self, range: std::ops::Range<usize>) -> [u32; 3] {
+        let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+            return [GAP; 3];
+        };
+        let end = range.end.min(self.raw.items.len());
+        let start = range.start.min(end);
+        let (from, to) = (first + start as i64, first + end as i64);
+        // Blocks closed (folded) and wholly inside [from, to), held by the first tier.
+        let lowest = from.div_euclid(FOLD_1) + i64::from(from.rem_euclid(FOLD_1) != 0);
+        let below = to
+            .div_euclid(FOLD_1)
+            .min(head.div_euclid(FOLD_1))
+            .min(self.tier_1.head.map_or(i64::MIN, |h| h + 1));
+        let held_from = self.tier_1.first().unwrap_or(i64::MAX);
+        if below.saturating_sub(lowest) < 2 || lowest < held_from {
+            return fold_items(self.raw.items.range(start..end));
         }
-        // Gaps wrap to 0 and lose.
-        let max = items.clone().map(|v| v.wrapping_add(1)).max()? - 1;
-        let last = items.rev().copied().find(|&v| v != GAP)?;
-        Some(Span {
-            min: self.scale.decode(min)?,
-            max: self.scale.decode(max)?,
-            last: self.scale.decode(last)?,
-        })
+        let index = |slot: i64| (slot - first) as usize;
+        let blocks = self
+            .tier_1
+            .iter_from(lowest)
+            .take_while(|&(b, _)| b < below)
+            .map(|(_, v)| v);
+        fold_spans(
+            [
+                fold_items(self.raw.items.range(start..index(lowest * FOLD_1))),
+                fold_spans(blocks),
+                fold_items(self.raw.items.range(index(below * FOLD_1)..end)),
+            ]
+            .into_iter(),
+        )
+    }
+
+    /// [`Series::fold_slots`] slot by slot, with no tier read: what it must equal.
+    #[cfg(test)]
+    fn fold_slots_plainly(&self, range: std::ops::Range<usize>) -> Option<Span> {
+        let items = self.raw.items.range(range);
+        span_of(fold_raw(items.copied()), self.scale)
     }
 
     /// The peak in each of `cells` cells of `bucket` seconds, oldest first, the last the cell
@@ -737,6 +786,42 @@ mod tests {
             let (first, last) = s.edges(end, window as f64, n);
             proptest::prop_assert_eq!(first, all[0]);
             proptest::prop_assert_eq!(last, all[n - 1]);
+        }
+
+        /// A fold of raw slots that reads the first tier's blocks inside it is the fold of
+        /// every slot: with gaps, runs of gaps, silences long enough to restart the rings,
+        /// slots rewritten and slots written late, a ring that dropped its oldest, and a
+        /// thinned series.
+        #[test]
+        fn raw_folds_read_through_the_first_tier_are_every_slot_folded(
+            pushes in proptest::collection::vec((0u64..40, 0u32..1000, 0u8..10), 1..1_500),
+            thinning in proptest::sample::select(vec![1u32, 2, 8]),
+            ranges in proptest::collection::vec((0usize..1_100, 0usize..1_100), 1..20),
+        ) {
+            let mut s = Series::thinned(Scale::Unit, 1.0, 0.0, thinning);
+            let mut t = 0.0;
+            for (advance, value, kind) in pushes {
+                // Mostly the next slot; sometimes the same one, a late one, a jump, a
+                // silence that restarts the rings.
+                t += match kind {
+                    0 => 0.0,
+                    1 => -3.0,
+                    2 => advance as f64,
+                    3 if advance == 0 => 200_000.0,
+                    _ => 1.0,
+                };
+                s.push(t, (kind != 4 && !value.is_multiple_of(13)).then_some(u64::from(value)));
+            }
+            let len = s.raw.items.len();
+            for (a, b) in ranges {
+                let (a, b) = (a.min(len), b.min(len));
+                let range = a.min(b)..a.max(b);
+                proptest::prop_assert_eq!(
+                    s.fold_slots(range.clone()),
+                    s.fold_slots_plainly(range.clone()),
+                    "range {:?} of {}", range, len
+                );
+            }
         }
 
         /// Raw chunks, cut at their edges and folded in one pass, are what reading every
