@@ -529,11 +529,18 @@ impl Series {
         // A point stands at the end of the slots it folds: the first that can be in the
         // window, and on while they are.
         let ends = |p: i64, points: i64| self.time_of((p + 1) * points - 1);
-        for (p, v) in ring
-            .iter_from(from_slot.div_euclid(points))
-            .take_while(|(p, _)| ends(*p, points) <= to)
-        {
-            put(ends(p, points), v);
+        let first_point = from_slot.div_euclid(points);
+        if n == 1 && points == FOLD_1 {
+            // One chunk (a window's lowest, a counter's rise): the points in it are a run,
+            // its whole groups read from the second tier.
+            put(to.min(end), self.fold_tier_1(first_point, from, to));
+        } else {
+            for (p, v) in ring
+                .iter_from(first_point)
+                .take_while(|(p, _)| ends(*p, points) <= to)
+            {
+                put(ends(p, points), v);
+            }
         }
         // What the second tier has not folded yet: the first tier's open group.
         if points == FOLD_1 * FOLD_2 {
@@ -557,6 +564,72 @@ impl Series {
             *o = span_of(f, self.scale);
         }
         out
+    }
+
+    /// The first tier's points from `first` on that stand in `[from, to]` (at the end of
+    /// the slots each folds), folded as stored: the groups of [`FOLD_2`] points wholly among
+    /// them read from the second tier (each is the fold of exactly those points, written
+    /// when its group closed), the points at either end from the first.
+    fn fold_tier_1(&self, first: i64, from: f64, to: f64) -> [u32; 3] {
+        let ends = |p: i64| self.time_of((p + 1) * FOLD_1 - 1);
+        let (Some(held), Some(head)) = (self.tier_1.first(), self.tier_1.head) else {
+            return [GAP; 3];
+        };
+        // The run [lo, hi]: points in order of their ends, so the first that is not before
+        // `from` and the last that is not after `to`.
+        let mut lo = first.max(held);
+        while lo <= head && ends(lo) < from {
+            lo += 1;
+        }
+        let mut hi = lo - 1;
+        while hi < head && ends(hi + 1) <= to {
+            hi += 1;
+        }
+        if hi < lo {
+            return [GAP; 3];
+        }
+        let points = |a: i64, b: i64| {
+            fold_spans(
+                self.tier_1
+                    .iter_from(a)
+                    .take_while(move |&(p, _)| p < b)
+                    .map(|(_, v)| v),
+            )
+        };
+        // Groups closed and wholly inside [lo, hi], held by the second tier.
+        let g_lo = lo.div_euclid(FOLD_2) + i64::from(lo.rem_euclid(FOLD_2) != 0);
+        let g_hi = (hi + 1)
+            .div_euclid(FOLD_2)
+            .min(self.tier_2.head.map_or(i64::MIN, |h| h + 1));
+        if g_hi.saturating_sub(g_lo) < 1 || g_lo < self.tier_2.first().unwrap_or(i64::MAX) {
+            return points(lo, hi + 1);
+        }
+        let groups = self
+            .tier_2
+            .iter_from(g_lo)
+            .take_while(|&(g, _)| g < g_hi)
+            .map(|(_, v)| v);
+        fold_spans(
+            [
+                points(lo, g_lo * FOLD_2),
+                fold_spans(groups),
+                points(g_hi * FOLD_2, hi + 1),
+            ]
+            .into_iter(),
+        )
+    }
+
+    /// [`Series::fold_tier_1`] point by point, with no group read: what it must equal.
+    #[cfg(test)]
+    fn fold_tier_1_plainly(&self, first: i64, from: f64, to: f64) -> [u32; 3] {
+        let ends = |p: i64| self.time_of((p + 1) * FOLD_1 - 1);
+        fold_spans(
+            self.tier_1
+                .iter_from(first)
+                .take_while(|&(p, _)| ends(p) <= to)
+                .filter(|&(p, _)| ends(p) >= from)
+                .map(|(_, v)| v),
+        )
     }
 
     /// The min, max and last known value of raw ring items `range`: the blocks of the first
@@ -820,6 +893,45 @@ mod tests {
                     s.fold_slots(range.clone()),
                     s.fold_slots_plainly(range.clone()),
                     "range {:?} of {}", range, len
+                );
+            }
+        }
+
+        /// A fold of the first tier's points that reads the second tier's groups inside it
+        /// is the fold of every point: over series long enough to fill both rings, with gaps,
+        /// silences and restarts, at any step, from any point and between any times.
+        #[test]
+        fn tier_folds_read_through_the_second_tier_are_every_point_folded(
+            pushes in proptest::collection::vec((0u64..400, 0u32..1000, 0u8..12), 1..3_000),
+            step in proptest::sample::select(vec![0.5, 1.0, 1.7]),
+            thinning in proptest::sample::select(vec![1u32, 4]),
+            reads in proptest::collection::vec((0.0f64..1.0, 0.0f64..1.0, 0i64..40, proptest::bool::ANY), 1..20),
+        ) {
+            let mut s = Series::thinned(Scale::Unit, step, 0.0, thinning);
+            let mut t = 0.0;
+            for (advance, value, kind) in pushes {
+                t += step * match kind {
+                    0 => advance as f64,
+                    1 if advance == 0 => 200_000.0,
+                    2 => 0.0,
+                    _ => 1.0 + f64::from(u8::from(advance < 30)) * 7.0,
+                };
+                s.push(t, (kind != 3 && !value.is_multiple_of(11)).then_some(u64::from(value)));
+            }
+            let (Some(held), Some(head)) = (s.tier_1.first(), s.tier_1.head) else {
+                return Ok(());
+            };
+            let (a, b) = (s.time_of(held * FOLD_1), s.time_of((head + 1) * FOLD_1));
+            // Exactly at a point's end, or anywhere between.
+            let snap = |t: f64| s.time_of((((t / step) as i64).div_euclid(FOLD_1) + 1) * FOLD_1 - 1);
+            for (x, y, back, exact) in reads {
+                let (from, to) = (a + (b - a) * x.min(y), a + (b - a) * x.max(y));
+                let (from, to) = if exact { (snap(from), snap(to)) } else { (from, to) };
+                let first = held + back - 20;
+                proptest::prop_assert_eq!(
+                    s.fold_tier_1(first, from, to),
+                    s.fold_tier_1_plainly(first, from, to),
+                    "from {} to {} first {} held {}..={}", from, to, first, held, head
                 );
             }
         }
