@@ -581,7 +581,12 @@ impl Series {
         while lo <= head && ends(lo) < from {
             lo += 1;
         }
-        let mut hi = lo - 1;
+        // Found from where `to` falls, then walked to exactly (a step or two at most).
+        let estimate = (((to - self.origin) / self.step + 1.0) / FOLD_1 as f64).floor() as i64 - 1;
+        let mut hi = estimate.min(head).max(lo - 1);
+        while hi >= lo && ends(hi) > to {
+            hi -= 1;
+        }
         while hi < head && ends(hi + 1) <= to {
             hi += 1;
         }
