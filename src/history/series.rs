@@ -201,6 +201,15 @@ fn fold_items(items: blocks::Iter<'_, u32>) -> [u32; 3] {
     [min, max, last]
 }
 
+/// [`fold_spans`] of a tier's points from `from` up to (not including) `below`.
+fn fold_run(ring: &Ring<[u32; 3]>, from: i64, below: i64) -> [u32; 3] {
+    fold_spans(
+        ring.iter_from(from)
+            .take_while(|&(p, _)| p < below)
+            .map(|(_, v)| v),
+    )
+}
+
 fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
     let mut out = [GAP; 3];
     for v in values.filter(|v| v[0] != GAP) {
@@ -593,14 +602,7 @@ impl Series {
         if hi < lo {
             return [GAP; 3];
         }
-        let points = |a: i64, b: i64| {
-            fold_spans(
-                self.tier_1
-                    .iter_from(a)
-                    .take_while(move |&(p, _)| p < b)
-                    .map(|(_, v)| v),
-            )
-        };
+        let points = |a: i64, b: i64| fold_run(&self.tier_1, a, b);
         // Groups closed and wholly inside [lo, hi], held by the second tier.
         let g_lo = lo.div_euclid(FOLD_2) + i64::from(lo.rem_euclid(FOLD_2) != 0);
         let g_hi = (hi + 1)
@@ -609,15 +611,10 @@ impl Series {
         if g_hi.saturating_sub(g_lo) < 1 || g_lo < self.tier_2.first().unwrap_or(i64::MAX) {
             return points(lo, hi + 1);
         }
-        let groups = self
-            .tier_2
-            .iter_from(g_lo)
-            .take_while(|&(g, _)| g < g_hi)
-            .map(|(_, v)| v);
         fold_spans(
             [
                 points(lo, g_lo * FOLD_2),
-                fold_spans(groups),
+                fold_run(&self.tier_2, g_lo, g_hi),
                 points(g_hi * FOLD_2, hi + 1),
             ]
             .into_iter(),
@@ -664,15 +661,10 @@ impl Series {
             return fold_items(self.raw.items.range(start..end));
         }
         let index = |slot: i64| (slot - first) as usize;
-        let blocks = self
-            .tier_1
-            .iter_from(lowest)
-            .take_while(|&(b, _)| b < below)
-            .map(|(_, v)| v);
         fold_spans(
             [
                 fold_items(self.raw.items.range(start..index(lowest * FOLD_1))),
-                fold_spans(blocks),
+                fold_run(&self.tier_1, lowest, below),
                 fold_items(self.raw.items.range(index(below * FOLD_1)..end)),
             ]
             .into_iter(),
