@@ -201,6 +201,17 @@ fn fold_items(items: blocks::Iter<'_, u32>) -> [u32; 3] {
     [min, max, last]
 }
 
+/// The blocks of `fold` points each that `coarser` holds folded, closed and wholly inside the
+/// points `[from, to)`: `(first, past)`, or `None` where there is none. A block is folded into
+/// the coarser ring when the next one begins, and never changes after.
+fn whole_blocks(coarser: &Ring<[u32; 3]>, fold: i64, from: i64, to: i64) -> Option<(i64, i64)> {
+    let first = from.div_euclid(fold) + i64::from(from.rem_euclid(fold) != 0);
+    let past = to
+        .div_euclid(fold)
+        .min(coarser.head.map_or(i64::MIN, |h| h + 1));
+    (past.saturating_sub(first) >= 1 && first >= coarser.first()?).then_some((first, past))
+}
+
 /// [`fold_spans`] of a tier's points from `from` up to (not including) `below`.
 fn fold_run(ring: &Ring<[u32; 3]>, from: i64, below: i64) -> [u32; 3] {
     fold_spans(
@@ -542,7 +553,7 @@ impl Series {
         if n == 1 && points == FOLD_1 {
             // One chunk (a window's lowest, a counter's rise): the points in it are a run,
             // its whole groups read from the second tier.
-            put(to.min(end), self.fold_tier_1(first_point, from, to));
+            put(to, self.fold_tier_1(first_point, from, to));
         } else {
             for (p, v) in ring
                 .iter_from(first_point)
@@ -603,14 +614,9 @@ impl Series {
             return [GAP; 3];
         }
         let points = |a: i64, b: i64| fold_run(&self.tier_1, a, b);
-        // Groups closed and wholly inside [lo, hi], held by the second tier.
-        let g_lo = lo.div_euclid(FOLD_2) + i64::from(lo.rem_euclid(FOLD_2) != 0);
-        let g_hi = (hi + 1)
-            .div_euclid(FOLD_2)
-            .min(self.tier_2.head.map_or(i64::MIN, |h| h + 1));
-        if g_hi.saturating_sub(g_lo) < 1 || g_lo < self.tier_2.first().unwrap_or(i64::MAX) {
+        let Some((g_lo, g_hi)) = whole_blocks(&self.tier_2, FOLD_2, lo, hi + 1) else {
             return points(lo, hi + 1);
-        }
+        };
         fold_spans(
             [
                 points(lo, g_lo * FOLD_2),
@@ -644,22 +650,15 @@ impl Series {
 
     /// [`Series::fold_slots`] as stored: `[min, max, last]`, all [`GAP`] where none is known.
     fn fold_stored(&self, range: std::ops::Range<usize>) -> [u32; 3] {
-        let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+        let Some(first) = self.raw.first() else {
             return [GAP; 3];
         };
         let end = range.end.min(self.raw.items.len());
         let start = range.start.min(end);
         let (from, to) = (first + start as i64, first + end as i64);
-        // Blocks closed (folded) and wholly inside [from, to), held by the first tier.
-        let lowest = from.div_euclid(FOLD_1) + i64::from(from.rem_euclid(FOLD_1) != 0);
-        let below = to
-            .div_euclid(FOLD_1)
-            .min(head.div_euclid(FOLD_1))
-            .min(self.tier_1.head.map_or(i64::MIN, |h| h + 1));
-        let held_from = self.tier_1.first().unwrap_or(i64::MAX);
-        if below.saturating_sub(lowest) < 2 || lowest < held_from {
+        let Some((lowest, below)) = whole_blocks(&self.tier_1, FOLD_1, from, to) else {
             return fold_items(self.raw.items.range(start..end));
-        }
+        };
         let index = |slot: i64| (slot - first) as usize;
         fold_spans(
             [
