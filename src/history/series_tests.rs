@@ -1,0 +1,296 @@
+use super::*;
+use crate::history::blocks::{BLOCK_OVERHEAD, FIRST_ROOM};
+
+#[test]
+fn raw_slots_are_bounded_and_keep_the_newest() {
+    let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+    let cap = s.reach()[0] as u64;
+    for i in 0..cap + 50 {
+        s.push(i as f64, Some(i));
+    }
+    assert_eq!(s.len() as u64, cap);
+    assert_eq!(s.recent(cap as usize)[0], Some(50));
+    assert_eq!(s.last(), Some(cap + 49));
+}
+
+#[test]
+fn bytes_round_up_to_kib_and_a_nonzero_value_never_reads_zero() {
+    let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+    s.push(0.0, Some(1));
+    assert_eq!(s.last(), Some(1024));
+    s.push(1.0, Some(0));
+    assert_eq!(s.last(), Some(0));
+    s.push(2.0, Some(80 << 30));
+    assert_eq!(s.last(), Some(80 << 30));
+}
+
+#[test]
+fn folding_keeps_peaks_and_gaps_do_not_become_zero() {
+    let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+    for i in 0..FOLD_1 * 2 {
+        let value = match i {
+            3 => Some(900),
+            5 => None,
+            _ => Some(10 + i as u64),
+        };
+        s.push(i as f64, value);
+    }
+    let folded = s.points(1, f64::NEG_INFINITY);
+    assert_eq!(folded.len(), 1, "the second block is still open");
+    let span = folded[0].1.expect("known values");
+    assert_eq!((span.min, span.max, span.last), (10, 900, 19));
+    assert_eq!(s.recent(15)[0], None, "a gap stays a gap");
+}
+
+#[test]
+fn late_and_duplicate_times_never_rewrite_the_past_and_silence_is_a_gap() {
+    let mut s = Series::new(Scale::Unit, 1.0, 100.0);
+    s.push(100.0, Some(1));
+    s.push(101.02, Some(2));
+    s.push(100.9, Some(7)); // the same slot as 101.02: the newer value replaces it
+    s.push(99.0, Some(5)); // older: dropped
+    assert_eq!(s.dropped, 1);
+    s.push(105.0, Some(3));
+    assert_eq!(
+        s.recent(6),
+        vec![Some(1), Some(7), None, None, None, Some(3)]
+    );
+    assert_eq!(s.last_time(), Some(105.0));
+}
+
+#[test]
+fn chunks_come_from_the_finest_tier_that_holds_the_window() {
+    let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+    // Three hours at one value a second: a ramp of one per second.
+    let end = 3 * 3600;
+    for i in 0..=end {
+        s.push(i as f64, Some(i as u64));
+    }
+    let e = end as f64;
+    let raw = s.chunks(e, 600.0, 10);
+    assert_eq!(raw[9].map(|c| c.max), Some(end as u64));
+    assert_eq!(raw[0].map(|c| c.min), Some(end as u64 - 600));
+    let hour = s.chunks(e, 3600.0, 6);
+    assert!(hour.iter().all(|c| c.is_some()), "{hour:?}");
+    assert!(hour
+        .windows(2)
+        .all(|w| w[0].map(|a| a.max) < w[1].map(|b| b.max)));
+    let day = s.chunks(e, 86_400.0, 24);
+    assert!(
+        day[..20].iter().all(|c| c.is_none()),
+        "before the start: unknown"
+    );
+    assert!(day[23].is_some());
+    assert!(s.reach()[2] >= 86_400.0 && s.reach()[1] >= 7200.0 && s.reach()[0] >= 900.0);
+}
+
+proptest::proptest! {
+    /// The edges read alone are the first and last chunks read whole, from every tier,
+    /// with gaps and windows that begin before the series.
+    #[test]
+    fn edges_are_the_first_and_last_chunks(
+        len in 1u64..12_000,
+        gap_every in 2u64..500,
+        end_back in 0u64..900,
+        window in 30u64..30_000,
+        n in 1usize..12,
+    ) {
+        let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+        for i in 0..len {
+            let v = (i * 7919) % 1000;
+            s.push(i as f64, (!i.is_multiple_of(gap_every)).then_some(v));
+        }
+        let end = len.saturating_sub(end_back) as f64 + 0.5;
+        let all = s.chunks(end, window as f64, n);
+        let (first, last) = s.edges(end, window as f64, n);
+        proptest::prop_assert_eq!(first, all[0]);
+        proptest::prop_assert_eq!(last, all[n - 1]);
+    }
+
+    /// A fold of raw slots that reads the first tier's blocks inside it is the fold of
+    /// every slot: with gaps, runs of gaps, silences long enough to restart the rings,
+    /// slots rewritten and slots written late, a ring that dropped its oldest, and a
+    /// thinned series.
+    #[test]
+    fn raw_folds_read_through_the_first_tier_are_every_slot_folded(
+        pushes in proptest::collection::vec((0u64..40, 0u32..1000, 0u8..10), 1..1_500),
+        thinning in proptest::sample::select(vec![1u32, 2, 8]),
+        ranges in proptest::collection::vec((0usize..1_100, 0usize..1_100), 1..20),
+    ) {
+        let mut s = Series::thinned(Scale::Unit, 1.0, 0.0, thinning);
+        let mut t = 0.0;
+        for (advance, value, kind) in pushes {
+            // Mostly the next slot; sometimes the same one, a late one, a jump, a
+            // silence that restarts the rings.
+            t += match kind {
+                0 => 0.0,
+                1 => -3.0,
+                2 => advance as f64,
+                3 if advance == 0 => 200_000.0,
+                _ => 1.0,
+            };
+            s.push(t, (kind != 4 && !value.is_multiple_of(13)).then_some(u64::from(value)));
+        }
+        let len = s.raw.items.len();
+        for (a, b) in ranges {
+            let (a, b) = (a.min(len), b.min(len));
+            let range = a.min(b)..a.max(b);
+            proptest::prop_assert_eq!(
+                s.fold_slots(range.clone()),
+                s.fold_slots_plainly(range.clone()),
+                "range {:?} of {}", range, len
+            );
+        }
+    }
+
+    /// A fold of the first tier's points that reads the second tier's groups inside it
+    /// is the fold of every point: over series long enough to fill both rings, with gaps,
+    /// silences and restarts, at any step, from any point and between any times.
+    #[test]
+    fn tier_folds_read_through_the_second_tier_are_every_point_folded(
+        pushes in proptest::collection::vec((0u64..400, 0u32..1000, 0u8..12), 1..3_000),
+        step in proptest::sample::select(vec![0.5, 1.0, 1.7]),
+        thinning in proptest::sample::select(vec![1u32, 4]),
+        reads in proptest::collection::vec((0.0f64..1.0, 0.0f64..1.0, 0i64..40, proptest::bool::ANY), 1..20),
+    ) {
+        let mut s = Series::thinned(Scale::Unit, step, 0.0, thinning);
+        let mut t = 0.0;
+        for (advance, value, kind) in pushes {
+            t += step * match kind {
+                0 => advance as f64,
+                1 if advance == 0 => 200_000.0,
+                2 => 0.0,
+                _ => 1.0 + f64::from(u8::from(advance < 30)) * 7.0,
+            };
+            s.push(t, (kind != 3 && !value.is_multiple_of(11)).then_some(u64::from(value)));
+        }
+        let (Some(held), Some(head)) = (s.tier_1.first(), s.tier_1.head) else {
+            return Ok(());
+        };
+        let (a, b) = (s.time_of(held * FOLD_1), s.time_of((head + 1) * FOLD_1));
+        // Exactly at a point's end, or anywhere between.
+        let snap = |t: f64| s.time_of((((t / step) as i64).div_euclid(FOLD_1) + 1) * FOLD_1 - 1);
+        for (x, y, back, exact) in reads {
+            let (from, to) = (a + (b - a) * x.min(y), a + (b - a) * x.max(y));
+            let (from, to) = if exact { (snap(from), snap(to)) } else { (from, to) };
+            let first = held + back - 20;
+            proptest::prop_assert_eq!(
+                s.fold_tier_1(first, from, to),
+                s.fold_tier_1_plainly(first, from, to),
+                "from {} to {} first {} held {}..={}", from, to, first, held, head
+            );
+        }
+    }
+
+    /// Raw chunks, cut at their edges and folded in one pass, are what reading every
+    /// point one by one gives, at any step and origin.
+    #[test]
+    fn raw_chunks_are_every_point_folded(
+        len in 1u64..1_200,
+        gap_every in 2u64..50,
+        step in proptest::sample::select(vec![0.5, 1.0, 1.7, 5.0]),
+        origin in -1000.0f64..1000.0,
+        end_back in 0.0f64..200.0,
+        window in 1.0f64..400.0,
+        n in 1usize..12,
+    ) {
+        let mut s = Series::new(Scale::Unit, step, origin);
+        for i in 0..len {
+            s.push(origin + i as f64 * step, (!i.is_multiple_of(gap_every)).then_some((i * 7919) % 1000));
+        }
+        let end = origin + len as f64 * step - end_back;
+        let window = window.min(s.reach()[0]);
+        let start = end - window;
+        let width = window / n as f64;
+        let mut want: Vec<Option<Span>> = vec![None; n];
+        for (t, v) in s.raw() {
+            if t < start || t > end {
+                continue;
+            }
+            let i = (((t - start) / width) as usize).min(n - 1);
+            if let Some(x) = v {
+                let p = Span { min: x, max: x, last: x };
+                want[i] = Some(want[i].map_or(p, |o| o.merge(p)));
+            }
+        }
+        proptest::prop_assert_eq!(s.chunks(end, window, n), want);
+    }
+}
+
+#[test]
+fn the_first_time_is_the_oldest_slot_any_tier_holds() {
+    let mut s = Series::new(Scale::Unit, 1.0, -50.0);
+    assert_eq!(s.first_time(), None);
+    s.push(100.0, Some(1));
+    assert_eq!(s.first_time(), Some(100.0));
+    // Past the raw ring's reach: the first tier still holds the start.
+    for t in 101..3000 {
+        s.push(f64::from(t), Some(1));
+    }
+    assert_eq!(s.first_time(), Some(100.0));
+}
+
+#[test]
+fn a_series_costs_at_most_about_26_kb_at_one_second_when_full() {
+    let s = Series::new(Scale::Kib, 1.0, 0.0);
+    let items = 900 * 4 + 720 * 12 + 720 * 12;
+    let most = s.full_footprint() - std::mem::size_of::<Series>();
+    // The items, a block more per ring, and each block's own cost.
+    assert!(most > items && most <= 26 * 1000, "{most}");
+}
+
+/// A series filled for `secs` seconds at a 1 s step.
+fn lived(secs: u64) -> Series {
+    let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+    for t in 0..secs {
+        s.push(t as f64, Some(t << 20));
+    }
+    s
+}
+
+#[test]
+fn a_series_costs_in_proportion_to_how_long_it_was_written() {
+    let base = std::mem::size_of::<Series>();
+    let empty = Series::new(Scale::Kib, 1.0, 0.0).footprint();
+    assert_eq!(empty, base, "nothing held, nothing allocated");
+    // A process that lived two seconds: a few slots, not 15 minutes of them.
+    let brief = lived(2).footprint();
+    assert!(brief <= base + 4 * FIRST_ROOM + BLOCK_OVERHEAD, "{brief}");
+    // Memory follows what is held, within half again, until the rings are full.
+    for secs in [10, 100, 600, 3600, 7200] {
+        let s = lived(secs);
+        let held = s.len() * 4 + (s.points(1, f64::MIN).len() + s.points(2, f64::MIN).len()) * 12;
+        let bytes = s.footprint() - base;
+        // Blocks of 64 items: each costs a little of its own, and a full raw ring's
+        // first block is partly let go.
+        let points = s.points(1, f64::MIN).len() + s.points(2, f64::MIN).len();
+        let blocks = s.len().div_ceil(64) + points.div_ceil(64) + 3;
+        assert!(
+            bytes >= held
+                && bytes <= held * 3 / 2 + 2 * 12 * FIRST_ROOM + 64 * 4 + blocks * BLOCK_OVERHEAD,
+            "{secs} s: {bytes} for {held}"
+        );
+    }
+    let day = lived(2 * 86_400);
+    assert!(day.footprint() <= day.full_footprint(), "full, and no more");
+}
+
+#[test]
+fn thinning_keeps_the_newest_and_lets_the_memory_go() {
+    let mut s = lived(3 * 3600);
+    let whole = s.footprint();
+    s.thin(4);
+    assert!(s.footprint() * 2 < whole, "{} of {whole}", s.footprint());
+    assert_eq!(s.reach(), [225.0, 1800.0, 21_600.0]);
+    assert_eq!(s.last(), Some((3 * 3600 - 1) << 20), "the newest kept");
+    assert_eq!(s.len(), 225);
+    // Chunks still read the newest whole: the raw ring for a window it reaches.
+    let chunks = s.chunks(3.0 * 3600.0 - 1.0, 200.0, 4);
+    assert!(chunks.iter().all(Option::is_some), "{chunks:?}");
+    // Whole again: the rings grow back as values arrive.
+    s.thin(1);
+    for t in 3 * 3600..3 * 3600 + 900 {
+        s.push(t as f64, Some(1));
+    }
+    assert_eq!(s.len(), 900);
+}
