@@ -256,12 +256,20 @@ fn stats(
     let mut ints = [None; state::STATS_INTS];
     // The figures as they are, once read: what the peaks are peaks of.
     let mut real = [None; 5];
+    // Each figure's last known value before this reading: what a ratio is taken from.
+    let mut before = [0u64; state::STATS_INTS];
     for k in 0..state::STATS_INTS {
+        before[k] = slots.ints[k].last();
         let of = state::PEAKS
             .iter()
             .position(|&(peak, _)| peak == k)
             .and_then(|i| real[i]);
-        ints[k] = slots.ints[k].get_peak(of, col::STATS + k, &mut r.control, &mut r.cols)?;
+        let reference = state::RATIOS
+            .iter()
+            .find(|&&(of, _)| of == k)
+            .and_then(|&(_, r)| ints[r].map(|now| (before[r], now)));
+        ints[k] =
+            slots.ints[k].get_peak(of, reference, col::STATS + k, &mut r.control, &mut r.cols)?;
         let allocated = ints[2].unwrap_or(0);
         match k {
             2 => real[0] = ints[2],

@@ -305,12 +305,21 @@ fn stats(
         s.inactive_split,
         s.requested,
     ];
+    // Each figure's last known value before this reading: what a ratio is taken from.
+    let mut before = [0u64; state::STATS_INTS];
     for (k, v) in ints.into_iter().enumerate() {
+        before[k] = slots.ints[k].last();
+        let column = col::STATS + k;
+        if let Some(&(_, r)) = state::RATIOS.iter().find(|&&(of, _)| of == k) {
+            let reference = ints[r].map(|now| (before[r], now));
+            slots.ints[k].put_ratio(v, reference, column, &mut out.control, &mut out.cols);
+            continue;
+        }
         let of = state::PEAKS
             .iter()
             .position(|&(peak, _)| peak == k)
             .and_then(|i| real[i]);
-        slots.ints[k].put_peak(v, of, col::STATS + k, &mut out.control, &mut out.cols);
+        slots.ints[k].put_peak(v, of, column, &mut out.control, &mut out.cols);
     }
     let [time, largest_free_block_time, reserved_since] = floats;
     let base = col::STATS + state::STATS_INTS;

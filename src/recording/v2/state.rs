@@ -353,5 +353,10 @@ pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f
 /// of, in [`stats_fields`]' order.
 pub const PEAKS: [(usize, usize); 5] = [(7, 2), (8, 3), (9, 4), (10, 5), (11, 6)];
 
+/// The figures said against a reference figure of the same reading, read before them
+/// (`IntSlot::put_ratio`), in [`stats_fields`]' order: `inactive_split` against `active`'s
+/// excess, `requested`'s shortfall against `allocated`.
+pub const RATIOS: [(usize, usize); 2] = [(5, 4), (6, 2)];
+
 /// The integer statistics of a reading; its three floats' columns follow theirs.
 pub const STATS_INTS: usize = 20;
