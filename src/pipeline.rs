@@ -1,6 +1,6 @@
 //! The model's one direction of flow: raw sample → layers → history → findings.
 
-use crate::accounting::attach::{attach, Attachment};
+use crate::accounting::attach::{attach, attach_reusing, Attachment};
 use crate::accounting::{account, NodeAccount};
 use crate::context::ContextEstimator;
 use crate::detect::{
@@ -46,6 +46,20 @@ pub struct Prepared {
 pub fn prepare(sample: &mut NodeSample) -> Prepared {
     let feed_shape = make_raw(sample);
     let attachment = attach(sample);
+    Prepared {
+        feed_shape,
+        attachment,
+    }
+}
+
+/// [`prepare`], the feeds attached made from `spare` where it holds any
+/// ([`attach_reusing`]).
+pub fn prepare_reusing(
+    sample: &mut NodeSample,
+    spare: &mut Vec<crate::sample::FeedSample>,
+) -> Prepared {
+    let feed_shape = make_raw(sample);
+    let attachment = attach_reusing(sample, spare);
     Prepared {
         feed_shape,
         attachment,

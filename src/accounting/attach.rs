@@ -167,21 +167,30 @@ pub fn normalize_pci(id: &str) -> Option<String> {
 }
 
 /// The NVML device (GPU or MIG instance UUID) a feed device names, for a process `pid`.
-fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String, String> {
-    let uuid = device.uuid.as_deref().map(normalize_uuid);
-    let pci = device.pci_bus_id.as_deref().and_then(normalize_pci);
+fn resolve<'s>(sample: &'s NodeSample, pid: u32, device: &FeedDevice) -> Result<&'s str, String> {
     let mut gpu: Option<&GpuSample> = None;
-    if let Some(uuid) = &uuid {
+    if let Some(named) = device.uuid.as_deref() {
+        // Spelled as NVML spells it (every framework that reports UUIDs does): that device.
         for g in &sample.gpus {
-            if let Some(m) = g.mig.iter().find(|m| names(&m.uuid, uuid)) {
-                return Ok(m.uuid.clone());
+            if let Some(m) = g.mig.iter().find(|m| m.uuid == named) {
+                return Ok(&m.uuid);
             }
-            if names(&g.uuid, uuid) {
-                gpu = Some(g);
+        }
+        gpu = sample.gpus.iter().find(|g| g.uuid == named);
+        if gpu.is_none() {
+            let uuid = normalize_uuid(named);
+            for g in &sample.gpus {
+                if let Some(m) = g.mig.iter().find(|m| names(&m.uuid, &uuid)) {
+                    return Ok(&m.uuid);
+                }
+                if names(&g.uuid, &uuid) {
+                    gpu = Some(g);
+                }
             }
         }
     }
     if gpu.is_none() {
+        let pci = device.pci_bus_id.as_deref().and_then(normalize_pci);
         gpu = pci.as_ref().and_then(|pci| {
             sample
                 .gpus
@@ -197,7 +206,7 @@ fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String,
         ));
     };
     if gpu.mig.is_empty() {
-        return Ok(gpu.uuid.clone());
+        return Ok(&gpu.uuid);
     }
     // A framework under MIG may name only the parent GPU (by UUID or PCI id): the instance
     // is the one NVML lists this pid on.
@@ -208,7 +217,7 @@ fn resolve(sample: &NodeSample, pid: u32, device: &FeedDevice) -> Result<String,
         .map(|m| m.uuid.as_str())
         .collect();
     match on[..] {
-        [one] => Ok(one.to_string()),
+        [one] => Ok(one),
         [] => Err(format!(
             "cuda:{} is on GPU {} (MIG) but NVML lists PID {pid} on none of its instances",
             device.index, gpu.index
@@ -243,44 +252,56 @@ fn refusal(record: &FeedRecord) -> Option<String> {
 /// Matches every feed to NVML's processes: fills each process's `feed` with the statistics
 /// of its device, judges it once, and lists feed devices NVML does not list the pid on.
 pub fn attach(sample: &mut NodeSample) -> Attachment {
-    for p in &mut sample.processes {
-        p.feed = None;
-    }
-    let mut statuses = vec![FeedStatus::Absent; sample.processes.len()];
+    attach_reusing(sample, &mut Vec::new())
+}
+
+/// How a process's status was first set by a feed that speaks for its pid, before any
+/// matching: the first such feed's word stands (unless a feed is matched to it).
+enum Early {
+    Refused(String),
+    /// A trusted feed, at this position, with nothing matched yet.
+    Pending(usize),
+}
+
+/// [`attach`], the feeds it attaches made from `spare` (feeds taken off samples read before)
+/// where it holds any, their strings' buffers reused: a long read does not allocate and free
+/// every process's framework name at every sample.
+pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> Attachment {
+    spare.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
+    let mut early: Vec<Option<Early>> = Vec::new();
+    early.resize_with(sample.processes.len(), || None);
     let mut unlisted = Vec::new();
-    let mut matched: Vec<(usize, FeedSample, f64)> = Vec::new();
+    let mut matched: Vec<(usize, usize, usize, f64)> = Vec::new();
+    let mut held: Vec<usize> = Vec::new();
     for (feed_index, record) in sample.feeds.iter().enumerate() {
         let Some(pid) = record.pid() else { continue };
-        let held: Vec<usize> = positions(&sample.processes, pid);
+        held.clear();
+        held.extend(positions(&sample.processes, pid));
         if let Some(reason) = refusal(record) {
             for &i in &held {
-                if statuses[i] == FeedStatus::Absent {
-                    statuses[i] = FeedStatus::Refused {
-                        reason: reason.clone(),
-                    };
-                }
+                early[i].get_or_insert_with(|| Early::Refused(reason.clone()));
             }
             continue;
         }
         let Some(hello) = &record.hello else { continue };
         for &i in &held {
-            if statuses[i] == FeedStatus::Absent {
-                statuses[i] = pending(hello);
-            }
+            early[i].get_or_insert(Early::Pending(feed_index));
         }
         let interval = hello.interval.filter(|i| i.is_finite() && *i > 0.0);
-        for device_feed in &record.devices {
+        for (device_index, device_feed) in record.devices.iter().enumerate() {
             let stats = &device_feed.latest;
-            let identity = hello
-                .devices
-                .iter()
-                .find(|d| d.index == stats.index)
-                .cloned()
-                .unwrap_or(FeedDevice {
-                    index: stats.index,
-                    ..FeedDevice::default()
-                });
-            let device_uuid = match resolve(sample, pid, &identity) {
+            let unnamed;
+            let identity = match hello.devices.iter().find(|d| d.index == stats.index) {
+                Some(identity) => identity,
+                None => {
+                    unnamed = FeedDevice {
+                        index: stats.index,
+                        ..FeedDevice::default()
+                    };
+                    &unnamed
+                }
+            };
+            let device_uuid = match resolve(sample, pid, identity) {
                 Ok(uuid) => uuid,
                 Err(reason) => {
                     unlisted.push(Unlisted {
@@ -305,25 +326,47 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
                         "the feed reports cuda:{} but NVML does not list PID {pid} on that device",
                         stats.index
                     ),
-                    device_uuid: Some(device_uuid),
+                    device_uuid: Some(device_uuid.to_string()),
                 });
                 continue;
             };
-            let feed = FeedSample {
-                framework: hello.framework.clone().unwrap_or_else(|| "n/a".into()),
-                framework_version: hello.framework_version.clone(),
-                backend: hello.backend.clone().unwrap_or_else(|| "n/a".into()),
-                feed: feed_index,
-                stats: stats.clone(),
-            };
-            matched.push((i, feed, interval.unwrap_or(0.0)));
+            matched.push((i, feed_index, device_index, interval.unwrap_or(0.0)));
         }
     }
-    // No feed, and where its socket (or feed dir) belongs is something else: say so.
+    // Two feeds for one process and device (a socket seen twice): the freshest speaks.
+    let latest = |feed: usize, device: usize| &sample.feeds[feed].devices[device].latest;
+    matched.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(latest(a.1, a.2).time.total_cmp(&latest(b.1, b.2).time))
+    });
+    matched.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            *earlier = *later;
+        }
+        same
+    });
+    // Each process's word from the first feed that spoke for its pid (refused, or pending
+    // on what its hello says), where no feed is matched to it; where none spoke, and where its
+    // socket (or feed dir) belongs is something else, that is said.
+    let pending_at: Vec<Option<usize>> = early
+        .iter()
+        .map(|e| match e {
+            Some(Early::Pending(feed_index)) => Some(*feed_index),
+            _ => None,
+        })
+        .collect();
+    let mut statuses: Vec<FeedStatus> = early
+        .into_iter()
+        .map(|e| match e {
+            Some(Early::Refused(reason)) => FeedStatus::Refused { reason },
+            Some(Early::Pending(_)) | None => FeedStatus::Absent,
+        })
+        .collect();
     for entry in &sample.feed_scan.suspicious {
         for &pid in &entry.pids {
             for i in positions(&sample.processes, pid) {
-                if statuses[i] == FeedStatus::Absent {
+                if statuses[i] == FeedStatus::Absent && pending_at[i].is_none() {
                     statuses[i] = FeedStatus::Refused {
                         reason: entry.describe(),
                     };
@@ -331,16 +374,42 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
             }
         }
     }
-    // Two feeds for one process and device (a socket seen twice): the freshest speaks.
-    matched.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then(a.1.stats.time.total_cmp(&b.1.stats.time))
-    });
-    for (i, feed, agent_interval) in matched {
-        let process = &mut sample.processes[i];
+    for &(i, feed_index, device_index, agent_interval) in &matched {
+        let stats = &sample.feeds[feed_index].devices[device_index].latest;
         let window = STALE_INTERVALS * sample.interval.max(agent_interval).max(0.0);
-        statuses[i] = judge(sample.time, window, &feed.stats, process.used);
-        process.feed = Some(feed);
+        statuses[i] = judge(sample.time, window, stats, sample.processes[i].used);
+    }
+    for (i, feed_index) in pending_at.iter().enumerate() {
+        // A feed matched to it was judged (never absent).
+        let hello = feed_index.and_then(|f| sample.feeds[f].hello.as_ref());
+        if let (Some(hello), FeedStatus::Absent) = (hello, &statuses[i]) {
+            statuses[i] = pending(hello);
+        }
+    }
+    for (i, feed_index, device_index, _) in matched {
+        let record = &sample.feeds[feed_index];
+        let Some(hello) = &record.hello else { continue };
+        let stats = &record.devices[device_index].latest;
+        let framework = hello.framework.as_deref().unwrap_or("n/a");
+        let backend = hello.backend.as_deref().unwrap_or("n/a");
+        let feed = match spare.pop() {
+            Some(mut feed) => {
+                framework.clone_into(&mut feed.framework);
+                feed.framework_version.clone_from(&hello.framework_version);
+                backend.clone_into(&mut feed.backend);
+                feed.feed = feed_index;
+                feed.stats.clone_from(stats);
+                feed
+            }
+            None => FeedSample {
+                framework: framework.into(),
+                framework_version: hello.framework_version.clone(),
+                backend: backend.into(),
+                feed: feed_index,
+                stats: stats.clone(),
+            },
+        };
+        sample.processes[i].feed = Some(feed);
     }
     Attachment { statuses, unlisted }
 }

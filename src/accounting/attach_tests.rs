@@ -381,3 +381,60 @@ proptest::proptest! {
         }
     }
 }
+
+/// Feeds made from those of other samples (another framework, another device, a version
+/// where there was none) are the feeds made new, and a process no feed speaks for any more
+/// loses the one it had.
+#[test]
+fn feeds_reused_from_other_samples_are_the_feeds_made_new() {
+    let mut s = one_gpu(7);
+    s.processes.push(process(8, "GPU-test-1", Some(GIB)));
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(8 * GIB, 20 * GIB, 990.0, 999.8),
+        )],
+    ));
+    let mut jax = record(
+        8,
+        vec![(
+            device(1, Some("test-1"), None),
+            stats(GIB / 2, GIB / 2, 990.0, 999.7),
+        )],
+    );
+    if let Some(hello) = jax.hello.as_mut().map(std::sync::Arc::make_mut) {
+        hello.framework = Some("jax".into());
+        hello.framework_version = None;
+        hello.backend = None;
+    }
+    s.feeds.push(jax);
+    let mut other = s.clone();
+    other.feeds.swap(0, 1);
+    attach(&mut other);
+    let mut spare: Vec<FeedSample> = other
+        .processes
+        .iter_mut()
+        .filter_map(|p| p.feed.take())
+        .collect();
+    spare.push(FeedSample {
+        framework: "cupy-with-a-long-name".into(),
+        framework_version: Some("13".into()),
+        backend: "pool".into(),
+        feed: 9,
+        stats: stats(3 * GIB, 4 * GIB, 1.0, 2.0),
+    });
+    let mut fresh = s.clone();
+    let expected = attach(&mut fresh);
+    let mut reused = s.clone();
+    let got = attach_reusing(&mut reused, &mut spare);
+    assert_eq!(got, expected);
+    assert_eq!(reused.processes, fresh.processes);
+    assert_eq!(reused.processes[1].feed.as_ref().unwrap().backend, "n/a");
+    // The same sample attached again, its second feed gone: its process has none.
+    reused.feeds.pop();
+    let again = attach_reusing(&mut reused, &mut spare);
+    assert!(reused.processes[1].feed.is_none());
+    assert_eq!(again.statuses[1], FeedStatus::Absent);
+    assert!(matches!(again.statuses[0], FeedStatus::Fresh { .. }));
+}

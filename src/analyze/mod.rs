@@ -151,27 +151,35 @@ pub fn analyze_observing(
             let budget = &budget;
             std::thread::Builder::new()
                 .name("strata-analyze-read".into())
-                .spawn_scoped(scope, move || loop {
-                    // Decoded into next, their buffers reused (those the decoder does
-                    // not keep are freed).
-                    for (sample, attachment) in returned.try_iter() {
-                        drop(attachment);
-                        lines.recycle(Box::new(sample));
-                    }
-                    let mut item = lines.next_line();
-                    let weight = lines.last_line_bytes();
-                    let last = !matches!(item, Ok(Some(_)));
-                    // Matching feeds to processes needs the sample alone: done here, beside
-                    // the judging.
-                    let attached = match &mut item {
-                        Ok(Some((_, Line::Sample(sample)))) => {
-                            Some(crate::pipeline::prepare(sample))
+                .spawn_scoped(scope, move || {
+                    // The feeds attached to the samples given back, attached again to those
+                    // read next, their buffers reused.
+                    let mut feeds = Vec::new();
+                    loop {
+                        // Decoded into next, their buffers reused (those the decoder does
+                        // not keep are freed).
+                        for (mut sample, attachment) in returned.try_iter() {
+                            drop(attachment);
+                            feeds.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
+                            lines.recycle(Box::new(sample));
                         }
-                        _ => None,
-                    };
-                    if !budget.take(weight) || send.send((item, weight, attached)).is_err() || last
-                    {
-                        return;
+                        let mut item = lines.next_line();
+                        let weight = lines.last_line_bytes();
+                        let last = !matches!(item, Ok(Some(_)));
+                        // Matching feeds to processes needs the sample alone: done here, beside
+                        // the judging.
+                        let attached = match &mut item {
+                            Ok(Some((_, Line::Sample(sample)))) => {
+                                Some(crate::pipeline::prepare_reusing(sample, &mut feeds))
+                            }
+                            _ => None,
+                        };
+                        if !budget.take(weight)
+                            || send.send((item, weight, attached)).is_err()
+                            || last
+                        {
+                            return;
+                        }
                     }
                 })
         };

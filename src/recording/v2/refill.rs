@@ -4,7 +4,10 @@
 //! command line, UUID and socket path at every sample.
 //!
 //! Each copy names every field of what it copies from, so that a field added to a sample
-//! type does not compile here until it is copied too.
+//! type does not compile here until it is copied too. A part whose `clone_from` is a whole
+//! new copy (a derived `Clone`: a feed's state, a feed scan) is compared first and copied only
+//! where it differs: the thing at a place is almost always the one a sample before held
+//! there, and comparing costs no allocation.
 
 use crate::sample::feed::FeedRecord;
 use crate::sample::{GpuSample, NodeSample, ProcessSample};
@@ -13,6 +16,15 @@ use crate::sample::{GpuSample, NodeSample, ProcessSample};
 /// the decoder fills in place).
 pub trait Refill {
     fn refill(&mut self, from: &Self);
+}
+
+/// `to` made equal to `from`, copied only where they differ (for types whose `clone_from`
+/// makes a whole new copy). Equal as values: a float zero kept would keep its sign (`-0.0`
+/// equals `0.0`), which no figure of these parts means anything by.
+fn copy_if_changed<T: Clone + PartialEq>(to: &mut T, from: &T) {
+    if to != from {
+        to.clone_from(from);
+    }
 }
 
 /// The thing at place `i` of `out`, made equal to `from`: the one already there refilled,
@@ -120,7 +132,7 @@ impl Refill for FeedRecord {
         self.found_via = *found_via;
         self.peer = *peer;
         self.nspid = *nspid;
-        self.state.clone_from(state);
+        copy_if_changed(&mut self.state, state);
         self.hello.clone_from(hello);
         self.ooms.clone_from(ooms);
         self.counters = *counters;
@@ -155,7 +167,7 @@ impl Refill for NodeSample {
         self.driver_version.clone_from(driver_version);
         self.cuda_driver_version.clone_from(cuda_driver_version);
         self.host_pid_namespace = *host_pid_namespace;
-        self.feed_scan.clone_from(feed_scan);
+        copy_if_changed(&mut self.feed_scan, feed_scan);
         self.host_cpu_percent = *host_cpu_percent;
         self.host_memory = *host_memory;
         self.device_files.clone_from(device_files);
