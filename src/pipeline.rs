@@ -39,6 +39,35 @@ pub struct Observed {
 pub struct Prepared {
     pub feed_shape: FeedShape,
     pub attachment: Attachment,
+    /// The sample's layers, where the thread that prepared it also keeps the context
+    /// estimates (the analysis's reading thread: [`Accountant`]); otherwise the pipeline
+    /// works them out from its own.
+    pub account: Option<NodeAccount>,
+}
+
+/// The context estimates of a sequence of samples, kept apart from a [`Pipeline`] so that a
+/// reading thread can work out each sample's layers ahead of the judging: they are a function
+/// of the samples alone, in order. Every sample it accounts must be ingested, in the same
+/// order, by a pipeline that keeps no estimates of its own.
+#[derive(Debug, Clone, Default)]
+pub struct Accountant {
+    contexts: ContextEstimator,
+}
+
+impl Accountant {
+    /// `context_bytes` as [`Pipeline::new`] takes it.
+    pub fn new(context_bytes: Option<u64>) -> Self {
+        Accountant {
+            contexts: context_bytes
+                .map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
+        }
+    }
+
+    /// Learns from a prepared sample and works out its layers into `prepared.account`.
+    pub fn account(&mut self, sample: &NodeSample, prepared: &mut Prepared) {
+        self.contexts.observe(sample, &prepared.attachment.statuses);
+        prepared.account = Some(account(sample, &prepared.attachment, &self.contexts));
+    }
 }
 
 /// The feeds of an older recording's derived form rebuilt raw, then attached to the
@@ -49,6 +78,7 @@ pub fn prepare(sample: &mut NodeSample) -> Prepared {
     Prepared {
         feed_shape,
         attachment,
+        account: None,
     }
 }
 
@@ -63,6 +93,7 @@ pub fn prepare_reusing(
     Prepared {
         feed_shape,
         attachment,
+        account: None,
     }
 }
 
@@ -123,8 +154,16 @@ impl Pipeline {
         let Prepared {
             feed_shape,
             attachment,
+            account,
         } = prepared;
-        let account = self.keep(&sample, &attachment);
+        let account = match account {
+            Some(account) => {
+                self.record(&sample, &account);
+                self.remembered.observe(&sample);
+                account
+            }
+            None => self.keep(&sample, &attachment),
+        };
         let mut findings = Vec::new();
         if history {
             let (found, climbs) =

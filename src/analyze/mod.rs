@@ -155,11 +155,16 @@ pub fn analyze_observing(
                     // The feeds attached to the samples given back, attached again to those
                     // read next, their buffers reused.
                     let mut feeds = Vec::new();
+                    // The layers of each sample the judging takes in, worked out here: the
+                    // context estimates learn from the samples alone, in the judging's order
+                    // (those it skips, out of order, are skipped here too).
+                    let mut accountant = crate::pipeline::Accountant::new(context_bytes);
+                    let mut last_time = f64::NEG_INFINITY;
                     loop {
                         // Decoded into next, their buffers reused (those the decoder does
                         // not keep are freed).
-                        for (mut sample, attachment) in returned.try_iter() {
-                            drop(attachment);
+                        for (mut sample, attachment, account) in returned.try_iter() {
+                            drop((attachment, account));
                             feeds.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
                             lines.recycle(Box::new(sample));
                         }
@@ -170,7 +175,12 @@ pub fn analyze_observing(
                         // the judging.
                         let attached = match &mut item {
                             Ok(Some((_, Line::Sample(sample)))) => {
-                                Some(crate::pipeline::prepare_reusing(sample, &mut feeds))
+                                let mut prepared =
+                                    crate::pipeline::prepare_reusing(sample, &mut feeds);
+                                if in_order(sample.time, &mut last_time) {
+                                    accountant.account(sample, &mut prepared);
+                                }
+                                Some(prepared)
                             }
                             _ => None,
                         };
@@ -213,7 +223,18 @@ type Attached = Option<crate::pipeline::Prepared>;
 type Spent = (
     crate::sample::NodeSample,
     crate::accounting::attach::Attachment,
+    crate::accounting::NodeAccount,
 );
+
+/// Whether a sample at `time` comes after the last taken in (`last`, then moved to it): one
+/// not later (out of order, or repeated) or not finite is skipped.
+fn in_order(time: f64, last: &mut f64) -> bool {
+    if !time.is_finite() || time <= *last {
+        return false;
+    }
+    *last = time;
+    true
+}
 
 fn judge(
     lines: impl Iterator<Item = (Result<Option<(u64, Line)>, ReadError>, Attached)>,
@@ -258,9 +279,12 @@ fn judge(
         );
         let flow = observe(&observed);
         let Observed {
-            sample, attachment, ..
+            sample,
+            attachment,
+            account,
+            ..
         } = observed;
-        spent((sample, attachment));
+        spent((sample, attachment, account));
         (older, flow)
     };
     let mut stopped = false;
@@ -302,11 +326,10 @@ fn judge(
                 continue;
             }
         };
-        if !sample.time.is_finite() || sample.time <= last_time {
+        if !in_order(sample.time, &mut last_time) {
             analysis.out_of_order += 1;
             continue;
         }
-        last_time = sample.time;
         let time = sample.time;
         analysis.samples += 1;
         analysis.first_time.get_or_insert(time);

@@ -101,3 +101,62 @@ fn repeated_and_out_of_order_samples_are_skipped_without_a_false_finding() {
     };
     assert_eq!(kinds(&a), kinds(&clean));
 }
+
+/// The layers of every sample judged, worked out on the reading thread with its own context
+/// estimates, are those a pipeline works out taking the samples in one by one; samples out
+/// of order (here earlier ones, their NVML readings lowered) are learned from by neither.
+#[test]
+fn the_layers_worked_out_while_reading_are_the_pipelines() {
+    let clean: Vec<crate::sample::NodeSample> = (0..60)
+        .map(|i| node_at(0, f64::from(i) * 10.0, 10.0))
+        .collect();
+    let mut lines: Vec<String> = clean
+        .iter()
+        .map(|s| serde_json::to_string(s).expect("json"))
+        .collect();
+    for at in [7usize, 23, 41] {
+        // Read as if the process held little beyond its pool: learned from, it would
+        // shrink the context estimate.
+        let mut late = clean[at - 3].clone();
+        let reserved: Vec<(u32, Option<u64>)> = late
+            .feeds
+            .iter()
+            .filter_map(|f| Some((f.pid()?, f.devices.first()?.latest.reserved)))
+            .collect();
+        for p in &mut late.processes {
+            if let Some((_, Some(r))) = reserved.iter().find(|(pid, _)| *pid == p.pid) {
+                p.used = Some(r + (1 << 20));
+            }
+        }
+        lines.insert(at, serde_json::to_string(&late).expect("json"));
+    }
+    let text = lines.join("\n");
+    let read = Lines::new(
+        Box::new(std::io::Cursor::new(text.into_bytes())),
+        crate::recording::Progress::default(),
+    )
+    .expect("lines");
+    let mut accounts = Vec::new();
+    let a = analyze_observing(read, None, Clock::EverySample, |o| {
+        accounts.push(o.account.clone());
+        ControlFlow::Continue(())
+    });
+    assert_eq!(a.out_of_order, 3);
+    let mut pipeline = Pipeline::new(None);
+    let expected: Vec<_> = clean
+        .into_iter()
+        .map(|s| pipeline.ingest(s).account)
+        .collect();
+    assert_eq!(accounts.len(), expected.len());
+    let learned = |accounts: &[crate::accounting::NodeAccount]| {
+        accounts
+            .iter()
+            .flat_map(|a| &a.processes)
+            .filter(|p| p.context_source.is_some())
+            .count()
+    };
+    assert!(learned(&expected) > 0, "the demo's contexts are learned");
+    for (i, (got, want)) in accounts.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "sample {i}");
+    }
+}
