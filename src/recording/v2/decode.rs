@@ -232,25 +232,29 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
         // Each device's readings into the one already there.
         for (device, slots) in f.devices.iter_mut().zip(&mut fs.devices) {
             let earlier_count = r.count()?;
-            device.earlier.clear();
-            device.earlier.reserve(earlier_count);
-            for place in (1..=earlier_count).rev() {
-                device.earlier.push(stats(r, slots, time, place)?);
+            device.earlier.truncate(earlier_count);
+            device
+                .earlier
+                .resize_with(earlier_count, AllocatorStats::default);
+            for (reading, place) in device.earlier.iter_mut().zip((1..=earlier_count).rev()) {
+                stats(r, slots, time, place, reading)?;
             }
-            device.latest = stats(r, slots, time, 0)?;
+            stats(r, slots, time, 0, &mut device.latest)?;
         }
         state.feeds.push(fs);
     }
     Ok(())
 }
 
-/// One reading of a feed device, at `place` among its readings (0: the latest).
+/// One reading of a feed device, at `place` among its readings (0: the latest), into `out`
+/// (a reading decoded before, whose buffers are reused).
 fn stats(
     r: &mut In<'_>,
     slots: &mut StatsSlots,
     sample_time: f64,
     place: usize,
-) -> Result<AllocatorStats> {
+    out: &mut AllocatorStats,
+) -> Result<()> {
     let known =
         |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
     let mut ints = [None; state::STATS_INTS];
@@ -298,7 +302,13 @@ fn stats(
     }
     let [index, seq, allocated, reserved, _, inactive_split, _, peak_allocated, peak_reserved, peak_active, peak_inactive_split, peak_requested, alloc_retries, ooms, device_allocs, device_frees, largest_free_block, limit, step, at_step_end] =
         ints;
-    Ok(AllocatorStats {
+    // The reasons figures go unreported: copied only where they changed (a map's copy is a
+    // new one).
+    if out.unreported != slots.unreported {
+        out.unreported.clone_from(&slots.unreported);
+    }
+    let unreported = std::mem::take(&mut out.unreported);
+    *out = AllocatorStats {
         index: u32::try_from(known(index)?)
             .map_err(|_| WireError("a device index too large".into()))?,
         seq: known(seq)?,
@@ -321,8 +331,9 @@ fn stats(
         largest_free_block_time,
         limit,
         reserved_since,
-        unreported: slots.unreported.clone(),
+        unreported,
         step,
         at_step_end: known(at_step_end)? != 0,
-    })
+    };
+    Ok(())
 }

@@ -280,8 +280,14 @@ fn samples_decoded_into_recycled_ones_are_the_samples_written() {
         if let Some(f) = s.feeds.first_mut() {
             f.socket.push_str("-moved");
             if let Some(d) = f.devices.first_mut() {
+                d.latest
+                    .unreported
+                    .insert("allocated".into(), "another reason".into());
                 d.earlier.push(d.latest.clone());
             }
+            f.state = crate::sample::feed::FeedState::Dropped {
+                reason: "another state".into(),
+            };
         }
         if let Some(f) = s.feeds.first().cloned() {
             s.feeds.push(f);
