@@ -141,5 +141,6 @@ mod tests {
             err.to_string().contains("directory does not exist"),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -2,11 +2,27 @@ use super::*;
 use crate::source::demo::node_at;
 use std::io::BufRead;
 
-fn dir(name: &str) -> PathBuf {
+/// A test's own directory, removed when the test ends (passed or failed).
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("strata-writer-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    TempDir(dir)
 }
 
 /// The samples a recording reads back as, through the reader `analyze` uses, and whether
@@ -178,7 +194,7 @@ fn bad_paths_are_refused_with_their_cause() {
     let dir = dir("paths");
     let cases = [
         (dir.join("missing/r.zst"), "its directory does not exist"),
-        (dir.clone(), "it is a directory"),
+        (dir.to_path_buf(), "it is a directory"),
     ];
     for (path, cause) in cases {
         let err = RecordWriter::create(&path, None).err().expect("refused");
