@@ -26,8 +26,6 @@ use std::sync::OnceLock;
 
 /// The demo's story, as the tests read it: the recordings, and what strata says of them.
 struct Demo {
-    /// Where the recordings are, kept for the whole test run.
-    _scratch: Scratch,
     jsonl: PathBuf,
     v2: PathBuf,
     /// Every line of the JSON lines (`snapshot --json` of each instant), and `strata analyze
@@ -38,8 +36,11 @@ struct Demo {
 fn demo() -> &'static Demo {
     static STORY: OnceLock<Demo> = OnceLock::new();
     STORY.get_or_init(|| {
-        let scratch = Scratch::new("export-story");
-        let dir = scratch.dir.clone();
+        // Kept for the whole run, so never dropped: under the build's own scratch directory
+        // (cleared here, at the next run, and by `cargo clean`), not the system's.
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("export-story");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the story's directory");
         let jsonl = dir.join("demo.jsonl");
         std::fs::write(&jsonl, common::snapshot::demo_story()).expect("write the story");
         let v2 = dir.join("demo.zst");
@@ -66,7 +67,6 @@ fn demo() -> &'static Demo {
             "the story has findings to compare"
         );
         Demo {
-            _scratch: scratch,
             jsonl,
             v2,
             story: Story {
