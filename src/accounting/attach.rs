@@ -255,21 +255,18 @@ pub fn attach(sample: &mut NodeSample) -> Attachment {
     attach_reusing(sample, &mut Vec::new())
 }
 
-/// How a process's status was first set by a feed that speaks for its pid, before any
-/// matching: the first such feed's word stands (unless a feed is matched to it).
-enum Early {
-    Refused(String),
-    /// A trusted feed, at this position, with nothing matched yet.
-    Pending(usize),
-}
-
 /// [`attach`], the feeds it attaches made from `spare` (feeds taken off samples read before)
 /// where it holds any, their strings' buffers reused: a long read does not allocate and free
 /// every process's framework name at every sample.
 pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> Attachment {
-    spare.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
-    let mut early: Vec<Option<Early>> = Vec::new();
-    early.resize_with(sample.processes.len(), || None);
+    take_feeds(sample, spare);
+    let mut statuses = vec![FeedStatus::Absent; sample.processes.len()];
+    // The trusted feed that first spoke for each process's pid: its hello is said where no
+    // feed is matched to the process. The first feed's word stands (refused, or this).
+    let mut pending_at: Vec<Option<usize>> = vec![None; sample.processes.len()];
+    let unspoken = |statuses: &[FeedStatus], pending_at: &[Option<usize>], i: usize| {
+        statuses[i] == FeedStatus::Absent && pending_at[i].is_none()
+    };
     let mut unlisted = Vec::new();
     let mut matched: Vec<(usize, usize, usize, f64)> = Vec::new();
     let mut held: Vec<usize> = Vec::new();
@@ -279,13 +276,19 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
         held.extend(positions(&sample.processes, pid));
         if let Some(reason) = refusal(record) {
             for &i in &held {
-                early[i].get_or_insert_with(|| Early::Refused(reason.clone()));
+                if unspoken(&statuses, &pending_at, i) {
+                    statuses[i] = FeedStatus::Refused {
+                        reason: reason.clone(),
+                    };
+                }
             }
             continue;
         }
         let Some(hello) = &record.hello else { continue };
         for &i in &held {
-            early[i].get_or_insert(Early::Pending(feed_index));
+            if unspoken(&statuses, &pending_at, i) {
+                pending_at[i] = Some(feed_index);
+            }
         }
         let interval = hello.interval.filter(|i| i.is_finite() && *i > 0.0);
         for (device_index, device_feed) in record.devices.iter().enumerate() {
@@ -346,27 +349,12 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
         }
         same
     });
-    // Each process's word from the first feed that spoke for its pid (refused, or pending
-    // on what its hello says), where no feed is matched to it; where none spoke, and where its
-    // socket (or feed dir) belongs is something else, that is said.
-    let pending_at: Vec<Option<usize>> = early
-        .iter()
-        .map(|e| match e {
-            Some(Early::Pending(feed_index)) => Some(*feed_index),
-            _ => None,
-        })
-        .collect();
-    let mut statuses: Vec<FeedStatus> = early
-        .into_iter()
-        .map(|e| match e {
-            Some(Early::Refused(reason)) => FeedStatus::Refused { reason },
-            Some(Early::Pending(_)) | None => FeedStatus::Absent,
-        })
-        .collect();
+    // No feed spoke for it, and where its socket (or feed dir) belongs is something else: say
+    // so.
     for entry in &sample.feed_scan.suspicious {
         for &pid in &entry.pids {
             for i in positions(&sample.processes, pid) {
-                if statuses[i] == FeedStatus::Absent && pending_at[i].is_none() {
+                if unspoken(&statuses, &pending_at, i) {
                     statuses[i] = FeedStatus::Refused {
                         reason: entry.describe(),
                     };
@@ -412,6 +400,12 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
         sample.processes[i].feed = Some(feed);
     }
     Attachment { statuses, unlisted }
+}
+
+/// Takes the feeds attached to a sample's processes into `spare`, to be attached again
+/// ([`attach_reusing`]) to this sample or another.
+pub fn take_feeds(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) {
+    spare.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
 }
 
 /// What a trusted feed with no usable statistics says: its error when the agent failed, else

@@ -165,7 +165,7 @@ pub fn analyze_observing(
                         // not keep are freed).
                         for (mut sample, attachment, account) in returned.try_iter() {
                             drop((attachment, account));
-                            feeds.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
+                            crate::accounting::attach::take_feeds(&mut sample, &mut feeds);
                             lines.recycle(Box::new(sample));
                         }
                         let mut item = lines.next_line();
