@@ -152,6 +152,11 @@ pub struct ContextEstimator {
 }
 
 impl ContextEstimator {
+    /// An estimator that answers `fixed` bytes where given (`--context-mib`), else learns.
+    pub fn new(fixed: Option<u64>) -> Self {
+        fixed.map_or_else(Self::learning, Self::fixed)
+    }
+
     /// An estimator that learns from what it observes.
     pub fn learning() -> Self {
         Self::default()

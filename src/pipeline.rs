@@ -58,8 +58,7 @@ impl Accountant {
     /// `context_bytes` as [`Pipeline::new`] takes it.
     pub fn new(context_bytes: Option<u64>) -> Self {
         Accountant {
-            contexts: context_bytes
-                .map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
+            contexts: ContextEstimator::new(context_bytes),
         }
     }
 
@@ -118,8 +117,7 @@ impl Pipeline {
     /// `context_bytes` fixes every context estimate (`--context-mib`) instead of learning it.
     pub fn new(context_bytes: Option<u64>) -> Self {
         Pipeline {
-            contexts: context_bytes
-                .map_or_else(ContextEstimator::learning, ContextEstimator::fixed),
+            contexts: ContextEstimator::new(context_bytes),
             tracker: FindingTracker::default(),
             hold: ClimbHold::default(),
             history: History::default(),
@@ -158,8 +156,7 @@ impl Pipeline {
         } = prepared;
         let account = match account {
             Some(account) => {
-                self.record(&sample, &account);
-                self.remembered.observe(&sample);
+                self.keep_accounted(&sample, &account);
                 account
             }
             None => self.keep(&sample, &attachment),
@@ -210,9 +207,14 @@ impl Pipeline {
     fn keep(&mut self, sample: &NodeSample, attachment: &Attachment) -> NodeAccount {
         self.contexts.observe(sample, &attachment.statuses);
         let account = account(sample, attachment, &self.contexts);
-        self.record(sample, &account);
-        self.remembered.observe(sample);
+        self.keep_accounted(sample, &account);
         account
+    }
+
+    /// What every sample leaves once its layers are worked out.
+    fn keep_accounted(&mut self, sample: &NodeSample, account: &NodeAccount) {
+        self.record(sample, account);
+        self.remembered.observe(sample);
     }
 
     fn record(&mut self, sample: &NodeSample, account: &NodeAccount) {
