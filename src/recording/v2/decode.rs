@@ -232,7 +232,6 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
         // Each device's readings into the one already there.
         for (device, slots) in f.devices.iter_mut().zip(&mut fs.devices) {
             let earlier_count = r.count()?;
-            device.earlier.truncate(earlier_count);
             device
                 .earlier
                 .resize_with(earlier_count, AllocatorStats::default);
@@ -304,9 +303,7 @@ fn stats(
         ints;
     // The reasons figures go unreported: copied only where they changed (a map's copy is a
     // new one).
-    if out.unreported != slots.unreported {
-        out.unreported.clone_from(&slots.unreported);
-    }
+    refill::copy_if_changed(&mut out.unreported, &slots.unreported);
     let unreported = std::mem::take(&mut out.unreported);
     *out = AllocatorStats {
         index: u32::try_from(known(index)?)

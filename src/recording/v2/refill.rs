@@ -21,7 +21,7 @@ pub trait Refill {
 /// `to` made equal to `from`, copied only where they differ (for types whose `clone_from`
 /// makes a whole new copy). Equal as values: a float zero kept would keep its sign (`-0.0`
 /// equals `0.0`), which no figure of these parts means anything by.
-fn copy_if_changed<T: Clone + PartialEq>(to: &mut T, from: &T) {
+pub(super) fn copy_if_changed<T: Clone + PartialEq>(to: &mut T, from: &T) {
     if to != from {
         to.clone_from(from);
     }
