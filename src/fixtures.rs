@@ -208,3 +208,36 @@ pub fn noise(a: u64, b: u64) -> f64 {
     x ^= x >> 29;
     (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
 }
+
+/// A directory of its own for one test, under the system's temporary directory, removed when
+/// the test ends (passed or failed).
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// `strata-NAME-PID-N`: made empty, told apart from every other of this test process.
+    pub fn new(name: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("strata-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -23,29 +23,7 @@ fn demo_lines(from: f64, to: f64) -> Vec<String> {
     lines
 }
 
-/// A directory of its own for one test, removed after.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("strata-test-replay-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::fixtures::TempDir;
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.join(name);
@@ -115,7 +93,7 @@ fn assert_same(a: &mut State, b: &mut State, what: &str) {
 
 #[test]
 fn a_seek_shows_what_playing_through_to_it_shows() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     // The story from 5 to 25 minutes: the leak's climb, fragmentation, both OOMs.
     let lines = demo_lines(300.0, 1500.0);
     let path = write(
@@ -160,7 +138,7 @@ fn a_seek_shows_what_playing_through_to_it_shows() {
 
 #[test]
 fn checkpoints_offered_while_playing_give_the_same_seek() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let lines = demo_lines(0.0, 1400.0);
     let path = write(dir.path(), "demo.jsonl", lines.join("\n").as_bytes());
     let source = ReplaySource::open(&path, None).expect("opens");
@@ -189,7 +167,7 @@ fn checkpoints_offered_while_playing_give_the_same_seek() {
 /// and judges only those after it; what it shows is what playing through shows.
 #[test]
 fn a_seek_from_a_mark_shows_what_playing_through_to_it_shows() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let path = dir.path().join("demo.zst");
     // 50 minutes of the story at 10 s: keyframes every 5 minutes, checkpoints every 10,
     // marks every 30 s.
@@ -251,7 +229,7 @@ fn a_seek_from_a_mark_shows_what_playing_through_to_it_shows() {
 
 #[test]
 fn zstd_and_gzip_recordings_replay_as_the_plain_one() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let text = demo_lines(600.0, 1000.0).join("\n") + "\n";
     let plain = write(dir.path(), "r.jsonl", text.as_bytes());
     let zst = write(
@@ -281,7 +259,7 @@ fn zstd_and_gzip_recordings_replay_as_the_plain_one() {
 
 #[test]
 fn bad_lines_are_counted_with_their_numbers_and_a_cut_last_line_is_fine() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let mut lines = demo_lines(600.0, 700.0);
     lines.insert(3, "{not json".into());
     lines.insert(5, "[1,2]".into());
@@ -315,7 +293,7 @@ fn bad_lines_are_counted_with_their_numbers_and_a_cut_last_line_is_fine() {
 
 #[test]
 fn a_missing_empty_or_sampleless_file_is_refused_with_its_reason() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let missing = dir.path().join("nope.jsonl");
     let err = ReplaySource::open(&missing, None).err().expect("refused");
     assert!(matches!(err, OpenError::Unreadable { .. }), "{err}");
@@ -418,7 +396,7 @@ fn replay_keys_move_the_clock_and_seek_and_leave_the_list_keys_alone() {
 /// later one goes on; either way the result is what playing through to it shows.
 #[test]
 fn a_seek_asked_during_a_seek_takes_over() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let lines = demo_lines(600.0, 900.0);
     let path = write(dir.path(), "demo.jsonl", lines.join("\n").as_bytes());
     let t = |i: usize| -> f64 {
@@ -453,7 +431,7 @@ fn a_seek_asked_during_a_seek_takes_over() {
 /// last bad line's number; narrower, the short form keeps the count and the number.
 #[test]
 fn the_header_shows_the_position_speed_and_skipped_lines() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let mut lines = demo_lines(600.0, 700.0);
     lines.insert(3, "{not json".into());
     lines.insert(5, "[1,2]".into());
@@ -501,7 +479,7 @@ fn the_header_shows_the_position_speed_and_skipped_lines() {
 #[test]
 fn a_recording_gone_mid_replay_fails_the_seek_once() {
     use crate::source::{Next, Source};
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let lines = demo_lines(600.0, 700.0);
     let path = write(dir.path(), "gone.jsonl", lines.join("\n").as_bytes());
     let mut source = ReplaySource::open(&path, None).expect("opens");
@@ -533,7 +511,7 @@ fn a_recording_gone_mid_replay_fails_the_seek_once() {
 /// and the cut is noted as a cut last line.
 #[test]
 fn a_compressed_recording_cut_mid_frame_plays_up_to_the_cut() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("test-replay");
     let lines = demo_lines(600.0, 800.0);
     // One frame per sample, as a recorder flushing per sample writes them.
     let mut bytes = Vec::new();

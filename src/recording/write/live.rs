@@ -115,8 +115,7 @@ mod tests {
 
     #[test]
     fn samples_handed_over_are_written_and_reported() {
-        let dir = std::env::temp_dir().join(format!("strata-live-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = crate::fixtures::TempDir::new("live");
         let path = dir.join("live.jsonl.zst");
         let _ = std::fs::remove_file(&path);
         let heard = Arc::new(Mutex::new(Vec::new()));
@@ -141,6 +140,5 @@ mod tests {
             err.to_string().contains("directory does not exist"),
             "{err}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

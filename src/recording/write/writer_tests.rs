@@ -2,27 +2,8 @@ use super::*;
 use crate::source::demo::node_at;
 use std::io::BufRead;
 
-/// A test's own directory, removed when the test ends (passed or failed).
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn dir(name: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("strata-writer-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    TempDir(dir)
+fn dir(name: &str) -> crate::fixtures::TempDir {
+    crate::fixtures::TempDir::new(&format!("writer-{name}"))
 }
 
 /// The samples a recording reads back as, through the reader `analyze` uses, and whether
