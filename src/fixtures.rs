@@ -215,6 +215,8 @@ pub struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     /// `strata-NAME-PID-N`: made empty, told apart from every other of this test process.
+    /// A test that cannot make its directory fails there.
+    #[allow(clippy::expect_used)]
     pub fn new(name: &str) -> TempDir {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
