@@ -216,8 +216,14 @@ mod tests {
         }
     }
 
-    /// A real process holding a file named like a device open (a shell's `exec 3<file`) is
-    /// found, named with its parent, and the one that holds nothing is not.
+    /// A real process holding files named like the device files open is found, named with
+    /// its parent, and the one that holds nothing is not.
+    ///
+    /// The holder is `sleep` with the files as its standard streams, set before it runs:
+    /// `spawn` returns once the child has exec'd, so its descriptors are final when the scan
+    /// reads them. (A shell's `exec 3<file ...` was used before. Where the shell inherits a
+    /// descriptor 3, it opens the files elsewhere and moves them into place one by one, and a
+    /// scan in between read `nvidia-uvm` without `nvidia3`.)
     #[test]
     fn a_process_holding_the_file_is_found_and_named() {
         let dir = std::env::temp_dir().join(format!("strata-holders-{}", std::process::id()));
@@ -225,33 +231,24 @@ mod tests {
         for name in ["nvidia3", "nvidia-uvm", "nvidiactl"] {
             std::fs::write(dir.join(name), b"").expect("file");
         }
-        let script = format!(
-            "exec 3<'{0}/nvidia3' 4<'{0}/nvidia-uvm' 5<'{0}/nvidiactl'; exec sleep 30",
-            dir.display()
-        );
-        let mut holder = Command::new("sh")
-            .args(["-c", &script])
+        let open = |name: &str| std::fs::File::open(dir.join(name)).expect("open");
+        let mut holder = Command::new("sleep")
+            .arg("30")
+            .stdin(open("nvidia3"))
+            .stdout(open("nvidia-uvm"))
+            .stderr(open("nvidiactl"))
+            .spawn()
+            .expect("sleep runs");
+        let mut bystander = Command::new("sleep")
+            .arg("30")
             .stdin(Stdio::null())
             .spawn()
-            .expect("sh runs");
-        let mut bystander = Command::new("sleep").arg("30").spawn().expect("sleep");
+            .expect("sleep");
         // This process holds it too, as NVML in strata does: never named.
-        let _own = std::fs::File::open(dir.join("nvidia3")).expect("open");
-        // The shell opens the files, then becomes `sleep`.
+        let _own = open("nvidia3");
         let pid = holder.id();
         let bystander_pid = bystander.id();
-        let mut scan = DeviceFileScan::default();
-        // Up to 15 s: on a loaded machine the shell can take seconds to get that far.
-        for _ in 0..750 {
-            scan = super::scan(&mut ProcFs::default(), &dir);
-            let exec_done = |h: &DeviceHolder| {
-                h.pid == pid && h.command.as_deref().is_some_and(|c| c.starts_with("sleep"))
-            };
-            if scan.holders.iter().any(exec_done) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let scan = super::scan(&mut ProcFs::default(), &dir);
         let _ = holder.kill();
         let _ = bystander.kill();
         let _ = holder.wait();

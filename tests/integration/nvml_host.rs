@@ -10,7 +10,6 @@ use common::{strata, Running, Scratch};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// One H100 whose compute list holds `pids` (1 GiB each), its minor number `minor`.
 fn scenario(dir: &Path, pids: &[u32], minor: Option<u32>) -> PathBuf {
@@ -113,7 +112,7 @@ fn a_listed_process_has_its_host_cpu_memory_and_age() {
 }
 
 /// NVML lists a pid that has exited; a real process holds the GPU's device file open (here an
-/// ordinary file named `nvidia0`, opened by a shell's `exec 3<`). strata names it with its
+/// ordinary file named `nvidia0`, `sleep`'s standard input). strata names it with its
 /// parent in the sample and, once the zombie is confirmed, in the finding's evidence.
 #[test]
 fn the_process_holding_a_zombie_contexts_device_file_is_named() {
@@ -122,34 +121,27 @@ fn the_process_holding_a_zombie_contexts_device_file_is_named() {
     std::fs::create_dir_all(&dev).expect("dev dir");
     std::fs::write(dev.join("nvidia0"), b"").expect("device file");
     std::fs::write(dev.join("nvidia1"), b"").expect("another GPU's file");
-    let script = format!("exec 3<'{}/nvidia0'; exec sleep 300", dev.display());
+    // `sleep` holds each file as its standard input, opened before it runs: `spawn` returns
+    // once it has exec'd, so its descriptors are final before strata looks.
+    let held = |name: &str| std::fs::File::open(dev.join(name)).expect("open");
     let holder = Running(
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
+        Command::new("sleep")
+            .arg("300")
+            .stdin(held("nvidia0"))
             .spawn()
-            .expect("sh"),
+            .expect("sleep"),
     );
-    let other = format!("exec 3<'{}/nvidia1'; exec sleep 300", dev.display());
     let bystander = Running(
-        Command::new("sh")
-            .args(["-c", &other])
-            .stdin(Stdio::null())
+        Command::new("sleep")
+            .arg("300")
+            .stdin(held("nvidia1"))
             .spawn()
-            .expect("sh"),
+            .expect("sleep"),
     );
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("reaped");
     let gone = gone.id();
     let holder_pid = holder.pid();
-    // Wait until the shell has become `sleep`, its descriptor open.
-    for _ in 0..200 {
-        let cmdline = std::fs::read(format!("/proc/{holder_pid}/cmdline")).unwrap_or_default();
-        if cmdline.starts_with(b"sleep") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let file = scenario(&scratch.dir, &[gone], None);
     let lines = snapshots(&file, 7, Some(&dev));
     let first = &lines[0];
