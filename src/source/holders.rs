@@ -226,8 +226,7 @@ mod tests {
     /// scan in between read `nvidia-uvm` without `nvidia3`.)
     #[test]
     fn a_process_holding_the_file_is_found_and_named() {
-        let dir = std::env::temp_dir().join(format!("strata-holders-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = crate::fixtures::TempDir::new("holders");
         for name in ["nvidia3", "nvidia-uvm", "nvidiactl"] {
             std::fs::write(dir.join(name), b"").expect("file");
         }
@@ -253,7 +252,6 @@ mod tests {
         let _ = bystander.kill();
         let _ = holder.wait();
         let _ = bystander.wait();
-        let _ = std::fs::remove_dir_all(&dir);
         let found = scan
             .holders
             .iter()

@@ -117,7 +117,6 @@ mod tests {
     fn samples_handed_over_are_written_and_reported() {
         let dir = crate::fixtures::TempDir::new("live");
         let path = dir.join("live.jsonl.zst");
-        let _ = std::fs::remove_file(&path);
         let heard = Arc::new(Mutex::new(Vec::new()));
         let log = heard.clone();
         let mut recorder = LiveRecorder::start(&path, move |n| {
