@@ -1,6 +1,10 @@
 //! Embeds the Python agent (`assets/python/`) into the binary, so `strata run` and
 //! `strata attach` work from an installed `strata` alone, and stamps the build with its git
 //! commit and date for `strata --version`.
+//!
+//! Cargo runs a build script again at every build while a path it was told to watch does
+//! not exist, so only paths that exist are watched; and what the script writes is written
+//! only when it changes, so that a rerun with nothing new compiles nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +41,43 @@ fn git(manifest: &Path, args: &[&str]) -> Option<String> {
     (output.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
 }
 
+/// Where git keeps `name` (`HEAD`, `packed-refs`, `refs/heads/main`), as a path.
+fn git_path(manifest: &Path, name: &str) -> Option<PathBuf> {
+    git(manifest, &["rev-parse", "--git-path", name]).map(|path| manifest.join(path))
+}
+
+/// The branch's ref file where it exists; else, for a ref that is only in `packed-refs`,
+/// the nearest directory above it that exists (cargo watches a directory whole, so the
+/// ref's file is seen when a commit writes it there).
+fn ref_watch(file: &Path) -> Option<&Path> {
+    file.ancestors().find(|p| p.exists())
+}
+
+/// The paths whose change can mean another commit: `HEAD`, the branch's ref (or where it
+/// would be written), `packed-refs` and the reftable where they exist. None that does not
+/// exist: cargo would run this script again at every build. A ref file that a `git
+/// pack-refs` removes later is missed once: that build runs the script, which then watches
+/// what exists.
+fn commit_watch(manifest: &Path) -> Vec<PathBuf> {
+    let mut watched = Vec::new();
+    let mut watch = |path: Option<PathBuf>| {
+        if let Some(path) = path.filter(|p| p.exists()) {
+            if !watched.contains(&path) {
+                watched.push(path);
+            }
+        }
+    };
+    watch(git_path(manifest, "HEAD"));
+    if let Some(reference) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
+        if let Some(file) = git_path(manifest, &reference) {
+            watch(ref_watch(&file).map(Path::to_path_buf));
+        }
+    }
+    watch(git_path(manifest, "packed-refs"));
+    watch(git_path(manifest, "reftable"));
+    watched
+}
+
 /// The commit (`STRATA_GIT_COMMIT` overrides it, for builds from an sdist), and the files
 /// whose change means a new commit, so that the stamp follows the checkout.
 fn stamp_commit(manifest: &Path) {
@@ -47,15 +88,8 @@ fn stamp_commit(manifest: &Path) {
         .filter(|c| !c.is_empty())
         .or_else(|| git(manifest, &["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
-    for name in ["HEAD", "packed-refs"] {
-        if let Some(path) = git(manifest, &["rev-parse", "--git-path", name]) {
-            println!("cargo:rerun-if-changed={}", manifest.join(path).display());
-        }
-    }
-    if let Some(reference) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(path) = git(manifest, &["rev-parse", "--git-path", &reference]) {
-            println!("cargo:rerun-if-changed={}", manifest.join(path).display());
-        }
+    for path in commit_watch(manifest) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
     println!("cargo:rustc-env=STRATA_GIT_COMMIT={commit}");
     // The build date: SOURCE_DATE_EPOCH for a reproducible build, else today (UTC).
@@ -76,6 +110,17 @@ fn civil_date(epoch: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(epoch)
         .map(|t| t.date().to_string())
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Writes `contents` to `path` unless it holds them already: a file written anew is newer
+/// than the crate's last build, and cargo would compile the crate again for it.
+fn write_if_changed(path: &Path, contents: &str) {
+    if std::fs::read(path).is_ok_and(|old| old == contents.as_bytes()) {
+        return;
+    }
+    if let Err(e) = std::fs::write(path, contents) {
+        panic!("cannot write {}: {e}", path.display());
+    }
 }
 
 fn main() {
@@ -100,7 +145,5 @@ fn main() {
     }
     code.push_str("];\n");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("agent_files.rs");
-    if let Err(e) = std::fs::write(&out, code) {
-        panic!("cannot write {}: {e}", out.display());
-    }
+    write_if_changed(&out, &code);
 }

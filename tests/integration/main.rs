@@ -20,6 +20,7 @@ mod agent_python;
 mod analyze_faults;
 mod analyze_progress_tmux;
 mod attach;
+mod build_script;
 mod cli_hostile_strings;
 mod cli_output;
 mod cli_usage;
