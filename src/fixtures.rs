@@ -17,6 +17,7 @@ pub fn node() -> NodeSample {
         time: 1000.0,
         interval: 1.0,
         host: "test-node".into(),
+        demo: false,
         driver_version: Some("550.90.07".into()),
         cuda_driver_version: Some("12.4".into()),
         host_pid_namespace: Some(true),

@@ -22,6 +22,9 @@ pub struct Snapshot<'a> {
     pub time: f64,
     pub interval: f64,
     pub host: &'a str,
+    /// The built-in demo's sample (its times are the story's clock); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub demo: bool,
     pub driver_version: Option<&'a str>,
     pub cuda_driver_version: Option<&'a str>,
     pub host_pid_namespace: Option<bool>,
@@ -254,6 +257,7 @@ impl<'a> Snapshot<'a> {
             time: sample.time,
             interval: sample.interval,
             host: &sample.host,
+            demo: sample.demo,
             driver_version: sample.driver_version.as_deref(),
             cuda_driver_version: sample.cuda_driver_version.as_deref(),
             host_pid_namespace: sample.host_pid_namespace,

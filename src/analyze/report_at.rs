@@ -75,8 +75,8 @@ pub fn run(path: &Path, at: f64, context_bytes: Option<u64>, dir: &Path) -> u8 {
         eprintln!("strata: no report of {} from {shown}: {why} (hint: give a TIME within the recording; `strata analyze FILE` shows its span)", clock.at(at));
         return 1;
     };
-    // The demo's story time is its own clock: its host says so.
-    let demo = observed.sample.host == "demo-node";
+    // The demo's story time is its own clock: the demo's samples say so.
+    let demo = observed.sample.demo;
     match crate::report::chart::write_report(dir, &observed, &pipeline.history, demo) {
         Ok(name) => {
             let clock = crate::report::markdown::Clock { demo };

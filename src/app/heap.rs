@@ -82,6 +82,7 @@ impl Heap for NodeSample {
             time: _,
             interval: _,
             host,
+            demo: _,
             driver_version,
             cuda_driver_version,
             host_pid_namespace: _,

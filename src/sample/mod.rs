@@ -194,6 +194,10 @@ pub struct NodeSample {
     /// The sampling interval in effect, in seconds; feed staleness is judged against it.
     pub interval: f64,
     pub host: String,
+    /// Made by the built-in demo, not observed on a node: its times are the demo's story
+    /// clock. Written by the demo source only; absent (false) from every other sample.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub demo: bool,
     pub driver_version: Option<String>,
     pub cuda_driver_version: Option<String>,
     /// Whether this monitor's `/proc` shows the initial (host) PID namespace, the one NVML's

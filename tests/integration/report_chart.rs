@@ -144,3 +144,48 @@ fn the_report_of_an_instant_has_its_chart_and_the_oom_column_shows_live_as_accou
         "live takes {seen:.3} of the OOM's column, {expected:.3} of the device"
     );
 }
+
+/// The demo's story clock is for the demo's samples, which say so (`demo`), not for a host
+/// that happens to be named as the demo's: the same samples without the mark, as a real
+/// node called `demo-node` would record them, are reported in UTC.
+#[test]
+fn a_real_host_named_as_the_demo_is_reported_in_utc() {
+    let scratch = Scratch::new("chart-real-demo-node");
+    let dir = &scratch.dir;
+    let mut lines = Vec::new();
+    for line in String::from_utf8_lossy(common::snapshot::demo_story()).lines() {
+        let mut sample: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        assert_eq!(sample["host"], "demo-node");
+        assert_eq!(sample["demo"], true, "the demo marks its samples");
+        sample.as_object_mut().expect("an object").remove("demo");
+        lines.push(sample.to_string());
+    }
+    let recording = dir.join("real.jsonl");
+    std::fs::write(&recording, lines.join("\n") + "\n").expect("write");
+    let out = Command::new(strata())
+        .args(["analyze"])
+        .arg(&recording)
+        .args(["--report-at", "2026-01-01T09:15:30Z"])
+        .current_dir(dir)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = dir.join("strata-report-demo-node-20260101-091530.md");
+    let report = std::fs::read_to_string(&md).expect("the report");
+    assert!(
+        report.starts_with("# strata report: demo-node at 2026-01-01 09:15:30.0 UTC"),
+        "{}",
+        report.lines().next().unwrap_or_default()
+    );
+    // "history" holds "story": each "story " must be that.
+    let lower = report.to_lowercase();
+    assert_eq!(
+        lower.matches("story ").count(),
+        lower.matches("history ").count(),
+        "no story time in a real node's report"
+    );
+}

@@ -148,6 +148,7 @@ impl Refill for NodeSample {
             time,
             interval,
             host,
+            demo,
             driver_version,
             cuda_driver_version,
             host_pid_namespace,
@@ -164,6 +165,7 @@ impl Refill for NodeSample {
         self.time = *time;
         self.interval = *interval;
         self.host.clone_from(host);
+        self.demo = *demo;
         self.driver_version.clone_from(driver_version);
         self.cuda_driver_version.clone_from(cuda_driver_version);
         self.host_pid_namespace = *host_pid_namespace;

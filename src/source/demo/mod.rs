@@ -201,6 +201,7 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
         time: DEMO_EPOCH + story_secs,
         interval,
         host: "demo-node".into(),
+        demo: true,
         driver_version: Some("550.90.07".into()),
         cuda_driver_version: Some("12.4".into()),
         host_pid_namespace: Some(true),

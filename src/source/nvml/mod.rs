@@ -236,6 +236,7 @@ impl Source for NvmlSource {
             time: now(),
             interval: self.interval,
             host: self.host.clone(),
+            demo: false,
             driver_version: self.driver_version.clone(),
             cuda_driver_version: self.cuda_driver_version.clone(),
             host_pid_namespace,
