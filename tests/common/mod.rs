@@ -3,7 +3,8 @@
 //! `tests/integration/` with `use crate::common;`.
 //!
 //! Here: the built binary ([`strata`]), a scratch directory removed on drop ([`Scratch`]), a
-//! child process killed on drop ([`Running`]) and a wait for a condition ([`wait_until`]).
+//! child process killed on drop ([`Running`]), a wait for a condition ([`wait_until`]), and a
+//! test's skip where this machine lacks what it needs ([`skip`], [`can_mount_tmpfs`]).
 //! The submodules hold what one kind of test needs: the fake NVML library ([`fake_nvml`]),
 //! Python jobs with the agent ([`feeds`]), tmux panes ([`tmux`]), `strata doctor`
 //! ([`doctor`]), `strata serve`'s text format ([`exposition`]), the Grafana dashboard
@@ -54,4 +55,45 @@ pub fn strata_command() -> std::process::Command {
         .env_remove("STRATA_NVML_LIB")
         .env_remove("STRATA_FEED_DIR");
     command
+}
+
+/// A test that cannot run here: a failure where the test command requires it (`require`,
+/// a `STRATA_REQUIRE_*` variable `tests/all` sets), else one line and the caller returns.
+/// The line goes straight to stderr, past the harness's capture: a plain `cargo test`
+/// reports a skipped test as `ok`, and the line is what tells it apart.
+pub fn skip(require: &str, why: &str) {
+    assert!(
+        std::env::var_os(require).is_none(),
+        "{require} is set, and this test cannot run: {why}"
+    );
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let line = format!("SKIPPED {test}: {why} ({require}=1 makes this a failure)\n");
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// Whether a small tmpfs can be mounted in a mount namespace of this test's own (root,
+/// `unshare -m`), as the disk-full tests do; where not, the test is [`skip`]ped (required by
+/// `STRATA_REQUIRE_MOUNTS`) and this says false.
+pub fn can_mount_tmpfs() -> bool {
+    let probe = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "d=$(mktemp -d) || exit 1; mount -t tmpfs -o size=16k strata-probe \"$d\"; rc=$?; \
+             [ $rc -ne 0 ] || umount \"$d\"; rmdir \"$d\"; exit $rc",
+        )
+        .output();
+    let why = match probe {
+        Ok(out) if out.status.success() => return true,
+        Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        Err(e) => format!("unshare cannot run: {e}"),
+    };
+    skip(
+        "STRATA_REQUIRE_MOUNTS",
+        &format!("no tmpfs in a mount namespace of its own here (root, unshare -m): {why}"),
+    );
+    false
 }

@@ -220,6 +220,9 @@ fn standard_input_is_a_recording_too() {
 /// its own), in either format: one line, and the export leaves nothing behind.
 #[test]
 fn a_full_disk_is_one_line_and_leaves_no_table() {
+    if !common::can_mount_tmpfs() {
+        return;
+    }
     for format in ["csv", "parquet"] {
         full_disk(format);
     }
@@ -243,10 +246,6 @@ fn full_disk(format: &str) {
         .output()
         .expect("unshare runs");
     let said = stderr(&result);
-    if said.contains("Operation not permitted") || said.contains("unshare failed") {
-        eprintln!("skipped: no mount namespace here ({said})");
-        return;
-    }
     let stdout = String::from_utf8_lossy(&result.stdout);
     assert!(stdout.contains("rc=1"), "{format}: {stdout} {said}");
     assert_eq!(said.lines().count(), 1, "one line: {said}");

@@ -88,14 +88,12 @@ fn readers() -> Option<PathBuf> {
     if python.exists() {
         return Some(python);
     }
-    assert!(
-        std::env::var_os("STRATA_REQUIRE_EXPORT_READERS").is_none(),
-        "STRATA_REQUIRE_EXPORT_READERS is set but {} is missing",
-        python.display()
-    );
-    eprintln!(
-        "skipped: no {} (tests/all installs tests/export/requirements.txt into it)",
-        python.display()
+    common::skip(
+        "STRATA_REQUIRE_EXPORT_READERS",
+        &format!(
+            "no {} (tests/all installs tests/export/requirements.txt into it)",
+            python.display()
+        ),
     );
     None
 }

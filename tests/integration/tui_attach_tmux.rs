@@ -20,12 +20,13 @@ fn py314_root() -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/opt/py314-root"));
     if !root.join("usr/bin/python3.14").exists() {
-        assert!(
-            std::env::var_os("STRATA_REQUIRE_PY314").is_none(),
-            "STRATA_REQUIRE_PY314 is set but {} has no python3.14",
-            root.display()
+        common::skip(
+            "STRATA_REQUIRE_PY314",
+            &format!(
+                "no python3.14 under {} (tests/all makes it with debootstrap)",
+                root.display()
+            ),
         );
-        eprintln!("skipped: no python3.14 under {}", root.display());
         return None;
     }
     if !root.join("proc/self").exists() {
