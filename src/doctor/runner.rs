@@ -321,10 +321,15 @@ fn seconds(d: Duration) -> String {
 mod tests {
     use super::*;
 
+    /// The lanes that answer have sent all they will before the collector starts (it times
+    /// a lane from the events it takes, so none of them can be late on a loaded machine);
+    /// the silent one is abandoned after the timeout.
     #[test]
     fn a_silent_lane_is_abandoned_with_its_step_timed_out_and_the_others_finish() {
-        let mut runner = Runner::new(Duration::from_millis(200));
+        let mut runner = Runner::new(Duration::from_secs(1));
         let (release, held) = mpsc::channel::<()>();
+        let (sent, all_sent) = mpsc::channel::<&str>();
+        let stuck_sent = sent.clone();
         runner.spawn((1, 0), move |lane| {
             lane.step(
                 Group::Gpus,
@@ -333,19 +338,34 @@ mod tests {
                 "nvmlDeviceGetMigMode",
                 "fix it",
             );
+            let _ = stuck_sent.send("stuck");
             // Blocks until the test ends: longer than the timeout.
             let _ = held.recv();
             lane.report(Check::ok(Group::Gpus, "mig_mode", "too late"));
         });
-        runner.spawn((0, 0), |lane| {
+        runner.spawn((0, 0), move |lane| {
             lane.listed(vec![7, 3]);
             lane.step(Group::Driver, "nvml", None, "nvmlInit_v2", "");
             lane.report(Check::ok(Group::Driver, "nvml", "loaded"));
-            lane.spawn((0, 1), |inner| {
+            let inner_sent = sent.clone();
+            lane.spawn((0, 1), move |inner| {
                 inner.listed(vec![3, 5]);
                 inner.report(Check::ok(Group::Driver, "driver_version", "550"));
+                drop(inner);
+                let _ = inner_sent.send("inner");
             });
+            drop(lane);
+            let _ = sent.send("outer");
         });
+        let mut seen: Vec<&str> = (0..3)
+            .map(|_| {
+                all_sent
+                    .recv_timeout(Duration::from_secs(60))
+                    .expect("every lane gets as far as it can")
+            })
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["inner", "outer", "stuck"]);
         let finished = runner.finish();
         drop(release);
         let got: Vec<(&str, Status, bool)> = finished
@@ -366,7 +386,7 @@ mod tests {
         assert!(
             stuck
                 .detail
-                .starts_with("timed out: nvmlDeviceGetMigMode did not answer within 0.2 s"),
+                .starts_with("timed out: nvmlDeviceGetMigMode did not answer within 1 s"),
             "{}",
             stuck.detail
         );
