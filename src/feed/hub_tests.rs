@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub(super) const RESCAN: Duration = Duration::from_millis(40);
-pub(super) const PATIENCE: Duration = Duration::from_secs(5);
+/// How long a wait for what must come gives it: only a hang reaches it on a loaded machine.
+pub(super) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A directory under the system temp dir, removed on drop.
 pub(super) struct TempDir(pub(super) PathBuf);
@@ -50,7 +51,34 @@ pub(super) enum Step {
     /// Bytes as they are, with no newline added.
     Raw(Vec<u8>),
     Sleep(u64),
+    /// Waits until the test opens the gate: what comes after it is sent when the test says,
+    /// not after a time the test would have to outrun.
+    Await(Gate),
     Close,
+}
+
+/// A gate a fake agent's script waits at ([`Step::Await`]) until the test opens it.
+#[derive(Clone, Default)]
+pub(super) struct Gate(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    pub(super) fn open(&self) {
+        let (open, changed) = &*self.0;
+        *open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        changed.notify_all();
+    }
+
+    /// Waits until the gate is open or `stop` is set.
+    fn pass(&self, stop: &AtomicBool) {
+        let (open, changed) = &*self.0;
+        let mut is_open = open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*is_open && !stop.load(Ordering::Relaxed) {
+            is_open = match changed.wait_timeout(is_open, Duration::from_millis(20)) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
 }
 
 /// An agent: a listener that plays `script` to every monitor that connects, then holds
@@ -105,6 +133,7 @@ fn play(mut stream: UnixStream, script: &[Step], stop: &AtomicBool) {
                 }
             }
             Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+            Step::Await(gate) => gate.pass(stop),
             Step::Close => return,
         }
     }
@@ -723,10 +752,11 @@ fn settle_and_wait_newer_return_promptly_and_respect_their_timeout() {
         "nothing to wait for: both return at once"
     );
 
+    let gate = Gate::default();
     let script = vec![
         hello(me()),
         sample(1, false),
-        Step::Sleep(150),
+        Step::Await(gate.clone()),
         sample(2, false),
     ];
     let _agent = FakeAgent::serve(dir.join(format!("{}.sock", me())), script);
@@ -734,6 +764,7 @@ fn settle_and_wait_newer_return_promptly_and_respect_their_timeout() {
     hub.settle(PATIENCE);
     assert_eq!(only(&hub.collect()).devices[0].latest.seq, 1);
     let start = Instant::now();
+    gate.open();
     hub.wait_newer(1002.0, PATIENCE);
     assert!(start.elapsed() < PATIENCE, "the next sample ends the wait");
     assert_eq!(only(&hub.collect()).devices[0].latest.seq, 2);
