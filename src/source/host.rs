@@ -153,9 +153,12 @@ mod tests {
 
     /// A child that burns CPU reads as `/proc` counts its CPU time over the same wall time
     /// (unknown at the first poll), a sleeping one near 0; both have resident memory and an
-    /// age.
+    /// age. Each reading is bracketed by `/proc`'s counts and the clock just before and just
+    /// after it, so the share it must give is known within bounds whatever the machine's
+    /// load; the second reading waits until the busy child has had CPU time, not a while.
     #[test]
     fn a_busy_process_reads_busy_and_an_idle_one_idle() {
+        let started = Instant::now();
         let mut busy = std::process::Command::new("sh")
             .args(["-c", "while :; do :; done"])
             .spawn()
@@ -173,13 +176,25 @@ mod tests {
             memory.total > 0 && memory.used <= memory.total,
             "{memory:?}"
         );
-        let first = host.processes(&pids);
-        let (ticks_before, wall_before) = (ticks(pids[0]), Instant::now());
+        let bracket = |host: &mut HostReader| {
+            let (before, at_before) = (pids.map(ticks), Instant::now());
+            let read = host.processes(&pids);
+            (before, at_before, read, pids.map(ticks), Instant::now())
+        };
+        let (b1, w_b1, first, a1, w_a1) = bracket(&mut host);
         assert!(first.values().all(|p| p.cpu_percent.is_none()), "{first:?}");
-        let started = Instant::now();
-        std::thread::sleep(Duration::from_millis(1500));
-        let second = host.processes(&pids);
-        let (ticks_after, wall) = (ticks(pids[0]), wall_before.elapsed());
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        // A fifth of a second of CPU: the busy child has been busy, however loaded the machine.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while ticks(pids[0]) < a1[0] + per_second / 5.0 {
+            assert!(
+                Instant::now() < deadline,
+                "the busy child got no CPU in a minute"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (b2, w_b2, second, a2, w_a2) = bracket(&mut host);
         let (cpu, _) = host.node();
         let _ = busy.kill();
         let _ = idle.kill();
@@ -187,17 +202,23 @@ mod tests {
         let _ = idle.wait();
         let node_cpu = cpu.expect("a second reading has a difference");
         assert!((0.0..=100.0).contains(&node_cpu), "{node_cpu}");
-        // SAFETY: sysconf has no preconditions.
-        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        let expected = (ticks_after - ticks_before) / per_second / wall.as_secs_f64() * 100.0;
-        let busy_cpu = second[&pids[0]].cpu_percent.expect("seen twice");
-        let idle_cpu = second[&pids[1]].cpu_percent.expect("seen twice");
-        assert!(expected > 5.0, "the shell got CPU: {expected}");
-        assert!(
-            (busy_cpu - expected).abs() < 10.0,
-            "busy: {busy_cpu}, /proc: {expected}"
+        // The reader's CPU times were read between b and a, its instants between w_b and
+        // w_a: the share lies between the least CPU time over the longest wall time and
+        // the most over the shortest (and a tenth for its rounding).
+        let (wall_least, wall_most) = (
+            w_b2.duration_since(w_a1).as_secs_f64(),
+            w_a2.duration_since(w_b1).as_secs_f64(),
         );
-        assert!(idle_cpu < 2.0, "idle: {idle_cpu}");
+        for (i, name) in [(0, "busy"), (1, "idle")] {
+            let share = second[&pids[i]].cpu_percent.expect("seen twice");
+            let least = (b2[i] - a1[i]).max(0.0) / per_second / wall_most * 100.0;
+            let most = (a2[i] - b1[i]) / per_second / wall_least * 100.0;
+            assert!(
+                share >= least - 0.05 && share <= most + 0.05,
+                "{name}: {share} % read, /proc says {least:.2} to {most:.2} %"
+            );
+        }
+        assert!(second[&pids[0]].cpu_percent > Some(0.0), "busy reads busy");
         for pid in pids {
             let p = second[&pid];
             assert!(p.memory.is_some_and(|m| m > 0), "{p:?}");

@@ -94,7 +94,13 @@ fn a_listed_process_has_its_host_cpu_memory_and_age() {
     let cpu = p["cpu_percent"]
         .as_f64()
         .expect("a number at the second sample");
-    assert!(cpu > 5.0, "a spinning shell is busy: {p}");
+    // Busy, and no more than the one core a shell can use: how busy it reads depends on
+    // what else the machine runs (the share itself is held to /proc's counts in
+    // source::host's tests).
+    assert!(
+        cpu > 0.0 && cpu <= 100.5,
+        "a spinning shell is busy on one core: {p}"
+    );
     assert!(p["host_memory"].as_u64().is_some_and(|b| b > 0), "{p}");
     let elapsed = p["elapsed"].as_u64().expect("whole seconds");
     assert!(elapsed <= 30, "{p}");
