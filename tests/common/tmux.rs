@@ -5,6 +5,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// How long a wait for what must come gives it: long enough that only a hang reaches it on a
+/// loaded machine (what a test asserts is what happened, not how fast).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
 /// A private tmux server with one pane running a shell script, torn down on drop, with a
 /// scratch directory of its own (the script's).
 pub struct Pane {
@@ -110,10 +114,10 @@ impl Pane {
         }
     }
 
-    /// Waits up to 5 s until the screen shows every one of `needles`; returns the screen, or
-    /// panics with `what` and the screen.
+    /// Waits until the screen shows every one of `needles` ([`PATIENCE`] at most); returns
+    /// the screen, or panics with `what` and the screen.
     pub fn must_show(&self, needles: &[&str], what: &str) -> String {
-        self.wait_for(needles, Duration::from_secs(5))
+        self.wait_for(needles, PATIENCE)
             .unwrap_or_else(|s| panic!("{what}:\n{s}"))
     }
 
@@ -162,12 +166,12 @@ impl Pane {
         Ok((exit, cooked))
     }
 
-    /// `q`, then the program must have exited with status 0 within 5 s, leaving the terminal
-    /// in cooked mode.
+    /// `q`, then the program must have exited with status 0 ([`PATIENCE`] at most), leaving
+    /// the terminal in cooked mode.
     pub fn quit(&self) {
         self.keys(&["q"]);
         let (exit, cooked) = self
-            .wait_exit(Duration::from_secs(5))
+            .wait_exit(PATIENCE)
             .unwrap_or_else(|s| panic!("did not quit:\n{s}"));
         assert_eq!(exit, "EXIT=0", "{}", self.capture());
         assert!(cooked, "terminal left raw:\n{}", self.capture());
