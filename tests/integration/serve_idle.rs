@@ -110,6 +110,19 @@ fn scrapes_are_answered_while_thousands_of_connections_sit_idle() {
     assert!(said[0].contains("hint:"), "{}", said[0]);
 }
 
+/// Reads to the end: true once the server closes (end of stream or reset), after whatever it
+/// said first (a 408); false when a read times out with the connection still open.
+fn closed_by_the_server(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+}
+
 #[test]
 fn a_half_sent_request_is_closed_after_the_header_timeout() {
     let server = Limited::start(1024);
@@ -123,15 +136,43 @@ fn a_half_sent_request_is_closed_after_the_header_timeout() {
             .expect("timeout");
     }
     for stream in [&mut half, &mut silent] {
-        let mut buf = [0u8; 1024];
-        let closed = match stream.read(&mut buf) {
-            Ok(0) => true,
-            Ok(_) => stream.read(&mut buf).map(|n| n == 0).unwrap_or(true),
-            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-        };
-        assert!(closed, "closed by the server, not left open");
+        assert!(
+            closed_by_the_server(stream),
+            "closed by the server, not left open"
+        );
     }
     let scrape = get(&server.addr, "/metrics", None).expect("still answering");
     assert_eq!(scrape.status, 200);
     let _ = server.stop();
+}
+
+/// The check above can fail: a peer that answers and then holds the connection open is not
+/// taken for one that closed it; one that answers and closes is.
+#[test]
+fn an_answer_then_an_open_connection_is_not_a_close() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        for hold in [true, false] {
+            let (mut stream, _) = listener.accept().expect("accept");
+            stream
+                .write_all(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+                .expect("answer");
+            if hold {
+                let _ = held.recv();
+            }
+        }
+    });
+    let mut open = TcpStream::connect(addr).expect("connect");
+    open.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    assert!(!closed_by_the_server(&mut open), "still open");
+    drop(release);
+    let mut closing = TcpStream::connect(addr).expect("connect");
+    closing
+        .set_read_timeout(Some(Duration::from_secs(40)))
+        .expect("timeout");
+    assert!(closed_by_the_server(&mut closing), "closed");
+    peer.join().expect("the peer");
 }
