@@ -512,6 +512,9 @@ proptest! {
         };
         let mut contexts = ContextEstimator::learning();
         let mut largest_outside = 0;
+        // Whether a reading so far was bracketed by a feed sample with an unchanged pool
+        // (the module's rule for an exact pair): from then on the estimate must exist.
+        let mut paired = false;
         for (i, &(_, _, skew)) in steps.iter().enumerate() {
             // NVML reads at 1000.25 + i (between agent ticks); the freshest feed sample the
             // monitor holds was read `skew` hundredths of a second away, at an agent tick.
@@ -532,7 +535,13 @@ proptest! {
             s.processes.push(p);
             let attachment = judged(&s);
             contexts.observe(&s, &attachment.statuses);
-            if let Some((bytes, source)) = contexts.estimate(&s.processes[0]) {
+            paired |= since(feed_tick) <= now - 0.001 && now <= feed_time;
+            let estimate = contexts.estimate(&s.processes[0]);
+            prop_assert!(
+                estimate.is_some() || !paired,
+                "a reading was paired exactly by step {i}, and nothing is known"
+            );
+            if let Some((bytes, source)) = estimate {
                 prop_assert!(bytes >= context, "{bytes} below the true context {context} ({source:?})");
                 prop_assert!(bytes <= context + largest_outside, "{bytes} above context + outside");
                 prop_assert!(source != ContextSource::Fixed);
