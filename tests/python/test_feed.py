@@ -28,12 +28,14 @@ class FeedTest(Case):
 
     def test_hello_then_backlog_then_live(self):
         j = self.torch_job()
+        # A first monitor shows when samples are in the backlog (a sample published goes to
+        # every monitor and into the backlog at once): two at least, the last one with the
+        # allocation, however long that takes on a loaded machine, before the monitor under
+        # test connects.
+        watcher = self.monitor(j.pid)
         j.do("h = torch._stub.allocate(0, 3 << 20)")
-        wait_until(lambda: os.path.exists(self.sock_path(j.pid)))
-        # A few samples into the backlog: 50 ms apart after CUDA init, further apart on a
-        # loaded machine, where the agent's 1% duty cap stretches its ticks (0.3 s once gave
-        # a single sample there).
-        time.sleep(1.0)
+        seen = watcher.wait(lambda x: is_sample(x) and x["seq"] >= 2 and x["devices"][0]["allocated"] == 3 << 20,
+                            what="two samples, the allocation in the last")
         m = self.monitor(j.pid)
         m.wait(live_sample, what="a live sample")
         msgs = m.snapshot()
@@ -49,12 +51,12 @@ class FeedTest(Case):
         for msg in msgs[1:]:
             if msg["type"] == "sample":
                 kinds.append("backlog" if msg.get("backlog") else "live")
-        self.assertGreaterEqual(kinds.count("backlog"), 2, kinds)
+        self.assertGreaterEqual(kinds.count("backlog"), seen["seq"], "all the first monitor saw: %s" % kinds)
         first_live = kinds.index("live")
         self.assertTrue(all(k == "backlog" for k in kinds[:first_live]), kinds)
         self.assertTrue(all(k == "live" for k in kinds[first_live:]), kinds)
         seqs = [x["seq"] for x in msgs if is_sample(x)]
-        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)), "every sample since the first, in order")
         s = msgs[-1] if is_sample(msgs[-1]) else [x for x in msgs if is_sample(x)][-1]
         d = s["devices"][0]
         self.assertEqual(tuple(d), DEVICE_FIELDS)
@@ -66,29 +68,38 @@ class FeedTest(Case):
         self.assertNoViolation()
 
     def test_late_monitor_sees_the_warm_up(self):
-        # Started before torch is imported, interval 2 s: right after the job's CUDA init
-        # the agent samples every 50 ms, so the moment between the context and the first
-        # allocation is in the backlog of a monitor that connects later. The 1% duty cap
-        # stretches that on a loaded machine (a tick's CPU time doubles, and doubles again
-        # under a full test run on 2 cores): the 1.5 s window holds 3 samples even at 0.5 s
-        # apart, where samples at the interval would give it one at most. The bounds below
-        # are what tells warm-up from the interval, not a speed asserted.
-        j = self.job(self.env(STRATA_TEST_INTERVAL=2.0))
+        # Started before torch is imported, interval 10 s: right after the job's CUDA init
+        # the agent samples every 50 ms (the 1% duty cap stretches that when a tick costs
+        # more CPU), so the moment between the context and the first allocation is in the
+        # backlog of a monitor that connects later. The test waits for samples, not for a
+        # time: a first monitor shows what was published (it goes into the backlog at once).
+        # What tells warm-up from the interval is the samples' own times against the
+        # interval, which only a tick costing 50 ms of CPU would stretch to.
+        interval = 10.0
+        j = self.job(self.env(STRATA_TEST_INTERVAL=interval))
+        watcher = self.monitor(j.pid)
         j.do("import torch, time")
-        time.sleep(0.1)  # the agent sees torch imported, not initialised
+        # The agent has seen torch imported, not initialised: its lazy-init hook is queued.
+        wait_until(lambda: j.eval("len(torch.cuda._queued_calls)") == 1, what="the agent's hook queued")
         t_init = j.eval("(torch.cuda.init(), time.time())[1]")
-        j.do("torch.cuda.set_device(0); time.sleep(1.5)")
-        t_alloc = j.eval("(torch._stub.allocate(0, 1 << 20), time.time())[1]")
-        j.do("time.sleep(1.0)")  # the next warm-up tick sees it: backlog, well before the interval
+        j.do("torch.cuda.set_device(0)")
+        # Long enough for samples at the interval, so that the times below say what failed.
+        watcher.wait(lambda x: is_sample(x) and x["seq"] >= 3, timeout=3 * interval, what="three samples after CUDA init")
+        warm = [x for x in watcher.snapshot() if is_sample(x)][:3]
+        self.assertLess(warm[0]["time"] - t_init, interval / 2, "first sample at CUDA init, not at the interval")
+        gaps = [b["time"] - a["time"] for a, b in zip(warm, warm[1:])]
+        self.assertLess(max(gaps), interval / 2, "warm-up samples come faster than the interval")
+        j.do("torch._stub.allocate(0, 1 << 20)")  # after samples 1 to 3 were read
+        after = watcher.wait(lambda x: is_sample(x) and x["devices"][0]["reserved"] > 0,
+                             what="a sample after the allocation")
         m = self.monitor(j.pid)
-        m.wait(lambda x: is_sample(x) and x["devices"][0]["reserved"] > 0, what="a sample after the allocation")
-        backlog = [x for x in m.snapshot() if is_sample(x) and x.get("backlog")]
-        before = [x for x in backlog if x["time"] < t_alloc]
-        self.assertTrue(before, "no warm-up sample before the first allocation")
-        self.assertTrue(all(x["devices"][0]["reserved"] == 0 for x in before))
-        self.assertGreaterEqual(len(before), 3, "warm-up samples come faster than the interval")
-        self.assertLess(before[0]["time"] - t_init, 0.5, "first sample right after CUDA init, not at the interval")
-        self.assertTrue(any(x["devices"][0]["reserved"] > 0 for x in backlog))
+        m.wait(lambda x: is_sample(x) and x["seq"] >= after["seq"], what="the backlog up to the allocation")
+        backlog = [x for x in m.snapshot() if is_sample(x) and x["seq"] <= after["seq"]]
+        self.assertTrue(all(x.pop("backlog", None) is True for x in backlog), "sent as backlog")
+        self.assertEqual(backlog, [x for x in watcher.snapshot() if is_sample(x) and x["seq"] <= after["seq"]],
+                         "the backlog is what was published")
+        self.assertEqual([(x["seq"], x["devices"][0]["reserved"]) for x in backlog[:3]], [(1, 0), (2, 0), (3, 0)],
+                         "the context before the first allocation")
         self.assertNoViolation()
 
     def test_two_monitors_receive_everything(self):
