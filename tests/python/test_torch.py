@@ -1,9 +1,16 @@
 """PyTorch: never initialising CUDA, devices and identity, backends, snapshots, OOMs."""
 
 import json
+import os
+import socket
 import time
 
-from support import Case, device_specs, is_sample, live_sample
+from support import Case, device_specs, is_sample, live_sample, wait_until
+
+
+def pid_max():
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read())
 
 
 def hello_with(pred):
@@ -34,7 +41,8 @@ class TorchTest(Case):
 
     def test_lazy_init_callback_never_fails_the_jobs_init(self):
         j = self.job()
-        j.do("import torch, strata_feed, time; time.sleep(0.15)")  # the hook is queued
+        j.do("import torch, strata_feed")
+        wait_until(lambda: j.eval("len(torch.cuda._queued_calls)") == 1, what="the agent's hook queued")
         j.do("strata_feed._core.Agent.framework_init_hint = lambda self: 1 / 0")
         j.do("torch.cuda.init()")
         self.assertEqual(j.eval("torch.cuda.is_initialized()"), True)
@@ -157,16 +165,27 @@ class TorchTest(Case):
         self.assertEqual(self.trace_lines().count("strata-feed memory_snapshot"), 1)
 
     def test_oom_sent_at_once(self):
-        j = self.job(self.env(STRATA_TEST_INTERVAL=5))
+        # An oom wakes the agent: it goes out when it happens, not at the agent's next
+        # wake-up for something else. Once the warm-up is over (the first sample that shows
+        # memory on every device) the next sample is an hour away, and once the first sweep
+        # of stale sockets has removed the one planted here the next sweep is a minute away:
+        # an oom that waited for either would miss the deadline, however loaded the machine.
+        os.makedirs(self.feed, 0o700)
+        stale = os.path.join(self.feed, "%d.sock" % (pid_max() + 1))  # a pid no process has
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(stale)  # never listened on: connecting is refused, as to a dead agent's
+        sock.close()
+        j = self.job(self.env(STRATA_TEST_INTERVAL=3600))
         j.do("import torch; a = torch._stub.allocate(0, 6 << 20)")
         m = self.monitor(j.pid)
-        m.wait(is_sample)
-        time.sleep(0.2)  # warm-up over: the next sample is 5 s away
-        t0 = time.monotonic()
+        warm_over = m.wait(lambda x: is_sample(x) and x["devices"][0]["reserved"] > 0, what="a sample with memory")
+        wait_until(lambda: not os.path.exists(stale), what="the first sweep")
         reply = j.do("torch._stub.oom(0, 1 << 40)", ok=False)
         self.assertTrue(reply.startswith("err OutOfMemoryError"), reply)
-        o = m.wait(lambda x: x["type"] == "oom", timeout=2)
-        self.assertLess(time.monotonic() - t0, 1.0)
+        o = m.wait(lambda x: x["type"] == "oom", what="the oom")
+        since = [x["type"] for x in m.snapshot() if x.get("seq", 0) > warm_over["seq"]]
+        self.assertEqual(since[:1], ["oom"], "no sample before the oom")
+        self.assertEqual(o["seq"], warm_over["seq"] + 1)
         self.assertEqual(o["index"], 0)
         self.assertEqual(o["requested"], 1 << 40)
         total = json.loads(self.env()["STRATA_STUB_DEVICES"])[0]["total"]
