@@ -105,7 +105,10 @@ class Case(unittest.TestCase):
         return path
 
     def start(self, body, env=None, args=(), python=PY):
-        p = subprocess.Popen([python, self.script(body)] + list(args), stdin=subprocess.PIPE,
+        # A file of its own per job: an interpreter reads its script after Popen returns, and
+        # a second job's script written to the same path would replace the first one's.
+        script = self.script(body, "job-%d.py" % len(self.procs))
+        p = subprocess.Popen([python, script] + list(args), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or self.env(), text=True)
         self.procs.append(p)
         return p
