@@ -14,6 +14,15 @@ use std::sync::Mutex;
 /// small machine would be judged on each other's load.
 static SUITE: Mutex<()> = Mutex::new(());
 
+/// Skips no test as root, as CI runs it. As another user these skip: they need root to
+/// enter a PID namespace of their own and to chown a feed directory to another user.
+const SKIPS_ALLOWED_AS_ANOTHER_USER: [&str; 2] = [
+    "unshare --pid needs root (CI runs as root)",
+    "needs root to chown",
+];
+
+/// The suite with the host's `python3`: it passes, and skips no test for a reason this user
+/// does not explain (a test that stopped running is no green). The skips are printed.
 #[test]
 fn python_agent_suite() {
     let _one_at_a_time = SUITE.lock().unwrap_or_else(|e| e.into_inner());
@@ -24,6 +33,7 @@ fn python_agent_suite() {
             "-m",
             "unittest",
             "discover",
+            "-v",
             "-s",
             "tests/python",
             "-t",
@@ -45,6 +55,49 @@ fn python_agent_suite() {
         output.status.success(),
         "the Python agent suite failed ({}):\n{text}",
         output.status
+    );
+    // unittest -v ends a skipped test's line with: ... skipped 'REASON'
+    let skipped: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|line| {
+            let (test, reason) = line.split_once(" ... skipped '")?;
+            Some((test, reason.strip_suffix('\'')?))
+        })
+        .collect();
+    for (test, reason) in &skipped {
+        eprintln!("python agent suite: skipped {test}: {reason}");
+    }
+    eprintln!("python agent suite: {} skipped", skipped.len());
+    // A skip line cut by other output would go unseen: the lines must add up to unittest's count.
+    let counted: usize = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("OK ("))
+        .find_map(|counts| {
+            counts
+                .split([',', ')'])
+                .find_map(|count| count.trim().strip_prefix("skipped=")?.parse().ok())
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        counted,
+        skipped.len(),
+        "unittest counts {counted} skipped tests, its lines name {}:\n{text}",
+        skipped.len()
+    );
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let (allowed, user): (&[&str], &str) = if as_root {
+        (&[], "as root")
+    } else {
+        (&SKIPS_ALLOWED_AS_ANOTHER_USER, "as another user")
+    };
+    let unexpected: Vec<&(&str, &str)> = skipped
+        .iter()
+        .filter(|(_, reason)| !allowed.contains(reason))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "tests skipped for a reason a run {user} does not expect:\n{unexpected:#?}"
     );
 }
 
