@@ -222,15 +222,14 @@ impl Pipeline {
         let history = &mut self.history;
         history.begin(time, sample.interval);
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
-            let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial)];
+            let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial, acc.processes_known)];
             devices.extend(
                 gpu.mig
                     .iter()
-                    .map(|m| &m.uuid)
-                    .zip(acc.mig.iter().map(|m| (&m.layers, &m.partial)))
-                    .map(|(uuid, (layers, partial))| (uuid, layers, partial)),
+                    .zip(&acc.mig)
+                    .map(|(m, macc)| (&m.uuid, &macc.layers, &macc.partial, macc.processes_known)),
             );
-            for (uuid, layers, partial) in devices {
+            for (uuid, layers, partial, processes_known) in devices {
                 let layers = layers.as_ref().ok();
                 history.record(
                     KeyRef::Device(uuid, Metric::Used),
@@ -238,11 +237,14 @@ impl Pipeline {
                     layers.map(|l| l.occupied()),
                 );
                 // `free` is the total less `Used`; every other layer has its own series. A
-                // layer only partly known (a feed gone stale) is a gap, not a dip.
+                // layer only partly known (a feed gone stale) is a gap, not a dip; so is
+                // `other` while a process list is unread (the unlisted processes' bytes are
+                // in it: a climb of theirs is no climb of `other`).
                 for layer in Layer::ALL.into_iter().filter(|&l| l != Layer::Free) {
                     let value = layers
                         .and_then(|l| l.get(layer))
-                        .filter(|_| !partial.contains(&layer));
+                        .filter(|_| !partial.contains(&layer))
+                        .filter(|_| layer != Layer::Other || processes_known);
                     history.record(KeyRef::Device(uuid, Metric::Layer(layer)), time, value);
                 }
             }
@@ -295,6 +297,36 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
     use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello};
+
+    /// While a GPU's process list is unread, its `other` holds the unlisted processes'
+    /// memory: the history has a gap there, not a climb of theirs; read again, it is kept.
+    #[test]
+    fn other_is_not_kept_while_the_process_list_is_unread() {
+        let mut pipeline = Pipeline::new(None);
+        let other = |pipeline: &Pipeline| {
+            pipeline
+                .history
+                .get(&crate::history::SeriesKey::device(
+                    "GPU-test-0",
+                    Metric::Layer(Layer::Other),
+                ))
+                .and_then(|s| s.last())
+        };
+        for (i, known) in [(0u32, true), (1, false), (2, true)] {
+            let mut sample = node();
+            sample.time += f64::from(i);
+            let mut g = gpu(0, memory(80 * GIB, (10 + u64::from(i)) * GIB));
+            g.processes_known = known;
+            sample.gpus.push(g);
+            pipeline.ingest(sample);
+            let kept = other(&pipeline);
+            assert_eq!(
+                kept,
+                known.then_some((10 + u64::from(i)) * GIB),
+                "sample {i}, list read: {known}"
+            );
+        }
+    }
 
     /// A monitor that meets a feed late draws the warm-up the agent kept, at its own spacing.
     #[test]

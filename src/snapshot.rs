@@ -4,7 +4,7 @@
 //! those of [`crate::sample`]; `layers`, `feed_status` and `findings` are derived, and
 //! readers of recordings recompute them.
 
-use crate::accounting::{context_bounds, Bounds, FeedStatus, Gap, ProcessLayers};
+use crate::accounting::{Bounds, FeedStatus, Gap, ProcessLayers};
 use crate::context::ContextSource;
 use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
@@ -152,11 +152,6 @@ pub struct ProcessOut<'a> {
     pub context_source: Option<ContextSource>,
 }
 
-/// A device's layers derived from a bound: those of the least exact context summed in it.
-pub fn device_bounds(layers: Option<&Layers>, source: Option<ContextSource>) -> Bounds {
-    context_bounds(source, layers.is_some_and(|l| l.outside_pool.is_some()))
-}
-
 fn split(layers: &Result<Layers, Gap>) -> (Option<Layers>, Option<&Gap>) {
     match layers {
         Ok(l) => (Some(*l), None),
@@ -187,7 +182,7 @@ impl<'a> Snapshot<'a> {
                     layers,
                     layers_gap,
                     partial: &acc.partial,
-                    bounds: device_bounds(layers.as_ref(), acc.context_source),
+                    bounds: acc.bounds(),
                     context_source: acc.context_source,
                     problems: &g.problems,
                     mig: g
@@ -206,7 +201,7 @@ impl<'a> Snapshot<'a> {
                                 layers,
                                 layers_gap,
                                 partial: &macc.partial,
-                                bounds: device_bounds(layers.as_ref(), macc.context_source),
+                                bounds: macc.bounds(),
                                 context_source: macc.context_source,
                                 gpu_instance_members: macc
                                     .gpu_instance_members
@@ -380,6 +375,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
             crate::present::Exactness {
                 context: acc.context_source,
                 partial: &acc.partial,
+                processes_unknown: !acc.processes_known,
             },
         );
         for (position, (m, macc)) in g.mig.iter().zip(&acc.mig).enumerate() {
@@ -400,6 +396,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
                 crate::present::Exactness {
                     context: macc.context_source,
                     partial: &macc.partial,
+                    processes_unknown: !macc.processes_known,
                 },
             );
         }

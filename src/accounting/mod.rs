@@ -81,6 +81,22 @@ pub fn context_bounds(source: Option<ContextSource>, outside_known: bool) -> Bou
     bounds
 }
 
+/// The layers of a device that are bounds, not exact: those of the least exact context summed
+/// in it ([`context_bounds`]), and `other` where the device's processes could not be listed:
+/// what NVML says is occupied less nothing known, held by the unlisted processes as much as
+/// by none, so at most that.
+pub fn device_bounds(
+    layers: Option<&Layers>,
+    source: Option<ContextSource>,
+    processes_known: bool,
+) -> Bounds {
+    let mut bounds = context_bounds(source, layers.is_some_and(|l| l.outside_pool.is_some()));
+    if !processes_known && layers.is_some_and(|l| l.other.is_some()) {
+        bounds.insert(Layer::Other, Bound::Upper);
+    }
+    bounds
+}
+
 /// A process's accounting: its layers, whether its feed was used, and where its context
 /// figure comes from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -172,9 +188,20 @@ pub struct MigAccount {
     /// Positions, in the GPU's `mig`, of the compute instances of this one's GPU instance,
     /// itself included, in order: the first of them stands for the GPU instance on screen.
     pub gpu_instance_members: Vec<usize>,
+    /// Every process list of its GPU instance was read: `other` is exact, not a bound.
+    pub processes_known: bool,
 }
 
 impl MigAccount {
+    /// Its layers that are bounds, not exact ([`device_bounds`]).
+    pub fn bounds(&self) -> Bounds {
+        device_bounds(
+            self.layers.as_ref().ok(),
+            self.context_source,
+            self.processes_known,
+        )
+    }
+
     /// Whether this compute instance stands for its GPU instance (the first of its members).
     pub fn leads(&self, position: usize) -> bool {
         self.gpu_instance_members.first() == Some(&position)
@@ -188,6 +215,20 @@ pub struct GpuAccount {
     pub partial: Vec<Layer>,
     pub context_source: Option<ContextSource>,
     pub mig: Vec<MigAccount>,
+    /// Every process list of the GPU (and of its MIG devices) was read: `other` is exact,
+    /// not a bound.
+    pub processes_known: bool,
+}
+
+impl GpuAccount {
+    /// Its layers that are bounds, not exact ([`device_bounds`]).
+    pub fn bounds(&self) -> Bounds {
+        device_bounds(
+            self.layers.as_ref().ok(),
+            self.context_source,
+            self.processes_known,
+        )
+    }
 }
 
 /// The least exact of the context sources of some processes: the sum is only as exact as
@@ -273,6 +314,7 @@ pub fn account(
                         partial: partial.clone(),
                         context_source,
                         gpu_instance_members: members.clone(),
+                        processes_known: known,
                     });
                 }
             }
@@ -290,6 +332,7 @@ pub fn account(
                 partial,
                 context_source,
                 mig: mig.into_iter().flatten().collect(),
+                processes_known: known,
             }
         })
         .collect();

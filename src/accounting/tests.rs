@@ -419,3 +419,26 @@ fn lost_gpu_has_no_layers() {
     let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
     assert_eq!(node.gpus[0].layers, Err(Gap::Lost));
 }
+
+/// A GPU whose process list could not be read: what NVML says is occupied is `other`, held
+/// by the unlisted processes as much as by none, so an upper bound, said in `bounds`; a GPU
+/// whose list was read has an exact `other`.
+#[test]
+fn other_is_an_upper_bound_where_the_process_list_is_unread() {
+    let mut sample = one_gpu_with(80 * GIB, 25 * GIB, Vec::new());
+    let node = {
+        let contexts = ContextEstimator::learning();
+        account(&sample, &judged(&sample), &contexts)
+    };
+    assert_eq!(node.gpus[0].bounds().get(&Layer::Other), None);
+    sample.gpus[0].processes_known = false;
+    let contexts = ContextEstimator::learning();
+    let node = account(&sample, &judged(&sample), &contexts);
+    let gpu = &node.gpus[0];
+    assert_eq!(
+        gpu.layers.as_ref().ok().and_then(|l| l.other),
+        Some(25 * GIB)
+    );
+    assert_eq!(gpu.bounds().get(&Layer::Other), Some(&Bound::Upper));
+    assert!(!gpu.processes_known);
+}

@@ -212,25 +212,18 @@ pub fn device_rows<E>(
     let sample = &observed.sample;
     let time = Cell::Float(Some(sample.time));
     for (gpu, acc) in sample.gpus.iter().zip(&observed.account.gpus) {
-        let mut devices = vec![(
-            None,
-            &gpu.uuid,
-            &acc.layers,
-            &acc.partial,
-            acc.context_source,
-        )];
+        let mut devices = vec![(None, &gpu.uuid, &acc.layers, &acc.partial, acc.bounds())];
         for (m, macc) in gpu.mig.iter().zip(&acc.mig) {
             devices.push((
                 Some(&m.uuid),
                 &m.uuid,
                 &macc.layers,
                 &macc.partial,
-                macc.context_source,
+                macc.bounds(),
             ));
         }
-        for (mig, device, layers, partial, context_source) in devices {
+        for (mig, device, layers, partial, bounds) in devices {
             let known = layers.as_ref().ok();
-            let bounds = crate::snapshot::device_bounds(known, context_source);
             let gap = layers.as_ref().err().map(|g| g.describe());
             for layer in Layer::ALL {
                 row(&[

@@ -24,6 +24,9 @@ pub fn grouped(value: u64) -> String {
 pub struct Exactness<'a> {
     pub context: Option<ContextSource>,
     pub partial: &'a [Layer],
+    /// A process list of the device could not be read: `other` holds what those processes
+    /// hold too, an upper bound.
+    pub processes_unknown: bool,
 }
 
 impl Exactness<'_> {
@@ -34,6 +37,8 @@ impl Exactness<'_> {
         let bounds = crate::accounting::context_bounds(self.context, true);
         if self.partial.contains(&layer) {
             "≥"
+        } else if layer == Layer::Other && self.processes_unknown {
+            "≤"
         } else if layer == Layer::Context {
             self.context.map_or("", |c| c.mark())
         } else {

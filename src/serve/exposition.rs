@@ -149,8 +149,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
             set_bytes(&gpu_total, base.clone(), memory.total);
         }
         set_layers(&gpu_layers, &base, acc.layers.as_ref().ok());
-        let bounds = crate::snapshot::device_bounds(acc.layers.as_ref().ok(), acc.context_source);
-        set_bounds(&gpu_bounds, &base, &bounds);
+        set_bounds(&gpu_bounds, &base, &acc.bounds());
         for (position, (mig, macc)) in gpu.mig.iter().zip(&acc.mig).enumerate() {
             // The compute instances of one GPU instance share its memory: one series set per
             // GPU instance, named by its first compute instance, so sums count it once.
@@ -172,9 +171,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
                 set_bytes(&mig_total, labels.clone(), memory.total);
             }
             set_layers(&mig_layers, &labels, macc.layers.as_ref().ok());
-            let bounds =
-                crate::snapshot::device_bounds(macc.layers.as_ref().ok(), macc.context_source);
-            set_bounds(&mig_bounds, &labels, &bounds);
+            set_bounds(&mig_bounds, &labels, &macc.bounds());
         }
     }
     registry.register_with_unit(
@@ -191,7 +188,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
     );
     registry.register(
         "strata_gpu_layer_bound",
-        "1 for each layer of a GPU that is a bound, not exact (bound=upper: an estimated context; bound=lower: the memory outside the pool beside it)",
+        "1 for each layer of a GPU that is a bound, not exact (bound=upper: an estimated context, or other while the GPU's process list cannot be read; bound=lower: the memory outside the pool beside an estimated context)",
         gpu_bounds,
     );
     registry.register(

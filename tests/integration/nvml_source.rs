@@ -57,6 +57,7 @@ fn assert_device(device: &Value, expect: &Expect, at: &str) {
         }
         Expect::Layers {
             other,
+            other_upper,
             free,
             unattributed,
             unattributed_partial,
@@ -68,6 +69,12 @@ fn assert_device(device: &Value, expect: &Expect, at: &str) {
                 "{at} other: {device}"
             );
             assert_eq!(layers["free"].as_u64(), Some(*free), "{at} free");
+            let bound = device["bounds"]["other"].as_str();
+            assert_eq!(
+                bound,
+                other_upper.then_some("upper"),
+                "{at}: other a bound exactly when a process list is unread: {device}"
+            );
             assert_eq!(
                 layers["unattributed"].as_u64(),
                 *unattributed,

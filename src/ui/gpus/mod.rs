@@ -154,6 +154,7 @@ fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -
             Exactness {
                 context: account.context_source,
                 partial: &account.partial,
+                processes_unknown: !account.processes_known,
             },
             false,
         ),
@@ -412,6 +413,7 @@ fn mig_accounts<'a>(
                 exactness: Exactness {
                     context: m.context_source,
                     partial: &m.partial,
+                    processes_unknown: !m.processes_known,
                 },
                 members: &m.gpu_instance_members,
             })

@@ -10,7 +10,8 @@
 //!   `unattributed` = that Σ (none of them has a feed), or unknown when the device's process
 //!   lists could not be read (then `other` = occupied); a visible holder whose used is not
 //!   available leaves `unattributed` partial (unknown when none is known); the feed layers are
-//!   unknown.
+//!   unknown; `other` is an upper bound (`bounds.other: upper`) exactly when a process list
+//!   could not be read (it holds the unlisted processes' memory too).
 //!
 //! A GPU in MIG mode is partitioned with every process on it; each MIG GPU instance with the
 //! processes of all its compute instances, in the memory of its first one.
@@ -33,6 +34,8 @@ pub enum Expect {
     Withheld(&'static str),
     Layers {
         other: u64,
+        /// `other` is an upper bound: a process list could not be read.
+        other_upper: bool,
         free: u64,
         unattributed: Option<u64>,
         /// `unattributed` sums known shares while some visible holder's is unknown.
@@ -278,6 +281,7 @@ fn partition(
     let Some(holders) = holders else {
         return Expect::Layers {
             other: occupied,
+            other_upper: true,
             free,
             unattributed: None,
             unattributed_partial: false,
@@ -303,6 +307,7 @@ fn partition(
     let none_known = !seen.is_empty() && seen.iter().all(Option::is_none);
     Expect::Layers {
         other: occupied - known,
+        other_upper: false,
         free,
         unattributed: (!none_known).then_some(known),
         unattributed_partial: some_unknown && !none_known,
