@@ -19,8 +19,7 @@ class ForkTest(Case):
         j.do("import torch, strata_feed, os, sys, json; a = torch._stub.allocate(0, 1 << 20)")
         before = self.monitor(j.pid)
         before.wait(is_sample)
-        j.do("fds = [strata_feed._agent.hub.listener.fileno(), strata_feed._agent.wake_r]"
-             " + list(strata_feed._agent.hub.conns)")
+        j.do("hub = strata_feed._agent.hub; fds = [hub.listen_fd, hub.wake_r, hub.wake_w] + list(hub.conns)")
         # The child reports what it sees, then exits through atexit like any program.
         child = (
             "pid = os.fork()\n"

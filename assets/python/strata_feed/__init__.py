@@ -94,11 +94,14 @@ def info():
     """A small dict about this process's feed: running, pid, socket, error, copy."""
     try:
         a = _current()
+        lost = None
+        if a is not None and a.hub.lost:  # the job closed or replaced the feed's descriptors
+            from ._core import LOST as lost
         return {
             "running": a is not None and a.alive(),
             "pid": os.getpid(),
             "socket": a.sock_path if a is not None else None,
-            "error": _last_error,
+            "error": _last_error or lost,
             "version": __version__,
             "path": os.path.dirname(os.path.abspath(__file__)),
         }
@@ -122,6 +125,8 @@ def _stop(reason):
             _agent = None
         if a is not None and a.pid == os.getpid():
             a.stop(reason)
+        elif a is not None:
+            a.abandon()  # a child forked without the fork hooks (fork() in C): as they would
     except Exception:
         pass
 

@@ -9,6 +9,9 @@
   waits for the job to initialise it, reads its statistics and hands lines over.
 - Around os.fork() both threads stop and start again (the module's fork hooks), so a
   process that forks has no thread of the agent's at that instant.
+- The job may close or replace the agent's descriptors (os.closerange, os.dup2): the hub
+  checks each before use (_server), and once one is lost the feed stops for good, saying so
+  only to the monitors still connected (bye) and in info(), never on the job's stderr.
 - Start-up costs the job a few imports (_thread, _socket, select; never threading,
   collections, itertools or json), the socket's bind and a thread start. The sweep of
   stale sockets waits a second; the hello is encoded when a monitor first connects.
@@ -29,6 +32,8 @@ DETECT_MAX = 2.0  # ...backing off to this
 DETECT_RAMP = 20.0  # the period is the agent's age divided by this, within those bounds
 SWEEP_FIRST = 1.0  # seconds after start of the first look for sockets of dead processes...
 SWEEP_PERIOD = 60.0  # ...and between looks
+LOOK_MAX = 2.0  # seconds the serving thread waits at most: it then checks its descriptors
+LOST = "descriptors lost: the job closed or replaced them"  # the bye reason, info()'s error
 _FRAMEWORKS = ("torch", "jax", "cupy")
 
 
@@ -76,7 +81,6 @@ class Agent(object):
         self.serving = _thread.allocate_lock()  # held by the serving thread but in its waits
         self.outbox = deque()  # ("hello" | "line", payload) for the server
         self.pending = deque(maxlen=256)  # oom lines from the job's threads
-        self.wake_r = self.wake_w = None
         self.stopping = None  # the bye reason once asked to stop
         self.pausing = False  # threads stopping for a fork
         self.done = False  # the serving thread has shut the feed down
@@ -101,16 +105,6 @@ class Agent(object):
         err = self.hub.open()
         if err is not None:
             return err
-        try:
-            r, w = os.pipe()
-            os.set_blocking(r, False)
-            os.set_blocking(w, False)
-            self.wake_r, self.wake_w = r, w
-            self.hub.add_wake(r, self._on_wake)
-        except Exception as e:
-            self.hub.close_all()
-            self.hub.unlink()
-            return "cannot create the wake-up pipe: %s" % e
         pkg = sys.modules.get(__package__)
         self.copy = getattr(pkg, "_copy", None) or "imported"
         self._static["agent_path"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,8 +162,8 @@ class Agent(object):
             n += 1
         t = self.server
         if t is not None and t.is_alive():
-            self.wake()
-            t.join(1.0)
+            # Without its wake-up pipe (lost) it ends at its next look, LOOK_MAX at most.
+            t.join(1.0 if self.wake() else LOOK_MAX + 1.0)
             n += 1
         if before is not None:
             wait_for_threads_to_exit(before - n)
@@ -184,32 +178,15 @@ class Agent(object):
             self.start_threads()
 
     def abandon(self):
-        """In a forked child: drop everything inherited, touching nothing of the parent's."""
+        """In a forked child: drop everything inherited, touching nothing of the parent's
+        (nor of the job's: a number the job reused is forgotten, not closed)."""
         self.stopping = "fork"
         self.hub.abandon()
-        for fd in (self.wake_r, self.wake_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.wake_r = self.wake_w = None
 
     def wake(self):
+        """Wakes the serving thread; False when it cannot (no wake-up pipe, or lost)."""
         with self.lock:  # never a write to a closed (and maybe reused) fd: see _close_wake
-            w = self.wake_w
-            if w is not None:
-                try:
-                    os.write(w, b"\0")
-                except OSError:
-                    pass  # full (already woken)
-
-    def _on_wake(self):
-        try:
-            while os.read(self.wake_r, 4096):
-                pass
-        except OSError:
-            pass
+            return self.hub.wake()
 
     # -- called from the job's threads ----------------------------------------------------
 
@@ -299,13 +276,17 @@ class Agent(object):
 
     def _serve(self):
         named = False
+        hub = self.hub
         try:
             while True:
                 with self.serving:
                     if self.stopping is not None or self.pausing:
                         break
                     timeout = self._turn()
-                events = self.hub.wait(timeout)
+                    if not hub.check():  # never a wait on a number that is the job's now
+                        self.stopping = LOST
+                        break
+                events = hub.wait(timeout)
                 if not named:
                     # After the first wait, not at start: each system call here would hand
                     # the GIL back and forth with a job that is starting up.
@@ -314,16 +295,20 @@ class Agent(object):
                 with self.serving:
                     if self.stopping is not None or self.pausing:
                         break
-                    self.hub.dispatch(events)
-                    self._drain()
+                    if events or self.outbox or self.pending:
+                        # Before any use: the job may have replaced a number while we waited.
+                        if not hub.check():
+                            self.stopping = LOST
+                            break
+                        hub.dispatch(events)
+                        self._drain()
         except BaseException:
             pass
         finally:
             if self.stopping is not None:
                 s = self.sampler
                 if s is not None:
-                    s.halt = True  # started by this thread after stop() looked: it ends too
-                    s.wake()
+                    s.halt_soon()  # started by this thread after stop() looked: it ends too
                 with self.serving:
                     try:
                         if not self.done:
@@ -343,7 +328,7 @@ class Agent(object):
             timeout = self.next_detect - now
         if now >= self.next_sweep:
             self._sweep(now)
-        t = self.next_sweep - now
+        t = min(self.next_sweep - now, LOOK_MAX)
         timeout = t if timeout is None else min(timeout, t)
         return max(0.0, timeout)
 
@@ -383,9 +368,11 @@ class Agent(object):
                 hub.publish(payload)
 
     def _close_feed(self):
-        """Sends what is queued, then bye; closes every connection and removes the socket."""
-        self._drain()
+        """Sends what is queued, then bye; closes every connection and removes the socket.
+        Connections the job closed or replaced are forgotten first: never written to."""
         hub = self.hub
+        hub.drop_lost()
+        self._drain()
         if hub.conns:
             reason = self.stopping or "exit"
             bye = encode({"v": PROTOCOL, "type": "bye", "time": time.time(), "reason": reason})
@@ -396,11 +383,4 @@ class Agent(object):
 
     def _close_wake(self):
         with self.lock:
-            fds = (self.wake_r, self.wake_w)
-            self.wake_r = self.wake_w = None
-            for fd in fds:
-                if fd is not None:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            self.hub.close_wake()

@@ -85,6 +85,12 @@ class Sampler(object):
     def wake(self):
         self.event.set()
 
+    def halt_soon(self):
+        """Ends the thread at its next turn, without waiting for it (any thread)."""
+        self.halt = True
+        _steps.STEPS.reader = None
+        self.event.set()
+
     # -- called from the job's threads ----------------------------------------------------
 
     def framework_init_hint(self):

@@ -1,10 +1,27 @@
-"""The listening socket, the monitors' connections and the backlog.
+"""The listening socket, the monitors' connections, the wake-up pipe and the backlog.
 
-Only the serving thread touches a Hub; other threads hand it lines through the agent's
-outbox. Every socket is non-blocking; sends use MSG_NOSIGNAL so a monitor that went away can
-never raise SIGPIPE in a job that restored the default handler. Built on _socket and
-select.epoll (no socket, selectors, collections or json import): it costs the job
-nothing until a monitor connects.
+Only the serving thread touches a Hub, but for wake() (under the agent's lock) and at stop;
+other threads hand it lines through the agent's outbox. Every socket is non-blocking; sends
+use MSG_NOSIGNAL so a monitor that went away can never raise SIGPIPE in a job that restored
+the default handler. Built on _socket and select.poll (no socket, selectors, collections or
+json import): it costs the job nothing until a monitor connects.
+
+The descriptors are the job's process's, and the job may close or replace any of them at any
+time (os.closerange(3, ...) as daemonising code does, os.dup2 over a number): the number then
+names one of the job's own files. So the hub records what each descriptor is when it creates
+it ((st_dev, st_ino), see identity) and checks it before it uses the number again: every one
+before and after each wait (check), each before it is closed, the wake-up pipe's write end
+before each write. One that is no longer what the hub opened is lost: its number is
+forgotten (socket.detach(), never close()) and never used again, and the feed stops (the
+agent's serving loop). The two ends of the pipe share one identity: only the agent's own
+descriptors could be mistaken for each other, never a file of the job's.
+
+select.poll rather than epoll: an epoll object is a descriptor too, with no detach() (a
+stale one closes its number when it is collected) and no identity to check (every epoll,
+eventfd or timerfd has the same inode). A poll object holds no descriptor; for the few
+descriptors the agent has, a wait costs the same. While poll() waits, the kernel holds the
+files it waits on, so a monitor whose connection the job closed sees it end only when the
+wait returns: the agent waits at most LOOK_MAX seconds at a time (_core).
 """
 
 import _socket
@@ -22,9 +39,34 @@ MAX_CONNECTIONS = 256
 _BACKLOG_TAIL = b',"backlog":true}\n'
 _NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 _SEND_BATCH = 64
-_IN = select.EPOLLIN
-_OUT = select.EPOLLOUT
-_ERR = select.EPOLLERR | select.EPOLLHUP
+_IN = select.POLLIN
+_OUT = select.POLLOUT
+_ERR = select.POLLERR | select.POLLHUP | select.POLLNVAL
+
+
+def identity(fd):
+    """What descriptor fd names now, (st_dev, st_ino), or None where it names nothing."""
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError, OverflowError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def owns(fd, ident):
+    """True while descriptor fd still names what had identity ident when the hub made it."""
+    return ident is not None and identity(fd) == ident
+
+
+def release(sock, ident):
+    """Closes sock if its number still names what the hub opened, else forgets the number."""
+    if owns(sock.fileno(), ident):
+        try:
+            sock.close()
+        except OSError:
+            pass
+    else:
+        sock.detach()  # the number is the job's now: its object must never close it
 
 
 def backlog_form(line):
@@ -41,11 +83,12 @@ def busy_line(now):
 
 
 class Conn(object):
-    __slots__ = ("sock", "fd", "queue", "offset", "pending", "allow", "want_write")
+    __slots__ = ("sock", "fd", "ident", "queue", "offset", "pending", "allow", "want_write")
 
-    def __init__(self, sock):
+    def __init__(self, sock, ident):
         self.sock = sock
         self.fd = sock.fileno()
+        self.ident = ident  # identity(fd) when accepted
         self.queue = deque()  # bytes objects, shared with the backlog
         self.offset = 0  # bytes of queue[0] already sent
         self.pending = 0  # bytes waiting
@@ -93,8 +136,13 @@ class Hub(object):
     def __init__(self, sock_path):
         self.sock_path = sock_path
         self.listener = None
+        self.listen_fd = None
+        self.listen_id = None  # identity of the listening socket
         self.sock_id = None  # (st_dev, st_ino) of the socket file we bound
-        self.poll = None
+        self.wake_r = self.wake_w = None  # the wake-up pipe
+        self.wake_id = None  # its identity (both ends have the same)
+        self.poll = None  # select.poll: holds no descriptor
+        self.lost = False  # a descriptor is no longer what the hub opened: the feed is gone
         self.conns = {}  # fd -> Conn
         self.backlog = deque()  # (monotonic time, backlog-form line)
         self.backlog_bytes = 0
@@ -104,13 +152,11 @@ class Hub(object):
         self.refused_busy = 0  # monitors turned away at the connection limit
         self.accepted = 0  # connections accepted over the agent's life
         self.oversized = 0  # messages not sent: over the line limit
-        self.on_wake = None  # called when the wake-up fd is readable
-        self.wake_fd = None
 
     # -- setting up and tearing down ------------------------------------------------------
 
     def open(self):
-        """Bind and listen. Returns None, or a one-line reason.
+        """Bind and listen, make the wake-up pipe. Returns None, or a one-line reason.
 
         The socket is bound under a temporary name and renamed into place once it listens,
         so `<pid>.sock` never names a socket that refuses connections while its process
@@ -131,35 +177,47 @@ class Hub(object):
         except OSError:
             pass
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        pipe = None
         try:
             s.bind(tmp)
             s.listen(64)
             s.setblocking(False)
+            listen_id = identity(s.fileno())
+            pipe = os.pipe()
+            for fd in pipe:
+                os.set_blocking(fd, False)
+            wake_id = identity(pipe[0])
+            if listen_id is None or wake_id is None:
+                raise OSError("cannot fstat what was just made")
+            poll = select.poll()
+            poll.register(s.fileno(), _IN)
+            poll.register(pipe[0], _IN)
             # A leftover of an earlier process that had this pid is replaced atomically.
             os.rename(tmp, path)
             st = os.lstat(path)
             self.sock_id = (st.st_dev, st.st_ino)
-            self.poll = select.epoll()
-            self.poll.register(s.fileno(), _IN)
         except OSError as e:
+            # All just made: no job could have had them yet.
             try:
                 s.close()
             except OSError:
                 pass
-            for p in (tmp,):
+            for fd in pipe or ():
                 try:
-                    os.unlink(p)
+                    os.close(fd)
                 except OSError:
                     pass
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
             self.unlink()
             return "cannot listen on %s: %s" % (path, e.strerror or e)
-        self.listener = s
+        self.listener, self.listen_fd, self.listen_id = s, s.fileno(), listen_id
+        self.wake_r, self.wake_w = pipe
+        self.wake_id = wake_id
+        self.poll = poll
         return None
-
-    def add_wake(self, fd, callback):
-        self.wake_fd = fd
-        self.on_wake = callback
-        self.poll.register(fd, _IN)
 
     def unlink(self):
         """Remove the socket file, only if it is still the one this process bound."""
@@ -173,43 +231,78 @@ class Hub(object):
             pass
         self.sock_id = None
 
+    def check(self):
+        """True while every descriptor the serving thread waits on and uses (the listener,
+        the pipe's read end, each connection) is still what the hub opened; the write end is
+        checked by wake(). Else the feed is lost (self.lost): close_all and close_wake then
+        forget the numbers."""
+        if self.lost:
+            return False
+        ok = (self.listener is None or owns(self.listen_fd, self.listen_id)) and (
+            self.wake_r is None or owns(self.wake_r, self.wake_id)
+        )
+        if ok:
+            for c in self.conns.values():
+                if not owns(c.fd, c.ident):
+                    ok = False
+                    break
+        if not ok:
+            self.lost = True
+        return ok
+
+    def drop_lost(self):
+        """Forgets every connection that is no longer what the hub accepted."""
+        for fd, c in list(self.conns.items()):
+            if not owns(fd, c.ident):
+                self.lost = True
+                self._close(fd)
+
     def close_all(self):
+        """Closes every connection and the listener (forgets those no longer the hub's)."""
         for fd in list(self.conns):
             self._close(fd)
         if self.listener is not None:
-            try:
-                self.listener.close()
-            except OSError:
-                pass
+            release(self.listener, self.listen_id)
             self.listener = None
-        if self.poll is not None:
-            try:
-                self.poll.close()
-            except Exception:
-                pass
-            self.poll = None
+        self.poll = None  # a waiting serving thread still holds it: it holds no descriptor
+
+    def wake(self):
+        """One byte into the wake-up pipe (the agent's lock held). False when there is none:
+        it was closed, or lost (then forgotten, and the feed with it)."""
+        w = self.wake_w
+        if w is None:
+            return False
+        if not owns(w, self.wake_id):
+            self.wake_w = None
+            self.lost = True
+            return False
+        try:
+            os.write(w, b"\0")
+        except OSError:
+            pass  # full (already woken)
+        return True
+
+    def close_wake(self):
+        """Closes the wake-up pipe (the agent's lock held), forgetting an end that was lost."""
+        for fd in (self.wake_r, self.wake_w):
+            if fd is not None and owns(fd, self.wake_id):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.wake_r = self.wake_w = None
 
     def abandon(self):
         """In a forked child: close our copies of the fds; no shutdown, no unlink."""
         self.sock_id = None
         for c in self.conns.values():
-            try:
-                c.sock.close()
-            except OSError:
-                pass
+            release(c.sock, c.ident)
         self.conns = {}
         if self.listener is not None:
-            try:
-                self.listener.close()
-            except OSError:
-                pass
+            release(self.listener, self.listen_id)
         self.listener = None
-        if self.poll is not None:
-            try:
-                self.poll.close()
-            except Exception:
-                pass
-            self.poll = None
+        self.close_wake()
+        self.poll = None
         self.backlog = deque()
         self.backlog_bytes = 0
 
@@ -239,7 +332,7 @@ class Hub(object):
                 continue
             try:
                 s.setblocking(False)
-                c = Conn(s)
+                c = Conn(s, identity(fd))
                 self.conns[c.fd] = c
                 self.poll.register(c.fd, _IN)
             except Exception:
@@ -258,6 +351,13 @@ class Hub(object):
                 c.enqueue(line)
             c.allow = QUEUE_LIMIT + c.pending
             self._flush(c)
+
+    def _on_wake(self):
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except OSError:
+            pass
 
     def current_hello(self):
         if self.hello is None and self.hello_source is not None:
@@ -298,36 +398,32 @@ class Hub(object):
         c = self.conns.pop(fd, None)
         if c is None:
             return
-        try:
-            self.poll.unregister(fd)
-        except Exception:
-            pass
-        try:
-            c.sock.close()
-        except OSError:
-            pass
-
-    def select(self, timeout):
-        """Wait up to timeout seconds and dispatch what happened."""
-        self.dispatch(self.wait(timeout))
+        p = self.poll
+        if p is not None:
+            try:
+                p.unregister(fd)  # poll's own table: no system call
+            except Exception:
+                pass
+        release(c.sock, c.ident)
 
     def wait(self, timeout):
-        """The events of the next timeout seconds at most (the GIL is released meanwhile)."""
+        """The events of the next timeout seconds at most (the GIL is released meanwhile).
+        The caller checks the descriptors before and after (check)."""
         p = self.poll
         if p is None:
             return ()
         try:
-            return p.poll(timeout)
-        except (InterruptedError, ValueError):
-            return ()  # ValueError: the poll was closed under us (the feed stopped)
+            return p.poll(timeout * 1000.0)
+        except (InterruptedError, RuntimeError, ValueError, OverflowError):
+            return ()
 
     def dispatch(self, events):
-        listen_fd = self.listener.fileno() if self.listener is not None else None
+        listen_fd = self.listen_fd if self.listener is not None else None
         for fd, mask in events:
             if fd == listen_fd:
                 self._on_accept()
-            elif fd == self.wake_fd:
-                self.on_wake()
+            elif fd == self.wake_r:
+                self._on_wake()
             else:
                 c = self.conns.get(fd)
                 if c is not None:
@@ -365,26 +461,31 @@ class Hub(object):
             self._flush(c)
 
     def send_bye_and_close(self, line, linger=0.2):
-        """Best effort: queue bye, send for at most `linger` seconds, close everything."""
+        """Best effort: queue bye, send for at most `linger` seconds, close everything.
+        Connections are checked before each wait and after it (drop_lost)."""
         deadline = time.monotonic() + linger
+        self.drop_lost()
         for fd, c in list(self.conns.items()):
             c.allow = float("inf")
             c.enqueue(line)
             if not c.flush() or not c.queue:
                 self._close(fd)
-        while self.conns and time.monotonic() < deadline:
-            for c in self.conns.values():
-                try:
-                    self.poll.modify(c.fd, _OUT)
-                except Exception:
-                    pass
+        while True:
+            self.drop_lost()
+            left = deadline - time.monotonic()
+            if not self.conns or left <= 0:
+                break
+            # A poll of its own: the serving thread may be waiting in self.poll.
+            p = select.poll()
+            for fd in self.conns:
+                p.register(fd, _OUT)
             try:
-                events = self.poll.poll(max(0.0, deadline - time.monotonic()))
+                events = p.poll(left * 1000.0)
             except Exception:
                 break
+            self.drop_lost()
             for fd, mask in events:
                 c = self.conns.get(fd)
-                if c is not None and mask & (_OUT | _ERR):
-                    if not c.flush() or not c.queue or mask & _ERR:
-                        self._close(fd)
+                if c is not None and (mask & _ERR or not c.flush() or not c.queue):
+                    self._close(fd)
         self.close_all()
