@@ -10,8 +10,8 @@
 - Around os.fork() both threads stop and start again (the module's fork hooks), so a
   process that forks has no thread of the agent's at that instant.
 - The job may close or replace the agent's descriptors (os.closerange, os.dup2): the hub
-  checks each before use (_server), and once one is lost the feed stops for good, saying so
-  only to the monitors still connected (bye) and in info(), never on the job's stderr.
+  checks each before use (_server), and once one is lost the feed stops for good, touching
+  none of them again; info() says why, the job's stderr never does.
 - Start-up costs the job a few imports (_thread, _socket, select; never threading,
   collections, itertools or json), the socket's bind and a thread start. The sweep of
   stale sockets waits a second; the hello is encoded when a monitor first connects.
@@ -33,7 +33,7 @@ DETECT_RAMP = 20.0  # the period is the agent's age divided by this, within thos
 SWEEP_FIRST = 1.0  # seconds after start of the first look for sockets of dead processes...
 SWEEP_PERIOD = 60.0  # ...and between looks
 LOOK_MAX = 2.0  # seconds the serving thread waits at most: it then checks its descriptors
-LOST = "descriptors lost: the job closed or replaced them"  # the bye reason, info()'s error
+LOST = "descriptors lost: the job closed or replaced them"  # why it stopped; info()'s error
 _FRAMEWORKS = ("torch", "jax", "cupy")
 
 
@@ -369,10 +369,12 @@ class Agent(object):
 
     def _close_feed(self):
         """Sends what is queued, then bye; closes every connection and removes the socket.
-        Connections the job closed or replaced are forgotten first: never written to."""
+        Once the job closed or replaced any of the descriptors, it only forgets them all."""
         hub = self.hub
-        hub.drop_lost()
-        self._drain()
+        if not hub.check():
+            hub.forget_all()
+        else:
+            self._drain()
         if hub.conns:
             reason = self.stopping or "exit"
             bye = encode({"v": PROTOCOL, "type": "bye", "time": time.time(), "reason": reason})

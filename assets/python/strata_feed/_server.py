@@ -11,10 +11,10 @@ time (os.closerange(3, ...) as daemonising code does, os.dup2 over a number): th
 names one of the job's own files. So the hub records what each descriptor is when it creates
 it ((st_dev, st_ino), see identity) and checks it before it uses the number again: every one
 before and after each wait (check), each before it is closed, the wake-up pipe's write end
-before each write. One that is no longer what the hub opened is lost: its number is
-forgotten (socket.detach(), never close()) and never used again, and the feed stops (the
-agent's serving loop). The two ends of the pipe share one identity: only the agent's own
-descriptors could be mistaken for each other, never a file of the job's.
+before each write. One that is no longer what the hub opened is lost, and the feed stops
+(the agent's serving loop): every number is forgotten (socket.detach(), never close()) and
+never used again (forget_all). The two ends of the pipe share one identity: only the agent's
+own descriptors could be mistaken for each other, never a file of the job's.
 
 select.poll rather than epoll: an epoll object is a descriptor too, with no detach() (a
 stale one closes its number when it is collected) and no identity to check (every epoll,
@@ -59,14 +59,16 @@ def owns(fd, ident):
 
 
 def release(sock, ident):
-    """Closes sock if its number still names what the hub opened, else forgets the number."""
+    """Closes sock if its number still names what the hub opened (True), else forgets the
+    number (False)."""
     if owns(sock.fileno(), ident):
         try:
             sock.close()
         except OSError:
             pass
-    else:
-        sock.detach()  # the number is the job's now: its object must never close it
+        return True
+    sock.detach()  # the number is the job's now: its object must never close it
+    return False
 
 
 def backlog_form(line):
@@ -234,8 +236,8 @@ class Hub(object):
     def check(self):
         """True while every descriptor the serving thread waits on and uses (the listener,
         the pipe's read end, each connection) is still what the hub opened; the write end is
-        checked by wake(). Else the feed is lost (self.lost): close_all and close_wake then
-        forget the numbers."""
+        checked by wake(). Else the feed is lost (self.lost), and forget_all is what is left
+        to do."""
         if self.lost:
             return False
         ok = (self.listener is None or owns(self.listen_fd, self.listen_id)) and (
@@ -250,15 +252,23 @@ class Hub(object):
             self.lost = True
         return ok
 
-    def drop_lost(self):
-        """Forgets every connection that is no longer what the hub accepted."""
-        for fd, c in list(self.conns.items()):
-            if not owns(fd, c.ident):
-                self.lost = True
-                self._close(fd)
+    def forget_all(self):
+        """Once the feed is lost: forgets every number, closing none, also those still the
+        hub's. The job is closing or replacing descriptors at this very moment, and between
+        a check and a close it could reuse the number; what the job did not close itself is
+        closed when the process exits."""
+        self.lost = True
+        for c in self.conns.values():
+            c.sock.detach()
+        self.conns = {}
+        if self.listener is not None:
+            self.listener.detach()
+            self.listener = None
+        self.wake_r = self.wake_w = None
+        self.poll = None
 
     def close_all(self):
-        """Closes every connection and the listener (forgets those no longer the hub's)."""
+        """Closes every connection and the listener, each checked just before."""
         for fd in list(self.conns):
             self._close(fd)
         if self.listener is not None:
@@ -285,7 +295,7 @@ class Hub(object):
     def close_wake(self):
         """Closes the wake-up pipe (the agent's lock held), forgetting an end that was lost."""
         for fd in (self.wake_r, self.wake_w):
-            if fd is not None and owns(fd, self.wake_id):
+            if fd is not None and not self.lost and owns(fd, self.wake_id):
                 try:
                     os.close(fd)
                 except OSError:
@@ -404,7 +414,8 @@ class Hub(object):
                 p.unregister(fd)  # poll's own table: no system call
             except Exception:
                 pass
-        release(c.sock, c.ident)
+        if not release(c.sock, c.ident):
+            self.lost = True
 
     def wait(self, timeout):
         """The events of the next timeout seconds at most (the GIL is released meanwhile).
@@ -462,16 +473,21 @@ class Hub(object):
 
     def send_bye_and_close(self, line, linger=0.2):
         """Best effort: queue bye, send for at most `linger` seconds, close everything.
-        Connections are checked before each wait and after it (drop_lost)."""
+        The descriptors are checked before each wait and after it; a loss ends it there
+        (forget_all)."""
         deadline = time.monotonic() + linger
-        self.drop_lost()
+        if not self.check():
+            self.forget_all()
+            return
         for fd, c in list(self.conns.items()):
             c.allow = float("inf")
             c.enqueue(line)
             if not c.flush() or not c.queue:
                 self._close(fd)
         while True:
-            self.drop_lost()
+            if not self.check():
+                self.forget_all()
+                return
             left = deadline - time.monotonic()
             if not self.conns or left <= 0:
                 break
@@ -483,7 +499,9 @@ class Hub(object):
                 events = p.poll(left * 1000.0)
             except Exception:
                 break
-            self.drop_lost()
+            if not self.check():
+                self.forget_all()
+                return
             for fd, mask in events:
                 c = self.conns.get(fd)
                 if c is not None and (mask & _ERR or not c.flush() or not c.queue):
