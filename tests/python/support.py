@@ -254,6 +254,7 @@ class Monitor(object):
         self.msgs = []
         self.raw_bytes = 0
         self.eof = False
+        self.partial = b""  # at EOF: what followed the last newline (a line cut short)
         self.cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -266,6 +267,7 @@ class Monitor(object):
                 data = b""
             with self.cond:
                 if not data:
+                    self.partial = buf
                     self.eof = True
                     self.cond.notify_all()
                     return
