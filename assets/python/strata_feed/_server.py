@@ -473,21 +473,18 @@ class Hub(object):
 
     def send_bye_and_close(self, line, linger=0.2):
         """Best effort: queue bye, send for at most `linger` seconds, close everything.
-        The descriptors are checked before each wait and after it; a loss ends it there
-        (forget_all)."""
+        Every descriptor is checked before each round of sends and its wait; on a loss all
+        are forgotten instead (forget_all)."""
         deadline = time.monotonic() + linger
-        if not self.check():
-            self.forget_all()
-            return
-        for fd, c in list(self.conns.items()):
+        for c in self.conns.values():
             c.allow = float("inf")
             c.enqueue(line)
-            if not c.flush() or not c.queue:
-                self._close(fd)
-        while True:
-            if not self.check():
-                self.forget_all()
-                return
+        events = [(fd, _OUT) for fd in self.conns]
+        while self.check():
+            for fd, mask in events:
+                c = self.conns.get(fd)
+                if c is not None and (mask & _ERR or not c.flush() or not c.queue):
+                    self._close(fd)
             left = deadline - time.monotonic()
             if not self.conns or left <= 0:
                 break
@@ -499,11 +496,7 @@ class Hub(object):
                 events = p.poll(left * 1000.0)
             except Exception:
                 break
-            if not self.check():
-                self.forget_all()
-                return
-            for fd, mask in events:
-                c = self.conns.get(fd)
-                if c is not None and (mask & _ERR or not c.flush() or not c.queue):
-                    self._close(fd)
-        self.close_all()
+        if self.lost:
+            self.forget_all()
+        else:
+            self.close_all()
