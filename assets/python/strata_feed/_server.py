@@ -10,8 +10,8 @@ The descriptors are the job's process's, and the job may close or replace any of
 time (os.closerange(3, ...) as daemonising code does, os.dup2 over a number): the number then
 names one of the job's own files. So the hub records what each descriptor is when it creates
 it ((st_dev, st_ino), see identity) and checks it before it uses the number again: every one
-before and after each wait (check), each before it is closed, the wake-up pipe's write end
-before each write. One that is no longer what the hub opened is lost, and the feed stops
+before each wait and, when there is something to do, after it (check), each before it is
+closed, the wake-up pipe's write end before each write. One that is no longer what the hub opened is lost, and the feed stops
 (the agent's serving loop): every number is forgotten (socket.detach(), never close()) and
 never used again (forget_all). The two ends of the pipe share one identity: only the agent's
 own descriptors could be mistaken for each other, never a file of the job's.
