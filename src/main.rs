@@ -79,10 +79,24 @@ fn main() -> ExitCode {
                         .map(|r| format!(" (hint: {})", r.hint()))
                 })
                 .unwrap_or_default();
-            eprintln!("strata: {e:#}{hint}");
+            eprintln!("strata: {}{hint}", said(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: an error whose message already
+/// says its cause (`cannot write X: No space left on device`) is not followed by it again.
+fn said(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+    }
+    line
 }
 
 /// `strata man`: the page on stdout, or every page into `--dir`.

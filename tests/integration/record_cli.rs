@@ -330,6 +330,13 @@ fn a_disk_that_fills_keeps_the_recording_so_far_readable() {
                 && stderr.contains("(hint: free space"),
             "{name}: {stderr}"
         );
+        // Said once (before: "No space left on device (os error 28): No space left on
+        // device (os error 28)", the cause repeated by its chain).
+        assert_eq!(
+            stderr.matches("No space left on device").count(),
+            1,
+            "{name}: {stderr}"
+        );
         let (samples, _) = read_back(&kept);
         assert!(samples.len() >= 3, "{name}: {}", samples.len());
         assert_consecutive(&samples, name);

@@ -88,11 +88,11 @@ impl LiveRecorder {
             Some(Ok(done)) => done,
             Some(Err(_)) => Err(RecordError::Write {
                 path: self.path.display().to_string(),
-                source: std::io::Error::other("the recorder's thread panicked"),
+                error: std::io::Error::other("the recorder's thread panicked"),
             }),
             None => Err(RecordError::Write {
                 path: self.path.display().to_string(),
-                source: std::io::Error::other("the recording has stopped"),
+                error: std::io::Error::other("the recording has stopped"),
             }),
         }
     }

@@ -89,8 +89,10 @@ pub struct Rotation {
 pub enum RecordError {
     #[error("cannot record to {path}: {cause}")]
     Open { path: String, cause: String },
-    #[error("cannot write the recording {path}: {source}")]
-    Write { path: String, source: io::Error },
+    /// `error` is said in the message, and is not the error's source: a chain of causes
+    /// (anyhow's `{:#}`) would say it twice.
+    #[error("cannot write the recording {path}: {error}")]
+    Write { path: String, error: io::Error },
 }
 
 impl RecordError {
@@ -100,7 +102,7 @@ impl RecordError {
             RecordError::Open { .. } => {
                 "name a file in a directory that exists and that you can write to"
             }
-            RecordError::Write { source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
+            RecordError::Write { error, .. } if error.raw_os_error() == Some(libc::ENOSPC) => {
                 "free space on that disk, or cap the recording with --max-size SIZE (rotated); the samples written so far read back"
             }
             RecordError::Write { .. } => {
@@ -413,10 +415,10 @@ impl RecordWriter {
         }
     }
 
-    fn write_error(&self, source: io::Error) -> RecordError {
+    fn write_error(&self, error: io::Error) -> RecordError {
         RecordError::Write {
             path: self.path.display().to_string(),
-            source,
+            error,
         }
     }
 
