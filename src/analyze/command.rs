@@ -5,7 +5,8 @@
 //!   stopped, and samples out of order, which were read and skipped, are not losses);
 //! - [`LOST`] (3): the analysis is printed, but part of the recording was lost: lines that
 //!   are not samples or are over the line limit, corrupt compressed data skipped;
-//! - 1: the recording could not be read, or reading stopped before its end (the analysis of
+//! - 1: the recording could not be read, holds no sample (an empty file, a file that is not
+//!   a recording: nothing is printed), or reading stopped before its end (the analysis of
 //!   what came before is printed): one line on stderr says why, with a hint.
 
 use super::{timeline, Analysis};
@@ -47,6 +48,10 @@ pub fn run(path: &Path, json: bool, context_bytes: Option<u64>, clock: super::Cl
         eprintln!("strata: cannot read the recording {shown}: {error} (hint: {hint})");
         return 1;
     }
+    if let Some(why) = nothing_read(&analysis, &shown) {
+        eprintln!("strata: {why}");
+        return 1;
+    }
     if let Err(e) = print(&analysis, json) {
         // The reader has gone (`strata analyze FILE | head`): it has what it wanted.
         if e.kind() != std::io::ErrorKind::BrokenPipe {
@@ -83,6 +88,43 @@ fn print(analysis: &Analysis, json: bool) -> std::io::Result<()> {
         write!(out, "{}", timeline(analysis))?;
     }
     out.flush()
+}
+
+/// Where no sample was read: the one line (with its hint) that says why, for `analyze` and
+/// `export` alike, whose exit status is then 1: nothing analysed is an error a script must
+/// see.
+pub fn nothing_read(analysis: &Analysis, shown: &str) -> Option<String> {
+    if analysis.samples > 0 {
+        return None;
+    }
+    const HINT: &str = "a recording is what `strata record FILE` or `strata snapshot --json --count N > FILE` writes";
+    let bad = analysis.bad_lines.len() as u64 + analysis.more_bad_lines;
+    let why = if let Some(first) = analysis.bad_lines.first() {
+        let error = crate::text::clean(&first.error);
+        if bad == 1 {
+            format!("{shown} is not a recording: its one line is not a sample ({error})")
+        } else {
+            format!(
+                "{shown} is not a recording: none of its {bad} lines is a sample (line {}: {error})",
+                first.line
+            )
+        }
+    } else if let Some(c) = analysis.corrupt.first() {
+        format!(
+            "{shown} holds no sample: its compressed data is corrupt from byte {}",
+            c.at
+        )
+    } else if analysis.unanchored > 0 {
+        format!(
+            "{shown} holds no sample that can be read: the keyframe of its {} sample(s) was lost",
+            analysis.unanchored
+        )
+    } else if analysis.truncated {
+        format!("{shown} holds no whole sample: its only one was cut short")
+    } else {
+        format!("{shown} holds no sample: it is empty")
+    };
+    Some(format!("{why} (hint: {HINT})"))
 }
 
 /// What was lost, in a few words: `2 bad lines, corrupt data at byte 1234 (12.0 KiB skipped)`.

@@ -133,6 +133,11 @@ pub fn run(
         eprintln!("strata: cannot read the recording {shown_in}: {error} (hint: {hint})");
         return 1;
     }
+    if let Some(why) = crate::analyze::command::nothing_read(&analysis, &shown_in) {
+        // No table is left behind (the output directory is only made by the commit).
+        eprintln!("strata: {why}");
+        return 1;
+    }
     let written = finish(devices, processes, findings, &analysis.findings);
     let counts = match written.map_err(|e| e.to_string()).and_then(|counts| {
         out.commit().map_err(|e| e.to_string())?;

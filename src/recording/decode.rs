@@ -170,11 +170,18 @@ impl Decoder {
     /// The first bytes of the text, at least `n` of them unless it ends (or is corrupt)
     /// first; they are given again by [`Decoder::next`], with whatever was met on the way.
     pub fn peek(&mut self, n: usize) -> Result<Vec<u8>, ReadError> {
+        // What an earlier peek holds first, then more.
         let mut head = Vec::new();
+        for peeked in &self.replay {
+            match peeked {
+                Peeked::Data(data, _) => head.extend_from_slice(data),
+                Peeked::Corrupt(_) | Peeked::End { .. } => return Ok(head),
+            }
+        }
         // As large as the readers' own chunks, so that the text comes in the same pieces.
         let mut out = vec![0u8; 1 << 17];
         while head.len() < n {
-            match self.next(&mut out)? {
+            match self.fresh(&mut out)? {
                 Event::Data(k) => {
                     head.extend_from_slice(&out[..k]);
                     self.replay
@@ -191,6 +198,12 @@ impl Decoder {
             }
         }
         Ok(head)
+    }
+
+    /// Whether the text comes in compressed frames (zstd, gzip), whose end tells a clean end
+    /// from a cut; plain text ends alike either way.
+    pub fn framed(&self) -> bool {
+        !matches!(self.kind, Kind::Plain(_))
     }
 
     /// The file offset of the zstd frame that the last data given came from (`None`: not
@@ -230,6 +243,11 @@ impl Decoder {
                 Peeked::End { cut } => Event::End { cut },
             });
         }
+        self.fresh(out)
+    }
+
+    /// The next piece of text past what was peeked.
+    fn fresh(&mut self, out: &mut [u8]) -> Result<Event, ReadError> {
         loop {
             if let Some(c) = self.ready.take() {
                 return Ok(Event::Corrupt(c));

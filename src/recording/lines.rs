@@ -234,16 +234,72 @@ enum Body {
     },
 }
 
+/// Text looked through for a format-2 magic when its first bytes are neither the magic nor
+/// JSON: more than a first frame of five minutes holds.
+const MAGIC_SEARCH: usize = 4 << 20;
+
+/// Whether the text is format 2: it begins with the magic, or with the magic but for a few
+/// bits; or it does not begin as JSON lines do (`{`) and a magic follows within
+/// [`MAGIC_SEARCH`] (the first frame's magic damaged: reading goes on at the next
+/// frame, and says what it skipped, where JSON lines would have lost every frame).
+fn is_format_2(decoder: &mut Decoder) -> Result<bool, ReadError> {
+    let magic = super::v2::MAGIC;
+    let head = decoder.peek(magic.len())?;
+    if head.starts_with(magic) {
+        return Ok(true);
+    }
+    let bits_apart: u32 = head
+        .iter()
+        .zip(magic)
+        .map(|(a, b)| (a ^ b).count_ones())
+        .sum();
+    if head.len() >= magic.len() && bits_apart <= 8 {
+        return Ok(true);
+    }
+    if head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') || head.is_empty() {
+        return Ok(false);
+    }
+    let more = decoder.peek(MAGIC_SEARCH)?;
+    Ok(memchr::memmem::find(&more, magic).is_some())
+}
+
+/// A line read and not yet returned, with what [`Lines`] says of it once returned.
+struct Read1 {
+    number: u64,
+    line: Line,
+    bytes: u64,
+    keyframe: Option<u64>,
+}
+
+/// A sample this far or farther ahead of the samples before it (and of [`JUMP_INTERVALS`]
+/// of its interval) is held until the next is read: when that one goes back, the far one is
+/// a clock's jump, not the time going on, and it alone is skipped.
+pub const JUMP_SECS: f64 = 300.0;
+const JUMP_INTERVALS: f64 = 30.0;
+
 /// The lines of a recording, in order, each with its number (from 1).
+///
+/// A sample whose time or interval cannot be ([`super::impossible_time`]) is said as a bad
+/// line. A sample far ahead of those before it and after it (one dated a year ahead in a
+/// recording of an hour) is said as a bad line too: one clock that jumped costs that sample,
+/// not the rest of the recording, which would all be earlier than it.
 pub struct Lines {
     body: Body,
     progress: Progress,
-    number: u64,
+    /// The number of the last line read (lines read ahead included).
+    read_number: u64,
     /// The length of the last line returned.
     last_bytes: u64,
     /// Format 2: the last line returned is a keyframe that begins the zstd frame at this
     /// file offset ([`Lines::keyframe_at`]).
     keyframe: Option<u64>,
+    /// Read ahead, to be returned in order: a sample far ahead is held here while the line
+    /// after it is read.
+    ahead: std::collections::VecDeque<Read1>,
+    /// The time of the last sample returned.
+    last_time: Option<f64>,
+    /// The number of the last line returned or skipped (lines read ahead are not counted).
+    returned: u64,
 }
 
 impl Lines {
@@ -268,9 +324,7 @@ impl Lines {
         give_up: u64,
     ) -> Result<Lines, ReadError> {
         let mut decoder = Decoder::new(Input::new(bytes, progress.clone()))?;
-        let magic = super::v2::MAGIC;
-        let head = decoder.peek(magic.len())?;
-        let body = if head.starts_with(magic) {
+        let body = if is_format_2(&mut decoder)? {
             Body::Records {
                 records: super::v2::Records::new(decoder, &[], limit),
                 decoder: Box::new(super::v2::Decoder::new()),
@@ -282,9 +336,12 @@ impl Lines {
         Ok(Lines {
             body,
             progress,
-            number: 0,
+            read_number: 0,
             last_bytes: 0,
             keyframe: None,
+            ahead: Default::default(),
+            last_time: None,
+            returned: 0,
         })
     }
 
@@ -314,9 +371,12 @@ impl Lines {
                 said_cut: false,
             },
             progress,
-            number,
+            read_number: number,
             last_bytes: 0,
             keyframe: None,
+            ahead: Default::default(),
+            last_time: None,
+            returned: number,
         })
     }
 
@@ -329,7 +389,7 @@ impl Lines {
 
     /// The number of the last line returned or skipped.
     pub fn number(&self) -> u64 {
-        self.number
+        self.returned
     }
 
     /// The length in bytes of the last line returned (what its sample weighs, about).
@@ -353,21 +413,34 @@ impl Lines {
 
     /// Skips lines, unread, until `number` lines have gone by.
     pub fn skip_to(&mut self, number: u64) -> Result<(), ReadError> {
-        while self.number < number {
+        while self.returned < number {
+            let Some(read) = self.ahead.pop_front() else {
+                break;
+            };
+            self.returned = read.number;
+            if let Line::Sample(s) = read.line {
+                self.last_time = Some(s.time);
+                self.recycle(s);
+            }
+        }
+        while self.read_number < number {
             match &mut self.body {
                 Body::Json(raw) => match raw.next()? {
                     None => break,
                     Some(Raw::Corrupt(_)) => {}
-                    Some(_) => self.number += 1,
+                    Some(_) => self.read_number += 1,
                 },
                 // Records are read through, unkept: each delta needs the state before it.
                 Body::Records { .. } => {
-                    if self.next_line()?.is_none() {
+                    if self.read_line()?.is_none() {
                         break;
                     }
                 }
             }
         }
+        self.returned = self.returned.max(self.read_number);
+        // What the skipped lines said of the time is not known.
+        self.last_time = None;
         Ok(())
     }
 
@@ -382,6 +455,90 @@ impl Lines {
     /// The next line that is not blank, with its number (a corruption: the number of the
     /// line before it); `None` at the end.
     pub fn next_line(&mut self) -> Result<Option<(u64, Line)>, ReadError> {
+        let first = match self.ahead.pop_front() {
+            Some(read) => read,
+            None => match self.read_checked()? {
+                Some(read) => read,
+                None => return Ok(None),
+            },
+        };
+        let first = match self.far_ahead(&first) {
+            // Held: the next line tells whether the time went on or the clock jumped.
+            Some(far) => match self.read_checked()? {
+                Some(next) => {
+                    let back = matches!(&next.line, Line::Sample(s) if s.time < far);
+                    self.ahead.push_back(next);
+                    if back {
+                        self.lost_to_a_jump(first)
+                    } else {
+                        first
+                    }
+                }
+                None => first,
+            },
+            None => first,
+        };
+        if let Line::Sample(s) = &first.line {
+            self.last_time = Some(s.time);
+        }
+        self.last_bytes = first.bytes;
+        self.keyframe = first.keyframe;
+        self.returned = first.number;
+        Ok(Some((first.number, first.line)))
+    }
+
+    /// The time of a sample that stands far ahead of the last returned, if `read` is one.
+    fn far_ahead(&self, read: &Read1) -> Option<f64> {
+        let (Line::Sample(s), Some(last)) = (&read.line, self.last_time) else {
+            return None;
+        };
+        let jump = JUMP_SECS.max(JUMP_INTERVALS * s.interval);
+        (s.time - last > jump).then_some(s.time)
+    }
+
+    /// A sample far ahead of those around it, said as a bad line.
+    fn lost_to_a_jump(&mut self, read: Read1) -> Read1 {
+        let Line::Sample(sample) = read.line else {
+            return read;
+        };
+        let ahead = sample.time - self.last_time.unwrap_or(sample.time);
+        let error = format!(
+            "its time is {} ahead of the samples before and after it: a clock that jumped",
+            crate::units::age(ahead)
+        );
+        self.recycle(sample);
+        Read1 {
+            line: Line::Bad(error),
+            bytes: 0,
+            ..read
+        }
+    }
+
+    /// The next line read, a sample whose time or interval cannot be said as a bad line.
+    fn read_checked(&mut self) -> Result<Option<Read1>, ReadError> {
+        let Some((number, line)) = self.read_line()? else {
+            return Ok(None);
+        };
+        let line = match line {
+            Line::Sample(sample) => match super::impossible_time(sample.time, sample.interval) {
+                Some(why) => {
+                    self.recycle(sample);
+                    Line::Bad(why)
+                }
+                None => Line::Sample(sample),
+            },
+            other => other,
+        };
+        Ok(Some(Read1 {
+            number,
+            line,
+            bytes: self.last_bytes,
+            keyframe: self.keyframe,
+        }))
+    }
+
+    /// The next line as the text holds it.
+    fn read_line(&mut self) -> Result<Option<(u64, Line)>, ReadError> {
         let raw = match &mut self.body {
             Body::Json(raw) => raw,
             Body::Records {
@@ -393,7 +550,7 @@ impl Lines {
                     records,
                     decoder,
                     said_cut,
-                    &mut self.number,
+                    &mut self.read_number,
                     &mut self.last_bytes,
                     &mut self.keyframe,
                 )
@@ -406,25 +563,25 @@ impl Lines {
             let line = match raw {
                 Raw::Corrupt(c) => {
                     self.last_bytes = 0;
-                    return Ok(Some((self.number, Line::Corrupt(c))));
+                    return Ok(Some((self.read_number, Line::Corrupt(c))));
                 }
                 Raw::Oversized(bytes) => {
-                    self.number += 1;
+                    self.read_number += 1;
                     self.last_bytes = 0;
-                    return Ok(Some((self.number, Line::Oversized(bytes))));
+                    return Ok(Some((self.read_number, Line::Oversized(bytes))));
                 }
                 Raw::Junk(bytes) => {
-                    self.number += 1;
+                    self.read_number += 1;
                     self.last_bytes = 0;
                     let error = format!(
                         "{} long, and not a JSON object: skipped unread",
                         crate::units::bytes(bytes)
                     );
-                    return Ok(Some((self.number, Line::Bad(error))));
+                    return Ok(Some((self.read_number, Line::Bad(error))));
                 }
                 Raw::Line(line) => line,
             };
-            self.number += 1;
+            self.read_number += 1;
             self.last_bytes = line.len() as u64;
             let text = line.trim_ascii();
             if text.is_empty() {
@@ -438,7 +595,7 @@ impl Lines {
                 }
                 Err(e) => Line::Bad(e.to_string()),
             };
-            return Ok(Some((self.number, parsed)));
+            return Ok(Some((self.read_number, parsed)));
         }
     }
 }

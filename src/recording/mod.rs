@@ -50,6 +50,39 @@ pub const LINE_LIMIT: usize = 256 << 20;
 /// reading stops there rather than skip on through a stream without end.
 pub const NO_LINE_END_LIMIT: u64 = 1 << 30;
 
+/// The earliest time a sample can have: 2000-01-01 UTC (a clock before it was never set).
+pub const EARLIEST_TIME: f64 = 946_684_800.0;
+/// The latest: 2200-01-01 UTC, past any date a node's clock gives.
+pub const LATEST_TIME: f64 = 7_258_118_400.0;
+/// The shortest and the longest sampling interval a sample can state: 1 ms and a day.
+pub const INTERVALS: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
+
+/// Why a sample's time or interval cannot be, if so: a time that is not finite, before
+/// [`EARLIEST_TIME`] or after [`LATEST_TIME`]; an interval outside [`INTERVALS`]. Such a
+/// sample is skipped and counted: no arithmetic on times may run away with it.
+pub fn impossible_time(time: f64, interval: f64) -> Option<String> {
+    if !(EARLIEST_TIME..=LATEST_TIME).contains(&time) {
+        // The date, where there is one (within what `time` can tell).
+        let date = (time.is_finite() && time.abs() < 1e11)
+            .then(|| time::OffsetDateTime::from_unix_timestamp(time.floor() as i64).ok())
+            .flatten()
+            .map(|t| t.date().to_string());
+        let shown = match date {
+            Some(date) => format!("{time} ({date})"),
+            None => format!("{time}"),
+        };
+        return Some(format!(
+            "its time {shown} is no time a clock gives (before 2000, after 2200, or not a number)"
+        ));
+    }
+    if !INTERVALS.contains(&interval) {
+        return Some(format!(
+            "its interval {interval} s is no sampling interval (1 ms to a day)"
+        ));
+    }
+    None
+}
+
 /// How a recording's bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
@@ -123,13 +156,58 @@ impl ReadError {
     }
 }
 
-/// The bytes at `path` (`-`: standard input), with their size where known.
+/// What a file that is not a regular one is, in words.
+pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (a named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Refuses what is no recording to read to its end: a device (`/dev/urandom` never ends, a
+/// terminal waits for typing), a directory, a socket. A regular file and a pipe
+/// (`<(zstdcat FILE)`, standard input from another command) are read.
+fn readable_kind(meta: &std::fs::Metadata, what: &str) -> io::Result<()> {
+    let kind = meta.file_type();
+    if kind.is_file() || {
+        use std::os::unix::fs::FileTypeExt;
+        kind.is_fifo()
+    } {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "{what} is {}, not a recording",
+        file_kind(&kind)
+    )))
+}
+
+/// The bytes at `path` (`-`: standard input), with their size where known. A device, a
+/// directory or a socket is refused ([`readable_kind`]).
 pub fn open_bytes(path: &Path) -> io::Result<(Box<dyn Read + Send>, Progress)> {
     if path.as_os_str() == "-" {
-        return Ok((Box::new(io::stdin()), Progress::new(None)));
+        let stdin = io::stdin();
+        // Standard input's own kind: fstat of descriptor 0, through a borrowed handle.
+        let meta = {
+            use std::os::fd::AsFd;
+            let fd = stdin.as_fd().try_clone_to_owned()?;
+            std::fs::File::from(fd).metadata()?
+        };
+        readable_kind(&meta, "standard input")?;
+        return Ok((Box::new(stdin), Progress::new(None)));
     }
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
+    readable_kind(&meta, "it")?;
     let total = meta.is_file().then_some(meta.len());
     Ok((Box::new(file), Progress::new(total)))
 }

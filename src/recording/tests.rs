@@ -34,7 +34,7 @@ fn events(bytes: Vec<u8>, limit: usize, give_up: u64) -> (Vec<(u64, String)>, Op
             Ok(Some((n, line))) => out.push((
                 n,
                 match line {
-                    Line::Sample(s) => format!("sample {}", s.time),
+                    Line::Sample(s) => format!("sample {}", s.time - T0),
                     Line::Bad(_) => "bad".into(),
                     Line::Truncated => "truncated".into(),
                     Line::Oversized(bytes) => format!("oversized {bytes}"),
@@ -48,10 +48,13 @@ fn events(bytes: Vec<u8>, limit: usize, give_up: u64) -> (Vec<(u64, String)>, Op
     }
 }
 
-/// A sample line at `time`.
+/// When the tests' samples begin: a sample's time is read only between 2000 and 2200.
+const T0: f64 = 1_767_258_000.0;
+
+/// A sample line at `time` seconds after [`T0`].
 fn sample_line(time: f64) -> String {
     let mut sample = crate::fixtures::node();
-    sample.time = time;
+    sample.time = T0 + time;
     serde_json::to_string(&sample).expect("json") + "\n"
 }
 

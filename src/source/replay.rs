@@ -87,7 +87,7 @@ impl ReplaySource {
         if !meta.is_file() {
             return Err(OpenError::NotAFile {
                 path: crate::text::clean(&shown).into_owned(),
-                kind: file_kind(&meta.file_type()),
+                kind: crate::recording::file_kind(&meta.file_type()),
             });
         }
         let mut lines = Lines::open(path).map_err(unreadable)?;
@@ -384,24 +384,6 @@ fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control
             // Without it seeks start further back and the header says less; no more.
             let _ = index();
         });
-}
-
-/// What a file that is not a regular one is, in words.
-fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO (a named pipe)"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
 }
 
 impl Source for ReplaySource {

@@ -78,15 +78,27 @@ fn an_unreadable_recording_is_one_line_and_leaves_nothing() {
         "{said}"
     );
     assert!(!out.exists(), "no OUT made for nothing");
-    // Text that is not a recording: no line ends for a gigabyte of zeros.
+    // A device that never ends (before, read for ever): refused before a byte is read.
     let zeros = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["export", "/dev/zero", "--to", "csv", path(&out)])
         .output()
         .expect("runs");
     assert_eq!(zeros.status.code(), Some(1), "{}", stderr(&zeros));
     let said = one_line_with_hint(&zeros);
-    assert!(said.contains("not JSON lines"), "{said}");
+    assert!(
+        said.contains("it is a character device, not a recording"),
+        "{said}"
+    );
     assert!(!out.exists(), "nothing written, OUT removed: {said}");
+    // An empty file: nothing to table is an error, as for analyze and replay (before, exit
+    // 0 and tables of nothing).
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, b"").expect("write");
+    let result = export(&empty, &out, &[]);
+    assert_eq!(result.status.code(), Some(1));
+    let said = one_line_with_hint(&result);
+    assert!(said.contains("holds no sample: it is empty"), "{said}");
+    assert!(!out.exists(), "no OUT made for nothing");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,7 +9,7 @@ use crate::common;
 use common::{strata, Scratch};
 use serde_json::Value;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -161,16 +161,54 @@ fn a_line_over_the_limit_is_skipped_and_the_lines_after_it_read() {
     );
 }
 
-/// Input with no line end at all is given up with one line naming the offset: `/dev/zero`,
-/// and bombs of zeros made with the real gzip and zstd (1.25 GiB of text, 20 members or
-/// frames of 64 MiB of zeros), under a 1 GiB address-space cap.
+/// Input with no line end at all is given up with one line naming the offset: zeros on
+/// standard input, and bombs of zeros made with the real gzip and zstd (1.25 GiB of text, 20
+/// members or frames of 64 MiB of zeros), under a 1 GiB address-space cap. `/dev/zero`
+/// itself, a device that never ends, is refused before a byte is read, as `/dev/urandom`
+/// (which before was read for ever, with nothing said).
 #[test]
 fn dev_zero_and_bombs_of_zeros_are_given_up_with_one_line() {
     let scratch = Scratch::new("hostile-bombs");
     let dir = &scratch.dir;
+    for device in ["/dev/zero", "/dev/urandom"] {
+        for command in ["analyze", "export"] {
+            let mut args = vec![command, device];
+            if command == "export" {
+                args.extend(["--to", "csv"]);
+                args.push(dir.to_str().expect("path"));
+            }
+            let out = run(capped(&args, None), None, Duration::from_secs(300));
+            assert_eq!(out.status.code(), Some(1), "{command} {device}: {out:?}");
+            one_line(
+                &out,
+                &["it is a character device, not a recording", "(hint: "],
+            );
+        }
+    }
+    let piped = run(
+        capped(&["analyze", "-"], Some(1024)),
+        Some(Box::new(|pipe| {
+            let block = vec![0u8; 1 << 20];
+            for _ in 0..1300 {
+                if pipe.write_all(&block).is_err() {
+                    return;
+                }
+            }
+        })),
+        Duration::from_secs(300),
+    );
+    assert_eq!(piped.status.code(), Some(1), "{piped:?}");
+    one_line(
+        &piped,
+        &[
+            "no line ends in the 1.00 GiB of text",
+            "from byte 0: not JSON lines",
+            "(hint: ",
+        ],
+    );
     let zeros = dir.join("zeros");
     std::fs::write(&zeros, vec![0u8; 64 << 20]).expect("zeros");
-    let mut inputs = vec![(PathBuf::from("/dev/zero"), "from byte 0: not JSON lines")];
+    let mut inputs = Vec::new();
     for (name, args) in [("gzip", ["-1", "-c"]), ("zstd", ["-1", "-c"])] {
         let member = dir.join(format!("member.{name}"));
         tool(name, &args, &zeros, &member);

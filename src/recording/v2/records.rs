@@ -54,6 +54,9 @@ pub struct Records {
     /// Bytes passed over while looking for a magic, not yet said.
     skipped: u64,
     limit: usize,
+    /// For the record being put together (the text offset where it begins): how far past
+    /// its start a magic has been looked for ([`Records::magic_within`]).
+    scanned: (u64, usize),
 }
 
 fn varint_at(bytes: &[u8]) -> Option<Result<(u64, usize), ()>> {
@@ -90,7 +93,29 @@ impl Records {
             last_frame: None,
             skipped: 0,
             limit,
+            scanned: (u64::MAX, 0),
         }
+    }
+
+    /// Whether a frame's magic begins within the first `claimed` bytes of the record at
+    /// `start`, past its `header`: a record never holds one, so there the next frame begins
+    /// and the record's length, which claims more than its frame holds, is damaged. Bytes
+    /// already looked at for this record are not looked at again.
+    fn magic_within(&mut self, header: usize, claimed: usize) -> Option<usize> {
+        let here = self.base + self.start as u64;
+        if self.scanned.0 != here {
+            self.scanned = (here, header);
+        }
+        let from = self.scanned.1.max(header);
+        let upto = self.available().len().min(claimed);
+        let found = if from < upto {
+            memchr::memmem::find(&self.available()[from..upto], MAGIC).map(|at| from + at)
+        } else {
+            None
+        };
+        // A magic that ends past what is here begins no earlier than this.
+        self.scanned.1 = upto.saturating_sub(MAGIC.len() - 1).max(from);
+        found
     }
 
     /// A magic is taken at `at` of `buf`: the next record begins a frame, and, when the
@@ -250,11 +275,31 @@ impl Records {
             }
             let total = header + len as usize + 4;
             if self.available().len() < total {
+                if let Some(next) = self.magic_within(header, total) {
+                    // Skipped to the next frame's magic, where reading goes on.
+                    self.start += next;
+                    self.synced = false;
+                    return Ok(Some(Raw::Bad(format!(
+                        "a record of {len} bytes that runs past the next keyframe (its length is damaged): {next} bytes skipped to it"
+                    ))));
+                }
                 match self.fill()? {
                     Ok(true) => continue,
-                    Ok(false) => {
+                    // The compressed text was cut (a writer killed, a disk full): the record
+                    // in flight is the cut. Plain text tells no cut from a clean end.
+                    Ok(false) if self.cut || !self.decoder.framed() => {
                         self.cut = true;
                         return Ok(None);
+                    }
+                    // Its frames ended whole, inside a record: the record's length is
+                    // damaged.
+                    Ok(false) => {
+                        let left = self.available().len();
+                        self.start = self.buf.len();
+                        self.synced = false;
+                        return Ok(Some(Raw::Bad(format!(
+                            "a record of {len} bytes that runs past the end of the recording ({left} bytes left): its length is damaged"
+                        ))));
                     }
                     Err(c) => return Ok(Some(Raw::Corrupt(c))),
                 }
