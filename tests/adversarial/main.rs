@@ -5,7 +5,9 @@
 //!   tag, length and CRC), a length that runs past its frame or the file, files that are no
 //!   recording (empty, a device, text);
 //! - `times`: a sample's times and figures at the edges of every numeric type, one clock that
-//!   jumps a year ahead.
+//!   jumps a year ahead;
+//! - `writers`: two recorders on one file or flight record, a recording or the record's
+//!   directory removed while it is written.
 //!
 //! `cargo test --test adversarial` runs it alone; the test command runs it with every test.
 
@@ -18,3 +20,4 @@ mod common;
 mod recordings;
 mod support;
 mod times;
+mod writers;

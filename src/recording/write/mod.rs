@@ -4,6 +4,7 @@
 //! poll stuck in the driver never keeps a signal from finishing the file.
 
 pub(crate) mod live;
+pub(crate) mod lock;
 pub mod reencode;
 pub mod ring;
 pub(crate) mod writer;

@@ -52,6 +52,11 @@ struct Evidence {
 
 pub struct Ring {
     dir: PathBuf,
+    /// The directory, open: locked for as long as the record is written (one flight
+    /// recorder a directory), and watched for its removal.
+    dir_file: std::fs::File,
+    /// Samples written since the record was opened.
+    samples: u64,
     bounds: RingBounds,
     writer: Option<RecordWriter>,
     segments: Vec<Segment>,
@@ -84,6 +89,11 @@ impl Ring {
             return Err(open_error(dir, "it is not a directory"));
         }
         std::fs::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
+        let dir_file = std::fs::File::open(dir).map_err(|e| open_error(dir, e))?;
+        super::lock::take(&dir_file).map_err(|holder| RecordError::Busy {
+            path: dir.display().to_string(),
+            holder,
+        })?;
         let marker = dir.join(MARKER);
         let entries: Vec<_> = std::fs::read_dir(dir)
             .map_err(|e| open_error(dir, e))?
@@ -127,6 +137,8 @@ impl Ring {
         segments.sort_by(|a, b| a.to.total_cmp(&b.to));
         Ok(Ring {
             dir: dir.to_path_buf(),
+            dir_file,
+            samples: 0,
             bounds,
             writer: None,
             segments,
@@ -149,6 +161,14 @@ impl Ring {
     /// Writes one sample, with the findings raised at it; a write error (a full disk) stops
     /// the record, its segments as they are.
     pub fn offer(&mut self, sample: &NodeSample, findings: &[Finding]) -> Result<(), RecordError> {
+        if super::lock::removed(&self.dir_file) {
+            self.writer = None;
+            return Err(RecordError::Removed {
+                what: "the flight record's directory",
+                path: self.dir.display().to_string(),
+                samples: self.samples,
+            });
+        }
         let time = sample.time;
         let new_segment = match self.segments.last() {
             Some(last) if self.writer.is_some() => {
@@ -174,6 +194,7 @@ impl Ring {
                 self.writer = None;
                 return Err(e);
             }
+            self.samples += 1;
         }
         if let Some(last) = self.segments.last_mut() {
             last.to = time;

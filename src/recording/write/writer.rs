@@ -93,6 +93,16 @@ pub enum RecordError {
     /// (anyhow's `{:#}`) would say it twice.
     #[error("cannot write the recording {path}: {error}")]
     Write { path: String, error: io::Error },
+    /// Another writer holds the file (or the flight record's directory).
+    #[error("cannot record to {path}: another recorder writes it ({holder})")]
+    Busy { path: String, holder: String },
+    /// The file (or the flight record's directory) was removed while it was written.
+    #[error("{what} {path} was removed while it was written: the {samples} sample(s) written since it was opened are lost with it")]
+    Removed {
+        what: &'static str,
+        path: String,
+        samples: u64,
+    },
 }
 
 impl RecordError {
@@ -107,6 +117,12 @@ impl RecordError {
             }
             RecordError::Write { .. } => {
                 "check the disk and the file; the samples written so far read back"
+            }
+            RecordError::Busy { .. } => {
+                "stop that recorder first, or record to another file; two writers would make both recordings unreadable"
+            }
+            RecordError::Removed { .. } => {
+                "record where nothing removes files while they are written (a cleaner of /tmp?)"
             }
         }
     }
@@ -208,6 +224,8 @@ pub struct RecordWriter {
     good_len: u64,
     line: Vec<u8>,
     samples: u64,
+    /// Samples written to the file now open (since it was opened or rotated in).
+    file_samples: u64,
     bytes: u64,
     rotations: u64,
     /// The bytes the last sample took: a rotation comes before a sample that would pass the
@@ -262,6 +280,11 @@ fn open_file(path: &Path, encoding: Encoding) -> Result<Counted, RecordError> {
     if !meta.is_file() {
         return Err(open_error(path, "it is not a regular file"));
     }
+    // Before anything is read of it: another writer's file is neither checked nor touched.
+    super::lock::take(&file).map_err(|holder| RecordError::Busy {
+        path: path.display().to_string(),
+        holder,
+    })?;
     let len = meta.len();
     if len > 0 {
         check_appendable(&mut file, len, encoding).map_err(|cause| open_error(path, cause))?;
@@ -390,6 +413,7 @@ impl RecordWriter {
             good_len,
             line: Vec::with_capacity(1 << 16),
             samples: 0,
+            file_samples: 0,
             bytes: 0,
             rotations: 0,
             last_sample_bytes: 0,
@@ -428,6 +452,14 @@ impl RecordWriter {
         let Some(stream) = self.stream.as_ref() else {
             return Err(self.write_error(io::Error::other("the recording has stopped")));
         };
+        if super::lock::removed(&stream.counted().file) {
+            self.stream = None;
+            return Err(RecordError::Removed {
+                what: "the recording",
+                path: self.path.display().to_string(),
+                samples: self.file_samples,
+            });
+        }
         if let Some(rotation) = self.rotation {
             let len = stream.counted().len;
             if len > 0 && len.saturating_add(self.last_sample_bytes) > rotation.max_bytes {
@@ -463,6 +495,7 @@ impl RecordWriter {
                 self.last_sample_bytes = after - before;
                 self.bytes += after - before;
                 self.samples += 1;
+                self.file_samples += 1;
                 self.frame_samples += 1;
                 self.frame_crc.update(&self.line);
                 Ok(())
@@ -525,6 +558,7 @@ impl RecordWriter {
         self.good_len = counted.len;
         self.stream = Some(start(counted, self.encoding).map_err(|e| self.write_error(e))?);
         self.rotations += 1;
+        self.file_samples = 0;
         self.frame_samples = 0;
         self.frame_crc = flate2::Crc::new();
         self.records.reset();
