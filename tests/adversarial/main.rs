@@ -7,7 +7,10 @@
 //! - `times`: a sample's times and figures at the edges of every numeric type, one clock that
 //!   jumps a year ahead;
 //! - `writers`: two recorders on one file or flight record, a recording or the record's
-//!   directory removed while it is written.
+//!   directory removed while it is written;
+//! - `nvml`: NVML failing call by call in the stand-in library, on a plain and a MIG node;
+//! - `descriptors`: a job under the agent that closes, replaces or forks over the agent's
+//!   descriptors (the agent's own suite's cases, `tests/python/test_descriptors.py`).
 //!
 //! `cargo test --test adversarial` runs it alone; the test command runs it with every test.
 
@@ -17,6 +20,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod descriptors;
+mod nvml;
 mod recordings;
 mod support;
 mod times;

@@ -109,7 +109,11 @@ fn read_live(
     }
     let mut seen = seen_before;
     let since = (seen > 0).then_some(seen);
-    let mut sm = sm_utilization(&device, since, &mut seen);
+    let (mut sm, sm_refused) = sm_utilization(&device, since, &mut seen);
+    if let Some(refusal) = sm_refused {
+        // Each process's SM share is then n/a, and this says why.
+        note(refusal, "process_utilization", problems)?;
+    }
     let placed = if in_mig {
         mig::read(reader, &device, handle, gpu, since, &mut sm)?
     } else {

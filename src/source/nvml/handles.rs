@@ -15,8 +15,8 @@ pub(super) struct GpuSlot {
     pub(super) uuid: String,
     pub(super) name: Option<String>,
     pub(super) pci_bus_id: Option<String>,
-    /// The minor number of `/dev/nvidia<N>`; asked again while unknown, and never a problem
-    /// when refused (it serves only the search for who keeps a zombie context alive).
+    /// The minor number of `/dev/nvidia<N>`, which the search for who keeps a zombie context
+    /// alive needs; asked again while unknown, and said when refused.
     pub(super) minor_number: Option<u32>,
     /// Why the handle, UUID, name or PCI bus id could not be read (by `problems` key).
     pub(super) refused: Vec<(&'static str, Refusal)>,
@@ -62,8 +62,10 @@ impl GpuSlot {
         self.lost = false;
         // SAFETY: a handle of this library, which `nvml` keeps loaded.
         let device = unsafe { Device::new(handle.0, nvml) };
+        // A `GPU_IS_LOST` here is said too: where the readings that follow answer, the GPU
+        // is shown, and what it would not say is not taken for what it does not have.
         let mut note = |key: &'static str, refusal: Refusal| {
-            if !refusal.is_not_supported() && !refusal.is_lost() {
+            if !refusal.is_not_supported() {
                 self.refused.push((key, refusal));
             }
         };
@@ -80,7 +82,10 @@ impl GpuSlot {
             }
         }
         if self.minor_number.is_none() {
-            self.minor_number = device.minor_number().ok();
+            match device.minor_number() {
+                Ok(minor) => self.minor_number = Some(minor),
+                Err(e) => note("minor_number", Refusal::of("nvmlDeviceGetMinorNumber", e)),
+            }
         }
         if self.pci_bus_id.is_none() {
             match device.pci_info() {

@@ -103,7 +103,11 @@ fn read_instance(
         problems.insert("processes".into(), problem);
     }
     let mut seen = 0;
-    sm.extend(sm_utilization(mig, since, &mut seen));
+    let (instance_sm, sm_refused) = sm_utilization(mig, since, &mut seen);
+    sm.extend(instance_sm);
+    if let Some(refusal) = sm_refused {
+        note(refusal, "process_utilization", &mut problems)?;
+    }
     let lib = reader.nvml.lib();
     let instance = MigSample {
         uuid: uuid.clone(),

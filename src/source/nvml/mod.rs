@@ -28,6 +28,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{cuda_driver_version_major, cuda_driver_version_minor, Nvml};
 pub use query::profile_from_name;
 use read::Reader;
+use refusal::Refusal;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -45,6 +46,8 @@ pub struct NvmlSource {
     gpus: Gpus,
     driver_version: Option<String>,
     cuda_driver_version: Option<String>,
+    /// The versions NVML refused, by `problems` key.
+    versions_refused: Vec<(&'static str, Refusal)>,
     /// What this driver lacks of the calls strata prefers, in one line.
     driver_problem: Option<String>,
     procfs: ProcFs,
@@ -110,14 +113,34 @@ impl NvmlSource {
     }
 
     fn start(nvml: Nvml, library: String, interval: f64) -> Self {
-        let driver_version = nvml.sys_driver_version().ok();
-        let cuda_driver_version = nvml.sys_cuda_driver_version().ok().map(|v| {
-            format!(
+        // A version NVML refuses is n/a, and the refusal is said (not taken for one NVML
+        // does not have).
+        let mut versions_refused = Vec::new();
+        let driver_version = match nvml.sys_driver_version() {
+            Ok(version) => Some(version),
+            Err(e) => {
+                versions_refused.push((
+                    "driver_version",
+                    Refusal::of("nvmlSystemGetDriverVersion", e),
+                ));
+                None
+            }
+        };
+        let cuda_driver_version = match nvml.sys_cuda_driver_version() {
+            Ok(v) => Some(format!(
                 "{}.{}",
                 cuda_driver_version_major(v),
                 cuda_driver_version_minor(v)
-            )
-        });
+            )),
+            Err(e) => {
+                versions_refused.push((
+                    "cuda_driver_version",
+                    Refusal::of("nvmlSystemGetCudaDriverVersion_v2", e),
+                ));
+                None
+            }
+        };
+        versions_refused.retain(|(_, refusal)| !refusal.is_not_supported());
         let api = Api::of(&nvml);
         let driver_problem = api.driver_problem(driver_version.as_deref());
         NvmlSource {
@@ -127,6 +150,7 @@ impl NvmlSource {
             gpus: Gpus::default(),
             driver_version,
             cuda_driver_version,
+            versions_refused,
             driver_problem,
             procfs: ProcFs::default(),
             owners: super::owner::Owners::default(),
@@ -155,6 +179,9 @@ impl Source for NvmlSource {
         }
         if let Some(line) = &self.driver_problem {
             problems.insert("driver".to_string(), line.clone());
+        }
+        for (key, refusal) in &self.versions_refused {
+            problems.insert((*key).to_string(), refusal.line());
         }
         let reader = Reader {
             nvml: &self.nvml,

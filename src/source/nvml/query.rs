@@ -33,21 +33,31 @@ pub(super) fn raw_id(symbol: Option<&IdQuery>, handle: Handle) -> Option<u32> {
     (code == 0).then_some(value)
 }
 
-/// Per-process SM utilization NVML has sampled since `since` (µs), latest per PID.
+/// Per-process SM utilization NVML has sampled since `since` (µs), latest per PID; and why
+/// NVML would not say, where it refused (`NotFound`, no sample since, is no refusal).
 pub(super) fn sm_utilization(
     device: &Device<'_>,
     since: Option<u64>,
     seen: &mut u64,
-) -> HashMap<u32, u32> {
+) -> (HashMap<u32, u32>, Option<super::refusal::Refusal>) {
     let mut latest: HashMap<u32, (u64, u32)> = HashMap::new();
-    if let Ok(samples) = device.process_utilization_stats(since) {
-        for s in samples {
-            *seen = (*seen).max(s.timestamp);
-            let entry = latest.entry(s.pid).or_insert((s.timestamp, s.sm_util));
-            if s.timestamp >= entry.0 {
-                *entry = (s.timestamp, s.sm_util);
+    let refused = match device.process_utilization_stats(since) {
+        Ok(samples) => {
+            for s in samples {
+                *seen = (*seen).max(s.timestamp);
+                let entry = latest.entry(s.pid).or_insert((s.timestamp, s.sm_util));
+                if s.timestamp >= entry.0 {
+                    *entry = (s.timestamp, s.sm_util);
+                }
             }
+            None
         }
-    }
-    latest.into_iter().map(|(pid, (_, sm))| (pid, sm)).collect()
+        Err(nvml_wrapper::error::NvmlError::NotFound) => None,
+        Err(e) => Some(super::refusal::Refusal::of(
+            "nvmlDeviceGetProcessUtilization",
+            e,
+        )),
+    };
+    let sm = latest.into_iter().map(|(pid, (_, sm))| (pid, sm)).collect();
+    (sm, refused)
 }
