@@ -153,10 +153,14 @@ fn appending_refuses_to_mix_encodings_or_follow_a_cut_frame() {
         .expect("refused");
     assert!(err.to_string().contains("would mix them"), "{err}");
 
-    let cut = dir.join("c.zst");
-    let mut writer = RecordWriter::create(&cut, None).expect("create");
+    // A killed recorder's file: its frame unfinished (a copy, as the kernel leaves it; the
+    // writer forgotten here still holds its own file's lock, as a killed one would not).
+    let killed = dir.join("k.zst");
+    let mut writer = RecordWriter::create(&killed, None).expect("create");
     writer.write(&demo(1)[0]).expect("write");
     std::mem::forget(writer);
+    let cut = dir.join("c.zst");
+    std::fs::copy(&killed, &cut).expect("copy");
     let err = RecordWriter::create(&cut, None).err().expect("refused");
     assert!(err.to_string().contains("cut short"), "{err}");
 
