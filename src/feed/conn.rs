@@ -196,6 +196,15 @@ pub(crate) fn on_line(
     }
     let LineEvent::Line(line) = line else {
         feed.counters.oversized += 1;
+        if let (LineEvent::Oversized { bytes }, Phase::AwaitingHello { .. }) = (&line, &*phase) {
+            // Nothing after an unread hello can be trusted: said now, and why, rather than
+            // wait out the hello's deadline and leave the process looking unfed.
+            return Some(End::Refused(format!(
+                "its hello is {} KiB or more, over the {} KiB a line may hold, and cannot be read (an agent of another version?)",
+                bytes / 1024,
+                MAX_LINE_BYTES / 1024
+            )));
+        }
         return None;
     };
     let message = match parse_line(line) {

@@ -460,6 +460,27 @@ fn later_hello_with_another_pid_is_refused() {
     assert!(only(&hub.collect()).devices.is_empty());
 }
 
+/// A hello past the line limit (an agent that cannot cut it): refused at once with its size,
+/// not left waiting for a hello that never reads (before, the process then looked unfed, and
+/// the user was told to run it under `strata run`, which they had).
+#[test]
+fn a_hello_over_the_line_limit_is_refused_with_its_size() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir("feeds", 0o700);
+    let long = Step::Line(format!(
+        r#"{{"v":1,"type":"hello","time":1000.0,"pid":{},"agent_version":"0.1.0","framework":"torch","settings":{{"x":"{}"}},"devices":[]}}"#,
+        me(),
+        "a".repeat(70_000)
+    ));
+    let _agent = FakeAgent::serve(dir.join(format!("{}.sock", me())), vec![long]);
+    let hub = hub_on(&dir);
+    let reason = wait_refused(&hub);
+    assert!(
+        reason.starts_with("its hello is 64 KiB or more, over the 64 KiB a line may hold"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn peer_closing_before_hello_is_refused() {
     let tmp = TempDir::new();

@@ -27,6 +27,22 @@ class HelloTest(Case):
         self.assertEqual(h["agent_copy"], "imported")
         self.assertEqual(os.path.realpath(h["agent_path"]), os.path.realpath(ASSETS))
 
+    def test_a_hello_past_the_line_limit_is_cut_to_fit(self):
+        # A path of 70 KB in the hello: the monitor reads a hello within 64 KiB, with the
+        # long text cut and the note saying so (before, a hello too long for the monitor's
+        # line limit was never read, and the process looked unfed).
+        j = self.job()
+        m = self.monitor(j.pid)
+        m.wait(hello_with(lambda h: True))
+        j.do(
+            "import strata_feed; a = strata_feed._agent; a._static['executable'] = '/x' * 35000; "
+            "a.set_hello(a.idle_hello('after a long path'))"
+        )
+        h = m.wait(hello_with(lambda h: h["note"] != "after a long path" and "cut" in (h["note"] or "")))
+        self.assertEqual(h["note"], "hello too long: devices and long texts cut")
+        self.assertTrue(h["executable"].endswith("..."), h["executable"][:40])
+        self.assertLessEqual(len(json.dumps(h)), 65536)
+
     def test_an_agent_error_is_an_error_with_its_text(self):
         j = self.job()
         j.do("import torch; torch.cuda.init(); a = torch._stub.allocate(0, 1 << 20)")

@@ -64,6 +64,17 @@ def task_count():
         return None
 
 
+def _cut_texts(value, limit):
+    """The same message with every text longer than `limit` cut to it (with "..." added)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "..."
+    if isinstance(value, dict):
+        return {k: _cut_texts(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_texts(v, limit) for v in value]
+    return value
+
+
 class Agent(object):
     def __init__(self, interval, feed_dir):
         self.pid = os.getpid()
@@ -269,6 +280,12 @@ class Agent(object):
         if len(line) > LINE_LIMIT:
             msg["devices"] = msg["devices"][: MAX_DEVICES // 4]
             msg["note"] = "hello too long: devices cut"
+            line = encode(msg)
+        if len(line) > LINE_LIMIT:
+            # Still too long (a long path, a long setting): each long text is cut, so that
+            # the monitor can read the hello at all.
+            msg = _cut_texts(msg, 512)
+            msg["note"] = "hello too long: devices and long texts cut"
             line = encode(msg)
         return line
 
