@@ -7,9 +7,15 @@
 //! - A connection on which no byte moves either way for [`IDLE_TIMEOUT`] (a client that
 //!   stops reading its response) is closed.
 //! - At most [`Limits::max`] connections are open at once, well below the descriptor limit.
-//!   At the cap, a new connection closes the one idle the longest, so that a scrape always
-//!   finds room: filling the server with idle connections only makes them close sooner. Each
-//!   time that happens is said on stderr, at most once per [`REPORT_EVERY`].
+//!   At the cap, a new connection closes the one idle the longest among those with no request
+//!   in flight, so that a scrape always finds room: filling the server with idle connections
+//!   only makes them close sooner. Each time that happens is said on stderr, at most once per
+//!   [`REPORT_EVERY`].
+//! - Load is shed with an answer, never a silent close: the connection closed for the cap is
+//!   answered `503 Service Unavailable` with `Retry-After` first (a client that sends its
+//!   request after reads that); where every open connection has a request in flight, the new
+//!   one is answered so instead; and where the process is out of descriptors, one kept spare
+//!   is let go to take the waiting connection and answer it so.
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -66,11 +72,43 @@ impl Limits {
     }
 }
 
+/// What a shed connection reads before it is closed.
+const SHED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: 62\r\nConnection: close\r\n\r\nstrata serve: too many connections open; try again in a second\n";
+
+/// How long a shed answer may take to be written before the connection is closed anyway.
+const SHED_WRITE: Duration = Duration::from_secs(1);
+
 /// A connection as the accept loop knows it.
 struct Entry {
     /// When a byte last moved (milliseconds since the server started).
     last: Arc<AtomicU64>,
+    /// When a byte last came in, and last went out ([`NEVER`] before any).
+    read: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
     close: Arc<Notify>,
+}
+
+/// Stands for "no byte yet" in [`Entry::read`] and [`Entry::written`].
+const NEVER: u64 = u64::MAX;
+
+impl Entry {
+    /// Whether no request is in flight on it: it has sent nothing, or nothing since it was
+    /// last answered.
+    fn quiet(&self) -> bool {
+        let read = self.read.load(Ordering::Relaxed);
+        let written = self.written.load(Ordering::Relaxed);
+        read == NEVER || (written != NEVER && written >= read)
+    }
+}
+
+/// Writes the shed answer to `stream` (within [`SHED_WRITE`]) and closes it.
+async fn shed<S: AsyncWrite + Unpin>(mut stream: S) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(SHED_WRITE, async {
+        stream.write_all(SHED).await?;
+        stream.shutdown().await
+    })
+    .await;
 }
 
 /// The open connections, and the cap's count for the stderr line.
@@ -82,7 +120,7 @@ struct Registry {
     reported: Option<Instant>,
 }
 
-/// Counts a connection closed for the cap, and says so when it is time.
+/// Counts a connection shed for the cap, and says so when it is time.
 fn report_cap(registry: &mut Registry, limits: Limits, now: Instant) {
     registry.closed_for_cap += 1;
     if registry
@@ -92,7 +130,7 @@ fn report_cap(registry: &mut Registry, limits: Limits, now: Instant) {
         return;
     }
     eprintln!(
-        "strata serve: {} connections open, the cap: closed {} idle connection(s) to make room, the longest idle first (hint: a client opens connections and sends nothing; each closes after {} s without a request, or at the cap)",
+        "strata serve: {} connections open, the cap: {} connection(s) answered 503 (Retry-After) and closed to make room, the longest idle first (hint: a client opens connections and sends nothing; each closes after {} s without a request, or at the cap)",
         limits.max,
         registry.closed_for_cap,
         HEADER_TIMEOUT.as_secs()
@@ -118,6 +156,9 @@ pub async fn serve(
     let registry = Arc::new(Mutex::new(Registry::default()));
     let (stopping, stopped) = watch::channel(false);
     let builder = Arc::new(builder());
+    // A descriptor kept for when the process has none left: let go, it takes the connection
+    // waiting so that it is answered (503) rather than left unanswered.
+    let mut spare = std::fs::File::open("/dev/null").ok();
     tokio::pin!(stop);
     loop {
         let (stream, _) = tokio::select! {
@@ -125,8 +166,16 @@ pub async fn serve(
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors (another part of the process took them) or a
-                    // connection reset before it was taken: wait a little, go on.
-                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
+                    // connection reset before it was taken.
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) && spare.take().is_some() {
+                        if let Ok(Ok((stream, _))) =
+                            tokio::time::timeout(Duration::from_millis(100), listener.accept()).await
+                        {
+                            shed(stream).await;
+                            report_cap(&mut lock(&registry), limits, Instant::now());
+                        }
+                        spare = std::fs::File::open("/dev/null").ok();
+                    } else if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                     continue;
@@ -136,33 +185,52 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let last = Arc::new(AtomicU64::new(millis(started)));
+        let read = Arc::new(AtomicU64::new(NEVER));
+        let written = Arc::new(AtomicU64::new(NEVER));
         let close = Arc::new(Notify::new());
-        let id = {
+        let admitted = {
             let mut registry = lock(&registry);
-            if registry.open.len() >= limits.max {
+            let room = registry.open.len() < limits.max || {
+                // The idlest with no request in flight makes room; it is answered 503.
                 let idlest = registry
                     .open
                     .iter()
+                    .filter(|(_, e)| e.quiet())
                     .min_by_key(|(_, e)| e.last.load(Ordering::Relaxed))
                     .map(|(id, e)| (*id, Arc::clone(&e.close)));
-                if let Some((idlest, close)) = idlest {
-                    registry.open.remove(&idlest);
+                if let Some((idlest, close)) = &idlest {
+                    registry.open.remove(idlest);
                     close.notify_one();
-                    report_cap(&mut registry, limits, Instant::now());
                 }
-            }
-            let id = registry.next_id;
-            registry.next_id += 1;
-            registry.open.insert(
-                id,
-                Entry {
-                    last: Arc::clone(&last),
-                    close: Arc::clone(&close),
-                },
-            );
-            id
+                report_cap(&mut registry, limits, Instant::now());
+                idlest.is_some()
+            };
+            room.then(|| {
+                let id = registry.next_id;
+                registry.next_id += 1;
+                registry.open.insert(
+                    id,
+                    Entry {
+                        last: Arc::clone(&last),
+                        read: Arc::clone(&read),
+                        written: Arc::clone(&written),
+                        close: Arc::clone(&close),
+                    },
+                );
+                id
+            })
         };
-        let activity = Activity { last, started };
+        let Some(id) = admitted else {
+            // Every open connection has a request in flight: this one is answered 503.
+            tokio::spawn(shed(stream));
+            continue;
+        };
+        let activity = Activity {
+            last,
+            read,
+            written,
+            started,
+        };
         let (app, builder, registry) = (app.clone(), Arc::clone(&builder), Arc::clone(&registry));
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
@@ -178,9 +246,12 @@ pub async fn serve(
     }
 }
 
-/// When a byte last moved on a connection (milliseconds since `started`).
+/// When a byte last moved on a connection, either way and each way (milliseconds since
+/// `started`).
 pub(super) struct Activity {
     pub last: Arc<AtomicU64>,
+    pub read: Arc<AtomicU64>,
+    pub written: Arc<AtomicU64>,
     pub started: Instant,
 }
 
@@ -196,7 +267,8 @@ pub(super) fn builder() -> hyper::server::conn::http1::Builder {
 }
 
 /// Serves one connection until it ends, it stalls for [`IDLE_TIMEOUT`], `close` is
-/// notified (closed for the cap), or `stopped` turns true (then it has [`DRAIN`] to finish).
+/// notified (closed for the cap: it is answered 503 first), or `stopped` turns true (then it
+/// has [`DRAIN`] to finish).
 pub(super) async fn connection<S>(
     stream: S,
     app: Router,
@@ -207,14 +279,20 @@ pub(super) async fn connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Activity { last, started } = activity;
+    let Activity {
+        last,
+        read,
+        written,
+        started,
+    } = activity;
     let io = TokioIo::new(Counted {
         stream,
         last: Arc::clone(&last),
+        read,
+        written,
         started,
     });
-    let conn = builder.serve_connection(io, TowerToHyperService::new(app));
-    tokio::pin!(conn);
+    let mut conn = builder.serve_connection(io, TowerToHyperService::new(app));
     let mut draining: Option<tokio::time::Instant> = None;
     loop {
         let since =
@@ -222,11 +300,15 @@ pub(super) async fn connection<S>(
         let idle_left = IDLE_TIMEOUT.saturating_sub(since);
         let deadline = draining.unwrap_or_else(|| tokio::time::Instant::now() + idle_left);
         tokio::select! {
-            _ = conn.as_mut() => break,
-            () = close.notified() => break,
+            _ = &mut conn => break,
+            () = close.notified() => {
+                // Closed for the cap, with no request in flight: answered, then closed.
+                shed(conn.into_parts().io.into_inner()).await;
+                return;
+            }
             changed = stopped.changed(), if draining.is_none() => {
                 if changed.is_err() || *stopped.borrow() {
-                    conn.as_mut().graceful_shutdown();
+                    std::pin::Pin::new(&mut conn).graceful_shutdown();
                     draining = Some(tokio::time::Instant::now() + DRAIN);
                 }
             }
@@ -244,17 +326,21 @@ fn millis(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A stream that notes when a byte last moved through it.
+/// A stream that notes when a byte last moved through it, and which way.
 struct Counted<S> {
     stream: S,
     last: Arc<AtomicU64>,
+    read: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
     started: Instant,
 }
 
 impl<S> Counted<S> {
-    fn moved(&self, n: usize) {
+    fn moved(&self, n: usize, way: &AtomicU64) {
         if n > 0 {
-            self.last.store(millis(self.started), Ordering::Relaxed);
+            let now = millis(self.started);
+            self.last.store(now, Ordering::Relaxed);
+            way.store(now, Ordering::Relaxed);
         }
     }
 }
@@ -268,7 +354,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         let n = buf.filled().len() - before;
-        self.moved(n);
+        self.moved(n, &self.read);
         polled
     }
 }
@@ -281,7 +367,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &polled {
-            self.moved(*n);
+            self.moved(*n, &self.written);
         }
         polled
     }

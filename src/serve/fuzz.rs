@@ -63,6 +63,8 @@ fn serve_one(server: UnixStream) {
         };
         let activity = Activity {
             last: Arc::new(AtomicU64::new(0)),
+            read: Arc::new(AtomicU64::new(u64::MAX)),
+            written: Arc::new(AtomicU64::new(u64::MAX)),
             started: Instant::now(),
         };
         let close = Notify::new();
