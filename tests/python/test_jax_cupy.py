@@ -116,7 +116,9 @@ class JaxTest(Case):
         j.do("junk = [[i] for i in range(400000)]")
         j.do("jax._stub.init(); a = jax._stub.allocate(0, 1 << 20)")
         m = self.monitor(j.pid)
-        h = m.wait(hello_with(lambda h: h["framework"] == "jax" and h["interval"] > 0.05), timeout=8)
+        # The interval is stretched as the agent measures its cost, perhaps in steps: wait
+        # for it to reach 0.2 s (a hello says each step), not for the first step.
+        h = m.wait(hello_with(lambda h: h["framework"] == "jax" and h["interval"] >= 0.2))
         self.assertGreaterEqual(h["interval"], 0.2)
         # Samples still go out: a monitor that connects late gets this hello first, its
         # backlog of samples after it.
