@@ -65,9 +65,9 @@ fn python_agent_suite() {
         })
         .collect();
     for (test, reason) in &skipped {
-        eprintln!("python agent suite: skipped {test}: {reason}");
+        crate::common::say(&format!("python agent suite: skipped {test}: {reason}"));
     }
-    eprintln!("python agent suite: {} skipped", skipped.len());
+    crate::common::say(&format!("python agent suite: {} skipped", skipped.len()));
     // A skip line cut by other output would go unseen: the lines must add up to unittest's count.
     let counted: usize = text
         .lines()
@@ -235,6 +235,16 @@ fn python_agent_suite_on_the_oldest_supported_python() {
         .lines()
         .filter(|line| line.contains(" ... skipped "))
         .collect();
+    for line in &skipped {
+        crate::common::say(&format!(
+            "python agent suite on Python {MINIMUM_PYTHON}: {}",
+            line.trim()
+        ));
+    }
+    crate::common::say(&format!(
+        "python agent suite on Python {MINIMUM_PYTHON}: {} skipped",
+        skipped.len()
+    ));
     let unexpected: Vec<&&str> = skipped
         .iter()
         .filter(|line| {
