@@ -5,7 +5,8 @@
 //! agent reports is matched to NVML's devices by UUID (without prefix or case), else by PCI
 //! bus id, which is how a MIG instance (whose framework may name only the parent GPU) or a
 //! framework without UUIDs is matched. A feed device whose pid NVML does not list on it is a
-//! finding, never a silent drop.
+//! finding, never a silent drop, while the feed is open (a closed one is kept a while after
+//! its process exits, when NVML rightly lists it no more).
 
 use crate::sample::feed::{FeedDevice, FeedRecord, FeedState, Hello};
 use crate::sample::{AllocatorStats, FeedSample, GpuSample, NodeSample, ProcessSample};
@@ -291,6 +292,9 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
             }
         }
         let interval = hello.interval.filter(|i| i.is_finite() && *i > 0.0);
+        // A closed feed is kept a while after its process exits, when NVML no longer lists
+        // it: its devices are what a gone process reported, not something NVML misses.
+        let closed = matches!(record.state, FeedState::Closed { .. });
         for (device_index, device_feed) in record.devices.iter().enumerate() {
             let stats = &device_feed.latest;
             let unnamed;
@@ -306,6 +310,7 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
             };
             let device_uuid = match resolve(sample, pid, identity) {
                 Ok(uuid) => uuid,
+                Err(_) if closed => continue,
                 Err(reason) => {
                     unlisted.push(Unlisted {
                         feed: feed_index,
@@ -321,6 +326,9 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
                 .iter()
                 .find(|&&i| sample.processes[i].device_uuid == device_uuid)
             else {
+                if closed {
+                    continue;
+                }
                 unlisted.push(Unlisted {
                     feed: feed_index,
                     pid,

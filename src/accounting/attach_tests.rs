@@ -157,6 +157,32 @@ fn a_feed_device_its_pid_is_not_listed_on_is_reported() {
     assert!(a.unlisted[1].reason.contains("none of this node's GPUs"));
 }
 
+/// A process that exited is no longer listed by NVML while the monitor keeps its closed feed
+/// for a while: that feed speaks for a process that is gone, not for one NVML misses.
+#[test]
+fn the_closed_feed_of_an_exited_process_is_not_unlisted() {
+    let mut s = one_gpu(7);
+    s.processes.clear();
+    s.feeds.push(record(
+        7,
+        vec![(
+            device(0, Some("GPU-test-0"), None),
+            stats(GIB, 2 * GIB, 990.0, 999.8),
+        )],
+    ));
+    let mut live = s.clone();
+    assert_eq!(
+        attach(&mut live).unlisted.len(),
+        1,
+        "a connected feed is said"
+    );
+    s.feeds[0].state = FeedState::Closed {
+        reason: "the agent said bye".into(),
+    };
+    let a = attach(&mut s);
+    assert!(a.unlisted.is_empty(), "{a:?}");
+}
+
 #[test]
 fn a_refused_feed_is_shown_on_its_process_and_never_used() {
     let mut s = one_gpu(7);

@@ -434,3 +434,5 @@ mod tests_defects;
 mod tests_forecast;
 #[cfg(test)]
 mod tests_grouping;
+#[cfg(test)]
+mod tests_scored;
