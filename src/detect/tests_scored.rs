@@ -39,3 +39,57 @@ fn the_closed_feed_of_a_process_that_exited_is_not_a_device_unlisted() {
         );
     }
 }
+
+const PID: u32 = 4300;
+
+/// One GPU where a process holds 10 GiB, sampled every 5 s for `minutes`, its SM at
+/// `sm(k)` at the k-th sample: the first idle-holder finding, if ever.
+fn idle_raised(minutes: u32, sm: impl Fn(u32) -> u32) -> Option<Finding> {
+    let mut pipeline = Pipeline::new(None);
+    for k in 0..=(minutes * 12) {
+        let mut s = node();
+        s.time = 1000.0 + 5.0 * f64::from(k);
+        s.interval = 5.0;
+        s.gpus.push(gpu(0, memory(80 * GIB, 10 * GIB)));
+        let mut p = process(PID, "GPU-test-0", Some(10 * GIB));
+        p.sm_util = Some(sm(k));
+        s.processes.push(p);
+        let findings = pipeline.ingest(s).findings;
+        if let Some(f) = findings
+            .into_iter()
+            .find(|f| f.kind == FindingKind::IdleHolder)
+        {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// A notebook that holds its memory and runs the odd tiny kernel: NVML reads 1 % every other
+/// sample, never 0 in a whole chunk.
+#[test]
+fn a_holder_whose_sms_read_0_or_1_percent_is_idle() {
+    let idle = idle_raised(20, |k| k % 2).expect("an idle holder");
+    let at = idle.since - 1000.0;
+    assert!(at <= 330.0, "raised at {at} s, after 5 minutes at 0-1 %");
+    let mean = idle.evidence["sm_mean_pct"]
+        .as_f64()
+        .expect("the mean said");
+    assert!((0.4..=0.6).contains(&mean), "{}", idle.evidence);
+    assert_eq!(idle.evidence["sm_peak_pct"], 1, "{}", idle.evidence);
+    assert_eq!(idle.evidence["sm_threshold_pct"], 2, "{}", idle.evidence);
+    assert!(!idle.message.contains("(0%)"), "{}", idle.message);
+    assert!(idle.message.contains("0.5%"), "{}", idle.message);
+}
+
+/// Low SM that is work all the same: a job starved by its data loader (about 5 %), and one
+/// that runs a burst every few minutes (a mean under 1 %, its peaks at 30 %).
+#[test]
+fn a_holder_with_low_but_real_sm_use_is_not_idle() {
+    let starved = |k: u32| [0, 3, 5, 8, 10, 6, 4, 2][k as usize % 8];
+    assert!(idle_raised(30, starved).is_none());
+    let bursts = |k: u32| if k % 48 == 7 { 30 } else { 0 };
+    assert!(idle_raised(30, bursts).is_none());
+    // At exactly 0 % it is idle, as before.
+    assert!(idle_raised(10, |_| 0).is_some());
+}

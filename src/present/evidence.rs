@@ -1,7 +1,7 @@
 //! A finding's evidence, field by field, whatever its kind: each field under its own name (the
 //! JSON's), its value with its unit: bytes humanised with the exact count beside them, rates
-//! per minute, seconds as durations, instants as UTC times with how long ago, shares as
-//! percentages. A field this file does not know is shown as it is.
+//! per minute, seconds as durations, instants as UTC times with how long ago, shares and
+//! `_pct` figures as percentages. A field this file does not know is shown as it is.
 
 use super::grouped;
 use crate::units;
@@ -124,6 +124,9 @@ fn number(key: &str, n: &serde_json::Number, now: f64) -> String {
     if is_share(key) {
         return format!("{:.1}%", f * 100.0);
     }
+    if key.ends_with("_pct") {
+        return format!("{}%", plain(f));
+    }
     plain(f)
 }
 
@@ -230,6 +233,7 @@ mod tests {
             "rate_bytes_per_sec": 1_048_576.0,
             "bytes_per_step": 12_582_912,
             "eta_step": 340,
+            "sm_mean_pct": 0.5,
             "gap": { "used_exceeds_total": { "total": 1024, "used": 2048 } },
         });
         let rows = rows(&evidence, NOW);
@@ -253,6 +257,7 @@ mod tests {
         assert_eq!(find("rate_bytes_per_sec"), "1.00 MiB/s (1048576 B/s)");
         assert_eq!(find("bytes_per_step"), "12.0 MiB/step (12582912 B)");
         assert_eq!(find("eta_step"), "340 steps");
+        assert_eq!(find("sm_mean_pct"), "0.5%");
         assert_eq!(find("used_exceeds_total"), "");
         let used = rows.iter().find(|r| r.1 == "used").expect("nested");
         assert_eq!((used.0, used.2.as_str()), (2, "2.00 KiB (2,048 B)"));

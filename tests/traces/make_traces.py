@@ -707,6 +707,23 @@ def late_monitor_estimated_context(rng):
             True, {"layers": "bounds"})
 
 
+@story
+def idle_holder_low_sm(rng):
+    g0, g1 = Gpu(rng, 0), Gpu(rng, 1)
+    notebook = Proc(85500, g0, T0 - 1200,
+                    command="python -m ipykernel_launcher -f kernel-7.json",
+                    live=running(9 * GiB), step_amp=256 * MiB, noise=10 * MiB,
+                    idle=[(M(5), M(25))], idle_sm=(0, 1), sm=(30, 90))
+    starved = Proc(85600, g1, T0 - 1200, command="python train.py --num-workers 1",
+                   live=running(20 * GiB), step_amp=2 * GiB, noise=40 * MiB,
+                   outside=[constant(512 * MiB)], sm=(0, 10))
+    return ("A notebook kernel runs cells until minute 5, then holds about 10 GiB for 20 "
+            "minutes with its SMs at 0-1 % (a 1 % reading every other sample, never 0 for "
+            "long), and runs again from minute 25. On GPU 1 a training job starved by its "
+            "data loader keeps its SMs low (about 5 %, up to 12 %) but at work: not idle.",
+            30, [g0, g1], [notebook, starved], [event("idle_holder", notebook, M(5))], True)
+
+
 def first_line_over(proc, limit, start, end):
     """The first 5 s line at which the generator's pool would need more than `limit`."""
     t = start

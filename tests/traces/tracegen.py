@@ -138,8 +138,10 @@ class Proc:
     pool). step_amp: live varies within each training step by up to this, so each sample
     falls anywhere in it; noise: jitter on top. retries: (begin, end, per minute) of
     allocation retries; ooms: (time, class, requested or None, whether the agent reports
-    it); idle: (begin, end) with SM at 0%. exit, after: when it ends and what it leaves:
-    "gone" (released), "zombie" (the pid is gone, its context stays), "defunct" (state Z).
+    it); idle: (begin, end) with SM at 0% (idle_sm: a range it is drawn from instead,
+    whole percents, as NVML reads a process that still runs the odd small kernel). exit,
+    after: when it ends and what it leaves: "gone" (released), "zombie" (the pid is gone,
+    its context stays), "defunct" (state Z).
     floor: a pool reserved up front to this size; breathe: (without a feed) a pool that
     grows and is released, by these components.
 
@@ -159,7 +161,7 @@ class Proc:
                  frag=(), cache=(), outside=(), retries=(), ooms=(), idle=(), exit=None,
                  after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0,
                  oom_once=False, unmeasured_block=False, report_context=False,
-                 step_secs=None, step_from=None, step_noise=2 * MiB):
+                 step_secs=None, step_from=None, step_noise=2 * MiB, idle_sm=(0, 0)):
         self.pid = pid
         self.gpu = gpu
         self.start = start
@@ -179,6 +181,7 @@ class Proc:
         self.retries = list(retries)
         self.ooms = list(ooms)
         self.idle = list(idle)
+        self.idle_sm = idle_sm
         self.exit = exit
         self.after = after
         self.sm = sm
@@ -378,7 +381,8 @@ class Proc:
 
     def sm_util(self, rng, t):
         if self.idle_at(t):
-            return 0
+            low, high = self.idle_sm
+            return rng.randint(low, high) if high > 0 else 0
         if self.pool == 0 or rng.random() < 0.02:
             return 0  # loading, or a data-loader stall
         low, high = self.sm

@@ -3,7 +3,7 @@
 
 use super::series;
 use crate::detect::{FindingKind, Findings, Severity};
-use crate::history::{History, Metric, ProcessId, SeriesKey};
+use crate::history::{History, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::ProcessSample;
 use crate::units::{bytes, duration};
@@ -11,7 +11,11 @@ use serde_json::json;
 
 /// Live tensors within this share of a device's total are at its capacity.
 const CAPACITY_SHARE: f64 = 0.95;
-/// Idle: SM 0% for this long, holding at least this much.
+/// Idle: SMs at most this busy on average (whole percents, as NVML reads a process)...
+const IDLE_MEAN_PCT: u64 = 2;
+/// ...with no reading above this (a burst now and then is work: a job waiting on its data)...
+const IDLE_PEAK_PCT: u64 = 10;
+/// ...for this long, holding at least this much.
 const IDLE_SECS: f64 = 300.0;
 const IDLE_MIN_BYTES: u64 = 1 << 30;
 
@@ -65,7 +69,28 @@ pub(super) fn capacity(
     );
 }
 
-/// A live process holding memory with its SMs idle for minutes.
+/// The mean of a series' raw values over `[end - window, end]`, where its raw slots hold
+/// all it knows of the window but its first slot at most (the raw ring holds 15 minutes less
+/// a slot; a longer window, or a thinned series, is not held).
+fn raw_mean(series: &Series, end: f64, window: f64) -> Option<f64> {
+    let start = end - window;
+    let held_from = start.max(series.first_time()?) + 1.5 * series.step();
+    let mut raw = series.raw().filter(|(t, _)| *t <= end).peekable();
+    if raw.peek().is_none_or(|(t, _)| *t > held_from) {
+        return None;
+    }
+    let (sum, n) = raw
+        .filter(|(t, _)| *t >= start)
+        .filter_map(|(_, v)| v)
+        .fold((0u64, 0u64), |(sum, n), v| (sum + v, n + 1));
+    (n > 0).then(|| sum as f64 / n as f64)
+}
+
+/// A live process holding memory with its SMs idle for minutes: at most [`IDLE_MEAN_PCT`] on
+/// average and never above [`IDLE_PEAK_PCT`] (NVML reads a process that runs the odd small
+/// kernel at 1 %, so 0 % throughout would miss a notebook left open). Where the raw readings
+/// do not reach over a window (the longer ones, a thinned history), its peaks stand for its
+/// mean: none above [`IDLE_MEAN_PCT`].
 pub(super) fn idle(
     out: &mut Findings,
     now: f64,
@@ -81,27 +106,46 @@ pub(super) fn idle(
     let Some(sm) = series(history, id, Metric::Sm) else {
         return;
     };
-    let idle_for = |window: f64| {
-        let chunks = sm.chunks(now, window, 5);
-        chunks.iter().all(|c| c.is_some_and(|c| c.max == 0))
+    // The peak and the mean over a window, where every chunk of it is known and idle.
+    let idle_over = |window: f64| -> Option<(u64, f64)> {
+        let mut peak = 0;
+        for chunk in sm.chunks(now, window, 5) {
+            peak = peak.max(chunk?.max);
+        }
+        let mean = match raw_mean(sm, now, window) {
+            Some(mean) => mean,
+            None if peak <= IDLE_MEAN_PCT => peak as f64,
+            None => return None,
+        };
+        (peak <= IDLE_PEAK_PCT && mean <= IDLE_MEAN_PCT as f64).then_some((peak, mean))
     };
-    if !idle_for(IDLE_SECS) {
+    let Some((peak, mean)) = idle_over(IDLE_SECS) else {
         return;
-    }
+    };
     let longest = [3600.0, 1800.0, 900.0]
         .into_iter()
-        .find(|&w| idle_for(w))
+        .find(|&w| idle_over(w).is_some())
         .unwrap_or(IDLE_SECS);
+    let mean = (mean * 10.0).round() / 10.0;
     out.raise(
         FindingKind::IdleHolder,
         Severity::Info,
         Some(&id.device_uuid),
         Some(id.pid),
         format!(
-            "{who} holds {} with its SMs idle (0%) for {} or more",
+            "{who} holds {} with its SMs idle for {} or more: {mean:.1}% on average over the last {}, at most {peak}% (idle: {IDLE_MEAN_PCT}% or less on average, never above {IDLE_PEAK_PCT}%)",
             bytes(held),
-            duration(longest)
+            duration(longest),
+            duration(IDLE_SECS),
         ),
-        json!({ "used": held, "idle_secs": longest }),
+        json!({
+            "used": held,
+            "idle_secs": longest,
+            "sm_mean_pct": mean,
+            "sm_peak_pct": peak,
+            "sm_threshold_pct": IDLE_MEAN_PCT,
+            "sm_peak_limit_pct": IDLE_PEAK_PCT,
+            "window_secs": IDLE_SECS,
+        }),
     );
 }
