@@ -195,7 +195,7 @@ fn an_ooms_evidence_keeps_its_report_while_it_is_shown() {
 
 /// Split pieces over `minutes` at 5 s, the pool flat at 60 GiB; `split(t)` bytes at `t`
 /// seconds, retries counted by `retries(t)`. The first time fragmentation is raised, if ever.
-fn fragmentation_raised(
+pub(super) fn fragmentation_raised(
     minutes: u32,
     split: impl Fn(f64) -> u64,
     retries: impl Fn(f64) -> u64,

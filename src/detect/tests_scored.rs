@@ -1,7 +1,7 @@
 //! The defects a second outside scoring on labelled recordings found, each as the pipeline
 //! meets it.
 
-use super::tests_defects::{fed_node, pool};
+use super::tests_defects::{fed_node, fragmentation_raised, pool};
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
@@ -92,4 +92,22 @@ fn a_holder_with_low_but_real_sm_use_is_not_idle() {
     assert!(idle_raised(30, bursts).is_none());
     // At exactly 0 % it is idle, as before.
     assert!(idle_raised(10, |_| 0).is_some());
+}
+
+/// Split pieces rising steadily at 0.2 points of the pool a minute (never 5 points in 10
+/// minutes), with no retries: flagged soon after they pass a tenth of the pool, not once
+/// they have sat at 15 % for ten minutes. Slower still (0.04 points a minute, 25 MiB a
+/// minute), within the longest window that shows 512 MiB of it.
+#[test]
+fn a_slow_steady_rise_of_split_pieces_is_fragmentation_without_retries() {
+    let pool = 60.0 * GIB as f64;
+    // The odd piece left over within a step: up to 150 MiB above the floor.
+    let jitter = |t: f64| (150.0 * MIB as f64 * noise(t as u64, 7).abs()) as u64;
+    let steady = |t: f64| (pool * (0.06 + 0.002 * t / 60.0)) as u64 + jitter(t);
+    let raised = fragmentation_raised(40, steady, |_| 0).expect("a steady rise flagged");
+    // Past 10 % at minute 20.
+    assert!(raised <= 25.0 * 60.0, "raised at {raised} s");
+    let slower = |t: f64| (pool * (0.095 + 0.0004 * t / 60.0)) as u64 + jitter(t);
+    let raised = fragmentation_raised(50, slower, |_| 0).expect("a slower rise flagged");
+    assert!(raised <= 45.0 * 60.0, "raised at {raised} s");
 }

@@ -724,6 +724,20 @@ def idle_holder_low_sm(rng):
             30, [g0, g1], [notebook, starved], [event("idle_holder", notebook, M(5))], True)
 
 
+@story
+def fragmentation_slow_steady(rng):
+    g = Gpu(rng, 0)
+    p = Proc(75800, g, T0 - 1800, command="python finetune.py --bucket-by-length",
+             live=running(24 * GiB), step_amp=2 * GiB, noise=40 * MiB, frag_level=300 * MiB,
+             frag=[constant(2560 * MiB), leak(M(2), 82)], floor=40 * GiB, growth_odds=0.0,
+             outside=[constant(768 * MiB)])
+    return ("A 40 GiB pool whose split pieces rise steadily from minute 2, 82 MiB a minute "
+            "(0.2 points of the pool a minute: never 5 points in 10 minutes), from 7 % to "
+            "past 10 % by minute 17 and 15 % only past minute 44; no allocation retries: "
+            "fragmentation at a slow, steady pace.", 45, [g], [p],
+            [event("fragmentation", p, M(2))], True)
+
+
 def first_line_over(proc, limit, start, end):
     """The first 5 s line at which the generator's pool would need more than `limit`."""
     t = start

@@ -3,9 +3,10 @@
 //!
 //! Fragmentation is read from the floor of the split pieces (each chunk's least), so pieces
 //! that come and go within a training step, a healthy saw-tooth, never count: only what
-//! stays split does. It is raised by its pace (the floor's share of the pool grows), by its
-//! level (a large share that sits there and does not shrink) or by its consequence (a share
-//! of the pool that stays split while the allocator retries), whatever the pace.
+//! stays split does. It is raised by its growth (the floor's share of the pool grows fast,
+//! or the floor rises steadily at any pace), by its level (a large share that sits there and
+//! does not shrink) or by its consequence (a share of the pool that stays split while the
+//! allocator retries), whatever the pace.
 
 use super::{counter_rise, series};
 use crate::detect::{FindingKind, Findings, Severity};
@@ -24,6 +25,9 @@ const SITTING_SHARE: f64 = 0.15;
 const SHARE_GROWTH: f64 = 0.05;
 const GROWTH_MIN: u64 = 512 << 20;
 pub(super) const FRAGMENTATION_WINDOW: f64 = 600.0;
+/// Or a floor that rises steadily by 512 MiB, however slowly: over the window, or one of
+/// these longer ones (within the first tier's two hours).
+const STEADY_WINDOWS: [f64; 4] = [FRAGMENTATION_WINDOW, 1200.0, 2400.0, 4800.0];
 /// The floor "does not shrink" when its last chunk keeps this share of its first.
 const NOT_SHRINKING: f64 = 0.9;
 /// Allocation retries are counted over this window.
@@ -37,6 +41,30 @@ fn floors(series: &Series, now: f64, window: f64, n: usize) -> Option<Vec<u64>> 
         .into_iter()
         .map(|c| c.map(|c| c.min))
         .collect()
+}
+
+/// Floors that rise steadily: each chunk's above the one before, no one step making more
+/// than half the rise (a single jump is not a trend), the whole rise at least
+/// [`GROWTH_MIN`].
+fn steady(floors: &[u64]) -> bool {
+    let (Some(&first), Some(&last)) = (floors.first(), floors.last()) else {
+        return false;
+    };
+    let rise = last.saturating_sub(first);
+    rise >= GROWTH_MIN
+        && floors
+            .windows(2)
+            .all(|w| w[1] > w[0] && (w[1] - w[0]) * 2 <= rise)
+}
+
+/// The shortest of [`STEADY_WINDOWS`] over which the floor rose steadily to at least
+/// [`FRAGMENTED_MIN`], with its first and last floors.
+fn steady_rise(series: &Series, now: f64) -> Option<(f64, u64, u64)> {
+    STEADY_WINDOWS.into_iter().find_map(|window| {
+        let w = floors(series, now, window, 5)?;
+        let (first, last) = (w[0], w[w.len() - 1]);
+        (steady(&w) && last >= FRAGMENTED_MIN).then_some((window, first, last))
+    })
 }
 
 fn share(part: u64, whole: u64) -> f64 {
@@ -74,17 +102,23 @@ pub(super) fn fragmentation(
     let mut said = Vec::new();
     // Over the whole window: the floor's first and last chunks, and its least.
     let window = floors(split, now, FRAGMENTATION_WINDOW, 5);
-    let reserved_then = series(history, id, Metric::Reserved)
-        .and_then(|r| r.chunks(now, FRAGMENTATION_WINDOW, 5)[0])
-        .map(|c| c.last)
-        .filter(|&r| r > 0);
+    // The pool at the start of a window.
+    let reserved_then = |window: f64| {
+        series(history, id, Metric::Reserved)
+            .and_then(|r| r.chunks(now, window, 5)[0])
+            .map(|c| c.last)
+            .filter(|&r| r > 0)
+    };
     let mut share_before = None;
     let mut floor_share = None;
+    let mut growth_window = FRAGMENTATION_WINDOW;
+    let mut grown = None;
     if let Some(w) = &window {
         let (first, last) = (w[0], w[w.len() - 1]);
         let least = w.iter().copied().min().unwrap_or(0);
         floor_share = Some(share(least, reserved_now));
-        if let Some(then) = reserved_then {
+        grown = Some(last.saturating_sub(first));
+        if let Some(then) = reserved_then(FRAGMENTATION_WINDOW) {
             let before = share(first, then);
             share_before = Some(before);
             if share(last, reserved_now) - before >= SHARE_GROWTH
@@ -95,6 +129,17 @@ pub(super) fn fragmentation(
                     "up from {:.0}% {} ago",
                     before * 100.0,
                     duration(FRAGMENTATION_WINDOW)
+                ));
+            } else if let Some((steady_window, from, to)) = steady_rise(split, now) {
+                let then = reserved_then(steady_window).unwrap_or(then);
+                share_before = Some(share(from, then));
+                growth_window = steady_window;
+                grown = Some(to - from);
+                reasons.push("growing");
+                said.push(format!(
+                    "rising steadily from {:.0}% {} ago",
+                    share(from, then) * 100.0,
+                    duration(steady_window)
                 ));
             }
         }
@@ -146,9 +191,10 @@ pub(super) fn fragmentation(
             "share": rounded(share_now),
             "share_before": share_before.map(rounded),
             "share_floor": floor_share.map(rounded),
-            "grown_bytes": window.map(|w| w[w.len() - 1].saturating_sub(w[0])),
+            "grown_bytes": grown,
             "retries_in_window": retries,
             "window_secs": FRAGMENTATION_WINDOW,
+            "growth_window_secs": growth_window,
             "largest_free_block": stats.largest_free_block,
         }),
     );
