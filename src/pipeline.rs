@@ -277,10 +277,11 @@ impl Pipeline {
                 }
             }
             // Each series found once for all the readings.
-            let figures: [(Metric, Figure); 5] = [
+            let figures: [(Metric, Figure); 6] = [
                 (Metric::Allocated, |s| Some(s.allocated)),
                 (Metric::Reserved, |s| s.reserved),
                 (Metric::InactiveSplit, |s| s.inactive_split),
+                (Metric::PeakAllocated, |s| s.peak_allocated),
                 (Metric::Retries, |s| s.alloc_retries),
                 (Metric::Ooms, |s| s.ooms),
             ];

@@ -481,3 +481,115 @@ fn contexts_are_true_or_marked_as_bounds() {
 /// The scoring itself, on hand-written findings.
 #[path = "traces/scoring.rs"]
 mod scoring;
+
+/// A forecast's ETA within this share of the time truly left at every sample after its
+/// first...
+const ETA_LATER_ERROR: f64 = 0.3;
+/// ...or within this many seconds, whichever is more (near the end, 30 % is seconds).
+const ETA_LATER_SECS: f64 = 60.0;
+
+/// Every trace with an expected `oom_forecast`, sample by sample as the monitor judges it
+/// (every detector at every sample): from its first raise to the OOM, the forecast of that
+/// process is raised at every sample, its ETA within 30 % (or 60 s) of the time the trace's
+/// generator says is left. The first ETA is scored by `corpus_meets_the_targets`; the errors
+/// are printed (`-- --nocapture`).
+#[test]
+fn forecasts_hold_their_eta_at_every_sample() {
+    use serde_json::Value;
+    let mut problems = Vec::new();
+    let mut table = String::from(
+        "trace                      first raised   first ETA error   later, 5 min or more left: worst, median   under 5 min: worst   samples with 5 min or more\n",
+    );
+    let mut checked = 0;
+    for trace in corpus() {
+        let Some(expected) = trace
+            .labels
+            .expect
+            .iter()
+            .find(|e| e.kind == "oom_forecast")
+        else {
+            continue;
+        };
+        let oom_at = expected.oom_at.expect("a forecast's oom_at");
+        let mut pipeline = strata::pipeline::Pipeline::new(None);
+        let mut first: Option<(f64, f64)> = None;
+        let mut errors: Vec<f64> = Vec::new();
+        let mut missing = Vec::new();
+        let mut worst_near_end: f64 = 0.0;
+        let origin = first_time(&unpack(&trace.packed));
+        for line in unpack(&trace.packed).lines() {
+            let sample: strata::sample::NodeSample =
+                serde_json::from_str(line).expect("a sample");
+            let now = sample.time;
+            if now >= oom_at {
+                break;
+            }
+            let observed = pipeline.ingest(sample);
+            let left = oom_at - now;
+            let forecast = observed
+                .findings
+                .iter()
+                .find(|f| f.kind.name() == "oom_forecast" && f.pid == expected.pid);
+            let eta = forecast.and_then(|f| f.evidence.get("eta_secs").and_then(Value::as_f64));
+            let read = |key: &str| {
+                forecast
+                    .and_then(|f| f.evidence.get(key))
+                    .map_or_else(|| "n/a".to_string(), Value::to_string)
+            };
+            match (eta, first) {
+                (Some(eta), None) => first = Some((now, (eta - left) / left)),
+                (Some(eta), Some(_)) => {
+                    let error = (eta - left).abs();
+                    if left >= 300.0 {
+                        errors.push(error / left);
+                    } else {
+                        worst_near_end = worst_near_end.max(error);
+                    }
+                    if error > (ETA_LATER_ERROR * left).max(ETA_LATER_SECS) {
+                        problems.push(format!(
+                            "{} at +{:.0}s: ETA {eta:.0} s, {left:.0} s left (series {}, level {}, limit {}, {} B/s)",
+                            trace.name,
+                            now - origin,
+                            read("series"),
+                            read("level_bytes"),
+                            read("limit_bytes"),
+                            read("rate_bytes_per_sec"),
+                        ));
+                    }
+                }
+                (None, Some(_)) => missing.push(now - origin),
+                (None, None) => {}
+            }
+        }
+        checked += 1;
+        let Some((raised, first_error)) = first else {
+            problems.push(format!("{}: no forecast before the OOM", trace.name));
+            continue;
+        };
+        if !missing.is_empty() {
+            problems.push(format!(
+                "{}: no forecast at {} sample(s) after its first (from +{:.0}s)",
+                trace.name,
+                missing.len(),
+                missing[0]
+            ));
+        }
+        errors.sort_by(f64::total_cmp);
+        let worst = errors.last().copied().unwrap_or(0.0);
+        let median = errors.get(errors.len() / 2).copied().unwrap_or(0.0);
+        table.push_str(&format!(
+            "{:<26} +{:>5.0}s        {:>+6.1}%           {:>5.1}%, {:>5.1}%                          {:>4.0} s               {}\n",
+            trace.name,
+            raised - origin,
+            100.0 * first_error,
+            100.0 * worst,
+            100.0 * median,
+            worst_near_end,
+            errors.len() + 1
+        ));
+    }
+    println!("{table}");
+    assert!(checked >= 4, "only {checked} forecast traces");
+    problems.truncate(30);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

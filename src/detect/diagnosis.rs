@@ -75,6 +75,7 @@ fn metric_name(metric: Metric) -> &'static str {
         Metric::Allocated => "allocated",
         Metric::Reserved => "reserved",
         Metric::InactiveSplit => "inactive_split",
+        Metric::PeakAllocated => "peak_allocated",
         Metric::OutsidePool => "outside_pool",
         Metric::Retries => "alloc_retries",
         Metric::Ooms => "ooms",
@@ -113,13 +114,14 @@ pub(super) fn detect(
         let found = if let Some(feed) = &p.feed {
             climbs::fed(history, &id, now).or_else(|| {
                 // No pool figure (XLA's cuda_async): what lies beyond the live tensors is not
-                // split, and climbs as NVML's figure does.
+                // split, and climbs as NVML's figure does; live tensors rising beside it
+                // are its cause (their own series too noisy to show the climb alone).
                 feed.stats
                     .reserved
                     .is_none()
                     .then(|| series(history, &id, Metric::Used).and_then(|s| climbing(s, now)))
                     .flatten()
-                    .map(|c| (Cause::Unattributed, c, Metric::Used))
+                    .map(|c| (climbs::unpooled_cause(history, &id, now, &c), c, Metric::Used))
             })
         } else if p.visible {
             series(history, &id, Metric::Used)
@@ -133,6 +135,7 @@ pub(super) fn detect(
             climb,
             key: SeriesKey::Process(id.clone(), metric),
             per_step: None,
+            warm_up: None,
         });
         // A process that reports steps: judged on its step-end readings too.
         let found = match (p.feed.as_ref().and(history.steps(&id)), found) {
@@ -177,6 +180,7 @@ pub(super) fn detect(
                     climb,
                     key,
                     per_step: None,
+                    warm_up: None,
                 };
                 let climber = Climber {
                     device: uuid,

@@ -99,6 +99,9 @@ pub enum FindingKind {
     /// A fed job's warm-up verdict, once its step-end memory and peak have held (or its
     /// forecast says it will not fit).
     WarmUp,
+    /// A fed job that reports steps still warming up: its step-end live memory rising from
+    /// its first step, not yet judged for a climb per step. Shown until the warm-up ends.
+    WarmingUp,
 }
 
 impl FindingKind {
@@ -233,6 +236,9 @@ pub fn detect_history_keyed(
 pub struct ClimbHold {
     /// Each climb as last raised, its series, and when.
     seen: Vec<(Finding, SeriesKey, f64)>,
+    /// The forecast of each climb as last raised: held with its climb, counting down to the
+    /// same `oom_at`.
+    forecasts: Vec<Finding>,
 }
 
 impl ClimbHold {
@@ -252,8 +258,13 @@ impl ClimbHold {
             self.seen.retain(|(g, _, _)| !same(f, g));
             self.seen.push((f.clone(), key, now));
         }
+        for f in findings.iter().filter(|f| f.kind == FindingKind::OomForecast) {
+            self.forecasts.retain(|g| !same(f, g));
+            self.forecasts.push(f.clone());
+        }
         self.seen
             .retain(|(_, _, at)| *at <= now && now - *at <= trend::HOLD_SECS);
+        let mut held_forecasts = Vec::new();
         for (held, key, at) in &self.seen {
             if *at == now || findings.iter().any(|f| same(f, held)) {
                 continue;
@@ -265,10 +276,45 @@ impl ClimbHold {
             if let (Some(reached), Some(level)) = (reached, level) {
                 if level >= reached {
                     findings.push(held.clone());
+                    held_forecasts.extend(
+                        self.forecasts
+                            .iter()
+                            .filter(|f| f.device_uuid == held.device_uuid && f.pid == held.pid)
+                            .filter_map(|f| counted_down(f, now)),
+                    );
                 }
             }
         }
+        for f in held_forecasts {
+            if !findings.iter().any(|g| same(g, &f)) {
+                findings.push(f);
+            }
+        }
+        let seen = &self.seen;
+        self.forecasts.retain(|f| {
+            seen.iter()
+                .any(|(c, _, _)| c.device_uuid == f.device_uuid && c.pid == f.pid)
+        });
     }
+}
+
+/// A forecast held through a reading that missed its climb: the same `oom_at`, the time
+/// left to it now (`None` once it has passed).
+fn counted_down(forecast: &Finding, now: f64) -> Option<Finding> {
+    let oom_at = forecast.evidence.get("oom_at")?.as_f64()?;
+    let old = forecast.evidence.get("eta_secs")?.as_f64()?;
+    let eta = (oom_at - now).round();
+    if eta <= 0.0 {
+        return None;
+    }
+    let mut f = forecast.clone();
+    f.evidence["eta_secs"] = serde_json::json!(eta);
+    f.message = f.message.replacen(
+        &format!("in ~{}", crate::units::duration(old)),
+        &format!("in ~{}", crate::units::duration(eta)),
+        1,
+    );
+    Some(f)
 }
 
 /// After [`FindingTracker::stamp`]: holds back zombie contexts not yet gone for

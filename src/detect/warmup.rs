@@ -5,6 +5,7 @@
 //! with the forecast. Said once per process and shown for [`SHOWN_SECS`]; the pipeline
 //! remembers it, so a verdict never flips from sample to sample.
 
+use super::diagnosis::steps;
 use super::{device_name, Finding, FindingKind, Headroom, Severity};
 use crate::history::{History, KeyRef, Metric, ProcessId, StepPoint};
 use crate::sample::NodeSample;
@@ -89,11 +90,18 @@ impl WarmUp {
             };
             // Said only in a verdict: made when one is (most samples make none).
             let who = || format!("PID {} on {}", p.pid, device_name(sample, &p.device_uuid));
-            let verdict = if let Some(forecast) = findings
+            let forecast = findings
                 .iter()
                 .filter(mine)
-                .find(|f| f.kind == FindingKind::OomForecast)
-            {
+                .find(|f| f.kind == FindingKind::OomForecast);
+            // Still warming up, and no forecast to say it will not fit: said as such, and
+            // not remembered (the verdict comes once the level holds).
+            let warm = steps::warm_up(steps);
+            if let (None, Some(steps::WarmUp::Warming { per_step, secs })) = (forecast, warm) {
+                findings.push(warming(&who(), &p.device_uuid, p.pid, now, &last, per_step, secs));
+                continue;
+            }
+            let verdict = if let Some(forecast) = forecast {
                 let told = forecast
                     .message
                     .split_once(": ")
@@ -121,6 +129,11 @@ impl WarmUp {
                 {
                     continue;
                 }
+                // Nor where its step-end floor climbs, whether or not the detectors judged it
+                // at this instant (analyze runs them every 10 s of recording time).
+                if steps::climbing_after(steps, warm).is_some() {
+                    continue;
+                }
                 let Some(room) = headroom(i) else { continue };
                 let recent: Vec<&StepPoint> = steps
                     .since_step(last.step.saturating_sub(HELD_STEPS))
@@ -129,6 +142,35 @@ impl WarmUp {
                     continue;
                 };
                 let held_for = last.time - recent[0].time;
+                if room.bytes < 0 {
+                    // Its peak no longer fits what the device can give the pool.
+                    Finding {
+                        kind: FindingKind::WarmUp,
+                        severity: Severity::Info,
+                        device_uuid: Some(p.device_uuid.clone()),
+                        pid: Some(p.pid),
+                        since: now,
+                        message: format!(
+                            "{}: will not fit: peak live {} above the {} usable after {} steps (headroom {}): an allocation of that peak's shape would fail",
+                            who(),
+                            bytes(room.peak_live_bytes),
+                            bytes(room.usable_bytes),
+                            last.step,
+                            signed_bytes(room.bytes),
+                        ),
+                        evidence: json!({
+                            "verdict": "will_not_fit",
+                            "steps": last.step,
+                            "held_steps": last.step - recent[0].step,
+                            "held_secs": held_for,
+                            "spread_bytes": spread,
+                            "peak_live_bytes": room.peak_live_bytes,
+                            "peak_window_secs": room.peak_window_secs,
+                            "usable_bytes": room.usable_bytes,
+                            "headroom_bytes": room.bytes,
+                        }),
+                    }
+                } else {
                 Finding {
                     kind: FindingKind::WarmUp,
                     severity: Severity::Info,
@@ -158,6 +200,7 @@ impl WarmUp {
                         "headroom_bytes": room.bytes,
                     }),
                 }
+                }
             };
             findings.push(verdict.clone());
             self.said.insert(id, verdict);
@@ -168,6 +211,45 @@ impl WarmUp {
                 now - f.since <= 3600.0 || sample.processes.iter().any(|p| ProcessId::of(p) == *id)
             });
         }
+    }
+}
+
+/// The finding of a job still warming up: its step-end live memory rising since its first
+/// step at `per_step` bytes a step, for `secs`.
+fn warming(
+    who: &str,
+    device: &str,
+    pid: u32,
+    now: f64,
+    last: &StepPoint,
+    per_step: f64,
+    secs: f64,
+) -> Finding {
+    let rising = if per_step > 0.0 {
+        format!("rising {}/step", bytes(per_step as u64))
+    } else {
+        "first readings".to_string()
+    };
+    Finding {
+        kind: FindingKind::WarmingUp,
+        severity: Severity::Info,
+        device_uuid: Some(device.to_string()),
+        pid: Some(pid),
+        since: now,
+        message: format!(
+            "{who}: warming up: step-end live {} after {} steps, {rising} for {}; judged once it levels off (or after {} of steady rise)",
+            bytes(last.allocated),
+            last.step,
+            duration(secs),
+            duration(steps::WARM_UP_AT_MOST_SECS)
+        ),
+        evidence: json!({
+            "verdict": "warming_up",
+            "steps": last.step,
+            "allocated": last.allocated,
+            "bytes_per_step": per_step.round() as i64,
+            "warming_secs": secs.round(),
+        }),
     }
 }
 

@@ -51,6 +51,9 @@ pub enum Metric {
     Allocated,
     Reserved,
     InactiveSplit,
+    /// The allocator's own peak of live tensor bytes (since the process started or last
+    /// reset it): where it rose lately, the exact peak a forecast starts from.
+    PeakAllocated,
     /// NVML used − reserved − context.
     OutsidePool,
     /// Counters: allocation retries, OOMs.

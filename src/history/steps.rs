@@ -28,6 +28,9 @@ pub struct StepPoint {
 #[derive(Debug, Clone, Default)]
 pub struct Steps {
     points: VecDeque<StepPoint>,
+    /// The first reading of this run (of this count of steps), kept after the bounded
+    /// readings let it go: how long the job has run is judged from it.
+    began: Option<StepPoint>,
 }
 
 impl Steps {
@@ -43,6 +46,7 @@ impl Steps {
                 return;
             } else if point.step < last.step {
                 self.points.clear();
+                self.began = Some(point);
             } else if point.step == last.step {
                 *last = point;
                 return;
@@ -51,6 +55,7 @@ impl Steps {
         if self.points.len() == STEP_POINTS {
             self.points.pop_front();
         }
+        self.began.get_or_insert(point);
         self.points.push_back(point);
     }
 
@@ -60,6 +65,19 @@ impl Steps {
 
     pub fn last(&self) -> Option<&StepPoint> {
         self.points.back()
+    }
+
+    /// A copy of the readings from step `from` on.
+    pub fn from_step(&self, from: u64) -> Steps {
+        Steps {
+            points: self.since_step(from).copied().collect(),
+            began: self.began,
+        }
+    }
+
+    /// The first reading of this run, where the readings kept may have let it go.
+    pub fn began(&self) -> Option<&StepPoint> {
+        self.began.as_ref()
     }
 
     /// The readings from step `from` on (oldest first).
@@ -126,7 +144,9 @@ mod tests {
         );
         assert!((s.pace(0).expect("pace") - 20.0).abs() < 0.5);
         assert_eq!(s.since_step(last.step - 8).count(), 3);
+        assert_eq!(s.began().map(|p| p.step), Some(0), "the run's first reading is kept");
         s.push(at(3, 1e6));
         assert_eq!(s.len(), 1, "a lower step is a new count");
+        assert_eq!(s.began().map(|p| p.step), Some(3), "...and begins afresh");
     }
 }

@@ -7,7 +7,7 @@ use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
 
 /// Every finding kind, for counts that say 0 rather than nothing.
-const KINDS: [FindingKind; 22] = [
+const KINDS: [FindingKind; 23] = [
     FindingKind::ZombieContext,
     FindingKind::NotVisibleHolder,
     FindingKind::UnattributedMemory,
@@ -30,6 +30,7 @@ const KINDS: [FindingKind; 22] = [
     FindingKind::IdleHolder,
     FindingKind::OomForecast,
     FindingKind::WarmUp,
+    FindingKind::WarmingUp,
 ];
 
 fn severity_name(severity: Severity) -> &'static str {

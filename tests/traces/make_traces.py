@@ -18,8 +18,8 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tracegen import (  # noqa: E402
-    GiB, M, MiB, T0, Gpu, Proc, climb, constant, event, leak, ramp, saw, settle, step, total,
-    write,
+    GiB, M, MiB, T0, Gpu, Mig, Proc, climb, constant, event, leak, ramp, saw, settle, step,
+    total, write,
 )
 
 # The stories. Each takes its generator and returns (description, minutes, GPUs, processes,
@@ -755,8 +755,9 @@ def climb_to_capacity(rng):
     g = Gpu(rng, 0, "a100")
     p = Proc(76300, g, T0 - 1800, command="python eval_loop.py --keep-logits",
              live=running(60 * GiB) + [leak(M(4), 500)], step_amp=2 * GiB, noise=50 * MiB,
-             frag_level=200 * MiB, growth_odds=0.0, outside=[constant(1024 * MiB)])
-    limit = g.total - g.driver_reserved - p.context - 1024 * MiB - 256 * MiB
+             frag_level=200 * MiB, growth_odds=0.0, outside=[constant(1024 * MiB)],
+             peak_counts_jitter=True)
+    limit = g.total - g.driver_reserved - p.context - 1024 * MiB - SLACK
     oom = first_line_over(p, limit, M(4), M(60)) - 2.0
     # Live tensors at 95 % of what the device can give them: at capacity.
     near = first_line_over(p, 0.95 * limit, M(4), M(60))
@@ -833,6 +834,132 @@ def step_normal_fast_20hz(rng):
     return ("20 steps a second, step-end readings every 0.2 s, a 6 GiB saw-tooth within each "
             "step, nothing kept from step to step: no climb; it fits.", 10, [g], [p],
             [event("warm_up", p, T0)], True)
+
+
+@story
+def warmup_ramp_10hz(rng):
+    g = Gpu(rng, 0)
+    at = M(0.2)
+    # Ten steps a second from its start: live tensors ramp to their working level over the
+    # first 90 s (2.4 GiB of it in 900 steps, 27 MiB a step), then hold.
+    p = Proc(77300, g, at, live=[ramp(at + 5, 90, 24 * GiB)], step_amp=2 * GiB,
+             noise=40 * MiB, outside=[step(at + 20, 768 * MiB)], step_secs=0.1,
+             step_from=at + 5)
+    return ("Ten steps a second from the job's start; live tensors ramp to 24 GiB over the "
+            "first 90 s (27 MiB a step) and then hold: a warm-up, not a leak. No climb, no "
+            "forecast; once the level holds, the verdict that it fits.", 20, [g], [p],
+            [event("warm_up", p, at + 95)], True)
+
+
+@story
+def warmup_leak_during_5hz(rng):
+    g = Gpu(rng, 0)
+    at = M(0.2)
+    # Five steps a second: live tensors ramp to 20 GiB over the first 90 s (45 MiB a step);
+    # from 40 s in, 1 MiB a step is kept too (300 MiB/min), hidden in the ramp until it
+    # ends at 95 s.
+    ramp_end = at + 5 + 90
+    p = Proc(77400, g, at, live=[ramp(at + 5, 90, 20 * GiB), leak(at + 40, 300)],
+             step_amp=2 * GiB, noise=40 * MiB, outside=[step(at + 20, 768 * MiB)],
+             step_secs=0.2, step_from=at + 5)
+    return ("Five steps a second from the job's start; live tensors ramp to 20 GiB over the "
+            "first 90 s while 1 MiB a step (300 MiB/min) is kept from 40 s on: the leak, "
+            "hidden in the ramp, must be found within 300 steps of the ramp's end, with its "
+            "pace per step.", 20, [g], [p],
+            [climb("live", p, ramp_end, 300, bytes_per_step=1 * MiB, step_secs=0.2)], False)
+
+
+@story
+def jax_async_live_climb(rng):
+    g = Gpu(rng, 0)
+    # A JAX job on XLA's cuda_async allocator: its feed reports live tensors, not the pool.
+    # From minute 5 it keeps 90 MiB/min of them, under a 4 GiB saw-tooth within each step.
+    p = Proc(78400, g, T0 - 1200, command="python train_jax.py",
+             live=running(24 * GiB) + [leak(M(5), 90)], step_amp=4 * GiB, noise=120 * MiB,
+             outside=[constant(512 * MiB)], async_pool=True)
+    return ("A JAX job on cuda_async (allocated reported, reserved null) keeps 90 MiB/min of "
+            "live tensors from minute 5 under a 4 GiB saw-tooth: a live climb (`cause: live`), "
+            "never `unattributed`, its pool unknown.", 40, [g], [p],
+            [climb("live", p, M(5), 90)], False)
+
+
+# What the oracle leaves beside a pool on a device: the 32 MiB a cuBLAS workspace may take
+# for a while (first_line_over counts the 64 MiB a new pool size may be rounded up by).
+SLACK = 32 * MiB
+
+
+def forecast_story(p, limit, start):
+    """The OOM of `p` (the first line whose pool would need more than `limit`), set on the
+    process (a capacity OOM, reported; it exits 10 s later): the truth an `oom_forecast`'s
+    ETA is scored against."""
+    oom = first_line_over(p, limit, start, start + 3600) - 2.0
+    p.ooms = [(oom, "capacity", None, True)]
+    p.exit = oom + 10.0
+    return oom
+
+
+@story
+def forecast_live_noisy(rng):
+    g = Gpu(rng, 0, "l40s")
+    # A noisy climb: 250 MiB/min of live tensors from minute 5 under a 3 GiB saw-tooth with
+    # 150 MiB of jitter, on a 45 GiB L40S.
+    p = Proc(78100, g, T0 - 900, live=running(30 * GiB) + [leak(M(5), 250)],
+             step_amp=3 * GiB, noise=150 * MiB, frag_level=200 * MiB, growth_odds=0.0,
+             outside=[constant(768 * MiB)], peak_counts_jitter=True)
+    limit = g.total - g.driver_reserved - p.context - 768 * MiB - SLACK
+    oom = forecast_story(p, limit, M(5))
+    near = first_line_over(p, 0.95 * limit, M(5), oom)
+    return ("Live tensors climb 250 MiB/min from minute 5 under a 3 GiB saw-tooth and 150 MiB "
+            "of jitter; the L40S runs out at minute %.1f. The forecast's ETA must be within "
+            "30 %% of the truth when first raised and within 30 %% (or 60 s) at every later "
+            "sample." % ((oom - T0) / 60), 45, [g], [p],
+            [climb("live", p, M(5), 250), event("oom_forecast", p, M(5), oom_at=round(oom, 3)),
+             event("capacity", g, near), event("oom", p, oom, **{"class": "capacity"})], False)
+
+
+@story
+def forecast_mig_live(rng):
+    g = Gpu(rng, 0, "a100")
+    m = Mig(rng, g, "3g.40gb", 40192 * MiB)
+    # On a MIG instance: live tensors climb 150 MiB/min from minute 4 under a 4 GiB
+    # saw-tooth (its peaks 4 GiB above its floors).
+    p = Proc(78200, m, T0 - 1200, live=running(28 * GiB) + [leak(M(4), 150)],
+             step_amp=4 * GiB, noise=60 * MiB, frag_level=200 * MiB, growth_odds=0.0,
+             outside=[constant(512 * MiB)], peak_counts_jitter=True)
+    limit = m.total - p.context - 512 * MiB - SLACK
+    oom = forecast_story(p, limit, M(4))
+    near = first_line_over(p, 0.95 * limit, M(4), oom)
+    return ("On a 3g.40gb MIG instance, live tensors climb 150 MiB/min from minute 4 under a "
+            "4 GiB saw-tooth: the instance runs out at minute %.1f. The forecast is read from "
+            "the peak (not the floor), its ETA within 30 %% when first raised and within "
+            "30 %% (or 60 s) at every later sample." % ((oom - T0) / 60), 50, [g], [p],
+            [climb("live", p, M(4), 150), event("oom_forecast", p, M(4), oom_at=round(oom, 3)),
+             event("capacity", m, near), event("oom", p, oom, **{"class": "capacity"})], False)
+
+
+@story
+def forecast_shared_gpu(rng):
+    g = Gpu(rng, 0, "a100")
+    # Two jobs share one A100: an inference server holding a pool reserved up front (32 GiB,
+    # flat), and a training job whose live tensors climb 400 MiB/min from minute 3.
+    a = Proc(78300, g, T0 - 1800, command="python serve.py", live=running(20 * GiB),
+             step_amp=1 * GiB, noise=20 * MiB, growth_odds=0.0, floor=32 * GiB,
+             outside=[constant(256 * MiB)])
+    b = Proc(78301, g, T0 - 900, live=running(30 * GiB) + [leak(M(3), 400)],
+             step_amp=2 * GiB, noise=60 * MiB, frag_level=200 * MiB, growth_odds=0.0,
+             outside=[constant(512 * MiB)], peak_counts_jitter=True)
+    # What the server holds: its context, its memory outside the pool, and its pool (the
+    # floor, and at most 64 MiB the first growth rounds it up by).
+    server = a.context + 256 * MiB + 32 * GiB + 64 * MiB
+    limit = g.total - g.driver_reserved - server - b.context - 512 * MiB - SLACK
+    oom = forecast_story(b, limit, M(3))
+    return ("Two jobs share an A100: a server holding 32 GiB, flat, and a training job whose "
+            "live tensors climb 400 MiB/min from minute 3; the trainer runs out at minute "
+            "%.1f, what it can still take set by the server's share. ETA within 30 %% when "
+            "first raised and within 30 %% (or 60 s) at every later sample."
+            % ((oom - T0) / 60), 45, [g], [a, b],
+            [climb("live", b, M(3), 400), event("oom_forecast", b, M(3), oom_at=round(oom, 3)),
+             event("oom", b, oom, **{"class": "capacity"})], False)
 
 
 def main(argv):

@@ -124,10 +124,41 @@ class Gpu:
         # Memory no listed process holds, beyond the driver's reservation.
         self.other = list(other)
 
+        # MIG instances (Mig), where the GPU is in MIG mode.
+        self.migs = []
+
     @property
     def bare_uuid(self):
         """As torch names the device: no `GPU-` prefix."""
         return self.uuid[len("GPU-"):]
+
+
+class Mig:
+    """A MIG instance of `parent` (which is then in MIG mode): processes run on it as on a
+    GPU, its memory its own. The agent names it by its MIG UUID (`MIG-...`, lowercase hex, as
+    the agent's `_cuda.py` reads it), and its PCI id is the parent's."""
+
+    def __init__(self, rng, parent, profile, total, other=()):
+        self.parent = parent
+        self.index = parent.index
+        self.profile = profile
+        self.total = total
+        self.driver_reserved = 0
+        self.uuid = "MIG-%08x-%04x-%04x-%04x-%012x" % (
+            rng.getrandbits(32),
+            rng.getrandbits(16),
+            0x4000 | rng.getrandbits(12),
+            0x8000 | rng.getrandbits(14),
+            rng.getrandbits(48),
+        )
+        self.pci_bus_id = parent.pci_bus_id
+        self.other = list(other)
+        self.gpu_instance_id = 1 + len(parent.migs)
+        parent.migs.append(self)
+
+    @property
+    def bare_uuid(self):
+        return self.uuid
 
 
 class Proc:
@@ -152,7 +183,11 @@ class Proc:
     step_secs, the job runs training steps of that length from step_from, the live tensors
     rising by step_amp within each step (at its phase, not at random) and the agent taking
     a reading at the end of a step (at most one every 0.2 s), live then `live`'s value with
-    step_noise of jitter.
+    step_noise of jitter; peak_counts_jitter, the allocator's peak counter holds the highest
+    of the jitter too (4 noise above the step's top, what the pool grows to hold), as a
+    real counter that sees every allocation does, rather than the highest sampled;
+    async_pool, a JAX job on XLA's cuda_async allocator: its feed reports live tensors and
+    their peak, no pool figure, no split pieces.
     """
 
     def __init__(self, pid, gpu, start, command="python train.py",
@@ -161,7 +196,8 @@ class Proc:
                  frag=(), cache=(), outside=(), retries=(), ooms=(), idle=(), exit=None,
                  after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0,
                  oom_once=False, unmeasured_block=False, report_context=False,
-                 step_secs=None, step_from=None, step_noise=2 * MiB, idle_sm=(0, 0)):
+                 step_secs=None, step_from=None, step_noise=2 * MiB, idle_sm=(0, 0),
+                 peak_counts_jitter=False, async_pool=False):
         self.pid = pid
         self.gpu = gpu
         self.start = start
@@ -205,6 +241,8 @@ class Proc:
         self.step_secs = step_secs
         self.step_from = step_from if step_from is not None else self.listed_from + 20.0
         self.step_noise = step_noise
+        self.peak_counts_jitter = peak_counts_jitter
+        self.async_pool = async_pool
         self.step_readings = []  # step-end readings since the previous line
         self.first_report = None
         self.last_step_reading = None
@@ -305,8 +343,13 @@ class Proc:
             largest_split = round_down(min(inactive * rng.uniform(0.04, 0.12),
                                            rng.uniform(96, 640) * MiB), 512)
             largest = max(largest_cached, largest_split)
+        top = base + self.step_amp
+        if self.peak_counts_jitter:
+            # The counter sees every allocation, not only the sampled ones: the jitter's
+            # highest too, as much of it as the pool grew to hold (see grow_pool).
+            top += 4 * self.noise
         self.peak_allocated = max(self.peak_allocated, live,
-                                  min(round_down(base + self.step_amp, 512), self.pool))
+                                  min(round_down(top, 512), self.pool))
         self.peak_reserved = max(self.peak_reserved, self.pool)
         if not idle and rng.random() < 0.02:  # a cuBLAS/cuDNN workspace comes and goes
             self.outside_wobble = rng.choice([0, 0, 2, 4, 8, 32]) * MiB
@@ -334,6 +377,18 @@ class Proc:
         if self.unmeasured_block:
             stats["largest_free_block"] = None
             stats["unreported"] = {"largest_free_block": "not measured yet"}
+        if self.async_pool:
+            # XLA's cuda_async: live tensors and their peak, no pool figure (the agent's
+            # _jax.py): NVML's used still holds the pool the driver keeps for it.
+            reason = "not reported by XLA's cuda_async allocator"
+            stats["unreported"] = {}
+            for key in ("reserved", "peak_reserved", "largest_free_block"):
+                stats[key] = None
+                stats["unreported"][key] = reason
+            stats["reserved_since"] = None
+            for key in ("inactive_split", "alloc_retries", "device_allocs", "device_frees"):
+                stats[key] = None
+                stats["unreported"][key] = "not in jax's memory_stats()"
         if self.step_secs is not None:
             prev_tf = self.last[0]["time"] if self.last is not None else tf - (line_time - prev_time)
             self.step_readings = self.step_end_readings(rng, prev_tf, tf)
@@ -433,9 +488,9 @@ class Proc:
             "time": round(self.agent_start, 3),
             "started": round(self.agent_start, 3),
             "interval": AGENT_INTERVAL,
-            "framework": "torch",
-            "framework_version": "2.5.1+cu124",
-            "backend": "native",
+            "framework": "jax" if self.async_pool else "torch",
+            "framework_version": "0.4.35" if self.async_pool else "2.5.1+cu124",
+            "backend": "cuda_async" if self.async_pool else "native",
             "devices": [{"index": 0, "uuid": self.gpu.bare_uuid,
                          "pci_bus_id": self.gpu.pci_bus_id}],
         }
@@ -501,8 +556,8 @@ def render(gpus, procs, minutes, rng):
     prev_time = T0 - INTERVAL
     for k in range(int(minutes * 60 / INTERVAL) + 1):
         line_time = round(T0 + k * INTERVAL + rng.gauss(0, 0.01), 3)
-        held = {g.index: 0 for g in gpus}
-        busy = {g.index: 0 for g in gpus}
+        held = {}
+        busy = {}
         listed = []
         for proc in procs:
             if not proc.listed(line_time):
@@ -513,16 +568,32 @@ def render(gpus, procs, minutes, rng):
             else:
                 stats, used, truth = proc.last
             entry = process_entry(proc, rng, line_time, used, truth, alive)
-            held[proc.gpu.index] += used
-            busy[proc.gpu.index] = max(busy[proc.gpu.index], entry["sm_util"] or 0)
+            held[proc.gpu.uuid] = held.get(proc.gpu.uuid, 0) + used
+            busy[proc.gpu.uuid] = max(busy.get(proc.gpu.uuid, 0), entry["sm_util"] or 0)
             listed.append((proc, entry, stats, alive))
         gpu_entries, free_of = [], {}
         for g in gpus:
-            used = held[g.index] + round_down(max(0.0, total(g.other, line_time)), 2 * MiB)
+            migs = []
+            for m in g.migs:
+                m_used = held.get(m.uuid, 0) + round_down(max(0.0, total(m.other, line_time)),
+                                                          2 * MiB)
+                m_free = m.total - m_used
+                assert m_free > 0, (line_time, m.uuid)
+                free_of[m.uuid] = m_free
+                migs.append({
+                    "uuid": m.uuid,
+                    "profile": m.profile,
+                    "gpu_instance_id": m.gpu_instance_id,
+                    "compute_instance_id": 0,
+                    "memory": {"total": m.total, "used": m_used, "free": m_free},
+                    "processes_known": True,
+                })
+            used = (held.get(g.uuid, 0) + sum(m["memory"]["used"] for m in migs)
+                    + round_down(max(0.0, total(g.other, line_time)), 2 * MiB))
             free = g.total - g.driver_reserved - used
             assert free > 0, (line_time, g.index)
-            free_of[g.index] = free
-            util = busy[g.index]
+            free_of[g.uuid] = free
+            util = max([busy.get(g.uuid, 0)] + [busy.get(m.uuid, 0) for m in g.migs])
             gpu_entries.append({
                 "index": g.index,
                 "uuid": g.uuid,
@@ -531,10 +602,10 @@ def render(gpus, procs, minutes, rng):
                 "memory": {"total": g.total, "used": used, "free": free,
                            "driver_reserved": g.driver_reserved},
                 "utilization_gpu": max(0, min(100, util + rng.randint(-3, 2))) if util else 0,
-                "mig_mode": False,
+                "mig_mode": bool(g.migs),
                 "lost": False,
                 "processes_known": True,
-                "mig": [],
+                "mig": migs,
             })
         feeds = []
         for proc, _, stats, alive in listed:
@@ -542,7 +613,7 @@ def render(gpus, procs, minutes, rng):
                 continue
             if alive:
                 ooms = proc.oom_reports_since(rng, prev_time, line_time, stats,
-                                              free_of[proc.gpu.index])
+                                              free_of[proc.gpu.uuid])
             else:
                 ooms = [] if proc.oom_once else proc.oom_reports[-1:]
             feeds.append(proc.feed_record(stats, ooms, closed=not alive))

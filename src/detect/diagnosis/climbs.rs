@@ -2,6 +2,7 @@
 //! that says is growing.
 
 use super::{metric_name, mib_per_min, series, Cause};
+use super::steps::WarmUp;
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
@@ -18,6 +19,9 @@ pub(crate) struct Found {
     /// Bytes per training step and the steps the reading spans, judged on the step-end
     /// readings.
     pub per_step: Option<(f64, u64)>,
+    /// Where the warm-up of a process that reports steps ended: only steps after it are
+    /// judged per step.
+    pub warm_up: Option<WarmUp>,
 }
 
 /// Whose climb it is: the device it is on, how its message names it and, for a process's
@@ -56,6 +60,11 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
         evidence["bytes_per_step"] = json!(per.round() as i64);
         evidence["steps"] = json!(steps);
     }
+    if let Some(WarmUp::Ended { step, time, how }) = found.warm_up {
+        evidence["warm_up_end"] = json!(how.name());
+        evidence["warm_up_end_step"] = json!(step);
+        evidence["warm_up_end_time"] = json!(time);
+    }
     out.raise(
         FindingKind::Climb,
         Severity::Warning,
@@ -78,8 +87,10 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
 /// from step to step, flagged on their own (often sooner than in time, the saw-tooth gone);
 /// a climb seen in time gets their pace per step as evidence.
 pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) -> Option<Found> {
-    let by_step = super::steps::climbing(steps);
-    match (found, by_step) {
+    let warm = super::steps::warm_up(steps);
+    let by_step = super::steps::climbing_after(steps, warm);
+    let ended = warm.filter(|w| matches!(w, WarmUp::Ended { .. }));
+    let found = match (found, by_step) {
         (Some(mut f), Some(c)) if f.cause == Cause::Live => {
             f.per_step = Some((c.bytes_per_step, c.steps));
             Some(f)
@@ -99,8 +110,32 @@ pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) ->
             },
             key: SeriesKey::Process(id.clone(), Metric::Allocated),
             per_step: Some((c.bytes_per_step, c.steps)),
+            warm_up: None,
         }),
         (None, None) => None,
+    };
+    found.map(|f| Found {
+        warm_up: ended,
+        ..f
+    })
+}
+
+/// The cause of a climb of NVML's figure for a fed process whose allocator reports no pool
+/// (XLA's cuda_async): live tensors where their floor rises beside it, over its window (and
+/// the longest, where the series covers it), at more than a quarter of its rate (as a pool climbs because its tensors
+/// do); unattributed where they are flat.
+pub(super) fn unpooled_cause(history: &History, id: &ProcessId, now: f64, c: &Climb) -> Cause {
+    let longest = WINDOWS[WINDOWS.len() - 1].0;
+    let rate = |window| {
+        series(history, id, Metric::Allocated).and_then(|s| floor_rate(s, now, window))
+    };
+    // Over the climb's window they must rise; over the longest, where it is covered.
+    if rate(c.window).is_some_and(|r| r > 0.25 * c.rate)
+        && rate(longest).is_none_or(|r| r > 0.25 * c.rate)
+    {
+        Cause::Live
+    } else {
+        Cause::Unattributed
     }
 }
 

@@ -21,7 +21,7 @@
 use super::climbs::{Climber, Found};
 use super::{metric_name, Cause};
 use crate::detect::{FindingKind, Findings, Severity};
-use crate::history::{History, KeyRef, Metric};
+use crate::history::{History, KeyRef, Metric, Series};
 use crate::sample::{NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
 use serde::Serialize;
@@ -33,6 +33,10 @@ const WARN_SECS: f64 = 3600.0;
 const CRITICAL_SECS: f64 = 600.0;
 /// The peak a live climb's forecast starts from: the highest reading over this window.
 const PEAK_SECS: f64 = 300.0;
+/// A climb's peak counter is paced once the climb has lasted this long...
+const PACE_FROM_SECS: f64 = 240.0;
+/// ...over this long at most.
+const PACE_SECS: f64 = 600.0;
 
 /// The device's free memory, as NVML reported it at this instant.
 fn device_free(sample: &NodeSample, uuid: &str) -> Option<u64> {
@@ -42,46 +46,106 @@ fn device_free(sample: &NodeSample, uuid: &str) -> Option<u64> {
 
 /// What a climb has left to climb into, in the units of the series it climbs.
 struct Room {
-    /// The series' level now (its recent peak for live tensors).
+    /// The series' peak: the highest reading over [`PEAK_SECS`], or the allocator's own peak
+    /// counter where it rose within them.
     level: u64,
+    /// `allocator` or `sampled`: where the level came from.
+    level_source: &'static str,
+    /// The pace of the allocator's peak counter, where the level is read from it and it
+    /// rose steadily: bytes a second.
+    pace: Option<f64>,
     /// The line it will cross.
     limit: u64,
     free: u64,
-    peak_window: Option<f64>,
+    peak_window: f64,
 }
 
 fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber) -> Option<Room> {
     let now = sample.time;
     let free = device_free(sample, climber.device)?;
     let series = history.get(&found.key)?;
+    let window = PEAK_SECS.min(series.reach()[0]);
+    let sampled = series.chunks(now, window, 1)[0]?.max;
     let stats = climber
         .process
         .and_then(|(p, usable)| p.feed.as_ref().filter(|_| usable).map(|f| &f.stats));
     match (found.cause, found.key.metric(), stats) {
         (Cause::Live, Metric::Allocated, Some(stats)) => {
-            let window = PEAK_SECS.min(series.reach()[0]);
-            let peak = series.chunks(now, window, 1)[0]?.max.max(stats.allocated);
+            let sampled = sampled.max(stats.allocated);
+            // The allocator's own peak where its counter rose within the window: exact, and
+            // this climb's (a counter flat over it was set earlier: an old spike).
+            let counter = climber
+                .process
+                .and_then(|(p, _)| history.get(&KeyRef::of(p, Metric::PeakAllocated)));
+            let rose = counter
+                .and_then(|c| c.chunks(now, window, 1)[0])
+                .is_some_and(|c| c.max > c.min);
+            let (level, level_source, pace) = match stats.peak_allocated {
+                Some(own) if rose && own > sampled => (
+                    own,
+                    "allocator",
+                    counter.and_then(|c| counter_pace(c, found, now)),
+                ),
+                _ => (sampled, "sampled", None),
+            };
+            // Split pieces other sizes cannot use, at their highest over the window: the
+            // peak must fit beside them at theirs.
+            let splits = climber
+                .process
+                .and_then(|(p, _)| history.get(&KeyRef::of(p, Metric::InactiveSplit)))
+                .and_then(|s| s.chunks(now, window, 1)[0])
+                .map_or(0, |c| c.max)
+                .max(stats.inactive_split.unwrap_or(0));
             // A pool of unknown size (XLA's cuda_async): how much of it is reusable is unknown.
-            let usable = free
-                .saturating_add(stats.reserved?)
-                .saturating_sub(stats.inactive_split.unwrap_or(0));
+            let usable = free.saturating_add(stats.reserved?).saturating_sub(splits);
             Some(Room {
-                level: peak,
-                limit: usable.max(peak),
+                level,
+                level_source,
+                pace,
+                limit: usable.max(level),
                 free,
-                peak_window: Some(window),
+                peak_window: window,
             })
         }
         _ => {
-            let level = series.last()?;
+            // What the device holds for this series now is its last reading and the free
+            // memory; its peak over the window must fit in that.
+            let last = series.last()?;
             Some(Room {
-                level,
-                limit: level.saturating_add(free),
+                level: sampled.max(last),
+                level_source: "sampled",
+                pace: None,
+                limit: last.saturating_add(free),
                 free,
-                peak_window: None,
+                peak_window: window,
             })
         }
     }
+}
+
+/// The pace of the allocator's own peak counter, bytes a second, over the climb's last
+/// [`PACE_SECS`] at most (from [`PACE_FROM_SECS`] of it): the pace of what must fit, read
+/// from the series the level is. A counter that did not rise over the whole of it (set
+/// earlier, or reset) is not read.
+fn counter_pace(counter: &Series, found: &Found, now: f64) -> Option<f64> {
+    let span = (now - found.climb.start).min(PACE_SECS);
+    if span < PACE_FROM_SECS {
+        return None;
+    }
+    let n = (span / 60.0).floor().max(4.0) as usize;
+    let width = span / n as f64;
+    let chunks = counter.chunks(now, span, n);
+    let points: Vec<(f64, f64)> = chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.map(|c| (now - span + (i as f64 + 0.5) * width, c.last as f64)))
+        .collect();
+    // Rising from chunk to chunk (never falling: a reset), over nearly all of them.
+    let rises = points.windows(2).filter(|w| w[1].1 > w[0].1).count();
+    let falls = points.windows(2).any(|w| w[1].1 < w[0].1);
+    (points.len() + 1 >= n && !falls && rises + 1 >= points.len().saturating_sub(1))
+        .then(|| crate::detect::trend::theil_sen(&points))
+        .filter(|r| r.is_finite() && *r > 0.0)
 }
 
 /// Raises `oom_forecast` for a climb that will run out of memory within the hour at its
@@ -95,13 +159,13 @@ pub(super) fn forecast(
 ) {
     let who = climber.who;
     let now = sample.time;
-    let rate = found.climb.rate;
-    if !(rate.is_finite() && rate > 0.0) {
+    if !(found.climb.rate.is_finite() && found.climb.rate > 0.0) {
         return;
     }
     let Some(room) = room(sample, history, found, climber) else {
         return;
     };
+    let rate = room.pace.unwrap_or(found.climb.rate);
     let available = room.limit.saturating_sub(room.level);
     let eta = available as f64 / rate;
     if eta >= WARN_SECS {
@@ -120,17 +184,22 @@ pub(super) fn forecast(
             bytes(per_step.map_or(0.0, |p| p.0) as u64)
         )
     });
-    let what = match room.peak_window {
-        Some(window) => format!(
-            "{} can still be taken: what the device can give the pool ({} free, the pool less its split pieces) above its peak live of {} in the last {}",
+    let peak = match room.level_source {
+        "allocator" => "the allocator's own peak".to_string(),
+        _ => format!("the highest reading in the last {}", duration(room.peak_window)),
+    };
+    let what = match (found.cause, found.key.metric()) {
+        (Cause::Live, Metric::Allocated) => format!(
+            "{} can still be taken: what the device can give the pool ({} free, the pool less its split pieces) above its peak live of {} ({peak})",
             bytes(available),
             bytes(room.free),
             bytes(room.level),
-            duration(window)
         ),
-        None => format!(
-            "{} can still be taken: the device's free memory",
-            bytes(available)
+        _ => format!(
+            "{} can still be taken: the device's free memory ({}) above its peak of {} ({peak})",
+            bytes(available),
+            bytes(room.free),
+            bytes(room.level),
         ),
     };
     out.raise(
@@ -156,6 +225,7 @@ pub(super) fn forecast(
             "limit_bytes": room.limit,
             "device_free_bytes": room.free,
             "peak_window_secs": room.peak_window,
+            "level_source": room.level_source,
             "start": found.climb.start,
         }),
     );

@@ -6,6 +6,13 @@
 //! A window of the last N steps is cut into chunks of steps and each chunk's least live
 //! bytes taken; the floor must pass the same tests as a climb in time
 //! ([`crate::detect::trend::shape`]), now and a tenth of the window earlier.
+//!
+//! Only steps after the job's warm-up are judged ([`warm_up`]): a job filling its memory to
+//! its working level over its first minutes climbs per step as a leak does, and ends in a
+//! plateau. The warm-up ends where the data says so: where the step-end floor, rising since
+//! the first reading, slows to a quarter of its pace or less (the knee of the ramp); or,
+//! where it never slows, once it has climbed steadily for [`WARM_UP_AT_MOST_SECS`] (a warm-up
+//! takes minutes; a steady climb past that is judged as any other).
 
 use crate::detect::trend::shape;
 use crate::history::{StepPoint, Steps};
@@ -17,6 +24,156 @@ pub(crate) const STEP_WINDOWS: [(u64, usize); 3] = [(200, 8), (600, 10), (2000, 
 const MIN_BYTES_PER_STEP: f64 = 256.0 * 1024.0;
 /// Readings a window needs at least.
 const MIN_POINTS: usize = 12;
+
+/// A steady climb from a job's first readings that has not slowed in this long is no
+/// warm-up.
+pub(crate) const WARM_UP_AT_MOST_SECS: f64 = 300.0;
+/// Step-end readings a chunk of a warm-up's reading takes its floor over.
+const WARM_CHUNK: usize = 6;
+/// The warm-up has ended when the recent pace is at most this share of its pace so far.
+const KNEE_SHARE: f64 = 0.25;
+/// Chunks a pace is read over at most.
+const PACE_POINTS: usize = 16;
+
+/// Where a job's warm-up stands, read from its step-end floor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum WarmUp {
+    /// Still rising at its pace since the first reading (bytes a step), for this long.
+    Warming { per_step: f64, secs: f64 },
+    /// Over at this step and time (the first reading, where the floor did not rise from
+    /// the start), and how it was told.
+    Ended {
+        step: u64,
+        time: f64,
+        how: WarmUpEnd,
+    },
+}
+
+/// How a warm-up's end was told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WarmUpEnd {
+    /// The floor did not rise from the first reading: no warm-up seen.
+    NotSeen,
+    /// The floor's pace fell to a quarter of its warm-up pace or less.
+    Knee,
+    /// The floor climbed steadily for [`WARM_UP_AT_MOST_SECS`] without slowing.
+    TooLong,
+}
+
+impl WarmUpEnd {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            WarmUpEnd::NotSeen => "not_seen",
+            WarmUpEnd::Knee => "knee",
+            WarmUpEnd::TooLong => "steady_past_300s",
+        }
+    }
+}
+
+/// The floors of consecutive chunks of [`WARM_CHUNK`] readings: (middle step, least live
+/// bytes, time of the chunk's last reading).
+fn warm_chunks(points: &[&StepPoint]) -> Vec<(f64, f64, f64)> {
+    points
+        .chunks_exact(WARM_CHUNK)
+        .map(|c| {
+            let floor = c.iter().map(|p| p.allocated).min().unwrap_or(0) as f64;
+            let mid = (c[0].step + c[c.len() - 1].step) as f64 / 2.0;
+            (mid, floor, c[c.len() - 1].time)
+        })
+        .collect()
+}
+
+/// A robust pace over chunks' floors (Theil-Sen), over at most [`PACE_POINTS`] of them
+/// spread evenly: the knee is searched at every chunk, and the pairs grow as their square.
+fn pace(floors: &[(f64, f64)]) -> f64 {
+    if floors.len() <= PACE_POINTS {
+        return crate::detect::trend::theil_sen(floors);
+    }
+    let last = floors.len() - 1;
+    let thinned: Vec<(f64, f64)> = (0..PACE_POINTS)
+        .map(|i| floors[i * last / (PACE_POINTS - 1)])
+        .collect();
+    crate::detect::trend::theil_sen(&thinned)
+}
+
+/// Where the warm-up of the job whose step-end readings are `steps` stands: it rises from
+/// the first reading at a pace (bytes a step, Theil-Sen over the chunks' floors); it has
+/// ended at the first chunk after which the pace over the following chunks falls to
+/// [`KNEE_SHARE`] of the pace up to it, or once the job has climbed without slowing for
+/// [`WARM_UP_AT_MOST_SECS`] since its first reading ([`Steps::began`], which the bounded
+/// readings may have let go: a job stepping fast keeps only its last minutes).
+pub(crate) fn warm_up(steps: &Steps) -> Option<WarmUp> {
+    let points: Vec<&StepPoint> = steps.points().iter().collect();
+    let first = *points.first()?;
+    let began = steps.began().map_or(first.time, |b| b.time.min(first.time));
+    let chunks = warm_chunks(&points);
+    let floors: Vec<(f64, f64)> = chunks.iter().map(|&(s, f, _)| (s, f)).collect();
+    let ended = |i: usize, how| {
+        let at = points[(i * WARM_CHUNK).min(points.len() - 1)];
+        WarmUp::Ended {
+            step: at.step,
+            time: at.time,
+            how,
+        }
+    };
+    let too_long = |time: f64| time - began >= WARM_UP_AT_MOST_SECS;
+    if floors.len() < 2 {
+        let last = points[points.len() - 1].time;
+        if too_long(last) {
+            return Some(ended(0, WarmUpEnd::TooLong));
+        }
+        return Some(WarmUp::Warming {
+            per_step: 0.0,
+            secs: last - began,
+        });
+    }
+    // Not rising from the start: nothing to wait for.
+    let opening = crate::detect::trend::theil_sen(&floors[..floors.len().min(3)]);
+    if opening < MIN_BYTES_PER_STEP {
+        return Some(ended(0, WarmUpEnd::NotSeen));
+    }
+    // The readings kept begin after the job's first (a fast job keeps only its last
+    // minutes): a knee before them shows as the pace since the first reading being four
+    // times the pace they open with or more.
+    if let Some(b) = steps.began().filter(|b| b.step < first.step) {
+        let since_began = (floors[0].1 - b.allocated as f64) / (floors[0].0 - b.step as f64);
+        if opening <= KNEE_SHARE * since_began {
+            return Some(ended(0, WarmUpEnd::Knee));
+        }
+    }
+    // The knee: the first chunk k (with three after it) where the pace after it is at most
+    // a quarter of the pace up to it.
+    for k in 0..floors.len().saturating_sub(2) {
+        if too_long(chunks[k].2) {
+            return Some(ended(k, WarmUpEnd::TooLong));
+        }
+        if k < 2 {
+            continue;
+        }
+        let before = pace(&floors[..=k]);
+        let after = crate::detect::trend::theil_sen(&floors[k..(k + 4).min(floors.len())]);
+        if before > 0.0 && after <= KNEE_SHARE * before {
+            return Some(ended(k, WarmUpEnd::Knee));
+        }
+    }
+    let last = chunks[chunks.len() - 1];
+    if too_long(last.2) {
+        return Some(ended(chunks.len() - 1, WarmUpEnd::TooLong));
+    }
+    Some(WarmUp::Warming {
+        per_step: pace(&floors),
+        secs: last.2 - began,
+    })
+}
+
+/// The step-end readings after a warm-up that stands at `warm` (all of them where none was
+/// seen); none while the job warms up.
+fn after_warm_up(steps: &Steps, warm: Option<WarmUp>) -> Steps {
+    match warm {
+        Some(WarmUp::Ended { step, .. }) => steps.from_step(step),
+        _ => Steps::default(),
+    }
+}
 
 /// A climb per step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,8 +284,15 @@ fn read(points: &[&StepPoint], end: u64, window: u64, n: usize) -> Option<(f64, 
 }
 
 /// The first window (short, then long) whose step-end floor climbs, at the last step and a
-/// tenth of the window before it.
+/// tenth of the window before it: windows after the job's warm-up ([`warm_up`]) only.
+#[cfg(test)]
 pub(crate) fn climbing(steps: &Steps) -> Option<StepClimb> {
+    climbing_after(steps, warm_up(steps))
+}
+
+/// [`climbing`], the warm-up already read.
+pub(crate) fn climbing_after(steps: &Steps, warm: Option<WarmUp>) -> Option<StepClimb> {
+    let steps = &after_warm_up(steps, warm);
     let last = *steps.last()?;
     let points: Vec<&StepPoint> = steps.points().iter().collect();
     STEP_WINDOWS.iter().find_map(|&(window, n)| {
@@ -258,5 +422,79 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A job's first readings at 10 steps a second (one reading every 2 steps), live bytes
+    /// `f(step)`, pushed one by one as the pipeline does: the bounded readings let the first
+    /// go after 1024.
+    fn fast(last: u64, f: impl Fn(u64) -> f64) -> Steps {
+        steps(last, 2, 0.1, f)
+    }
+
+    /// A ramp to 24 GiB over the first 900 steps (27 MiB a step), then a plateau.
+    fn ramp(s: u64) -> f64 {
+        24_000.0 * MIB * (s as f64 / 900.0).min(1.0) + 4.0 * MIB * noise(s)
+    }
+
+    #[test]
+    fn a_warm_up_ramp_that_ends_in_a_plateau_never_climbs_and_ends_at_its_knee() {
+        for last in (20..6000).step_by(10) {
+            let s = fast(last, ramp);
+            assert!(climbing(&s).is_none(), "a climb at step {last}");
+            match warm_up(&s) {
+                Some(WarmUp::Warming { .. }) => assert!(last < 1100, "warming at {last}"),
+                Some(WarmUp::Ended { step, how, .. }) => {
+                    assert!(last >= 900, "ended at {last}, within the ramp");
+                    // Once the knee has left the readings kept, the warm-up is still over.
+                    if s.points()[0].step < 850 {
+                        assert_eq!(how, WarmUpEnd::Knee, "at {last}");
+                        assert!((850..=1000).contains(&step), "knee at {step}, at {last}");
+                    }
+                }
+                None => panic!("nothing read at {last}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_leak_that_starts_during_the_warm_up_is_found_once_the_ramp_ends() {
+        // 1 MiB a step kept from step 400, inside the ramp.
+        let leak = |s: u64| ramp(s) + 1.0 * MIB * s.saturating_sub(400) as f64;
+        let first = (900..4000)
+            .step_by(10)
+            .find(|&last| climbing(&fast(last, leak)).is_some())
+            .expect("flagged");
+        assert!(first <= 900 + 300, "flagged at step {first}");
+        // And still, long after the knee has left the readings kept.
+        for last in (first + 100..6000).step_by(100) {
+            let s = fast(last, leak);
+            assert!(
+                matches!(warm_up(&s), Some(WarmUp::Ended { .. })),
+                "warming again at {last}"
+            );
+            let c = climbing(&s).unwrap_or_else(|| panic!("lost at {last}"));
+            assert!((c.bytes_per_step / MIB - 1.0).abs() < 0.25, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_climb_from_the_first_step_that_never_slows_is_judged_after_five_minutes() {
+        // 2 MiB a step from the start at 10 steps a second, for ever: no knee.
+        let leak = |s: u64| 2_000.0 * MIB + 2.0 * MIB * s as f64 + 4.0 * MIB * noise(s);
+        assert!(matches!(warm_up(&fast(2900, leak)), Some(WarmUp::Warming { .. })));
+        assert!(climbing(&fast(2900, leak)).is_none(), "judged within 300 s");
+        let s = fast(3600, leak);
+        assert!(
+            matches!(
+                warm_up(&s),
+                Some(WarmUp::Ended {
+                    how: WarmUpEnd::TooLong,
+                    ..
+                })
+            ),
+            "{:?}",
+            warm_up(&s)
+        );
+        assert!(climbing(&s).is_some(), "not judged past 300 s");
     }
 }

@@ -177,6 +177,12 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
             }
             seen.gpus.insert(uuid.clone());
             held.insert(uuid, 0);
+            // MIG instances: processes run on them as on a GPU.
+            for mig in array(gpu, "mig") {
+                let uuid = text_of(mig, "uuid");
+                seen.gpus.insert(uuid.clone());
+                held.insert(uuid, 0);
+            }
         }
         for process in processes {
             let pid = int(process, "pid").unwrap_or(0);
@@ -220,6 +226,26 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
                     held[&uuid]
                 ));
             }
+            let mut in_migs = 0;
+            for mig in array(gpu, "mig") {
+                let uuid = text_of(mig, "uuid");
+                let memory = mig.get("memory").unwrap_or(&Value::Null);
+                let [total, used, free] = ["total", "used", "free"].map(|k| int(memory, k));
+                let (Some(total), Some(used), Some(free)) = (total, used, free) else {
+                    say(format!("MIG {uuid}: memory incomplete"));
+                    continue;
+                };
+                in_migs += used;
+                if used + free != total || held[&uuid] > used {
+                    say(format!(
+                        "MIG {uuid}: used {used} + free {free} != total {total}, or its processes hold {} > used",
+                        held[&uuid]
+                    ));
+                }
+            }
+            if in_migs > used {
+                say(format!("GPU {uuid}: its MIG instances use {in_migs} > used {used}"));
+            }
         }
         let mut fed = BTreeSet::new();
         for feed in array(&value, "feeds") {
@@ -247,7 +273,8 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
                 .pointer("/hello/devices/0/uuid")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            if format!("GPU-{named}") != device {
+            // Torch names a GPU by its bare UUID; the agent names a MIG instance `MIG-...`.
+            if format!("GPU-{named}") != device && named != device {
                 say(format!(
                     "feed of PID {pid} names device {named}, NVML {device}"
                 ));
@@ -351,6 +378,19 @@ fn identity(process: &Value, stats: &Value) -> Vec<String> {
     };
     let [allocated, reserved, inactive] =
         ["allocated", "reserved", "inactive_split"].map(|k| int(stats, k));
+    // XLA's cuda_async: live tensors and their peak only, the pool unreported (and said so).
+    if reserved.is_none() && stats.pointer("/unreported/reserved").is_some() {
+        let (Some(allocated), Some(used)) = (allocated, int(process, "used")) else {
+            return vec!["allocated or used missing".into()];
+        };
+        if allocated > used || layer("live") != Some(allocated) {
+            out.push(format!("allocated {allocated} above used {used}, or not the layers' live"));
+        }
+        if int(stats, "peak_allocated").is_some_and(|p| p < allocated) {
+            out.push("a peak below the current value".into());
+        }
+        return out;
+    }
     let (Some(allocated), Some(reserved), Some(inactive), Some(used)) =
         (allocated, reserved, inactive, int(process, "used"))
     else {
