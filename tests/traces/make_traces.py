@@ -879,8 +879,27 @@ def jax_async_live_climb(rng):
              outside=[constant(512 * MiB)], async_pool=True)
     return ("A JAX job on cuda_async (allocated reported, reserved null) keeps 90 MiB/min of "
             "live tensors from minute 5 under a 4 GiB saw-tooth: a live climb (`cause: live`), "
-            "never `unattributed`, its pool unknown.", 40, [g], [p],
-            [climb("live", p, M(5), 90)], False)
+            "never `unattributed` (its evidence says `live` from when it is first raised), its pool "
+            "unknown.", 40, [g], [p],
+            [climb("live", p, M(5), 90, evidence={"cause": "live"})], False)
+
+
+@story
+def exits_with_closed_feeds(rng):
+    g = Gpu(rng, 0)
+    h = Gpu(rng, 1)
+    # Three fed jobs; two exit (at minutes 8 and 17) and their closed feeds are kept for
+    # 60 s and 30 s after NVML stops listing them, as the monitor keeps a feed it has read.
+    a = Proc(78500, g, T0 - 600, live=running(20 * GiB), step_amp=2 * GiB,
+             outside=[constant(512 * MiB)], exit=M(8), feed_kept=60.0)
+    b = Proc(78501, h, T0 - 600, live=running(16 * GiB), step_amp=1 * GiB,
+             outside=[constant(512 * MiB)], exit=M(17), feed_kept=30.0)
+    c = Proc(78502, g, M(10), live=[ramp(M(10) + 20, 60, 12 * GiB)], step_amp=1 * GiB,
+             outside=[step(M(10) + 30, 512 * MiB)])
+    return ("Two fed jobs exit (at 8m and 17m) and their closed feeds are kept for a while "
+            "after NVML stops listing them; a third starts at 10m. A feed whose process has "
+            "exited is not a feed on a device NVML does not list: no `feed_device_unlisted`.",
+            25, [g, h], [a, b, c], [], True, {"never": ["feed_device_unlisted"]})
 
 
 # What the oracle leaves beside a pool on a device: the 32 MiB a cuBLAS workspace may take

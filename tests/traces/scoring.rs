@@ -13,6 +13,7 @@ fn labels(normal: bool, expect: Vec<Expected>) -> Labels {
         expect,
         normal,
         layers: None,
+        never: Vec::new(),
     }
 }
 
@@ -249,4 +250,19 @@ fn durations_read_as_minutes_and_seconds() {
     assert_eq!(duration(0.4), "0s");
     assert_eq!(duration(185.0), "3m05s");
     assert_eq!(duration(-40.0), "-40s");
+}
+
+#[test]
+fn a_kind_the_labels_say_never_fails_the_trace_wherever_it_is_raised() {
+    let mut l = labels(true, vec![]);
+    l.never = vec!["feed_device_unlisted".into()];
+    let f = findings(&[
+        finding("feed_device_unlisted", Some(7), 8.1, "{}"),
+        finding("stale_feed", Some(7), 8.1, "{}"),
+    ]);
+    let s = score("t", T0, &l, &f);
+    let failed = failures(&s);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("never to be raised, yet feed_device_unlisted"), "{failed:?}");
+    assert!(failures(&score("t", T0, &labels(true, vec![]), &f)).is_empty());
 }

@@ -187,7 +187,8 @@ class Proc:
     of the jitter too (4 noise above the step's top, what the pool grows to hold), as a
     real counter that sees every allocation does, rather than the highest sampled;
     async_pool, a JAX job on XLA's cuda_async allocator: its feed reports live tensors and
-    their peak, no pool figure, no split pieces.
+    their peak, no pool figure, no split pieces; feed_kept, seconds the monitor keeps the
+    closed feed of a process that exited (and is gone: NVML no longer lists it).
     """
 
     def __init__(self, pid, gpu, start, command="python train.py",
@@ -197,7 +198,7 @@ class Proc:
                  after="gone", sm=(70, 98), growth_odds=1 / 150.0, breathe=(), floor=0,
                  oom_once=False, unmeasured_block=False, report_context=False,
                  step_secs=None, step_from=None, step_noise=2 * MiB, idle_sm=(0, 0),
-                 peak_counts_jitter=False, async_pool=False):
+                 peak_counts_jitter=False, async_pool=False, feed_kept=0.0):
         self.pid = pid
         self.gpu = gpu
         self.start = start
@@ -243,6 +244,7 @@ class Proc:
         self.step_noise = step_noise
         self.peak_counts_jitter = peak_counts_jitter
         self.async_pool = async_pool
+        self.feed_kept = feed_kept
         self.step_readings = []  # step-end readings since the previous line
         self.first_report = None
         self.last_step_reading = None
@@ -617,6 +619,13 @@ def render(gpus, procs, minutes, rng):
             else:
                 ooms = [] if proc.oom_once else proc.oom_reports[-1:]
             feeds.append(proc.feed_record(stats, ooms, closed=not alive))
+        # The closed feeds of processes that exited, kept a while after NVML stopped
+        # listing them.
+        for proc in procs:
+            if (proc.fed and proc.feed_kept > 0 and proc.exit is not None
+                    and proc.last is not None and not proc.listed(line_time)
+                    and proc.exit <= line_time < proc.exit + proc.feed_kept):
+                feeds.append(proc.feed_record(proc.last[0], [], closed=True))
         lines.append({
             "time": line_time,
             "interval": INTERVAL,
@@ -679,8 +688,9 @@ def derived(line):
 def write(directory, name, story):
     """Tells one story (seeded by its name) and writes its trace and labels. A story may
     return a seventh element, its options: `shape` ("derived": the lines in the snapshot's
-    derived form) and `layers` (written into the labels: "exact", every context and
-    memory outside the pool within 5 % of the truth)."""
+    derived form), `layers` (written into the labels: "exact", every context and
+    memory outside the pool within 5 % of the truth) and `never` (written into the labels:
+    finding kinds that must not be raised on the trace at all)."""
     rng = random.Random(zlib.crc32(name.encode()))
     told = story(rng)
     description, minutes, gpus, procs, expect, normal = told[:6]
@@ -704,6 +714,8 @@ def write(directory, name, story):
               "normal": normal}
     if "layers" in options:
         labels["layers"] = options["layers"]
+    if "never" in options:
+        labels["never"] = options["never"]
     with open(os.path.join(directory, name + ".labels.json"), "w") as out:
         json.dump(labels, out, indent=2)
         out.write("\n")

@@ -122,16 +122,16 @@ pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) ->
 
 /// The cause of a climb of NVML's figure for a fed process whose allocator reports no pool
 /// (XLA's cuda_async): live tensors where their floor rises beside it, over its window (and
-/// the longest, where the series covers it), at more than a quarter of its rate (as a pool climbs because its tensors
-/// do); unattributed where they are flat.
+/// the longest, where the series covers it), at more than [`BESIDE_SHARE`] of its rate (as a
+/// pool climbs because its tensors do); unattributed where they are flat.
 pub(super) fn unpooled_cause(history: &History, id: &ProcessId, now: f64, c: &Climb) -> Cause {
     let longest = WINDOWS[WINDOWS.len() - 1].0;
     let rate = |window| {
         series(history, id, Metric::Allocated).and_then(|s| floor_rate(s, now, window))
     };
     // Over the climb's window they must rise; over the longest, where it is covered.
-    if rate(c.window).is_some_and(|r| r > 0.25 * c.rate)
-        && rate(longest).is_none_or(|r| r > 0.25 * c.rate)
+    if rate(c.window).is_some_and(|r| r > BESIDE_SHARE * c.rate)
+        && rate(longest).is_none_or(|r| r > BESIDE_SHARE * c.rate)
     {
         Cause::Live
     } else {
@@ -139,19 +139,23 @@ pub(super) fn unpooled_cause(history: &History, id: &ProcessId, now: f64, c: &Cl
     }
 }
 
+/// A layer whose floor moves at this share of a climb's rate or less is flat beside it: not
+/// its cause.
+const BESIDE_SHARE: f64 = 0.25;
+
 /// Which layer of a fed process climbs: live tensors first; the cache only when live tensors
-/// are flat beside it (a quarter of its rate or less); memory outside the pool only when the
-/// pool is flat too. A layer that climbs along with another is not its cause.
+/// are flat beside it (a quarter of its rate or less); memory outside the pool only when
+/// the pool is flat too. A layer that climbs along with another is not its cause.
 pub(super) fn fed(history: &History, id: &ProcessId, now: f64) -> Option<(Cause, Climb, Metric)> {
-    // A layer is flat beside a climb when its floor moves at a quarter of the climb's rate
-    // or less, over the climb's own window and over the longest one (a slow leak under a
+    // A layer is flat beside a climb when its floor moves at BESIDE_SHARE of the climb's
+    // rate or less, over the climb's own window and over the longest one (a slow leak under a
     // noisy saw-tooth hides in a short window, not in a long one).
     let longest = WINDOWS[WINDOWS.len() - 1].0;
     let flat = |metric, c: &Climb| {
         [c.window, longest].into_iter().all(|window| {
             series(history, id, metric)
                 .and_then(|s| floor_rate(s, now, window))
-                .is_none_or(|r| r <= 0.25 * c.rate)
+                .is_none_or(|r| r <= BESIDE_SHARE * c.rate)
         })
     };
     let climbs = |metric| series(history, id, metric).and_then(|s| climbing(s, now));

@@ -73,6 +73,9 @@ pub struct Labels {
     /// side of it (every trace is held to that).
     #[serde(default)]
     pub layers: Option<String>,
+    /// Finding kinds (any, scored or not) that must not be raised on this trace at all.
+    #[serde(default)]
+    pub never: Vec<String>,
 }
 
 /// One event a correct monitor must flag.
@@ -334,6 +337,8 @@ pub struct TraceScore {
     pub raised: BTreeMap<String, usize>,
     /// Why there are no findings to score (analyze failed).
     pub error: Option<String>,
+    /// Findings of a kind the labels say must never be raised on this trace.
+    pub never_raised: Vec<Flagged>,
 }
 
 /// Scores the findings of one trace against its labels.
@@ -378,6 +383,11 @@ pub fn score(name: &str, origin: f64, labels: &Labels, findings: &[Flagged]) -> 
     for f in findings.iter().filter(|f| KINDS.contains(&f.kind.as_str())) {
         *raised.entry(f.kind.clone()).or_insert(0) += 1;
     }
+    let never_raised = findings
+        .iter()
+        .filter(|f| labels.never.contains(&f.kind))
+        .cloned()
+        .collect();
     TraceScore {
         name: name.to_string(),
         origin,
@@ -388,6 +398,7 @@ pub fn score(name: &str, origin: f64, labels: &Labels, findings: &[Flagged]) -> 
         others,
         raised,
         error: None,
+        never_raised,
     }
 }
 
@@ -427,6 +438,13 @@ pub fn failures(trace: &TraceScore) -> Vec<String> {
             _ => "not flagged".to_string(),
         };
         out.push(format!("{}: {what}: {why}", trace.name));
+    }
+    for f in &trace.never_raised {
+        out.push(format!(
+            "{}: never to be raised, yet {}",
+            trace.name,
+            f.describe(trace.origin)
+        ));
     }
     if trace.normal {
         for (climb, _) in &trace.climbs {

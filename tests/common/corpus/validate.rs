@@ -256,8 +256,12 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
             }
             let pid = feed.get("peer").and_then(|p| int(p, "pid")).unwrap_or(0);
             fed.insert(pid);
+            let closed = feed.pointer("/state/state") == Some(&Value::String("closed".into()));
             let Some(process) = processes.iter().find(|p| int(p, "pid") == Some(pid)) else {
-                say(format!("a feed for PID {pid}, which NVML does not list"));
+                // The closed feed of a process that exited, kept a while: nothing to match.
+                if !closed {
+                    say(format!("a feed for PID {pid}, which NVML does not list"));
+                }
                 continue;
             };
             let connected =
