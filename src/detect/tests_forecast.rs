@@ -70,6 +70,80 @@ fn a_climb_toward_capacity_is_forecast_with_its_eta() {
     );
 }
 
+/// [`run`], the feed's `peak_allocated` given by `peak(t, allocated)`.
+fn run_with_peak(
+    minutes: u32,
+    live: impl Fn(f64) -> f64,
+    peak: impl Fn(f64, u64) -> u64,
+    mut each: impl FnMut(f64, &Observed),
+) {
+    let mut pipeline = Pipeline::new(None);
+    for k in 0..=(minutes * 12) {
+        let t = 5.0 * f64::from(k);
+        let floor = live(t);
+        let saw = 2.0 * GIB as f64 * ((t % 40.0) / 40.0);
+        let allocated = (floor + saw) as u64;
+        let reserved = ((floor + 2.0 * GIB as f64) as u64 + GIB).next_multiple_of(2 * MIB);
+        let stats = AllocatorStats {
+            peak_allocated: Some(peak(t, allocated)),
+            ..pool(allocated, reserved, 256 * MIB)
+        };
+        let mut s = fed_node(1000.0 + t, 80 * GIB, GIB, stats);
+        s.interval = 5.0;
+        each(t, &pipeline.ingest(s));
+    }
+}
+
+#[test]
+fn a_forecast_reads_the_allocator_peak_where_it_rose_and_paces_from_it() {
+    // 600 MiB/min from minute 2; the counter holds the true peak (floor + 2 GiB), which
+    // the samples (every 5 s on a 40 s saw-tooth) reach only now and then.
+    let rate = 600.0 * MIB as f64 / 60.0;
+    let live = |t: f64| 40.0 * GIB as f64 + rate * (t - 120.0).max(0.0);
+    let capacity = (80.0 - 0.5 - 1.0 - 0.25) * GIB as f64 - 2.0 * GIB as f64;
+    let oom_at = 120.0 + (capacity - 40.0 * GIB as f64) / rate;
+    let true_peak = |t: f64| (live(t) + 2.0 * GIB as f64) as u64;
+    let mut seen = 0;
+    run_with_peak(55, live, |t, _| true_peak(t), |t, o| {
+        let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) else {
+            return;
+        };
+        if t >= oom_at - 30.0 {
+            return;
+        }
+        seen += 1;
+        let truth = oom_at - t;
+        let eta = f.evidence["eta_secs"].as_f64().expect("eta");
+        assert_eq!(f.evidence["level_source"], "allocator", "at {t}");
+        assert_eq!(f.evidence["level_bytes"], true_peak(t), "at {t}");
+        assert!((eta - truth).abs() <= (0.1 * truth).max(15.0), "at {t}: {eta} for {truth}");
+        if t - 120.0 >= 600.0 {
+            // Ten minutes of climb: the counter's own pace, to the byte a second.
+            let pace = f.evidence["rate_bytes_per_sec"].as_f64().expect("rate");
+            assert!((pace / rate - 1.0).abs() < 0.01, "at {t}: {pace}");
+        }
+    });
+    assert!(seen > 100, "{seen} forecasts");
+}
+
+#[test]
+fn an_allocator_peak_set_before_the_window_is_not_the_level() {
+    // The counter holds a spike of 76 GiB from before the window (an evaluation pass long
+    // ago) and never rises: the level is the highest reading, not the old spike, which
+    // would say the device is all but full.
+    let rate = 600.0 * MIB as f64 / 60.0;
+    let live = |t: f64| 40.0 * GIB as f64 + rate * (t - 120.0).max(0.0);
+    let mut seen = 0;
+    run_with_peak(20, live, |_, _| 76 * GIB, |t, o| {
+        if let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) {
+            seen += 1;
+            assert_eq!(f.evidence["level_source"], "sampled", "at {t}");
+            assert!(f.evidence["level_bytes"].as_u64() < Some(60 * GIB), "at {t}");
+        }
+    });
+    assert!(seen > 0);
+}
+
 #[test]
 fn plateaus_and_saw_tooths_near_capacity_are_never_forecast() {
     let plateau = |_t: f64| 70.0 * GIB as f64;

@@ -56,6 +56,8 @@ struct Room {
     pace: Option<f64>,
     /// The line it will cross.
     limit: u64,
+    /// Read from live tensors' peak against what the device can give the pool.
+    live: bool,
     free: u64,
     peak_window: f64,
 }
@@ -63,15 +65,17 @@ struct Room {
 fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber) -> Option<Room> {
     let now = sample.time;
     let free = device_free(sample, climber.device)?;
-    let series = history.get(&found.key)?;
-    let window = PEAK_SECS.min(series.reach()[0]);
-    let sampled = series.chunks(now, window, 1)[0]?.max;
     let stats = climber
         .process
-        .and_then(|(p, usable)| p.feed.as_ref().filter(|_| usable).map(|f| &f.stats));
-    match (found.cause, found.key.metric(), stats) {
-        (Cause::Live, Metric::Allocated, Some(stats)) => {
-            let sampled = sampled.max(stats.allocated);
+        .and_then(|(p, usable)| p.feed.as_ref().filter(|_| usable).map(|f| (p, &f.stats)));
+    match (found.cause, stats) {
+        // Live tensors climbing (seen in their own series, or in the pool's that grows
+        // because they do), in a pool of known size: their peak against what the device can
+        // give the pool.
+        (Cause::Live, Some((p, stats))) if stats.reserved.is_some() => {
+            let series = history.get(&KeyRef::of(p, Metric::Allocated))?;
+            let window = PEAK_SECS.min(series.reach()[0]);
+            let sampled = series.chunks(now, window, 1)[0]?.max.max(stats.allocated);
             // The allocator's own peak where its counter rose within the window: exact, and
             // this climb's (a counter flat over it was set earlier: an old spike).
             let counter = climber
@@ -102,6 +106,7 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
                 level,
                 level_source,
                 pace,
+                live: true,
                 limit: usable.max(level),
                 free,
                 peak_window: window,
@@ -110,11 +115,15 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
         _ => {
             // What the device holds for this series now is its last reading and the free
             // memory; its peak over the window must fit in that.
+            let series = history.get(&found.key)?;
+            let window = PEAK_SECS.min(series.reach()[0]);
+            let sampled = series.chunks(now, window, 1)[0]?.max;
             let last = series.last()?;
             Some(Room {
                 level: sampled.max(last),
                 level_source: "sampled",
                 pace: None,
+                live: false,
                 limit: last.saturating_add(free),
                 free,
                 peak_window: window,
@@ -124,9 +133,9 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
 }
 
 /// The pace of the allocator's own peak counter, bytes a second, over the climb's last
-/// [`PACE_SECS`] at most (from [`PACE_FROM_SECS`] of it): the pace of what must fit, read
-/// from the series the level is. A counter that did not rise over the whole of it (set
-/// earlier, or reset) is not read.
+/// [`PACE_SECS`] at most (from [`PACE_FROM_SECS`] of it), a chunk a minute: the pace of
+/// what must fit, read from the series the level is. Read over the chunks it rose through
+/// up to now, four at least (before them it held, or was reset).
 fn counter_pace(counter: &Series, found: &Found, now: f64) -> Option<f64> {
     let span = (now - found.climb.start).min(PACE_SECS);
     if span < PACE_FROM_SECS {
@@ -140,11 +149,18 @@ fn counter_pace(counter: &Series, found: &Found, now: f64) -> Option<f64> {
         .enumerate()
         .filter_map(|(i, c)| c.map(|c| (now - span + (i as f64 + 0.5) * width, c.last as f64)))
         .collect();
-    // Rising from chunk to chunk (never falling: a reset), over nearly all of them.
-    let rises = points.windows(2).filter(|w| w[1].1 > w[0].1).count();
-    let falls = points.windows(2).any(|w| w[1].1 < w[0].1);
-    (points.len() + 1 >= n && !falls && rises + 1 >= points.len().saturating_sub(1))
-        .then(|| crate::detect::trend::theil_sen(&points))
+    if points.len() + 1 < n {
+        return None;
+    }
+    // The chunks it rose through, from chunk to chunk, up to now (before them it held, or
+    // was reset): four of them at least.
+    let from = points
+        .windows(2)
+        .rposition(|w| w[1].1 <= w[0].1)
+        .map_or(0, |i| i + 1);
+    let rising = &points[from..];
+    (rising.len() >= 4)
+        .then(|| crate::detect::trend::theil_sen(rising))
         .filter(|r| r.is_finite() && *r > 0.0)
 }
 
@@ -188,8 +204,8 @@ pub(super) fn forecast(
         "allocator" => "the allocator's own peak".to_string(),
         _ => format!("the highest reading in the last {}", duration(room.peak_window)),
     };
-    let what = match (found.cause, found.key.metric()) {
-        (Cause::Live, Metric::Allocated) => format!(
+    let what = match (found.cause, room.live) {
+        (Cause::Live, true) => format!(
             "{} can still be taken: what the device can give the pool ({} free, the pool less its split pieces) above its peak live of {} ({peak})",
             bytes(available),
             bytes(room.free),
