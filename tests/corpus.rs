@@ -518,8 +518,7 @@ fn forecasts_hold_their_eta_at_every_sample() {
         let mut worst_near_end: f64 = 0.0;
         let origin = first_time(&unpack(&trace.packed));
         for line in unpack(&trace.packed).lines() {
-            let sample: strata::sample::NodeSample =
-                serde_json::from_str(line).expect("a sample");
+            let sample: strata::sample::NodeSample = serde_json::from_str(line).expect("a sample");
             let now = sample.time;
             if now >= oom_at {
                 break;

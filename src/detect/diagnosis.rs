@@ -121,7 +121,13 @@ pub(super) fn detect(
                     .is_none()
                     .then(|| series(history, &id, Metric::Used).and_then(|s| climbing(s, now)))
                     .flatten()
-                    .map(|c| (climbs::unpooled_cause(history, &id, now, &c), c, Metric::Used))
+                    .map(|c| {
+                        (
+                            climbs::unpooled_cause(history, &id, now, &c),
+                            c,
+                            Metric::Used,
+                        )
+                    })
             })
         } else if p.visible {
             series(history, &id, Metric::Used)

@@ -258,7 +258,10 @@ impl ClimbHold {
             self.seen.retain(|(g, _, _)| !same(f, g));
             self.seen.push((f.clone(), key, now));
         }
-        for f in findings.iter().filter(|f| f.kind == FindingKind::OomForecast) {
+        for f in findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::OomForecast)
+        {
             self.forecasts.retain(|g| !same(f, g));
             self.forecasts.push(f.clone());
         }

@@ -104,25 +104,33 @@ fn a_forecast_reads_the_allocator_peak_where_it_rose_and_paces_from_it() {
     let oom_at = 120.0 + (capacity - 40.0 * GIB as f64) / rate;
     let true_peak = |t: f64| (live(t) + 2.0 * GIB as f64) as u64;
     let mut seen = 0;
-    run_with_peak(55, live, |t, _| true_peak(t), |t, o| {
-        let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) else {
-            return;
-        };
-        if t >= oom_at - 30.0 {
-            return;
-        }
-        seen += 1;
-        let truth = oom_at - t;
-        let eta = f.evidence["eta_secs"].as_f64().expect("eta");
-        assert_eq!(f.evidence["level_source"], "allocator", "at {t}");
-        assert_eq!(f.evidence["level_bytes"], true_peak(t), "at {t}");
-        assert!((eta - truth).abs() <= (0.1 * truth).max(15.0), "at {t}: {eta} for {truth}");
-        if t - 120.0 >= 600.0 {
-            // Ten minutes of climb: the counter's own pace, to the byte a second.
-            let pace = f.evidence["rate_bytes_per_sec"].as_f64().expect("rate");
-            assert!((pace / rate - 1.0).abs() < 0.01, "at {t}: {pace}");
-        }
-    });
+    run_with_peak(
+        55,
+        live,
+        |t, _| true_peak(t),
+        |t, o| {
+            let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) else {
+                return;
+            };
+            if t >= oom_at - 30.0 {
+                return;
+            }
+            seen += 1;
+            let truth = oom_at - t;
+            let eta = f.evidence["eta_secs"].as_f64().expect("eta");
+            assert_eq!(f.evidence["level_source"], "allocator", "at {t}");
+            assert_eq!(f.evidence["level_bytes"], true_peak(t), "at {t}");
+            assert!(
+                (eta - truth).abs() <= (0.1 * truth).max(15.0),
+                "at {t}: {eta} for {truth}"
+            );
+            if t - 120.0 >= 600.0 {
+                // Ten minutes of climb: the counter's own pace, to the byte a second.
+                let pace = f.evidence["rate_bytes_per_sec"].as_f64().expect("rate");
+                assert!((pace / rate - 1.0).abs() < 0.01, "at {t}: {pace}");
+            }
+        },
+    );
     assert!(seen > 100, "{seen} forecasts");
 }
 
@@ -134,13 +142,21 @@ fn an_allocator_peak_set_before_the_window_is_not_the_level() {
     let rate = 600.0 * MIB as f64 / 60.0;
     let live = |t: f64| 40.0 * GIB as f64 + rate * (t - 120.0).max(0.0);
     let mut seen = 0;
-    run_with_peak(20, live, |_, _| 76 * GIB, |t, o| {
-        if let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) {
-            seen += 1;
-            assert_eq!(f.evidence["level_source"], "sampled", "at {t}");
-            assert!(f.evidence["level_bytes"].as_u64() < Some(60 * GIB), "at {t}");
-        }
-    });
+    run_with_peak(
+        20,
+        live,
+        |_, _| 76 * GIB,
+        |t, o| {
+            if let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) {
+                seen += 1;
+                assert_eq!(f.evidence["level_source"], "sampled", "at {t}");
+                assert!(
+                    f.evidence["level_bytes"].as_u64() < Some(60 * GIB),
+                    "at {t}"
+                );
+            }
+        },
+    );
     assert!(seen > 0);
 }
 

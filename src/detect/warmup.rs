@@ -98,7 +98,15 @@ impl WarmUp {
             // not remembered (the verdict comes once the level holds).
             let warm = steps::warm_up(steps);
             if let (None, Some(steps::WarmUp::Warming { per_step, secs })) = (forecast, warm) {
-                findings.push(warming(&who(), &p.device_uuid, p.pid, now, &last, per_step, secs));
+                findings.push(warming(
+                    &who(),
+                    &p.device_uuid,
+                    p.pid,
+                    now,
+                    &last,
+                    per_step,
+                    secs,
+                ));
                 continue;
             }
             let verdict = if let Some(forecast) = forecast {
@@ -171,7 +179,7 @@ impl WarmUp {
                         }),
                     }
                 } else {
-                Finding {
+                    Finding {
                     kind: FindingKind::WarmUp,
                     severity: Severity::Info,
                     device_uuid: Some(p.device_uuid.clone()),

@@ -144,7 +144,11 @@ mod tests {
         );
         assert!((s.pace(0).expect("pace") - 20.0).abs() < 0.5);
         assert_eq!(s.since_step(last.step - 8).count(), 3);
-        assert_eq!(s.began().map(|p| p.step), Some(0), "the run's first reading is kept");
+        assert_eq!(
+            s.began().map(|p| p.step),
+            Some(0),
+            "the run's first reading is kept"
+        );
         s.push(at(3, 1e6));
         assert_eq!(s.len(), 1, "a lower step is a new count");
         assert_eq!(s.began().map(|p| p.step), Some(3), "...and begins afresh");

@@ -263,6 +263,9 @@ fn a_kind_the_labels_say_never_fails_the_trace_wherever_it_is_raised() {
     let s = score("t", T0, &l, &f);
     let failed = failures(&s);
     assert_eq!(failed.len(), 1, "{failed:?}");
-    assert!(failed[0].contains("never to be raised, yet feed_device_unlisted"), "{failed:?}");
+    assert!(
+        failed[0].contains("never to be raised, yet feed_device_unlisted"),
+        "{failed:?}"
+    );
     assert!(failures(&score("t", T0, &labels(true, vec![]), &f)).is_empty());
 }

@@ -1,8 +1,8 @@
 //! Climbs: which series of a process (or a device's `other`) rises with no plateau, and what
 //! that says is growing.
 
-use super::{metric_name, mib_per_min, series, Cause};
 use super::steps::WarmUp;
+use super::{metric_name, mib_per_min, series, Cause};
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
@@ -126,9 +126,8 @@ pub(super) fn with_steps(steps: &Steps, found: Option<Found>, id: &ProcessId) ->
 /// pool climbs because its tensors do); unattributed where they are flat.
 pub(super) fn unpooled_cause(history: &History, id: &ProcessId, now: f64, c: &Climb) -> Cause {
     let longest = WINDOWS[WINDOWS.len() - 1].0;
-    let rate = |window| {
-        series(history, id, Metric::Allocated).and_then(|s| floor_rate(s, now, window))
-    };
+    let rate =
+        |window| series(history, id, Metric::Allocated).and_then(|s| floor_rate(s, now, window));
     // Over the climb's window they must rise; over the longest, where it is covered.
     if rate(c.window).is_some_and(|r| r > BESIDE_SHARE * c.rate)
         && rate(longest).is_none_or(|r| r > BESIDE_SHARE * c.rate)

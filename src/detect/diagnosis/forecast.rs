@@ -202,7 +202,10 @@ pub(super) fn forecast(
     });
     let peak = match room.level_source {
         "allocator" => "the allocator's own peak".to_string(),
-        _ => format!("the highest reading in the last {}", duration(room.peak_window)),
+        _ => format!(
+            "the highest reading in the last {}",
+            duration(room.peak_window)
+        ),
     };
     let what = match (found.cause, room.live) {
         (Cause::Live, true) => format!(

@@ -481,7 +481,10 @@ mod tests {
     fn a_climb_from_the_first_step_that_never_slows_is_judged_after_five_minutes() {
         // 2 MiB a step from the start at 10 steps a second, for ever: no knee.
         let leak = |s: u64| 2_000.0 * MIB + 2.0 * MIB * s as f64 + 4.0 * MIB * noise(s);
-        assert!(matches!(warm_up(&fast(2900, leak)), Some(WarmUp::Warming { .. })));
+        assert!(matches!(
+            warm_up(&fast(2900, leak)),
+            Some(WarmUp::Warming { .. })
+        ));
         assert!(climbing(&fast(2900, leak)).is_none(), "judged within 300 s");
         let s = fast(3600, leak);
         assert!(

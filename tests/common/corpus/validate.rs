@@ -244,7 +244,9 @@ pub fn check_lines(text: &str) -> (Vec<String>, Seen) {
                 }
             }
             if in_migs > used {
-                say(format!("GPU {uuid}: its MIG instances use {in_migs} > used {used}"));
+                say(format!(
+                    "GPU {uuid}: its MIG instances use {in_migs} > used {used}"
+                ));
             }
         }
         let mut fed = BTreeSet::new();
@@ -388,7 +390,9 @@ fn identity(process: &Value, stats: &Value) -> Vec<String> {
             return vec!["allocated or used missing".into()];
         };
         if allocated > used || layer("live") != Some(allocated) {
-            out.push(format!("allocated {allocated} above used {used}, or not the layers' live"));
+            out.push(format!(
+                "allocated {allocated} above used {used}, or not the layers' live"
+            ));
         }
         if int(stats, "peak_allocated").is_some_and(|p| p < allocated) {
             out.push("a peak below the current value".into());
