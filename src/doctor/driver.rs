@@ -3,6 +3,7 @@
 //! process calls), as the monitor's poll chooses them. Once NVML is up, the GPUs' lanes start.
 
 use super::gpus;
+use super::refusals::NVML_HUNG;
 use super::runner::{Lane, Runner};
 use super::{Check, Group};
 use crate::source::nvml::probe::{refused, DriverCalls};
@@ -13,8 +14,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What to do when an NVML call hangs.
-pub(super) const NVML_HUNG: &str = "the driver may be hung: check `nvidia-smi` and `dmesg` (Xid errors); the monitor shows such a poll as stale";
 /// What to do when NVML's start hangs.
 const NVML_SLOW_START: &str = "the driver may be hung: check `nvidia-smi` and `dmesg` (Xid errors); without persistence mode NVML can take seconds per GPU to start: `nvidia-smi -pm 1`, or a longer --timeout";
 

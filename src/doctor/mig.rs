@@ -2,8 +2,7 @@
 //! can be read, which most drivers give to root only, and whether each instance's handle,
 //! memory and process lists can be.
 
-use super::driver::NVML_HUNG;
-use super::gpus::{fix_for, lines};
+use super::refusals::{fix_for, lines, NVML_HUNG};
 use super::runner::Lane;
 use super::{Check, Group};
 use crate::sample::DeviceMemory;

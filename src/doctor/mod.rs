@@ -19,6 +19,7 @@ mod feeds;
 mod gpus;
 mod mig;
 mod processes;
+mod refusals;
 mod render;
 mod runner;
 mod terminal;
