@@ -1,7 +1,7 @@
 //! One connection to an agent: what each line does to its feed, from the trust check of the
 //! first `hello` to `bye`.
 
-use super::discover::FeedKey;
+use super::candidate::FeedKey;
 use super::limits::{
     Admit, FloodGuard, LineEvent, LineReader, BYTES_PER_SECOND, FLOODS_TO_DROP, LINES_PER_SECOND,
 };

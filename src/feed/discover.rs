@@ -9,6 +9,7 @@
 //! connected to. A link is never the way to a socket: a link, a FIFO or a regular file where
 //! a feed dir or a socket belongs is reported as a suspicious entry, never followed or opened.
 
+use super::candidate::{Candidate, FeedKey};
 use super::fd::open_path;
 use super::found::{open_place, Dir, Found, IsDead, Place};
 use super::listing::{self, Listings, Opened};
@@ -21,9 +22,6 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::SystemTime;
 
-/// A socket file's identity: (st_dev, st_ino). The same socket seen twice is one feed.
-pub(crate) type FeedKey = (u64, u64);
-
 /// The most feeds the hub keeps.
 pub(crate) const MAX_FEEDS: usize = 4096;
 /// Entries read from one directory per listing.
@@ -34,33 +32,6 @@ const SCAN_ENTRIES: usize = 32_768;
 const MAX_FEED_DIRS: usize = 1024;
 /// `/tmp` may be large: read at most this many of its entries when looking for feed dirs.
 const MAX_TMP_ENTRIES: usize = 65_536;
-/// Suspicious entries reported per scan.
-pub(crate) const MAX_SUSPICIOUS: usize = 256;
-
-/// A socket that may be an agent's, with what its directory looked like.
-pub(crate) struct Candidate {
-    pub key: FeedKey,
-    /// Its ctime: with `key`, which file this is (a dead inode's number may be used again).
-    pub born: (i64, i64),
-    /// As shown to the user (through `/proc/<pid>/root` for a job in a container).
-    pub path: PathBuf,
-    /// The file name, `<pid>.sock`.
-    pub name: String,
-    /// The number in the name: the agent's pid as it sees itself.
-    pub name_pid: u32,
-    /// The uid that must own the directory and be the peer.
-    pub expected_uid: u32,
-    pub via: FoundVia,
-    /// The directory, opened `O_PATH`.
-    pub dir: Rc<OwnedFd>,
-    /// The check of the directory (owner, mode), done when it was opened.
-    pub dir_verdict: Result<(), String>,
-    /// Owner of the socket file.
-    pub socket_uid: u32,
-    /// The directory's place in this scan, for its budget of connection attempts; `None`:
-    /// looked up directly for a process NVML lists, which no budget holds back.
-    pub budget: Option<usize>,
-}
 
 /// What one scan found: candidates (direct look-ups first), and what it met that is not a
 /// feed.

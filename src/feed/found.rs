@@ -2,7 +2,7 @@
 //! socket that passes its directory's check wins), and the suspicious entries it met, each
 //! noted once.
 
-use super::discover::{Candidate, FeedKey, MAX_SUSPICIOUS};
+use super::candidate::{Candidate, FeedKey, MAX_SUSPICIOUS};
 use super::fd::{fstatat, open_in_root_following, readlink_in};
 use super::listing::{self, kind_of, Opened, SocketEntry};
 use super::names::dir_verdict;

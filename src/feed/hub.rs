@@ -4,8 +4,9 @@
 //! One thread, one epoll set over every connection and a wake-up socket; it sleeps until a
 //! line arrives, a rescan is due, or a caller asks for a scan.
 
+use super::candidate::FeedKey;
 use super::conn::{Conn, Phase, READ_CHUNK};
-use super::discover::{FeedKey, Scanner};
+use super::discover::Scanner;
 use super::poller::{wait_readable, Poller};
 use super::state::End;
 use super::state::Feeds;

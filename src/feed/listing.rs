@@ -3,7 +3,7 @@
 //! directory that holds thousands of dead sockets costs one `open` and one `fstat` a scan,
 //! not thousands of `fstatat` calls.
 
-use super::discover::FeedKey;
+use super::candidate::FeedKey;
 use super::fd::{fstat, fstatat, open_in_root, open_path};
 use super::names::socket_pid;
 use std::collections::{HashMap, HashSet};

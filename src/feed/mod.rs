@@ -6,6 +6,7 @@
 //! Judging them (matching each feed's devices to the processes NVML lists, and whether each
 //! can be combined with NVML's instant) is the model's: [`crate::accounting::attach`].
 
+mod candidate;
 mod conn;
 mod discover;
 mod fd;

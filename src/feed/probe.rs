@@ -3,8 +3,9 @@
 //! (and ctime), so it is connected to twice (to confirm it) and never again: in a directory
 //! of the monitor's own it is removed then; elsewhere it is left, and costs nothing more.
 
+use super::super::candidate::Candidate;
 use super::super::conn::Conn;
-use super::super::discover::{Candidate, MAX_FEEDS};
+use super::super::discover::MAX_FEEDS;
 use super::super::fd::unlink_in;
 use super::super::state::{Feed, RETRY_REFUSED};
 use super::super::trust::{attempt, Attempt};

@@ -1,6 +1,6 @@
 //! What the hub holds per feed between two `collect()` calls, with its memory bounds.
 
-use super::discover::FeedKey;
+use super::candidate::FeedKey;
 use crate::sample::feed::{
     AllocatorStats, DeviceFeed, FeedCounters, FeedRecord, FeedState, FoundVia, Hello, OomReport,
     PeerCred,

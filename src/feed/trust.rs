@@ -2,7 +2,7 @@
 //! kernel's word on the peer (`SO_PEERCRED`), and the peer's innermost pid. The agent's own
 //! `hello` is checked against these in [`check_hello`] once it arrives.
 
-use super::discover::Candidate;
+use super::candidate::Candidate;
 use super::names::read_status;
 use crate::sample::feed::PeerCred;
 use std::io;
