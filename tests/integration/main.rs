@@ -48,6 +48,7 @@ mod replay_roundtrip;
 mod replay_tmux;
 mod report_chart;
 mod report_cli;
+mod rooms;
 mod serve_cli;
 mod serve_exposition;
 mod serve_idle;

@@ -1,0 +1,355 @@
+//! "Who may import whom" (ARCHITECTURE.md, "Rooms") held against the code: every path into
+//! the crate (`crate::room::...`, in a `use` line or inline) of every file of `src/`, outside
+//! test code, must be one its room's rule allows, or a back-edge named below with its
+//! reason. A new edge fails here with the rule it breaks, so the map cannot drift from the
+//! code.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Each rule: the files it governs (paths under `src/` with this prefix, the longest prefix
+/// deciding), what they may import (paths into the crate with one of these prefixes, besides
+/// their own top-level module), and the rule's words as ARCHITECTURE.md says them.
+const RULES: &[(&str, &[&str], &str)] = &[
+    ("sample", &[], "`sample` imports nothing of the crate"),
+    (
+        "accounting",
+        MODEL,
+        "the model imports `sample`, `layers`, `units` and itself",
+    ),
+    ("context", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    ("layers", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    ("history", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    ("detect", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    ("pipeline", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    (
+        "feed",
+        &["sample", "text", "units", "version"],
+        "collect imports `sample`, `text`, `units` and `version`",
+    ),
+    (
+        "source",
+        &["sample", "text", "units", "version", "feed"],
+        "collect imports `sample`, `text`, `units` and `version`; `source` also `feed`",
+    ),
+    (
+        "present",
+        WORDS,
+        "words and figures import the model and `sample`",
+    ),
+    ("units", WORDS, "words and figures import the model and `sample`"),
+    ("text", WORDS, "words and figures import the model and `sample`"),
+    (
+        "snapshot",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "report", "recording", "source::demo",
+        ],
+        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces; the demo's story clock",
+    ),
+    (
+        "report",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "snapshot", "recording", "source::demo",
+        ],
+        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces; the demo's story clock",
+    ),
+    (
+        "recording",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "snapshot", "report",
+        ],
+        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces",
+    ),
+    (
+        "recording/write",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "snapshot", "report", "recording", "source",
+        ],
+        "`recording::write` runs a `Source` on a thread of its own",
+    ),
+    (
+        "serve",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "source", "recording::write",
+        ],
+        "`serve` runs a `Source` on a thread of its own (its recorder's durations beside it)",
+    ),
+    (
+        "analyze",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "recording", "report",
+        ],
+        "`analyze` reads a recording and judges it as the model does; `--report-at` writes the report",
+    ),
+    (
+        "export",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "version", "recording", "analyze",
+        ],
+        "`export` tables a recording in `analyze`'s pass",
+    ),
+    (
+        "replay",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "recording",
+        ],
+        "`replay` plays a recording through the model",
+    ),
+    (
+        "app",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "units", "text", "replay", "recording", "report", "process_signal",
+            "launch::offer",
+        ],
+        "`app` imports the model, `replay`, `recording` and `report`, and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
+    ),
+    (
+        "ui",
+        &[
+            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
+            "present", "units", "text", "app", "process_signal", "replay", "version",
+            "source::demo",
+        ],
+        "`ui` imports `app`, the model and `present`, and the words of what it shows from where they are defined (a signal's name, the replay clock, the build's version, the demo's clock)",
+    ),
+    (
+        "tui",
+        &[
+            "sample", "app", "ui", "terminal", "source", "recording::write", "replay",
+        ],
+        "`tui.rs` runs the event loop: the source, the monitor's state, the live recorder, drawing; only it imports `ui`",
+    ),
+    ("terminal", &[], "`terminal.rs` owns the terminal and imports nothing of the crate"),
+    (
+        "process_signal",
+        &["source::procfs", "text"],
+        "`process_signal` reads `/proc` through `source::procfs`",
+    ),
+    ("launch", &["text"], "`launch` imports only `text`"),
+    (
+        "doctor",
+        &[
+            "sample", "text", "cli", "version", "source", "feed", "launch", "serve",
+        ],
+        "`doctor` checks through the monitor's own code (`source::nvml::probe` and the source's errors, `source::procfs`, the feed dir rules of `feed`, `launch`, `serve`'s address), for the options `cli.rs` parses",
+    ),
+    (
+        "cli",
+        &["accounting", "analyze", "export", "recording::write", "serve", "version"],
+        "`cli.rs` names the types its options parse into",
+    ),
+    ("manual", &["cli", "version"], "`manual.rs` writes the pages of `cli.rs`"),
+    ("version", &[], "`version.rs` imports nothing of the crate"),
+    (
+        "oom",
+        &["terminal"],
+        "`oom.rs` restores the terminal before it says what ran out",
+    ),
+    (
+        "fixtures",
+        &["sample", "accounting"],
+        "`fixtures.rs` builds raw samples (and feeds attached as the model attaches them)",
+    ),
+];
+
+/// What the model may import.
+const MODEL: &[&str] = &[
+    "sample",
+    "layers",
+    "units",
+    "accounting",
+    "context",
+    "history",
+    "detect",
+    "pipeline",
+];
+/// What the words and figures may import: the model and `sample`, and each other.
+const WORDS: &[&str] = &[
+    "sample",
+    "layers",
+    "units",
+    "accounting",
+    "context",
+    "history",
+    "detect",
+    "pipeline",
+    "present",
+    "text",
+];
+
+/// The edges that run against the flow on purpose (ARCHITECTURE.md, "Back-edges"): the file
+/// prefix, the path it imports, why.
+const BACK_EDGES: &[(&str, &str, &str)] = &[
+    (
+        "source/replay.rs",
+        "recording",
+        "the replay source reads the recording",
+    ),
+    (
+        "source/replay.rs",
+        "replay",
+        "`source::Next::Rebuilt`: a seek hands the rebuilt `replay::Model` to the monitor",
+    ),
+    (
+        "source/mod.rs",
+        "replay",
+        "`source::Next::Rebuilt` names `replay::Model`",
+    ),
+    (
+        "replay",
+        "app",
+        "`replay` → `app`: the replay's model holds the monitor's own pieces (`LastKnown`, `SortMemory`)",
+    ),
+];
+
+/// Every `.rs` file under `dir`.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A file of tests only (`tests.rs`, `tests_*.rs`, `*_tests.rs`).
+fn test_file(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let stem = name.trim_end_matches(".rs");
+    stem == "tests" || stem.starts_with("tests_") || stem.ends_with("_tests")
+}
+
+/// The code of a file without its test module and comments.
+fn code(text: &str) -> String {
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    text.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths into the crate a piece of code names, `crate::a::b::Item` as `a::b`: its
+/// lowercase parts (modules, or a function at the end), two at most.
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        let path: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_' || *c == ':')
+            .collect();
+        let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+        if !parts.is_empty() {
+            out.insert(parts[..parts.len().min(2)].join("::"));
+        }
+    }
+    out
+}
+
+/// The rule governing a file (the longest prefix).
+fn rule(rel: &str) -> Option<&'static (&'static str, &'static [&'static str], &'static str)> {
+    RULES
+        .iter()
+        .filter(|(prefix, _, _)| {
+            rel == format!("{prefix}.rs") || rel.starts_with(&format!("{prefix}/"))
+        })
+        .max_by_key(|(prefix, _, _)| prefix.len())
+}
+
+/// Whether `target` is one of `prefixes` or inside one.
+fn allowed(target: &str, prefixes: &[&str]) -> bool {
+    prefixes
+        .iter()
+        .any(|p| target == *p || target.starts_with(&format!("{p}::")))
+}
+
+#[test]
+fn every_import_of_every_room_is_one_its_rule_allows() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    all.sort();
+    let mut broken = Vec::new();
+    let mut back_edges_used = BTreeSet::new();
+    for path in &all {
+        let rel = path
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "main.rs" || rel == "lib.rs" || test_file(&rel) {
+            continue;
+        }
+        let own = rel
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(".rs")
+            .to_string();
+        let Some((prefix, may, words)) = rule(&rel) else {
+            broken.push(format!("{rel}: no rule names this file's room"));
+            continue;
+        };
+        let text = std::fs::read_to_string(path).expect("read a source file");
+        for target in crate_paths(&code(&text)) {
+            let top = target.split("::").next().unwrap_or("");
+            if top == own || allowed(&target, may) {
+                continue;
+            }
+            if let Some(edge) = BACK_EDGES.iter().find(|(from, to, _)| {
+                (rel.starts_with(from)) && (target == *to || target.starts_with(&format!("{to}::")))
+            }) {
+                back_edges_used.insert(edge.0.to_string() + " → " + edge.1);
+                continue;
+            }
+            broken.push(format!(
+                "{rel} imports crate::{target}: the rule for `{prefix}` is \"{words}\""
+            ));
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+    // Every back-edge named is still in the code: one that went away is struck from the list
+    // (and from ARCHITECTURE.md).
+    for (from, to, why) in BACK_EDGES {
+        assert!(
+            back_edges_used.contains(&format!("{from} → {to}")),
+            "the back-edge {from} → {to} ({why}) is no longer in the code"
+        );
+    }
+}
+
+#[test]
+fn the_rules_hold_a_forbidden_edge_and_let_an_allowed_one_pass() {
+    let model = rule("detect/diagnosis/forecast.rs").expect("a rule");
+    assert_eq!(model.0, "detect");
+    assert!(allowed("history", model.1));
+    assert!(
+        !allowed("ui", model.1),
+        "the model may not import the monitor"
+    );
+    assert!(!allowed("source", model.1));
+    let writer = rule("recording/write/ring.rs").expect("a rule");
+    assert_eq!(writer.0, "recording/write");
+    assert!(allowed("source", writer.1));
+    assert!(!allowed(
+        "source",
+        rule("recording/lines.rs").expect("a rule").1
+    ));
+    assert_eq!(
+        crate_paths(&code(
+            "use crate::history::{Series, Span}; // crate::ui::x\nlet x = crate::units::bytes(1);"
+        )),
+        BTreeSet::from(["history".to_string(), "units::bytes".to_string()])
+    );
+}
