@@ -21,6 +21,7 @@ ALLOWED = {
     "strata_feed._server",
     "strata_feed._sweep",
     "strata_feed._threads",
+    "strata_feed._wire",
     "_socket",
     "select",
     "errno",

@@ -25,8 +25,8 @@ import time
 from . import MAX_DEVICES, PROTOCOL, __version__ as VERSION
 from . import _feeddir, _server
 from ._threads import Thread, deque, name_os_thread
+from ._wire import LINE_LIMIT, encode
 
-LINE_LIMIT = 65536
 DETECT_MIN = 0.05  # seconds between looks in sys.modules for a framework, at first...
 DETECT_MAX = 2.0  # ...backing off to this
 DETECT_RAMP = 20.0  # the period is the agent's age divided by this, within those bounds
@@ -35,12 +35,6 @@ SWEEP_PERIOD = 60.0  # ...and between looks
 LOOK_MAX = 2.0  # seconds the serving thread waits at most: it then checks its descriptors
 LOST = "descriptors lost: the job closed or replaced them"  # why it stopped; info()'s error
 _FRAMEWORKS = ("torch", "jax", "cupy")
-
-
-def encode(obj):
-    import json
-
-    return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 
 def wait_for_threads_to_exit(before, timeout=0.05):

@@ -12,7 +12,7 @@ import sys
 
 from . import _cuda
 from . import MAX_DEVICES
-from ._frameworks import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
+from ._reading import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text
 
 REASON = "not reported by the cupy pool"
 

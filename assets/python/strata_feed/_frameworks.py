@@ -1,4 +1,4 @@
-"""Which framework to read, and helpers the readers share.
+"""Which framework to read: the first one seen initialised (torch, then jax, then cupy).
 
 A reader has: name, waiting_note, ready() -> bool (True once the job initialised the
 framework; it must never initialise anything itself, and never wait on a framework's lock),
@@ -7,123 +7,14 @@ job's thread at a step's end: a raw reading of the devices the last sample found
 and step_entries(raw, time) -> list of device entries. Optional: hooked (it
 will wake the sampler itself when the framework initialises), settled (waiting will not end
 by itself: JAX on the CPU only, a launcher), idle (the process uses no framework for GPU
-work). Frameworks are found in sys.modules only, never imported.
+work). Frameworks are found in sys.modules only, never imported. The helpers the readers
+share are in _reading.
 """
 
 import sys
 import time
 
-DEVICE_FIELDS = (
-    "allocated",
-    "reserved",
-    "active",
-    "inactive_split",
-    "requested",
-    "peak_allocated",
-    "peak_reserved",
-    "peak_active",
-    "peak_inactive_split",
-    "peak_requested",
-    "alloc_retries",
-    "ooms",
-    "device_allocs",
-    "device_frees",
-)
 NO_FRAMEWORK = "no framework imported yet"
-
-
-def package():
-    """The strata_feed package (for callbacks that run on the job's threads)."""
-    return sys.modules.get(__package__)
-
-
-def importing(mod):
-    """True while the module's own import is still running (maybe in another thread)."""
-    spec = getattr(mod, "__spec__", None)
-    return bool(getattr(spec, "_initializing", False))
-
-
-def count(v):
-    """A byte count or counter: an int >= 0, else None (-1 and friends mean unknown)."""
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        return None
-    return v
-
-
-def text(v, limit=256):
-    if v is None:
-        return None
-    try:
-        return str(v)[:limit]
-    except Exception:
-        return None
-
-
-def version_tuple(v):
-    """'2.1.2+cu121' -> (2, 1, 2); None when it does not start with a number."""
-    out = []
-    for part in str(v or "").split("+")[0].split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        out.append(int(digits))
-        if digits != part:
-            break
-    return tuple(out) or None
-
-
-def try_lock(lock):
-    """Whether `lock` is free right now, without waiting: a framework's init lock held by
-    the job means its init is under way. None when it cannot be probed."""
-    acquire = getattr(lock, "acquire", None)
-    if acquire is None:
-        return None
-    try:
-        if acquire(False):
-            lock.release()
-            return True
-        return False
-    except Exception:
-        return None
-
-
-def new_entry(index):
-    e = {"index": index}
-    for f in DEVICE_FIELDS:
-        e[f] = None
-    e["largest_free_block"] = None
-    e["largest_free_block_time"] = None
-    e["limit"] = None
-    e["reserved_since"] = None
-    e["step"] = None
-    e["at_step_end"] = False
-    e["unreported"] = {}
-    return e
-
-
-def pci_from_parts(domain, bus, device):
-    try:
-        if domain is None or bus is None or device is None:
-            return None
-        return "%08X:%02X:%02X.0" % (int(domain), int(bus), int(device))
-    except Exception:
-        return None
-
-
-def pci_from_string(s):
-    """'0000:18:00.0' (driver / CuPy) -> '00000000:18:00.0' (NVML)."""
-    try:
-        s = s.decode() if isinstance(s, bytes) else str(s)
-        s = s.strip().rstrip("\0")
-        dom, bus, rest = s.split(":")
-        dev = rest.split(".")[0]
-        return "%08X:%02X:%02X.0" % (int(dom, 16), int(bus, 16), int(dev, 16))
-    except Exception:
-        return None
 
 
 class Frameworks(object):

@@ -29,7 +29,7 @@ import os
 import sys
 
 from . import MAX_DEVICES
-from ._frameworks import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text, try_lock
+from ._reading import DEVICE_FIELDS, count, importing, new_entry, pci_from_string, text, try_lock
 
 REASON = "not reported by jax"
 ASYNC_REASON = "not reported by XLA's cuda_async allocator"

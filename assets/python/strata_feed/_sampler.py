@@ -8,8 +8,8 @@ delays nothing but the next sample.
 import time
 
 from . import _context, _frameworks, _steps
-from ._core import LINE_LIMIT, encode
 from ._threads import Thread, Wake, name_os_thread
+from ._wire import LINE_LIMIT, encode
 
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
 WARMUP_SECONDS = 5.0

@@ -6,7 +6,7 @@ import time
 
 from . import MAX_DEVICES, _steps
 from ._torchconf import GENERIC_CONF_SINCE, alloc_conf_from_env, parse_alloc_conf, split_alloc_conf  # noqa: F401
-from ._frameworks import count, importing, new_entry, package, pci_from_parts, text, try_lock, version_tuple
+from ._reading import count, importing, new_entry, package, pci_from_parts, text, try_lock, version_tuple
 
 _FIELDS = (
     ("allocated", "allocated_bytes.all.current"),
