@@ -30,64 +30,127 @@ impl Layer {
         Layer::Free,
     ];
 
-    /// The field name used in JSON and on screen.
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Live => "live",
-            Layer::Fragmented => "fragmented",
-            Layer::Cached => "cached",
-            Layer::OutsidePool => "outside_pool",
-            Layer::Context => "context",
-            Layer::Unattributed => "unattributed",
-            Layer::Other => "other",
-            Layer::Free => "free",
-        }
+    /// Its spellings, from the one table.
+    const fn spelling(self) -> &'static Spelling {
+        &SPELLINGS[self as usize]
+    }
+
+    /// The field name used in JSON, in Prometheus labels and on screen.
+    pub const fn name(self) -> &'static str {
+        self.spelling().name
     }
 
     /// A short label for narrow screens.
-    pub fn short(self) -> &'static str {
-        match self {
-            Layer::Live => "live",
-            Layer::Fragmented => "frag",
-            Layer::Cached => "cache",
-            Layer::OutsidePool => "outside",
-            Layer::Context => "ctx",
-            Layer::Unattributed => "unattr",
-            Layer::Other => "other",
-            Layer::Free => "free",
-        }
+    pub const fn short(self) -> &'static str {
+        self.spelling().short
+    }
+
+    /// The head of its column in the process table (and the text snapshot).
+    pub const fn head(self) -> &'static str {
+        self.spelling().head
+    }
+
+    /// The head of its column where the table is narrow.
+    pub const fn short_head(self) -> &'static str {
+        self.spelling().short_head
     }
 
     /// Each layer has its own glyph, so a bar reads without colour.
-    pub fn glyph(self) -> char {
-        match self {
-            Layer::Live => '█',
-            Layer::Fragmented => '▚',
-            Layer::Cached => '▒',
-            Layer::OutsidePool => '≡',
-            Layer::Context => '▓',
-            Layer::Unattributed => '░',
-            Layer::Other => '×',
-            Layer::Free => '·',
-        }
+    pub const fn glyph(self) -> char {
+        self.spelling().glyph
     }
 
     /// One line saying what the layer is, for the help screen (fits 80 columns).
-    pub fn meaning(self) -> &'static str {
-        match self {
-            Layer::Live => "bytes held by live tensors",
-            Layer::Fragmented => {
-                "free pieces of split blocks: reusable by requests that fit, not by larger ones"
-            }
-            Layer::Cached => "pool bytes neither live nor fragmented: reusable cache",
-            Layer::OutsidePool => "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
-            Layer::Context => "CUDA context of a fed process (an estimate)",
-            Layer::Unattributed => "held by a visible process without a feed: not split",
-            Layer::Other => "driver reservation, other PID namespaces, exited PIDs",
-            Layer::Free => "free device memory",
-        }
+    pub const fn meaning(self) -> &'static str {
+        self.spelling().meaning
+    }
+
+    /// The layer a name (as [`Layer::name`] or [`Layer::short`] spells it) names.
+    pub fn named(name: &str) -> Option<Layer> {
+        Layer::ALL
+            .into_iter()
+            .find(|l| l.name() == name || l.short() == name)
     }
 }
+
+/// How one layer is spelled everywhere: the one place a layer's words are written (a test,
+/// `tests/integration/rooms.rs`, fails on a layer named by a string anywhere else).
+struct Spelling {
+    name: &'static str,
+    short: &'static str,
+    head: &'static str,
+    short_head: &'static str,
+    glyph: char,
+    meaning: &'static str,
+}
+
+/// The spellings, in [`Layer::ALL`]'s order (the enum's: `Layer as usize` indexes it).
+const SPELLINGS: [Spelling; 8] = [
+    Spelling {
+        name: "live",
+        short: "live",
+        head: "LIVE",
+        short_head: "LIVE",
+        glyph: '█',
+        meaning: "bytes held by live tensors",
+    },
+    Spelling {
+        name: "fragmented",
+        short: "frag",
+        head: "FRAG",
+        short_head: "FRAG",
+        glyph: '▚',
+        meaning: "free pieces of split blocks: reusable by requests that fit, not by larger ones",
+    },
+    Spelling {
+        name: "cached",
+        short: "cache",
+        head: "CACHED",
+        short_head: "CACHE",
+        glyph: '▒',
+        meaning: "pool bytes neither live nor fragmented: reusable cache",
+    },
+    Spelling {
+        name: "outside_pool",
+        short: "outside",
+        head: "OUTSIDE",
+        short_head: "OUTSIDE",
+        glyph: '≡',
+        meaning: "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
+    },
+    Spelling {
+        name: "context",
+        short: "ctx",
+        head: "CONTEXT",
+        short_head: "CTX",
+        glyph: '▓',
+        meaning: "CUDA context of a fed process (an estimate)",
+    },
+    Spelling {
+        name: "unattributed",
+        short: "unattr",
+        head: "UNATTR",
+        short_head: "UNATTR",
+        glyph: '░',
+        meaning: "held by a visible process without a feed: not split",
+    },
+    Spelling {
+        name: "other",
+        short: "other",
+        head: "OTHER",
+        short_head: "OTHER",
+        glyph: '×',
+        meaning: "driver reservation, other PID namespaces, exited PIDs",
+    },
+    Spelling {
+        name: "free",
+        short: "free",
+        head: "FREE",
+        short_head: "FREE",
+        glyph: '·',
+        meaning: "free device memory",
+    },
+];
 
 /// The layers of one device (a GPU or a MIG instance) at one instant, in bytes.
 ///
@@ -173,5 +236,36 @@ impl Layers {
             .filter(|&&l| l != Layer::Free)
             .filter_map(|&l| self.get(l))
             .fold(0u64, u64::saturating_add)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_layer_is_spelled_by_its_own_row_and_its_json_key_is_its_name() {
+        let mut layers = Layers::default();
+        for (i, layer) in Layer::ALL.into_iter().enumerate() {
+            assert_eq!(layer as usize, i, "ALL is the enum's order");
+            // serde's name of the variant is the table's.
+            assert_eq!(
+                serde_json::to_value(layer).ok(),
+                Some(serde_json::Value::from(layer.name()))
+            );
+            assert_eq!(Layer::named(layer.name()), Some(layer));
+            assert_eq!(Layer::named(layer.short()), Some(layer));
+            layers.add(layer, i as u64);
+        }
+        // The struct's fields are the layers' names, each holding its own layer.
+        let json = serde_json::to_value(layers).expect("json");
+        let object = json.as_object().expect("an object");
+        assert_eq!(object.len(), Layer::ALL.len());
+        for (i, layer) in Layer::ALL.into_iter().enumerate() {
+            assert_eq!(object.get(layer.name()), Some(&serde_json::Value::from(i)));
+        }
+        let glyphs: std::collections::HashSet<char> =
+            Layer::ALL.into_iter().map(Layer::glyph).collect();
+        assert_eq!(glyphs.len(), Layer::ALL.len(), "a glyph each");
     }
 }

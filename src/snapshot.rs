@@ -406,7 +406,16 @@ pub fn text(observed: &Observed, demo: bool) -> String {
         let _ = writeln!(
             out,
             "    {:>7}  {:<10} {:<14} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}  {:<10} COMMAND",
-            "PID", "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "STATE"
+            "PID",
+            "USER",
+            "GPU",
+            "USED",
+            Layer::Live.head(),
+            Layer::Cached.head(),
+            Layer::Fragmented.head(),
+            Layer::Context.head(),
+            Layer::OutsidePool.head(),
+            "STATE"
         );
     }
     let host_ns = s.host_pid_namespace;

@@ -8,6 +8,7 @@
 //! sorted strictly by it, unknown values last, ties by pid: a total order, the same at every
 //! redraw.
 
+use crate::layers::Layer;
 use crate::pipeline::Observed;
 use std::collections::{HashMap, VecDeque};
 
@@ -52,9 +53,9 @@ impl SortKey {
     pub fn label(self) -> &'static str {
         match self {
             SortKey::Used => "used",
-            SortKey::Live => "live",
-            SortKey::Fragmented => "fragmented",
-            SortKey::Cached => "cached",
+            SortKey::Live => Layer::Live.name(),
+            SortKey::Fragmented => Layer::Fragmented.name(),
+            SortKey::Cached => Layer::Cached.name(),
             SortKey::Sm => "sm",
             SortKey::Cpu => "cpu",
             SortKey::HostMemory => "host mem",

@@ -4,6 +4,7 @@
 use super::judged::judged;
 use super::{device_name, FindingKind, Findings, Severity};
 use crate::accounting::NodeAccount;
+use crate::layers::Layer;
 use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
 use crate::units::bytes;
 use serde_json::json;
@@ -106,7 +107,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                                 "{} in use on {place} is held by no listed process: another PID namespace or container?",
                                 bytes(unexplained)
                             ),
-                            json!({ "bytes": unexplained, "other": layers.other, "device": place }),
+                            json!({ "bytes": unexplained, Layer::Other.name(): layers.other, "device": place }),
                         );
                     }
                 }

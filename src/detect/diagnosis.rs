@@ -40,10 +40,10 @@ pub(crate) enum Cause {
 impl Cause {
     fn name(self) -> &'static str {
         match self {
-            Cause::Live => "live",
-            Cause::Cache => "cache",
-            Cause::OutsidePool => "outside_pool",
-            Cause::Unattributed => "unattributed",
+            Cause::Live => Layer::Live.name(),
+            Cause::Cache => Layer::Cached.short(),
+            Cause::OutsidePool => Layer::OutsidePool.name(),
+            Cause::Unattributed => Layer::Unattributed.name(),
             Cause::NoProcess => "no_process",
         }
     }
@@ -76,7 +76,7 @@ fn metric_name(metric: Metric) -> &'static str {
         Metric::Reserved => "reserved",
         Metric::InactiveSplit => "inactive_split",
         Metric::PeakAllocated => "peak_allocated",
-        Metric::OutsidePool => "outside_pool",
+        Metric::OutsidePool => Layer::OutsidePool.name(),
         Metric::Retries => "alloc_retries",
         Metric::Ooms => "ooms",
         Metric::Sm => "sm_util",

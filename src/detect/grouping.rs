@@ -4,6 +4,7 @@
 //! and the group's is the oldest of them: a device more or less does not start it afresh.
 
 use super::{Finding, FindingKind, Severity};
+use crate::layers::Layer;
 use crate::units::bytes;
 use serde_json::{json, Value};
 
@@ -118,7 +119,7 @@ fn unexplained_group(members: &[Finding]) -> Finding {
                 "uuid": f.device_uuid,
                 "device": place(f),
                 "bytes": amount(f),
-                "other": f.evidence["other"],
+                Layer::Other.name(): f.evidence[Layer::Other.name()],
             })
         })
         .collect();

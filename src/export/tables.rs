@@ -189,7 +189,7 @@ pub const FINDINGS: Table = Table {
 pub const METRICS: [(&str, &str, &str); 8] = [
     ("used", "bytes", "NVML's used memory of the process on the device"),
     ("sm", "percent", "NVML's SM utilisation of the process (rows once NVML has given it)"),
-    ("outside_pool", "bytes", "memory the process holds outside its allocator's pool (NCCL, cuDNN, raw cudaMalloc): NVML's used less reserved and the context, as the monitor splits it"),
+    (Layer::OutsidePool.name(), "bytes", "memory the process holds outside its allocator's pool (NCCL, cuDNN, raw cudaMalloc): NVML's used less reserved and the context, as the monitor splits it"),
     ("allocated", "bytes", "the allocator's live tensor bytes (the live layer)"),
     ("reserved", "bytes", "the bytes the allocator's pool holds from the driver"),
     ("inactive_split", "bytes", "free pieces of split blocks in the pool (the fragmented layer)"),
@@ -315,8 +315,8 @@ impl ProcessRows {
                 put(time, "sm", sm, None)?;
             }
             let outside = acc.layers.outside_pool;
-            if seen.keeps(metric("outside_pool"), outside) {
-                put(time, "outside_pool", outside, None)?;
+            if seen.keeps(metric(Layer::OutsidePool.name()), outside) {
+                put(time, Layer::OutsidePool.name(), outside, None)?;
             }
             let Some(feed) = &p.feed else { continue };
             // The readings that arrived since the sample before (a feed met for the first

@@ -4,16 +4,15 @@
 //! `_pct` figures as percentages. A field this file does not know is shown as it is.
 
 use super::grouped;
+use crate::layers::Layer;
 use crate::units;
 use serde_json::Value;
 
-/// Fields that hold bytes without saying so in their name.
-const BYTE_FIELDS: [&str; 22] = [
+/// Fields that hold bytes without saying so in their name (besides the layers' own names).
+const BYTE_FIELDS: [&str; 14] = [
     "bytes",
     "used",
-    "other",
     "total",
-    "free",
     "reserved",
     "allocated",
     "inactive_split",
@@ -24,12 +23,6 @@ const BYTE_FIELDS: [&str; 22] = [
     "peak_live",
     "holdable",
     "held",
-    "live",
-    "cached",
-    "fragmented",
-    "context",
-    "outside_pool",
-    "unattributed",
     "driver_reserved",
 ];
 
@@ -37,7 +30,9 @@ const BYTE_FIELDS: [&str; 22] = [
 const TIME_FIELDS: [&str; 5] = ["start", "time", "since", "until", "end"];
 
 fn is_bytes(key: &str) -> bool {
-    key.ends_with("_bytes") || BYTE_FIELDS.contains(&key)
+    key.ends_with("_bytes")
+        || BYTE_FIELDS.contains(&key)
+        || Layer::ALL.iter().any(|l| l.name() == key)
 }
 
 fn is_seconds(key: &str) -> bool {

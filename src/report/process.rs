@@ -7,6 +7,7 @@ use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::context::ContextSource;
 use crate::detect::device_name;
 use crate::history::{History, KeyRef, Metric};
+use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::present::{metric_names, peak_words};
 use crate::sample::{AllocatorStats, ProcessSample};
@@ -200,7 +201,7 @@ fn fed(
     );
     row(
         out,
-        "fragmented",
+        Layer::Fragmented.name(),
         &code(names.inactive_split),
         &figure(stats.inactive_split),
         &at_feed,
@@ -264,7 +265,7 @@ fn fed(
         };
     row(
         out,
-        "context",
+        Layer::Context.name(),
         "CUDA context",
         &bounded(crate::layers::Layer::Context, l.context),
         context_note(acc.context_source),
@@ -306,7 +307,7 @@ fn fed(
     }
     row(
         out,
-        "cached",
+        Layer::Cached.name(),
         "reserved − allocated − fragmented",
         &figure(l.cached),
         &at_feed,

@@ -212,7 +212,7 @@ const BACK_EDGES: &[(&str, &str, &str)] = &[
 ];
 
 /// Every `.rs` file under `dir`.
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(super) fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let path = entry.expect("an entry").path();
         if path.is_dir() {
@@ -224,7 +224,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A file of tests only (`tests.rs`, `tests_*.rs`, `*_tests.rs`).
-fn test_file(rel: &str) -> bool {
+pub(super) fn test_file(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let stem = name.trim_end_matches(".rs");
     stem == "tests" || stem.starts_with("tests_") || stem.ends_with("_tests")

@@ -4,6 +4,7 @@
 use super::Rows;
 use crate::app::State;
 use crate::history::{KeyRef, Metric};
+use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::sample::ProcessSample;
 use crate::ui::chart::marked_sparkline;
@@ -30,7 +31,7 @@ pub(super) fn section(
     let climb_starts = state.climb_starts_of(p.pid, &p.device_uuid);
     for (label, key) in [
         ("used", KeyRef::of(p, Metric::Used)),
-        ("live", KeyRef::of(p, Metric::Allocated)),
+        (Layer::Live.name(), KeyRef::of(p, Metric::Allocated)),
     ] {
         let peak = history.get(&key).and_then(|s| s.peak()).map_or_else(
             || "n/a".into(),

@@ -185,8 +185,8 @@ fn lines(
         let metric = match series_name {
             Some("allocated") => Some(Metric::Allocated),
             Some("reserved") => Some(Metric::Reserved),
-            Some("outside_pool") => Some(Metric::OutsidePool),
             Some("used") => Some(Metric::Used),
+            Some(s) if s == Layer::OutsidePool.name() => Some(Metric::OutsidePool),
             _ => None,
         };
         let series = match (metric, process, finding.device_uuid.as_deref()) {
@@ -203,7 +203,7 @@ fn lines(
             let window = (lead * 1.25).max(600.0).min(series.reach()[0] - ahead);
             let label = format!(
                 "{}{}",
-                series_name.unwrap_or("other"),
+                series_name.unwrap_or(Layer::Other.name()),
                 finding
                     .pid
                     .map_or_else(String::new, |p| format!(" of PID {p}"))
@@ -270,8 +270,8 @@ fn chart_spec<'a>(
     match finding.kind {
         FindingKind::Climb => {
             let note = ClimbNote::of(finding)?;
-            let (series, label, layer) = match note.cause.as_str() {
-                "live" => {
+            let (series, label, layer) = match Layer::named(&note.cause) {
+                Some(Layer::Live) => {
                     // Live tensors climb in the allocated series, or (under a deep saw-tooth)
                     // only in the pool's floor: the one nearer the climb's level.
                     let nearer = |s: &&Series| {
@@ -288,17 +288,17 @@ fn chart_spec<'a>(
                     };
                     (best, label, Layer::Live)
                 }
-                "cache" => (
+                Some(Layer::Cached) => (
                     of_process(Metric::Reserved)?,
                     "reserved (the allocator's pool)",
                     Layer::Cached,
                 ),
-                "outside_pool" => (
+                Some(Layer::OutsidePool) => (
                     of_process(Metric::OutsidePool)?,
                     "outside_pool (used - reserved - context)",
                     Layer::OutsidePool,
                 ),
-                "no_process" => (
+                None if note.cause == "no_process" => (
                     history.get(&SeriesKey::device(
                         finding.device_uuid.as_deref()?,
                         Metric::Layer(Layer::Other),
