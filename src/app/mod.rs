@@ -12,9 +12,10 @@ mod record;
 mod replay;
 mod report;
 mod rows;
-mod sort;
 mod strata;
 
+pub use crate::present::shown::{remember_last_known, LastKnown};
+pub use crate::present::sort::{sort_arrow, SortKey, SortMemory};
 pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
 pub use findings::{climbs, ClimbNote, FindingId};
 pub use freshness::Freshness;
@@ -25,15 +26,12 @@ pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
 pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
 pub use replay::ReplayView;
 pub use rows::{process_rows, ProcessRow};
-pub use sort::{sort_arrow, SortKey, SortMemory};
 pub use strata::{strata_devices, StrataDevice, Zoom};
 
-use crate::accounting::Gap;
 use crate::detect::Finding;
-use crate::layers::Layers;
 use crate::pipeline::{Observed, Pipeline};
 use crate::process_signal::{Refuse, Signaller};
-use crate::sample::{GpuSample, NodeSample};
+use crate::sample::NodeSample;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -63,30 +61,6 @@ pub enum View {
         key: String,
         device_uuid: String,
     },
-}
-
-/// The last good reading of a GPU that has since been lost, drawn greyed.
-#[derive(Debug, Clone)]
-pub struct LastKnown {
-    pub gpu: GpuSample,
-    pub layers: Result<Layers, Gap>,
-    pub time: f64,
-}
-
-/// Keeps the last good reading of each GPU of `observed` that is not lost.
-pub fn remember_last_known(last_known: &mut HashMap<String, LastKnown>, observed: &Observed) {
-    for (gpu, acc) in observed.sample.gpus.iter().zip(&observed.account.gpus) {
-        if !gpu.lost {
-            last_known.insert(
-                gpu.uuid.clone(),
-                LastKnown {
-                    gpu: gpu.clone(),
-                    layers: acc.layers.clone(),
-                    time: observed.sample.time,
-                },
-            );
-        }
-    }
 }
 
 /// Everything the UI draws from.
@@ -272,8 +246,9 @@ impl State {
     /// Shows a sample that arrived at `arrived`, with its layers and findings.
     fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
-        remember_last_known(&mut self.last_known, &observed);
-        self.sort_memory.observe(&observed);
+        remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
+        self.sort_memory
+            .observe(&observed.sample, &observed.account);
         self.current = Some(observed);
         self.shown(arrived);
         self.offer_replay_checkpoint();

@@ -1,9 +1,9 @@
 //! Process table rows: a process sample with its layers and trend, sorted.
 
-use super::sort::{SortKey, SortMemory};
 use crate::accounting::ProcessAccount;
 use crate::history::{History, KeyRef, Metric};
 use crate::pipeline::Observed;
+use crate::present::sort::{SortKey, SortMemory};
 use crate::sample::ProcessSample;
 use std::cmp::Ordering;
 

@@ -5,6 +5,8 @@
 pub(crate) mod evidence;
 mod format;
 mod names;
+pub mod shown;
+pub mod sort;
 
 pub use format::{fit, grouped, Exactness};
 pub use names::state_label;

@@ -8,8 +8,9 @@
 //! from the latest checkpoint before the target (or from the start), never from a shortcut,
 //! so the screen after a seek equals the screen of a straight playback to the same point.
 
-use crate::app::{remember_last_known, LastKnown, SortMemory};
 use crate::pipeline::{Observed, Pipeline};
+use crate::present::shown::{remember_last_known, LastKnown};
+use crate::present::sort::SortMemory;
 use crate::recording::{Line, Progress};
 use crate::sample::NodeSample;
 use std::collections::HashMap;
@@ -56,8 +57,9 @@ impl Model {
     /// Takes in one sample as the monitor does when it shows it.
     pub fn ingest(&mut self, sample: NodeSample) {
         let observed = self.pipeline.ingest(sample);
-        remember_last_known(&mut self.last_known, &observed);
-        self.sort_memory.observe(&observed);
+        remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
+        self.sort_memory
+            .observe(&observed.sample, &observed.account);
         self.current = Some(observed);
     }
 

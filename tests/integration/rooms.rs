@@ -107,10 +107,10 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "app",
         &[
             "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "units", "text", "replay", "recording", "report", "process_signal",
+            "units", "text", "present", "replay", "recording", "report", "process_signal",
             "launch::offer",
         ],
-        "`app` imports the model, `replay`, `recording` and `report`, and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
+        "`app` imports the model, `present` (what is kept of what was shown), `replay`, `recording` and `report`, and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
     ),
     (
         "ui",
@@ -203,11 +203,6 @@ const BACK_EDGES: &[(&str, &str, &str)] = &[
         "source/mod.rs",
         "replay",
         "`source::Next::Rebuilt` names `replay::Model`",
-    ),
-    (
-        "replay",
-        "app",
-        "`replay` → `app`: the replay's model holds the monitor's own pieces (`LastKnown`, `SortMemory`)",
     ),
 ];
 

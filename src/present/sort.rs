@@ -1,4 +1,5 @@
-//! The order of the process table, kept still: rows are ordered by a settled value, not the
+//! The order of the monitor's process table, kept still (below `app`, which shows it, and
+//! `replay`, whose seek rebuilds it as playback does): rows are ordered by a settled value, not the
 //! instant's, so two processes whose memory saw-tooths past each other do not swap rows every
 //! second.
 //!
@@ -8,8 +9,9 @@
 //! sorted strictly by it, unknown values last, ties by pid: a total order, the same at every
 //! redraw.
 
+use crate::accounting::NodeAccount;
 use crate::layers::Layer;
-use crate::pipeline::Observed;
+use crate::sample::NodeSample;
 use std::collections::{HashMap, VecDeque};
 
 /// What the process table is ordered by.
@@ -152,9 +154,14 @@ pub struct SortMemory {
 }
 
 /// A row's value under a numeric key, as the sample has it.
-pub fn value_of(observed: &Observed, index: usize, key: SortKey) -> Option<f64> {
-    let process = observed.sample.processes.get(index)?;
-    let layers = &observed.account.processes.get(index)?.layers;
+pub fn value_of(
+    sample: &NodeSample,
+    account: &NodeAccount,
+    index: usize,
+    key: SortKey,
+) -> Option<f64> {
+    let process = sample.processes.get(index)?;
+    let layers = &account.processes.get(index)?.layers;
     let bytes = |v: Option<u64>| v.map(|v| v as f64);
     match key {
         SortKey::Used => bytes(process.used),
@@ -171,16 +178,16 @@ pub fn value_of(observed: &Observed, index: usize, key: SortKey) -> Option<f64> 
 
 impl SortMemory {
     /// Takes in one sample's values; forgets rows no longer listed.
-    pub fn observe(&mut self, observed: &Observed) {
+    pub fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
         let mut kept: HashMap<String, HashMap<u32, Tracks>> = HashMap::new();
-        for (index, process) in observed.sample.processes.iter().enumerate() {
+        for (index, process) in sample.processes.iter().enumerate() {
             let mut tracks = self
                 .rows
                 .get_mut(&process.device_uuid)
                 .and_then(|by_pid| by_pid.remove(&process.pid))
                 .unwrap_or_default();
             for (track, key) in tracks.iter_mut().zip(NUMERIC) {
-                track.push(value_of(observed, index, key), key);
+                track.push(value_of(sample, account, index, key), key);
             }
             kept.entry(process.device_uuid.clone())
                 .or_default()
