@@ -13,25 +13,10 @@ fn of_kind(findings: &[Finding], kind: FindingKind) -> Option<&Finding> {
 
 /// A job on an 80 GiB GPU with 1 GiB beyond its pool, sampled every 5 s for `minutes`: its
 /// live bytes `live(t)` (a 2 GiB saw-tooth on top, period 40 s), its pool the live peak plus
-/// 1 GiB. Calls `each` with every observed instant and its second.
-fn run(minutes: u32, live: impl Fn(f64) -> f64, mut each: impl FnMut(f64, &Observed)) {
-    let mut pipeline = Pipeline::new(None);
-    for k in 0..=(minutes * 12) {
-        let t = 5.0 * f64::from(k);
-        let floor = live(t);
-        let saw = 2.0 * GIB as f64 * ((t % 40.0) / 40.0);
-        let allocated = (floor + saw) as u64;
-        let reserved = ((floor + 2.0 * GIB as f64) as u64 + GIB).next_multiple_of(2 * MIB);
-        let mut s = fed_node(
-            1000.0 + t,
-            80 * GIB,
-            GIB,
-            pool(allocated, reserved, 256 * MIB),
-        );
-        s.interval = 5.0;
-        let observed = pipeline.ingest(s);
-        each(t, &observed);
-    }
+/// 1 GiB, the allocator's peak counter the live bytes of each reading. Calls `each` with
+/// every observed instant and its second.
+fn run(minutes: u32, live: impl Fn(f64) -> f64, each: impl FnMut(f64, &Observed)) {
+    run_with_peak(minutes, live, |_, allocated| allocated, each);
 }
 
 #[test]
@@ -70,7 +55,8 @@ fn a_climb_toward_capacity_is_forecast_with_its_eta() {
     );
 }
 
-/// [`run`], the feed's `peak_allocated` given by `peak(t, allocated)`.
+/// [`run`], the feed's `peak_allocated` given by `peak(t, allocated)`: the job's readings
+/// are built here alone.
 fn run_with_peak(
     minutes: u32,
     live: impl Fn(f64) -> f64,

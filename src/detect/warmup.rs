@@ -150,56 +150,44 @@ impl WarmUp {
                     continue;
                 };
                 let held_for = last.time - recent[0].time;
-                if room.bytes < 0 {
-                    // Its peak no longer fits what the device can give the pool.
-                    Finding {
-                        kind: FindingKind::WarmUp,
-                        severity: Severity::Info,
-                        device_uuid: Some(p.device_uuid.clone()),
-                        pid: Some(p.pid),
-                        since: now,
-                        message: format!(
-                            "{}: will not fit: peak live {} above the {} usable after {} steps (headroom {}): an allocation of that peak's shape would fail",
-                            who(),
+                let held_steps = last.step - recent[0].step;
+                // A peak that no longer fits what the device can give the pool will not fit.
+                let (verdict, said) = if room.bytes < 0 {
+                    (
+                        "will_not_fit",
+                        format!(
+                            "will not fit: peak live {} above the {} usable after {} steps (headroom {}): an allocation of that peak's shape would fail",
                             bytes(room.peak_live_bytes),
                             bytes(room.usable_bytes),
                             last.step,
                             signed_bytes(room.bytes),
                         ),
-                        evidence: json!({
-                            "verdict": "will_not_fit",
-                            "steps": last.step,
-                            "held_steps": last.step - recent[0].step,
-                            "held_secs": held_for,
-                            "spread_bytes": spread,
-                            "peak_live_bytes": room.peak_live_bytes,
-                            "peak_window_secs": room.peak_window_secs,
-                            "usable_bytes": room.usable_bytes,
-                            "headroom_bytes": room.bytes,
-                        }),
-                    }
+                    )
                 } else {
-                    Finding {
+                    (
+                        "fits",
+                        format!(
+                            "fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {held_steps} steps, {})",
+                            bytes(room.peak_live_bytes),
+                            bytes(room.usable_bytes),
+                            last.step,
+                            signed_bytes(room.bytes),
+                            bytes(spread),
+                            duration(held_for)
+                        ),
+                    )
+                };
+                Finding {
                     kind: FindingKind::WarmUp,
                     severity: Severity::Info,
                     device_uuid: Some(p.device_uuid.clone()),
                     pid: Some(p.pid),
                     since: now,
-                    message: format!(
-                        "{}: fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {} steps, {})",
-                        who(),
-                        bytes(room.peak_live_bytes),
-                        bytes(room.usable_bytes),
-                        last.step,
-                        signed_bytes(room.bytes),
-                        bytes(spread),
-                        last.step - recent[0].step,
-                        duration(held_for)
-                    ),
+                    message: format!("{}: {said}", who()),
                     evidence: json!({
-                        "verdict": "fits",
+                        "verdict": verdict,
                         "steps": last.step,
-                        "held_steps": last.step - recent[0].step,
+                        "held_steps": held_steps,
                         "held_secs": held_for,
                         "spread_bytes": spread,
                         "peak_live_bytes": room.peak_live_bytes,
@@ -207,7 +195,6 @@ impl WarmUp {
                         "usable_bytes": room.usable_bytes,
                         "headroom_bytes": room.bytes,
                     }),
-                }
                 }
             };
             findings.push(verdict.clone());
