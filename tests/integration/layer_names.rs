@@ -4,8 +4,7 @@
 //! (outside tests) spelled as a layer is spelled (its name, short name or column heads)
 //! fails here, unless it is listed below as meaning something else.
 
-use super::rooms::{files, test_file};
-use std::path::Path;
+use super::rooms::sources;
 use strata::layers::Layer;
 
 /// Literals spelled as a layer that mean something else: the file, the literal, why.
@@ -102,25 +101,14 @@ fn spellings() -> Vec<&'static str> {
 
 #[test]
 fn no_layer_is_named_by_a_string_outside_its_table() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut all = Vec::new();
-    files(&src, &mut all);
-    all.sort();
     let spelled = spellings();
     let mut named = Vec::new();
     let mut excused = Vec::new();
-    for path in &all {
-        let rel = path
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
-        if rel == "layers.rs" || test_file(&rel) {
+    for (rel, code) in sources() {
+        if rel == "layers.rs" {
             continue;
         }
-        let text = std::fs::read_to_string(path).expect("read a source file");
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (line, literal) in literals(code) {
+        for (line, literal) in literals(&code) {
             if !spelled.contains(&literal.as_str()) {
                 continue;
             }

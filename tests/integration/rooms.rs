@@ -8,155 +8,128 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Each rule: the files it governs (paths under `src/` with this prefix, the longest prefix
-/// deciding), what they may import (paths into the crate with one of these prefixes, besides
-/// their own top-level module), and the rule's words as ARCHITECTURE.md says them.
-const RULES: &[(&str, &[&str], &str)] = &[
+/// deciding), what they may import (paths into the crate with a prefix in one of these
+/// groups, besides their own top-level module), and the rule's words as ARCHITECTURE.md
+/// says them.
+type Rule = (
+    &'static str,
+    &'static [&'static [&'static str]],
+    &'static str,
+);
+
+/// The words of the rules several rooms share.
+const MODEL_RULE: &str = "the model imports `sample`, `layers`, `units` and itself";
+const WORDS_RULE: &str = "words and figures import the model and `sample`";
+const SHARE: &str = "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces";
+const SHARE_DEMO: &str = "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces; the demo's story clock";
+
+const RULES: &[Rule] = &[
     ("sample", &[], "`sample` imports nothing of the crate"),
-    (
-        "accounting",
-        MODEL,
-        "the model imports `sample`, `layers`, `units` and itself",
-    ),
-    ("context", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
-    ("layers", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
-    ("history", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
-    ("detect", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
-    ("pipeline", MODEL, "the model imports `sample`, `layers`, `units` and itself"),
+    ("accounting", &[MODEL], MODEL_RULE),
+    ("context", &[MODEL], MODEL_RULE),
+    ("layers", &[MODEL], MODEL_RULE),
+    ("history", &[MODEL], MODEL_RULE),
+    ("detect", &[MODEL], MODEL_RULE),
+    ("pipeline", &[MODEL], MODEL_RULE),
     (
         "feed",
-        &["sample", "text", "units", "version"],
+        &[COLLECT],
         "collect imports `sample`, `text`, `units` and `version`",
     ),
     (
         "source",
-        &["sample", "text", "units", "version", "feed"],
+        &[COLLECT, &["feed"]],
         "collect imports `sample`, `text`, `units` and `version`; `source` also `feed`",
     ),
-    (
-        "present",
-        WORDS,
-        "words and figures import the model and `sample`",
-    ),
-    ("units", WORDS, "words and figures import the model and `sample`"),
-    ("text", WORDS, "words and figures import the model and `sample`"),
+    ("present", &[MODEL, WORDS], WORDS_RULE),
+    ("units", &[MODEL, WORDS], WORDS_RULE),
+    ("text", &[MODEL, WORDS], WORDS_RULE),
     (
         "snapshot",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "report", "recording", "source::demo",
-        ],
-        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces; the demo's story clock",
+        &[MODEL, WORDS, &["report", "recording", "source::demo"]],
+        SHARE_DEMO,
     ),
     (
         "report",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "snapshot", "recording", "source::demo",
-        ],
-        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces; the demo's story clock",
+        &[MODEL, WORDS, &["snapshot", "recording", "source::demo"]],
+        SHARE_DEMO,
     ),
-    (
-        "recording",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "snapshot", "report",
-        ],
-        "the exports import the model, `sample` and the words; `snapshot`, `report` and `recording` share each other's pieces",
-    ),
+    ("recording", &[MODEL, WORDS, &["snapshot", "report"]], SHARE),
     (
         "recording/write",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "snapshot", "report", "recording", "source",
-        ],
+        &[MODEL, WORDS, &["snapshot", "report", "recording", "source"]],
         "`recording::write` runs a `Source` on a thread of its own",
     ),
     (
         "serve",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "source", "recording::write",
-        ],
+        &[MODEL, WORDS, &["source", "recording::write"]],
         "`serve` runs a `Source` on a thread of its own (its recorder's durations beside it)",
     ),
     (
         "analyze",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "recording", "report",
-        ],
+        &[MODEL, WORDS, &["recording", "report"]],
         "`analyze` reads a recording and judges it as the model does; `--report-at` writes the report",
     ),
     (
         "export",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "version", "recording", "analyze",
-        ],
+        &[MODEL, WORDS, &["version", "recording", "analyze"]],
         "`export` tables a recording in `analyze`'s pass",
     ),
     (
         "replay",
-        &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "recording",
-        ],
+        &[MODEL, WORDS, &["recording"]],
         "`replay` plays a recording through the model",
     ),
     (
         "app",
         &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "units", "text", "present", "replay", "recording", "report", "process_signal",
-            "launch::offer",
+            MODEL,
+            WORDS,
+            &["replay", "recording", "report", "process_signal", "launch::offer"],
         ],
         "`app` imports the model, `present` (what is kept of what was shown), `replay`, `recording` and `report`, and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
     ),
     (
         "ui",
         &[
-            "sample", "accounting", "context", "layers", "history", "detect", "pipeline",
-            "present", "units", "text", "app", "process_signal", "replay", "version",
-            "source::demo",
+            MODEL,
+            WORDS,
+            &["app", "process_signal", "replay", "version", "source::demo"],
         ],
         "`ui` imports `app`, the model and `present`, and the words of what it shows from where they are defined (a signal's name, the replay clock, the build's version, the demo's clock)",
     ),
     (
         "tui",
-        &[
-            "sample", "app", "ui", "terminal", "source", "recording::write", "replay",
-        ],
+        &[&["sample", "app", "ui", "terminal", "source", "recording::write", "replay"]],
         "`tui.rs` runs the event loop: the source, the monitor's state, the live recorder, drawing; only it imports `ui`",
     ),
     ("terminal", &[], "`terminal.rs` owns the terminal and imports nothing of the crate"),
     (
         "process_signal",
-        &["source::procfs", "text"],
+        &[&["source::procfs", "text"]],
         "`process_signal` reads `/proc` through `source::procfs`",
     ),
-    ("launch", &["text"], "`launch` imports only `text`"),
+    ("launch", &[&["text"]], "`launch` imports only `text`"),
     (
         "doctor",
-        &[
-            "sample", "text", "cli", "version", "source", "feed", "launch", "serve",
-        ],
+        &[&["sample", "text", "cli", "version", "source", "feed", "launch", "serve"]],
         "`doctor` checks through the monitor's own code (`source::nvml::probe` and the source's errors, `source::procfs`, the feed dir rules of `feed`, `launch`, `serve`'s address), for the options `cli.rs` parses",
     ),
     (
         "cli",
-        &["accounting", "analyze", "export", "recording::write", "serve", "version"],
+        &[&["accounting", "analyze", "export", "recording::write", "serve", "version"]],
         "`cli.rs` names the types its options parse into",
     ),
-    ("manual", &["cli", "version"], "`manual.rs` writes the pages of `cli.rs`"),
+    ("manual", &[&["cli", "version"]], "`manual.rs` writes the pages of `cli.rs`"),
     ("version", &[], "`version.rs` imports nothing of the crate"),
     (
         "oom",
-        &["terminal"],
+        &[&["terminal"]],
         "`oom.rs` restores the terminal before it says what ran out",
     ),
     (
         "fixtures",
-        &["sample", "accounting"],
+        &[&["sample", "accounting"]],
         "`fixtures.rs` builds raw samples (and feeds attached as the model attaches them)",
     ),
 ];
@@ -172,19 +145,10 @@ const MODEL: &[&str] = &[
     "detect",
     "pipeline",
 ];
-/// What the words and figures may import: the model and `sample`, and each other.
-const WORDS: &[&str] = &[
-    "sample",
-    "layers",
-    "units",
-    "accounting",
-    "context",
-    "history",
-    "detect",
-    "pipeline",
-    "present",
-    "text",
-];
+/// The words and figures, which the model's readers may import beside it.
+const WORDS: &[&str] = &["present", "units", "text"];
+/// What collect may import.
+const COLLECT: &[&str] = &["sample", "text", "units", "version"];
 
 /// The edges that run against the flow on purpose (ARCHITECTURE.md, "Back-edges"): the file
 /// prefix, the path it imports, why.
@@ -207,7 +171,7 @@ const BACK_EDGES: &[(&str, &str, &str)] = &[
 ];
 
 /// Every `.rs` file under `dir`.
-pub(super) fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src") {
         let path = entry.expect("an entry").path();
         if path.is_dir() {
@@ -219,15 +183,38 @@ pub(super) fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A file of tests only (`tests.rs`, `tests_*.rs`, `*_tests.rs`).
-pub(super) fn test_file(rel: &str) -> bool {
+fn test_file(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let stem = name.trim_end_matches(".rs");
     stem == "tests" || stem.starts_with("tests_") || stem.ends_with("_tests")
 }
 
-/// The code of a file without its test module and comments.
+/// Every file of `src/` that is not a file of tests: its path under `src/` and its text up
+/// to its test module, in order of path.
+pub(super) fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    all.sort();
+    all.iter()
+        .filter_map(|path| {
+            let rel = path
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if test_file(&rel) {
+                return None;
+            }
+            let text = std::fs::read_to_string(path).expect("read a source file");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
+            Some((rel, code))
+        })
+        .collect()
+}
+
+/// Code without its comments.
 fn code(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or("");
     text.lines()
         .map(|line| line.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
@@ -253,7 +240,7 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
 }
 
 /// The rule governing a file (the longest prefix).
-fn rule(rel: &str) -> Option<&'static (&'static str, &'static [&'static str], &'static str)> {
+fn rule(rel: &str) -> Option<&'static Rule> {
     RULES
         .iter()
         .filter(|(prefix, _, _)| {
@@ -262,28 +249,20 @@ fn rule(rel: &str) -> Option<&'static (&'static str, &'static [&'static str], &'
         .max_by_key(|(prefix, _, _)| prefix.len())
 }
 
-/// Whether `target` is one of `prefixes` or inside one.
-fn allowed(target: &str, prefixes: &[&str]) -> bool {
-    prefixes
+/// Whether `target` is one of the prefixes of `groups` or inside one.
+fn allowed(target: &str, groups: &[&[&str]]) -> bool {
+    groups
         .iter()
+        .flat_map(|g| g.iter())
         .any(|p| target == *p || target.starts_with(&format!("{p}::")))
 }
 
 #[test]
 fn every_import_of_every_room_is_one_its_rule_allows() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut all = Vec::new();
-    files(&src, &mut all);
-    all.sort();
     let mut broken = Vec::new();
     let mut back_edges_used = BTreeSet::new();
-    for path in &all {
-        let rel = path
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
-        if rel == "main.rs" || rel == "lib.rs" || test_file(&rel) {
+    for (rel, text) in sources() {
+        if rel == "main.rs" || rel == "lib.rs" {
             continue;
         }
         let own = rel
@@ -296,7 +275,6 @@ fn every_import_of_every_room_is_one_its_rule_allows() {
             broken.push(format!("{rel}: no rule names this file's room"));
             continue;
         };
-        let text = std::fs::read_to_string(path).expect("read a source file");
         for target in crate_paths(&code(&text)) {
             let top = target.split("::").next().unwrap_or("");
             if top == own || allowed(&target, may) {
