@@ -4,8 +4,8 @@
 use crate::accounting::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
 use crate::sample::feed::{FeedCounters, FeedRecord, FeedState, FoundVia, Hello, PeerCred};
 use crate::sample::{
-    AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuSample, MigSample, NodeSample,
-    ProcessSample,
+    AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuInfo, GpuSample, MigInfo, MigSample,
+    NodeSample, ProcessSample,
 };
 
 pub const GIB: u64 = 1 << 30;
@@ -45,16 +45,15 @@ pub fn memory(total: u64, used: u64) -> DeviceMemory {
 
 pub fn gpu(index: u32, memory: DeviceMemory) -> GpuSample {
     GpuSample {
-        index,
-        uuid: format!("GPU-test-{index}"),
-        name: Some("NVIDIA H100 80GB HBM3".into()),
-        pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * index)),
-        memory: Some(memory),
-        utilization_gpu: Some(50),
-        mig_mode: Some(false),
-        minor_number: Some(index),
-        lost: false,
-        processes_known: true,
+        info: GpuInfo {
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + 0x10 * index)),
+            memory: Some(memory),
+            utilization_gpu: Some(50),
+            mig_mode: Some(false),
+            minor_number: Some(index),
+            ..GpuInfo::new(index, format!("GPU-test-{index}"))
+        },
         mig: Vec::new(),
         problems: Default::default(),
     }
@@ -62,13 +61,12 @@ pub fn gpu(index: u32, memory: DeviceMemory) -> GpuSample {
 
 pub fn mig(uuid: &str, profile: &str, memory: DeviceMemory) -> MigSample {
     MigSample {
-        uuid: uuid.into(),
-        profile: Some(profile.into()),
         // Each its own GPU instance; tests of several compute instances in one set the ids.
-        gpu_instance_id: None,
-        compute_instance_id: None,
-        memory: Some(memory),
-        processes_known: true,
+        info: MigInfo {
+            profile: Some(profile.into()),
+            memory: Some(memory),
+            ..MigInfo::new(uuid.into())
+        },
         problems: Default::default(),
     }
 }

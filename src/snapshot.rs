@@ -10,7 +10,10 @@ use crate::detect::Finding;
 use crate::layers::{Layer, Layers};
 use crate::pipeline::Observed;
 use crate::sample::feed::{FeedRecord, FeedScan};
-use crate::sample::{ContextKind, DeviceFileScan, DeviceMemory, FeedSample, HostMemory, MigSample};
+use crate::sample::{
+    DeviceFileScan, DeviceMemory, FeedSample, GpuInfo, HostMemory, MigInfo, MigSample,
+    ProcessSample,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -62,19 +65,11 @@ pub struct Groups {
     pub rows: Vec<crate::accounting::GroupRow>,
 }
 
+/// A GPU: its raw figures as the sample holds them ([`GpuInfo`]), then what is derived.
 #[derive(Serialize)]
 pub struct GpuOut<'a> {
-    pub index: u32,
-    pub uuid: &'a str,
-    pub name: Option<&'a str>,
-    pub pci_bus_id: Option<&'a str>,
-    pub memory: Option<DeviceMemory>,
-    pub utilization_gpu: Option<u32>,
-    pub mig_mode: Option<bool>,
-    /// The `N` of the GPU's device file `/dev/nvidia<N>`.
-    pub minor_number: Option<u32>,
-    pub lost: bool,
-    pub processes_known: bool,
+    #[serde(flatten)]
+    pub info: &'a GpuInfo,
     pub layers: Option<Layers>,
     /// Why `layers` is null, when it is.
     pub layers_gap: Option<&'a Gap>,
@@ -90,14 +85,11 @@ pub struct GpuOut<'a> {
     pub mig: Vec<MigOut<'a>>,
 }
 
+/// A MIG instance: its raw figures ([`MigInfo`]), then what is derived.
 #[derive(Serialize)]
 pub struct MigOut<'a> {
-    pub uuid: &'a str,
-    pub profile: Option<&'a str>,
-    pub gpu_instance_id: Option<u32>,
-    pub compute_instance_id: Option<u32>,
-    pub memory: Option<DeviceMemory>,
-    pub processes_known: bool,
+    #[serde(flatten)]
+    pub info: &'a MigInfo,
     pub layers: Option<Layers>,
     pub layers_gap: Option<&'a Gap>,
     pub partial: &'a [Layer],
@@ -109,29 +101,12 @@ pub struct MigOut<'a> {
     pub problems: &'a BTreeMap<String, String>,
 }
 
+/// A process: its raw fields as the sample holds them ([`ProcessSample`]), then what is
+/// derived.
 #[derive(Serialize)]
 pub struct ProcessOut<'a> {
-    pub pid: u32,
-    pub device_uuid: &'a str,
-    pub used: Option<u64>,
-    pub kind: ContextKind,
-    pub visible: bool,
-    pub proc_state: Option<&'a str>,
-    pub start_time: Option<u64>,
-    pub user: Option<&'a str>,
-    pub command: Option<&'a str>,
-    pub sm_util: Option<u32>,
-    pub mps: bool,
-    pub hidden: bool,
-    pub executable: Option<&'a str>,
-    /// Host CPU over the last interval, percent of one core.
-    pub cpu_percent: Option<f64>,
-    /// Host memory (resident set), bytes.
-    pub host_memory: Option<u64>,
-    /// Seconds since the process started.
-    pub elapsed: Option<u64>,
-    /// Who the process belongs to: pod, container, Slurm step, unit, launcher.
-    pub owner: Option<&'a crate::sample::owner::Owner>,
+    #[serde(flatten)]
+    pub raw: &'a ProcessSample,
     /// The feed's statistics for this device, matched to NVML's listing.
     pub feed: Option<&'a FeedSample>,
     pub feed_status: &'a FeedStatus,
@@ -169,16 +144,7 @@ impl<'a> Snapshot<'a> {
             .map(|(g, acc)| {
                 let (layers, layers_gap) = split(&acc.layers);
                 GpuOut {
-                    index: g.index,
-                    uuid: &g.uuid,
-                    name: g.name.as_deref(),
-                    pci_bus_id: g.pci_bus_id.as_deref(),
-                    memory: g.memory,
-                    utilization_gpu: g.utilization_gpu,
-                    mig_mode: g.mig_mode,
-                    minor_number: g.minor_number,
-                    lost: g.lost,
-                    processes_known: g.processes_known,
+                    info: &g.info,
                     layers,
                     layers_gap,
                     partial: &acc.partial,
@@ -192,12 +158,7 @@ impl<'a> Snapshot<'a> {
                         .map(|(m, macc)| {
                             let (layers, layers_gap) = split(&macc.layers);
                             MigOut {
-                                uuid: &m.uuid,
-                                profile: m.profile.as_deref(),
-                                gpu_instance_id: m.gpu_instance_id,
-                                compute_instance_id: m.compute_instance_id,
-                                memory: m.memory,
-                                processes_known: m.processes_known,
+                                info: &m.info,
                                 layers,
                                 layers_gap,
                                 partial: &macc.partial,
@@ -221,23 +182,7 @@ impl<'a> Snapshot<'a> {
             .zip(&observed.account.processes)
             .enumerate()
             .map(|(i, (p, acc))| ProcessOut {
-                pid: p.pid,
-                device_uuid: &p.device_uuid,
-                used: p.used,
-                kind: p.kind,
-                visible: p.visible,
-                proc_state: p.proc_state.as_deref(),
-                start_time: p.start_time,
-                user: p.user.as_deref(),
-                command: p.command.as_deref(),
-                sm_util: p.sm_util,
-                mps: p.mps,
-                hidden: p.hidden,
-                executable: p.executable.as_deref(),
-                cpu_percent: p.cpu_percent,
-                host_memory: p.host_memory,
-                elapsed: p.elapsed,
-                owner: p.owner.as_deref(),
+                raw: p,
                 feed: p.feed.as_ref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,

@@ -1,80 +1,17 @@
 //! Estimates of the heap bytes a sample holds: what the pause queue counts against its
 //! budget. Capacities as allocated; the allocator's own slack is not counted. Structs are
-//! taken apart field by field, so that a field added later must be counted (or waived) here.
+//! taken apart field by field, so that a field added later must be counted (or waived) here;
+//! the structs declared through `sample::fields::schema!` (a GPU's and an instance's own
+//! figures, a process) are counted from their declaration.
 
 use crate::sample::feed::{
     CutShort, DeviceFeed, FeedDevice, FeedScan, FeedState, Hello, OomReport, SuspiciousEntry,
 };
+pub(crate) use crate::sample::fields::Heap;
 use crate::sample::{
     AllocatorStats, DeviceFileScan, DeviceHolder, FeedRecord, FeedSample, GpuSample, MigSample,
-    NodeSample, ProcessSample,
+    NodeSample,
 };
-use std::collections::BTreeMap;
-use std::mem::size_of;
-
-/// A B-tree map's bookkeeping per entry (node headers and spare slots, shared out).
-const MAP_ENTRY_OVERHEAD: usize = 16;
-
-/// Bytes a value owns on the heap, beyond its own `size_of`.
-pub(super) trait Heap {
-    fn heap(&self) -> usize;
-}
-
-impl Heap for String {
-    fn heap(&self) -> usize {
-        self.capacity()
-    }
-}
-
-impl<T: Heap> Heap for Option<T> {
-    fn heap(&self) -> usize {
-        self.as_ref().map_or(0, Heap::heap)
-    }
-}
-
-impl<T: Heap> Heap for Box<T> {
-    fn heap(&self) -> usize {
-        size_of::<T>() + (**self).heap()
-    }
-}
-
-/// Counted whole by each holder: an upper bound where it is shared.
-impl<T: Heap> Heap for std::sync::Arc<T> {
-    fn heap(&self) -> usize {
-        size_of::<T>() + (**self).heap()
-    }
-}
-
-impl<T: Heap> Heap for Vec<T> {
-    fn heap(&self) -> usize {
-        self.capacity() * size_of::<T>() + self.iter().map(Heap::heap).sum::<usize>()
-    }
-}
-
-impl<K: Heap, V: Heap> Heap for BTreeMap<K, V> {
-    fn heap(&self) -> usize {
-        self.iter()
-            .map(|(k, v)| size_of::<(K, V)>() + MAP_ENTRY_OVERHEAD + k.heap() + v.heap())
-            .sum()
-    }
-}
-
-impl Heap for serde_json::Value {
-    fn heap(&self) -> usize {
-        use serde_json::Value;
-        match self {
-            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-            Value::String(s) => s.heap(),
-            Value::Array(items) => items.heap(),
-            Value::Object(map) => map
-                .iter()
-                .map(|(k, v)| {
-                    size_of::<(String, Value)>() + MAP_ENTRY_OVERHEAD + k.heap() + v.heap()
-                })
-                .sum(),
-        }
-    }
-}
 
 impl Heap for NodeSample {
     fn heap(&self) -> usize {
@@ -151,61 +88,44 @@ impl Heap for SuspiciousEntry {
 impl Heap for GpuSample {
     fn heap(&self) -> usize {
         let GpuSample {
-            index: _,
-            uuid,
-            name,
-            pci_bus_id,
-            memory: _,
-            utilization_gpu: _,
-            mig_mode: _,
-            lost: _,
-            processes_known: _,
+            info,
             mig,
             problems,
-            minor_number: _,
         } = self;
-        uuid.heap() + name.heap() + pci_bus_id.heap() + mig.heap() + problems.heap()
+        info.heap() + mig.heap() + problems.heap()
     }
 }
 
 impl Heap for MigSample {
     fn heap(&self) -> usize {
-        let MigSample {
-            uuid,
-            profile,
-            gpu_instance_id: _,
-            compute_instance_id: _,
-            memory: _,
-            processes_known: _,
-            problems,
-        } = self;
-        uuid.heap() + profile.heap() + problems.heap()
+        let MigSample { info, problems } = self;
+        info.heap() + problems.heap()
     }
 }
 
-/// The full-size process, as it is outside the queue.
-/// An owner is shared by the entries of its process: counted whole at each (an upper bound).
-fn owner_heap(owner: &crate::sample::owner::Owner) -> usize {
-    let crate::sample::owner::Owner {
-        kind: _,
-        namespace,
-        pod,
-        pod_uid,
-        container,
-        container_id,
-        runtime,
-        slurm_job,
-        slurm_step,
-        slurm_task,
-        slurm_user,
-        unit,
-        launcher_pid: _,
-        launcher,
-        source,
-        unreadable,
-    } = owner;
-    size_of::<crate::sample::owner::Owner>()
-        + [
+/// An owner is shared by the entries of its process: counted whole at each (an upper bound,
+/// by `Arc`'s count).
+impl Heap for crate::sample::owner::Owner {
+    fn heap(&self) -> usize {
+        let crate::sample::owner::Owner {
+            kind: _,
+            namespace,
+            pod,
+            pod_uid,
+            container,
+            container_id,
+            runtime,
+            slurm_job,
+            slurm_step,
+            slurm_task,
+            slurm_user,
+            unit,
+            launcher_pid: _,
+            launcher,
+            source,
+            unreadable,
+        } = self;
+        [
             namespace,
             pod,
             pod_uid,
@@ -222,39 +142,8 @@ fn owner_heap(owner: &crate::sample::owner::Owner) -> usize {
         .iter()
         .map(|field| field.heap())
         .sum::<usize>()
-        + source.heap()
-        + unreadable.heap()
-}
-
-impl Heap for ProcessSample {
-    fn heap(&self) -> usize {
-        let ProcessSample {
-            pid: _,
-            device_uuid,
-            used: _,
-            kind: _,
-            mps: _,
-            visible: _,
-            hidden: _,
-            proc_state,
-            start_time: _,
-            user,
-            command,
-            sm_util: _,
-            cpu_percent: _,
-            host_memory: _,
-            elapsed: _,
-            executable,
-            owner,
-            feed,
-        } = self;
-        device_uuid.heap()
-            + proc_state.heap()
-            + user.heap()
-            + command.heap()
-            + executable.heap()
-            + owner.as_deref().map_or(0, owner_heap)
-            + feed.heap()
+            + source.heap()
+            + unreadable.heap()
     }
 }
 
@@ -283,12 +172,6 @@ impl Heap for DeviceHolder {
             uvm: _,
         } = self;
         state.heap() + user.heap() + command.heap() + parent_command.heap() + minors.heap()
-    }
-}
-
-impl Heap for u32 {
-    fn heap(&self) -> usize {
-        0
     }
 }
 

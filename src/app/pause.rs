@@ -13,8 +13,9 @@
 //! is carried into the next sample kept, so the feeds' history loses nothing. The first and
 //! the newest sample are always kept.
 
-use super::heap::Heap;
-use crate::sample::{ContextKind, FeedSample, NodeSample, ProcessSample};
+use crate::sample::fields::Heap;
+use crate::sample::fields::{Interner, Pack};
+use crate::sample::{NodeSample, PackedProcess, ProcessSample};
 use std::collections::{HashMap, VecDeque};
 use std::mem::size_of;
 use std::num::NonZeroU32;
@@ -94,103 +95,18 @@ impl Strings {
     }
 }
 
-/// A process of a queued sample: [`ProcessSample`]'s numbers, its strings as symbols.
-#[derive(Debug)]
-struct Process {
-    pid: u32,
-    device_uuid: Sym,
-    used: Option<u64>,
-    kind: ContextKind,
-    mps: bool,
-    visible: bool,
-    hidden: bool,
-    proc_state: Option<Sym>,
-    start_time: Option<u64>,
-    user: Option<Sym>,
-    command: Option<Sym>,
-    sm_util: Option<u32>,
-    cpu_percent: Option<f64>,
-    host_memory: Option<u64>,
-    elapsed: Option<u64>,
-    executable: Option<Sym>,
-    owner: Option<std::sync::Arc<crate::sample::owner::Owner>>,
-    feed: Option<Box<FeedSample>>,
-}
+/// A process of a queued sample: [`ProcessSample`]'s numbers, its strings as symbols, its
+/// feed boxed (packed field by field from its declaration: a field added to it is kept here
+/// with no change).
+type Process = PackedProcess<Strings>;
 
-impl Process {
-    /// Every field is named, so a field added to [`ProcessSample`] cannot be lost here.
-    fn compact(process: ProcessSample, strings: &mut Strings) -> Process {
-        let ProcessSample {
-            pid,
-            device_uuid,
-            used,
-            kind,
-            mps,
-            visible,
-            hidden,
-            proc_state,
-            start_time,
-            user,
-            command,
-            sm_util,
-            cpu_percent,
-            host_memory,
-            elapsed,
-            executable,
-            owner,
-            feed,
-        } = process;
-        Process {
-            pid,
-            device_uuid: strings.intern(device_uuid),
-            used,
-            kind,
-            mps,
-            visible,
-            hidden,
-            proc_state: proc_state.map(|s| strings.intern(s)),
-            start_time,
-            user: user.map(|s| strings.intern(s)),
-            command: command.map(|s| strings.intern(s)),
-            sm_util,
-            cpu_percent,
-            host_memory,
-            elapsed,
-            executable: executable.map(|s| strings.intern(s)),
-            owner,
-            feed: feed.map(Box::new),
-        }
+impl Interner for Strings {
+    type Sym = Sym;
+    fn intern(&mut self, text: String) -> Sym {
+        Strings::intern(self, text)
     }
-
-    fn expand(self, strings: &Strings) -> ProcessSample {
-        let text = |sym: Sym| strings.get(sym).to_string();
-        ProcessSample {
-            pid: self.pid,
-            device_uuid: text(self.device_uuid),
-            used: self.used,
-            kind: self.kind,
-            mps: self.mps,
-            visible: self.visible,
-            hidden: self.hidden,
-            proc_state: self.proc_state.map(text),
-            start_time: self.start_time,
-            user: self.user.map(text),
-            command: self.command.map(text),
-            sm_util: self.sm_util,
-            cpu_percent: self.cpu_percent,
-            host_memory: self.host_memory,
-            elapsed: self.elapsed,
-            executable: self.executable.map(text),
-            owner: self.owner,
-            feed: self.feed.map(|f| *f),
-        }
-    }
-
-    fn symbols(&self) -> impl Iterator<Item = Sym> {
-        [self.proc_state, self.user, self.command, self.executable]
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once(self.device_uuid))
+    fn text(&self, sym: Sym) -> String {
+        self.get(sym).to_string()
     }
 }
 
@@ -322,10 +238,7 @@ impl PauseQueue {
         // A fresh vector: `collect` would reuse the full-size processes' allocation.
         let full = std::mem::take(&mut sample.processes);
         let mut processes = Vec::with_capacity(full.len());
-        processes.extend(
-            full.into_iter()
-                .map(|p| Process::compact(p, &mut self.strings)),
-        );
+        processes.extend(full.into_iter().map(|p| p.pack(&mut self.strings)));
         let mut entry = Entry {
             seq: self.next_seq,
             arrived,
@@ -374,14 +287,12 @@ impl PauseQueue {
         self.entries = kept;
         self.entries_bytes = self.entries.iter().map(|e| e.bytes).sum();
         let mut named = vec![false; self.strings.slots.len()];
-        for sym in self
-            .entries
-            .iter()
-            .flat_map(|e| e.processes.iter().flat_map(Process::symbols))
-        {
-            if let Some(flag) = named.get_mut(sym.0.get() as usize - 1) {
-                *flag = true;
-            }
+        for process in self.entries.iter().flat_map(|e| &e.processes) {
+            ProcessSample::symbols(process, &mut |sym: Sym| {
+                if let Some(flag) = named.get_mut(sym.0.get() as usize - 1) {
+                    *flag = true;
+                }
+            });
         }
         self.strings.keep_only(&named);
     }
@@ -394,7 +305,7 @@ impl PauseQueue {
         sample.processes = entry
             .processes
             .into_iter()
-            .map(|p| p.expand(&self.strings))
+            .map(|p| ProcessSample::unpack(p, &self.strings))
             .collect();
         if self.entries.is_empty() {
             self.reset();

@@ -7,10 +7,12 @@
 
 pub(crate) mod derived;
 pub mod feed;
+pub(crate) mod fields;
 pub(crate) mod owner;
 
 pub use derived::{make_raw, FeedShape};
 pub use feed::{AllocatorStats, FeedRecord, FeedScan};
+use fields::schema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -36,48 +38,100 @@ impl DeviceMemory {
     }
 }
 
-/// One MIG instance of a GPU in MIG mode.
+schema! {
+    /// What NVML says of one MIG instance of a GPU in MIG mode.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct MigInfo {
+        pub uuid: String,
+        /// Profile such as `3g.40gb`, where NVML names it.
+        pub profile: Option<String>,
+        pub gpu_instance_id: Option<u32>,
+        pub compute_instance_id: Option<u32>,
+        pub memory: Option<DeviceMemory>,
+        /// False when the process list of this instance could not be read: then no usage on it
+        /// can be attributed to a process.
+        #[serde(default = "yes")]
+        pub processes_known: bool,
+    }
+}
+
+impl MigInfo {
+    /// An instance of which nothing is known yet but its UUID.
+    pub fn new(uuid: String) -> Self {
+        MigInfo {
+            uuid,
+            profile: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            memory: None,
+            processes_known: true,
+        }
+    }
+}
+
+/// One MIG instance of a GPU in MIG mode: what NVML says of it ([`MigInfo`], whose fields it
+/// reads as its own and writes as its own in JSON), and what NVML refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigSample {
-    pub uuid: String,
-    /// Profile such as `3g.40gb`, where NVML names it.
-    pub profile: Option<String>,
-    pub gpu_instance_id: Option<u32>,
-    pub compute_instance_id: Option<u32>,
-    pub memory: Option<DeviceMemory>,
-    /// False when the process list of this instance could not be read: then no usage on it
-    /// can be attributed to a process.
-    #[serde(default = "yes")]
-    pub processes_known: bool,
+    #[serde(flatten)]
+    pub info: MigInfo,
     /// What NVML refused for this instance, by what was asked (see [`GpuSample::problems`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub problems: BTreeMap<String, String>,
 }
 
-/// One physical GPU.
+schema! {
+    /// What NVML says of one physical GPU itself (its instances and its refusals apart).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct GpuInfo {
+        pub index: u32,
+        pub uuid: String,
+        pub name: Option<String>,
+        /// `DDDDDDDD:BB:DD.0` as NVML writes it: how a feed without UUIDs, or on a MIG instance,
+        /// is matched to this GPU.
+        #[serde(default)]
+        pub pci_bus_id: Option<String>,
+        pub memory: Option<DeviceMemory>,
+        /// Percent of time a kernel ran over NVML's last sample period.
+        pub utilization_gpu: Option<u32>,
+        /// Current MIG mode; `None` where the GPU does not support MIG.
+        pub mig_mode: Option<bool>,
+        /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
+        /// `nvmlDeviceGetMinorNumber`): the file a process holding a context keeps open.
+        #[serde(default)]
+        pub minor_number: Option<u32>,
+        /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
+        /// Only that error: any other failure is in `problems`.
+        pub lost: bool,
+        #[serde(default = "yes")]
+        pub processes_known: bool,
+    }
+}
+
+impl GpuInfo {
+    /// A GPU of which nothing is known yet but its place and UUID.
+    pub fn new(index: u32, uuid: String) -> Self {
+        GpuInfo {
+            index,
+            uuid,
+            name: None,
+            pci_bus_id: None,
+            memory: None,
+            utilization_gpu: None,
+            mig_mode: None,
+            minor_number: None,
+            lost: false,
+            processes_known: true,
+        }
+    }
+}
+
+/// One physical GPU: what NVML says of it ([`GpuInfo`], whose fields it reads as its own and
+/// writes as its own in JSON), its MIG instances, and what NVML refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSample {
-    pub index: u32,
-    pub uuid: String,
-    pub name: Option<String>,
-    /// `DDDDDDDD:BB:DD.0` as NVML writes it: how a feed without UUIDs, or on a MIG instance,
-    /// is matched to this GPU.
-    #[serde(default)]
-    pub pci_bus_id: Option<String>,
-    pub memory: Option<DeviceMemory>,
-    /// Percent of time a kernel ran over NVML's last sample period.
-    pub utilization_gpu: Option<u32>,
-    /// Current MIG mode; `None` where the GPU does not support MIG.
-    pub mig_mode: Option<bool>,
-    /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
-    /// `nvmlDeviceGetMinorNumber`): the file a process holding a context keeps open.
-    #[serde(default)]
-    pub minor_number: Option<u32>,
-    /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
-    /// Only that error: any other failure is in `problems`.
-    pub lost: bool,
-    #[serde(default = "yes")]
-    pub processes_known: bool,
+    #[serde(flatten)]
+    pub info: GpuInfo,
     #[serde(default)]
     pub mig: Vec<MigSample>,
     /// What NVML refused, by what was asked, with NVML's own error and what it means:
@@ -115,6 +169,24 @@ pub struct FeedSample {
     pub stats: AllocatorStats,
 }
 
+/// Copied whole (its statistics' map included), as before it was refilled field by field.
+impl fields::Refill for FeedSample {
+    fn refill(&mut self, from: &Self) {
+        self.clone_from(from);
+    }
+}
+
+/// Boxed in a queue: most processes have no feed, and the statistics are large.
+impl<I: fields::Interner> fields::Pack<I> for FeedSample {
+    type Packed = Box<FeedSample>;
+    fn pack(self, _: &mut I) -> Box<FeedSample> {
+        Box::new(self)
+    }
+    fn unpack(packed: Box<FeedSample>, _: &I) -> FeedSample {
+        *packed
+    }
+}
+
 impl FeedSample {
     /// The readings of this device that arrived in `sample`'s feed before the latest one
     /// (a feed met for the first time brings its backlog), oldest first; none when the
@@ -133,57 +205,60 @@ impl FeedSample {
     }
 }
 
-/// One process holding memory on one device (a GPU, or a MIG instance of it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProcessSample {
-    /// PID as NVML reports it (the host's PID namespace).
-    pub pid: u32,
-    /// UUID of the GPU, or of the MIG instance the process runs on.
-    pub device_uuid: String,
-    /// NVML's per-process used memory; `None` where NVML reports it not available.
-    pub used: Option<u64>,
-    pub kind: ContextKind,
-    /// Listed by `nvmlDeviceGetMPSComputeRunningProcesses`: a client of the MPS server.
-    #[serde(default)]
-    pub mps: bool,
-    /// Whether `/proc` of this monitor shows the PID (and so who it is).
-    pub visible: bool,
-    /// The PID exists here but `/proc` hides it (`hidepid`, permissions): not visible, and
-    /// not gone either.
-    #[serde(default)]
-    pub hidden: bool,
-    /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
-    pub proc_state: Option<String>,
-    /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
-    /// from the process that held it before.
-    pub start_time: Option<u64>,
-    pub user: Option<String>,
-    pub command: Option<String>,
-    /// Per-process SM utilization in percent, where NVML gives it.
-    pub sm_util: Option<u32>,
-    /// The process's executable (`/proc/PID/exe`), when visible and readable.
-    #[serde(default)]
-    pub executable: Option<String>,
-    /// Host CPU the process used over the last interval, in percent of one core (a process
-    /// busy on four cores reads 400); unknown until it has been seen twice.
-    #[serde(default)]
-    pub cpu_percent: Option<f64>,
-    /// Host memory the process holds (resident set size), in bytes.
-    #[serde(default)]
-    pub host_memory: Option<u64>,
-    /// Seconds since the process started.
-    #[serde(default)]
-    pub elapsed: Option<u64>,
-    /// Who the process belongs to (pod, container, Slurm step, unit, launcher), when
-    /// visible: observed once per process and shared by its entries.
-    #[serde(default)]
-    pub owner: Option<std::sync::Arc<owner::Owner>>,
-    /// Derived by [`crate::accounting::attach`] from [`NodeSample::feeds`]; never written as a raw
-    /// field. Read from input only for recordings of the snapshot's derived form, which
-    /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
-    /// it.
-    #[serde(default, skip_serializing)]
-    pub feed: Option<FeedSample>,
+schema! {
+    packed PackedProcess;
+    /// One process holding memory on one device (a GPU, or a MIG instance of it).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct ProcessSample {
+        /// PID as NVML reports it (the host's PID namespace).
+        pub pid: u32,
+        /// UUID of the GPU, or of the MIG instance the process runs on.
+        pub device_uuid: String,
+        /// NVML's per-process used memory; `None` where NVML reports it not available.
+        pub used: Option<u64>,
+        pub kind: ContextKind,
+        /// Listed by `nvmlDeviceGetMPSComputeRunningProcesses`: a client of the MPS server.
+        #[serde(default)]
+        pub mps: bool,
+        /// Whether `/proc` of this monitor shows the PID (and so who it is).
+        pub visible: bool,
+        /// The PID exists here but `/proc` hides it (`hidepid`, permissions): not visible, and
+        /// not gone either.
+        #[serde(default)]
+        pub hidden: bool,
+        /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
+        pub proc_state: Option<String>,
+        /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
+        /// from the process that held it before.
+        pub start_time: Option<u64>,
+        pub user: Option<String>,
+        pub command: Option<String>,
+        /// Per-process SM utilization in percent, where NVML gives it.
+        pub sm_util: Option<u32>,
+        /// The process's executable (`/proc/PID/exe`), when visible and readable.
+        #[serde(default)]
+        pub executable: Option<String>,
+        /// Host CPU the process used over the last interval, in percent of one core (a process
+        /// busy on four cores reads 400); unknown until it has been seen twice.
+        #[serde(default)]
+        pub cpu_percent: Option<f64>,
+        /// Host memory the process holds (resident set size), in bytes.
+        #[serde(default)]
+        pub host_memory: Option<u64>,
+        /// Seconds since the process started.
+        #[serde(default)]
+        pub elapsed: Option<u64>,
+        /// Who the process belongs to (pod, container, Slurm step, unit, launcher), when
+        /// visible: observed once per process and shared by its entries.
+        #[serde(default)]
+        pub owner: Option<std::sync::Arc<owner::Owner>>,
+        /// Derived by [`crate::accounting::attach`] from [`NodeSample::feeds`]; never written as a raw
+        /// field. Read from input only for recordings of the snapshot's derived form, which
+        /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
+        /// it.
+        #[serde(default, skip_serializing)]
+        pub feed: Option<FeedSample>,
+    }
 }
 
 /// Everything observed on one node at one instant.
@@ -286,6 +361,34 @@ impl ProcessSample {
 
 fn yes() -> bool {
     true
+}
+
+/// A GPU's own figures read as the GPU's (`gpu.memory`), as its JSON writes them.
+impl std::ops::Deref for GpuSample {
+    type Target = GpuInfo;
+    fn deref(&self) -> &GpuInfo {
+        &self.info
+    }
+}
+
+impl std::ops::DerefMut for GpuSample {
+    fn deref_mut(&mut self) -> &mut GpuInfo {
+        &mut self.info
+    }
+}
+
+/// An instance's own figures read as the instance's (`mig.memory`), as its JSON writes them.
+impl std::ops::Deref for MigSample {
+    type Target = MigInfo;
+    fn deref(&self) -> &MigInfo {
+        &self.info
+    }
+}
+
+impl std::ops::DerefMut for MigSample {
+    fn deref_mut(&mut self) -> &mut MigInfo {
+        &mut self.info
+    }
 }
 
 impl GpuSample {

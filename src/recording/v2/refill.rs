@@ -4,19 +4,17 @@
 //! command line, UUID and socket path at every sample.
 //!
 //! Each copy names every field of what it copies from, so that a field added to a sample
-//! type does not compile here until it is copied too. A part whose `clone_from` is a whole
+//! type does not compile here until it is copied too; the types declared through
+//! `sample::fields::schema!` (a GPU's own figures, a process) are copied from their
+//! declaration, so a field added there is copied with no change here. A part whose `clone_from` is a whole
 //! new copy (a derived `Clone`: a feed's state, a feed scan) is compared first and copied only
 //! where it differs: the thing at a place is almost always the one a sample before held
 //! there, and comparing costs no allocation.
 
 use crate::sample::feed::FeedRecord;
-use crate::sample::{GpuSample, NodeSample, ProcessSample};
+use crate::sample::{GpuSample, NodeSample};
 
-/// Makes `self` equal to `from`, reusing what `self` holds (but for the parts an impl says
-/// the decoder fills in place).
-pub trait Refill {
-    fn refill(&mut self, from: &Self);
-}
+pub use crate::sample::fields::Refill;
 
 /// `to` made equal to `from`, copied only where they differ (for types whose `clone_from`
 /// makes a whole new copy). Equal as values: a float zero kept would keep its sign (`-0.0`
@@ -38,75 +36,16 @@ pub fn at<'a, T: Refill + Clone>(out: &'a mut Vec<T>, i: usize, from: &T) -> &'a
     &mut out[i]
 }
 
-impl Refill for ProcessSample {
-    fn refill(&mut self, from: &Self) {
-        let ProcessSample {
-            pid,
-            device_uuid,
-            used,
-            kind,
-            mps,
-            visible,
-            hidden,
-            proc_state,
-            start_time,
-            user,
-            command,
-            sm_util,
-            executable,
-            cpu_percent,
-            host_memory,
-            elapsed,
-            owner,
-            feed,
-        } = from;
-        self.pid = *pid;
-        self.device_uuid.clone_from(device_uuid);
-        self.used = *used;
-        self.kind = *kind;
-        self.mps = *mps;
-        self.visible = *visible;
-        self.hidden = *hidden;
-        self.proc_state.clone_from(proc_state);
-        self.start_time = *start_time;
-        self.user.clone_from(user);
-        self.command.clone_from(command);
-        self.sm_util = *sm_util;
-        self.executable.clone_from(executable);
-        self.cpu_percent = *cpu_percent;
-        self.host_memory = *host_memory;
-        self.elapsed = *elapsed;
-        self.owner.clone_from(owner);
-        self.feed.clone_from(feed);
-    }
-}
-
+/// A GPU's own figures and a process are refilled field by field from their declaration
+/// (`sample::fields::schema!`); a GPU's instances are few and copied whole.
 impl Refill for GpuSample {
     fn refill(&mut self, from: &Self) {
         let GpuSample {
-            index,
-            uuid,
-            name,
-            pci_bus_id,
-            memory,
-            utilization_gpu,
-            mig_mode,
-            minor_number,
-            lost,
-            processes_known,
+            info,
             mig,
             problems,
         } = from;
-        self.index = *index;
-        self.uuid.clone_from(uuid);
-        self.name.clone_from(name);
-        self.pci_bus_id.clone_from(pci_bus_id);
-        self.memory = *memory;
-        self.utilization_gpu = *utilization_gpu;
-        self.mig_mode = *mig_mode;
-        self.minor_number = *minor_number;
-        self.lost = *lost;
-        self.processes_known = *processes_known;
+        self.info.refill(info);
         self.mig.clone_from(mig);
         self.problems.clone_from(problems);
     }

@@ -19,7 +19,8 @@ use crate::sample::feed::{
     PeerCred,
 };
 use crate::sample::{
-    AllocatorStats, ContextKind, DeviceMemory, GpuSample, MigSample, NodeSample, ProcessSample,
+    AllocatorStats, ContextKind, DeviceMemory, GpuInfo, GpuSample, MigInfo, MigSample, NodeSample,
+    ProcessSample,
 };
 use story::{Actor, Place};
 
@@ -128,17 +129,18 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
                 .map(|(slot, s)| {
                     let used = on(Place::Mig(3, slot));
                     MigSample {
-                        uuid: mig_uuid(slot),
-                        profile: Some(s.profile.to_string()),
-                        gpu_instance_id: Some(s.gpu_instance_id),
-                        compute_instance_id: Some(0),
-                        memory: Some(DeviceMemory {
-                            total: s.total,
-                            used,
-                            free: s.total - used,
-                            driver_reserved: None,
-                        }),
-                        processes_known: true,
+                        info: MigInfo {
+                            profile: Some(s.profile.to_string()),
+                            gpu_instance_id: Some(s.gpu_instance_id),
+                            compute_instance_id: Some(0),
+                            memory: Some(DeviceMemory {
+                                total: s.total,
+                                used,
+                                free: s.total - used,
+                                driver_reserved: None,
+                            }),
+                            ..MigInfo::new(mig_uuid(slot))
+                        },
                         problems: Default::default(),
                     }
                 })
@@ -154,21 +156,20 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
             )
         };
         gpus.push(GpuSample {
-            index: index as u32,
-            uuid: (*uuid).to_string(),
-            name: Some(name.to_string()),
-            pci_bus_id: Some(pci_bus_id(index)),
-            memory: Some(DeviceMemory {
-                total,
-                used,
-                free: total - DRIVER_RESERVED - used,
-                driver_reserved: Some(DRIVER_RESERVED),
-            }),
-            utilization_gpu: Some(util),
-            mig_mode: Some(index == 3),
-            minor_number: Some(index as u32),
-            lost: false,
-            processes_known: true,
+            info: GpuInfo {
+                name: Some(name.to_string()),
+                pci_bus_id: Some(pci_bus_id(index)),
+                memory: Some(DeviceMemory {
+                    total,
+                    used,
+                    free: total - DRIVER_RESERVED - used,
+                    driver_reserved: Some(DRIVER_RESERVED),
+                }),
+                utilization_gpu: Some(util),
+                mig_mode: Some(index == 3),
+                minor_number: Some(index as u32),
+                ..GpuInfo::new(index as u32, (*uuid).to_string())
+            },
             mig,
             problems: Default::default(),
         });

@@ -7,7 +7,7 @@ use super::processes;
 use super::query::{sm_utilization, Handle};
 use super::read::{note, value, Lost, Placed, Reader};
 use super::refusal::NO_PERMISSION;
-use crate::sample::GpuSample;
+use crate::sample::{GpuInfo, GpuSample};
 use std::collections::HashMap;
 
 /// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
@@ -28,16 +28,14 @@ pub(super) struct GpuRead {
 /// of them would be current.
 pub(super) fn read(reader: &Reader<'_>, slot: &GpuSlot, seen_before: u64) -> GpuRead {
     let mut gpu = GpuSample {
-        index: slot.index,
-        uuid: slot.uuid.clone(),
-        name: slot.name.clone(),
-        pci_bus_id: slot.pci_bus_id.clone(),
-        memory: None,
-        utilization_gpu: None,
-        mig_mode: None,
-        minor_number: slot.minor_number,
-        lost: slot.lost,
-        processes_known: false,
+        info: GpuInfo {
+            name: slot.name.clone(),
+            pci_bus_id: slot.pci_bus_id.clone(),
+            minor_number: slot.minor_number,
+            lost: slot.lost,
+            processes_known: false,
+            ..GpuInfo::new(slot.index, slot.uuid.clone())
+        },
         mig: Vec::new(),
         problems: slot
             .refused
@@ -63,7 +61,10 @@ pub(super) fn read(reader: &Reader<'_>, slot: &GpuSlot, seen_before: u64) -> Gpu
             seen,
         },
         Err(Lost) => idle(GpuSample {
-            lost: true,
+            info: GpuInfo {
+                lost: true,
+                ..identity.info
+            },
             problems: Default::default(),
             ..identity
         }),
@@ -82,21 +83,21 @@ fn read_live(
     // The memory read comes first: it is what a poll is, to NVML's own samplers and the fake.
     let memory = reader.api.memory(&device);
     let problems = &mut gpu.problems;
-    gpu.utilization_gpu = value(
+    gpu.info.utilization_gpu = value(
         device.utilization_rates().map(|u| u.gpu),
         "nvmlDeviceGetUtilizationRates",
         "utilization",
         problems,
     )?;
-    gpu.mig_mode = value(
+    gpu.info.mig_mode = value(
         device.mig_mode().map(|m| m.current == MIG_ENABLED),
         "nvmlDeviceGetMigMode",
         "mig_mode",
         problems,
     )?;
-    let in_mig = gpu.mig_mode == Some(true);
+    let in_mig = gpu.info.mig_mode == Some(true);
     match memory {
-        Ok(memory) => gpu.memory = Some(memory),
+        Ok(memory) => gpu.info.memory = Some(memory),
         Err(refusal) if in_mig && refusal.is(NO_PERMISSION) => {
             problems.insert(
                 "memory".into(),

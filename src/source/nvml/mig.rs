@@ -6,7 +6,7 @@ use super::processes;
 use super::query::{profile_from_name, raw_id, sm_utilization, Handle};
 use super::read::{note, value, Lost, Placed, Reader};
 use super::refusal::{Refusal, INVALID_ARGUMENT, NOT_FOUND, NO_PERMISSION};
-use crate::sample::{GpuSample, MigSample};
+use crate::sample::{GpuSample, MigInfo, MigSample};
 use nvml_wrapper::Device;
 use std::collections::HashMap;
 
@@ -110,12 +110,14 @@ fn read_instance(
     }
     let lib = reader.nvml.lib();
     let instance = MigSample {
-        uuid: uuid.clone(),
-        profile: name.as_deref().and_then(profile_from_name),
-        gpu_instance_id: raw_id(lib.nvmlDeviceGetGpuInstanceId.as_ref().ok(), handle),
-        compute_instance_id: raw_id(lib.nvmlDeviceGetComputeInstanceId.as_ref().ok(), handle),
-        memory,
-        processes_known: lists.known(),
+        info: MigInfo {
+            profile: name.as_deref().and_then(profile_from_name),
+            gpu_instance_id: raw_id(lib.nvmlDeviceGetGpuInstanceId.as_ref().ok(), handle),
+            compute_instance_id: raw_id(lib.nvmlDeviceGetComputeInstanceId.as_ref().ok(), handle),
+            memory,
+            processes_known: lists.known(),
+            ..MigInfo::new(uuid.clone())
+        },
         problems,
     };
     let holders = lists
