@@ -94,6 +94,10 @@ schema! {
         pub memory: Option<DeviceMemory>,
         /// Percent of time a kernel ran over NVML's last sample period.
         pub utilization_gpu: Option<u32>,
+        /// The GPU die's temperature, °C (`nvmlDeviceGetTemperature`, the GPU sensor); `None`
+        /// where NVML does not give it (a refusal is in `problems` under `temperature`).
+        #[serde(default)]
+        pub temperature: Option<u32>,
         /// Current MIG mode; `None` where the GPU does not support MIG.
         pub mig_mode: Option<bool>,
         /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
@@ -118,6 +122,7 @@ impl GpuInfo {
             pci_bus_id: None,
             memory: None,
             utilization_gpu: None,
+            temperature: None,
             mig_mode: None,
             minor_number: None,
             lost: false,
@@ -136,9 +141,9 @@ pub struct GpuSample {
     pub mig: Vec<MigSample>,
     /// What NVML refused, by what was asked, with NVML's own error and what it means:
     /// `handle` (the GPU could not be opened: no value of it is known), `memory`, `processes`
-    /// (a list could not be read), `utilization`, `mig_mode`, `mig_devices` (the instances could
-    /// not be listed), `parent` (in MIG mode, the parent's own memory or process list: it
-    /// needs root). A missing value with no entry here is one NVML does not support.
+    /// (a list could not be read), `utilization`, `temperature`, `mig_mode`, `mig_devices` (the
+    /// instances could not be listed), `parent` (in MIG mode, the parent's own memory or
+    /// process list: it needs root). A missing value with no entry here is one NVML does not support.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub problems: BTreeMap<String, String>,
 }

@@ -100,6 +100,7 @@ def read_device(index):
     device["name"] = read_text(pynvml.nvmlDeviceGetName, handle)
     device["uuid"] = read_text(pynvml.nvmlDeviceGetUUID, handle)
     device["utilization"] = read_utilization(handle)
+    device["temperature"] = attempt(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
     device["compute_processes"] = read_processes(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
     device["graphics_processes"] = read_processes(pynvml.nvmlDeviceGetGraphicsRunningProcesses, handle)
     device["mps_processes"] = read_processes(pynvml.nvmlDeviceGetMPSComputeRunningProcesses, handle)

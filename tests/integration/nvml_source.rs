@@ -205,6 +205,10 @@ fn plain_two_gpu_node() {
     assert_eq!(gpus[0]["memory"]["total"], 85_520_809_984u64);
     assert_eq!(gpus[0]["memory"]["driver_reserved"], 617_611_264u64);
     assert_eq!(gpus[0]["utilization_gpu"], 97);
+    assert_eq!(gpus[0]["temperature"], 64);
+    // Not supported: unknown, and not a problem.
+    assert!(gpus[1]["temperature"].is_null(), "{}", gpus[1]);
+    assert!(gpus[1]["problems"].get("temperature").is_none());
     assert_eq!(gpus[0]["mig_mode"], false);
     assert_eq!(process(&s, 41237)["used"], 48_845_815_808u64);
     assert_eq!(process(&s, 41237)["sm_util"], 88);
@@ -265,6 +269,13 @@ fn refused_fields_are_null_and_the_rest_still_shows() {
     assert_eq!(
         g[1]["utilization_gpu"], 0,
         "a refused field does not hide the others"
+    );
+    assert!(g[1]["temperature"].is_null());
+    let refused = g[1]["problems"]["temperature"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("nvmlDeviceGetTemperature"),
+        "a refused temperature says why: {}",
+        g[1]["problems"]
     );
     let m = &g[2]["mig"][0];
     assert!(m["gpu_instance_id"].is_null() && m["compute_instance_id"].is_null());

@@ -8,6 +8,7 @@ use super::query::{sm_utilization, Handle};
 use super::read::{note, value, Lost, Placed, Reader};
 use super::refusal::NO_PERMISSION;
 use crate::sample::{GpuInfo, GpuSample};
+use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use std::collections::HashMap;
 
 /// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
@@ -87,6 +88,12 @@ fn read_live(
         device.utilization_rates().map(|u| u.gpu),
         "nvmlDeviceGetUtilizationRates",
         "utilization",
+        problems,
+    )?;
+    gpu.info.temperature = value(
+        device.temperature(TemperatureSensor::Gpu),
+        "nvmlDeviceGetTemperature",
+        "temperature",
         problems,
     )?;
     gpu.info.mig_mode = value(

@@ -343,6 +343,13 @@ fn gpu(device: &Value, capacity: Capacity) -> Value {
             utilization(device.get("utilization")),
         ),
     );
+    out.insert(
+        "temperature".into(),
+        faulted(
+            "nvmlDeviceGetTemperature",
+            or_error(answer(device.get("temperature"), Err(NOT_SUPPORTED)).map(at0)),
+        ),
+    );
     for (key, call) in LIST_CALLS {
         out.insert(
             key.into(),

@@ -24,6 +24,7 @@ pub const DEVICE_CALLS: &[&str] = &[
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetTemperature",
     "nvmlDeviceGetPciInfo_v3",
     "nvmlDeviceGetMigMode",
     "nvmlDeviceGetMaxMigDeviceCount",

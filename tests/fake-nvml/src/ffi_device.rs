@@ -189,6 +189,26 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
     })
 }
 
+/// The GPU sensor's temperature (sensor 0, `NVML_TEMPERATURE_GPU`); a MIG device, and any
+/// other sensor, answers `NotSupported`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: NvmlDevice,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetTemperature", false, |ctx| {
+            if ctx.instance.is_some() || sensor != 0 {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let celsius = ctx.device.temperature.get()?.at(ctx.poll);
+            // SAFETY: `temp` is null or points to an unsigned int, as NVML asks of the caller.
+            unsafe { put(temp, celsius) }
+        })
+    })
+}
+
 /// PCI info of the GPU (a MIG device answers its parent's).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> u32 {

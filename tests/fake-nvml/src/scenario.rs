@@ -86,6 +86,9 @@ pub struct Device {
     pub memory: Answer<Memory>,
     #[serde(default = "not_supported")]
     pub utilization: Answer<Utilization>,
+    /// The GPU sensor's temperature, °C.
+    #[serde(default = "not_supported")]
+    pub temperature: Answer<Scripted<u32>>,
     #[serde(default = "not_supported")]
     pub mig_mode: Answer<MigMode>,
     #[serde(default = "zero_mig_devices")]

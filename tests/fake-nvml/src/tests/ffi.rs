@@ -336,6 +336,32 @@ fn count_jitter_moves_the_size_query_only() {
 }
 
 #[test]
+fn temperature_of_the_gpu_sensor_only() {
+    let _session = Session::example("two_gpus");
+    let (gpu0, gpu1) = (handle(0), handle(1));
+    let mut celsius: c_uint = 0;
+    // SAFETY: valid out pointers throughout; a null one is refused, not written.
+    unsafe {
+        assert_eq!(nvmlDeviceGetTemperature(gpu0, 0, &mut celsius), SUCCESS);
+        assert_eq!(celsius, 64);
+        assert_eq!(
+            nvmlDeviceGetTemperature(gpu0, 1, &mut celsius),
+            ERROR_NOT_SUPPORTED,
+            "only the GPU sensor"
+        );
+        assert_eq!(
+            nvmlDeviceGetTemperature(gpu0, 0, null_mut()),
+            ERROR_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            nvmlDeviceGetTemperature(gpu1, 0, &mut celsius),
+            ERROR_NOT_SUPPORTED,
+            "absent from the scenario: not supported"
+        );
+    }
+}
+
+#[test]
 fn refusals_answer_their_codes() {
     let _session = Session::example("not_supported");
     let (gpu0, gpu1, gpu2) = (handle(0), handle(1), handle(2));
@@ -347,6 +373,12 @@ fn refusals_answer_their_codes() {
         ERROR_NOT_SUPPORTED
     );
     assert_eq!(name(gpu1).err(), Some(ERROR_NO_PERMISSION));
+    let mut celsius: c_uint = 0;
+    assert_eq!(
+        // SAFETY: valid out pointer.
+        unsafe { nvmlDeviceGetTemperature(gpu1, 0, &mut celsius) },
+        ERROR_NO_PERMISSION
+    );
     assert_eq!(memory_v2(gpu1).err(), Some(ERROR_NOT_SUPPORTED));
     let mig = mig_handle(gpu2, 0).expect("slot 0");
     let mut id: c_uint = 0;
