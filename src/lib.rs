@@ -55,7 +55,10 @@ pub(crate) mod present;
 pub mod analyze;
 // `strata export`: a recording as tidy tables (Parquet or CSV).
 pub mod export;
-// Recordings, read and written (`strata record`, the monitor's `r`, the flight recorder).
+// `strata record`, the monitor's `r`, the flight recorder, re-encoding: what drives a
+// recording's writer.
+pub mod record;
+// Recordings, read and written: the formats.
 pub mod recording;
 // The incident report: one instant as Markdown, with its chart.
 pub mod report;

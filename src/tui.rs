@@ -6,7 +6,7 @@
 //! are answered while the monitor catches up.
 
 use crate::app::{key_action, RecordRequest, State};
-use crate::recording::write::live::{LiveRecorder, News};
+use crate::record::live::{LiveRecorder, News};
 use crate::sample::NodeSample;
 use crate::source::{Next, Schedule, Source};
 use crate::terminal::{self, ReceivedSignal};

@@ -174,7 +174,7 @@ fn a_seek_from_a_mark_shows_what_playing_through_to_it_shows() {
     let samples: Vec<NodeSample> = (0..300)
         .map(|i| node_at(0, f64::from(i) * 10.0, 10.0))
         .collect();
-    let mut writer = crate::recording::write::RecordWriter::create(&path, None).expect("creates");
+    let mut writer = crate::recording::RecordWriter::create(&path, None).expect("creates");
     for sample in &samples {
         writer.write(sample).expect("writes");
     }
