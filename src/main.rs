@@ -218,7 +218,7 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
 /// `strata replay FILE`: the monitor over a recording. A file that cannot be replayed is
 /// refused before the terminal is taken.
 fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
-    let source = strata::source::replay::ReplaySource::open(&args.file, common.context_bytes())
+    let source = strata::replay::source::ReplaySource::open(&args.file, common.context_bytes())
         .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
     need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
@@ -228,8 +228,7 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
         "a replay shows the past: attach to a running process from the live monitor",
     ));
     let control = source.control();
-    // The source keeps the recording's time itself: no wait between its samples.
-    let result = strata::tui::run(Box::new(source), state, Duration::ZERO);
+    let result = strata::tui::replay(source, state);
     control.close();
     result
 }
