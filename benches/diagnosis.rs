@@ -25,7 +25,7 @@ use std::time::Instant;
 use strata::detect::{detect_history, detect_instant};
 use strata::fixtures::{gpu, memory, mig, noise, process, GIB, MIB};
 use strata::pipeline::Pipeline;
-use strata::recording::write::RecordWriter;
+use strata::recording::RecordWriter;
 use strata::sample::feed::{
     DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
 };

@@ -1,6 +1,6 @@
 //! What recording costs: bytes per sample and CPU per sample, by encoding and level, and a
 //! whole day at 1 s of a busy node (8 GPUs x 8 fed processes each: 64 processes, 64 feeds)
-//! through `strata::recording::write::RecordWriter`, to real files, read back at the end.
+//! through `strata::recording::RecordWriter`, to real files, read back at the end.
 //!
 //! Run: `cargo bench --bench record` (the table over 1 hour of samples, extrapolated to a
 //! day, then the default encoding over a full day); `-- --hours H` for the table's hours,
@@ -22,7 +22,7 @@ mod busy_node;
 use busy_node::{Node, GPUS};
 use std::path::Path;
 use std::time::Instant;
-use strata::recording::write::{Encoding, RecordWriter};
+use strata::recording::{Encoding, RecordWriter};
 
 /// This thread's CPU time, seconds.
 fn thread_cpu() -> f64 {

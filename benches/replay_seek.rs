@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
+use strata::replay::source::ReplaySource;
 use strata::replay::SeekTarget;
-use strata::source::replay::ReplaySource;
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -224,11 +224,11 @@ pub struct RecordArgs {
     pub file: PathBuf,
 
     /// Stop after this long: 90s, 30m, 24h, or seconds.
-    #[arg(long, value_name = "TIME", value_parser = crate::recording::write::parse_duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::record::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
     /// Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...
-    #[arg(long, value_name = "SIZE", value_parser = crate::recording::write::parse_size, conflicts_with = "ring")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::record::parse_size, conflicts_with = "ring")]
     pub max_size: Option<u64>,
 
     /// With --max-size: how many rotated files to keep (FILE.1 to FILE.N).
@@ -251,17 +251,17 @@ pub struct RingArgs {
     /// Keep the last DURATION (6h) on disk as a flight record: finished segments in the
     /// directory, the oldest deleted; segments around an OOM, a zombie context or a critical
     /// forecast are kept past it.
-    #[arg(long, value_name = "DURATION", value_parser = crate::recording::write::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::record::parse_duration)]
     pub ring: Option<std::time::Duration>,
 
     /// With --ring: the most the ring's segments may take on disk (older ones go first).
     #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
-          value_parser = crate::recording::write::parse_size)]
+          value_parser = crate::record::parse_size)]
     pub ring_size: u64,
 
     /// With --ring: the most the segments kept as evidence may take (the oldest go first).
     #[arg(long, value_name = "SIZE", default_value = "1G", requires = "ring",
-          value_parser = crate::recording::write::parse_size)]
+          value_parser = crate::record::parse_size)]
     pub evidence_size: u64,
 }
 

@@ -12,7 +12,7 @@
 
 // Allocator feeds: finding agents' sockets, trusting them and reading their lines.
 pub mod feed;
-// Sources of raw node samples: NVML, the demo node, a recording's replay.
+// Sources of raw node samples: NVML, the demo node.
 pub mod source;
 
 // The model: pure, no I/O.
@@ -36,7 +36,8 @@ pub mod sample;
 
 // The monitor's state and how keys and samples change it; no drawing, no terminal.
 pub mod app;
-// What a replay's source and the monitor's state share: its clock, seeks, checkpoints.
+// `strata replay`: the replay source, and what it and the monitor's state share: its clock,
+// seeks, checkpoints.
 pub mod replay;
 
 // Drawing.
@@ -55,7 +56,10 @@ pub(crate) mod present;
 pub mod analyze;
 // `strata export`: a recording as tidy tables (Parquet or CSV).
 pub mod export;
-// Recordings, read and written (`strata record`, the monitor's `r`, the flight recorder).
+// `strata record`, the monitor's `r`, the flight recorder, re-encoding: what drives a
+// recording's writer.
+pub mod record;
+// Recordings, read and written: the formats.
 pub mod recording;
 // The incident report: one instant as Markdown, with its chart.
 pub mod report;

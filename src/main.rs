@@ -75,7 +75,7 @@ fn main() -> ExitCode {
                 .downcast_ref::<SourceError>()
                 .map(|s| format!(" (hint: {})", s.hint()))
                 .or_else(|| {
-                    e.downcast_ref::<strata::recording::write::RecordError>()
+                    e.downcast_ref::<strata::recording::RecordError>()
                         .map(|r| format!(" (hint: {})", r.hint()))
                 })
                 .unwrap_or_default();
@@ -218,7 +218,7 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
 /// `strata replay FILE`: the monitor over a recording. A file that cannot be replayed is
 /// refused before the terminal is taken.
 fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
-    let source = strata::source::replay::ReplaySource::open(&args.file, common.context_bytes())
+    let source = strata::replay::source::ReplaySource::open(&args.file, common.context_bytes())
         .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
     need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
@@ -228,8 +228,7 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
         "a replay shows the past: attach to a running process from the live monitor",
     ));
     let control = source.control();
-    // The source keeps the recording's time itself: no wait between its samples.
-    let result = strata::tui::run(Box::new(source), state, Duration::ZERO);
+    let result = strata::tui::replay(source, state);
     control.close();
     result
 }
@@ -318,10 +317,10 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
     std::io::stdout().flush()?;
     let recorder = match (&args.record, args.ring.ring) {
         (Some(dir), Some(keep)) => {
-            let ring = strata::recording::write::ring::Ring::open(dir, ring_bounds(&args.ring, keep))?;
+            let ring = strata::record::ring::Ring::open(dir, ring_bounds(&args.ring, keep))?;
             eprintln!("strata serve: {}", ring.stated());
             Some(std::sync::Arc::new(
-                strata::recording::write::ring::RingThread::start(ring, "serve")?,
+                strata::record::ring::RingThread::start(ring, "serve")?,
             ))
         }
         (None, Some(_)) => anyhow::bail!(
@@ -337,11 +336,8 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
     strata::serve::run(listener, source, pipeline(common), options)
 }
 
-fn ring_bounds(
-    args: &strata::cli::RingArgs,
-    keep: Duration,
-) -> strata::recording::write::ring::RingBounds {
-    strata::recording::write::ring::RingBounds {
+fn ring_bounds(args: &strata::cli::RingArgs, keep: Duration) -> strata::record::ring::RingBounds {
+    strata::record::ring::RingBounds {
         keep,
         ring_bytes: args.ring_size,
         evidence_bytes: args.evidence_size,
@@ -350,12 +346,11 @@ fn ring_bounds(
 
 /// `strata record --ring DURATION DIR`: the flight record, until a signal or --duration.
 fn record_ring(common: &Common, args: &RecordArgs, keep: Duration) -> anyhow::Result<()> {
-    let ring =
-        strata::recording::write::ring::Ring::open(&args.file, ring_bounds(&args.ring, keep))?;
+    let ring = strata::record::ring::Ring::open(&args.file, ring_bounds(&args.ring, keep))?;
     let source = open_source(common, 0.0)?.boxed();
     eprintln!("strata: {}", ring.stated());
     let mut last_failure = String::new();
-    let (_, samples) = strata::recording::write::record_ring(
+    let (_, samples) = strata::record::record_ring(
         source,
         ring,
         pipeline(common),
@@ -382,10 +377,10 @@ fn reencode(args: &RecordArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let clean = |p: &std::path::Path| strata::text::clean(&p.display().to_string()).into_owned();
-    match strata::recording::write::reencode::reencode(from, &args.file) {
+    match strata::record::reencode::reencode(from, &args.file) {
         Ok((read, summary)) => {
-            let encoding = strata::recording::write::Encoding::for_path(&args.file);
-            let line = strata::recording::write::summary_line(&args.file, encoding, &summary);
+            let encoding = strata::recording::Encoding::for_path(&args.file);
+            let line = strata::record::summary_line(&args.file, encoding, &summary);
             let cut = if read.truncated {
                 " (its last sample was cut short: left out)"
             } else {
@@ -412,7 +407,7 @@ fn reencode(args: &RecordArgs) -> ExitCode {
 /// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;
 /// a TERM, HUP, INT or the end of --duration finishes it, with a summary line on stderr.
 fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
-    use strata::recording::write::{RecordWriter, Rotation};
+    use strata::recording::{RecordWriter, Rotation};
     if let Some(keep) = args.ring.ring {
         return record_ring(common, args, keep);
     }
@@ -438,7 +433,7 @@ fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
     };
     // A failing poll is said once, not at every interval, and again when it changes.
     let mut last_failure = String::new();
-    let (stop, summary) = strata::recording::write::record(
+    let (stop, summary) = strata::record::record(
         source,
         writer,
         Duration::from_secs_f64(common.interval),
@@ -450,8 +445,8 @@ fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
             }
         },
     )?;
-    let summary = strata::recording::write::summary_line(&args.file, encoding, &summary);
-    if stop == strata::recording::write::Stop::SourceGone {
+    let summary = strata::record::summary_line(&args.file, encoding, &summary);
+    if stop == strata::record::Stop::SourceGone {
         anyhow::bail!(
             "sampling stopped (a bug in strata: please report it); {summary} (hint: the recording so far is finished and reads back)"
         );

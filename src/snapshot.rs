@@ -17,7 +17,7 @@ use crate::sample::{
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const SCHEMA: &str = "strata.snapshot/1";
+pub const SCHEMA: &str = crate::sample::SNAPSHOT_SCHEMA;
 
 #[derive(Serialize)]
 pub struct Snapshot<'a> {

@@ -1,14 +1,17 @@
 //! The full-screen monitor's event loop. The source runs on its own thread and sends owned
-//! samples; input, resize and signals arrive as events; the screen is redrawn only when
-//! something arrived. The one timer runs while a poll is overdue (NVML stuck in the
-//! driver): then the header counts the seconds, once a second, until the sample comes.
+//! samples (a replay sends its seeks' rebuilt models too, by a driver of its own); input,
+//! resize and signals arrive as events; the screen is redrawn only when something arrived.
+//! The one timer runs while a poll is overdue (NVML stuck in the driver): then the header
+//! counts the seconds, once a second, until the sample comes.
 //! After a pause, the queued samples are applied a slice at a time between events, so keys
 //! are answered while the monitor catches up.
 
 use crate::app::{key_action, RecordRequest, State};
-use crate::recording::write::live::{LiveRecorder, News};
+use crate::record::live::{LiveRecorder, News};
+use crate::replay::source::ReplaySource;
+use crate::replay::Played;
 use crate::sample::NodeSample;
-use crate::source::{Next, Schedule, Source};
+use crate::source::{Schedule, Source, SourceError};
 use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::{Event as TermEvent, EventStream};
 use futures::StreamExt;
@@ -41,6 +44,15 @@ enum Event {
     Recorder(News),
 }
 
+impl From<Played> for Event {
+    fn from(played: Played) -> Event {
+        match played {
+            Played::Sample(sample) => Event::Sample(sample),
+            Played::Rebuilt(model) => Event::Rebuilt(model),
+        }
+    }
+}
+
 /// Runs the source on its own thread, one sample per interval, until the receiver is gone.
 /// A panic while sampling (a bug) stops sampling and is reported on the status line; the
 /// monitor stays up with the last good sample.
@@ -58,37 +70,60 @@ fn spawn_collector(
                 }
             }
             let mut schedule = Schedule::new(Instant::now(), interval);
-            loop {
-                if tx
-                    .blocking_send(Event::PollStarted(Instant::now()))
-                    .is_err()
-                {
-                    return;
-                }
-                let taken =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.next()));
-                let (event, stop) = match taken {
-                    Ok(Ok(Next::Sample(sample))) => (Event::Sample(sample), false),
-                    Ok(Ok(Next::Rebuilt(model))) => (Event::Rebuilt(model), false),
-                    Ok(Err(e)) => (Event::SourceFailed(format!("{e} ({})", e.hint())), false),
-                    Err(payload) => {
-                        let what = payload
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| payload.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "unknown panic".into());
-                        let line =
-                            format!("sampling stopped: {what} (a bug in strata: please report it)");
-                        (Event::SourceFailed(line), true)
-                    }
-                };
-                if tx.blocking_send(event).is_err() || stop {
-                    return;
-                }
-                schedule.sleep_until_next();
-            }
+            poll_until_gone(
+                &tx,
+                || source.sample().map(|s| Event::Sample(Box::new(s))),
+                || schedule.sleep_until_next(),
+            );
         })
         .map(|_| ())
+}
+
+/// The replay's own driver: the replay source on a thread of its own, asked for what comes
+/// next as soon as it has answered (it keeps the recording's time itself), until the
+/// receiver is gone. A seek's rebuilt model comes as [`Event::Rebuilt`]; the rebuilding runs
+/// here, so the keys keep answering during a long seek.
+fn spawn_player(mut source: ReplaySource, tx: mpsc::Sender<Event>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(crate::terminal::COLLECTOR_THREAD.into())
+        .spawn(move || poll_until_gone(&tx, || source.play().map(Event::from), || {}))
+        .map(|_| ())
+}
+
+/// Polls until the receiver is gone: each poll said as it starts, then what it brought, then
+/// `between`. A failed poll is said and the next one tried; a panic while polling (a bug)
+/// is said and stops the polls.
+fn poll_until_gone(
+    tx: &mpsc::Sender<Event>,
+    mut poll: impl FnMut() -> Result<Event, SourceError>,
+    mut between: impl FnMut(),
+) {
+    loop {
+        if tx
+            .blocking_send(Event::PollStarted(Instant::now()))
+            .is_err()
+        {
+            return;
+        }
+        let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut poll));
+        let (event, stop) = match taken {
+            Ok(Ok(event)) => (event, false),
+            Ok(Err(e)) => (Event::SourceFailed(format!("{e} ({})", e.hint())), false),
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                let line = format!("sampling stopped: {what} (a bug in strata: please report it)");
+                (Event::SourceFailed(line), true)
+            }
+        };
+        if tx.blocking_send(event).is_err() || stop {
+            return;
+        }
+        between();
+    }
 }
 
 /// Listens for every signal in [`terminal::received_signals`], each on a task of its own that
@@ -108,16 +143,29 @@ fn listen_for_signals(tx: mpsc::UnboundedSender<ReceivedSignal>) -> std::io::Res
     Ok(())
 }
 
-/// Runs the monitor until the user quits or a signal arrives. The terminal is restored on
-/// every way out; a signal whose default is to end the process then ends it, as it would
-/// have without strata catching it.
-pub fn run(source: Box<dyn Source>, mut state: State, interval: Duration) -> anyhow::Result<()> {
+/// Runs the monitor over `source`, one sample per interval, until the user quits or a signal
+/// arrives. The terminal is restored on every way out; a signal whose default is to end the
+/// process then ends it, as it would have without strata catching it.
+pub fn run(source: Box<dyn Source>, state: State, interval: Duration) -> anyhow::Result<()> {
+    run_with(state, move |tx| spawn_collector(source, interval, tx))
+}
+
+/// Runs the monitor over a replay, driven by [`spawn_player`], as [`run`] does.
+pub fn replay(source: ReplaySource, state: State) -> anyhow::Result<()> {
+    run_with(state, move |tx| spawn_player(source, tx))
+}
+
+/// The event loop, fed by the thread `spawn` starts.
+fn run_with(
+    mut state: State,
+    spawn: impl FnOnce(mpsc::Sender<Event>) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let died_of = runtime.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
-        spawn_collector(source, interval, tx)?;
+        spawn(tx)?;
         let mut sampling = true;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
         listen_for_signals(signal_tx)?;
@@ -284,7 +332,6 @@ fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceError;
 
     struct Panicky(u32);
 
@@ -320,6 +367,45 @@ mod tests {
             lines[1].contains("sampling stopped: driver answered nonsense"),
             "{lines:?}"
         );
+    }
+
+    /// A replay's driver sends the recording's samples, and a seek's rebuilt model as an
+    /// event of its own: the `Source` trait is not on that path.
+    #[test]
+    fn the_replay_driver_sends_samples_and_a_seeks_rebuilt_model() {
+        let dir = crate::fixtures::TempDir::new("tui-player");
+        let path = dir.join("r.strata");
+        let mut writer = crate::recording::RecordWriter::create(&path, None).expect("creates");
+        let samples: Vec<NodeSample> = (0..30)
+            .map(|k| crate::source::demo::node_at(0, 600.0 + 10.0 * f64::from(k), 10.0))
+            .collect();
+        for sample in &samples {
+            writer.write(sample).expect("writes");
+        }
+        let times: Vec<f64> = samples.iter().map(|s| s.time).collect();
+        writer.finish().expect("finishes");
+        let source = ReplaySource::open(&path, None).expect("opens");
+        let control = source.control();
+        let (tx, mut rx) = mpsc::channel(8);
+        spawn_player(source, tx).expect("thread");
+        assert!(matches!(rx.blocking_recv(), Some(Event::PollStarted(_))));
+        match rx.blocking_recv() {
+            Some(Event::Sample(sample)) => assert_eq!(sample.time, times[0]),
+            _ => panic!("the first sample is not sent at once"),
+        }
+        // The next sample is 10 s away on the replay clock: the seek comes first.
+        control.seek(crate::replay::SeekTarget::End);
+        let model = loop {
+            match rx.blocking_recv() {
+                Some(Event::PollStarted(_)) => {}
+                Some(Event::Rebuilt(model)) => break model,
+                _ => panic!("no rebuilt model after the seek"),
+            }
+        };
+        assert_eq!(model.time(), times.last().copied());
+        // Gone: the driver's next send fails, and it stops.
+        drop(rx);
+        control.seek(crate::replay::SeekTarget::End);
     }
 
     /// A source whose polls take a while, like NVML on a busy driver.

@@ -1,5 +1,5 @@
 //! `r` in the monitor: a prompt for the recording's name, then the header shows it until
-//! `r` again. The writing itself is the event loop's ([`crate::recording::write::live`]): the state
+//! `r` again. The writing itself is the event loop's ([`crate::record::live`]): the state
 //! only asks for a start or a stop, and shows what the writer reports.
 
 use super::{Notice, State};

@@ -1,6 +1,8 @@
-//! Recordings, read and written. Writing is [`write`](mod@write) (`strata record`, the
-//! monitor's `r`, the flight recorder's ring, re-encoding); the format-2 records are [`v2`],
-//! both ways; the rest of this module reads.
+//! Recordings, read and written: the formats, and nothing above them. Writing a file is
+//! [`writer`] (either format, flushed per sample, rotated; one writer a file: [`lock`]); the
+//! format-2 records are [`v2`], both ways; the rest of this module reads. What drives a
+//! writer (`strata record`, the monitor's `r`, the flight recorder, re-encoding) is
+//! `crate::record`.
 //!
 //! Reading: JSON lines, one raw node sample each, plain or compressed (zstd or gzip, told by
 //! the stream's first bytes, not by the file's name); format 2 is told by its
@@ -20,13 +22,15 @@
 pub(crate) mod decode;
 mod input;
 pub(crate) mod lines;
+pub(crate) mod lock;
 pub(crate) mod progress;
 pub(crate) mod v2;
-pub mod write;
+pub mod writer;
 
 pub use decode::Corruption;
 pub use input::Progress;
 pub use lines::{Line, Lines};
+pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};
 
 use std::io::{self, BufRead, Read};
 use std::path::Path;

@@ -1,8 +1,9 @@
-//! `strata replay FILE`: the monitor driven by a recording. This module holds what the
-//! replaying source (`source::replay`, on the collector's thread) and the monitor's state
-//! (on the UI thread) share: the replay clock (position, speed, pause), the seek asked for,
-//! what reading the recording found (bad lines, samples out of order, a cut last line), and
-//! checkpoints of the model that make a seek back cheap.
+//! `strata replay FILE`: the monitor driven by a recording. The replay source
+//! ([`source`], on a thread of its own) plays the recording and answers seeks; this module
+//! holds what it and the monitor's state (on the UI thread) share: what is played next
+//! ([`Played`]), the replay clock (position, speed, pause), the seek asked for, what reading
+//! the recording found (bad lines, samples out of order, a cut last line), and checkpoints
+//! of the model that make a seek back cheap.
 //!
 //! The model at a position is what ingesting every sample up to it gives: a seek rebuilds it
 //! from the latest checkpoint before the target (or from the start), never from a shortcut,
@@ -16,6 +17,8 @@ use crate::sample::NodeSample;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+pub mod source;
 
 /// The replay speeds, in recording seconds per wall-clock second: ×¼ to ×64, doubling.
 pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
@@ -127,6 +130,14 @@ pub struct Mark {
     pub time: f64,
     pub line: u64,
     pub judged: Judged,
+}
+
+/// What a replay hands the monitor next: a sample when its time comes on the replay clock,
+/// or, for a seek, the model rebuilt up to its target, shown instead of everything before.
+#[derive(Debug)]
+pub enum Played {
+    Sample(Box<NodeSample>),
+    Rebuilt(Box<Model>),
 }
 
 /// Where a seek goes.

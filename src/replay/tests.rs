@@ -1,7 +1,7 @@
 use super::*;
 use crate::app::{Action, ReplayView, State, View};
+use crate::replay::source::{OpenError, ReplaySource};
 use crate::source::demo::node_at;
-use crate::source::replay::{OpenError, ReplaySource};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use std::collections::BTreeMap;
@@ -174,7 +174,7 @@ fn a_seek_from_a_mark_shows_what_playing_through_to_it_shows() {
     let samples: Vec<NodeSample> = (0..300)
         .map(|i| node_at(0, f64::from(i) * 10.0, 10.0))
         .collect();
-    let mut writer = crate::recording::write::RecordWriter::create(&path, None).expect("creates");
+    let mut writer = crate::recording::RecordWriter::create(&path, None).expect("creates");
     for sample in &samples {
         writer.write(sample).expect("writes");
     }
@@ -478,22 +478,21 @@ fn the_header_shows_the_position_speed_and_skipped_lines() {
 /// rather than fail again at every call.
 #[test]
 fn a_recording_gone_mid_replay_fails_the_seek_once() {
-    use crate::source::{Next, Source};
     let dir = TempDir::new("test-replay");
     let lines = demo_lines(600.0, 700.0);
     let path = write(dir.path(), "gone.jsonl", lines.join("\n").as_bytes());
     let mut source = ReplaySource::open(&path, None).expect("opens");
-    assert!(matches!(source.next(), Ok(Next::Sample(_))));
+    assert!(matches!(source.play(), Ok(Played::Sample(_))));
     std::fs::remove_file(&path).expect("removes");
     let control = source.control();
     control.seek(SeekTarget::At(f64::NEG_INFINITY));
-    let err = source.next().expect_err("the seek fails");
+    let err = source.play().expect_err("the seek fails");
     assert!(err.to_string().contains("gone.jsonl"), "{err}");
     assert_eq!(control.status().seeking, None);
     // Waiting for the next seek, not failing again at once.
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let next = source.next().map(|_| ()).map_err(|e| e.to_string());
+        let next = source.play().map(|_| ()).map_err(|e| e.to_string());
         let _ = send.send(next);
     });
     assert!(

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::app::{ReplayView, State};
+use crate::replay::source::{OpenError, ReplaySource};
 use crate::source::demo::node_at;
-use crate::source::replay::{OpenError, ReplaySource};
 use crate::source::Source;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;

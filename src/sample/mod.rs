@@ -16,6 +16,11 @@ use fields::schema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The name of the JSON schema of one instant, whose raw fields are a [`NodeSample`]'s:
+/// `snapshot --json` writes them with the derived fields beside them, a format-1 recording
+/// line alone.
+pub const SNAPSHOT_SCHEMA: &str = "strata.snapshot/1";
+
 /// Memory of one device (a whole GPU or one MIG instance) as NVML reports it, in bytes.
 ///
 /// With `nvmlDeviceGetMemoryInfo_v2`, `total = driver_reserved + used + free`: NVML's

@@ -94,7 +94,7 @@ pub struct ServeOptions {
     /// Processes exported one by one; the rest are summed per device as `pid="other"`.
     pub max_processes: usize,
     /// The flight record every sample served goes to (`--record DIR --ring DURATION`).
-    pub recorder: Option<Arc<crate::recording::write::ring::RingThread>>,
+    pub recorder: Option<Arc<crate::record::ring::RingThread>>,
 }
 
 /// The last complete sample's metrics, and when it was taken.

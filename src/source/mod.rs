@@ -1,6 +1,7 @@
-//! Sources of raw node samples. Real NVML, the demo node and the replay of a recording all
-//! implement [`Source`] (and [`fed`] adds the allocator feeds to any of them), so everything
-//! downstream is tested without a GPU.
+//! Sources of raw node samples. Real NVML and the demo node implement [`Source`] (and
+//! [`fed`] adds the allocator feeds to any of them), so everything downstream is tested
+//! without a GPU; so does the replay of a recording (`replay::source`), which hands the
+//! monitor its samples and its seeks by a path of its own.
 
 pub mod demo;
 pub mod fed;
@@ -9,7 +10,6 @@ pub(crate) mod host;
 pub mod nvml;
 pub mod owner;
 pub(crate) mod procfs;
-pub mod replay;
 
 use crate::sample::NodeSample;
 use std::time::{Duration, Instant};
@@ -40,15 +40,6 @@ impl SourceError {
     }
 }
 
-/// What a source has next for the monitor.
-#[derive(Debug)]
-pub enum Next {
-    Sample(Box<NodeSample>),
-    /// A replay that was sought: the model rebuilt up to the target, shown instead of
-    /// everything before it.
-    Rebuilt(Box<crate::replay::Model>),
-}
-
 /// Something that observes a node.
 pub trait Source: Send {
     /// Takes one sample of the node now. Failures of single queries are recorded as `None`
@@ -59,12 +50,6 @@ pub trait Source: Send {
     /// any (the demo's story so far; a recording). A live source has none.
     fn backlog(&mut self) -> Vec<NodeSample> {
         Vec::new()
-    }
-
-    /// What the monitor shows next: a sample, by default. A replay waits for the sample's
-    /// time on its clock, or answers a seek with the model rebuilt.
-    fn next(&mut self) -> Result<Next, SourceError> {
-        self.sample().map(|s| Next::Sample(Box::new(s)))
     }
 
     /// A short description for the header: `demo`, `nvml`.

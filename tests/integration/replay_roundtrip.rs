@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use strata::source::replay::ReplaySource;
+use strata::replay::source::ReplaySource;
 use strata::source::Source;
 
 /// The times of the recording's complete lines, read independently of strata's reader.

@@ -1,11 +1,12 @@
 //! The replay source: a recording's samples, each when its time comes on the replay clock
 //! (the recorded time to the next one, divided by the speed), and the model rebuilt on a
-//! seek. It runs on the collector's thread, so a long seek never holds up the keys.
+//! seek ([`ReplaySource::play`]). It runs on a thread of its own, so a long seek never holds
+//! up the keys. As a [`Source`] it hands out the recording's samples at once, in order.
 
-use super::{Next, Source, SourceError};
+use super::{Control, Model, Played, Reading, Rebuilt, SeekTarget};
 use crate::recording::{Line, Lines, ReadError};
-use crate::replay::{Control, Model, Reading, Rebuilt, SeekTarget};
 use crate::sample::NodeSample;
+use crate::source::{Source, SourceError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -386,24 +387,16 @@ fn spawn_indexer(path: PathBuf, context_bytes: Option<u64>, control: Arc<Control
         });
 }
 
-impl Source for ReplaySource {
-    /// The recording's next sample, at once (the monitor asks [`Source::next`], which keeps
-    /// the replay's time); an error at its end.
-    fn sample(&mut self) -> Result<NodeSample, SourceError> {
-        if let Some(first) = self.first.take() {
-            return Ok(first);
-        }
-        self.fill()?;
-        self.pending.take().ok_or_else(|| SourceError::Sample {
-            detail: format!("the recording {} has ended", self.path.display()),
-        })
-    }
-
-    fn next(&mut self) -> Result<Next, SourceError> {
+impl ReplaySource {
+    /// What the monitor shows next: the next sample when its time comes on the replay clock,
+    /// or, when a seek was asked for, the model rebuilt at its target. At the end of the
+    /// recording it waits for a seek. A seek that fails is said once, and the replay then
+    /// waits at the end.
+    pub fn play(&mut self) -> Result<Played, SourceError> {
         if let Some(first) = self.first.take() {
             let time = first.time;
             self.control.update(|s| s.clock.set(time, Instant::now()));
-            return Ok(Next::Sample(Box::new(first)));
+            return Ok(Played::Sample(Box::new(first)));
         }
         loop {
             self.fill()?;
@@ -412,7 +405,7 @@ impl Source for ReplaySource {
                 shared.seeking = Some((target, 0.0));
                 drop(shared);
                 return match self.rebuild(target) {
-                    Ok(model) => Ok(Next::Rebuilt(Box::new(model))),
+                    Ok(model) => Ok(Played::Rebuilt(Box::new(model))),
                     Err(e) => {
                         // Said once; the replay waits at the end for another seek.
                         self.at_end = true;
@@ -437,12 +430,26 @@ impl Source for ReplaySource {
                     }
                     drop(shared);
                     if let Some(sample) = self.pending.take() {
-                        return Ok(Next::Sample(Box::new(sample)));
+                        return Ok(Played::Sample(Box::new(sample)));
                     }
                 }
                 wait => drop(self.control.wait(shared, wait)),
             }
         }
+    }
+}
+
+impl Source for ReplaySource {
+    /// The recording's next sample, at once (the monitor asks [`ReplaySource::play`], which
+    /// keeps the replay's time); an error at its end.
+    fn sample(&mut self) -> Result<NodeSample, SourceError> {
+        if let Some(first) = self.first.take() {
+            return Ok(first);
+        }
+        self.fill()?;
+        self.pending.take().ok_or_else(|| SourceError::Sample {
+            detail: format!("the recording {} has ended", self.path.display()),
+        })
     }
 
     fn label(&self) -> String {

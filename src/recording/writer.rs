@@ -477,7 +477,7 @@ impl RecordWriter {
             serde_json::to_writer(
                 &mut self.line,
                 &Line {
-                    schema: crate::snapshot::SCHEMA,
+                    schema: crate::sample::SNAPSHOT_SCHEMA,
                     sample,
                 },
             )

@@ -1,7 +1,7 @@
 //! Recording from the monitor (`r`): samples are handed over as they arrive (paused or not)
 //! and written on a thread of their own, so a slow disk never holds up a key.
 
-use super::writer::{RecordError, RecordWriter, Summary};
+use crate::recording::{RecordError, RecordWriter, Summary};
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};

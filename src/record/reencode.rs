@@ -3,8 +3,8 @@
 //! format its name asks for (format 2 unless it says JSON lines): how old recordings are
 //! made small, and how the formats are held to the same samples.
 
-use super::writer::{RecordError, RecordWriter, Summary};
 use crate::recording::{Line, Lines, ReadError};
+use crate::recording::{RecordError, RecordWriter, Summary};
 use std::path::Path;
 
 /// What reading the input met.

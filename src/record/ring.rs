@@ -9,8 +9,8 @@
 //! their own. Only a directory that is strata's (it holds [`MARKER`], or is empty or new) is
 //! used, and only this module's own names in it are ever deleted.
 
-use super::writer::{RecordError, RecordWriter};
 use crate::detect::{Finding, Severity};
+use crate::recording::{RecordError, RecordWriter};
 use crate::report::markdown::Clock;
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ impl Ring {
         }
         std::fs::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
         let dir_file = std::fs::File::open(dir).map_err(|e| open_error(dir, e))?;
-        super::lock::take(&dir_file).map_err(|holder| RecordError::Busy {
+        crate::recording::lock::take(&dir_file).map_err(|holder| RecordError::Busy {
             path: dir.display().to_string(),
             holder,
         })?;
@@ -161,7 +161,7 @@ impl Ring {
     /// Writes one sample, with the findings raised at it; a write error (a full disk) stops
     /// the record, its segments as they are.
     pub fn offer(&mut self, sample: &NodeSample, findings: &[Finding]) -> Result<(), RecordError> {
-        if super::lock::removed(&self.dir_file) {
+        if crate::recording::lock::removed(&self.dir_file) {
             self.writer = None;
             return Err(RecordError::Removed {
                 what: "the flight record's directory",

@@ -4,13 +4,10 @@
 //! poll stuck in the driver never keeps a signal from finishing the file.
 
 pub(crate) mod live;
-pub(crate) mod lock;
 pub mod reencode;
 pub mod ring;
-pub(crate) mod writer;
 
-pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};
-
+use crate::recording::{Encoding, RecordWriter, Summary};
 use crate::sample::NodeSample;
 use crate::source::{Schedule, Source};
 use std::path::Path;
