@@ -529,10 +529,14 @@ fn forecasts_hold_their_eta_at_every_sample() {
                 .findings
                 .iter()
                 .find(|f| f.kind.name() == "oom_forecast" && f.pid == expected.pid);
-            let eta = forecast.and_then(|f| f.evidence.get("eta_secs").and_then(Value::as_f64));
+            let evidence = forecast.map(|f| f.evidence.to_json());
+            let eta = evidence
+                .as_ref()
+                .and_then(|e| e.get("eta_secs").and_then(Value::as_f64));
             let read = |key: &str| {
-                forecast
-                    .and_then(|f| f.evidence.get(key))
+                evidence
+                    .as_ref()
+                    .and_then(|e| e.get(key))
                     .map_or_else(|| "n/a".to_string(), Value::to_string)
             };
             match (eta, first) {

@@ -10,7 +10,7 @@ mod timeline;
 
 pub use timeline::timeline;
 
-use crate::detect::{Finding, FindingKind, FindingTracker, Severity};
+use crate::detect::{Evidence, Finding, FindingKind, FindingTracker, Severity};
 use crate::pipeline::{Observed, Pipeline};
 use crate::recording::{Corruption, Line, Lines, ReadError};
 use serde::Serialize;
@@ -32,11 +32,11 @@ pub struct Episode {
     /// Its message and evidence when it was last seen (the climb's latest rate, the OOM's
     /// class...).
     pub message: String,
-    pub evidence: serde_json::Value,
+    pub evidence: Evidence,
     /// Its worst severity and its message when first raised.
     pub first_message: String,
     /// Its evidence when first raised (a forecast's first ETA, a climb's first rate).
-    pub first_evidence: serde_json::Value,
+    pub first_evidence: Evidence,
 }
 
 /// A line that was not a sample.

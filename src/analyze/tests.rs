@@ -37,7 +37,7 @@ fn a_recording_of_the_demo_shows_its_story_as_episodes() {
     assert!(a
         .findings
         .iter()
-        .any(|e| e.kind == FindingKind::Oom && e.evidence["class"] == "fragmentation"));
+        .any(|e| e.kind == FindingKind::Oom && e.evidence.to_json()["class"] == "fragmentation"));
     let text = timeline(&a);
     assert!(text.contains("climb") && text.contains("oom"), "{text}");
 }

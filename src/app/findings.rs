@@ -3,7 +3,7 @@
 //! it (the trend column, sparklines, the strata view).
 
 use super::State;
-use crate::detect::{Finding, FindingKind};
+use crate::detect::{Evidence, Finding, FindingKind};
 
 /// A finding's identity from sample to sample: its kind, device and process (the same
 /// identity the detectors use to carry `since` forward).
@@ -30,7 +30,7 @@ impl FindingId {
     }
 }
 
-/// What a `climb` finding's evidence says, read back from its JSON.
+/// What a `climb` finding's evidence says, for the views that mark it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClimbNote {
     /// Which layer climbs: `live`, `cache`, `outside_pool`, `unattributed`, `no_process`.
@@ -47,22 +47,16 @@ pub struct ClimbNote {
 impl ClimbNote {
     /// The note of a climb finding; `None` for other kinds or evidence without a rate.
     pub fn of(finding: &Finding) -> Option<Self> {
-        if finding.kind != FindingKind::Climb {
+        let Evidence::Climb(e) = &finding.evidence else {
             return None;
-        }
-        let e = &finding.evidence;
-        let number = |key: &str| e.get(key).and_then(serde_json::Value::as_f64);
+        };
         Some(ClimbNote {
-            cause: e
-                .get("cause")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            rate_mib_per_min: number("rate_mib_per_min").filter(|r| r.is_finite())?,
-            start: number("start").filter(|s| s.is_finite())?,
-            window_secs: number("window_secs").unwrap_or(f64::NAN),
-            from_bytes: e.get("from_bytes").and_then(serde_json::Value::as_u64),
-            to_bytes: e.get("to_bytes").and_then(serde_json::Value::as_u64),
+            cause: e.cause.clone(),
+            rate_mib_per_min: Some(e.rate_mib_per_min.0).filter(|r| r.is_finite())?,
+            start: Some(e.start.0).filter(|s| s.is_finite())?,
+            window_secs: e.window_secs.0,
+            from_bytes: Some(e.from_bytes.0),
+            to_bytes: Some(e.to_bytes.0),
         })
     }
 }

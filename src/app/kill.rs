@@ -4,7 +4,7 @@
 //! checked again when the signal is sent.
 
 use super::{Action, Focus, State, View};
-use crate::detect::{Finding, FindingKind};
+use crate::detect::{Evidence, Finding, FindingKind};
 use crate::process_signal::{Signal, Target};
 use crate::sample::ProcessSample;
 
@@ -82,39 +82,32 @@ fn target_of(p: &ProcessSample) -> Target {
 
 /// The holders a zombie context's evidence names, those without a context of their own first.
 fn holders_of(finding: &Finding) -> Vec<Target> {
-    let Some(holders) = finding.evidence.get("holders").and_then(|h| h.as_array()) else {
+    let Some(holders) = finding.evidence.holders() else {
         return Vec::new();
     };
-    let text =
-        |h: &serde_json::Value, key: &str| h.get(key).and_then(|v| v.as_str()).map(str::to_string);
     holders
         .iter()
-        .filter_map(|h| {
-            let pid = u32::try_from(h.get("pid")?.as_u64()?).ok()?;
-            let listed = h.get("listed").and_then(serde_json::Value::as_bool) == Some(true);
-            let parent = match (
-                h.get("ppid").and_then(|v| v.as_u64()),
-                text(h, "parent_command"),
-            ) {
-                (Some(ppid), Some(command)) => format!("child of {ppid} {command}"),
-                (Some(ppid), None) => format!("child of {ppid}"),
+        .map(|h| {
+            let parent = match (h.ppid, &h.parent_command) {
+                (Some(ppid), Some(command)) => format!("child of {} {command}", ppid.0),
+                (Some(ppid), None) => format!("child of {}", ppid.0),
                 _ => String::new(),
             };
-            let own = if listed {
+            let own = if h.listed {
                 "has a context of its own"
             } else {
                 "no context of its own"
             };
-            Some(Target {
-                pid,
-                start_time: h.get("start_time").and_then(serde_json::Value::as_u64),
-                user: text(h, "user"),
-                command: text(h, "command"),
+            Target {
+                pid: h.pid.0,
+                start_time: h.start_time.map(|t| t.0),
+                user: h.user.clone(),
+                command: h.command.clone(),
                 note: Some(match parent.is_empty() {
                     true => own.to_string(),
                     false => format!("{own} · {parent}"),
                 }),
-            })
+            }
         })
         .collect()
 }
@@ -219,15 +212,15 @@ impl State {
             }
         };
         if finding.kind == FindingKind::ZombieContext {
-            let file = finding
-                .evidence
-                .get("device_file")
-                .and_then(|f| f.as_str())
-                .unwrap_or("the device file")
-                .to_string();
+            let file = match &finding.evidence {
+                Evidence::ZombieContext(zombie) => zombie.device_file.0.as_deref(),
+                _ => None,
+            }
+            .unwrap_or("the device file")
+            .to_string();
             let holders = holders_of(&finding);
             if holders.is_empty() {
-                return Err(match finding.evidence.get("holders") {
+                return Err(match finding.evidence.holders() {
                     Some(_) => {
                         format!("no process is known to hold {file} open: nothing to signal")
                     }

@@ -134,7 +134,7 @@ fn finding(kind: FindingKind, pid: Option<u32>, severity: Severity, since: f64) 
         pid,
         since,
         message: format!("{kind:?} {pid:?}"),
-        evidence: serde_json::json!({}),
+        evidence: crate::detect::Evidence::Untyped(serde_json::json!({})),
     }
 }
 

@@ -1,13 +1,13 @@
 //! Findings about devices: lost GPUs, what NVML refused, contradictions that withhold the
 //! layers, and usage no listed process accounts for.
 
+use super::evidence::units::Bytes;
+use super::evidence::{Contradiction, Evidence, Nothing, NvmlError, Unexplained};
 use super::judged::judged;
 use super::{device_name, FindingKind, Findings, Severity};
 use crate::accounting::NodeAccount;
-use crate::layers::Layer;
 use crate::sample::{DeviceMemory, NodeSample, ProcessSample};
 use crate::units::bytes;
-use serde_json::json;
 use std::collections::BTreeMap;
 
 /// Usage no process accounts for, beyond the driver's reservation, worth a line.
@@ -45,7 +45,9 @@ fn problems(
             device,
             None,
             format!("{place}: {what}: {error}"),
-            json!({ "error": error }),
+            Evidence::NvmlProblem(NvmlError {
+                error: error.clone(),
+            }),
         );
     }
 }
@@ -64,7 +66,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     "GPU {} fell off the bus (GPU_IS_LOST): last known values shown greyed",
                     gpu.index
                 ),
-                json!({}),
+                Evidence::GpuLost(Nothing {}),
             );
             continue;
         }
@@ -87,7 +89,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     Some(uuid),
                     None,
                     format!("{place}: {}; layers not shown this instant", gap.describe()),
-                    json!(gap),
+                    Evidence::InconsistentCounters(Contradiction::from(gap)),
                 ),
                 Ok(layers) if !device.repeats_instances && device.known => {
                     let listed: Vec<&ProcessSample> = device
@@ -107,7 +109,11 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                                 "{} in use on {place} is held by no listed process: another PID namespace or container?",
                                 bytes(unexplained)
                             ),
-                            json!({ "bytes": unexplained, Layer::Other.name(): layers.other, "device": place }),
+                            Evidence::UnexplainedUsage(Unexplained {
+                                bytes: Bytes(unexplained),
+                                device: place,
+                                other: layers.other.map(Bytes),
+                            }),
                         );
                     }
                 }

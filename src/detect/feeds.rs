@@ -1,11 +1,14 @@
 //! Findings about the feeds themselves: refused or dropped, bad input, devices NVML does not
 //! list their process on; and about the search for them: dirs cut short, suspicious entries.
 
+use super::evidence::units::{Count, Index, Uid};
+use super::evidence::{
+    self, BadInput, CutShortGroup, Evidence, Refused, Suspicious, SuspiciousGroup, Unlisted,
+};
 use super::{FindingKind, Findings, Severity};
 use crate::accounting::attach::Attachment;
 use crate::sample::feed::{CutShort, FeedState, SuspiciousEntry};
 use crate::sample::NodeSample;
-use serde_json::json;
 
 pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Findings) {
     for record in &sample.feeds {
@@ -18,7 +21,9 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
                 None,
                 pid,
                 format!("{who} refused ({}): {reason}", record.socket),
-                json!({ "socket": record.socket }),
+                Evidence::RefusedFeed(Refused {
+                    socket: record.socket.clone(),
+                }),
             ),
             FeedState::Dropped { reason } => out.raise(
                 FindingKind::RefusedFeed,
@@ -26,7 +31,9 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
                 None,
                 pid,
                 format!("{who} dropped: {reason}"),
-                json!({ "socket": record.socket }),
+                Evidence::RefusedFeed(Refused {
+                    socket: record.socket.clone(),
+                }),
             ),
             FeedState::Connected | FeedState::Closed { .. } => {}
         }
@@ -46,7 +53,7 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
                     c.invalid,
                     c.rate_limited
                 ),
-                json!(c),
+                Evidence::FeedBadInput(BadInput::from(c)),
             );
         }
     }
@@ -57,7 +64,10 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
             unlisted.device_uuid.as_deref(),
             Some(unlisted.pid),
             format!("feed of PID {}: {}", unlisted.pid, unlisted.reason),
-            json!({ "index": unlisted.index, "reason": unlisted.reason }),
+            Evidence::FeedDeviceUnlisted(Unlisted {
+                index: Index(unlisted.index),
+                reason: unlisted.reason.clone(),
+            }),
         );
     }
     scan_findings(
@@ -88,7 +98,7 @@ fn scan_findings(cut_short: &[CutShort], suspicious: &[SuspiciousEntry], out: &m
                 None,
                 None,
                 cut(c),
-                json!(c),
+                Evidence::FeedDirCutShort(evidence::CutShort::from(c)),
             );
         }
     } else {
@@ -102,7 +112,13 @@ fn scan_findings(cut_short: &[CutShort], suspicious: &[SuspiciousEntry], out: &m
                 cut_short.len(),
                 cut(&cut_short[0])
             ),
-            json!({ "dirs": cut_short.len(), "first": &cut_short[..NAMED.min(cut_short.len())] }),
+            Evidence::FeedDirsCutShort(CutShortGroup {
+                dirs: Count(cut_short.len() as u64),
+                first: cut_short[..NAMED.min(cut_short.len())]
+                    .iter()
+                    .map(evidence::CutShort::from)
+                    .collect(),
+            }),
         );
     }
     if suspicious.len() <= GROUP_OVER {
@@ -113,7 +129,7 @@ fn scan_findings(cut_short: &[CutShort], suspicious: &[SuspiciousEntry], out: &m
                 None,
                 s.pids.first().copied(),
                 s.describe(),
-                json!(s),
+                Evidence::SuspiciousFeedEntry(Suspicious::from(s)),
             );
         }
     } else {
@@ -131,7 +147,14 @@ fn scan_findings(cut_short: &[CutShort], suspicious: &[SuspiciousEntry], out: &m
                 owners.iter().map(u32::to_string).collect::<Vec<_>>().join(", uid "),
                 suspicious[0].describe()
             ),
-            json!({ "entries": suspicious.len(), "owners": owners, "first": &suspicious[..NAMED.min(suspicious.len())] }),
+            Evidence::SuspiciousFeedEntries(SuspiciousGroup {
+                entries: Count(suspicious.len() as u64),
+                first: suspicious[..NAMED.min(suspicious.len())]
+                    .iter()
+                    .map(Suspicious::from)
+                    .collect(),
+                owners: owners.into_iter().map(Uid).collect(),
+            }),
         );
     }
 }

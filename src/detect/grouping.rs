@@ -3,10 +3,12 @@
 //! Grouped after [`super::FindingTracker::stamp`], so that each member keeps its own `since`
 //! and the group's is the oldest of them: a device more or less does not start it afresh.
 
+use super::evidence::units::{Bytes, Index};
+use super::evidence::{
+    Evidence, Unexplained, UnexplainedDevice, UnexplainedGroup, UnlistedDevice, UnlistedGroup,
+};
 use super::{Finding, FindingKind, Severity};
-use crate::layers::Layer;
 use crate::units::bytes;
-use serde_json::{json, Value};
 
 /// Devices named in a grouped finding's message; its evidence lists them all.
 const NAMED: usize = 8;
@@ -29,9 +31,7 @@ pub(super) fn group_devices(findings: &mut Vec<Finding>) {
         // A feed met twice (its socket by two paths) names the same device twice: once.
         let mut members: Vec<Finding> = Vec::new();
         for f in unlisted.iter().filter(|f| f.pid == pid) {
-            let same = |g: &Finding| {
-                g.device_uuid == f.device_uuid && g.evidence["index"] == f.evidence["index"]
-            };
+            let same = |g: &Finding| g.device_uuid == f.device_uuid && index(g) == index(f);
             if !members.iter().any(same) {
                 members.push(f.clone());
             }
@@ -57,7 +57,7 @@ fn group(
     pid: Option<u32>,
     members: &[Finding],
     message: String,
-    evidence: Value,
+    evidence: Evidence,
 ) -> Finding {
     Finding {
         kind,
@@ -87,11 +87,27 @@ fn named(items: Vec<String>) -> String {
     text
 }
 
+/// The framework's device index a feed's unlisted device has.
+fn index(f: &Finding) -> Option<Index> {
+    match &f.evidence {
+        Evidence::FeedDeviceUnlisted(e) => Some(e.index),
+        _ => None,
+    }
+}
+
+/// The evidence of unexplained usage on one device.
+fn one(f: &Finding) -> Option<&Unexplained> {
+    match &f.evidence {
+        Evidence::UnexplainedUsage(e) => Some(e),
+        _ => None,
+    }
+}
+
 fn unexplained_group(members: &[Finding]) -> Finding {
-    let amount = |f: &Finding| f.evidence["bytes"].as_u64().unwrap_or(0);
+    let amount = |f: &Finding| one(f).map_or(0, |e| e.bytes.0);
     let place = |f: &Finding| {
-        f.evidence["device"]
-            .as_str()
+        one(f)
+            .map(|e| e.device.as_str())
             .or(f.device_uuid.as_deref())
             .unwrap_or("a device")
             .to_string()
@@ -112,15 +128,13 @@ fn unexplained_group(members: &[Finding]) -> Finding {
                 .collect(),
         )
     };
-    let devices: Vec<Value> = members
+    let devices: Vec<UnexplainedDevice> = members
         .iter()
-        .map(|f| {
-            json!({
-                "uuid": f.device_uuid,
-                "device": place(f),
-                "bytes": amount(f),
-                Layer::Other.name(): f.evidence[Layer::Other.name()],
-            })
+        .map(|f| UnexplainedDevice {
+            bytes: Bytes(amount(f)),
+            device: place(f),
+            other: one(f).and_then(|e| e.other),
+            uuid: f.device_uuid.clone(),
         })
         .collect();
     group(
@@ -132,23 +146,25 @@ fn unexplained_group(members: &[Finding]) -> Finding {
             bytes(total),
             members.len()
         ),
-        json!({ "bytes": total, "devices": devices }),
+        Evidence::UnexplainedUsages(UnexplainedGroup {
+            bytes: Bytes(total),
+            devices,
+        }),
     )
 }
 
 fn unlisted_group(pid: Option<u32>, members: &[Finding]) -> Finding {
-    let reason = |f: &Finding| {
-        f.evidence["reason"]
-            .as_str()
-            .map_or_else(|| f.message.clone(), str::to_string)
+    let reason = |f: &Finding| match &f.evidence {
+        Evidence::FeedDeviceUnlisted(e) => e.reason.clone(),
+        _ => f.message.clone(),
     };
-    let devices: Vec<Value> = members
+    let devices: Vec<UnlistedDevice> = members
         .iter()
-        .map(|f| {
-            json!({
-                "index": f.evidence["index"],
-                "uuid": f.device_uuid,
-                "reason": reason(f),
+        .filter_map(|f| {
+            Some(UnlistedDevice {
+                index: index(f)?,
+                reason: reason(f),
+                uuid: f.device_uuid.clone(),
             })
         })
         .collect();
@@ -163,14 +179,14 @@ fn unlisted_group(pid: Option<u32>, members: &[Finding]) -> Finding {
             named(
                 members
                     .iter()
-                    .map(|f| match f.evidence["index"].as_u64() {
-                        Some(i) => format!("cuda:{i}"),
+                    .map(|f| match index(f) {
+                        Some(i) => format!("cuda:{}", i.0),
                         None => "cuda:?".into(),
                     })
                     .collect()
             ),
             reason(&members[0])
         ),
-        json!({ "devices": devices }),
+        Evidence::FeedDevicesUnlisted(UnlistedGroup { devices }),
     )
 }

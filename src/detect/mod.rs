@@ -3,6 +3,7 @@
 
 mod devices;
 pub(crate) mod diagnosis;
+pub mod evidence;
 mod feeds;
 mod grouping;
 mod judged;
@@ -10,6 +11,7 @@ mod processes;
 pub(crate) mod trend;
 mod warmup;
 
+pub use evidence::Evidence;
 pub use warmup::WarmUp;
 
 pub use diagnosis::{headroom_of, headrooms, Headroom, OomMemory};
@@ -116,6 +118,7 @@ impl FindingKind {
 
 /// One finding, as the findings panel and the snapshot show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ReadFinding")]
 pub struct Finding {
     pub kind: FindingKind,
     pub severity: Severity,
@@ -124,9 +127,35 @@ pub struct Finding {
     /// When this finding was first raised (unix seconds) and has held since.
     pub since: f64,
     pub message: String,
-    /// The numbers behind it (bytes, ages, pids), by name.
+    /// The figures behind it (bytes, ages, pids), by name, each with its unit.
+    pub evidence: Evidence,
+}
+
+/// A finding as read back, its evidence typed by its kind ([`Evidence::read`]).
+#[derive(Deserialize)]
+struct ReadFinding {
+    kind: FindingKind,
+    severity: Severity,
+    device_uuid: Option<String>,
+    pid: Option<u32>,
+    since: f64,
+    message: String,
     #[serde(default)]
-    pub evidence: serde_json::Value,
+    evidence: serde_json::Value,
+}
+
+impl From<ReadFinding> for Finding {
+    fn from(read: ReadFinding) -> Self {
+        Finding {
+            kind: read.kind,
+            severity: read.severity,
+            device_uuid: read.device_uuid,
+            pid: read.pid,
+            since: read.since,
+            message: read.message,
+            evidence: Evidence::read(read.kind, read.evidence),
+        }
+    }
 }
 
 /// Findings of one instant as they are raised.
@@ -160,8 +189,9 @@ impl Findings {
         device: Option<&str>,
         pid: Option<u32>,
         message: String,
-        evidence: serde_json::Value,
+        evidence: Evidence,
     ) {
+        debug_assert_eq!(evidence.kind(), Some(kind), "evidence of another kind");
         self.list.push(Finding {
             kind,
             severity,
@@ -274,7 +304,10 @@ impl ClimbHold {
             }
             // Only a series still recorded: a process gone (exited, restarted) ends its climb.
             let series = history.get(key).filter(|s| s.last_time() > Some(*at));
-            let reached = held.evidence["to_bytes"].as_u64();
+            let reached = match &held.evidence {
+                Evidence::Climb(climb) => Some(climb.to_bytes.0),
+                _ => None,
+            };
             let level = series.and_then(|s| s.last());
             if let (Some(reached), Some(level)) = (reached, level) {
                 if level >= reached {
@@ -304,14 +337,19 @@ impl ClimbHold {
 /// A forecast held through a reading that missed its climb: the same `oom_at`, the time
 /// left to it now (`None` once it has passed).
 fn counted_down(forecast: &Finding, now: f64) -> Option<Finding> {
-    let oom_at = forecast.evidence.get("oom_at")?.as_f64()?;
-    let old = forecast.evidence.get("eta_secs")?.as_f64()?;
+    let Evidence::OomForecast(evidence) = &forecast.evidence else {
+        return None;
+    };
+    let oom_at = Some(evidence.oom_at.0).filter(|t| t.is_finite())?;
+    let old = Some(evidence.eta_secs.0).filter(|t| t.is_finite())?;
     let eta = (oom_at - now).round();
     if eta <= 0.0 {
         return None;
     }
     let mut f = forecast.clone();
-    f.evidence["eta_secs"] = serde_json::json!(eta);
+    if let Evidence::OomForecast(evidence) = &mut f.evidence {
+        evidence.eta_secs = evidence::units::Secs(eta);
+    }
     f.message = f.message.replacen(
         &format!("in ~{}", crate::units::duration(old)),
         &format!("in ~{}", crate::units::duration(eta)),
@@ -350,12 +388,13 @@ pub fn settle(findings: &mut Vec<Finding>, now: f64) {
         pids.dedup();
         let held: u64 = group
             .iter()
-            .filter_map(|f| f.evidence.get("used").and_then(|u| u.as_u64()))
+            .filter_map(|f| match &f.evidence {
+                Evidence::ZombieContext(e) | Evidence::NotVisibleHolder(e) => e.used,
+                _ => None,
+            })
+            .map(|used| used.0)
             .sum();
-        let mut devices: Vec<&str> = group
-            .iter()
-            .filter_map(|f| f.device_uuid.as_deref())
-            .collect();
+        let mut devices: Vec<String> = group.iter().filter_map(|f| f.device_uuid.clone()).collect();
         devices.sort_unstable();
         devices.dedup();
         let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
@@ -384,11 +423,17 @@ pub fn settle(findings: &mut Vec<Finding>, now: f64) {
                 devices.len(),
                 shown.join(", ")
             ),
-            evidence: match grouped_holders(&group) {
-                Some(holders) => serde_json::json!({
-                    "pids": pids, "bytes": held, "devices": devices, "holders": holders
-                }),
-                None => serde_json::json!({ "pids": pids, "bytes": held, "devices": devices }),
+            evidence: {
+                let group = evidence::HeldGroup {
+                    bytes: evidence::units::Bytes(held),
+                    devices,
+                    holders: grouped_holders(&group).into(),
+                    pids: pids.iter().copied().map(evidence::units::Pid).collect(),
+                };
+                match kind {
+                    FindingKind::ZombieContext => Evidence::ZombieContexts(group),
+                    _ => Evidence::NotVisibleHolders(group),
+                }
             },
         });
     }
@@ -397,17 +442,14 @@ pub fn settle(findings: &mut Vec<Finding>, now: f64) {
 
 /// The holders of the device files named by the findings of a group, each once (by pid):
 /// `None` where none of them names any.
-fn grouped_holders(group: &[Finding]) -> Option<Vec<serde_json::Value>> {
+fn grouped_holders(group: &[Finding]) -> Option<Vec<evidence::Holder>> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     let mut any = false;
-    for holders in group
-        .iter()
-        .filter_map(|f| f.evidence.get("holders")?.as_array())
-    {
+    for holders in group.iter().filter_map(|f| f.evidence.holders()) {
         any = true;
         for holder in holders {
-            if seen.insert(holder.get("pid").and_then(serde_json::Value::as_u64)) {
+            if seen.insert(holder.pid) {
                 out.push(holder.clone());
             }
         }

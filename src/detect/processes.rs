@@ -1,11 +1,12 @@
 //! Findings about the processes NVML lists: zombie contexts, holders in other PID namespaces,
 //! Python processes without a feed, feeds that cannot be combined.
 
+use super::evidence::units::{Bytes, IfKnown, Pid, Secs, Ticks};
+use super::evidence::{self, Evidence, Holding, Nothing, Stale, Unattributed};
 use super::{device_name, FindingKind, Findings, Severity};
 use crate::accounting::{FeedStatus, NodeAccount};
 use crate::sample::{DeviceHolder, NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
-use serde_json::{json, Value};
 
 /// A process without a feed holding at least this much is worth counting.
 const UNATTRIBUTED_MIN_BYTES: u64 = 256 << 20;
@@ -28,10 +29,11 @@ fn holder_state(sample: &NodeSample, p: &ProcessSample) -> Holder {
 /// Who holds open the device file of the GPU a zombie context is on, as evidence (`holders`,
 /// those without a context of their own first), and what the message adds: the likely
 /// culprit, or that nobody does. Nothing where the files were not searched.
-fn device_file_holders(sample: &NodeSample, device_uuid: &str) -> (Value, Value, String) {
-    let Some(scan) = &sample.device_files else {
-        return (Value::Null, Value::Null, String::new());
-    };
+fn device_file_holders(
+    sample: &NodeSample,
+    device_uuid: &str,
+) -> Option<(Vec<evidence::Holder>, String, String)> {
+    let scan = sample.device_files.as_ref()?;
     let minor = sample
         .locate(device_uuid)
         .and_then(|(gpu, _)| gpu.minor_number);
@@ -50,19 +52,17 @@ fn device_file_holders(sample: &NodeSample, device_uuid: &str) -> (Value, Value,
         })
         .collect();
     holders.sort_by_key(|h| (listed(h.pid), h.pid));
-    let evidence: Vec<Value> = holders
+    let evidence: Vec<evidence::Holder> = holders
         .iter()
-        .map(|h| {
-            json!({
-                "pid": h.pid,
-                "start_time": h.start_time,
-                "ppid": h.ppid,
-                "user": h.user,
-                "command": h.command,
-                "parent_command": h.parent_command,
-                "state": h.state,
-                "listed": listed(h.pid),
-            })
+        .map(|h| evidence::Holder {
+            command: h.command.clone(),
+            listed: listed(h.pid),
+            parent_command: h.parent_command.clone(),
+            pid: Pid(h.pid),
+            ppid: h.ppid.map(Pid),
+            start_time: h.start_time.map(Ticks),
+            state: h.state.clone(),
+            user: h.user.clone(),
         })
         .collect();
     let suspects: Vec<&&DeviceHolder> = holders.iter().filter(|h| !listed(h.pid)).collect();
@@ -90,8 +90,7 @@ fn device_file_holders(sample: &NodeSample, device_uuid: &str) -> (Value, Value,
             )
         }
     };
-    let file_value = Value::String(file);
-    (Value::Array(evidence), file_value, note)
+    Some((evidence, file, note))
 }
 
 enum Holder {
@@ -114,15 +113,27 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
         };
         let device = Some(process.device_uuid.as_str());
         let pid = Some(process.pid);
-        let evidence = || json!({ "used": process.used });
+        let used = process.used.map(Bytes);
+        let evidence = || {
+            Evidence::NotVisibleHolder(Holding {
+                device_file: IfKnown(None),
+                holders: IfKnown(None),
+                used,
+            })
+        };
         // PID 0 holding nothing is a quirk of some drivers, not a process.
         let quirk = process.pid == 0 && process.used == Some(0);
         let zombie = |what: &str| {
-            let (holders, file, note) = device_file_holders(sample, &process.device_uuid);
-            let evidence = match holders {
-                Value::Null => json!({ "used": process.used }),
-                holders => json!({ "used": process.used, "device_file": file, "holders": holders }),
+            let searched = device_file_holders(sample, &process.device_uuid);
+            let (holders, file, note) = match searched {
+                Some((holders, file, note)) => (Some(holders), Some(file), note),
+                None => (None, None, String::new()),
             };
+            let evidence = Evidence::ZombieContext(Holding {
+                device_file: IfKnown(file),
+                holders: IfKnown(holders),
+                used,
+            });
             let message = format!(
                 "PID {} {what} but its CUDA context still holds {} on {}{note}",
                 process.pid,
@@ -189,7 +200,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     process.pid,
                     duration(age.abs())
                 ),
-                json!({ "age": age }),
+                Evidence::StaleFeed(Stale { age: Secs(*age) }),
             ),
             FeedStatus::Inconsistent { reason } => out.raise(
                 FindingKind::InconsistentFeed,
@@ -197,7 +208,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                 device,
                 pid,
                 format!("feed of PID {} not used: {reason}", process.pid),
-                json!({}),
+                Evidence::InconsistentFeed(Nothing {}),
             ),
             FeedStatus::Fresh { .. } | FeedStatus::Refused { .. } | FeedStatus::Pending { .. } => {}
         }
@@ -220,7 +231,10 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                 "{who} {} without an allocator feed: run jobs under `strata run -- CMD` (or `strata attach PID`, Python 3.14+) to split it into layers",
                 bytes(held)
             ),
-            json!({ "pids": pids, "bytes": held }),
+            Evidence::UnattributedMemory(Unattributed {
+                bytes: Bytes(held),
+                pids: pids.into_iter().map(Pid).collect(),
+            }),
         );
     }
 }

@@ -321,7 +321,21 @@ fn a_climb_is_held_through_a_missed_reading_only_while_its_level_holds() {
         pid: Some(7),
         since: 100.0,
         message: "PID 7 on GPU 0: live tensors climbing".into(),
-        evidence: serde_json::json!({ "to_bytes": 10 * GIB }),
+        evidence: Evidence::Climb(evidence::Climb {
+            bytes_per_step: evidence::units::IfKnown(None),
+            cause: "live".into(),
+            duration_secs: evidence::units::Secs(0.0),
+            from_bytes: evidence::units::Bytes(GIB),
+            rate_mib_per_min: evidence::units::MibPerMin(100.0),
+            series: "allocated".into(),
+            start: evidence::units::Time(100.0),
+            steps: evidence::units::IfKnown(None),
+            to_bytes: evidence::units::Bytes(10 * GIB),
+            warm_up_end: evidence::units::IfKnown(None),
+            warm_up_end_step: evidence::units::IfKnown(None),
+            warm_up_end_time: evidence::units::IfKnown(None),
+            window_secs: evidence::units::Secs(300.0),
+        }),
     };
     let mut hold = ClimbHold::default();
     level(&mut history, 100.0, 10 * GIB);
@@ -397,21 +411,26 @@ fn a_zombie_context_names_who_holds_its_device_file() {
         "{}",
         zombie.message
     );
-    let e = &zombie.evidence;
-    assert_eq!(e["device_file"], "/dev/nvidia3");
-    let holders = e["holders"].as_array().expect("holders");
-    let pids: Vec<u64> = holders.iter().filter_map(|h| h["pid"].as_u64()).collect();
+    let Evidence::ZombieContext(e) = &zombie.evidence else {
+        panic!("a zombie's evidence: {:?}", zombie.evidence);
+    };
+    assert_eq!(e.device_file.0.as_deref(), Some("/dev/nvidia3"));
+    let holders = e.holders.0.as_deref().expect("holders");
+    let pids: Vec<u32> = holders.iter().map(|h| h.pid.0).collect();
     assert_eq!(
         pids,
         [4300, 77],
         "no context of its own first; GPU 0's holder left out"
     );
-    assert_eq!(holders[0]["listed"], false);
-    assert_eq!(holders[1]["listed"], true);
-    assert_eq!(holders[0]["ppid"], 1);
-    assert_eq!(holders[0]["parent_command"], "/sbin/init");
-    assert_eq!(holders[0]["user"], "alice");
-    assert_eq!(holders[0]["start_time"], 4300 * 7);
+    assert!(!holders[0].listed);
+    assert!(holders[1].listed);
+    assert_eq!(holders[0].ppid, Some(evidence::units::Pid(1)));
+    assert_eq!(holders[0].parent_command.as_deref(), Some("/sbin/init"));
+    assert_eq!(holders[0].user.as_deref(), Some("alice"));
+    assert_eq!(
+        holders[0].start_time,
+        Some(evidence::units::Ticks(4300 * 7))
+    );
 }
 
 #[test]
@@ -433,7 +452,7 @@ fn what_the_search_found_or_could_not_search_is_said() {
         "{}",
         nobody.message
     );
-    assert_eq!(nobody.evidence["holders"], serde_json::json!([]));
+    assert_eq!(nobody.evidence.to_json()["holders"], serde_json::json!([]));
     let unsearched = with(Vec::new(), 12);
     assert!(
         unsearched.message.ends_with(
@@ -467,12 +486,17 @@ fn what_the_search_found_or_could_not_search_is_said() {
         unreadable: 0,
     });
     let zombie = zombie_of(&over(6, &s)).clone();
-    assert_eq!(zombie.evidence["device_file"], "/dev/nvidia-uvm");
-    assert_eq!(zombie.evidence["holders"][0]["pid"], 6001);
-    assert_eq!(zombie.evidence["holders"].as_array().map(Vec::len), Some(1));
+    assert_eq!(zombie.evidence.to_json()["device_file"], "/dev/nvidia-uvm");
+    assert_eq!(zombie.evidence.to_json()["holders"][0]["pid"], 6001);
+    assert_eq!(
+        zombie.evidence.to_json()["holders"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
     // Not searched (an old recording): nothing claimed.
     let zombie = zombie_of(&over(6, &base)).clone();
-    assert!(zombie.evidence.get("holders").is_none());
+    assert!(zombie.evidence.to_json().get("holders").is_none());
     assert!(zombie.message.ends_with("on GPU 0"), "{}", zombie.message);
 }
 
@@ -486,7 +510,7 @@ fn many_zombies_keep_their_holders_in_one_finding() {
     let findings = over(6, &s);
     let zombie = zombie_of(&findings);
     assert!(zombie.pid.is_none(), "grouped");
-    let holders = zombie.evidence["holders"].as_array().expect("holders");
+    let holders = zombie.evidence.holders().expect("holders");
     assert_eq!(holders.len(), 1, "each holder once: {holders:?}");
-    assert_eq!(holders[0]["pid"], 7001);
+    assert_eq!(holders[0].pid.0, 7001);
 }

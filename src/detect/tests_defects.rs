@@ -153,8 +153,9 @@ fn a_climb_beyond_the_live_tensors_of_an_allocator_without_a_pool_figure_is_rais
         of_kind(&last, FindingKind::Climb).unwrap_or_else(|| panic!("no climb in {last:?}"));
     assert_eq!(climb.pid, Some(PID));
     assert_eq!(
-        climb.evidence["cause"], "unattributed",
-        "{}",
+        climb.evidence.to_json()["cause"],
+        "unattributed",
+        "{:?}",
         climb.evidence
     );
 }
@@ -184,9 +185,17 @@ fn an_ooms_evidence_keeps_its_report_while_it_is_shown() {
         last = pipeline.ingest(s).findings;
         if i >= 2 {
             let oom = of_kind(&last, FindingKind::Oom).expect("the OOM is shown");
-            assert_eq!(oom.evidence["requested"], 3 * GIB, "sample {i}: {oom:?}");
-            assert_eq!(oom.evidence["device_free"], 7 * GIB, "sample {i}");
-            assert_eq!(oom.evidence["device_total"], 80 * GIB, "sample {i}");
+            assert_eq!(
+                oom.evidence.to_json()["requested"],
+                3 * GIB,
+                "sample {i}: {oom:?}"
+            );
+            assert_eq!(oom.evidence.to_json()["device_free"], 7 * GIB, "sample {i}");
+            assert_eq!(
+                oom.evidence.to_json()["device_total"],
+                80 * GIB,
+                "sample {i}"
+            );
         }
     }
     let oom = of_kind(&last, FindingKind::Oom).expect("still shown");

@@ -34,9 +34,9 @@ fn a_climb_toward_capacity_is_forecast_with_its_eta() {
             return;
         }
         if let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) {
-            let eta = f.evidence["eta_secs"].as_f64().expect("eta");
+            let eta = f.evidence.to_json()["eta_secs"].as_f64().expect("eta");
             first.get_or_insert((t, eta));
-            assert_eq!(f.evidence["cause"], "live");
+            assert_eq!(f.evidence.to_json()["cause"], "live");
             let truth = oom_at - t;
             assert!(
                 (eta - truth).abs() <= 0.3 * truth,
@@ -103,16 +103,18 @@ fn a_forecast_reads_the_allocator_peak_where_it_rose_and_paces_from_it() {
             }
             seen += 1;
             let truth = oom_at - t;
-            let eta = f.evidence["eta_secs"].as_f64().expect("eta");
-            assert_eq!(f.evidence["level_source"], "allocator", "at {t}");
-            assert_eq!(f.evidence["level_bytes"], true_peak(t), "at {t}");
+            let eta = f.evidence.to_json()["eta_secs"].as_f64().expect("eta");
+            assert_eq!(f.evidence.to_json()["level_source"], "allocator", "at {t}");
+            assert_eq!(f.evidence.to_json()["level_bytes"], true_peak(t), "at {t}");
             assert!(
                 (eta - truth).abs() <= (0.1 * truth).max(15.0),
                 "at {t}: {eta} for {truth}"
             );
             if t - 120.0 >= 600.0 {
                 // Ten minutes of climb: the counter's own pace, to the byte a second.
-                let pace = f.evidence["rate_bytes_per_sec"].as_f64().expect("rate");
+                let pace = f.evidence.to_json()["rate_bytes_per_sec"]
+                    .as_f64()
+                    .expect("rate");
                 assert!((pace / rate - 1.0).abs() < 0.01, "at {t}: {pace}");
             }
         },
@@ -135,9 +137,9 @@ fn an_allocator_peak_set_before_the_window_is_not_the_level() {
         |t, o| {
             if let Some(f) = of_kind(&o.findings, FindingKind::OomForecast) {
                 seen += 1;
-                assert_eq!(f.evidence["level_source"], "sampled", "at {t}");
+                assert_eq!(f.evidence.to_json()["level_source"], "sampled", "at {t}");
                 assert!(
-                    f.evidence["level_bytes"].as_u64() < Some(60 * GIB),
+                    f.evidence.to_json()["level_bytes"].as_u64() < Some(60 * GIB),
                     "at {t}"
                 );
             }
@@ -250,7 +252,7 @@ fn a_leak_per_step_is_flagged_within_300_steps_with_its_bytes_per_step() {
         stepped(seconds, secs, end, |_, step, o| {
             if flagged.is_none() {
                 if let Some(c) = of_kind(&o.findings, FindingKind::Climb) {
-                    flagged = Some((step, c.evidence.clone()));
+                    flagged = Some((step, c.evidence.to_json()));
                 }
             }
         });
@@ -273,7 +275,7 @@ fn a_job_whose_steps_hold_fits_said_once_and_never_climbs() {
             "a climb at {t}"
         );
         if let Some(f) = of_kind(&o.findings, FindingKind::WarmUp) {
-            verdicts.push((f.since, f.message.clone(), f.evidence.clone()));
+            verdicts.push((f.since, f.message.clone(), f.evidence.to_json()));
         }
     });
     let (since, message, evidence) = verdicts.first().cloned().expect("a verdict");
@@ -300,7 +302,7 @@ fn a_pipeline_that_keeps_no_headrooms_says_the_same_warm_up_verdicts() {
                 o.findings
                     .iter()
                     .filter(|f| f.kind == FindingKind::WarmUp)
-                    .map(|f| (t, f.since, f.message.clone(), f.evidence.clone())),
+                    .map(|f| (t, f.since, f.message.clone(), f.evidence.to_json())),
             );
         });
         said
@@ -322,7 +324,8 @@ fn a_warm_up_that_will_not_fit_says_so_with_its_forecast() {
     });
     let verdict = verdict.expect("a verdict");
     assert_eq!(
-        verdict.evidence["verdict"], "will_not_fit",
+        verdict.evidence.to_json()["verdict"],
+        "will_not_fit",
         "{}",
         verdict.message
     );
@@ -331,5 +334,5 @@ fn a_warm_up_that_will_not_fit_says_so_with_its_forecast() {
         "{}",
         verdict.message
     );
-    assert!(verdict.evidence["eta_step"].as_u64().is_some());
+    assert!(verdict.evidence.to_json()["eta_step"].as_u64().is_some());
 }

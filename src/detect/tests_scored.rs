@@ -72,12 +72,22 @@ fn a_holder_whose_sms_read_0_or_1_percent_is_idle() {
     let idle = idle_raised(20, |k| k % 2).expect("an idle holder");
     let at = idle.since - 1000.0;
     assert!(at <= 330.0, "raised at {at} s, after 5 minutes at 0-1 %");
-    let mean = idle.evidence["sm_mean_pct"]
+    let mean = idle.evidence.to_json()["sm_mean_pct"]
         .as_f64()
         .expect("the mean said");
-    assert!((0.4..=0.6).contains(&mean), "{}", idle.evidence);
-    assert_eq!(idle.evidence["sm_peak_pct"], 1, "{}", idle.evidence);
-    assert_eq!(idle.evidence["sm_threshold_pct"], 2, "{}", idle.evidence);
+    assert!((0.4..=0.6).contains(&mean), "{:?}", idle.evidence);
+    assert_eq!(
+        idle.evidence.to_json()["sm_peak_pct"],
+        1,
+        "{:?}",
+        idle.evidence
+    );
+    assert_eq!(
+        idle.evidence.to_json()["sm_threshold_pct"],
+        2,
+        "{:?}",
+        idle.evidence
+    );
     assert!(!idle.message.contains("(0%)"), "{}", idle.message);
     assert!(idle.message.contains("0.5%"), "{}", idle.message);
 }

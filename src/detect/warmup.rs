@@ -6,11 +6,12 @@
 //! remembers it, so a verdict never flips from sample to sample.
 
 use super::diagnosis::steps;
+use super::evidence::units::{Bytes, BytesPerStep, Secs, SignedBytes, Steps};
+use super::evidence::{Evidence, Verdict, WarmUpForecast, WarmUpVerdict, Warming};
 use super::{device_name, Finding, FindingKind, Headroom, Severity};
 use crate::history::{History, KeyRef, Metric, ProcessId, StepPoint};
 use crate::sample::NodeSample;
 use crate::units::{bytes, duration};
-use serde_json::json;
 use std::collections::HashMap;
 
 /// Steps over which step-end live memory and its peak must hold.
@@ -121,13 +122,19 @@ impl WarmUp {
                     pid: Some(p.pid),
                     since: now,
                     message: format!("{}: will not fit: after {} steps, {told}", who(), last.step),
-                    evidence: json!({
-                        "verdict": "will_not_fit",
-                        "steps": last.step,
-                        "eta_secs": forecast.evidence.get("eta_secs"),
-                        "eta_step": forecast.evidence.get("eta_step"),
-                        "oom_at": forecast.evidence.get("oom_at"),
-                    }),
+                    evidence: {
+                        let told = match &forecast.evidence {
+                            Evidence::OomForecast(f) => Some(f),
+                            _ => None,
+                        };
+                        Evidence::WarmUpForecast(WarmUpForecast {
+                            eta_secs: told.map(|f| f.eta_secs),
+                            eta_step: told.and_then(|f| f.eta_step),
+                            oom_at: told.map(|f| f.oom_at),
+                            steps: Steps(last.step),
+                            verdict: Verdict::WillNotFit,
+                        })
+                    },
                 }
             } else {
                 if findings
@@ -154,7 +161,7 @@ impl WarmUp {
                 // A peak that no longer fits what the device can give the pool will not fit.
                 let (verdict, said) = if room.bytes < 0 {
                     (
-                        "will_not_fit",
+                        Verdict::WillNotFit,
                         format!(
                             "will not fit: peak live {} above the {} usable after {} steps (headroom {}): an allocation of that peak's shape would fail",
                             bytes(room.peak_live_bytes),
@@ -165,7 +172,7 @@ impl WarmUp {
                     )
                 } else {
                     (
-                        "fits",
+                        Verdict::Fits,
                         format!(
                             "fits: peak live {} of {} usable after {} steps, headroom {} (step-end live within {} and its peak unchanged over the last {held_steps} steps, {})",
                             bytes(room.peak_live_bytes),
@@ -184,16 +191,16 @@ impl WarmUp {
                     pid: Some(p.pid),
                     since: now,
                     message: format!("{}: {said}", who()),
-                    evidence: json!({
-                        "verdict": verdict,
-                        "steps": last.step,
-                        "held_steps": held_steps,
-                        "held_secs": held_for,
-                        "spread_bytes": spread,
-                        "peak_live_bytes": room.peak_live_bytes,
-                        "peak_window_secs": room.peak_window_secs,
-                        "usable_bytes": room.usable_bytes,
-                        "headroom_bytes": room.bytes,
+                    evidence: Evidence::WarmUp(WarmUpVerdict {
+                        headroom_bytes: SignedBytes(room.bytes),
+                        held_secs: Secs(held_for),
+                        held_steps: Steps(held_steps),
+                        peak_live_bytes: Bytes(room.peak_live_bytes),
+                        peak_window_secs: Secs(room.peak_window_secs),
+                        spread_bytes: Bytes(spread),
+                        steps: Steps(last.step),
+                        usable_bytes: Bytes(room.usable_bytes),
+                        verdict,
                     }),
                 }
             };
@@ -238,12 +245,12 @@ fn warming(
             duration(secs),
             duration(steps::WARM_UP_AT_MOST_SECS)
         ),
-        evidence: json!({
-            "verdict": "warming_up",
-            "steps": last.step,
-            "allocated": last.allocated,
-            "bytes_per_step": per_step.round() as i64,
-            "warming_secs": secs.round(),
+        evidence: Evidence::WarmingUp(Warming {
+            allocated: Bytes(last.allocated),
+            bytes_per_step: BytesPerStep(per_step.round() as i64),
+            steps: Steps(last.step),
+            verdict: Verdict::WarmingUp,
+            warming_secs: Secs(secs.round()),
         }),
     }
 }

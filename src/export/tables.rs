@@ -348,7 +348,7 @@ impl ProcessRows {
 /// The findings row of one episode.
 pub fn finding_row(e: &Episode) -> Vec<Cell<'_>> {
     let name = |v: serde_json::Value| v.as_str().map(str::to_string).unwrap_or_default();
-    let json = |v: &serde_json::Value| {
+    let json = |v: &crate::detect::Evidence| {
         let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
         Cell::Text(Some(Cow::Owned(crate::text::clean(&text).into_owned())))
     };

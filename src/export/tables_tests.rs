@@ -331,9 +331,11 @@ fn strings_from_the_recording_are_made_safe_and_evidence_stays_json() {
         until: 250.5,
         open: true,
         message: "python \u{202E}gpj.exe climbs".into(),
-        evidence: serde_json::json!({"command": "a\u{202E}b\u{9b}c", "rate": 1.5}),
+        evidence: crate::detect::Evidence::Untyped(
+            serde_json::json!({"command": "a\u{202E}b\u{9b}c", "rate": 1.5}),
+        ),
         first_message: "first".into(),
-        first_evidence: serde_json::json!({"rate": 0.5}),
+        first_evidence: crate::detect::Evidence::Untyped(serde_json::json!({"rate": 0.5})),
     };
     let row = owned(&finding_row(&episode));
     assert_eq!(row.len(), FINDINGS.columns.len());
@@ -362,7 +364,7 @@ fn strings_from_the_recording_are_made_safe_and_evidence_stays_json() {
         &text_of(at(&FINDINGS, &row, "first_evidence_json")).unwrap_or_default(),
     )
     .expect("JSON");
-    assert_eq!(first, episode.first_evidence);
+    assert_eq!(first, episode.first_evidence.to_json());
 }
 
 #[test]

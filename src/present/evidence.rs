@@ -1,51 +1,14 @@
 //! A finding's evidence, field by field, whatever its kind: each field under its own name (the
-//! JSON's), its value with its unit: bytes humanised with the exact count beside them, rates
-//! per minute, seconds as durations, instants as UTC times with how long ago, shares and
-//! `_pct` figures as percentages. A field this file does not know is shown as it is.
+//! JSON's), its value in the unit its type says ([`Figure`]): bytes humanised with the exact
+//! count beside them, rates per second, step or minute, seconds as durations, instants as UTC
+//! times with how long ago, shares and percentages as percentages. Evidence read back in no
+//! typed shape is shown as it was read, without units.
 
 use super::grouped;
-use crate::layers::Layer;
+use crate::detect::evidence::{Fields, Figure, Holder};
+use crate::detect::Evidence;
 use crate::units;
 use serde_json::Value;
-
-/// Fields that hold bytes without saying so in their name (besides the layers' own names).
-const BYTE_FIELDS: [&str; 14] = [
-    "bytes",
-    "used",
-    "total",
-    "reserved",
-    "allocated",
-    "inactive_split",
-    "largest_free_block",
-    "requested",
-    "device_free",
-    "device_total",
-    "peak_live",
-    "holdable",
-    "held",
-    "driver_reserved",
-];
-
-/// Fields that hold an instant (unix seconds).
-const TIME_FIELDS: [&str; 5] = ["start", "time", "since", "until", "end"];
-
-fn is_bytes(key: &str) -> bool {
-    key.ends_with("_bytes")
-        || BYTE_FIELDS.contains(&key)
-        || Layer::ALL.iter().any(|l| l.name() == key)
-}
-
-fn is_seconds(key: &str) -> bool {
-    key.ends_with("_secs") || key == "age"
-}
-
-pub(crate) fn is_time(key: &str) -> bool {
-    TIME_FIELDS.contains(&key) || key.ends_with("_time") || key.ends_with("_at")
-}
-
-fn is_share(key: &str) -> bool {
-    key == "share" || key.starts_with("share_") || key.ends_with("_share")
-}
 
 /// A number as JSON would print it, without a trailing `.0`.
 fn plain(n: f64) -> String {
@@ -56,244 +19,204 @@ fn plain(n: f64) -> String {
     }
 }
 
-/// One value of field `key`, formatted for its unit; `now` for how long ago an instant was.
-pub fn value(key: &str, value: &Value, now: f64) -> String {
+/// Exact bytes beside their humanised figure.
+fn bytes(b: u64) -> String {
+    format!("{} ({} B)", units::bytes(b), grouped(b))
+}
+
+/// An instant (unix seconds) in UTC, with how long ago it was (or how long until), once it is
+/// past 1e8 (1973): a smaller figure is written as a number.
+fn instant(t: f64, now: f64) -> String {
+    if t <= 1e8 {
+        return plain(t);
+    }
+    let ago = now - t;
+    let when = if ago >= 0.0 {
+        format!("{} ago", units::duration(ago))
+    } else {
+        format!("in {}", units::duration(-ago))
+    };
+    format!("{} UTC ({when})", units::clock(t))
+}
+
+/// Whether a figure is a number that JSON writes as `null`: shown `n/a`.
+fn not_finite(figure: &Figure) -> bool {
+    match *figure {
+        Figure::BytesPerSec(f)
+        | Figure::MibPerMin(f)
+        | Figure::PerMin(f)
+        | Figure::Secs(f)
+        | Figure::Time(f)
+        | Figure::Share(f)
+        | Figure::Pct(f) => !f.is_finite(),
+        _ => false,
+    }
+}
+
+/// One figure in its unit; `now` for how long ago an instant was.
+pub fn value(figure: &Figure, now: f64) -> String {
+    if not_finite(figure) {
+        return "n/a".into();
+    }
+    match *figure {
+        Figure::Unknown => "n/a".into(),
+        Figure::Bytes(b) => bytes(b),
+        Figure::SignedBytes(b) => match u64::try_from(b) {
+            Ok(b) => bytes(b),
+            Err(_) => plain(b as f64),
+        },
+        Figure::BytesPerSec(f) => {
+            format!("{}/s ({} B/s)", units::bytes(f.max(0.0) as u64), plain(f))
+        }
+        Figure::BytesPerStep(n) => {
+            let f = n as f64;
+            let sign = if f < 0.0 { "-" } else { "" };
+            format!(
+                "{sign}{}/step ({} B)",
+                units::bytes(f.abs() as u64),
+                plain(f)
+            )
+        }
+        Figure::MibPerMin(f) => format!("{f:+.1} MiB/min"),
+        Figure::PerMin(f) => format!("{} a minute", plain(f)),
+        Figure::Secs(f) => format!("{} ({} s)", units::duration(f.abs()), plain(f)),
+        Figure::Time(t) => instant(t, now),
+        // As the evidence has always shown it: read as an instant once past 1e8.
+        Figure::Ticks(t) => instant(t as f64, now),
+        Figure::Share(f) => format!("{:.1}%", f * 100.0),
+        Figure::Pct(f) => format!("{}%", plain(f)),
+        Figure::Steps(n) => format!("{} steps", plain(n as f64)),
+        Figure::Count(n) | Figure::Id(n) => plain(n as f64),
+        Figure::Text(s) => crate::text::clean(s).into_owned(),
+        Figure::Flag(b) => if b { "yes" } else { "no" }.into(),
+        Figure::List(ref items) if items.is_empty() => "none".into(),
+        Figure::List(ref items) => items
+            .iter()
+            .map(|f| value(f, now))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Figure::Records(ref items) if items.is_empty() => "none".into(),
+        Figure::Records(ref items) => items.len().to_string(),
+        Figure::Holders([]) => "none".into(),
+        Figure::Holders(items) => items.len().to_string(),
+        Figure::Json(v) => json(v),
+    }
+}
+
+/// A value read back untyped, as it was read.
+fn json(value: &Value) -> String {
     match value {
         Value::Null => "n/a".into(),
         Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
         Value::String(s) => crate::text::clean(s).into_owned(),
         Value::Array(items) if items.is_empty() => "none".into(),
-        Value::Array(items) => items
-            .iter()
-            .map(|v| self::value(key, v, now))
-            .collect::<Vec<_>>()
-            .join(", "),
+        Value::Array(items) => items.iter().map(json).collect::<Vec<_>>().join(", "),
         Value::Object(_) => "{…}".into(),
-        Value::Number(n) => number(key, n, now),
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), plain),
     }
 }
 
-fn number(key: &str, n: &serde_json::Number, now: f64) -> String {
-    let Some(f) = n.as_f64() else {
-        return n.to_string();
-    };
-    if key.ends_with("bytes_per_sec") {
-        return format!("{}/s ({} B/s)", units::bytes(f.max(0.0) as u64), plain(f));
-    }
-    if key.ends_with("bytes_per_step") {
-        let sign = if f < 0.0 { "-" } else { "" };
-        return format!(
-            "{sign}{}/step ({} B)",
-            units::bytes(f.abs() as u64),
-            plain(f)
-        );
-    }
-    if key.ends_with("_step") || key == "steps" || key.ends_with("_steps") {
-        return format!("{} steps", plain(f));
-    }
-    if is_bytes(key) {
-        return match n.as_u64() {
-            Some(b) => format!("{} ({} B)", units::bytes(b), grouped(b)),
-            None if f >= 0.0 => units::bytes(f as u64),
-            None => plain(f),
-        };
-    }
-    if key.ends_with("_mib_per_min") {
-        return format!("{f:+.1} MiB/min");
-    }
-    if key.ends_with("_per_min") {
-        return format!("{} a minute", plain(f));
-    }
-    if is_seconds(key) {
-        return format!("{} ({} s)", units::duration(f.abs()), plain(f));
-    }
-    if is_time(key) && f > 1e8 {
-        let ago = now - f;
-        let when = if ago >= 0.0 {
-            format!("{} ago", units::duration(ago))
-        } else {
-            format!("in {}", units::duration(-ago))
-        };
-        return format!("{} UTC ({when})", units::clock(f));
-    }
-    if is_share(key) {
-        return format!("{:.1}%", f * 100.0);
-    }
-    if key.ends_with("_pct") {
-        return format!("{}%", plain(f));
-    }
-    plain(f)
-}
-
-/// The evidence as (depth, name, value) rows, nested objects indented under their name.
-pub fn rows(evidence: &Value, now: f64) -> Vec<(usize, String, String)> {
+/// The evidence as (depth, name, value) rows: a list of records counted, then one line each;
+/// evidence read back untyped, nested objects indented under their name.
+pub fn rows(evidence: &Evidence, now: f64) -> Vec<(usize, String, String)> {
     let mut out = Vec::new();
-    walk(evidence, 0, now, &mut out);
+    walk(&evidence.fields(), 0, now, &mut out);
     out
 }
 
-fn walk(value: &Value, depth: usize, now: f64, out: &mut Vec<(usize, String, String)>) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map {
-                let key_shown = crate::text::clean(key).into_owned();
-                if let Value::Object(inner) = v {
-                    if !inner.is_empty() {
-                        out.push((depth, key_shown, String::new()));
-                        walk(v, depth + 1, now, out);
-                        continue;
-                    }
+fn walk(fields: &Fields, depth: usize, now: f64, out: &mut Vec<(usize, String, String)>) {
+    for (name, figure) in fields {
+        let name_shown = crate::text::clean(name).into_owned();
+        match figure {
+            Figure::Records(items) if !items.is_empty() => {
+                out.push((depth, name_shown, items.len().to_string()));
+                for item in items {
+                    out.push(record(item, depth + 1, now));
                 }
-                // A list of records (the holders of a device file): one line each.
-                if let Value::Array(items) = v {
-                    if !items.is_empty() && items.iter().all(Value::is_object) {
-                        out.push((depth, key_shown, items.len().to_string()));
-                        for item in items {
-                            out.push(record(item, depth + 1, now));
-                        }
-                        continue;
-                    }
-                }
-                out.push((depth, key_shown, self::value(key, v, now)));
             }
+            Figure::Holders(holders) if !holders.is_empty() => {
+                out.push((depth, name_shown, holders.len().to_string()));
+                for holder in *holders {
+                    out.push((
+                        depth + 1,
+                        format!("PID {}", holder.pid.0),
+                        holder_line(holder),
+                    ));
+                }
+            }
+            Figure::Json(Value::Object(map)) if !map.is_empty() => {
+                out.push((depth, name_shown, String::new()));
+                walk(&untyped(map), depth + 1, now, out);
+            }
+            Figure::Json(Value::Array(items))
+                if !items.is_empty() && items.iter().all(Value::is_object) =>
+            {
+                out.push((depth, name_shown, items.len().to_string()));
+                for item in items.iter().filter_map(Value::as_object) {
+                    out.push(record(&untyped(item), depth + 1, now));
+                }
+            }
+            figure => out.push((depth, name_shown, value(figure, now))),
         }
-        Value::Null => {}
-        // A bare value (a unit enum variant): one unnamed row.
-        other => out.push((depth, String::new(), self::value("", other, now))),
     }
 }
 
-/// One record of a list on one line, named by its pid where it has one. A device file's holder
-/// reads `PID 31342 · dave · python pretrain.py · no context of its own · child of 1
-/// /sbin/init`; any other record, `field value` pairs.
-fn record(item: &Value, depth: usize, now: f64) -> (usize, String, String) {
-    let name = item
-        .get("pid")
-        .and_then(Value::as_u64)
-        .map_or_else(String::new, |pid| format!("PID {pid}"));
-    let text = |key: &str| {
-        item.get(key)
-            .and_then(Value::as_str)
-            .map(|s| crate::text::clean(s).into_owned())
-    };
-    if item.get("listed").is_some() && item.get("command").is_some() {
-        let mut parts = Vec::new();
-        parts.extend(text("user"));
-        parts.push(text("command").unwrap_or_else(|| "command n/a".into()));
-        if text("state").as_deref() == Some("Z") {
-            parts.push("defunct".into());
-        }
-        parts.push(match item.get("listed").and_then(Value::as_bool) {
-            Some(true) => "has a context of its own".into(),
-            _ => "no context of its own".into(),
-        });
-        // Last: a parent's command line can be long.
-        if let Some(ppid) = item.get("ppid").and_then(Value::as_u64) {
-            let parent = text("parent_command").map_or_else(String::new, |c| format!(" {c}"));
-            parts.push(format!("child of {ppid}{parent}"));
-        }
-        return (depth, name, parts.join(" · "));
-    }
-    let fields: Vec<String> = item
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(key, v)| key.as_str() != "pid" && !v.is_null())
-        .map(|(key, v)| format!("{} {}", crate::text::clean(key), value(key, v, now)))
+/// The fields of an object read back untyped.
+pub(crate) fn untyped(map: &serde_json::Map<String, Value>) -> Fields<'_> {
+    map.iter()
+        .map(|(key, value)| (key.as_str(), Figure::Json(value)))
+        .collect()
+}
+
+/// A record's pid, where it names one.
+pub(crate) fn record_pid(fields: &Fields) -> Option<u64> {
+    fields
+        .iter()
+        .find_map(|(name, figure)| match (*name, figure) {
+            ("pid", Figure::Id(pid)) => Some(*pid),
+            ("pid", Figure::Json(v)) => v.as_u64(),
+            _ => None,
+        })
+}
+
+/// Whether a figure is unknown (`null`): left out of a record's line.
+pub(crate) fn is_unknown(figure: &Figure) -> bool {
+    matches!(figure, Figure::Unknown | Figure::Json(Value::Null))
+}
+
+/// One record of a list on one line, named by its pid where it has one: its other known
+/// fields as `field value` pairs.
+fn record(fields: &Fields, depth: usize, now: f64) -> (usize, String, String) {
+    let name = record_pid(fields).map_or_else(String::new, |pid| format!("PID {pid}"));
+    let text: Vec<String> = fields
+        .iter()
+        .filter(|(key, figure)| *key != "pid" && !is_unknown(figure))
+        .map(|(key, figure)| format!("{} {}", crate::text::clean(key), value(figure, now)))
         .collect();
-    (depth, name, fields.join(" · "))
+    (depth, name, text.join(" · "))
+}
+
+/// A device file's holder on one line: `dave · python pretrain.py · no context of its own ·
+/// child of 1 /sbin/init`.
+fn holder_line(holder: &Holder) -> String {
+    let text = |s: &Option<String>| s.as_deref().map(|s| crate::text::clean(s).into_owned());
+    let mut parts = Vec::new();
+    parts.extend(text(&holder.user));
+    parts.push(text(&holder.command).unwrap_or_else(|| "command n/a".into()));
+    if holder.state.as_deref() == Some("Z") {
+        parts.push("defunct".into());
+    }
+    parts.push(match holder.listed {
+        true => "has a context of its own".into(),
+        false => "no context of its own".into(),
+    });
+    // Last: a parent's command line can be long.
+    if let Some(ppid) = holder.ppid {
+        let parent = text(&holder.parent_command).map_or_else(String::new, |c| format!(" {c}"));
+        parts.push(format!("child of {}{parent}", ppid.0));
+    }
+    parts.join(" · ")
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    const NOW: f64 = 1_767_258_905.0;
-
-    #[test]
-    fn every_unit_is_named_beside_its_value() {
-        let evidence = json!({
-            "cause": "live",
-            "rate_mib_per_min": 635.8,
-            "start": 1_767_258_105.0,
-            "duration_secs": 800.0,
-            "from_bytes": 7_091_363_840u64,
-            "share": 0.254,
-            "rate_per_min": 394.2,
-            "requested": 2_684_354_560u64,
-            "ooms_total": 3,
-            "pids": [38811, 4021],
-            "time": null,
-            "rate_bytes_per_sec": 1_048_576.0,
-            "bytes_per_step": 12_582_912,
-            "eta_step": 340,
-            "sm_mean_pct": 0.5,
-            "gap": { "used_exceeds_total": { "total": 1024, "used": 2048 } },
-        });
-        let rows = rows(&evidence, NOW);
-        let find = |name: &str| {
-            rows.iter()
-                .find(|r| r.1 == name)
-                .map(|r| r.2.clone())
-                .unwrap_or_else(|| panic!("{name} missing: {rows:?}"))
-        };
-        assert_eq!(find("cause"), "live");
-        assert_eq!(find("rate_mib_per_min"), "+635.8 MiB/min");
-        assert_eq!(find("start"), "09:01:45 UTC (13m20s ago)");
-        assert_eq!(find("duration_secs"), "13m20s (800 s)");
-        assert_eq!(find("from_bytes"), "6.60 GiB (7,091,363,840 B)");
-        assert_eq!(find("share"), "25.4%");
-        assert_eq!(find("rate_per_min"), "394.2 a minute");
-        assert_eq!(find("requested"), "2.50 GiB (2,684,354,560 B)");
-        assert_eq!(find("ooms_total"), "3");
-        assert_eq!(find("pids"), "38811, 4021");
-        assert_eq!(find("time"), "n/a");
-        assert_eq!(find("rate_bytes_per_sec"), "1.00 MiB/s (1048576 B/s)");
-        assert_eq!(find("bytes_per_step"), "12.0 MiB/step (12582912 B)");
-        assert_eq!(find("eta_step"), "340 steps");
-        assert_eq!(find("sm_mean_pct"), "0.5%");
-        assert_eq!(find("used_exceeds_total"), "");
-        let used = rows.iter().find(|r| r.1 == "used").expect("nested");
-        assert_eq!((used.0, used.2.as_str()), (2, "2.00 KiB (2,048 B)"));
-    }
-
-    #[test]
-    fn a_device_files_holders_read_one_a_line() {
-        let evidence = json!({
-            "device_file": "/dev/nvidia2",
-            "holders": [
-                { "pid": 31342, "ppid": 1, "user": "dave", "command": "python pretrain.py",
-                  "parent_command": "/sbin/init", "state": "S", "start_time": 25380000,
-                  "listed": false },
-                { "pid": 52010, "ppid": 1, "user": "bob", "command": "python eval.py",
-                  "parent_command": null, "state": "Z", "start_time": 25923000,
-                  "listed": true },
-            ],
-            "other": [ { "pid": 7, "bytes": 2048 } ],
-        });
-        let rows = rows(&evidence, NOW);
-        let at = |name: &str| rows.iter().position(|r| r.1 == name).unwrap_or(usize::MAX);
-        assert_eq!(rows[at("holders")].2, "2");
-        assert_eq!(
-            rows[at("holders") + 1],
-            (
-                1,
-                "PID 31342".to_string(),
-                "dave · python pretrain.py · no context of its own · child of 1 /sbin/init"
-                    .to_string()
-            )
-        );
-        assert_eq!(
-            rows[at("holders") + 2].2,
-            "bob · python eval.py · defunct · has a context of its own · child of 1"
-        );
-        assert_eq!(rows[at("other") + 1].2, "bytes 2.00 KiB (2,048 B)");
-    }
-
-    #[test]
-    fn strings_from_outside_are_defused() {
-        let rows = rows(&json!({ "socket": "/tmp/\u{1b}[2Jx.sock" }), NOW);
-        assert_eq!(rows[0].2, "/tmp/\u{fffd}[2Jx.sock");
-    }
-}
+mod tests;

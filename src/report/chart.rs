@@ -7,7 +7,7 @@
 //! The OOM, or the start of the climb, is marked; the legend names each layer and the axis
 //! its unit.
 
-use crate::detect::{Finding, FindingKind};
+use crate::detect::{Evidence, Finding, FindingKind};
 use crate::history::{History, Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
@@ -72,10 +72,18 @@ pub fn subject(observed: &Observed) -> Option<Subject> {
             .max_by(|a, b| a.since.total_cmp(&b.since))
     };
     let (uuid, mark) = if let Some(f) = finding(FindingKind::Oom) {
-        let at = f.evidence["time"].as_f64().unwrap_or(f.since);
+        let at = match &f.evidence {
+            Evidence::Oom(e) => e.time.map(|t| t.0).filter(|t| t.is_finite()),
+            _ => None,
+        }
+        .unwrap_or(f.since);
         (device_of(f)?, Some((at, "OOM")))
     } else if let Some(f) = finding(FindingKind::Climb) {
-        let at = f.evidence["start"].as_f64().unwrap_or(f.since);
+        let at = match &f.evidence {
+            Evidence::Climb(e) => Some(e.start.0).filter(|t| t.is_finite()),
+            _ => None,
+        }
+        .unwrap_or(f.since);
         (device_of(f)?, Some((at, "climb began")))
     } else {
         let devices = s.gpus.iter().flat_map(|g| {

@@ -2,6 +2,7 @@
 
 use super::markdown::{escape, Clock};
 use crate::detect::device_name;
+use crate::detect::evidence::{Fields, Figure, Holder};
 use crate::pipeline::Observed;
 use crate::present::evidence as fields;
 use serde_json::Value;
@@ -42,7 +43,7 @@ pub(super) fn findings(out: &mut String, observed: &Observed, clock: Clock) {
             crate::units::duration(s.time - f.since)
         );
         let mut lines = Vec::new();
-        walk(&f.evidence, 0, clock, s.time, &mut lines);
+        walk(&f.evidence.fields(), 0, clock, s.time, &mut lines);
         if !lines.is_empty() {
             let _ = writeln!(out, "Evidence:\n");
             for line in lines {
@@ -54,62 +55,73 @@ pub(super) fn findings(out: &mut String, observed: &Observed, clock: Clock) {
 }
 
 /// The evidence as a nested list: `- name: value with its unit`.
-fn walk(value: &Value, depth: usize, clock: Clock, now: f64, out: &mut Vec<String>) {
+fn walk(fields: &Fields, depth: usize, clock: Clock, now: f64, out: &mut Vec<String>) {
     let indent = "  ".repeat(depth);
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map {
-                let name = escape(key);
-                match v {
-                    Value::Object(inner) if !inner.is_empty() => {
-                        out.push(format!("{indent}- {name}:"));
-                        walk(v, depth + 1, clock, now, out);
-                    }
-                    Value::Array(items)
-                        if !items.is_empty() && items.iter().all(Value::is_object) =>
-                    {
-                        out.push(format!("{indent}- {name}: {} of them", items.len()));
-                        for item in items {
-                            let fields: Vec<String> = item
-                                .as_object()
-                                .into_iter()
-                                .flatten()
-                                .filter(|(_, v)| !v.is_null())
-                                .map(|(k, v)| format!("{} {}", escape(k), shown(k, v, clock, now)))
-                                .collect();
-                            out.push(format!("{indent}  - {}", fields.join(" · ")));
-                        }
-                    }
-                    _ => out.push(format!("{indent}- {name}: {}", shown(key, v, clock, now))),
-                }
+    for (key, figure) in fields {
+        let name = escape(key);
+        let records: Vec<Fields> = match figure {
+            Figure::Json(Value::Object(inner)) if !inner.is_empty() => {
+                out.push(format!("{indent}- {name}:"));
+                walk(&fields::untyped(inner), depth + 1, clock, now, out);
+                continue;
             }
+            Figure::Records(items) => items.clone(),
+            Figure::Holders(holders) => holders.iter().map(Holder::fields).collect(),
+            Figure::Json(Value::Array(items)) if items.iter().all(Value::is_object) => items
+                .iter()
+                .filter_map(Value::as_object)
+                .map(fields::untyped)
+                .collect(),
+            _ => Vec::new(),
+        };
+        if records.is_empty() {
+            out.push(format!("{indent}- {name}: {}", shown(figure, clock, now)));
+            continue;
         }
-        Value::Null => {}
-        other => out.push(format!("{indent}- {}", shown("", other, clock, now))),
+        out.push(format!("{indent}- {name}: {} of them", records.len()));
+        for record in records {
+            let fields: Vec<String> = record
+                .iter()
+                .filter(|(_, figure)| !fields::is_unknown(figure))
+                .map(|(k, figure)| format!("{} {}", escape(k), shown(figure, clock, now)))
+                .collect();
+            out.push(format!("{indent}  - {}", fields.join(" · ")));
+        }
     }
 }
 
 /// One value with its unit, as the evidence view writes it, instants told by `clock`, and
 /// strings escaped for Markdown.
-fn shown(key: &str, value: &Value, clock: Clock, now: f64) -> String {
-    match value {
-        Value::String(text) => escape(text),
-        Value::Array(items) if !items.is_empty() => items
-            .iter()
-            .map(|v| shown(key, v, clock, now))
-            .collect::<Vec<_>>()
-            .join(", "),
-        Value::Number(n) if fields::is_time(key) => match n.as_f64() {
-            Some(t) if t > now => {
-                format!("{} (in {})", clock.at(t), crate::units::duration(t - now))
-            }
-            Some(t) if t > 1e8 => format!(
+fn shown(figure: &Figure, clock: Clock, now: f64) -> String {
+    let instant = |t: f64| {
+        if t > now {
+            format!("{} (in {})", clock.at(t), crate::units::duration(t - now))
+        } else if t > 1e8 {
+            format!(
                 "{} ({} before this instant)",
                 clock.at(t),
                 crate::units::duration(now - t)
-            ),
-            _ => escape(&fields::value(key, value, now)),
-        },
-        _ => escape(&fields::value(key, value, now)),
+            )
+        } else {
+            escape(&fields::value(figure, now))
+        }
+    };
+    match *figure {
+        Figure::Text(text) => escape(text),
+        Figure::Json(Value::String(ref text)) => escape(text),
+        Figure::List(ref items) if !items.is_empty() => items
+            .iter()
+            .map(|item| shown(item, clock, now))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Figure::Json(Value::Array(ref items)) if !items.is_empty() => items
+            .iter()
+            .map(|item| shown(&Figure::Json(item), clock, now))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Figure::Time(t) if t.is_finite() => instant(t),
+        // As the evidence has always shown it: read as an instant once past 1e8.
+        Figure::Ticks(t) => instant(t as f64),
+        _ => escape(&fields::value(figure, now)),
     }
 }

@@ -2,7 +2,7 @@
 //! rate.
 
 use super::labels::{device_labels, label_text, Floats, Ints, COMMAND_CHARS};
-use crate::detect::{FindingKind, Severity};
+use crate::detect::{Evidence, FindingKind, Severity};
 use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
 
@@ -66,18 +66,14 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
     );
 
     let climb = Floats::default();
-    for finding in observed
-        .findings
-        .iter()
-        .filter(|f| f.kind == FindingKind::Climb)
-    {
-        let Some(rate) = finding
-            .evidence
-            .get("rate_mib_per_min")
-            .and_then(|r| r.as_f64())
-        else {
+    for finding in &observed.findings {
+        let Evidence::Climb(evidence) = &finding.evidence else {
             continue;
         };
+        let rate = evidence.rate_mib_per_min.0;
+        if !rate.is_finite() {
+            continue;
+        }
         let mut labels = match &finding.device_uuid {
             Some(uuid) => device_labels(sample, uuid),
             None => Vec::new(),
@@ -96,10 +92,8 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
                 }
             }
         }
-        for (key, name) in [("series", "series"), ("cause", "cause")] {
-            if let Some(value) = finding.evidence.get(key).and_then(|v| v.as_str()) {
-                labels.push((name, label_text(value, 32)));
-            }
+        for (name, value) in [("series", &evidence.series), ("cause", &evidence.cause)] {
+            labels.push((name, label_text(value, 32)));
         }
         climb
             .get_or_create(&labels)

@@ -6,7 +6,7 @@ use super::theme::Theme;
 use super::widgets::{section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
 use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State, TableEntry};
-use crate::detect::{Finding, FindingKind};
+use crate::detect::{Evidence, Finding, FindingKind};
 use crate::layers::Layer;
 use crate::present::{fit, state_label};
 use ratatui::layout::{Constraint, Rect};
@@ -278,11 +278,10 @@ fn headroom_cell(room: Option<crate::detect::Headroom>) -> String {
 
 /// A forecast's time to OOM for the TREND column: `OOM ~12m`, `OOM ~45s`.
 pub fn forecast_label(forecast: &Finding, width: usize) -> String {
-    let eta = forecast
-        .evidence
-        .get("eta_secs")
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(f64::NAN);
+    let eta = match &forecast.evidence {
+        Evidence::OomForecast(e) => e.eta_secs.0,
+        _ => f64::NAN,
+    };
     let when = short_window(eta.max(1.0));
     let text = format!("OOM ~{when}");
     if text.chars().count() <= width {

@@ -180,7 +180,10 @@ fn findings_processes_and_climbs_are_exported() {
         let pid = c.pid.expect("a process climb").to_string();
         let got = e.select("strata_climb_rate_bytes_per_second", &[("pid", &pid)]);
         assert_eq!(got.len(), 1, "{pid}");
-        let mib_per_min = c.evidence["rate_mib_per_min"].as_f64().expect("rate");
+        let strata::detect::Evidence::Climb(climb) = &c.evidence else {
+            panic!("a climb's evidence: {:?}", c.evidence);
+        };
+        let mib_per_min = climb.rate_mib_per_min.0;
         assert!((got[0].1 - mib_per_min * MIB as f64 / 60.0).abs() < 1.0);
         assert_eq!(Some(got[0].0["uuid"].as_str()), c.device_uuid.as_deref());
     }

@@ -3,12 +3,13 @@
 
 use super::steps::WarmUp;
 use super::{metric_name, mib_per_min, series, Cause};
+use crate::detect::evidence::units::{self, Bytes, BytesPerStep, MibPerMin, Secs, Time};
+use crate::detect::evidence::{self, Evidence};
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
 use crate::sample::ProcessSample;
 use crate::units::{bytes, duration};
-use serde_json::json;
 
 /// A climb found, with what it reads and, where the process reports steps, its pace per step.
 #[derive(Debug, Clone)]
@@ -46,25 +47,28 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
     let per_step = found.per_step.map_or_else(String::new, |(b, steps)| {
         format!(", {}/step over {steps} steps", bytes(b.max(0.0) as u64))
     });
-    let mut evidence = json!({
-        "cause": cause.name(),
-        "series": metric_name(found.key.metric()),
-        "rate_mib_per_min": (rate * 10.0).round() / 10.0,
-        "start": climb.start,
-        "duration_secs": (now - climb.start).round(),
-        "from_bytes": climb.from,
-        "to_bytes": climb.to,
-        "window_secs": climb.window,
+    let ended = match found.warm_up {
+        Some(WarmUp::Ended { step, time, how }) => Some((step, time, how)),
+        _ => None,
+    };
+    let evidence = Evidence::Climb(evidence::Climb {
+        bytes_per_step: found
+            .per_step
+            .map(|(per, _)| BytesPerStep(per.round() as i64))
+            .into(),
+        cause: cause.name().to_string(),
+        duration_secs: Secs((now - climb.start).round()),
+        from_bytes: Bytes(climb.from),
+        rate_mib_per_min: MibPerMin((rate * 10.0).round() / 10.0),
+        series: metric_name(found.key.metric()).to_string(),
+        start: Time(climb.start),
+        steps: found.per_step.map(|(_, steps)| units::Steps(steps)).into(),
+        to_bytes: Bytes(climb.to),
+        warm_up_end: ended.map(|(_, _, how)| how.name().to_string()).into(),
+        warm_up_end_step: ended.map(|(step, _, _)| units::Steps(step)).into(),
+        warm_up_end_time: ended.map(|(_, time, _)| Time(time)).into(),
+        window_secs: Secs(climb.window),
     });
-    if let Some((per, steps)) = found.per_step {
-        evidence["bytes_per_step"] = json!(per.round() as i64);
-        evidence["steps"] = json!(steps);
-    }
-    if let Some(WarmUp::Ended { step, time, how }) = found.warm_up {
-        evidence["warm_up_end"] = json!(how.name());
-        evidence["warm_up_end_step"] = json!(step);
-        evidence["warm_up_end_time"] = json!(time);
-    }
     out.raise(
         FindingKind::Climb,
         Severity::Warning,

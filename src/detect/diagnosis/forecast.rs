@@ -20,12 +20,13 @@
 
 use super::climbs::{Climber, Found};
 use super::{metric_name, Cause};
+use crate::detect::evidence::units::{Bytes, BytesPerSec, BytesPerStep, Secs, Steps, Time};
+use crate::detect::evidence::{Evidence, Forecast};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, KeyRef, Metric, Series};
 use crate::sample::{NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
 use serde::Serialize;
-use serde_json::json;
 
 /// Forecasts nearer than this are warned of...
 const WARN_SECS: f64 = 3600.0;
@@ -231,21 +232,21 @@ pub(super) fn forecast(
             duration(eta),
             rate * 60.0 / f64::from(1 << 20)
         ),
-        json!({
-            "cause": found.cause.name(),
-            "series": metric_name(found.key.metric()),
-            "eta_secs": eta.round(),
-            "oom_at": (now + eta).round(),
-            "eta_step": eta_step,
-            "bytes_per_step": per_step.map(|(b, _)| b.round() as i64),
-            "rate_bytes_per_sec": rate.round(),
-            "available_bytes": available,
-            "level_bytes": room.level,
-            "limit_bytes": room.limit,
-            "device_free_bytes": room.free,
-            "peak_window_secs": room.peak_window,
-            "level_source": room.level_source,
-            "start": found.climb.start,
+        Evidence::OomForecast(Forecast {
+            available_bytes: Bytes(available),
+            bytes_per_step: per_step.map(|(b, _)| BytesPerStep(b.round() as i64)),
+            cause: found.cause.name().to_string(),
+            device_free_bytes: Bytes(room.free),
+            eta_secs: Secs(eta.round()),
+            eta_step: eta_step.map(Steps),
+            level_bytes: Bytes(room.level),
+            level_source: room.level_source.to_string(),
+            limit_bytes: Bytes(room.limit),
+            oom_at: Time((now + eta).round()),
+            peak_window_secs: Secs(room.peak_window),
+            rate_bytes_per_sec: BytesPerSec(rate.round()),
+            series: metric_name(found.key.metric()).to_string(),
+            start: Time(found.climb.start),
         }),
     );
 }

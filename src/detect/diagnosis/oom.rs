@@ -10,12 +10,13 @@
 //! where the total alone cannot decide, the class is **uncertain**, and the message says why.
 
 use super::{counter_rise, series};
+use crate::detect::evidence::units::{Bytes, Count, Time};
+use crate::detect::evidence::{self, Evidence};
 use crate::detect::{device_name, FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId};
 use crate::sample::feed::OomReport;
 use crate::sample::{AllocatorStats, NodeSample};
 use crate::units::{bytes, clock, duration};
-use serde_json::json;
 use std::collections::HashMap;
 
 /// An OOM stays a finding this long after the last one.
@@ -231,20 +232,20 @@ pub(super) fn ooms(sample: &NodeSample, history: &History, memory: &OomMemory, o
                 "PID {} on {place} ran out of memory{when}: {}",
                 p.pid, c.why
             ),
-            json!({
-                "class": c.class,
-                "requested": report.and_then(|r| r.requested),
-                "device_free": report.and_then(|r| r.device_free),
-                "device_total": report.and_then(|r| r.device_total),
-                "time": report.map(|r| r.time),
-                "needed_bytes": c.needed,
-                "could_have_bytes": c.could_have,
-                "ooms_in_window": counted,
-                "ooms_total": feed.stats.ooms,
-                "allocated": feed.stats.allocated,
-                "reserved": feed.stats.reserved,
-                "inactive_split": feed.stats.inactive_split,
-                "largest_free_block": feed.stats.largest_free_block,
+            Evidence::Oom(evidence::Oom {
+                allocated: Bytes(feed.stats.allocated),
+                class: c.class.to_string(),
+                could_have_bytes: c.could_have.map(Bytes),
+                device_free: report.and_then(|r| r.device_free).map(Bytes),
+                device_total: report.and_then(|r| r.device_total).map(Bytes),
+                inactive_split: feed.stats.inactive_split.map(Bytes),
+                largest_free_block: feed.stats.largest_free_block.map(Bytes),
+                needed_bytes: c.needed.map(Bytes),
+                ooms_in_window: counted.map(Count),
+                ooms_total: feed.stats.ooms.map(Count),
+                requested: report.and_then(|r| r.requested).map(Bytes),
+                reserved: feed.stats.reserved.map(Bytes),
+                time: report.map(|r| Time(r.time)),
             }),
         );
     }

@@ -9,11 +9,12 @@
 //! allocator retries), whatever the pace.
 
 use super::{counter_rise, series};
+use crate::detect::evidence::units::{Bytes, Count, PerMin, Secs, Share};
+use crate::detect::evidence::{self, Evidence, Retries};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, Series};
 use crate::sample::AllocatorStats;
 use crate::units::{bytes, duration};
-use serde_json::json;
 
 /// Fragmentation worth a line: this much in free split pieces...
 const FRAGMENTED_MIN: u64 = 1 << 30;
@@ -184,18 +185,18 @@ pub(super) fn fragmentation(
             share_now * 100.0,
             said.join("; ")
         ),
-        json!({
-            "reason": reasons,
-            "inactive_split_bytes": now_split,
-            "reserved_bytes": reserved_now,
-            "share": rounded(share_now),
-            "share_before": share_before.map(rounded),
-            "share_floor": floor_share.map(rounded),
-            "grown_bytes": grown,
-            "retries_in_window": retries,
-            "window_secs": FRAGMENTATION_WINDOW,
-            "growth_window_secs": growth_window,
-            "largest_free_block": stats.largest_free_block,
+        Evidence::Fragmentation(evidence::Fragmentation {
+            grown_bytes: grown.map(Bytes),
+            growth_window_secs: Secs(growth_window),
+            inactive_split_bytes: Bytes(now_split),
+            largest_free_block: stats.largest_free_block.map(Bytes),
+            reason: reasons.into_iter().map(str::to_string).collect(),
+            reserved_bytes: Bytes(reserved_now),
+            retries_in_window: retries.map(Count),
+            share: Share(rounded(share_now)),
+            share_before: share_before.map(rounded).map(Share),
+            share_floor: floor_share.map(rounded).map(Share),
+            window_secs: Secs(FRAGMENTATION_WINDOW),
         }),
     );
 }
@@ -218,11 +219,11 @@ pub(super) fn retries(out: &mut Findings, now: f64, history: &History, id: &Proc
             "{who}: {rise} allocation retries in the last {} ({total} in all): the allocator had to free its cache to allocate, the step before out-of-memory",
             duration(RETRY_WINDOW)
         ),
-        json!({
-            "retries_in_window": rise,
-            "retries_total": total,
-            "rate_per_min": (rise as f64 * 60.0 / RETRY_WINDOW * 10.0).round() / 10.0,
-            "window_secs": RETRY_WINDOW,
+        Evidence::AllocRetries(Retries {
+            rate_per_min: PerMin((rise as f64 * 60.0 / RETRY_WINDOW * 10.0).round() / 10.0),
+            retries_in_window: Count(rise),
+            retries_total: Count(total),
+            window_secs: Secs(RETRY_WINDOW),
         }),
     );
 }

@@ -2,12 +2,13 @@
 //! and processes holding memory with their SMs idle.
 
 use super::series;
+use crate::detect::evidence::units::{Bytes, Pct, Secs};
+use crate::detect::evidence::{Capacity, Evidence, Idle};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::ProcessSample;
 use crate::units::{bytes, duration};
-use serde_json::json;
 
 /// Live tensors within this share of a device's total are at its capacity.
 const CAPACITY_SHARE: f64 = 0.95;
@@ -65,7 +66,12 @@ pub(super) fn capacity(
             peak as f64 * 100.0 / holdable as f64,
             duration(window)
         ),
-        json!({ "peak_live": peak, "holdable": holdable, "total": total, "window_secs": window }),
+        Evidence::Capacity(Capacity {
+            holdable: Bytes(holdable),
+            peak_live: Bytes(peak),
+            total: Bytes(total),
+            window_secs: Secs(window),
+        }),
     );
 }
 
@@ -138,14 +144,14 @@ pub(super) fn idle(
             duration(longest),
             duration(IDLE_SECS),
         ),
-        json!({
-            "used": held,
-            "idle_secs": longest,
-            "sm_mean_pct": mean,
-            "sm_peak_pct": peak,
-            "sm_threshold_pct": IDLE_MEAN_PCT,
-            "sm_peak_limit_pct": IDLE_PEAK_PCT,
-            "window_secs": IDLE_SECS,
+        Evidence::IdleHolder(Idle {
+            idle_secs: Secs(longest),
+            sm_mean_pct: Pct::Mean(mean),
+            sm_peak_limit_pct: Pct::Whole(IDLE_PEAK_PCT),
+            sm_peak_pct: Pct::Whole(peak),
+            sm_threshold_pct: Pct::Whole(IDLE_MEAN_PCT),
+            used: Bytes(held),
+            window_secs: Secs(IDLE_SECS),
         }),
     );
 }

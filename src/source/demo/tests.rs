@@ -172,10 +172,10 @@ fn the_story_is_diagnosed_when_a_user_would_expect() {
     while t < LOOP_SECS {
         let observed = pipeline.ingest(node_at(0, t, 10.0));
         for f in &observed.findings {
-            let detail = f
-                .evidence
+            let json = f.evidence.to_json();
+            let detail = json
                 .get("cause")
-                .or_else(|| f.evidence.get("class"))
+                .or_else(|| json.get("class"))
                 .and_then(|v| v.as_str())
                 .unwrap_or("")
                 .to_string();

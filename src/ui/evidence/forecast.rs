@@ -2,7 +2,7 @@
 //! carried on past now, and the line it will cross, with where it crosses), and memory
 //! against training step (the step-end readings of a process).
 
-use crate::detect::Severity;
+use crate::detect::{evidence, Severity};
 use crate::history::{Series, Steps};
 use crate::layers::Layer;
 use crate::present::fit;
@@ -29,14 +29,13 @@ pub(super) struct Forecast {
 }
 
 impl Forecast {
-    pub fn of(evidence: &serde_json::Value) -> Option<Forecast> {
-        let number = |k: &str| evidence.get(k).and_then(serde_json::Value::as_f64);
+    pub fn of(evidence: &evidence::Forecast) -> Option<Forecast> {
         Some(Forecast {
-            level: evidence.get("level_bytes")?.as_u64()?,
-            rate: number("rate_bytes_per_sec").filter(|r| r.is_finite())?,
-            limit: evidence.get("limit_bytes")?.as_u64()?,
-            eta: number("eta_secs").filter(|e| e.is_finite() && *e >= 0.0)?,
-            start: number("start"),
+            level: evidence.level_bytes.0,
+            rate: Some(evidence.rate_bytes_per_sec.0).filter(|r| r.is_finite())?,
+            limit: evidence.limit_bytes.0,
+            eta: Some(evidence.eta_secs.0).filter(|e| e.is_finite() && *e >= 0.0)?,
+            start: Some(evidence.start.0).filter(|s| s.is_finite()),
         })
     }
 }

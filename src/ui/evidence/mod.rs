@@ -8,7 +8,7 @@ use super::chart::{byte_labels, Runs, TimeAxis, CLIMB_MARK, Y_AXIS};
 use super::theme::Theme;
 use super::widgets::wrap;
 use crate::app::{ClimbNote, FindingId, State};
-use crate::detect::{device_name, Finding, FindingKind, Severity};
+use crate::detect::{device_name, Evidence, Finding, FindingKind, Severity};
 use crate::history::{KeyRef, Metric, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
@@ -157,11 +157,7 @@ fn lines(
         );
         out.push(Line::raw(fit(&text, width)));
     }
-    let holders = finding
-        .evidence
-        .get("holders")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|h| !h.is_empty());
+    let holders = finding.evidence.holders().is_some_and(|h| !h.is_empty());
     if holders {
         out.push(Line::raw(""));
         out.push(Line::styled(
@@ -176,17 +172,14 @@ fn lines(
         out.push(Line::raw(""));
         out.extend(chart(&spec, now, width, theme));
     }
-    if finding.kind == FindingKind::OomForecast {
+    if let Evidence::OomForecast(evidence) = &finding.evidence {
         let history = &state.pipeline.history;
-        let series_name = finding
-            .evidence
-            .get("series")
-            .and_then(serde_json::Value::as_str);
+        let series_name = evidence.series.as_str();
         let metric = match series_name {
-            Some("allocated") => Some(Metric::Allocated),
-            Some("reserved") => Some(Metric::Reserved),
-            Some("used") => Some(Metric::Used),
-            Some(s) if s == Layer::OutsidePool.name() => Some(Metric::OutsidePool),
+            "allocated" => Some(Metric::Allocated),
+            "reserved" => Some(Metric::Reserved),
+            "used" => Some(Metric::Used),
+            s if s == Layer::OutsidePool.name() => Some(Metric::OutsidePool),
             _ => None,
         };
         let series = match (metric, process, finding.device_uuid.as_deref()) {
@@ -196,14 +189,14 @@ fn lines(
             }
             _ => None,
         };
-        if let (Some(series), Some(f)) = (series, forecast::Forecast::of(&finding.evidence)) {
+        if let (Some(series), Some(f)) = (series, forecast::Forecast::of(evidence)) {
             let lead = f.start.map_or(0.0, |s| (now - s).max(0.0));
             // The past and what comes after now within the finest tier where they fit.
             let ahead = f.eta.min(series.reach()[0] / 2.0);
             let window = (lead * 1.25).max(600.0).min(series.reach()[0] - ahead);
             let label = format!(
                 "{}{}",
-                series_name.unwrap_or(Layer::Other.name()),
+                series_name,
                 finding
                     .pid
                     .map_or_else(String::new, |p| format!(" of PID {p}"))
@@ -222,8 +215,11 @@ fn lines(
         }
     }
     // Memory against step, for a process that reports steps.
-    let per_step =
-        finding.evidence.get("bytes_per_step").is_some() || finding.kind == FindingKind::WarmUp;
+    let per_step = match &finding.evidence {
+        Evidence::Climb(e) => !e.bytes_per_step.is_none(),
+        Evidence::OomForecast(_) | Evidence::WarmingUp(_) => true,
+        _ => finding.kind == FindingKind::WarmUp,
+    };
     if let (true, Some(p)) = (per_step, process) {
         let id = crate::history::ProcessId::of(p);
         if let Some(steps) = state.pipeline.history.steps(&id) {
@@ -331,11 +327,12 @@ fn chart_spec<'a>(
             })
         }
         FindingKind::Fragmentation => {
-            let window = finding
-                .evidence
-                .get("window_secs")
-                .and_then(serde_json::Value::as_f64)
-                .unwrap_or(600.0);
+            let window = match &finding.evidence {
+                Evidence::Fragmentation(e) => Some(e.window_secs.0),
+                _ => None,
+            }
+            .filter(|w| w.is_finite())
+            .unwrap_or(600.0);
             Some(ChartSpec {
                 series: of_process(Metric::InactiveSplit)?,
                 label: format!("inactive_split (free split pieces){pid}"),
