@@ -4,6 +4,7 @@
 use super::units::*;
 use super::*;
 use crate::accounting::Gap;
+use crate::layers::Layer;
 
 pub(crate) const NOW: f64 = 1_767_258_905.0;
 const GIB: u64 = 1 << 30;
@@ -57,7 +58,7 @@ pub(crate) fn examples() -> Vec<Evidence> {
     };
     let climb = Climb {
         bytes_per_step: IfKnown(Some(BytesPerStep(12_582_912))),
-        cause: "live".into(),
+        cause: Layer::Live.name().into(),
         duration_secs: Secs(800.0),
         from_bytes: Bytes(7_091_363_840),
         rate_mib_per_min: MibPerMin(635.8),
@@ -73,7 +74,7 @@ pub(crate) fn examples() -> Vec<Evidence> {
     let forecast = Forecast {
         available_bytes: Bytes(3 * GIB),
         bytes_per_step: Some(BytesPerStep(-4096)),
-        cause: "live".into(),
+        cause: Layer::Live.name().into(),
         device_free_bytes: Bytes(2 * GIB),
         eta_secs: Secs(1260.0),
         eta_step: Some(Steps(800)),
