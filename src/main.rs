@@ -201,12 +201,12 @@ fn monitor(common: &Common) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
     need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
-    state.demo = common.demo;
-    state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    state.setup.demo = common.demo;
+    state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.demo {
-        state.signaller = Box::new(strata::process_signal::Kernel::default());
-        state.attacher = Box::new(strata::launch::offer::LiveAttacher {
+        state.kill.signaller = Box::new(strata::process_signal::Kernel::default());
+        state.attach.attacher = Box::new(strata::launch::offer::LiveAttacher {
             feed_dir: common.feed_dir.clone(),
             interval: 0.5,
             wait: Duration::from_secs(10),
@@ -222,9 +222,9 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
     need_terminal()?;
     let mut state = State::new(pipeline(common), source.label(), common.interval);
-    state.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     state.replay = Some(strata::app::ReplayView::new(source.control()));
-    state.attacher = Box::new(strata::launch::offer::NoAttacher(
+    state.attach.attacher = Box::new(strata::launch::offer::NoAttacher(
         "a replay shows the past: attach to a running process from the live monitor",
     ));
     let control = source.control();

@@ -215,7 +215,7 @@ fn run_with(
             while let Ok(event) = rx.try_recv() {
                 redraw |= handle(&mut state, &mut guard, &mut recorder, event)?;
             }
-            if let Some(request) = state.record_request.take() {
+            if let Some(request) = state.recorder.request.take() {
                 act_on_recording(&mut state, &mut recorder, request, &news_tx);
                 redraw = true;
             }
@@ -305,7 +305,7 @@ fn handle(
             drop(recorder.take());
             state.record_write_failed(line);
         }
-        Event::Terminal(TermEvent::Key(key)) if state.record_prompt.is_some() => {
+        Event::Terminal(TermEvent::Key(key)) if state.recorder.prompt.is_some() => {
             state.prompt_key(key)
         }
         Event::Rebuilt(model) => state.on_rebuilt(*model, Instant::now()),

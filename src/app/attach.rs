@@ -5,8 +5,33 @@
 
 use super::{Focus, Notice, State, View};
 use crate::accounting::attach::FeedStatus;
+use crate::launch::offer::{Attacher, NoAttacher};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
+
+/// `a`: the agent attached to the selected process.
+#[derive(Debug)]
+pub struct Attach {
+    /// The confirmation, while open: it takes the keys.
+    pub(crate) offer: Option<AttachOffer>,
+    /// An attach under way (confirmed): its outcome comes to the footer.
+    pub(crate) under_way: Option<Attaching>,
+    /// What attaches the agent: `strata attach` on a live node, nothing for the demo or a
+    /// replay.
+    pub attacher: Box<dyn Attacher>,
+}
+
+impl Default for Attach {
+    fn default() -> Self {
+        Attach {
+            offer: None,
+            under_way: None,
+            attacher: Box::new(NoAttacher(
+                "the demo node's processes are simulated: there is nothing to attach to",
+            )),
+        }
+    }
+}
 
 /// The confirmation open: attach to this process? y/Enter or n/Esc.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +55,7 @@ impl State {
     /// `a`: checks the selected process and offers to attach, or says why not.
     pub(super) fn open_attach(&mut self) {
         match self.attach_target() {
-            Ok(offer) => self.attach_offer = Some(offer),
+            Ok(offer) => self.attach.offer = Some(offer),
             Err(why) => {
                 self.notice = Some(Notice {
                     text: format!("not attached: {why}"),
@@ -41,12 +66,16 @@ impl State {
     }
 
     fn attach_target(&self) -> Result<AttachOffer, String> {
-        if let Some(busy) = &self.attaching {
+        if let Some(busy) = &self.attach.under_way {
             return Err(format!("still attaching to PID {}", busy.pid));
         }
         let observed = self.current.as_ref().ok_or("nothing shown yet")?;
         let (pid, uuid) = match (&self.view, self.focus) {
-            (View::Main, Focus::Processes) => self.selected.clone().ok_or("no process selected")?,
+            (View::Main, Focus::Processes) => self
+                .process_table
+                .selected
+                .clone()
+                .ok_or("no process selected")?,
             (View::Detail { pid, device_uuid }, _) => (*pid, device_uuid.clone()),
             _ => return Err("select a process in the table first".into()),
         };
@@ -73,7 +102,7 @@ impl State {
             }
             _ => {}
         }
-        let named = self.attacher.check(pid)?;
+        let named = self.attach.attacher.check(pid)?;
         Ok(AttachOffer {
             pid,
             title: format!("PID {pid} ({named})"),
@@ -85,10 +114,10 @@ impl State {
         use super::Action;
         match action {
             Action::Open | Action::Yes => {
-                if let Some(offer) = self.attach_offer.take() {
-                    self.attaching = Some(Attaching {
+                if let Some(offer) = self.attach.offer.take() {
+                    self.attach.under_way = Some(Attaching {
                         pid: offer.pid,
-                        outcome: self.attacher.start(offer.pid),
+                        outcome: self.attach.attacher.start(offer.pid),
                     });
                     self.notice = Some(Notice {
                         text: format!("attaching to {}…", offer.title),
@@ -97,7 +126,7 @@ impl State {
                 }
             }
             Action::No | Action::Back | Action::Quit => {
-                self.attach_offer = None;
+                self.attach.offer = None;
                 self.notice = Some(Notice {
                     text: "cancelled: not attached".into(),
                     alert: false,
@@ -109,7 +138,7 @@ impl State {
 
     /// Takes the outcome of an attach under way, when it has come: to the footer.
     pub(super) fn poll_attach(&mut self) {
-        let Some(busy) = &self.attaching else {
+        let Some(busy) = &self.attach.under_way else {
             return;
         };
         let outcome = match busy.outcome.try_recv() {
@@ -117,7 +146,7 @@ impl State {
             Err(TryRecvError::Empty) => return,
             Err(TryRecvError::Disconnected) => Err("the attach ended without a word".into()),
         };
-        self.attaching = None;
+        self.attach.under_way = None;
         self.notice = Some(match outcome {
             Ok(said) => Notice {
                 text: said,
@@ -176,19 +205,19 @@ mod tests {
             .find(|p| p.pid == pid)
             .expect("listed")
             .clone();
-        state.selected = Some((p.pid, p.device_uuid));
-        state.selection_moved = true;
+        state.process_table.selected = Some((p.pid, p.device_uuid));
+        state.process_table.selection_moved = true;
     }
 
     #[test]
     fn a_python_process_without_a_feed_is_offered_confirmed_and_attached() {
         let mut state = demo_state();
         let recorder = Recorder::default();
-        state.attacher = Box::new(recorder.clone());
+        state.attach.attacher = Box::new(recorder.clone());
         // The embedding service: Python, no feed.
         select(&mut state, 38811);
         state.apply_action(Action::Attach);
-        let offer = state.attach_offer.clone().expect("offered");
+        let offer = state.attach.offer.clone().expect("offered");
         assert_eq!(offer.title, "PID 38811 (python3.14 job-38811.py)");
         // Nothing happens until confirmed.
         assert!(recorder.0.lock().expect("lock").is_empty());
@@ -198,27 +227,27 @@ mod tests {
         let notice = state.notice.clone().expect("the outcome");
         assert_eq!(notice.text, "attached: feed at /tmp/strata-0/1.sock");
         assert!(!notice.alert);
-        assert!(state.attaching.is_none());
+        assert!(state.attach.under_way.is_none());
     }
 
     #[test]
     fn a_fed_process_or_a_refusal_is_said_and_nothing_is_offered() {
         let mut state = demo_state();
-        state.attacher = Box::new(Recorder::default());
+        state.attach.attacher = Box::new(Recorder::default());
         select(&mut state, 41230);
         state.apply_action(Action::Attach);
-        assert!(state.attach_offer.is_none());
+        assert!(state.attach.offer.is_none());
         assert_eq!(
             state.notice.as_ref().map(|n| n.text.as_str()),
             Some("not attached: PID 41230 is fed already")
         );
         // The attacher's own reason, as strata attach says it.
-        state.attacher = Box::new(crate::launch::offer::NoAttacher(
+        state.attach.attacher = Box::new(crate::launch::offer::NoAttacher(
             "PID 38811 runs Python 3.11.7, which has no sys.remote_exec (hint: ...)",
         ));
         select(&mut state, 38811);
         state.apply_action(Action::Attach);
-        assert!(state.attach_offer.is_none());
+        assert!(state.attach.offer.is_none());
         let notice = state.notice.clone().expect("said");
         assert!(notice
             .text
@@ -230,11 +259,11 @@ mod tests {
     fn a_cancel_attaches_nothing() {
         let mut state = demo_state();
         let recorder = Recorder::default();
-        state.attacher = Box::new(recorder.clone());
+        state.attach.attacher = Box::new(recorder.clone());
         select(&mut state, 38811);
         state.apply_action(Action::Attach);
         state.apply_action(Action::No);
-        assert!(state.attach_offer.is_none());
+        assert!(state.attach.offer.is_none());
         assert!(recorder.0.lock().expect("lock").is_empty());
         assert_eq!(
             state.notice.as_ref().map(|n| n.text.as_str()),

@@ -30,6 +30,17 @@ impl FindingId {
     }
 }
 
+/// The findings list on the main screen: its selection.
+#[derive(Debug, Default)]
+pub struct FindingList {
+    /// The selected finding, by identity, so it stays selected as findings come and go.
+    pub(crate) selected: Option<FindingId>,
+    /// Its row when last seen: where the selection goes when it clears.
+    pub(crate) index: usize,
+    /// Until the user moves, the selection stays on the top (most severe) finding.
+    pub(crate) moved: bool,
+}
+
 /// What a `climb` finding's evidence says, for the views that mark it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClimbNote {
@@ -108,7 +119,7 @@ impl State {
 
     /// Index of the selected finding in the panel's order, if it is still raised.
     pub fn selected_finding_index(&self) -> Option<usize> {
-        let id = self.finding_selected.as_ref()?;
+        let id = self.finding_list.selected.as_ref()?;
         self.findings().iter().position(|f| id.matches(f))
     }
 
@@ -118,6 +129,7 @@ impl State {
         match self.findings().iter().find(|f| id.matches(f)) {
             Some(f) => Some((f, true)),
             None => self
+                .views
                 .evidence_last
                 .as_ref()
                 .filter(|f| id.matches(f))
@@ -135,24 +147,25 @@ impl State {
         let findings = &observed.findings;
         if let super::View::Evidence(id) = &self.view {
             if let Some(f) = findings.iter().find(|f| id.matches(f)) {
-                self.evidence_last = Some(f.clone());
+                self.views.evidence_last = Some(f.clone());
             }
         }
         if findings.is_empty() {
-            self.finding_selected = None;
+            self.finding_list.selected = None;
             return;
         }
         let at = self
-            .finding_selected
+            .finding_list
+            .selected
             .as_ref()
             .and_then(|id| findings.iter().position(|f| id.matches(f)));
         let index = match at {
-            Some(i) if self.finding_moved => i,
-            _ if !self.finding_moved => 0,
-            _ => self.finding_index.min(findings.len() - 1),
+            Some(i) if self.finding_list.moved => i,
+            _ if !self.finding_list.moved => 0,
+            _ => self.finding_list.index.min(findings.len() - 1),
         };
-        self.finding_index = index;
-        self.finding_selected = Some(FindingId::of(&findings[index]));
+        self.finding_list.index = index;
+        self.finding_list.selected = Some(FindingId::of(&findings[index]));
     }
 
     /// Moves the finding selection by `delta` rows, clamped to the list.
@@ -163,8 +176,8 @@ impl State {
         }
         let at = self.selected_finding_index().unwrap_or(0) as isize;
         let to = at.saturating_add(delta).clamp(0, count as isize - 1) as usize;
-        self.finding_index = to;
-        self.finding_moved = true;
-        self.finding_selected = Some(FindingId::of(&self.findings()[to]));
+        self.finding_list.index = to;
+        self.finding_list.moved = true;
+        self.finding_list.selected = Some(FindingId::of(&self.findings()[to]));
     }
 }

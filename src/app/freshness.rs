@@ -26,6 +26,37 @@ impl Freshness {
     }
 }
 
+/// What the collector said of its polls, and how current that makes the data shown.
+#[derive(Debug)]
+pub struct Polls {
+    /// When the poll now running started; `None` between polls.
+    pub(crate) started: Option<Instant>,
+    /// Whether the last poll failed (its error is in `error`).
+    pub(crate) failed: bool,
+    /// The last error from the source, shown in the footer until a sample is shown.
+    pub(crate) error: Option<String>,
+    /// When the last sample arrived (shown, or queued while paused).
+    pub(crate) last_arrival: Option<Instant>,
+    /// When the sample shown arrived: the age of the data on screen.
+    pub(crate) shown_since: Option<Instant>,
+    /// How current the data shown is, as of the last [`State::refresh`]: drawing reads it,
+    /// so that it never looks at the clock itself.
+    pub(crate) freshness: Freshness,
+}
+
+impl Default for Polls {
+    fn default() -> Self {
+        Polls {
+            started: None,
+            failed: false,
+            error: None,
+            last_arrival: None,
+            shown_since: None,
+            freshness: Freshness::Live,
+        }
+    }
+}
+
 /// A poll is overdue once it has run this long (or the interval, if longer): a redraw a
 /// second is then worth its bytes, and a shorter wait would flag the ordinary jitter of a
 /// short interval.
@@ -36,19 +67,19 @@ const REPLAY_PROGRESS_EVERY: Duration = Duration::from_millis(200);
 impl State {
     /// The collector started a poll at `now`.
     pub fn on_poll_started(&mut self, now: Instant) {
-        self.poll_started = Some(now);
+        self.polls.started = Some(now);
     }
 
     /// The poll ended in an error: the data shown stays, and grows old.
     pub fn on_poll_failed(&mut self, message: String) {
-        self.poll_started = None;
-        self.poll_failed = true;
-        self.status = Some(message);
+        self.polls.started = None;
+        self.polls.failed = true;
+        self.polls.error = Some(message);
     }
 
     /// How long a poll may run before it is overdue.
     pub fn stall_after(&self) -> Duration {
-        Duration::try_from_secs_f64(self.interval)
+        Duration::try_from_secs_f64(self.setup.interval)
             .unwrap_or(STALL_AFTER)
             .max(STALL_AFTER)
     }
@@ -56,25 +87,28 @@ impl State {
     /// How current the data shown is at `now`.
     pub fn freshness_at(&self, now: Instant) -> Freshness {
         // A replay's source waits for each sample's time on purpose: never a stall.
-        if self.replay.is_some() && !self.poll_failed {
+        if self.replay.is_some() && !self.polls.failed {
             return Freshness::Live;
         }
-        let data_age = self.shown_since.map(|t| now.saturating_duration_since(t));
-        match self.poll_started {
+        let data_age = self
+            .polls
+            .shown_since
+            .map(|t| now.saturating_duration_since(t));
+        match self.polls.started {
             Some(started) if now.saturating_duration_since(started) >= self.stall_after() => {
                 Freshness::Stalled {
                     data_age,
                     poll_running: now.saturating_duration_since(started),
                 }
             }
-            _ if self.poll_failed => Freshness::Failed { data_age },
+            _ if self.polls.failed => Freshness::Failed { data_age },
             _ => Freshness::Live,
         }
     }
 
-    /// Brings [`State::freshness`] up to `now`, before drawing.
+    /// Brings [`Polls::freshness`] up to `now`, before drawing.
     pub fn refresh(&mut self, now: Instant) {
-        self.freshness = self.freshness_at(now);
+        self.polls.freshness = self.freshness_at(now);
         self.refresh_replay();
         self.poll_attach();
     }
@@ -84,7 +118,7 @@ impl State {
     /// `None` when all is well (no poll running, or paused): the monitor then sleeps until
     /// data or input arrives.
     pub fn next_wake(&self, now: Instant) -> Option<Instant> {
-        if self.attaching.is_some() {
+        if self.attach.under_way.is_some() {
             return Some(now + super::ATTACH_POLL);
         }
         if let Some(replay) = &self.replay {
@@ -93,10 +127,10 @@ impl State {
                 replay.status.seeking.is_some() || replay.control.status().seeking.is_some();
             return seeking.then(|| now + REPLAY_PROGRESS_EVERY);
         }
-        if self.paused {
+        if self.pause.paused {
             return None;
         }
-        let started = self.poll_started?;
+        let started = self.polls.started?;
         let due = started + self.stall_after();
         if now < due {
             return Some(due);
@@ -211,10 +245,10 @@ mod tests {
             }
         );
         assert_eq!(s.next_wake(t0 + secs(1.2)), None, "no poll running");
-        assert_eq!(s.status.as_deref(), Some("NVML: Unknown Error"));
+        assert_eq!(s.polls.error.as_deref(), Some("NVML: Unknown Error"));
         s.on_sample_at(node_at(0, 102.0, 10.0), t0 + secs(2.1));
         assert!(s.freshness_at(t0 + secs(2.2)).is_live());
-        assert_eq!(s.status, None);
+        assert_eq!(s.polls.error, None);
     }
 
     /// The age is that of the data on screen: while paused, samples queue; on resume the
@@ -228,7 +262,7 @@ mod tests {
         s.on_sample_at(node_at(0, 101.0, 10.0), t0 + secs(1.0));
         s.on_sample_at(node_at(0, 102.0, 10.0), t0 + secs(2.0));
         assert_eq!(
-            s.shown_since,
+            s.polls.shown_since,
             Some(t0),
             "paused: the first one is still shown"
         );

@@ -45,14 +45,17 @@ impl State {
         let Some(observed) = &self.current else {
             return Vec::new();
         };
-        if self.group_by == GroupBy::None {
+        if self.process_table.group_by == GroupBy::None {
             return rows
                 .into_iter()
                 .map(|row| TableEntry::Process { row, member: false })
                 .collect();
         }
-        let mut groups =
-            crate::accounting::groups(&observed.sample, &observed.account.processes, self.group_by);
+        let mut groups = crate::accounting::groups(
+            &observed.sample,
+            &observed.account.processes,
+            self.process_table.group_by,
+        );
         groups.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.key.cmp(&b.key)));
         let mut out = Vec::new();
         let mut placed = vec![false; rows.len()];
@@ -84,7 +87,10 @@ impl State {
     }
 
     fn picked(&self) -> Option<Picked> {
-        match (&self.selected_group, &self.selected) {
+        match (
+            &self.process_table.selected_group,
+            &self.process_table.selected,
+        ) {
             (Some((key, uuid)), _) => Some(Picked::Group(key.clone(), uuid.clone())),
             (None, Some((pid, uuid))) => Some(Picked::Process(*pid, uuid.clone())),
             (None, None) => None,
@@ -94,16 +100,16 @@ impl State {
     fn pick(&mut self, picked: Option<Picked>) {
         match picked {
             Some(Picked::Group(key, uuid)) => {
-                self.selected_group = Some((key, uuid));
-                self.selected = None;
+                self.process_table.selected_group = Some((key, uuid));
+                self.process_table.selected = None;
             }
             Some(Picked::Process(pid, uuid)) => {
-                self.selected_group = None;
-                self.selected = Some((pid, uuid));
+                self.process_table.selected_group = None;
+                self.process_table.selected = Some((pid, uuid));
             }
             None => {
-                self.selected_group = None;
-                self.selected = None;
+                self.process_table.selected_group = None;
+                self.process_table.selected = None;
             }
         }
     }
@@ -123,7 +129,7 @@ impl State {
         let at = self.table_index(&table).unwrap_or(0) as isize;
         let to = at.saturating_add(delta).clamp(0, table.len() as isize - 1) as usize;
         let picked = table[to].key();
-        self.selection_moved = true;
+        self.process_table.selection_moved = true;
         self.pick(Some(picked));
     }
 
@@ -131,7 +137,7 @@ impl State {
     pub(super) fn clamp_table_selection(&mut self) {
         let table = self.table();
         let keep = self.table_index(&table).is_some();
-        if !keep || !self.selection_moved {
+        if !keep || !self.process_table.selection_moved {
             let first = table.first().map(TableEntry::key);
             self.pick(first);
         }
@@ -139,18 +145,22 @@ impl State {
 
     /// `g`: the next grouping; the selection starts at the top.
     pub(super) fn cycle_grouping(&mut self) {
-        self.group_by = self.group_by.next();
-        self.selection_moved = false;
-        self.selected_group = None;
+        self.process_table.group_by = self.process_table.group_by.next();
+        self.process_table.selection_moved = false;
+        self.process_table.selected_group = None;
         self.clamp_table_selection();
     }
 
     /// The group the view shows, as of the sample shown.
     pub fn group_shown(&self, key: &str, device_uuid: &str) -> Option<GroupRow> {
         let observed = self.current.as_ref()?;
-        crate::accounting::groups(&observed.sample, &observed.account.processes, self.group_by)
-            .into_iter()
-            .find(|g| g.key == key && g.device_uuid == device_uuid)
+        crate::accounting::groups(
+            &observed.sample,
+            &observed.account.processes,
+            self.process_table.group_by,
+        )
+        .into_iter()
+        .find(|g| g.key == key && g.device_uuid == device_uuid)
     }
 
     /// The findings of a group's members on its device, the most severe first.
@@ -168,11 +178,11 @@ impl State {
 
     /// Enter on a group row: the group's view.
     pub(super) fn open_group(&mut self) -> bool {
-        let Some((key, device_uuid)) = self.selected_group.clone() else {
+        let Some((key, device_uuid)) = self.process_table.selected_group.clone() else {
             return false;
         };
         self.view = View::Group { key, device_uuid };
-        self.group_cursor = 0;
+        self.views.group_cursor = 0;
         true
     }
 
@@ -186,15 +196,16 @@ impl State {
         };
         let findings: Vec<Finding> = self.group_findings(&group).into_iter().cloned().collect();
         match action {
-            Action::Up => self.group_cursor = self.group_cursor.saturating_sub(1),
+            Action::Up => self.views.group_cursor = self.views.group_cursor.saturating_sub(1),
             Action::Down => {
-                self.group_cursor = (self.group_cursor + 1).min(findings.len().saturating_sub(1))
+                self.views.group_cursor =
+                    (self.views.group_cursor + 1).min(findings.len().saturating_sub(1))
             }
             Action::Open => {
-                if let Some(finding) = findings.get(self.group_cursor) {
+                if let Some(finding) = findings.get(self.views.group_cursor) {
                     self.view = View::Evidence(FindingId::of(finding));
-                    self.evidence_last = Some(finding.clone());
-                    self.evidence_scroll = 0;
+                    self.views.evidence_last = Some(finding.clone());
+                    self.views.evidence_scroll = 0;
                 }
             }
             _ => return false,
@@ -239,7 +250,7 @@ mod tests {
         let plain = lines(&state);
         assert!(plain.iter().all(|l| !l.starts_with('G')));
         state.apply_action(Action::CycleGroup);
-        assert_eq!(state.group_by, GroupBy::Launcher);
+        assert_eq!(state.process_table.group_by, GroupBy::Launcher);
         let by_launcher = lines(&state);
         // Two torchrun ranks, one per GPU: a group row per device, each with its rank.
         let groups: Vec<&String> = by_launcher.iter().filter(|l| l.starts_with("G ")).collect();
@@ -255,7 +266,7 @@ mod tests {
         // Every process appears once, grouped or not.
         assert_eq!(by_launcher.len(), plain.len() + 2);
         state.apply_action(Action::CycleGroup);
-        assert_eq!(state.group_by, GroupBy::Pod);
+        assert_eq!(state.process_table.group_by, GroupBy::Pod);
         let by_pod = lines(&state);
         assert!(
             by_pod.iter().any(|l| l == "G pod serving/t5-3b-0"),
@@ -268,7 +279,7 @@ mod tests {
         for _ in 0..3 {
             state.apply_action(Action::CycleGroup);
         }
-        assert_eq!(state.group_by, GroupBy::None);
+        assert_eq!(state.process_table.group_by, GroupBy::None);
     }
 
     #[test]
@@ -278,7 +289,7 @@ mod tests {
         for _ in 0..4 {
             state.apply_action(Action::CycleGroup);
         }
-        assert_eq!(state.group_by, GroupBy::User);
+        assert_eq!(state.process_table.group_by, GroupBy::User);
         let table = state.table();
         let at = table
             .iter()
@@ -290,10 +301,17 @@ mod tests {
             state.apply_action(if at >= here { Action::Down } else { Action::Up });
         }
         assert_eq!(
-            state.selected_group.as_ref().map(|g| g.0.as_str()),
+            state
+                .process_table
+                .selected_group
+                .as_ref()
+                .map(|g| g.0.as_str()),
             Some("user bob")
         );
-        assert_eq!(state.selected, None, "no process is selected with a group");
+        assert_eq!(
+            state.process_table.selected, None,
+            "no process is selected with a group"
+        );
         state.apply_action(Action::Open);
         let View::Group { key, device_uuid } = state.view.clone() else {
             panic!("not the group view: {:?}", state.view)
@@ -314,7 +332,7 @@ mod tests {
         state.apply_action(Action::Open);
         assert!(matches!(state.view, View::Evidence(_)), "{:?}", state.view);
         assert_eq!(
-            state.evidence_last.as_ref().map(|f| f.kind.name()),
+            state.views.evidence_last.as_ref().map(|f| f.kind.name()),
             Some("climb".into())
         );
     }

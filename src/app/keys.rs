@@ -113,7 +113,7 @@ impl State {
         self.act(action);
         // Another view: how far it scrolls is known when it is drawn.
         if self.view != view {
-            self.scroll_room.set(None);
+            self.views.scroll_room.set(None);
         }
     }
 
@@ -125,11 +125,11 @@ impl State {
             self.suspend_requested = true;
             return;
         }
-        if self.dialog.is_some() {
+        if self.kill.dialog.is_some() {
             self.dialog_action(action);
             return;
         }
-        if self.attach_offer.is_some() {
+        if self.attach.offer.is_some() {
             self.attach_action(action);
             return;
         }
@@ -143,16 +143,16 @@ impl State {
             Action::Quit => self.quit = true,
             Action::Back => match self.view {
                 View::Main => {}
-                View::Help => self.view = self.help_from.take().unwrap_or(View::Main),
+                View::Help => self.view = self.views.help_from.take().unwrap_or(View::Main),
                 _ => self.view = View::Main,
             },
             Action::ToggleHelp => {
                 if self.view == View::Help {
-                    self.view = self.help_from.take().unwrap_or(View::Main);
+                    self.view = self.views.help_from.take().unwrap_or(View::Main);
                 } else {
                     let from = std::mem::replace(&mut self.view, View::Help);
-                    self.help_from = (from != View::Main).then_some(from);
-                    self.help_scroll = 0;
+                    self.views.help_from = (from != View::Main).then_some(from);
+                    self.views.help_scroll = 0;
                 }
             }
             Action::ToggleStrata => {
@@ -161,33 +161,33 @@ impl State {
                 } else {
                     View::Strata
                 };
-                self.help_from = None;
+                self.views.help_from = None;
                 self.clamp_strata_device();
             }
             Action::ZoomIn | Action::ZoomOut | Action::ZoomCycle => {
                 // Only where the zoom shows: elsewhere the key would change something unseen.
                 if self.view == View::Strata {
-                    self.zoom = match action {
-                        Action::ZoomIn => self.zoom.zoom_in(),
-                        Action::ZoomOut => self.zoom.zoom_out(),
-                        _ => self.zoom.cycle(),
+                    self.strata.zoom = match action {
+                        Action::ZoomIn => self.strata.zoom.zoom_in(),
+                        Action::ZoomOut => self.strata.zoom.zoom_out(),
+                        _ => self.strata.zoom.cycle(),
                     };
                 }
             }
             Action::TogglePause => {
-                if self.paused {
+                if self.pause.paused {
                     self.resume();
                 } else {
-                    self.paused = true;
+                    self.pause.paused = true;
                 }
             }
             Action::CycleSort => {
-                self.sort = self.sort.next();
-                self.sort_reversed = false;
+                self.process_table.sort = self.process_table.sort.next();
+                self.process_table.sort_reversed = false;
                 self.clamp_selection();
             }
             Action::ReverseSort => {
-                self.sort_reversed = !self.sort_reversed;
+                self.process_table.sort_reversed = !self.process_table.sort_reversed;
                 self.clamp_selection();
             }
             Action::Signal => self.open_kill_dialog(),
@@ -231,9 +231,9 @@ impl State {
                 if self.open_group() {
                     return;
                 }
-                if let Some((pid, device_uuid)) = self.selected.clone() {
+                if let Some((pid, device_uuid)) = self.process_table.selected.clone() {
                     self.view = View::Detail { pid, device_uuid };
-                    self.detail_scroll = 0;
+                    self.views.detail_scroll = 0;
                 }
             }
             Focus::Findings => {
@@ -242,8 +242,8 @@ impl State {
                 };
                 let finding = self.findings()[index].clone();
                 self.view = View::Evidence(FindingId::of(&finding));
-                self.evidence_last = Some(finding);
-                self.evidence_scroll = 0;
+                self.views.evidence_last = Some(finding);
+                self.views.evidence_scroll = 0;
             }
         }
     }
@@ -254,7 +254,7 @@ impl State {
             .current
             .as_ref()
             .map_or(0, |o| strata_devices(&o.sample).len());
-        self.strata_device = self.strata_device.min(count.saturating_sub(1));
+        self.strata.device = self.strata.device.min(count.saturating_sub(1));
     }
 
     fn move_by(&mut self, delta: isize) {
@@ -262,30 +262,32 @@ impl State {
             (at as isize).saturating_add(delta).clamp(0, most as isize) as usize
         };
         // A scrolling view: as far as its drawing found room for, else the most it can have.
-        let room = self.scroll_room.get();
+        let room = self.views.scroll_room.get();
         let scroll_view =
             |at: usize, most: usize| scroll(at.min(most), room.map_or(most, |r| r.min(most)));
         match self.view {
             // The help screen has a couple of dozen lines: scroll within them.
-            View::Help => self.help_scroll = scroll_view(self.help_scroll, HELP_LINES),
+            View::Help => self.views.help_scroll = scroll_view(self.views.help_scroll, HELP_LINES),
             // Drawing clamps these to the lines there are.
             View::Detail { .. } => {
-                self.detail_scroll = scroll_view(self.detail_scroll, DETAIL_LINES)
+                self.views.detail_scroll = scroll_view(self.views.detail_scroll, DETAIL_LINES)
             }
             View::Evidence(_) => {
-                self.evidence_scroll = scroll_view(self.evidence_scroll, EVIDENCE_LINES)
+                self.views.evidence_scroll = scroll_view(self.views.evidence_scroll, EVIDENCE_LINES)
             }
             View::Strata => {
                 let count = self
                     .current
                     .as_ref()
                     .map_or(0, |o| strata_devices(&o.sample).len());
-                self.strata_device = scroll(self.strata_device, count.saturating_sub(1));
+                self.strata.device = scroll(self.strata.device, count.saturating_sub(1));
             }
             // The group view takes its keys in `group_action`.
             View::Group { .. } => {}
             View::Main => match self.focus {
-                Focus::Processes if self.group_by != crate::accounting::GroupBy::None => {
+                Focus::Processes
+                    if self.process_table.group_by != crate::accounting::GroupBy::None =>
+                {
                     self.move_in_table(delta)
                 }
                 Focus::Processes => {
@@ -296,8 +298,8 @@ impl State {
                     let at = self.selected_index(&rows).unwrap_or(0) as isize;
                     let to = (at.saturating_add(delta)).clamp(0, rows.len() as isize - 1) as usize;
                     let chosen = (rows[to].process.pid, rows[to].process.device_uuid.clone());
-                    self.selection_moved = true;
-                    self.selected = Some(chosen);
+                    self.process_table.selection_moved = true;
+                    self.process_table.selected = Some(chosen);
                 }
                 Focus::Findings => self.move_finding(delta),
             },

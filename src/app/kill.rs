@@ -5,7 +5,7 @@
 
 use super::{Action, Focus, State, View};
 use crate::detect::{Evidence, Finding, FindingKind};
-use crate::process_signal::{Signal, Target};
+use crate::process_signal::{Refuse, Signal, Signaller, Target};
 use crate::sample::ProcessSample;
 
 /// Where the dialog is.
@@ -17,6 +17,24 @@ pub enum Stage {
     Signal,
     /// Send it? y/Enter or n/Esc.
     Confirm,
+}
+
+/// `k`: the signal dialog, and what sends signals.
+#[derive(Debug)]
+pub struct Kill {
+    /// The dialog, while open: it takes the keys.
+    pub(crate) dialog: Option<KillDialog>,
+    /// What sends signals: the kernel on a live node, nothing for the demo.
+    pub signaller: Box<dyn Signaller>,
+}
+
+impl Default for Kill {
+    fn default() -> Self {
+        Kill {
+            dialog: None,
+            signaller: Box::new(Refuse::simulated()),
+        }
+    }
 }
 
 /// A process offered, with why it cannot be signalled when it cannot.
@@ -130,7 +148,8 @@ impl State {
             .into_iter()
             .map(|(target, unreachable)| {
                 let refusal = unreachable.or_else(|| {
-                    self.signaller
+                    self.kill
+                        .signaller
                         .check(&target)
                         .err()
                         .map(|refusal| refusal.to_string())
@@ -157,7 +176,7 @@ impl State {
             _ => Stage::Process,
         };
         let chosen = offers.iter().position(|o| o.refusal.is_none()).unwrap_or(0);
-        self.dialog = Some(KillDialog {
+        self.kill.dialog = Some(KillDialog {
             title,
             offers,
             chosen,
@@ -188,7 +207,11 @@ impl State {
         };
         let finding = match (&self.view, self.focus) {
             (View::Main, Focus::Processes) => {
-                let (pid, uuid) = self.selected.as_ref().ok_or("no process selected")?;
+                let (pid, uuid) = self
+                    .process_table
+                    .selected
+                    .as_ref()
+                    .ok_or("no process selected")?;
                 let p = process(*pid, uuid).ok_or("the selected process is gone")?;
                 return one(p);
             }
@@ -243,7 +266,7 @@ impl State {
 
     /// An action while the dialog is open: it has the keys to itself.
     pub(super) fn dialog_action(&mut self, action: Action) {
-        let Some(dialog) = self.dialog.as_mut() else {
+        let Some(dialog) = self.kill.dialog.as_mut() else {
             return;
         };
         dialog.message = None;
@@ -253,7 +276,7 @@ impl State {
         let signal_at = |s: Signal| Signal::ALL.iter().position(|&x| x == s).unwrap_or(1);
         match (action, dialog.stage) {
             (Action::Back | Action::No | Action::Quit, _) => {
-                self.dialog = None;
+                self.kill.dialog = None;
                 self.notice = Some(Notice {
                     text: "cancelled: no signal sent".into(),
                     alert: false,
@@ -280,7 +303,7 @@ impl State {
     }
 
     fn send_chosen(&mut self) {
-        let Some(dialog) = self.dialog.take() else {
+        let Some(dialog) = self.kill.dialog.take() else {
             return;
         };
         let Some(offer) = dialog.offer() else {
@@ -288,7 +311,7 @@ impl State {
         };
         let signal = dialog.signal;
         let who = offer.target.describe();
-        self.notice = Some(match self.signaller.send(&offer.target, signal) {
+        self.notice = Some(match self.kill.signaller.send(&offer.target, signal) {
             Ok(()) => Notice {
                 text: format!("{} sent to {who}", signal.name()),
                 alert: false,

@@ -48,7 +48,7 @@ fn demo_with(recorder: &Recorder) -> State {
     for t in 0..8 {
         s.on_sample(node_at(0, 890.0 + f64::from(t) * 2.0, 2.0));
     }
-    s.signaller = Box::new(recorder.clone());
+    s.kill.signaller = Box::new(recorder.clone());
     s
 }
 
@@ -62,7 +62,10 @@ fn select(s: &mut State, pid: u32) {
     for _ in 0..at {
         s.apply_action(Action::Down);
     }
-    assert_eq!(s.selected.as_ref().map(|(p, _)| *p), Some(pid));
+    assert_eq!(
+        s.process_table.selected.as_ref().map(|(p, _)| *p),
+        Some(pid)
+    );
 }
 
 #[test]
@@ -71,7 +74,7 @@ fn k_picks_a_signal_and_sends_it_only_on_confirmation() {
     let mut s = demo_with(&recorder);
     select(&mut s, 52010);
     s.apply_action(Action::Signal);
-    let dialog = s.dialog.clone().expect("a dialog");
+    let dialog = s.kill.dialog.clone().expect("a dialog");
     assert_eq!(
         dialog.stage,
         Stage::Signal,
@@ -79,24 +82,27 @@ fn k_picks_a_signal_and_sends_it_only_on_confirmation() {
     );
     assert_eq!(dialog.signal, Signal::Term, "SIGTERM first");
     s.apply_action(Action::Down);
-    assert_eq!(s.dialog.as_ref().map(|d| d.signal), Some(Signal::Kill));
+    assert_eq!(s.kill.dialog.as_ref().map(|d| d.signal), Some(Signal::Kill));
     s.apply_action(Action::Down);
     assert_eq!(
-        s.dialog.as_ref().map(|d| d.signal),
+        s.kill.dialog.as_ref().map(|d| d.signal),
         Some(Signal::Kill),
         "clamped"
     );
     s.apply_action(Action::Open);
-    assert_eq!(s.dialog.as_ref().map(|d| d.stage), Some(Stage::Confirm));
+    assert_eq!(
+        s.kill.dialog.as_ref().map(|d| d.stage),
+        Some(Stage::Confirm)
+    );
     assert!(
         recorder.sent().is_empty(),
         "nothing before the confirmation"
     );
     // The table's keys belong to the dialog meanwhile.
     s.apply_action(Action::CycleSort);
-    assert_eq!(s.sort, SortKey::Used);
+    assert_eq!(s.process_table.sort, SortKey::Used);
     s.apply_action(Action::Yes);
-    assert!(s.dialog.is_none());
+    assert!(s.kill.dialog.is_none());
     let start = s
         .rows()
         .iter()
@@ -122,9 +128,12 @@ fn escape_or_n_cancels_and_sends_nothing() {
     for cancel in [Action::Back, Action::No, Action::Quit] {
         s.apply_action(Action::Signal);
         s.apply_action(Action::Open);
-        assert_eq!(s.dialog.as_ref().map(|d| d.stage), Some(Stage::Confirm));
+        assert_eq!(
+            s.kill.dialog.as_ref().map(|d| d.stage),
+            Some(Stage::Confirm)
+        );
         s.apply_action(cancel);
-        assert!(s.dialog.is_none(), "{cancel:?}");
+        assert!(s.kill.dialog.is_none(), "{cancel:?}");
         assert!(!s.quit, "{cancel:?} closes the dialog, not strata");
         assert_eq!(s.view, View::Main);
         assert_eq!(
@@ -144,7 +153,7 @@ fn a_process_that_may_not_be_signalled_is_not_offered_and_the_reason_is_given() 
     let mut s = demo_with(&recorder);
     select(&mut s, 52010);
     s.apply_action(Action::Signal);
-    assert!(s.dialog.is_none());
+    assert!(s.kill.dialog.is_none());
     let notice = s.notice.clone().expect("why");
     assert!(notice.alert);
     assert!(
@@ -161,7 +170,7 @@ fn a_gone_or_foreign_pid_is_never_offered_and_the_reason_is_given() {
     let mut s = demo_with(&recorder);
     select(&mut s, 31337);
     s.apply_action(Action::Signal);
-    assert!(s.dialog.is_none());
+    assert!(s.kill.dialog.is_none());
     let text = s.notice.clone().map(|n| n.text).unwrap_or_default();
     assert!(text.contains("PID 31337 no longer exists"), "{text}");
     assert!(text.contains("zombie_context finding"), "{text}");
@@ -174,7 +183,7 @@ fn a_gone_or_foreign_pid_is_never_offered_and_the_reason_is_given() {
     s.on_sample(sample);
     s.apply_action(Action::Top);
     s.apply_action(Action::Signal);
-    assert!(s.dialog.is_none());
+    assert!(s.kill.dialog.is_none());
     let text = s.notice.clone().map(|n| n.text).unwrap_or_default();
     assert!(text.contains("in another PID namespace"), "{text}");
     assert!(recorder.sent().is_empty());
@@ -200,7 +209,7 @@ fn k_on_a_zombie_context_offers_the_holders_of_its_device_file() {
         s.apply_action(Action::Down);
     }
     s.apply_action(Action::Signal);
-    let dialog = s.dialog.clone().expect("a dialog");
+    let dialog = s.kill.dialog.clone().expect("a dialog");
     assert_eq!(dialog.stage, Stage::Process);
     assert_eq!(dialog.title, "the holders of /dev/nvidia2");
     let pids: Vec<u32> = dialog.offers.iter().map(|o| o.target.pid).collect();
@@ -217,7 +226,7 @@ fn k_on_a_zombie_context_offers_the_holders_of_its_device_file() {
     s.apply_action(Action::Down);
     s.apply_action(Action::Down);
     s.apply_action(Action::Open);
-    let dialog = s.dialog.clone().expect("still open");
+    let dialog = s.kill.dialog.clone().expect("still open");
     assert_eq!(dialog.stage, Stage::Process);
     assert!(dialog.message.is_some_and(|m| m.contains("EPERM")));
     for _ in 0..2 {
@@ -234,7 +243,7 @@ fn the_demo_signals_nothing_and_says_why() {
     let mut s = State::new(Pipeline::new(None), "demo".into(), 1.0);
     s.on_sample(node_at(0, 900.0, 2.0));
     s.apply_action(Action::Signal);
-    assert!(s.dialog.is_none());
+    assert!(s.kill.dialog.is_none());
     let text = s.notice.clone().map(|n| n.text).unwrap_or_default();
     assert!(text.contains("simulated"), "{text}");
 }

@@ -16,21 +16,20 @@ mod strata;
 
 pub use crate::present::shown::{remember_last_known, LastKnown};
 pub use crate::present::sort::{sort_arrow, SortKey, SortMemory};
-pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
-pub use findings::{climbs, ClimbNote, FindingId};
-pub use freshness::Freshness;
+pub use attach::{Attach, AttachOffer, Attaching, ATTACH_POLL};
+pub use findings::{climbs, ClimbNote, FindingId, FindingList};
+pub use freshness::{Freshness, Polls};
 pub use group::TableEntry;
 pub use keys::{key_action, Action};
-pub use kill::{KillDialog, Notice, Offer, Stage};
-pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
-pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
+pub use kill::{Kill, KillDialog, Notice, Offer, Stage};
+pub use pause::{Pause, PauseQueue, PAUSE_BUDGET_BYTES};
+pub use record::{default_name, RecordPrompt, RecordRequest, Recorder, RecordingShown};
 pub use replay::ReplayView;
-pub use rows::{process_rows, ProcessRow};
-pub use strata::{strata_devices, StrataDevice, Zoom};
+pub use rows::{process_rows, ProcessRow, ProcessTable};
+pub use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
 use crate::pipeline::{Observed, Pipeline};
-use crate::process_signal::{Refuse, Signaller};
 use crate::sample::NodeSample;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -63,106 +62,79 @@ pub enum View {
     },
 }
 
-/// Everything the UI draws from.
+/// What this monitor watches and how it draws, settled when it starts.
+#[derive(Debug)]
+pub struct Setup {
+    /// The source, as the header and the first screen name it: `nvml libnvidia-ml.so.1`.
+    pub(crate) source_label: String,
+    /// Whether the source is the built-in demo node: its times are story time, its
+    /// processes simulated.
+    pub demo: bool,
+    /// Sampling interval in wall-clock seconds.
+    pub(crate) interval: f64,
+    /// Draw with glyphs only (`NO_COLOR`).
+    pub monochrome: bool,
+    /// Where `R` writes its report: the directory strata was started in.
+    pub(crate) report_dir: std::path::PathBuf,
+}
+
+/// What the views over the main screen keep: where each is scrolled, what it holds, where
+/// it goes back to.
+#[derive(Debug, Default)]
+pub struct Views {
+    /// First line of the reconciliation view shown.
+    pub(crate) detail_scroll: usize,
+    /// The finding the evidence view shows, as last seen: it stays readable once cleared.
+    pub(crate) evidence_last: Option<Finding>,
+    /// First line of the evidence view shown.
+    pub(crate) evidence_scroll: usize,
+    /// The finding picked in the group view.
+    pub(crate) group_cursor: usize,
+    /// The view the help screen was opened from, to go back to.
+    pub(crate) help_from: Option<View>,
+    /// First line of the help screen shown.
+    pub(crate) help_scroll: usize,
+    /// How far the scrolling view last drawn (help, reconciliation, evidence) can scroll, as
+    /// its drawing found: the scroll stops where its last line reaches the bottom.
+    pub(crate) scroll_room: std::cell::Cell<Option<usize>>,
+}
+
+/// Everything the UI draws from, grouped by what each part serves (ARCHITECTURE.md, "The
+/// monitor"): the model the samples built, then the state behind each view and key.
 #[derive(Debug)]
 pub struct State {
     pub pipeline: Pipeline,
     pub current: Option<Observed>,
     /// Last good values of each GPU, by UUID, for when it is lost.
     pub last_known: HashMap<String, LastKnown>,
-    pub source_label: String,
-    /// Whether the source is the built-in demo node: its times are story time, its
-    /// processes simulated.
-    pub demo: bool,
-    /// Sampling interval in wall-clock seconds.
-    pub interval: f64,
-    pub paused: bool,
-    /// Samples that arrived while paused, applied on resume a slice at a time
-    /// ([`State::catch_up`]); while it holds any, new samples queue behind them.
-    pub queue: PauseQueue,
-    /// The recording in progress (`r`), as its writer last reported it.
-    pub recording: Option<RecordingShown>,
-    /// The prompt for a recording's name, while open: it takes the keys.
-    pub record_prompt: Option<RecordPrompt>,
-    /// A start or stop for the event loop, which owns the writer.
-    pub record_request: Option<RecordRequest>,
-    /// Why the last recording stopped by itself (a write error), until the next `r`.
-    pub record_failed: Option<String>,
-    /// Where `R` writes its report: the directory strata was started in.
-    pub report_dir: std::path::PathBuf,
+    /// The source, its interval, how to draw, where reports go.
+    pub setup: Setup,
+    /// The collector's polls, and how current the data shown is.
+    pub(crate) polls: Polls,
+    /// `p`: whether paused, and the samples that wait.
+    pub(crate) pause: Pause,
     pub focus: Focus,
     pub view: View,
-    pub sort: SortKey,
-    /// The other way round from the key's own (`S`): smallest first for amounts.
-    pub sort_reversed: bool,
-    /// The settled values the rows are ordered by, so that they do not swap at every sample.
-    pub sort_memory: SortMemory,
-    /// Selected process, by (pid, device uuid), so it stays selected as rows move.
-    pub selected: Option<(u32, String)>,
-    /// Until the user moves, the selection stays on the top row, whatever comes there.
-    pub selection_moved: bool,
-    /// How the process table is grouped (`g`).
-    pub group_by: crate::accounting::GroupBy,
-    /// The selected group row, by (key, device uuid), when a group rather than a process is
-    /// selected (then `selected` is `None`).
-    pub selected_group: Option<(String, String)>,
-    /// The finding picked in the group view.
-    pub group_cursor: usize,
-    /// The selected finding, by identity, so it stays selected as findings come and go.
-    pub finding_selected: Option<FindingId>,
-    /// Its row when last seen: where the selection goes when it clears.
-    pub finding_index: usize,
-    /// Until the user moves, the selection stays on the top (most severe) finding.
-    pub finding_moved: bool,
-    /// The finding the evidence view shows, as last seen: it stays readable once cleared.
-    pub evidence_last: Option<Finding>,
-    /// First line of the evidence view shown.
-    pub evidence_scroll: usize,
-    /// How much of the past the strata view shows.
-    pub zoom: Zoom,
-    /// The strata view's selected device (its position in [`strata_devices`]).
-    pub strata_device: usize,
-    /// The view the help screen was opened from, to go back to.
-    pub help_from: Option<View>,
-    /// First line of the help screen shown.
-    pub help_scroll: usize,
-    /// First line of the reconciliation view shown.
-    pub detail_scroll: usize,
-    /// How far the scrolling view last drawn (help, reconciliation, evidence) can scroll, as
-    /// its drawing found: the scroll stops where its last line reaches the bottom.
-    pub scroll_room: std::cell::Cell<Option<usize>>,
-    /// The last error from the source, shown in the footer.
-    pub status: Option<String>,
+    /// The process table: its order, grouping and selection.
+    pub(crate) process_table: ProcessTable,
+    /// The findings list: its selection.
+    pub(crate) finding_list: FindingList,
+    /// The reconciliation, evidence, group and help views.
+    pub(crate) views: Views,
+    /// The strata view (`v`): its zoom and device.
+    pub(crate) strata: StrataView,
+    /// `k`: the signal dialog and what sends signals.
+    pub kill: Kill,
+    /// `a`: the offer, an attach under way, and what attaches.
+    pub attach: Attach,
+    /// `r`: the recording in progress, its prompt, and what the event loop is asked.
+    pub(crate) recorder: Recorder,
     /// The outcome of the last key that did something out of sight (a signal sent or
     /// refused), shown in the footer until the next key.
     pub notice: Option<Notice>,
-    /// The signal dialog (`k`), while open: it takes the keys.
-    pub dialog: Option<KillDialog>,
-    /// What sends signals: the kernel on a live node, nothing for the demo.
-    pub signaller: Box<dyn Signaller>,
-    /// The confirmation of `a`, while open: it takes the keys.
-    pub attach_offer: Option<AttachOffer>,
-    /// An attach under way (`a`, confirmed): its outcome comes to the footer.
-    pub attaching: Option<Attaching>,
-    /// What attaches the agent: `strata attach` on a live node, nothing for the demo or a
-    /// replay.
-    pub attacher: Box<dyn crate::launch::offer::Attacher>,
-    /// Draw with glyphs only (`NO_COLOR`).
-    pub monochrome: bool,
     pub quit: bool,
     /// Ctrl-Z: the event loop gives the terminal back and stops the process.
     pub suspend_requested: bool,
-    /// When the poll now running started; `None` between polls.
-    pub poll_started: Option<Instant>,
-    /// Whether the last poll failed (its error is in `status`).
-    pub poll_failed: bool,
-    /// When the last sample arrived (shown, or queued while paused).
-    pub last_arrival: Option<Instant>,
-    /// When the sample shown arrived: the age of the data on screen.
-    pub shown_since: Option<Instant>,
-    /// How current the data shown is, as of the last [`State::refresh`]: drawing reads it,
-    /// so that it never looks at the clock itself.
-    pub freshness: Freshness,
     /// `strata replay`: the replay's clock and what reading the recording found.
     pub replay: Option<ReplayView>,
 }
@@ -173,54 +145,27 @@ impl State {
             pipeline,
             current: None,
             last_known: HashMap::new(),
-            source_label,
-            demo: false,
-            interval,
-            paused: false,
-            queue: PauseQueue::default(),
-            recording: None,
-            report_dir: std::path::PathBuf::from("."),
-            record_prompt: None,
-            record_request: None,
-            record_failed: None,
+            setup: Setup {
+                source_label,
+                demo: false,
+                interval,
+                monochrome: false,
+                report_dir: std::path::PathBuf::from("."),
+            },
+            polls: Polls::default(),
+            pause: Pause::default(),
             focus: Focus::Processes,
             view: View::Main,
-            sort: SortKey::Used,
-            sort_reversed: false,
-            sort_memory: SortMemory::default(),
-            selected: None,
-            selection_moved: false,
-            group_by: crate::accounting::GroupBy::None,
-            selected_group: None,
-            group_cursor: 0,
-            finding_selected: None,
-            finding_index: 0,
-            finding_moved: false,
-            evidence_last: None,
-            evidence_scroll: 0,
-            zoom: Zoom::Minutes15,
-            strata_device: 0,
-            help_from: None,
-            help_scroll: 0,
-            detail_scroll: 0,
-            scroll_room: std::cell::Cell::new(None),
-            status: None,
+            process_table: ProcessTable::default(),
+            finding_list: FindingList::default(),
+            views: Views::default(),
+            strata: StrataView::default(),
+            kill: Kill::default(),
+            attach: Attach::default(),
+            recorder: Recorder::default(),
             notice: None,
-            dialog: None,
-            signaller: Box::new(Refuse::simulated()),
-            attach_offer: None,
-            attaching: None,
-            attacher: Box::new(crate::launch::offer::NoAttacher(
-                "the demo node's processes are simulated: there is nothing to attach to",
-            )),
-            monochrome: false,
             quit: false,
             suspend_requested: false,
-            poll_started: None,
-            poll_failed: false,
-            last_arrival: None,
-            shown_since: None,
-            freshness: Freshness::Live,
             replay: None,
         }
     }
@@ -233,11 +178,11 @@ impl State {
     /// Takes in a sample that arrived at `now`: the poll that made it is over. While paused,
     /// or catching up after a pause, it queues behind the others, so they apply in order.
     pub fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
-        self.poll_started = None;
-        self.poll_failed = false;
-        self.last_arrival = Some(now);
-        if self.paused || !self.queue.is_empty() {
-            self.queue.push(sample, now);
+        self.polls.started = None;
+        self.polls.failed = false;
+        self.polls.last_arrival = Some(now);
+        if self.pause.paused || !self.pause.queue.is_empty() {
+            self.pause.queue.push(sample, now);
             return;
         }
         self.apply(sample, now);
@@ -247,7 +192,8 @@ impl State {
     fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
         remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
-        self.sort_memory
+        self.process_table
+            .sort_memory
             .observe(&observed.sample, &observed.account);
         self.current = Some(observed);
         self.shown(arrived);
@@ -256,8 +202,8 @@ impl State {
 
     /// A new sample is on screen since `arrived`: the selections follow it.
     fn shown(&mut self, arrived: Instant) {
-        self.shown_since = Some(arrived);
-        self.status = None;
+        self.polls.shown_since = Some(arrived);
+        self.polls.error = None;
         self.clamp_selection();
         self.follow_findings();
         self.clamp_strata_device();
@@ -266,14 +212,14 @@ impl State {
     /// Resumes from pause. The queued samples are applied by [`State::catch_up`], between
     /// events: a long queue never keeps a key waiting.
     pub fn resume(&mut self) {
-        self.paused = false;
-        self.queue.keep_every_sample();
+        self.pause.paused = false;
+        self.pause.queue.keep_every_sample();
     }
 
     /// Whether samples queued during a pause still wait to be applied (and the user has not
     /// paused again).
     pub fn catching_up(&self) -> bool {
-        !self.paused && !self.queue.is_empty()
+        !self.pause.paused && !self.pause.queue.is_empty()
     }
 
     /// Applies queued samples, oldest first, until `slice` has passed (at least one, if any
@@ -282,7 +228,7 @@ impl State {
         let start = Instant::now();
         let mut applied = 0;
         while self.catching_up() {
-            let Some((sample, arrived)) = self.queue.pop_front() else {
+            let Some((sample, arrived)) = self.pause.queue.pop_front() else {
                 break;
             };
             self.apply(sample, arrived);
@@ -300,9 +246,9 @@ impl State {
             Some(observed) => process_rows(
                 observed,
                 &self.pipeline.history,
-                self.sort,
-                self.sort_reversed,
-                &self.sort_memory,
+                self.process_table.sort,
+                self.process_table.sort_reversed,
+                &self.process_table.sort_memory,
             ),
             None => Vec::new(),
         }
@@ -310,14 +256,14 @@ impl State {
 
     /// Index of the selected row, if it is still there.
     pub fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
-        let (pid, uuid) = self.selected.as_ref()?;
+        let (pid, uuid) = self.process_table.selected.as_ref()?;
         rows.iter()
             .position(|r| r.process.pid == *pid && &r.process.device_uuid == uuid)
     }
 
     /// Keeps the selection on an existing row: the first one when the old one went away.
     pub(super) fn clamp_selection(&mut self) {
-        if self.group_by != crate::accounting::GroupBy::None {
+        if self.process_table.group_by != crate::accounting::GroupBy::None {
             self.clamp_table_selection();
             return;
         }
@@ -326,8 +272,8 @@ impl State {
         let first = rows
             .first()
             .map(|r| (r.process.pid, r.process.device_uuid.clone()));
-        if !keep || !self.selection_moved {
-            self.selected = first;
+        if !keep || !self.process_table.selection_moved {
+            self.process_table.selected = first;
         }
     }
 }

@@ -22,6 +22,16 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// `p`: the pause of the screen (not of the collector, whose samples queue).
+#[derive(Debug, Default)]
+pub struct Pause {
+    pub(crate) paused: bool,
+    /// Samples that arrived while paused, applied on resume a slice at a time
+    /// ([`State::catch_up`](super::State::catch_up)); while it holds any, new samples queue
+    /// behind them.
+    pub(crate) queue: PauseQueue,
+}
+
 /// What the queue may hold, in bytes (an estimate of its heap: [`PauseQueue::bytes`]).
 pub const PAUSE_BUDGET_BYTES: u64 = 64 << 20;
 

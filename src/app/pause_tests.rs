@@ -221,7 +221,7 @@ fn resuming_applies_the_queue_a_slice_at_a_time_between_keys() {
     for i in 1..=100 {
         s.on_sample_at(busy_node(i, 20), t0);
     }
-    assert_eq!(s.queue.len(), 100);
+    assert_eq!(s.pause.queue.len(), 100);
     s.apply_action(Action::TogglePause);
     assert!(s.catching_up());
     assert_eq!(
@@ -233,14 +233,14 @@ fn resuming_applies_the_queue_a_slice_at_a_time_between_keys() {
     assert_eq!(shown_time(&s), Some(busy_node(1, 20).time));
     // A key between slices: handled now, with 99 samples still to apply.
     s.apply_action(Action::Down);
-    assert!(s.selection_moved);
-    assert_eq!(s.queue.len(), 99);
+    assert!(s.process_table.selection_moved);
+    assert_eq!(s.pause.queue.len(), 99);
     // Paused again: the catch-up stops; a sample arriving now queues behind the rest.
     s.apply_action(Action::TogglePause);
     assert!(!s.catching_up());
     assert_eq!(s.catch_up(Duration::from_secs(1)), 0);
     s.on_sample_at(busy_node(101, 20), t0);
-    assert_eq!(s.queue.len(), 100);
+    assert_eq!(s.pause.queue.len(), 100);
     s.apply_action(Action::TogglePause);
     // Caught up while samples keep arriving: they too wait their turn.
     s.catch_up(Duration::ZERO);
@@ -292,11 +292,11 @@ fn the_header_says_what_the_pause_keeps_and_drops_and_the_catch_up() {
     assert!(!line.contains("dropped"), "{line}");
     assert!(header(&s, 60).contains("‖ paused 3 queued"));
     // Past a small budget: how many dropped, one in how many kept.
-    s.queue = PauseQueue::with_budget(s.queue.bytes() * 4);
+    s.pause.queue = PauseQueue::with_budget(s.pause.queue.bytes() * 4);
     for i in 4..=40 {
         s.on_sample_at(busy_node(i, 20), t0);
     }
-    let (dropped, stride) = (s.queue.dropped(), s.queue.stride());
+    let (dropped, stride) = (s.pause.queue.dropped(), s.pause.queue.stride());
     assert!(dropped > 0);
     let line = header(&s, 250);
     assert!(
@@ -305,7 +305,7 @@ fn the_header_says_what_the_pause_keeps_and_drops_and_the_catch_up() {
     );
     s.apply_action(Action::TogglePause);
     s.catch_up(Duration::ZERO);
-    let left = s.queue.len();
+    let left = s.pause.queue.len();
     let line = header(&s, 250);
     assert!(
         line.contains(&format!("⟳ catching up {left} samples, {dropped} dropped")),

@@ -7,6 +7,20 @@ use crate::units;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::path::PathBuf;
 
+/// `r`: the recording of the monitor's samples, as the screen knows it (the writer is the
+/// event loop's).
+#[derive(Debug, Default)]
+pub struct Recorder {
+    /// The recording in progress, as its writer last reported it.
+    pub(crate) recording: Option<RecordingShown>,
+    /// The prompt for a recording's name, while open: it takes the keys.
+    pub(crate) prompt: Option<RecordPrompt>,
+    /// A start or stop for the event loop, which owns the writer.
+    pub(crate) request: Option<RecordRequest>,
+    /// Why the last recording stopped by itself (a write error), until the next `r`.
+    pub(crate) failed: Option<String>,
+}
+
 /// The name being typed, pre-filled with a default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordPrompt {
@@ -83,8 +97,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 impl State {
     /// `r`: stop the recording in progress, or open the prompt for a new one.
     pub(super) fn record_key(&mut self) {
-        if self.recording.is_some() {
-            self.record_request = Some(RecordRequest::Stop);
+        if self.recorder.recording.is_some() {
+            self.recorder.request = Some(RecordRequest::Stop);
             return;
         }
         let now = std::time::SystemTime::now()
@@ -94,7 +108,7 @@ impl State {
             .current
             .as_ref()
             .map_or("node", |o| o.sample.host.as_str());
-        self.record_prompt = Some(RecordPrompt {
+        self.recorder.prompt = Some(RecordPrompt {
             text: default_name(host, now),
         });
     }
@@ -104,7 +118,7 @@ impl State {
         if key.kind == KeyEventKind::Release {
             return;
         }
-        let Some(prompt) = self.record_prompt.as_mut() else {
+        let Some(prompt) = self.recorder.prompt.as_mut() else {
             return;
         };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
@@ -112,7 +126,7 @@ impl State {
             KeyCode::Char('c') if ctrl => self.quit = true,
             KeyCode::Char('u') if ctrl => prompt.text.clear(),
             KeyCode::Esc => {
-                self.record_prompt = None;
+                self.recorder.prompt = None;
                 self.notice = Some(Notice {
                     text: "recording cancelled".into(),
                     alert: false,
@@ -123,8 +137,8 @@ impl State {
                 if text.is_empty() {
                     return;
                 }
-                self.record_prompt = None;
-                self.record_request = Some(RecordRequest::Start(PathBuf::from(text)));
+                self.recorder.prompt = None;
+                self.recorder.request = Some(RecordRequest::Start(PathBuf::from(text)));
             }
             KeyCode::Backspace => {
                 prompt.text.pop();
@@ -138,8 +152,8 @@ impl State {
 
     /// The event loop started the recording.
     pub fn record_started(&mut self, path: PathBuf) {
-        self.record_failed = None;
-        self.recording = Some(RecordingShown {
+        self.recorder.failed = None;
+        self.recorder.recording = Some(RecordingShown {
             path,
             samples: 0,
             bytes: 0,
@@ -156,7 +170,7 @@ impl State {
 
     /// The writer's totals so far.
     pub fn record_progress(&mut self, samples: u64, bytes: u64) {
-        if let Some(r) = self.recording.as_mut() {
+        if let Some(r) = self.recorder.recording.as_mut() {
             r.samples = samples;
             r.bytes = bytes;
         }
@@ -165,8 +179,8 @@ impl State {
     /// A write failed: the recording has stopped; the monitor goes on. The header says so
     /// until the next `r`; the footer says why.
     pub fn record_write_failed(&mut self, line: String) {
-        self.recording = None;
-        self.record_failed = Some(line.clone());
+        self.recorder.recording = None;
+        self.recorder.failed = Some(line.clone());
         self.notice = Some(Notice {
             text: format!("recording stopped: {line}"),
             alert: true,
@@ -175,7 +189,7 @@ impl State {
 
     /// `r` again: the file is finished.
     pub fn record_stopped(&mut self, samples: u64, bytes: u64, dropped: u64) {
-        let Some(shown) = self.recording.take() else {
+        let Some(shown) = self.recorder.recording.take() else {
             return;
         };
         let dropped = match dropped {
@@ -222,10 +236,10 @@ mod tests {
     #[test]
     fn r_prompts_enter_starts_r_stops_and_esc_cancels() {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
-        s.demo = true;
+        s.setup.demo = true;
         assert_eq!(key_action(key(KeyCode::Char('r'))), Some(Action::Record));
         s.apply_action(Action::Record);
-        let prompt = s.record_prompt.clone().expect("prompt");
+        let prompt = s.recorder.prompt.clone().expect("prompt");
         assert!(prompt.text.starts_with("strata-node-"), "{prompt:?}");
         s.prompt_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
         // `q` and `r` in the prompt are letters of the name, not quit or stop.
@@ -237,36 +251,36 @@ mod tests {
         s.prompt_key(key(KeyCode::Backspace));
         s.prompt_key(key(KeyCode::Char('t')));
         s.prompt_key(key(KeyCode::Enter));
-        assert_eq!(s.record_prompt, None);
+        assert_eq!(s.recorder.prompt, None);
         assert_eq!(
-            s.record_request.take(),
+            s.recorder.request.take(),
             Some(RecordRequest::Start("a.zst".into()))
         );
         s.record_started("a.zst".into());
         s.record_progress(3, 2048);
         s.apply_action(Action::Record);
-        assert_eq!(s.record_request.take(), Some(RecordRequest::Stop));
+        assert_eq!(s.recorder.request.take(), Some(RecordRequest::Stop));
         s.record_stopped(3, 2048, 0);
-        assert_eq!(s.recording, None);
+        assert_eq!(s.recorder.recording, None);
         let notice = s.notice.clone().expect("notice").text;
         assert_eq!(notice, "saved a.zst: 3 samples, 2.00 KiB");
 
         s.apply_action(Action::Record);
         s.prompt_key(key(KeyCode::Esc));
-        assert_eq!(s.record_prompt, None);
-        assert_eq!(s.record_request, None);
+        assert_eq!(s.recorder.prompt, None);
+        assert_eq!(s.recorder.request, None);
     }
 
     #[test]
     fn a_write_error_stops_the_recording_and_says_why() {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
-        s.demo = true;
+        s.setup.demo = true;
         s.record_started("x.zst".into());
         s.record_write_failed(
             "cannot write the recording x.zst: disk full (hint: free space)".into(),
         );
-        assert_eq!(s.recording, None);
-        assert!(s.record_failed.is_some());
+        assert_eq!(s.recorder.recording, None);
+        assert!(s.recorder.failed.is_some());
         let notice = s.notice.clone().expect("notice");
         assert!(
             notice.alert && notice.text.contains("disk full"),
@@ -274,6 +288,6 @@ mod tests {
         );
         // `r` then opens the prompt for a new one.
         s.apply_action(Action::Record);
-        assert!(s.record_prompt.is_some());
+        assert!(s.recorder.prompt.is_some());
     }
 }

@@ -24,12 +24,12 @@ impl ReplayView {
 impl State {
     /// A replay's model rebuilt up to a seek's target: shown instead of all that came before.
     pub fn on_rebuilt(&mut self, model: Model, now: Instant) {
-        self.poll_started = None;
-        self.poll_failed = false;
-        self.last_arrival = Some(now);
+        self.polls.started = None;
+        self.polls.failed = false;
+        self.polls.last_arrival = Some(now);
         self.pipeline = model.pipeline;
         self.last_known = model.last_known;
-        self.sort_memory = model.sort_memory;
+        self.process_table.sort_memory = model.sort_memory;
         self.current = model.current;
         self.shown(now);
         if let Some(replay) = &mut self.replay {
@@ -52,7 +52,7 @@ impl State {
             Model {
                 pipeline: self.pipeline.clone(),
                 last_known: self.last_known.clone(),
-                sort_memory: self.sort_memory.clone(),
+                sort_memory: self.process_table.sort_memory.clone(),
                 current: self.current.clone(),
             },
             None,

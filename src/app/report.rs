@@ -5,7 +5,8 @@ use std::path::Path;
 
 impl State {
     /// Writes the report of the instant shown (the one held while paused) into
-    /// [`State::report_dir`], and says where in the footer; a failure is one line there too.
+    /// [`Setup::report_dir`](super::Setup::report_dir), and says where in the footer; a
+    /// failure is one line there too.
     pub(super) fn write_report(&mut self) {
         let Some(observed) = &self.current else {
             self.notice = Some(Notice {
@@ -14,18 +15,18 @@ impl State {
             });
             return;
         };
-        let demo = self.demo;
+        let demo = self.setup.demo;
         let name = crate::report::file_name(&observed.sample);
-        let path = self.report_dir.join(&name);
+        let path = self.setup.report_dir.join(&name);
         let shown = Path::new(".").join(&name);
-        let shown = if self.report_dir == Path::new(".") {
+        let shown = if self.setup.report_dir == Path::new(".") {
             shown.display().to_string()
         } else {
             path.display().to_string()
         };
         // The report, and its chart beside it.
         let written = crate::report::chart::write_report(
-            &self.report_dir,
+            &self.setup.report_dir,
             observed,
             &self.pipeline.history,
             demo,
@@ -56,8 +57,8 @@ mod tests {
 
     fn demo_state(dir: &Path) -> State {
         let mut s = State::new(Pipeline::new(None), "demo ×10".into(), 1.0);
-        s.demo = true;
-        s.report_dir = dir.to_path_buf();
+        s.setup.demo = true;
+        s.setup.report_dir = dir.to_path_buf();
         s
     }
 

@@ -1,11 +1,44 @@
 //! Process table rows: a process sample with its layers and trend, sorted.
 
-use crate::accounting::ProcessAccount;
+use crate::accounting::{GroupBy, ProcessAccount};
 use crate::history::{History, KeyRef, Metric};
 use crate::pipeline::Observed;
 use crate::present::sort::{SortKey, SortMemory};
 use crate::sample::ProcessSample;
 use std::cmp::Ordering;
+
+/// The process table: its order, its grouping and what is selected in it.
+#[derive(Debug)]
+pub struct ProcessTable {
+    pub(crate) sort: SortKey,
+    /// The other way round from the key's own (`S`): smallest first for amounts.
+    pub(crate) sort_reversed: bool,
+    /// The settled values the rows are ordered by, so that they do not swap at every sample.
+    pub(crate) sort_memory: SortMemory,
+    /// Selected process, by (pid, device uuid), so it stays selected as rows move.
+    pub(crate) selected: Option<(u32, String)>,
+    /// Until the user moves, the selection stays on the top row, whatever comes there.
+    pub(crate) selection_moved: bool,
+    /// How the process table is grouped (`g`).
+    pub(crate) group_by: GroupBy,
+    /// The selected group row, by (key, device uuid), when a group rather than a process is
+    /// selected (then `selected` is `None`).
+    pub(crate) selected_group: Option<(String, String)>,
+}
+
+impl Default for ProcessTable {
+    fn default() -> Self {
+        ProcessTable {
+            sort: SortKey::Used,
+            sort_reversed: false,
+            sort_memory: SortMemory::default(),
+            selected: None,
+            selection_moved: false,
+            group_by: GroupBy::None,
+            selected_group: None,
+        }
+    }
+}
 
 /// Two values in order, the largest first when `down`; unknown last whichever way.
 fn by_value(a: Option<f64>, b: Option<f64>, down: bool) -> Ordering {

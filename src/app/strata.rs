@@ -2,6 +2,23 @@
 
 use crate::sample::NodeSample;
 
+/// The strata view (`v`): how much of the past it shows, and which device.
+#[derive(Debug)]
+pub struct StrataView {
+    pub(crate) zoom: Zoom,
+    /// The selected device (its position in [`strata_devices`]).
+    pub(crate) device: usize,
+}
+
+impl Default for StrataView {
+    fn default() -> Self {
+        StrataView {
+            zoom: Zoom::Minutes15,
+            device: 0,
+        }
+    }
+}
+
 /// How much of the past the strata view shows: one zoom per tier of the history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Zoom {

@@ -24,10 +24,10 @@ fn pausing_freezes_the_screen_and_loses_no_sample() {
         Some(crate::source::demo::DEMO_EPOCH + 100.0),
         "frozen while paused"
     );
-    assert_eq!(s.queue.len(), 3);
+    assert_eq!(s.pause.queue.len(), 3);
     s.apply_action(Action::TogglePause);
     while s.catch_up(std::time::Duration::ZERO) > 0 {}
-    assert!(s.queue.is_empty());
+    assert!(s.pause.queue.is_empty());
     let uuid = s
         .current
         .as_ref()
@@ -49,14 +49,14 @@ fn pausing_freezes_the_screen_and_loses_no_sample() {
 fn selection_follows_its_process_once_the_user_moved() {
     let mut s = state();
     s.on_sample(node_at(0, 600.0, 10.0));
-    let first = s.selected.clone();
+    let first = s.process_table.selected.clone();
     s.apply_action(Action::Down);
-    let chosen = s.selected.clone();
+    let chosen = s.process_table.selected.clone();
     assert_ne!(first, chosen);
     s.apply_action(Action::CycleSort);
     s.on_sample(node_at(0, 610.0, 10.0));
     assert_eq!(
-        s.selected, chosen,
+        s.process_table.selected, chosen,
         "stays on the same process when rows move"
     );
     s.apply_action(Action::Open);
@@ -164,9 +164,9 @@ fn tab_arrows_and_enter_open_the_selected_findings_evidence() {
     let chosen = s.findings()[1].clone();
     s.apply_action(Action::Open);
     assert_eq!(s.view, View::Evidence(FindingId::of(&chosen)));
-    assert_eq!(s.evidence_last.as_ref(), Some(&chosen));
+    assert_eq!(s.views.evidence_last.as_ref(), Some(&chosen));
     s.apply_action(Action::Down);
-    assert_eq!(s.evidence_scroll, 1, "arrows scroll the evidence");
+    assert_eq!(s.views.evidence_scroll, 1, "arrows scroll the evidence");
     s.apply_action(Action::FocusNext);
     assert_eq!(s.focus, Focus::Findings, "Tab does nothing unseen");
     s.apply_action(Action::Back);
@@ -187,17 +187,17 @@ fn the_finding_selection_stays_on_its_finding_as_findings_come_and_go() {
     let c = finding(FindingKind::AllocRetries, Some(2), Severity::Warning, 30.0);
     with_findings(&mut s, vec![a.clone(), b.clone(), c.clone()]);
     assert_eq!(
-        s.finding_selected,
+        s.finding_list.selected,
         Some(FindingId::of(&a)),
         "top until moved"
     );
     s.apply_action(Action::FocusNext);
     s.apply_action(Action::Down);
-    assert_eq!(s.finding_selected, Some(FindingId::of(&b)));
+    assert_eq!(s.finding_list.selected, Some(FindingId::of(&b)));
     // A critical one comes on top: the selection stays on b, now third.
     let oom = finding(FindingKind::Oom, Some(2), Severity::Critical, 40.0);
     with_findings(&mut s, vec![oom.clone(), a.clone(), b.clone(), c.clone()]);
-    assert_eq!(s.finding_selected, Some(FindingId::of(&b)));
+    assert_eq!(s.finding_list.selected, Some(FindingId::of(&b)));
     assert_eq!(s.selected_finding_index(), Some(2));
     // Its message and figures change: still the same finding.
     let mut b2 = b.clone();
@@ -212,15 +212,15 @@ fn the_finding_selection_stays_on_its_finding_as_findings_come_and_go() {
     assert_eq!(s.view, View::Evidence(FindingId::of(&b)));
     // b clears: the selection moves to what took its row; the view keeps b as last seen.
     with_findings(&mut s, vec![oom.clone(), a.clone(), c.clone()]);
-    assert_eq!(s.finding_selected, Some(FindingId::of(&c)));
+    assert_eq!(s.finding_list.selected, Some(FindingId::of(&c)));
     let id = FindingId::of(&b);
     let (shown, raised) = s.evidence_finding(&id).expect("kept");
     assert_eq!((shown.message.as_str(), raised), ("grown", false));
     // Everything clears, then findings return: nothing selected, then the neighbour row.
     with_findings(&mut s, Vec::new());
-    assert_eq!(s.finding_selected, None);
+    assert_eq!(s.finding_list.selected, None);
     with_findings(&mut s, vec![a.clone()]);
-    assert_eq!(s.finding_selected, Some(FindingId::of(&a)));
+    assert_eq!(s.finding_list.selected, Some(FindingId::of(&a)));
 }
 
 #[test]
@@ -228,28 +228,35 @@ fn the_strata_view_opens_zooms_and_scrolls_its_devices() {
     let mut s = state();
     s.on_sample(node_at(0, 905.0, 10.0));
     s.apply_action(Action::ZoomCycle);
-    assert_eq!(s.zoom, Zoom::Minutes15, "no zoom where it does not show");
+    assert_eq!(
+        s.strata.zoom,
+        Zoom::Minutes15,
+        "no zoom where it does not show"
+    );
     s.apply_action(Action::ToggleStrata);
     assert_eq!(s.view, View::Strata);
     s.apply_action(Action::ZoomCycle);
-    assert_eq!(s.zoom, Zoom::Hours2);
+    assert_eq!(s.strata.zoom, Zoom::Hours2);
     s.apply_action(Action::ZoomOut);
-    assert_eq!(s.zoom, Zoom::Hours24);
+    assert_eq!(s.strata.zoom, Zoom::Hours24);
     s.apply_action(Action::ZoomOut);
-    assert_eq!(s.zoom, Zoom::Hours24, "24 h is the longest");
+    assert_eq!(s.strata.zoom, Zoom::Hours24, "24 h is the longest");
     s.apply_action(Action::ZoomIn);
     s.apply_action(Action::ZoomIn);
     s.apply_action(Action::ZoomIn);
-    assert_eq!(s.zoom, Zoom::Minutes15);
+    assert_eq!(s.strata.zoom, Zoom::Minutes15);
     // Seven devices: 4 GPUs and GPU 3's three MIG instances.
     s.apply_action(Action::Down);
-    assert_eq!(s.strata_device, 1);
+    assert_eq!(s.strata.device, 1);
     s.apply_action(Action::PageDown);
-    assert_eq!(s.strata_device, 6, "clamped to the last device");
+    assert_eq!(s.strata.device, 6, "clamped to the last device");
     s.apply_action(Action::Up);
-    assert_eq!(s.strata_device, 5);
-    let rows_selected = s.selected.clone();
-    assert_eq!(s.selected, rows_selected, "the process table did not move");
+    assert_eq!(s.strata.device, 5);
+    let rows_selected = s.process_table.selected.clone();
+    assert_eq!(
+        s.process_table.selected, rows_selected,
+        "the process table did not move"
+    );
     // Help from the strata view goes back to it.
     s.apply_action(Action::ToggleHelp);
     assert_eq!(s.view, View::Help);
@@ -343,9 +350,15 @@ fn rows_do_not_swap_when_two_values_saw_tooth_past_each_other() {
     let mut expected = settled[0].clone();
     expected.reverse();
     assert_eq!(reversed, expected);
-    assert_eq!(super::sort_arrow(s.sort, s.sort_reversed), "▲");
+    assert_eq!(
+        super::sort_arrow(s.process_table.sort, s.process_table.sort_reversed),
+        "▲"
+    );
     s.apply_action(Action::ReverseSort);
-    assert_eq!(super::sort_arrow(s.sort, s.sort_reversed), "▼");
+    assert_eq!(
+        super::sort_arrow(s.process_table.sort, s.process_table.sort_reversed),
+        "▼"
+    );
     // A clear change moves a row at once: the small one jumps to 40 GiB.
     let mut jump = saw_tooths(30);
     jump.processes[2].used = Some(40 * crate::fixtures::GIB);
@@ -373,10 +386,13 @@ fn equal_values_are_ordered_by_pid_and_unknown_comes_last_both_ways() {
         "ties by pid, unknown last, either way"
     );
     // Pid: up, then down.
-    while s.sort != SortKey::Pid {
+    while s.process_table.sort != SortKey::Pid {
         s.apply_action(Action::CycleSort);
     }
-    assert!(!s.sort_reversed, "a new key starts its own way round");
+    assert!(
+        !s.process_table.sort_reversed,
+        "a new key starts its own way round"
+    );
     assert_eq!(order(&s), [10, 20, 30]);
     s.apply_action(Action::ReverseSort);
     assert_eq!(order(&s), [30, 20, 10]);

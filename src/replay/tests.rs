@@ -341,7 +341,7 @@ fn replay_keys_move_the_clock_and_seek_and_leave_the_list_keys_alone() {
     state.on_sample(node_at(0, 1300.0, 10.0));
     state.apply_action(Action::TogglePause);
     assert!(
-        control.status().paused && !state.paused,
+        control.status().paused && !state.pause.paused,
         "the clock, not the queue"
     );
     state.apply_action(Action::ZoomIn);
@@ -371,25 +371,28 @@ fn replay_keys_move_the_clock_and_seek_and_leave_the_list_keys_alone() {
     assert_eq!(control.lock().seek, Some(SeekTarget::At(f64::NEG_INFINITY)));
     // In the strata view + and - zoom, as they do live.
     state.apply_action(Action::ToggleStrata);
-    let zoom = state.zoom;
+    let zoom = state.strata.zoom;
     state.apply_action(Action::ZoomOut);
-    assert_ne!(state.zoom, zoom);
+    assert_ne!(state.strata.zoom, zoom);
     assert_eq!(control.status().speed, 2.0);
     // Live, G is the list's bottom, g groups the table by owner, and ← → do nothing.
     let mut live = State::new(Pipeline::new(None), "demo".into(), 1.0);
     live.on_sample(node_at(0, 600.0, 10.0));
     live.apply_action(Action::GoLast);
-    let bottom = live.selected.clone();
+    let bottom = live.process_table.selected.clone();
     live.apply_action(Action::Top);
-    assert_ne!(live.selected, bottom, "Home and G move in the list");
+    assert_ne!(
+        live.process_table.selected, bottom,
+        "Home and G move in the list"
+    );
     live.apply_action(Action::GoFirst);
     assert_eq!(
-        live.group_by,
+        live.process_table.group_by,
         crate::accounting::GroupBy::Launcher,
         "g groups"
     );
     live.apply_action(Action::SeekForward);
-    assert!(!live.paused);
+    assert!(!live.pause.paused);
 }
 
 /// A seek asked while another is being done takes over: an earlier target starts again, a

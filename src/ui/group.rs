@@ -52,7 +52,7 @@ fn lines(
                 clean(&group.key),
                 group.pids.len(),
                 if group.pids.len() == 1 { "" } else { "es" },
-                state.group_by.label()
+                state.process_table.group_by.label()
             ),
             width,
         ),
@@ -123,7 +123,7 @@ fn lines(
             ),
             theme.table_header(),
         ));
-        let cursor = state.group_cursor.min(findings.len() - 1);
+        let cursor = state.views.group_cursor.min(findings.len() - 1);
         for (i, f) in findings.iter().enumerate() {
             let mark = if i == cursor { "› " } else { "  " };
             let text = format!("  {mark}{:<5} {}", f.severity.label(), clean(&f.message));

@@ -36,7 +36,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     );
     let gpus = sample.map_or(0, |s| s.gpus.len());
     // The demo's story runs faster than the clock: its time is story time, never called UTC.
-    let story = state.demo;
+    let story = state.setup.demo;
     let clock = match sample {
         None => "--:--:--".into(),
         Some(s) if story => crate::source::demo::story_time(s.time),
@@ -45,9 +45,9 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     let utc = if story { "" } else { " UTC" };
     let (mode, mode_short) = mode(state);
     let plural = if gpus == 1 { "" } else { "s" };
-    let label = &state.source_label;
+    let label = &state.setup.source_label;
     // The interval of the samples themselves, as the JSON says (the demo's in story seconds).
-    let interval = sample.map_or(state.interval, |s| s.interval);
+    let interval = sample.map_or(state.setup.interval, |s| s.interval);
     // The richest line that fits; the state (live, stale, paused, recording) is in every one.
     // The host's CPU and memory, where known: in every line down to the narrowest ones, which
     // keep the state, the host and the clock first.
@@ -84,7 +84,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
         .cloned()
         .unwrap_or_default();
     let padded = format!("{:<width$}", fit(&text, width));
-    let style = if state.freshness.is_live() || theme.mono {
+    let style = if state.polls.freshness.is_live() || theme.mono {
         theme.header_bar()
     } else {
         Style::new().fg(Color::Black).bg(Color::Yellow)
@@ -93,7 +93,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
 }
 
 pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
-    let line = if let Some(prompt) = &state.record_prompt {
+    let line = if let Some(prompt) = &state.recorder.prompt {
         // The name as typed, safe for the terminal; its end shows when it is long.
         let name = crate::text::clean(&prompt.text);
         let help = "  ⏎ start  esc cancel";
@@ -106,15 +106,15 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
             Span::styled(format!("{shown}█"), theme.header_bar()),
             Span::styled(help, theme.dim()),
         ])
-    } else if let Some(status) = &state.status {
+    } else if let Some(status) = &state.polls.error {
         Line::styled(fit(status, area.width as usize), theme.alert())
-    } else if let Some(open) = &state.dialog {
+    } else if let Some(open) = &state.kill.dialog {
         let keys = format!(" {}", super::dialog::keys(open.stage));
         Line::styled(fit(&keys, area.width as usize), theme.dim())
-    } else if state.attach_offer.is_some() {
+    } else if state.attach.offer.is_some() {
         let keys = format!(" {}", super::dialog::ATTACH_KEYS);
         Line::styled(fit(&keys, area.width as usize), theme.dim())
-    } else if let (Some(busy), None) = (&state.attaching, &state.notice) {
+    } else if let (Some(busy), None) = (&state.attach.under_way, &state.notice) {
         let text = format!(" attaching to PID {}…", busy.pid);
         Line::styled(fit(&text, area.width as usize), Style::new())
     } else if let Some(notice) = &state.notice {
@@ -130,7 +130,7 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     } else {
         let paused = match &state.replay {
             Some(replay) => replay.status.paused,
-            None => state.paused,
+            None => state.pause.paused,
         };
         let pause = if paused { "resume" } else { "pause" };
         // The richest line of hints that fits.
@@ -146,12 +146,12 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                     Focus::Processes => ("processes", "detail"),
                     Focus::Findings => ("findings", "evidence"),
                 };
-                let sort = state.sort.label();
-                let arrow = crate::app::sort_arrow(state.sort, state.sort_reversed);
+                let sort = state.process_table.sort.label();
+                let arrow = crate::app::sort_arrow(state.process_table.sort, state.process_table.sort_reversed);
                 // Recording and the report, where the width leaves room (the help lists them).
-                let record = if state.recording.is_some() { "stop rec" } else { "record" };
+                let record = if state.recorder.recording.is_some() { "stop rec" } else { "record" };
                 vec![
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  g group:{}  k signal  a attach  v strata  p {pause}  r {record}  R report  ? help", state.group_by.label()),
+                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  g group:{}  k signal  a attach  v strata  p {pause}  r {record}  R report  ? help", state.process_table.group_by.label()),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  r {record}  R report  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  ? help"),
                     format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}{arrow}  S rev  k signal  v strata  p {pause}  ? help"),
@@ -170,7 +170,7 @@ pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
                 format!(" esc back  ↑↓ scroll  q quit  ? help"),
             ],
             View::Strata => {
-                let zoom = state.zoom.label();
+                let zoom = state.strata.zoom.label();
                 vec![
                     format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom} (15m 2h 24h)  q quit  p {pause}  ? help"),
                     format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom}  q quit  p {pause}  ? help"),

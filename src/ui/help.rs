@@ -120,8 +120,8 @@ pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
     let room = lines
         .len()
         .saturating_sub(area.height.saturating_sub(2) as usize);
-    state.scroll_room.set(Some(room));
-    let scroll = state.help_scroll.min(room);
+    state.views.scroll_room.set(Some(room));
+    let scroll = state.views.help_scroll.min(room);
     let help = Paragraph::new(lines)
         .scroll((scroll.min(usize::from(u16::MAX)) as u16, 0))
         .block(

@@ -1,6 +1,6 @@
 //! Drawing. Everything here reads `&State` and writes into a frame; nothing changes the
 //! state but one cell: a scrolling view (help, reconciliation, evidence) records in
-//! `State::scroll_room` how far it can scroll, which only its drawing can know (it depends on
+//! `Views::scroll_room` how far it can scroll, which only its drawing can know (it depends on
 //! the lines that fit), so that the scroll keys stop at its last line.
 
 mod chart;
@@ -37,7 +37,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         return;
     }
     let theme = Theme {
-        mono: state.monochrome,
+        mono: state.setup.monochrome,
     };
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(
@@ -61,7 +61,10 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
     header::draw_footer(frame, bottom, state, theme);
     let Some(observed) = &state.current else {
         let waiting = Paragraph::new(Line::styled(
-            format!("waiting for the first sample from {}…", state.source_label),
+            format!(
+                "waiting for the first sample from {}…",
+                state.setup.source_label
+            ),
             theme.dim(),
         ));
         frame.render_widget(waiting, body);
@@ -79,10 +82,10 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
             group::draw_group(frame, body, state, observed, key, device_uuid, theme)
         }
     }
-    if let Some(open) = &state.dialog {
+    if let Some(open) = &state.kill.dialog {
         dialog::draw_dialog(frame, body, open, theme);
     }
-    if let Some(offer) = &state.attach_offer {
+    if let Some(offer) = &state.attach.offer {
         dialog::draw_attach(frame, body, offer, theme);
     }
 }

@@ -10,7 +10,7 @@ pub(super) fn mode(state: &State) -> (String, String) {
     let (long, short) = data_mode(state);
     // A recording (or one that stopped on an error) is said beside every state, at every
     // width: the long form names the file, the short one its size.
-    match (&state.recording, &state.record_failed) {
+    match (&state.recorder.recording, &state.recorder.failed) {
         (Some(rec), _) => {
             let size = units::bytes(rec.bytes);
             let name = rec.name();
@@ -53,12 +53,12 @@ fn data_mode(state: &State) -> (String, String) {
         Some(age) => format!("stale {}", seconds(age)),
         None => "no data yet".to_string(),
     };
-    match state.freshness {
+    match state.polls.freshness {
         Freshness::Stalled {
             data_age,
             poll_running,
         } => {
-            let source = match state.source_label.split_whitespace().next() {
+            let source = match state.setup.source_label.split_whitespace().next() {
                 Some("nvml") | None => "NVML".to_string(),
                 Some(word) => word.to_string(),
             };
@@ -161,12 +161,12 @@ fn replay_words(state: &State) -> Option<(String, String)> {
 /// budget (one in how many kept). Resumed with samples still waiting: how many are left.
 /// `None` when live.
 fn pause_words(state: &State) -> Option<(String, String)> {
-    let queue = &state.queue;
+    let queue = &state.pause.queue;
     let dropped = match queue.dropped() {
         0 => String::new(),
         n => format!(", {n} dropped"),
     };
-    if state.paused {
+    if state.pause.paused {
         let kept = match queue.stride() {
             1 => String::new(),
             n => format!(", 1 in {n} kept"),

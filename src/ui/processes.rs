@@ -24,15 +24,15 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
         .count();
     let wide = area.width >= 120;
     let focused = state.focus == Focus::Processes;
-    let grouped = match state.group_by {
+    let grouped = match state.process_table.group_by {
         crate::accounting::GroupBy::None => String::new(),
         by => format!(" · grouped by {}", by.label()),
     };
     let block = section_block(
         format!(
             " Processes ({processes}) · sorted by {} {}{grouped} ",
-            state.sort.label(),
-            sort_arrow(state.sort, state.sort_reversed)
+            state.process_table.sort.label(),
+            sort_arrow(state.process_table.sort, state.process_table.sort_reversed)
         ),
         focused,
         theme,
@@ -137,7 +137,7 @@ pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: T
     let interval = state
         .current
         .as_ref()
-        .map_or(state.interval, |o| o.sample.interval);
+        .map_or(state.setup.interval, |o| o.sample.interval);
     let forecasts: Vec<&Finding> = state
         .findings()
         .iter()

@@ -13,8 +13,8 @@ use ratatui::Terminal;
 pub(super) fn demo_state(mono: bool) -> State {
     let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
     let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
-    state.monochrome = mono;
-    state.demo = true;
+    state.setup.monochrome = mono;
+    state.setup.demo = true;
     for sample in source.backlog() {
         state.on_sample(sample);
     }
@@ -113,7 +113,7 @@ fn help_scrolls_to_its_end_and_no_further() {
             })
             .collect::<String>();
         assert!(all.contains(wanted), "{wanted} not in the help");
-        state.help_scroll = 0;
+        state.views.help_scroll = 0;
     }
     for _ in 0..200 {
         state.apply_action(Action::Down);
@@ -307,7 +307,7 @@ fn dialog_state() -> State {
         command: Some(command.into()),
         note: Some(note.into()),
     };
-    state.dialog = Some(KillDialog {
+    state.kill.dialog = Some(KillDialog {
         title: "the holders of /dev/nvidia2".into(),
         offers: vec![
             Offer {
@@ -354,7 +354,7 @@ fn signal_dialog_80x24() {
 fn signal_dialog_asks_which_signal_then_confirms() {
     use crate::app::Stage;
     let mut state = dialog_state();
-    if let Some(d) = state.dialog.as_mut() {
+    if let Some(d) = state.kill.dialog.as_mut() {
         d.chosen = 0;
         d.stage = Stage::Signal;
     }
@@ -369,7 +369,7 @@ fn signal_dialog_asks_which_signal_then_confirms() {
     );
     assert!(screen.contains("› SIGTERM  ask it to exit"), "{screen}");
     assert!(screen.contains("  SIGKILL  end it at once"), "{screen}");
-    if let Some(d) = state.dialog.as_mut() {
+    if let Some(d) = state.kill.dialog.as_mut() {
         d.stage = Stage::Confirm;
     }
     let screen = text(&render(&state, 120, 40));

@@ -24,8 +24,8 @@ fn long_demo(mono: bool) -> State {
     let mut times: Vec<f64> = coarse.chain(dense).collect();
     times.sort_by(f64::total_cmp);
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
-    state.demo = true;
-    state.monochrome = mono;
+    state.setup.demo = true;
+    state.setup.monochrome = mono;
     for t in times {
         state.on_sample(node_at(0, t, 10.0));
     }
@@ -51,7 +51,7 @@ fn strata_view_at_each_zoom() {
     let mut state = long_demo(false);
     state.apply_action(Action::ToggleStrata);
     for zoom in Zoom::ALL {
-        state.zoom = zoom;
+        state.strata.zoom = zoom;
         for (w, h) in [(80, 24), (160, 48)] {
             let screen = text(&render(&state, w, h));
             assert!(
@@ -108,7 +108,7 @@ fn strata_view_scrolls_to_every_device_and_marks_climbs() {
 #[test]
 fn a_gap_in_the_history_is_a_gap_in_the_strata_view() {
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
-    state.demo = true;
+    state.setup.demo = true;
     let mut t = 0.0;
     while t <= 905.0 {
         if !(600.0..720.0).contains(&t) {
@@ -297,7 +297,7 @@ fn the_trend_column_shows_a_flagged_climbs_rate() {
 #[test]
 fn sparklines_mark_where_a_climb_began() {
     let mut state = demo_state(false);
-    while state.selected.as_ref().map(|s| s.0) != Some(52010) {
+    while state.process_table.selected.as_ref().map(|s| s.0) != Some(52010) {
         state.apply_action(Action::Down);
     }
     state.apply_action(Action::Open);
@@ -341,7 +341,7 @@ fn the_demos_story_appears_in_the_findings_panel_on_time() {
     ];
     let mut first_seen: Vec<Option<f64>> = vec![None; expected.len()];
     let mut state = State::new(Pipeline::new(None), "demo".into(), 1.0);
-    state.demo = true;
+    state.setup.demo = true;
     let mut t = 0.0;
     while t <= 1010.0 {
         state.on_sample(node_at(0, t, 10.0));
@@ -388,7 +388,7 @@ fn the_strata_and_evidence_views_draw_at_every_size_without_panic() {
     for view in [evidence, View::Strata] {
         state.view = view;
         for zoom in Zoom::ALL {
-            state.zoom = zoom;
+            state.strata.zoom = zoom;
             for (w, h) in [
                 (0, 0),
                 (1, 1),
@@ -421,13 +421,13 @@ fn help_and_footer_name_the_strata_and_evidence_keys() {
     }
     // Recording and the report where the width leaves room; `r` says it stops a recording.
     assert!(footer(&state, 160).contains("r record  R report"));
-    state.recording = Some(crate::app::RecordingShown {
+    state.recorder.recording = Some(crate::app::RecordingShown {
         path: "night.jsonl.zst".into(),
         samples: 3,
         bytes: 4096,
     });
     assert!(footer(&state, 160).contains("r stop rec  R report"));
-    state.recording = None;
+    state.recorder.recording = None;
     state.apply_action(Action::FocusNext);
     assert!(footer(&state, 80).contains("⏎ evidence"));
     state.apply_action(Action::ToggleStrata);

@@ -37,7 +37,7 @@ pub(super) fn section(
             || "n/a".into(),
             |(v, secs)| format!("peak {} over {}", units::bytes(v), units::duration(secs)),
         );
-        let spark = crate::ui::chart::Spark::of(width, history.get(&key), state.interval);
+        let spark = crate::ui::chart::Spark::of(width, history.get(&key), state.setup.interval);
         let mut spans = vec![Span::styled(format!("{label:<6}"), theme.dim())];
         spans.extend(marked_sparkline(
             history.get(&key),

@@ -119,8 +119,8 @@ pub fn draw_detail(
     }
     let visible = inner.height as usize;
     let room = rows.lines.len().saturating_sub(visible);
-    state.scroll_room.set(Some(room));
-    let start = state.detail_scroll.min(room);
+    state.views.scroll_room.set(Some(room));
+    let start = state.views.detail_scroll.min(room);
     super::widgets::put_lines(frame, inner, &rows.lines[start..]);
 }
 

@@ -56,8 +56,8 @@ pub fn draw_evidence(
         )],
     };
     let room = lines.len().saturating_sub(inner.height as usize);
-    state.scroll_room.set(Some(room));
-    let start = state.evidence_scroll.min(room);
+    state.views.scroll_room.set(Some(room));
+    let start = state.views.evidence_scroll.min(room);
     super::widgets::put_lines(frame, inner, &lines[start..]);
 }
 

@@ -87,7 +87,7 @@ pub(super) fn compact_lines(
         // Below 80 columns the bar keeps the room and the sparkline goes.
         let spark = if width >= 80 { SPARK } else { 0 };
         let tail = if spark > 0 {
-            let window = short_window(Spark::of(SPARK, used, state.interval).window());
+            let window = short_window(Spark::of(SPARK, used, state.setup.interval).window());
             format!(" {figure:>11} util {util:>4} {window:>3} ")
         } else {
             format!(" {figure:>11} util {util:>4}")

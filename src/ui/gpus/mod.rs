@@ -509,7 +509,7 @@ fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme)
         Span::styled(
             format!(
                 " {:>3}",
-                short_window(Spark::of(w, used, state.interval).window())
+                short_window(Spark::of(w, used, state.setup.interval).window())
             ),
             theme.dim(),
         )

@@ -67,7 +67,7 @@ pub fn draw_strata(
     theme: Theme,
 ) {
     let devices = strata_devices(&observed.sample);
-    let zoom = state.zoom;
+    let zoom = state.strata.zoom;
     let zooms: Vec<String> = crate::app::Zoom::ALL
         .iter()
         .map(|z| match *z == zoom {
@@ -104,7 +104,7 @@ pub fn draw_strata(
     }
     let room = (inner.height as usize).saturating_sub(lines.len());
     let (rows, per_page) = chart_rows(room, devices.len());
-    let selected = state.strata_device.min(devices.len().saturating_sub(1));
+    let selected = state.strata.device.min(devices.len().saturating_sub(1));
     let first = ((selected / per_page) * per_page).min(devices.len().saturating_sub(per_page));
     let shown = &devices[first..(first + per_page).min(devices.len())];
     let column = units::duration(zoom.window_secs() / width.saturating_sub(Y_AXIS).max(1) as f64);
