@@ -14,19 +14,21 @@ mod report;
 mod rows;
 mod strata;
 
-pub use crate::present::shown::{remember_last_known, LastKnown};
-pub use crate::present::sort::{sort_arrow, SortKey, SortMemory};
-pub use attach::{AttachOffer, Attaching, ATTACH_POLL};
-pub use findings::{climbs, ClimbNote, FindingId};
-pub use freshness::Freshness;
-pub use group::TableEntry;
+pub(crate) use crate::present::shown::{remember_last_known, LastKnown};
+pub(crate) use crate::present::sort::{sort_arrow, SortKey, SortMemory};
+pub(crate) use attach::{AttachOffer, Attaching, ATTACH_POLL};
+pub(crate) use findings::{climbs, ClimbNote, FindingId};
+pub(crate) use freshness::Freshness;
+pub(crate) use group::TableEntry;
 pub use keys::{key_action, Action};
-pub use kill::{KillDialog, Notice, Offer, Stage};
-pub use pause::{PauseQueue, PAUSE_BUDGET_BYTES};
-pub use record::{default_name, RecordPrompt, RecordRequest, RecordingShown};
+#[cfg(test)]
+pub(crate) use kill::Offer;
+pub(crate) use kill::{KillDialog, Notice, Stage};
+pub(crate) use pause::PauseQueue;
+pub(crate) use record::{RecordPrompt, RecordRequest, RecordingShown};
 pub use replay::ReplayView;
-pub use rows::{process_rows, ProcessRow};
-pub use strata::{strata_devices, StrataDevice, Zoom};
+pub(crate) use rows::{process_rows, ProcessRow};
+pub(crate) use strata::{strata_devices, StrataDevice, Zoom};
 
 use crate::detect::Finding;
 use crate::pipeline::{Observed, Pipeline};
@@ -232,7 +234,7 @@ impl State {
 
     /// Takes in a sample that arrived at `now`: the poll that made it is over. While paused,
     /// or catching up after a pause, it queues behind the others, so they apply in order.
-    pub fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
+    pub(crate) fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
         self.poll_started = None;
         self.poll_failed = false;
         self.last_arrival = Some(now);
@@ -265,20 +267,20 @@ impl State {
 
     /// Resumes from pause. The queued samples are applied by [`State::catch_up`], between
     /// events: a long queue never keeps a key waiting.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         self.paused = false;
         self.queue.keep_every_sample();
     }
 
     /// Whether samples queued during a pause still wait to be applied (and the user has not
     /// paused again).
-    pub fn catching_up(&self) -> bool {
+    pub(crate) fn catching_up(&self) -> bool {
         !self.paused && !self.queue.is_empty()
     }
 
     /// Applies queued samples, oldest first, until `slice` has passed (at least one, if any
     /// waits); returns how many. The event loop calls it while nothing else waits.
-    pub fn catch_up(&mut self, slice: Duration) -> usize {
+    pub(crate) fn catch_up(&mut self, slice: Duration) -> usize {
         let start = Instant::now();
         let mut applied = 0;
         while self.catching_up() {
@@ -295,7 +297,7 @@ impl State {
     }
 
     /// The process rows in the current sort order.
-    pub fn rows(&self) -> Vec<ProcessRow<'_>> {
+    pub(crate) fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
             Some(observed) => process_rows(
                 observed,
@@ -309,7 +311,7 @@ impl State {
     }
 
     /// Index of the selected row, if it is still there.
-    pub fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
+    pub(crate) fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
         let (pid, uuid) = self.selected.as_ref()?;
         rows.iter()
             .position(|r| r.process.pid == *pid && &r.process.device_uuid == uuid)
