@@ -39,7 +39,7 @@ pub struct Common {
 
     /// Use this CUDA context size (MiB) for every fed process instead of estimating it.
     #[arg(long, global = true, value_name = "N", value_parser = parse_context_mib)]
-    pub context_mib: Option<u64>,
+    pub(crate) context_mib: Option<u64>,
 
     /// Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2).
     #[arg(long, global = true, default_value_t = 10.0, value_name = "X", value_parser = parse_speed)]
@@ -186,16 +186,16 @@ pub struct ManArgs {
 pub struct DoctorArgs {
     /// Print JSON (schema strata.doctor/1): every check with its status, reason and fix.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 
     /// The address `strata serve` would listen on, whose port is checked.
     #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_name = "ADDR")]
-    pub listen: String,
+    pub(crate) listen: String,
 
     /// Seconds one check may take (a call into a hung driver never returns): past it, the
     /// check says it timed out and the rest go on.
     #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = parse_check_timeout)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
 }
 
 #[derive(Debug, Args)]

@@ -44,7 +44,7 @@ pub enum ContextSource {
 
 impl ContextSource {
     /// The mark shown before a context figure: `~` for anything not exact.
-    pub fn mark(self) -> &'static str {
+    pub(crate) fn mark(self) -> &'static str {
         match self {
             ContextSource::Observed | ContextSource::Reported | ContextSource::Fixed => "",
             ContextSource::Estimated => "~",
@@ -52,7 +52,7 @@ impl ContextSource {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ContextSource::Observed => "observed",
             ContextSource::Reported => "reported",
@@ -153,7 +153,7 @@ pub struct ContextEstimator {
 
 impl ContextEstimator {
     /// An estimator that answers `fixed` bytes where given (`--context-mib`), else learns.
-    pub fn new(fixed: Option<u64>) -> Self {
+    pub(crate) fn new(fixed: Option<u64>) -> Self {
         fixed.map_or_else(Self::learning, Self::fixed)
     }
 
@@ -163,7 +163,7 @@ impl ContextEstimator {
     }
 
     /// An estimator that answers a fixed context size (`--context-mib`).
-    pub fn fixed(bytes: u64) -> Self {
+    pub(crate) fn fixed(bytes: u64) -> Self {
         ContextEstimator {
             fixed_bytes: Some(bytes),
             ..Self::default()
@@ -298,7 +298,7 @@ impl ContextEstimator {
 }
 
 /// The `context` of the hello device a feed's statistics are for.
-pub fn reported_context<'a>(
+pub(crate) fn reported_context<'a>(
     sample: &'a NodeSample,
     feed: &FeedSample,
 ) -> Option<&'a crate::sample::feed::ReportedContext> {

@@ -210,13 +210,15 @@ pub fn noise(a: u64, b: u64) -> f64 {
 
 /// A directory of its own for one test, under the system's temporary directory, removed when
 /// the test ends (passed or failed).
-pub struct TempDir(std::path::PathBuf);
+#[cfg(test)]
+pub(crate) struct TempDir(std::path::PathBuf);
 
+#[cfg(test)]
 impl TempDir {
     /// `strata-NAME-PID-N`: made empty, told apart from every other of this test process.
     /// A test that cannot make its directory fails there.
     #[allow(clippy::expect_used)]
-    pub fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("strata-{name}-{}-{n}", std::process::id()));
@@ -225,11 +227,12 @@ impl TempDir {
         TempDir(dir)
     }
 
-    pub fn path(&self) -> &std::path::Path {
+    pub(crate) fn path(&self) -> &std::path::Path {
         &self.0
     }
 }
 
+#[cfg(test)]
 impl std::ops::Deref for TempDir {
     type Target = std::path::Path;
     fn deref(&self) -> &std::path::Path {
@@ -237,6 +240,7 @@ impl std::ops::Deref for TempDir {
     }
 }
 
+#[cfg(test)]
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);

@@ -56,17 +56,17 @@ impl Layer {
     }
 
     /// Each layer has its own glyph, so a bar reads without colour.
-    pub const fn glyph(self) -> char {
+    pub(crate) const fn glyph(self) -> char {
         self.spelling().glyph
     }
 
     /// One line saying what the layer is, for the help screen (fits 80 columns).
-    pub const fn meaning(self) -> &'static str {
+    pub(crate) const fn meaning(self) -> &'static str {
         self.spelling().meaning
     }
 
     /// The layer a name (as [`Layer::name`] or [`Layer::short`] spells it) names.
-    pub fn named(name: &str) -> Option<Layer> {
+    pub(crate) fn named(name: &str) -> Option<Layer> {
         Layer::ALL
             .into_iter()
             .find(|l| l.name() == name || l.short() == name)
@@ -198,13 +198,13 @@ impl Layers {
     }
 
     /// Adds `bytes` to a layer, making it known. Saturates: inputs are validated before.
-    pub fn add(&mut self, layer: Layer, bytes: u64) {
+    pub(crate) fn add(&mut self, layer: Layer, bytes: u64) {
         let slot = self.slot(layer);
         *slot = Some(slot.unwrap_or(0).saturating_add(bytes));
     }
 
     /// Adds every known layer of `other` into `self`.
-    pub fn absorb(&mut self, other: &Layers) {
+    pub(crate) fn absorb(&mut self, other: &Layers) {
         for layer in Layer::ALL {
             if let Some(bytes) = other.get(layer) {
                 self.add(layer, bytes);
@@ -222,7 +222,7 @@ impl Layers {
     }
 
     /// The pool a fed process's allocator holds: live + fragmented + cached.
-    pub fn reserved(&self) -> Option<u64> {
+    pub(crate) fn reserved(&self) -> Option<u64> {
         match (self.live, self.cached) {
             (Some(live), Some(cached)) => Some(live + cached + self.fragmented.unwrap_or(0)),
             _ => None,
@@ -230,7 +230,7 @@ impl Layers {
     }
 
     /// Everything but free: what NVML counts as occupied on the device.
-    pub fn occupied(&self) -> u64 {
+    pub(crate) fn occupied(&self) -> u64 {
         Layer::ALL
             .iter()
             .filter(|&&l| l != Layer::Free)

@@ -27,22 +27,22 @@ pub struct Observed {
     /// Each process's headroom (parallel to the sample's processes): how far its peak of
     /// live tensors can grow before an allocation of the same shape would fail. Empty from a
     /// pipeline that keeps none ([`Pipeline::headrooms`]).
-    pub headroom: Vec<Option<Headroom>>,
+    pub(crate) headroom: Vec<Option<Headroom>>,
     /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
     /// recording.
-    pub feed_shape: FeedShape,
+    pub(crate) feed_shape: FeedShape,
 }
 
 /// What the pipeline derives from a sample alone, before any state: the feeds in their raw
 /// shape and matched to NVML's processes. A reading thread can do it ([`prepare`]).
 #[derive(Debug)]
-pub struct Prepared {
-    pub feed_shape: FeedShape,
-    pub attachment: Attachment,
+pub(crate) struct Prepared {
+    pub(crate) feed_shape: FeedShape,
+    pub(crate) attachment: Attachment,
     /// The sample's layers, where the thread that prepared it also keeps the context
     /// estimates (the analysis's reading thread: [`Accountant`]); otherwise the pipeline
     /// works them out from its own.
-    pub account: Option<NodeAccount>,
+    pub(crate) account: Option<NodeAccount>,
 }
 
 /// The context estimates of a sequence of samples, kept apart from a [`Pipeline`] so that a
@@ -50,20 +50,20 @@ pub struct Prepared {
 /// of the samples alone, in order. Every sample it accounts must be ingested, in the same
 /// order, by a pipeline that keeps no estimates of its own.
 #[derive(Debug, Clone, Default)]
-pub struct Accountant {
+pub(crate) struct Accountant {
     contexts: ContextEstimator,
 }
 
 impl Accountant {
     /// `context_bytes` as [`Pipeline::new`] takes it.
-    pub fn new(context_bytes: Option<u64>) -> Self {
+    pub(crate) fn new(context_bytes: Option<u64>) -> Self {
         Accountant {
             contexts: ContextEstimator::new(context_bytes),
         }
     }
 
     /// Learns from a prepared sample and works out its layers into `prepared.account`.
-    pub fn account(&mut self, sample: &NodeSample, prepared: &mut Prepared) {
+    pub(crate) fn account(&mut self, sample: &NodeSample, prepared: &mut Prepared) {
         self.contexts.observe(sample, &prepared.attachment.statuses);
         prepared.account = Some(account(sample, &prepared.attachment, &self.contexts));
     }
@@ -71,7 +71,7 @@ impl Accountant {
 
 /// The feeds of an older recording's derived form rebuilt raw, then attached to the
 /// sample's processes.
-pub fn prepare(sample: &mut NodeSample) -> Prepared {
+pub(crate) fn prepare(sample: &mut NodeSample) -> Prepared {
     let feed_shape = make_raw(sample);
     let attachment = attach(sample);
     Prepared {
@@ -83,7 +83,7 @@ pub fn prepare(sample: &mut NodeSample) -> Prepared {
 
 /// [`prepare`], the feeds attached made from `spare` where it holds any
 /// ([`attach_reusing`]).
-pub fn prepare_reusing(
+pub(crate) fn prepare_reusing(
     sample: &mut NodeSample,
     spare: &mut Vec<crate::sample::FeedSample>,
 ) -> Prepared {
@@ -99,18 +99,18 @@ pub fn prepare_reusing(
 /// The state that carries from one sample to the next.
 #[derive(Debug, Default, Clone)]
 pub struct Pipeline {
-    pub contexts: ContextEstimator,
-    pub tracker: FindingTracker,
-    pub hold: ClimbHold,
+    pub(crate) contexts: ContextEstimator,
+    pub(crate) tracker: FindingTracker,
+    pub(crate) hold: ClimbHold,
     pub history: History,
     /// What the detectors need that a later sample may not carry (an OOM's report).
-    pub remembered: Remembered,
+    pub(crate) remembered: Remembered,
     /// The warm-up verdicts said.
-    pub warm_up: WarmUp,
+    pub(crate) warm_up: WarmUp,
     /// Whether each sample's [`Observed::headroom`] is worked out (what the monitor, its
     /// exporter and a report show). An offline analysis, which shows none, leaves it empty:
     /// a warm-up verdict then works out only the headroom it reads.
-    pub headrooms: bool,
+    pub(crate) headrooms: bool,
 }
 
 impl Pipeline {
@@ -136,14 +136,14 @@ impl Pipeline {
     /// says so (an offline pass on a coarser clock): otherwise the findings are the
     /// instant's alone, and what the history's findings carry (their `since`, the climbs
     /// held) is kept as it was, for the next sample they run at.
-    pub fn ingest_judging(&mut self, mut sample: NodeSample, history: bool) -> Observed {
+    pub(crate) fn ingest_judging(&mut self, mut sample: NodeSample, history: bool) -> Observed {
         let prepared = prepare(&mut sample);
         self.ingest_prepared(sample, prepared, history)
     }
 
     /// [`Pipeline::ingest_judging`] of a sample already [`prepare`]d (a function of the
     /// sample alone: a reading thread can do it).
-    pub fn ingest_prepared(
+    pub(crate) fn ingest_prepared(
         &mut self,
         sample: NodeSample,
         prepared: Prepared,
@@ -198,7 +198,7 @@ impl Pipeline {
     /// decide (the context estimates, the OOMs remembered), judging nothing: the state
     /// [`Pipeline::ingest`] leaves, but for what judging carries (the findings' `since`,
     /// the climbs held, the warm-up verdicts).
-    pub fn take_in(&mut self, mut sample: NodeSample) {
+    pub(crate) fn take_in(&mut self, mut sample: NodeSample) {
         let Prepared { attachment, .. } = prepare(&mut sample);
         self.keep(&sample, &attachment);
     }

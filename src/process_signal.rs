@@ -23,9 +23,9 @@ pub enum Signal {
 
 impl Signal {
     /// In the order the dialog lists them.
-    pub const ALL: [Signal; 3] = [Signal::Int, Signal::Term, Signal::Kill];
+    pub(crate) const ALL: [Signal; 3] = [Signal::Int, Signal::Term, Signal::Kill];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Signal::Int => "SIGINT",
             Signal::Term => "SIGTERM",
@@ -34,7 +34,7 @@ impl Signal {
     }
 
     /// What it does, for the dialog.
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         match self {
             Signal::Int => "interrupt, as Ctrl-C: Python raises KeyboardInterrupt",
             Signal::Term => "ask it to exit, cleaning up",
@@ -42,7 +42,7 @@ impl Signal {
         }
     }
 
-    pub fn number(self) -> libc::c_int {
+    pub(crate) fn number(self) -> libc::c_int {
         match self {
             Signal::Int => libc::SIGINT,
             Signal::Term => libc::SIGTERM,
@@ -54,18 +54,18 @@ impl Signal {
 /// A process as the screen showed it, to be signalled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Start time in clock ticks since boot, as shown: the process must still have it.
-    pub start_time: Option<u64>,
-    pub user: Option<String>,
-    pub command: Option<String>,
+    pub(crate) start_time: Option<u64>,
+    pub(crate) user: Option<String>,
+    pub(crate) command: Option<String>,
     /// Why it is offered, for the dialog (`no context of its own`, `own context`).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl Target {
     /// `PID 4242 (python train.py)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.command {
             Some(command) => format!("PID {} ({})", self.pid, crate::text::clean(command)),
             None => format!("PID {}", self.pid),
@@ -108,10 +108,10 @@ pub trait Signaller: Send + std::fmt::Debug {
 
 /// A source whose processes are not this machine's (the demo, a recording): nothing is sent.
 #[derive(Debug, Clone)]
-pub struct Refuse(pub String);
+pub(crate) struct Refuse(pub(crate) String);
 
 impl Refuse {
-    pub fn simulated() -> Self {
+    pub(crate) fn simulated() -> Self {
         Refuse("these processes are simulated (the demo node): nothing to signal".into())
     }
 }

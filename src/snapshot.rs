@@ -17,114 +17,114 @@ use crate::sample::{
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const SCHEMA: &str = crate::sample::SNAPSHOT_SCHEMA;
+pub(crate) const SCHEMA: &str = crate::sample::SNAPSHOT_SCHEMA;
 
 #[derive(Serialize)]
 pub struct Snapshot<'a> {
-    pub schema: &'static str,
-    pub time: f64,
-    pub interval: f64,
-    pub host: &'a str,
+    pub(crate) schema: &'static str,
+    pub(crate) time: f64,
+    pub(crate) interval: f64,
+    pub(crate) host: &'a str,
     /// The built-in demo's sample (its times are the story's clock); absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub demo: bool,
-    pub driver_version: Option<&'a str>,
-    pub cuda_driver_version: Option<&'a str>,
-    pub host_pid_namespace: Option<bool>,
+    pub(crate) demo: bool,
+    pub(crate) driver_version: Option<&'a str>,
+    pub(crate) cuda_driver_version: Option<&'a str>,
+    pub(crate) host_pid_namespace: Option<bool>,
     /// How long NVML's poll for this sample took, in seconds.
-    pub poll_secs: Option<f64>,
+    pub(crate) poll_secs: Option<f64>,
     /// What NVML refused for the node (`device_count`, `driver`).
-    pub problems: &'a BTreeMap<String, String>,
+    pub(crate) problems: &'a BTreeMap<String, String>,
     /// The host's CPU in use over the last interval, percent of all cores.
-    pub host_cpu_percent: Option<f64>,
+    pub(crate) host_cpu_percent: Option<f64>,
     /// The host's memory, bytes.
-    pub host_memory: Option<HostMemory>,
+    pub(crate) host_memory: Option<HostMemory>,
     /// Who holds the GPUs' device files open (searched only while a context outlives its
     /// process).
-    pub device_files: Option<&'a DeviceFileScan>,
-    pub gpus: Vec<GpuOut<'a>>,
-    pub processes: Vec<ProcessOut<'a>>,
+    pub(crate) device_files: Option<&'a DeviceFileScan>,
+    pub(crate) gpus: Vec<GpuOut<'a>>,
+    pub(crate) processes: Vec<ProcessOut<'a>>,
     /// Every allocator feed: who it is (kernel credentials and hello), its state, its
     /// latest statistics per device, and its counters of bad input. `earlier` (what arrived
     /// since the previous sample: a new feed's whole backlog) is thinned to at most
     /// [`EARLIER_SHOWN`] samples, evenly spread, the first and last always kept.
-    pub feeds: Vec<FeedRecord>,
+    pub(crate) feeds: Vec<FeedRecord>,
     /// What the search for feeds met that is not a feed: feed dirs cut short at the scan's
     /// budget, and suspicious entries where a feed dir or a socket belongs.
-    pub feed_scan: &'a FeedScan,
-    pub findings: &'a [Finding],
+    pub(crate) feed_scan: &'a FeedScan,
+    pub(crate) findings: &'a [Finding],
     /// The processes grouped by their owner (`--group-by`): absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub groups: Option<Groups>,
+    pub(crate) groups: Option<Groups>,
 }
 
 /// `groups`: the grouping asked for, and its rows (one per group and device).
 #[derive(Serialize)]
-pub struct Groups {
-    pub by: crate::accounting::GroupBy,
-    pub rows: Vec<crate::accounting::GroupRow>,
+pub(crate) struct Groups {
+    pub(crate) by: crate::accounting::GroupBy,
+    pub(crate) rows: Vec<crate::accounting::GroupRow>,
 }
 
 /// A GPU: its raw figures as the sample holds them ([`GpuInfo`]), then what is derived.
 #[derive(Serialize)]
-pub struct GpuOut<'a> {
+pub(crate) struct GpuOut<'a> {
     #[serde(flatten)]
-    pub info: &'a GpuInfo,
-    pub layers: Option<Layers>,
+    pub(crate) info: &'a GpuInfo,
+    pub(crate) layers: Option<Layers>,
     /// Why `layers` is null, when it is.
-    pub layers_gap: Option<&'a Gap>,
+    pub(crate) layers_gap: Option<&'a Gap>,
     /// Layers summed over the processes whose share is known while another's is not: lower
     /// bounds.
-    pub partial: &'a [Layer],
+    pub(crate) partial: &'a [Layer],
     /// Layers derived from a bound (an estimated context): `upper` or `lower`.
-    pub bounds: Bounds,
+    pub(crate) bounds: Bounds,
     /// The least exact source of the contexts summed in `layers.context`.
-    pub context_source: Option<ContextSource>,
+    pub(crate) context_source: Option<ContextSource>,
     /// What NVML refused for this GPU (see README).
-    pub problems: &'a BTreeMap<String, String>,
-    pub mig: Vec<MigOut<'a>>,
+    pub(crate) problems: &'a BTreeMap<String, String>,
+    pub(crate) mig: Vec<MigOut<'a>>,
 }
 
 /// A MIG instance: its raw figures ([`MigInfo`]), then what is derived.
 #[derive(Serialize)]
-pub struct MigOut<'a> {
+pub(crate) struct MigOut<'a> {
     #[serde(flatten)]
-    pub info: &'a MigInfo,
-    pub layers: Option<Layers>,
-    pub layers_gap: Option<&'a Gap>,
-    pub partial: &'a [Layer],
-    pub bounds: Bounds,
-    pub context_source: Option<ContextSource>,
+    pub(crate) info: &'a MigInfo,
+    pub(crate) layers: Option<Layers>,
+    pub(crate) layers_gap: Option<&'a Gap>,
+    pub(crate) partial: &'a [Layer],
+    pub(crate) bounds: Bounds,
+    pub(crate) context_source: Option<ContextSource>,
     /// The UUIDs of the compute instances that share this one's GPU instance (and so its
     /// memory and `layers`), itself included.
-    pub gpu_instance_members: Vec<&'a str>,
-    pub problems: &'a BTreeMap<String, String>,
+    pub(crate) gpu_instance_members: Vec<&'a str>,
+    pub(crate) problems: &'a BTreeMap<String, String>,
 }
 
 /// A process: its raw fields as the sample holds them ([`ProcessSample`]), then what is
 /// derived.
 #[derive(Serialize)]
-pub struct ProcessOut<'a> {
+pub(crate) struct ProcessOut<'a> {
     #[serde(flatten)]
-    pub raw: &'a ProcessSample,
+    pub(crate) raw: &'a ProcessSample,
     /// The feed's statistics for this device, matched to NVML's listing.
-    pub feed: Option<&'a FeedSample>,
-    pub feed_status: &'a FeedStatus,
-    pub layers: ProcessLayers,
+    pub(crate) feed: Option<&'a FeedSample>,
+    pub(crate) feed_status: &'a FeedStatus,
+    pub(crate) layers: ProcessLayers,
     /// Layers derived from a bound: an estimated context is an `upper` bound, the memory
     /// outside the pool beside it a `lower` one.
-    pub bounds: Bounds,
+    pub(crate) bounds: Bounds,
     /// How far its peak of live tensors can grow before an allocation of the same shape
     /// would fail (`headroom.bytes`); `null` without a feed combined at this instant.
-    pub headroom_bytes: Option<i64>,
+    pub(crate) headroom_bytes: Option<i64>,
     /// Its definition's figures: the peak (`peak_live_bytes`, the highest `allocated` over
     /// `peak_window_secs`, strata's last 15 minutes at most) and what the device could give
     /// the pool now (`usable_bytes`: NVML free + reserved − fragmented).
-    pub headroom: Option<crate::detect::Headroom>,
+    pub(crate) headroom: Option<crate::detect::Headroom>,
     /// Where `layers.context` comes from: `observed`, `reported` (the agent's own reading at
     /// CUDA init), `estimated`, `fixed`, or `unsplit` (context and memory outside the pool
     /// together, until a reading pairs).
-    pub context_source: Option<ContextSource>,
+    pub(crate) context_source: Option<ContextSource>,
 }
 
 fn split(layers: &Result<Layers, Gap>) -> (Option<Layers>, Option<&Gap>) {
@@ -227,7 +227,7 @@ impl<'a> Snapshot<'a> {
 }
 
 /// Earlier feed samples shown per device in the JSON, at most.
-pub const EARLIER_SHOWN: usize = 120;
+pub(crate) const EARLIER_SHOWN: usize = 120;
 
 /// A feed record whose backlog is cut to [`EARLIER_SHOWN`] evenly spread samples: a
 /// snapshot of 64 jobs must not print 64 fifteen-minute backlogs.
@@ -254,7 +254,7 @@ fn thinned(record: &FeedRecord) -> FeedRecord {
 /// `GI1/CI0+1`: a GPU instance and the compute instances that share its memory (`members`,
 /// positions in `all`; `m` stands for them), as the monitor names it; `GI1` without compute
 /// instance ids, empty without a GPU instance id.
-pub fn instance_ids(all: &[MigSample], members: &[usize], m: &MigSample) -> String {
+pub(crate) fn instance_ids(all: &[MigSample], members: &[usize], m: &MigSample) -> String {
     let cis: Vec<String> = if members.is_empty() {
         m.compute_instance_id.iter().map(u32::to_string).collect()
     } else {

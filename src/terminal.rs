@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// Name of the sampling thread; the panic hook leaves the terminal alone for it.
-pub const COLLECTOR_THREAD: &str = "strata-collector";
+pub(crate) const COLLECTOR_THREAD: &str = "strata-collector";
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
@@ -65,8 +65,8 @@ fn install_panic_hook() {
 }
 
 /// Restores the terminal when dropped, whatever way the scope ends.
-pub struct Guard {
-    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+pub(crate) struct Guard {
+    pub(crate) terminal: Terminal<CrosstermBackend<Stdout>>,
 }
 
 impl Drop for Guard {
@@ -76,7 +76,7 @@ impl Drop for Guard {
 }
 
 /// Takes the terminal: raw mode, alternate screen, hidden cursor.
-pub fn enter() -> io::Result<Guard> {
+pub(crate) fn enter() -> io::Result<Guard> {
     install_panic_hook();
     remember_cooked_mode();
     install_fault_handlers();
@@ -99,7 +99,7 @@ pub fn enter() -> io::Result<Guard> {
 /// mode, the alternate screen, the cursor hidden, and the next draw repaints every cell.
 /// Raw mode is set afresh even where it was never left: while strata was stopped (by a
 /// SIGSTOP, which cannot be caught) the shell may have put its own mode back.
-pub fn reenter(guard: &mut Guard) -> io::Result<()> {
+pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
     let _ = disable_raw_mode();
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
@@ -122,7 +122,7 @@ pub fn reenter(guard: &mut Guard) -> io::Result<()> {
 /// shell's "Stopped" line and prompt land on its own screen, in its own mode); returns once
 /// continued, with the terminal taken again. In an orphaned process group the kernel
 /// discards the stop (nobody could continue it): then this returns at once.
-pub fn suspend(guard: &mut Guard) -> io::Result<()> {
+pub(crate) fn suspend(guard: &mut Guard) -> io::Result<()> {
     restore();
     // SAFETY: plain libc calls on a zeroed sigaction; the previous action (tokio's handler,
     // which made this stop a loop event) is put back once the process continues.
@@ -142,7 +142,7 @@ pub fn suspend(guard: &mut Guard) -> io::Result<()> {
 
 /// Ends the process by `signo` as if strata had not caught it, terminal restored: the parent
 /// sees it killed by that signal (a shell's `$?` is 128 + `signo`).
-pub fn die_of(signo: c_int) -> ! {
+pub(crate) fn die_of(signo: c_int) -> ! {
     restore();
     // SAFETY: plain libc calls; the default action of every signal this is called for ends
     // the process.
@@ -159,7 +159,7 @@ pub fn die_of(signo: c_int) -> ! {
 
 /// A signal sent to strata, by what it asks of the monitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReceivedSignal {
+pub(crate) enum ReceivedSignal {
     /// Quit as on `q` (exit status 0): SIGTERM, SIGHUP, SIGINT.
     Quit,
     /// Restore the terminal, then die of this signal.
@@ -175,7 +175,7 @@ pub enum ReceivedSignal {
 /// SIGPIPE is left out because Rust ignores it (a closed terminal is a write error, which
 /// restores on the error path), and SIGTTIN/SIGTTOU keep their default (a background job
 /// touching the terminal stops, as the kernel intends: catching them would loop).
-pub fn received_signals() -> Vec<(c_int, ReceivedSignal)> {
+pub(crate) fn received_signals() -> Vec<(c_int, ReceivedSignal)> {
     let mut signals = vec![
         (libc::SIGTERM, ReceivedSignal::Quit),
         (libc::SIGHUP, ReceivedSignal::Quit),
@@ -264,7 +264,7 @@ fn install_fault_handlers() {
 
 /// The terminal restore for a signal handler, or for a failed allocation (which cannot
 /// allocate): async-signal-safe calls only, and once.
-pub fn restore_in_handler() {
+pub(crate) fn restore_in_handler() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         // SAFETY: tcsetattr and write are async-signal-safe; COOKED is set before ACTIVE.
         unsafe {

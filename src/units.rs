@@ -3,7 +3,7 @@
 const KIB: f64 = 1024.0;
 
 /// Bytes in binary units with three significant figures: `512 B`, `1.50 KiB`, `38.2 GiB`.
-pub fn bytes(value: u64) -> String {
+pub(crate) fn bytes(value: u64) -> String {
     let (number, unit) = scaled(value);
     format!("{number} {unit}")
 }
@@ -14,7 +14,7 @@ const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 /// Bytes as three significant figures and their unit: `("38.2", "GiB")`. Every `u64` has a
 /// unit (the largest, 2^64 − 1, is `16.0 EiB`): no figure of four digits but bytes below
 /// 1 KiB.
-pub fn scaled(value: u64) -> (String, &'static str) {
+pub(crate) fn scaled(value: u64) -> (String, &'static str) {
     if value < 1024 {
         return (value.to_string(), UNITS[0]);
     }
@@ -36,28 +36,28 @@ pub fn scaled(value: u64) -> (String, &'static str) {
 
 /// Bytes in the short form of dense columns and legends: `38.2G`, `532M`, `1.50K`, `512B`,
 /// `16.0E`.
-pub fn short_bytes(value: u64) -> String {
+pub(crate) fn short_bytes(value: u64) -> String {
     let (number, unit) = scaled(value);
     format!("{number}{}", &unit[..1])
 }
 
 /// Like [`bytes`], `n/a` when unknown.
-pub fn opt_bytes(value: Option<u64>) -> String {
+pub(crate) fn opt_bytes(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".to_string(), bytes)
 }
 
 /// Bytes as GiB with one decimal and no unit, for dense columns: `38.2`.
-pub fn gib(value: u64) -> String {
+pub(crate) fn gib(value: u64) -> String {
     format!("{:.1}", value as f64 / (KIB * KIB * KIB))
 }
 
 /// A percentage, `n/a` when unknown.
-pub fn opt_percent(value: Option<u32>) -> String {
+pub(crate) fn opt_percent(value: Option<u32>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v}%"))
 }
 
 /// Seconds as a short duration: `42s`, `3m07s`, `2h05m`.
-pub fn duration(secs: f64) -> String {
+pub(crate) fn duration(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "n/a".into();
     }
@@ -72,7 +72,7 @@ pub fn duration(secs: f64) -> String {
 /// An age as a list shows it, to the second for its first minute, then to the minute, then
 /// to the hour past a day: `42s`, `3m`, `2h05m`, `3d04h`. A screen of ages redrawn every
 /// second then changes once a minute.
-pub fn age(secs: f64) -> String {
+pub(crate) fn age(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "n/a".into();
     }
@@ -86,7 +86,7 @@ pub fn age(secs: f64) -> String {
 }
 
 /// Wall-clock time of day (UTC) of a unix timestamp: `09:14:05`.
-pub fn clock(unix_secs: f64) -> String {
+pub(crate) fn clock(unix_secs: f64) -> String {
     if !unix_secs.is_finite() || unix_secs < 0.0 {
         return "--:--:--".into();
     }

@@ -3,16 +3,16 @@
 //! them; a bug report quotes them.
 
 /// The version of strata (the crate's, the wheel's and the agent's).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The allocator feed protocol this monitor reads (`"v"` of every line;
 /// `assets/python/PROTOCOL.md`).
-pub const FEED_PROTOCOL: u64 = 1;
+pub(crate) const FEED_PROTOCOL: u64 = 1;
 
 /// `strata --version`'s line after the name (a constant: clap takes it as it is): the git
 /// commit the binary was built from, or `unknown` (a build outside a checkout), and the
 /// build's date, UTC (`SOURCE_DATE_EPOCH` when set).
-pub const DESCRIBE: &str = concat!(
+pub(crate) const DESCRIBE: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("STRATA_GIT_COMMIT"),

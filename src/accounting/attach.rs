@@ -13,7 +13,7 @@ use crate::sample::{AllocatorStats, FeedSample, GpuSample, NodeSample, ProcessSa
 use serde::Serialize;
 
 /// A feed older (or newer) than this many sampling intervals is stale.
-pub const STALE_INTERVALS: f64 = 3.0;
+pub(crate) const STALE_INTERVALS: f64 = 3.0;
 
 /// Whether a process's allocator feed can be combined with NVML's reading at this instant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -50,7 +50,7 @@ pub enum PendingKind {
 
 impl PendingKind {
     /// From a hello: its `state`, and whether it names any device.
-    pub fn of(hello: &Hello) -> Self {
+    pub(crate) fn of(hello: &Hello) -> Self {
         match hello.state.as_deref() {
             Some("error") => PendingKind::AgentError,
             Some("no_framework") => PendingKind::NoFramework,
@@ -60,7 +60,7 @@ impl PendingKind {
     }
 
     /// A word for the process table.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             PendingKind::Waiting => "waiting",
             PendingKind::NoFramework => "no framework",
@@ -76,7 +76,7 @@ impl FeedStatus {
     }
 
     /// A word for the process table.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             FeedStatus::Absent => "nofeed",
             FeedStatus::Refused { .. } => "refused",
@@ -90,15 +90,15 @@ impl FeedStatus {
 
 /// A device a trusted feed reports that NVML does not list its pid on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Unlisted {
+pub(crate) struct Unlisted {
     /// Position in [`NodeSample::feeds`].
-    pub feed: usize,
-    pub pid: u32,
+    pub(crate) feed: usize,
+    pub(crate) pid: u32,
     /// The framework's device index.
-    pub index: u32,
+    pub(crate) index: u32,
     /// The NVML device it matched, if any.
-    pub device_uuid: Option<String>,
-    pub reason: String,
+    pub(crate) device_uuid: Option<String>,
+    pub(crate) reason: String,
 }
 
 /// What matching found, beside the feeds it attached to the processes.
@@ -106,11 +106,11 @@ pub struct Unlisted {
 pub struct Attachment {
     /// Parallel to the sample's processes.
     pub statuses: Vec<FeedStatus>,
-    pub unlisted: Vec<Unlisted>,
+    pub(crate) unlisted: Vec<Unlisted>,
 }
 
 /// A UUID without its `GPU-`/`MIG-` prefix, dashes or case: how frameworks and NVML compare.
-pub fn normalize_uuid(uuid: &str) -> String {
+pub(crate) fn normalize_uuid(uuid: &str) -> String {
     uuid_chars(uuid).collect()
 }
 
@@ -148,7 +148,7 @@ fn names(uuid: &str, normalized: &str) -> bool {
 
 /// A PCI bus id as `DDDDDDDD:BB:DD` (upper case, 8-digit domain, function dropped): NVML's
 /// `00000000:18:00.0`, the kernel's `0000:18:00.0` and a framework's spelling compare equal.
-pub fn normalize_pci(id: &str) -> Option<String> {
+pub(crate) fn normalize_pci(id: &str) -> Option<String> {
     let id = id.trim();
     let (rest, _function) = id.rsplit_once('.').unwrap_or((id, "0"));
     let mut parts = rest.split(':').collect::<Vec<_>>();
@@ -252,14 +252,14 @@ fn refusal(record: &FeedRecord) -> Option<String> {
 
 /// Matches every feed to NVML's processes: fills each process's `feed` with the statistics
 /// of its device, judges it once, and lists feed devices NVML does not list the pid on.
-pub fn attach(sample: &mut NodeSample) -> Attachment {
+pub(crate) fn attach(sample: &mut NodeSample) -> Attachment {
     attach_reusing(sample, &mut Vec::new())
 }
 
 /// [`attach`], the feeds it attaches made from `spare` (feeds taken off samples read before)
 /// where it holds any, their strings' buffers reused: a long read does not allocate and free
 /// every process's framework name at every sample.
-pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> Attachment {
+pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> Attachment {
     take_feeds(sample, spare);
     let mut statuses = vec![FeedStatus::Absent; sample.processes.len()];
     // The trusted feed that first spoke for each process's pid: its hello is said where no
@@ -412,7 +412,7 @@ pub fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> A
 
 /// Takes the feeds attached to a sample's processes into `spare`, to be attached again
 /// ([`attach_reusing`]) to this sample or another.
-pub fn take_feeds(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) {
+pub(crate) fn take_feeds(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) {
     spare.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
 }
 
@@ -438,7 +438,12 @@ fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {
 }
 
 /// Judges a feed's statistics against the sample's instant and NVML's per-process reading.
-pub fn judge(now: f64, window: f64, stats: &AllocatorStats, nvml_used: Option<u64>) -> FeedStatus {
+pub(crate) fn judge(
+    now: f64,
+    window: f64,
+    stats: &AllocatorStats,
+    nvml_used: Option<u64>,
+) -> FeedStatus {
     // Judged on the exact difference; said to the millisecond, as the difference of two
     // unix times carries float noise (0.40000009536743164) that means nothing.
     let exact = now - stats.time;

@@ -42,7 +42,7 @@ pub enum Gap {
 }
 
 impl Gap {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Gap::Lost => "GPU lost (fallen off the bus)".into(),
             Gap::MemoryUnknown => "memory not reported by NVML".into(),
@@ -76,7 +76,7 @@ impl Gap {
 
     /// Whether NVML's own figures contradict each other (worth a finding), rather than being
     /// missing.
-    pub fn is_contradiction(&self) -> bool {
+    pub(crate) fn is_contradiction(&self) -> bool {
         !matches!(self, Gap::Lost | Gap::MemoryUnknown)
     }
 }

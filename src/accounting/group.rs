@@ -30,7 +30,7 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// The order `g` cycles through.
-    pub const CYCLE: [GroupBy; 5] = [
+    pub(crate) const CYCLE: [GroupBy; 5] = [
         GroupBy::None,
         GroupBy::Launcher,
         GroupBy::Pod,
@@ -38,12 +38,12 @@ impl GroupBy {
         GroupBy::User,
     ];
 
-    pub fn next(self) -> GroupBy {
+    pub(crate) fn next(self) -> GroupBy {
         let i = Self::CYCLE.iter().position(|&g| g == self).unwrap_or(0);
         Self::CYCLE[(i + 1) % Self::CYCLE.len()]
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             GroupBy::None => "none",
             GroupBy::Launcher => "launcher",
@@ -54,7 +54,7 @@ impl GroupBy {
     }
 
     /// Parses `--group-by`'s value.
-    pub fn parse(text: &str) -> Result<GroupBy, String> {
+    pub(crate) fn parse(text: &str) -> Result<GroupBy, String> {
         Self::CYCLE
             .into_iter()
             .find(|g| g.label() == text)
@@ -66,7 +66,7 @@ impl GroupBy {
     /// The group a process falls in, in words (`torchrun 4242`, `pod train/llama-7b-0`,
     /// `slurm 81234`, `user ana`), or `None` when nothing of this kind names it: it then
     /// stands alone.
-    pub fn key(self, process: &ProcessSample) -> Option<String> {
+    pub(crate) fn key(self, process: &ProcessSample) -> Option<String> {
         let owner = process.owner.as_deref();
         match self {
             GroupBy::None => None,
@@ -90,26 +90,26 @@ impl GroupBy {
 
 /// The members of one group on one device, summed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupRow {
-    pub key: String,
-    pub device_uuid: String,
+pub(crate) struct GroupRow {
+    pub(crate) key: String,
+    pub(crate) device_uuid: String,
     /// The members' positions in the sample's `processes`.
     #[serde(skip)]
-    pub members: Vec<usize>,
-    pub pids: Vec<u32>,
+    pub(crate) members: Vec<usize>,
+    pub(crate) pids: Vec<u32>,
     /// NVML used, summed over the members that report it.
-    pub used: Option<u64>,
+    pub(crate) used: Option<u64>,
     /// Whether some member's NVML used is unknown: `used` is then a lower bound.
-    pub used_partial: bool,
+    pub(crate) used_partial: bool,
     /// Each layer summed over the members that report it: `None` when none does (an unfed
     /// process reports only `unattributed`, a fed one the pool's layers and its context);
     /// `other` and `free` belong to the device, not to a group.
-    pub layers: Layers,
+    pub(crate) layers: Layers,
     /// The layers only partly known: lower bounds.
-    pub partial: Vec<Layer>,
+    pub(crate) partial: Vec<Layer>,
     /// The layers summed from bounds rather than exact figures (an estimated context is an
     /// upper bound, the memory outside the pool beside it a lower one).
-    pub bounds: Bounds,
+    pub(crate) bounds: Bounds,
 }
 
 fn layers_slot(layers: &mut Layers, layer: Layer) -> &mut Option<u64> {
@@ -127,7 +127,11 @@ fn layers_slot(layers: &mut Layers, layer: Layer) -> &mut Option<u64> {
 
 /// The groups of a sample: one row per (group, device), ordered by key then device. A
 /// process that `by` does not name is in no group.
-pub fn groups(sample: &NodeSample, accounts: &[ProcessAccount], by: GroupBy) -> Vec<GroupRow> {
+pub(crate) fn groups(
+    sample: &NodeSample,
+    accounts: &[ProcessAccount],
+    by: GroupBy,
+) -> Vec<GroupRow> {
     let mut buckets: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for (i, process) in sample.processes.iter().enumerate() {
         if let Some(key) = by.key(process) {

@@ -8,7 +8,7 @@ mod device;
 mod group;
 
 pub use device::{partition, Gap, Partition};
-pub use group::{groups, GroupBy, GroupRow};
+pub(crate) use group::{groups, GroupBy, GroupRow};
 
 use crate::context::{ContextEstimator, ContextSource};
 use crate::layers::{Layer, Layers};
@@ -47,7 +47,7 @@ impl ProcessLayers {
 /// Which side of the truth a figure derived from a bound stands on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Bound {
+pub(crate) enum Bound {
     /// The truth is this or less.
     Upper,
     /// The truth is this or more.
@@ -56,7 +56,7 @@ pub enum Bound {
 
 impl Bound {
     /// The mark before the figure on screen.
-    pub fn mark(self) -> &'static str {
+    pub(crate) fn mark(self) -> &'static str {
         match self {
             Bound::Upper => "≤",
             Bound::Lower => "≥",
@@ -65,12 +65,12 @@ impl Bound {
 }
 
 /// Layers that are bounds rather than exact, by layer (the JSON's `bounds` map).
-pub type Bounds = std::collections::BTreeMap<Layer, Bound>;
+pub(crate) type Bounds = std::collections::BTreeMap<Layer, Bound>;
 
 /// The layers a context figure of this source makes bounds of, where `outside_pool` is
 /// known: an estimated (or not yet split) context is an upper bound, so the memory outside
 /// the pool, which is what is left of NVML's figure beside it, is a lower bound.
-pub fn context_bounds(source: Option<ContextSource>, outside_known: bool) -> Bounds {
+pub(crate) fn context_bounds(source: Option<ContextSource>, outside_known: bool) -> Bounds {
     let mut bounds = Bounds::new();
     if let Some(ContextSource::Estimated | ContextSource::Unsplit) = source {
         bounds.insert(Layer::Context, Bound::Upper);
@@ -85,7 +85,7 @@ pub fn context_bounds(source: Option<ContextSource>, outside_known: bool) -> Bou
 /// in it ([`context_bounds`]), and `other` where the device's processes could not be listed:
 /// what NVML says is occupied less nothing known, held by the unlisted processes as much as
 /// by none, so at most that.
-pub fn device_bounds(
+pub(crate) fn device_bounds(
     layers: Option<&Layers>,
     source: Option<ContextSource>,
     processes_known: bool,
@@ -108,7 +108,7 @@ pub struct ProcessAccount {
 
 impl ProcessAccount {
     /// Its layers that are bounds, not exact.
-    pub fn bounds(&self) -> Bounds {
+    pub(crate) fn bounds(&self) -> Bounds {
         context_bounds(self.context_source, self.layers.outside_pool.is_some())
     }
 }
@@ -116,7 +116,7 @@ impl ProcessAccount {
 /// Splits one process's usage (ARCHITECTURE.md, "Layers"):
 /// NVML used = context + outside_pool + reserved, reserved = live + fragmented + cached.
 /// `feed_status` is the judgement [`crate::accounting::attach::attach`] made of its feed.
-pub fn account_process(
+pub(crate) fn account_process(
     process: &ProcessSample,
     feed_status: &FeedStatus,
     contexts: &ContextEstimator,
@@ -184,17 +184,17 @@ pub struct MigAccount {
     pub layers: Result<Layers, Gap>,
     pub partial: Vec<Layer>,
     /// The least exact source among its GPU instance's processes' contexts.
-    pub context_source: Option<ContextSource>,
+    pub(crate) context_source: Option<ContextSource>,
     /// Positions, in the GPU's `mig`, of the compute instances of this one's GPU instance,
     /// itself included, in order: the first of them stands for the GPU instance on screen.
-    pub gpu_instance_members: Vec<usize>,
+    pub(crate) gpu_instance_members: Vec<usize>,
     /// Every process list of its GPU instance was read: `other` is exact, not a bound.
-    pub processes_known: bool,
+    pub(crate) processes_known: bool,
 }
 
 impl MigAccount {
     /// Its layers that are bounds, not exact ([`device_bounds`]).
-    pub fn bounds(&self) -> Bounds {
+    pub(crate) fn bounds(&self) -> Bounds {
         device_bounds(
             self.layers.as_ref().ok(),
             self.context_source,
@@ -203,7 +203,7 @@ impl MigAccount {
     }
 
     /// Whether this compute instance stands for its GPU instance (the first of its members).
-    pub fn leads(&self, position: usize) -> bool {
+    pub(crate) fn leads(&self, position: usize) -> bool {
         self.gpu_instance_members.first() == Some(&position)
     }
 }
@@ -213,16 +213,16 @@ impl MigAccount {
 pub struct GpuAccount {
     pub layers: Result<Layers, Gap>,
     pub partial: Vec<Layer>,
-    pub context_source: Option<ContextSource>,
+    pub(crate) context_source: Option<ContextSource>,
     pub mig: Vec<MigAccount>,
     /// Every process list of the GPU (and of its MIG devices) was read: `other` is exact,
     /// not a bound.
-    pub processes_known: bool,
+    pub(crate) processes_known: bool,
 }
 
 impl GpuAccount {
     /// Its layers that are bounds, not exact ([`device_bounds`]).
-    pub fn bounds(&self) -> Bounds {
+    pub(crate) fn bounds(&self) -> Bounds {
         device_bounds(
             self.layers.as_ref().ok(),
             self.context_source,
@@ -248,7 +248,7 @@ fn least_exact<'a>(accounts: impl Iterator<Item = &'a ProcessAccount>) -> Option
 
 /// The MIG devices of a GPU grouped by GPU instance, in order of first appearance: each
 /// group's positions in `mig`. A device without a GPU instance id is its own group.
-pub fn gpu_instances(mig: &[crate::sample::MigSample]) -> Vec<Vec<usize>> {
+pub(crate) fn gpu_instances(mig: &[crate::sample::MigSample]) -> Vec<Vec<usize>> {
     let mut groups: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
     for (i, m) in mig.iter().enumerate() {
         match m.gpu_instance_id {

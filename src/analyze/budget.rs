@@ -27,7 +27,7 @@ impl Drop for Closer<'_> {
 }
 
 impl Budget {
-    pub fn new(cap: u64) -> Self {
+    pub(crate) fn new(cap: u64) -> Self {
         Budget {
             state: Mutex::new(State {
                 used: 0,
@@ -44,7 +44,7 @@ impl Budget {
 
     /// Takes `bytes`, waiting while others are in flight and these would pass the cap;
     /// `false` once closed.
-    pub fn take(&self, bytes: u64) -> bool {
+    pub(crate) fn take(&self, bytes: u64) -> bool {
         let mut state = self.lock();
         while !state.closed && state.used > 0 && state.used + bytes > self.cap {
             state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
@@ -54,14 +54,14 @@ impl Budget {
     }
 
     /// Gives back `bytes` taken.
-    pub fn give(&self, bytes: u64) {
+    pub(crate) fn give(&self, bytes: u64) {
         let mut state = self.lock();
         state.used = state.used.saturating_sub(bytes);
         drop(state);
         self.changed.notify_all();
     }
 
-    pub fn closer(&self) -> Closer<'_> {
+    pub(crate) fn closer(&self) -> Closer<'_> {
         Closer(self)
     }
 }

@@ -93,7 +93,7 @@ fn print(analysis: &Analysis, json: bool) -> std::io::Result<()> {
 /// Where no sample was read: the one line (with its hint) that says why, for `analyze` and
 /// `export` alike, whose exit status is then 1: nothing analysed is an error a script must
 /// see.
-pub fn nothing_read(analysis: &Analysis, shown: &str) -> Option<String> {
+pub(crate) fn nothing_read(analysis: &Analysis, shown: &str) -> Option<String> {
     if analysis.samples > 0 {
         return None;
     }
@@ -128,7 +128,7 @@ pub fn nothing_read(analysis: &Analysis, shown: &str) -> Option<String> {
 }
 
 /// What was lost, in a few words: `2 bad lines, corrupt data at byte 1234 (12.0 KiB skipped)`.
-pub fn lost(analysis: &Analysis) -> String {
+pub(crate) fn lost(analysis: &Analysis) -> String {
     let mut parts = Vec::new();
     let bad = analysis.bad_lines.len() as u64 + analysis.more_bad_lines;
     if bad > 0 {

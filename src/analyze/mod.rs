@@ -20,8 +20,8 @@ use std::ops::ControlFlow;
 #[derive(Debug, Clone, Serialize)]
 pub struct Episode {
     pub kind: FindingKind,
-    pub severity: Severity,
-    pub device_uuid: Option<String>,
+    pub(crate) severity: Severity,
+    pub(crate) device_uuid: Option<String>,
     pub pid: Option<u32>,
     /// When it was first raised.
     pub since: f64,
@@ -31,12 +31,12 @@ pub struct Episode {
     pub open: bool,
     /// Its message and evidence when it was last seen (the climb's latest rate, the OOM's
     /// class...).
-    pub message: String,
-    pub evidence: Evidence,
+    pub(crate) message: String,
+    pub(crate) evidence: Evidence,
     /// Its worst severity and its message when first raised.
-    pub first_message: String,
+    pub(crate) first_message: String,
     /// Its evidence when first raised (a forecast's first ETA, a climb's first rate).
-    pub first_evidence: Evidence,
+    pub(crate) first_evidence: Evidence,
 }
 
 /// A line that was not a sample.
@@ -97,7 +97,7 @@ const BAD_LINES_LISTED: usize = 20;
 /// most this much earlier. Those detectors read windows of 5 to 30 minutes and hold a climb
 /// for 120 s, so none raised at one sample is gone by the next of these; a process that
 /// leaves sooner (an OOM, then its exit) is judged whole at its last sample.
-pub const HISTORY_EVERY_SECS: f64 = 10.0;
+pub(crate) const HISTORY_EVERY_SECS: f64 = 10.0;
 
 /// When the detectors that read the history run, offline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,7 +126,7 @@ pub fn analyze(lines: Lines, context_bytes: Option<u64>) -> Analysis {
 }
 
 /// [`analyze`], the detectors that read the history run on `clock`.
-pub fn analyze_on(lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Analysis {
+pub(crate) fn analyze_on(lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Analysis {
     analyze_observing(lines, context_bytes, clock, |_| ControlFlow::Continue(()))
 }
 
@@ -134,7 +134,7 @@ pub fn analyze_on(lines: Lines, context_bytes: Option<u64>, clock: Clock) -> Ana
 /// what the pipeline derived from it (its layers, the findings of that instant): how
 /// `strata export` tables a recording in the same pass. Judging stops where `observe`
 /// breaks (the last sample is then not judged whole).
-pub fn analyze_observing(
+pub(crate) fn analyze_observing(
     mut lines: Lines,
     context_bytes: Option<u64>,
     clock: Clock,

@@ -9,7 +9,7 @@ use crate::recording::{Line, Lines};
 use std::path::Path;
 
 /// TIME as unix seconds: a number, or an RFC 3339 time (`2026-01-01T09:15:00Z`).
-pub fn parse_time(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_time(text: &str) -> Result<f64, String> {
     if let Ok(secs) = text.trim().parse::<f64>() {
         if secs.is_finite() {
             return Ok(secs);

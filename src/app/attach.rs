@@ -36,20 +36,20 @@ impl Default for Attach {
 /// The confirmation open: attach to this process? y/Enter or n/Esc.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachOffer {
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// `PID 4242 (python3.14 train.py)`.
-    pub title: String,
+    pub(crate) title: String,
 }
 
 /// An attach under way.
 #[derive(Debug)]
 pub struct Attaching {
-    pub pid: u32,
-    pub outcome: Receiver<Result<String, String>>,
+    pub(crate) pid: u32,
+    pub(crate) outcome: Receiver<Result<String, String>>,
 }
 
 /// How often the monitor looks for the outcome while an attach runs.
-pub const ATTACH_POLL: Duration = Duration::from_millis(200);
+pub(crate) const ATTACH_POLL: Duration = Duration::from_millis(200);
 
 impl State {
     /// `a`: checks the selected process and offers to attach, or says why not.

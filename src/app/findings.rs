@@ -9,13 +9,13 @@ use crate::detect::{Evidence, Finding, FindingKind};
 /// identity the detectors use to carry `since` forward).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FindingId {
-    pub kind: FindingKind,
-    pub device_uuid: Option<String>,
-    pub pid: Option<u32>,
+    pub(crate) kind: FindingKind,
+    pub(crate) device_uuid: Option<String>,
+    pub(crate) pid: Option<u32>,
 }
 
 impl FindingId {
-    pub fn of(finding: &Finding) -> Self {
+    pub(crate) fn of(finding: &Finding) -> Self {
         FindingId {
             kind: finding.kind,
             device_uuid: finding.device_uuid.clone(),
@@ -23,7 +23,7 @@ impl FindingId {
         }
     }
 
-    pub fn matches(&self, finding: &Finding) -> bool {
+    pub(crate) fn matches(&self, finding: &Finding) -> bool {
         self.kind == finding.kind
             && self.pid == finding.pid
             && self.device_uuid == finding.device_uuid
@@ -43,21 +43,21 @@ pub struct FindingList {
 
 /// What a `climb` finding's evidence says, for the views that mark it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClimbNote {
+pub(crate) struct ClimbNote {
     /// Which layer climbs: `live`, `cache`, `outside_pool`, `unattributed`, `no_process`.
-    pub cause: String,
-    pub rate_mib_per_min: f64,
+    pub(crate) cause: String,
+    pub(crate) rate_mib_per_min: f64,
     /// Unix seconds where the climb began.
-    pub start: f64,
+    pub(crate) start: f64,
     /// The window the detector read the rate over, seconds.
-    pub window_secs: f64,
-    pub from_bytes: Option<u64>,
-    pub to_bytes: Option<u64>,
+    pub(crate) window_secs: f64,
+    pub(crate) from_bytes: Option<u64>,
+    pub(crate) to_bytes: Option<u64>,
 }
 
 impl ClimbNote {
     /// The note of a climb finding; `None` for other kinds or evidence without a rate.
-    pub fn of(finding: &Finding) -> Option<Self> {
+    pub(crate) fn of(finding: &Finding) -> Option<Self> {
         let Evidence::Climb(e) = &finding.evidence else {
             return None;
         };
@@ -73,7 +73,7 @@ impl ClimbNote {
 }
 
 /// Every flagged climb of the findings, with the finding it comes from.
-pub fn climbs(findings: &[Finding]) -> impl Iterator<Item = (&Finding, ClimbNote)> {
+pub(crate) fn climbs(findings: &[Finding]) -> impl Iterator<Item = (&Finding, ClimbNote)> {
     findings
         .iter()
         .filter_map(|f| ClimbNote::of(f).map(|note| (f, note)))
@@ -81,18 +81,18 @@ pub fn climbs(findings: &[Finding]) -> impl Iterator<Item = (&Finding, ClimbNote
 
 impl State {
     /// The findings shown now (none before the first sample).
-    pub fn findings(&self) -> &[Finding] {
+    pub(crate) fn findings(&self) -> &[Finding] {
         self.current.as_ref().map_or(&[], |o| o.findings.as_slice())
     }
 
     /// The time of the sample shown (not a number before the first).
-    pub fn now(&self) -> f64 {
+    pub(crate) fn now(&self) -> f64 {
         self.current.as_ref().map_or(f64::NAN, |o| o.sample.time)
     }
 
     /// Where the flagged climbs on a GPU began: on the GPU itself or on one of its MIG
     /// instances (whose memory is part of the GPU's).
-    pub fn climb_starts_on_gpu(&self, gpu_uuid: &str) -> Vec<f64> {
+    pub(crate) fn climb_starts_on_gpu(&self, gpu_uuid: &str) -> Vec<f64> {
         let Some(observed) = &self.current else {
             return Vec::new();
         };
@@ -110,7 +110,7 @@ impl State {
     }
 
     /// Where the flagged climb of a process on a device began.
-    pub fn climb_starts_of(&self, pid: u32, device_uuid: &str) -> Vec<f64> {
+    pub(crate) fn climb_starts_of(&self, pid: u32, device_uuid: &str) -> Vec<f64> {
         climbs(self.findings())
             .filter(|(f, _)| f.pid == Some(pid) && f.device_uuid.as_deref() == Some(device_uuid))
             .map(|(_, note)| note.start)
@@ -118,14 +118,14 @@ impl State {
     }
 
     /// Index of the selected finding in the panel's order, if it is still raised.
-    pub fn selected_finding_index(&self) -> Option<usize> {
+    pub(crate) fn selected_finding_index(&self) -> Option<usize> {
         let id = self.finding_list.selected.as_ref()?;
         self.findings().iter().position(|f| id.matches(f))
     }
 
     /// The finding the evidence view shows: the current one while it is raised, else the
     /// copy last seen (with `false`: it has cleared since).
-    pub fn evidence_finding(&self, id: &FindingId) -> Option<(&Finding, bool)> {
+    pub(crate) fn evidence_finding(&self, id: &FindingId) -> Option<(&Finding, bool)> {
         match self.findings().iter().find(|f| id.matches(f)) {
             Some(f) => Some((f, true)),
             None => self

@@ -21,7 +21,7 @@ pub enum Freshness {
 }
 
 impl Freshness {
-    pub fn is_live(self) -> bool {
+    pub(crate) fn is_live(self) -> bool {
         self == Freshness::Live
     }
 }
@@ -66,26 +66,26 @@ const REPLAY_PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 impl State {
     /// The collector started a poll at `now`.
-    pub fn on_poll_started(&mut self, now: Instant) {
+    pub(crate) fn on_poll_started(&mut self, now: Instant) {
         self.polls.started = Some(now);
     }
 
     /// The poll ended in an error: the data shown stays, and grows old.
-    pub fn on_poll_failed(&mut self, message: String) {
+    pub(crate) fn on_poll_failed(&mut self, message: String) {
         self.polls.started = None;
         self.polls.failed = true;
         self.polls.error = Some(message);
     }
 
     /// How long a poll may run before it is overdue.
-    pub fn stall_after(&self) -> Duration {
+    pub(crate) fn stall_after(&self) -> Duration {
         Duration::try_from_secs_f64(self.setup.interval)
             .unwrap_or(STALL_AFTER)
             .max(STALL_AFTER)
     }
 
     /// How current the data shown is at `now`.
-    pub fn freshness_at(&self, now: Instant) -> Freshness {
+    pub(crate) fn freshness_at(&self, now: Instant) -> Freshness {
         // A replay's source waits for each sample's time on purpose: never a stall.
         if self.replay.is_some() && !self.polls.failed {
             return Freshness::Live;
@@ -107,7 +107,7 @@ impl State {
     }
 
     /// Brings [`Polls::freshness`] up to `now`, before drawing.
-    pub fn refresh(&mut self, now: Instant) {
+    pub(crate) fn refresh(&mut self, now: Instant) {
         self.polls.freshness = self.freshness_at(now);
         self.refresh_replay();
         self.poll_attach();
@@ -117,7 +117,7 @@ impl State {
     /// becomes overdue, then each second while it stays so (the header counts the seconds).
     /// `None` when all is well (no poll running, or paused): the monitor then sleeps until
     /// data or input arrives.
-    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         if self.attach.under_way.is_some() {
             return Some(now + super::ATTACH_POLL);
         }

@@ -10,7 +10,7 @@ use crate::detect::Finding;
 
 /// One line of the grouped table.
 #[derive(Debug, Clone)]
-pub enum TableEntry<'a> {
+pub(crate) enum TableEntry<'a> {
     Group(GroupRow),
     /// A process; `member` when it sits under a group row.
     Process {
@@ -40,7 +40,7 @@ enum Picked {
 impl State {
     /// The table's lines: without a grouping, the process rows; with one, each group row
     /// (the largest used first) with its members under it, then the processes in no group.
-    pub fn table(&self) -> Vec<TableEntry<'_>> {
+    pub(crate) fn table(&self) -> Vec<TableEntry<'_>> {
         let rows = self.rows();
         let Some(observed) = &self.current else {
             return Vec::new();
@@ -115,7 +115,7 @@ impl State {
     }
 
     /// Index of the selected line of [`State::table`], if it is still there.
-    pub fn table_index(&self, table: &[TableEntry<'_>]) -> Option<usize> {
+    pub(crate) fn table_index(&self, table: &[TableEntry<'_>]) -> Option<usize> {
         let picked = self.picked()?;
         table.iter().position(|e| e.key() == picked)
     }
@@ -152,7 +152,7 @@ impl State {
     }
 
     /// The group the view shows, as of the sample shown.
-    pub fn group_shown(&self, key: &str, device_uuid: &str) -> Option<GroupRow> {
+    pub(crate) fn group_shown(&self, key: &str, device_uuid: &str) -> Option<GroupRow> {
         let observed = self.current.as_ref()?;
         crate::accounting::groups(
             &observed.sample,
@@ -164,7 +164,7 @@ impl State {
     }
 
     /// The findings of a group's members on its device, the most severe first.
-    pub fn group_findings(&self, group: &GroupRow) -> Vec<&Finding> {
+    pub(crate) fn group_findings(&self, group: &GroupRow) -> Vec<&Finding> {
         self.findings()
             .iter()
             .filter(|f| {

@@ -10,7 +10,7 @@ use crate::sample::ProcessSample;
 
 /// Where the dialog is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Which process (several holders of a device file).
     Process,
     /// Which signal.
@@ -39,26 +39,26 @@ impl Default for Kill {
 
 /// A process offered, with why it cannot be signalled when it cannot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Offer {
-    pub target: Target,
-    pub refusal: Option<String>,
+pub(crate) struct Offer {
+    pub(crate) target: Target,
+    pub(crate) refusal: Option<String>,
 }
 
 /// The open dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KillDialog {
     /// What is being signalled: `PID 4242`, `the holders of /dev/nvidia2`.
-    pub title: String,
-    pub offers: Vec<Offer>,
-    pub chosen: usize,
-    pub signal: Signal,
-    pub stage: Stage,
+    pub(crate) title: String,
+    pub(crate) offers: Vec<Offer>,
+    pub(crate) chosen: usize,
+    pub(crate) signal: Signal,
+    pub(crate) stage: Stage,
     /// Why Enter did not move on (the process chosen cannot be signalled).
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
 }
 
 impl KillDialog {
-    pub fn offer(&self) -> Option<&Offer> {
+    pub(crate) fn offer(&self) -> Option<&Offer> {
         self.offers.get(self.chosen)
     }
 }
@@ -66,9 +66,9 @@ impl KillDialog {
 /// A line for the footer after a key: what was sent, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
-    pub text: String,
+    pub(crate) text: String,
     /// Shown as a warning (a refusal, a failure) rather than plain news.
-    pub alert: bool,
+    pub(crate) alert: bool,
 }
 
 /// Why a process NVML lists cannot be signalled from here, from what `/proc` said of it.

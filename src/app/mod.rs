@@ -14,19 +14,27 @@ mod report;
 mod rows;
 mod strata;
 
-pub use crate::present::shown::{remember_last_known, LastKnown};
-pub use crate::present::sort::{sort_arrow, SortKey, SortMemory};
-pub use attach::{Attach, AttachOffer, Attaching, ATTACH_POLL};
-pub use findings::{climbs, ClimbNote, FindingId, FindingList};
-pub use freshness::{Freshness, Polls};
-pub use group::TableEntry;
+pub(crate) use crate::present::shown::{remember_last_known, LastKnown};
+pub(crate) use crate::present::sort::sort_arrow;
+#[cfg(test)]
+pub(crate) use crate::present::sort::SortKey;
+pub use attach::Attach;
+pub(crate) use attach::{AttachOffer, ATTACH_POLL};
+pub(crate) use findings::{climbs, ClimbNote, FindingId, FindingList};
+pub(crate) use freshness::{Freshness, Polls};
+pub(crate) use group::TableEntry;
 pub use keys::{key_action, Action};
-pub use kill::{Kill, KillDialog, Notice, Offer, Stage};
-pub use pause::{Pause, PauseQueue, PAUSE_BUDGET_BYTES};
-pub use record::{default_name, RecordPrompt, RecordRequest, Recorder, RecordingShown};
+pub use kill::Kill;
+#[cfg(test)]
+pub(crate) use kill::Offer;
+pub(crate) use kill::{KillDialog, Notice, Stage};
+pub(crate) use pause::Pause;
+#[cfg(test)]
+pub(crate) use record::RecordingShown;
+pub(crate) use record::{RecordRequest, Recorder};
 pub use replay::ReplayView;
-pub use rows::{process_rows, ProcessRow, ProcessTable};
-pub use strata::{strata_devices, StrataDevice, StrataView, Zoom};
+pub(crate) use rows::{process_rows, ProcessRow, ProcessTable};
+pub(crate) use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
 use crate::pipeline::{Observed, Pipeline};
@@ -103,18 +111,18 @@ pub struct Views {
 /// monitor"): the model the samples built, then the state behind each view and key.
 #[derive(Debug)]
 pub struct State {
-    pub pipeline: Pipeline,
-    pub current: Option<Observed>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) current: Option<Observed>,
     /// Last good values of each GPU, by UUID, for when it is lost.
-    pub last_known: HashMap<String, LastKnown>,
+    pub(crate) last_known: HashMap<String, LastKnown>,
     /// The source, its interval, how to draw, where reports go.
     pub setup: Setup,
     /// The collector's polls, and how current the data shown is.
     pub(crate) polls: Polls,
     /// `p`: whether paused, and the samples that wait.
     pub(crate) pause: Pause,
-    pub focus: Focus,
-    pub view: View,
+    pub(crate) focus: Focus,
+    pub(crate) view: View,
     /// The process table: its order, grouping and selection.
     pub(crate) process_table: ProcessTable,
     /// The findings list: its selection.
@@ -131,10 +139,10 @@ pub struct State {
     pub(crate) recorder: Recorder,
     /// The outcome of the last key that did something out of sight (a signal sent or
     /// refused), shown in the footer until the next key.
-    pub notice: Option<Notice>,
-    pub quit: bool,
+    pub(crate) notice: Option<Notice>,
+    pub(crate) quit: bool,
     /// Ctrl-Z: the event loop gives the terminal back and stops the process.
-    pub suspend_requested: bool,
+    pub(crate) suspend_requested: bool,
     /// `strata replay`: the replay's clock and what reading the recording found.
     pub replay: Option<ReplayView>,
 }
@@ -177,7 +185,7 @@ impl State {
 
     /// Takes in a sample that arrived at `now`: the poll that made it is over. While paused,
     /// or catching up after a pause, it queues behind the others, so they apply in order.
-    pub fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
+    pub(crate) fn on_sample_at(&mut self, sample: NodeSample, now: Instant) {
         self.polls.started = None;
         self.polls.failed = false;
         self.polls.last_arrival = Some(now);
@@ -211,20 +219,20 @@ impl State {
 
     /// Resumes from pause. The queued samples are applied by [`State::catch_up`], between
     /// events: a long queue never keeps a key waiting.
-    pub fn resume(&mut self) {
+    pub(crate) fn resume(&mut self) {
         self.pause.paused = false;
         self.pause.queue.keep_every_sample();
     }
 
     /// Whether samples queued during a pause still wait to be applied (and the user has not
     /// paused again).
-    pub fn catching_up(&self) -> bool {
+    pub(crate) fn catching_up(&self) -> bool {
         !self.pause.paused && !self.pause.queue.is_empty()
     }
 
     /// Applies queued samples, oldest first, until `slice` has passed (at least one, if any
     /// waits); returns how many. The event loop calls it while nothing else waits.
-    pub fn catch_up(&mut self, slice: Duration) -> usize {
+    pub(crate) fn catch_up(&mut self, slice: Duration) -> usize {
         let start = Instant::now();
         let mut applied = 0;
         while self.catching_up() {
@@ -241,7 +249,7 @@ impl State {
     }
 
     /// The process rows in the current sort order.
-    pub fn rows(&self) -> Vec<ProcessRow<'_>> {
+    pub(crate) fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
             Some(observed) => process_rows(
                 observed,
@@ -255,7 +263,7 @@ impl State {
     }
 
     /// Index of the selected row, if it is still there.
-    pub fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
+    pub(crate) fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
         let (pid, uuid) = self.process_table.selected.as_ref()?;
         rows.iter()
             .position(|r| r.process.pid == *pid && &r.process.device_uuid == uuid)

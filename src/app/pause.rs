@@ -33,7 +33,7 @@ pub struct Pause {
 }
 
 /// What the queue may hold, in bytes (an estimate of its heap: [`PauseQueue::bytes`]).
-pub const PAUSE_BUDGET_BYTES: u64 = 64 << 20;
+pub(crate) const PAUSE_BUDGET_BYTES: u64 = 64 << 20;
 
 /// One string of the queue's table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,7 +203,7 @@ impl Default for PauseQueue {
 }
 
 impl PauseQueue {
-    pub fn with_budget(budget: u64) -> Self {
+    pub(crate) fn with_budget(budget: u64) -> Self {
         PauseQueue {
             entries: VecDeque::new(),
             strings: Strings::default(),
@@ -216,35 +216,35 @@ impl PauseQueue {
     }
 
     /// Samples queued.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// The estimated heap bytes the queue holds: its samples, and its strings once each.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.entries_bytes + self.strings.bytes
     }
 
-    pub fn budget(&self) -> u64 {
+    pub(crate) fn budget(&self) -> u64 {
         self.budget
     }
 
     /// Samples dropped to stay within the budget since the queue was last empty.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
     /// One sample in how many is kept now (1: every one).
-    pub fn stride(&self) -> u64 {
+    pub(crate) fn stride(&self) -> u64 {
         self.stride
     }
 
     /// Queues a sample that arrived at `arrived`.
-    pub fn push(&mut self, mut sample: NodeSample, arrived: Instant) {
+    pub(crate) fn push(&mut self, mut sample: NodeSample, arrived: Instant) {
         // A fresh vector: `collect` would reuse the full-size processes' allocation.
         let full = std::mem::take(&mut sample.processes);
         let mut processes = Vec::with_capacity(full.len());
@@ -308,7 +308,7 @@ impl PauseQueue {
     }
 
     /// The oldest sample, whole again, and when it arrived.
-    pub fn pop_front(&mut self) -> Option<(NodeSample, Instant)> {
+    pub(crate) fn pop_front(&mut self) -> Option<(NodeSample, Instant)> {
         let entry = self.entries.pop_front()?;
         self.entries_bytes -= entry.bytes;
         let mut sample = entry.sample;
@@ -325,7 +325,7 @@ impl PauseQueue {
 
     /// Samples from now on are all kept again (the user resumed: the queue is emptying);
     /// those kept so far stay.
-    pub fn keep_every_sample(&mut self) {
+    pub(crate) fn keep_every_sample(&mut self) {
         self.stride = 1;
     }
 

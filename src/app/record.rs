@@ -24,20 +24,20 @@ pub struct Recorder {
 /// The name being typed, pre-filled with a default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordPrompt {
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// A recording in progress, as the header shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordingShown {
-    pub path: PathBuf,
-    pub samples: u64,
-    pub bytes: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) samples: u64,
+    pub(crate) bytes: u64,
 }
 
 impl RecordingShown {
     /// The file's name (its last component), safe for the terminal.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let name = self
             .path
             .file_name()
@@ -56,7 +56,7 @@ pub enum RecordRequest {
 
 /// `strata-<host>-<YYYYmmdd-HHMMSS>.jsonl.zst` (UTC), the host reduced to characters safe in
 /// a file name.
-pub fn default_name(host: &str, unix_secs: f64) -> String {
+pub(crate) fn default_name(host: &str, unix_secs: f64) -> String {
     let host: String = host
         .chars()
         .map(|c| {
@@ -114,7 +114,7 @@ impl State {
     }
 
     /// A key while the prompt is open: typing edits the name, Enter starts, Esc cancels.
-    pub fn prompt_key(&mut self, key: KeyEvent) {
+    pub(crate) fn prompt_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
             return;
         }
@@ -151,7 +151,7 @@ impl State {
     }
 
     /// The event loop started the recording.
-    pub fn record_started(&mut self, path: PathBuf) {
+    pub(crate) fn record_started(&mut self, path: PathBuf) {
         self.recorder.failed = None;
         self.recorder.recording = Some(RecordingShown {
             path,
@@ -161,7 +161,7 @@ impl State {
     }
 
     /// The event loop could not start it (a bad path): said in the footer.
-    pub fn record_refused(&mut self, line: String) {
+    pub(crate) fn record_refused(&mut self, line: String) {
         self.notice = Some(Notice {
             text: line,
             alert: true,
@@ -169,7 +169,7 @@ impl State {
     }
 
     /// The writer's totals so far.
-    pub fn record_progress(&mut self, samples: u64, bytes: u64) {
+    pub(crate) fn record_progress(&mut self, samples: u64, bytes: u64) {
         if let Some(r) = self.recorder.recording.as_mut() {
             r.samples = samples;
             r.bytes = bytes;
@@ -178,7 +178,7 @@ impl State {
 
     /// A write failed: the recording has stopped; the monitor goes on. The header says so
     /// until the next `r`; the footer says why.
-    pub fn record_write_failed(&mut self, line: String) {
+    pub(crate) fn record_write_failed(&mut self, line: String) {
         self.recorder.recording = None;
         self.recorder.failed = Some(line.clone());
         self.notice = Some(Notice {
@@ -188,7 +188,7 @@ impl State {
     }
 
     /// `r` again: the file is finished.
-    pub fn record_stopped(&mut self, samples: u64, bytes: u64, dropped: u64) {
+    pub(crate) fn record_stopped(&mut self, samples: u64, bytes: u64, dropped: u64) {
         let Some(shown) = self.recorder.recording.take() else {
             return;
         };

@@ -9,9 +9,9 @@ use std::time::Instant;
 /// What the monitor holds of a replay.
 #[derive(Debug)]
 pub struct ReplayView {
-    pub control: Arc<Control>,
+    pub(crate) control: Arc<Control>,
     /// As of the last [`State::refresh`]: drawing reads this, never the shared state.
-    pub status: ReplayStatus,
+    pub(crate) status: ReplayStatus,
 }
 
 impl ReplayView {
@@ -23,7 +23,7 @@ impl ReplayView {
 
 impl State {
     /// A replay's model rebuilt up to a seek's target: shown instead of all that came before.
-    pub fn on_rebuilt(&mut self, model: Model, now: Instant) {
+    pub(crate) fn on_rebuilt(&mut self, model: Model, now: Instant) {
         self.polls.started = None;
         self.polls.failed = false;
         self.polls.last_arrival = Some(now);

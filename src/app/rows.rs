@@ -51,27 +51,27 @@ fn by_value(a: Option<f64>, b: Option<f64>, down: bool) -> Ordering {
 
 /// One row of the process table.
 #[derive(Debug, Clone)]
-pub struct ProcessRow<'a> {
-    pub process: &'a ProcessSample,
-    pub account: &'a ProcessAccount,
+pub(crate) struct ProcessRow<'a> {
+    pub(crate) process: &'a ProcessSample,
+    pub(crate) account: &'a ProcessAccount,
     /// Where it runs, for the GPU column: `0`, `3:3g.40gb`.
-    pub place: String,
+    pub(crate) place: String,
     /// Index of its GPU, for ordering by device.
-    pub gpu_index: u32,
+    pub(crate) gpu_index: u32,
     /// NVML used: the peak of each of the last [`TREND_CELLS`] minutes, oldest first.
-    pub trend: Vec<Option<u64>>,
+    pub(crate) trend: Vec<Option<u64>>,
     /// The climb flagged for this process on this device, if any: its rate and window
     /// replace the plain trend.
-    pub climb: Option<super::ClimbNote>,
+    pub(crate) climb: Option<super::ClimbNote>,
 }
 
 /// The table's trend: this many cells, each the peak of [`TREND_BUCKET`] seconds.
-pub const TREND_CELLS: usize = 10;
-pub const TREND_BUCKET: f64 = 60.0;
+pub(crate) const TREND_CELLS: usize = 10;
+pub(crate) const TREND_BUCKET: f64 = 60.0;
 
 /// The rows of `observed`, ordered by `sort` (the other way when `reversed`) through the
 /// settled values of `order`.
-pub fn process_rows<'a>(
+pub(crate) fn process_rows<'a>(
     observed: &'a Observed,
     history: &History,
     sort: SortKey,

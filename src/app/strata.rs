@@ -31,10 +31,10 @@ pub enum Zoom {
 }
 
 impl Zoom {
-    pub const ALL: [Zoom; 3] = [Zoom::Minutes15, Zoom::Hours2, Zoom::Hours24];
+    pub(crate) const ALL: [Zoom; 3] = [Zoom::Minutes15, Zoom::Hours2, Zoom::Hours24];
 
     /// Seconds of the past shown.
-    pub fn window_secs(self) -> f64 {
+    pub(crate) fn window_secs(self) -> f64 {
         match self {
             Zoom::Minutes15 => 900.0,
             Zoom::Hours2 => 7200.0,
@@ -42,7 +42,7 @@ impl Zoom {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Zoom::Minutes15 => "15m",
             Zoom::Hours2 => "2h",
@@ -55,17 +55,17 @@ impl Zoom {
     }
 
     /// A shorter window, finer (stays at 15 minutes).
-    pub fn zoom_in(self) -> Zoom {
+    pub(crate) fn zoom_in(self) -> Zoom {
         Self::ALL[self.position().saturating_sub(1)]
     }
 
     /// A longer window, coarser (stays at 24 hours).
-    pub fn zoom_out(self) -> Zoom {
+    pub(crate) fn zoom_out(self) -> Zoom {
         Self::ALL[(self.position() + 1).min(Self::ALL.len() - 1)]
     }
 
     /// The next zoom out, back to 15 minutes after 24 hours.
-    pub fn cycle(self) -> Zoom {
+    pub(crate) fn cycle(self) -> Zoom {
         Self::ALL[(self.position() + 1) % Self::ALL.len()]
     }
 }
@@ -73,16 +73,16 @@ impl Zoom {
 /// One chart of the strata view: a whole GPU, or one MIG GPU instance (its compute
 /// instances share its memory, so the first one stands for them all).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StrataDevice {
-    pub uuid: String,
+pub(crate) struct StrataDevice {
+    pub(crate) uuid: String,
     /// Index of its GPU in the sample.
-    pub gpu: usize,
+    pub(crate) gpu: usize,
     /// Its MIG instance's position in the GPU's list, if it is one.
-    pub mig: Option<usize>,
+    pub(crate) mig: Option<usize>,
 }
 
 /// The devices the strata view charts, in screen order: each GPU, then its MIG instances.
-pub fn strata_devices(sample: &NodeSample) -> Vec<StrataDevice> {
+pub(crate) fn strata_devices(sample: &NodeSample) -> Vec<StrataDevice> {
     let mut devices = Vec::new();
     for (gpu_index, gpu) in sample.gpus.iter().enumerate() {
         devices.push(StrataDevice {

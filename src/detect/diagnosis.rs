@@ -12,9 +12,9 @@ mod pressure;
 pub(crate) mod steps;
 mod usage;
 
-pub use forecast::Headroom;
+pub(crate) use forecast::Headroom;
 pub(crate) use oom::classify;
-pub use oom::OomMemory;
+pub(crate) use oom::OomMemory;
 
 use super::judged::judged;
 use super::trend::climbing;
@@ -205,7 +205,7 @@ pub(super) fn detect(
 
 /// Each process's headroom (parallel to the sample's processes): `None` for a process
 /// without a feed combined at this instant.
-pub fn headrooms(
+pub(crate) fn headrooms(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &History,
@@ -216,7 +216,7 @@ pub fn headrooms(
 }
 
 /// The headroom of the sample's process `i` (see [`headrooms`]).
-pub fn headroom_of(
+pub(crate) fn headroom_of(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &History,

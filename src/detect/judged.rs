@@ -8,17 +8,17 @@ use crate::sample::{DeviceMemory, GpuSample};
 
 /// One device a finding about memory use can be raised on.
 pub(super) struct Judged<'a> {
-    pub uuid: &'a str,
-    pub memory: Option<&'a DeviceMemory>,
-    pub layers: &'a Result<Layers, Gap>,
+    pub(crate) uuid: &'a str,
+    pub(crate) memory: Option<&'a DeviceMemory>,
+    pub(crate) layers: &'a Result<Layers, Gap>,
     /// Whether NVML listed the processes of every member.
-    pub known: bool,
+    pub(crate) known: bool,
     /// The devices whose processes it holds: the GPU itself, or a GPU instance's compute
     /// instances.
-    pub members: Vec<&'a str>,
+    pub(crate) members: Vec<&'a str>,
     /// A MIG GPU's own figures, which repeat its instances': what its memory holds is judged
     /// there.
-    pub repeats_instances: bool,
+    pub(crate) repeats_instances: bool,
 }
 
 /// The GPU first, then its GPU instances in the order of their first compute instance.

@@ -3,7 +3,7 @@
 
 mod devices;
 pub(crate) mod diagnosis;
-pub mod evidence;
+pub(crate) mod evidence;
 mod feeds;
 mod grouping;
 mod judged;
@@ -12,10 +12,10 @@ pub(crate) mod trend;
 mod warmup;
 
 pub use evidence::Evidence;
-pub use warmup::WarmUp;
+pub(crate) use warmup::WarmUp;
 
-pub use diagnosis::{headroom_of, headrooms, Headroom, OomMemory};
-pub use processes::is_python;
+pub(crate) use diagnosis::{headroom_of, headrooms, Headroom, OomMemory};
+pub(crate) use processes::is_python;
 
 use crate::accounting::attach::Attachment;
 use crate::accounting::NodeAccount;
@@ -26,7 +26,7 @@ use std::collections::HashMap;
 
 /// A holder must be gone this long before its context is called a zombie: a process that
 /// exits is listed by NVML for a moment after `/proc` has let it go.
-pub const ZOMBIE_CONFIRM_SECS: f64 = 5.0;
+pub(crate) const ZOMBIE_CONFIRM_SECS: f64 = 5.0;
 /// More findings of one kind than this become one grouped finding.
 const GROUP_OVER: usize = 3;
 
@@ -40,7 +40,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Severity::Info => "info",
             Severity::Warning => "warn",
@@ -125,8 +125,8 @@ pub struct Finding {
     pub device_uuid: Option<String>,
     pub pid: Option<u32>,
     /// When this finding was first raised (unix seconds) and has held since.
-    pub since: f64,
-    pub message: String,
+    pub(crate) since: f64,
+    pub(crate) message: String,
     /// The figures behind it (bytes, ages, pids), by name, each with its unit.
     pub evidence: Evidence,
 }
@@ -235,20 +235,20 @@ pub fn detect_history(
 /// What the detectors read that a sample may no longer carry, remembered by the pipeline:
 /// each process's latest OOM report.
 #[derive(Debug, Default, Clone)]
-pub struct Remembered {
-    pub ooms: OomMemory,
+pub(crate) struct Remembered {
+    pub(crate) ooms: OomMemory,
 }
 
 impl Remembered {
     /// Takes in a sample whose feeds are attached.
-    pub fn observe(&mut self, sample: &NodeSample) {
+    pub(crate) fn observe(&mut self, sample: &NodeSample) {
         self.ooms.observe(sample);
     }
 }
 
 /// [`detect_history`] with what the pipeline remembers, and the series each climb reads
 /// (for [`ClimbHold`]).
-pub fn detect_history_keyed(
+pub(crate) fn detect_history_keyed(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &crate::history::History,
@@ -263,7 +263,7 @@ pub fn detect_history_keyed(
 /// series they read has not fallen below where the climb had reached: one noisy minute does
 /// not end a leak and start another. The detectors stay pure; this remembers.
 #[derive(Debug, Default, Clone)]
-pub struct ClimbHold {
+pub(crate) struct ClimbHold {
     /// Each climb as last raised, its series, and when.
     seen: Vec<(Finding, SeriesKey, f64)>,
     /// The forecast of each climb as last raised: held with its climb, counting down to the
@@ -273,7 +273,7 @@ pub struct ClimbHold {
 
 impl ClimbHold {
     /// Adds to `findings` (those of the instant `now`) the climbs held.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         findings: &mut Vec<Finding>,
         climbs: Vec<(usize, SeriesKey)>,
@@ -362,7 +362,7 @@ fn counted_down(forecast: &Finding, now: f64) -> Option<Finding> {
 /// [`ZOMBIE_CONFIRM_SECS`], turns many zombies, or many holders in other PID namespaces,
 /// into one finding each, and unexplained usage on several devices, or several devices of
 /// one feed that NVML does not list its process on, into one finding each.
-pub fn settle(findings: &mut Vec<Finding>, now: f64) {
+pub(crate) fn settle(findings: &mut Vec<Finding>, now: f64) {
     grouping::group_devices(findings);
     findings
         .retain(|f| f.kind != FindingKind::ZombieContext || now - f.since >= ZOMBIE_CONFIRM_SECS);
@@ -461,7 +461,7 @@ fn grouped_holders(group: &[Finding]) -> Option<Vec<evidence::Holder>> {
 /// A finding that clears and comes back within [`trend::HOLD_SECS`] is the same one (one noisy
 /// reading does not end a leak and start another); later, it starts afresh.
 #[derive(Debug, Default, Clone)]
-pub struct FindingTracker {
+pub(crate) struct FindingTracker {
     /// Per finding: when first raised, and when last seen.
     first_raised: HashMap<FindingKey, (f64, f64)>,
 }
@@ -472,7 +472,7 @@ type FindingKey = (FindingKind, Option<String>, Option<u32>);
 impl FindingTracker {
     /// Stamps `since` on the findings of the instant `now`, and forgets those cleared for
     /// longer than the hold.
-    pub fn stamp(&mut self, findings: &mut [Finding], now: f64) {
+    pub(crate) fn stamp(&mut self, findings: &mut [Finding], now: f64) {
         for finding in findings.iter_mut() {
             let key = (finding.kind, finding.device_uuid.clone(), finding.pid);
             let since = self
@@ -489,13 +489,13 @@ impl FindingTracker {
 
     /// Whether a finding last seen at `seen` is still held at `now` (within
     /// [`trend::HOLD_SECS`]): raised again, it is the same one, with the same `since`.
-    pub fn holds(seen: f64, now: f64) -> bool {
+    pub(crate) fn holds(seen: f64, now: f64) -> bool {
         now - seen <= trend::HOLD_SECS && seen <= now
     }
 }
 
 /// Most severe first, then oldest first.
-pub fn sort_findings(findings: &mut [Finding]) {
+pub(crate) fn sort_findings(findings: &mut [Finding]) {
     findings.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
@@ -505,7 +505,7 @@ pub fn sort_findings(findings: &mut [Finding]) {
 }
 
 /// `GPU 2` or `GPU 3 MIG 2g.20gb`, for messages.
-pub fn device_name(sample: &NodeSample, uuid: &str) -> String {
+pub(crate) fn device_name(sample: &NodeSample, uuid: &str) -> String {
     match sample.locate(uuid) {
         Some((gpu, None)) => format!("GPU {}", gpu.index),
         Some((gpu, Some(m))) => format!(

@@ -241,7 +241,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
 
 /// Whether a process runs a Python interpreter (`python`, `python3.11`, `pypy3`), from its
 /// executable, else its command line: only those can be fed.
-pub fn is_python(process: &ProcessSample) -> bool {
+pub(crate) fn is_python(process: &ProcessSample) -> bool {
     let program = process.executable.as_deref().or_else(|| {
         process
             .command

@@ -17,27 +17,27 @@ use crate::history::{Series, Span};
 
 /// What a climb looks like, in bytes (or counts) per second.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Climb {
+pub(crate) struct Climb {
     /// Robust slope of the floor, units per second.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// When it began: where the floor's line meets the window's first level.
-    pub start: f64,
+    pub(crate) start: f64,
     /// The floor at the window's start and end.
-    pub from: u64,
-    pub to: u64,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
     /// The window read, seconds.
-    pub window: f64,
+    pub(crate) window: f64,
 }
 
 /// The windows read, and the chunks each is cut into. The short ones catch fast leaks early;
 /// the long ones slow leaks through their noise. Wide chunks keep a saw-tooth's troughs in
 /// every chunk when its period is longer than a minute.
-pub const WINDOWS: [(f64, usize); 4] = [(480.0, 8), (600.0, 5), (1200.0, 10), (1800.0, 6)];
+pub(crate) const WINDOWS: [(f64, usize); 4] = [(480.0, 8), (600.0, 5), (1200.0, 10), (1800.0, 6)];
 /// Kendall's tau of the floor against time, at least: most pairs of chunks in order.
 const MIN_TAU: f64 = 0.6;
 
 /// A climb slower than this is not one, MiB a minute.
-pub const MIN_RATE_MIB_PER_MIN: f64 = 10.0;
+pub(crate) const MIN_RATE_MIB_PER_MIN: f64 = 10.0;
 /// The least rise a climb must show, bytes: below it, nothing a user acts on.
 pub(crate) const MIN_RISE: u64 = 128 << 20;
 
@@ -69,12 +69,17 @@ pub(crate) fn theil_sen(points: &[(f64, f64)]) -> f64 {
 }
 
 /// Reads one series over a window ending at `now`: a climb, if its shape is one.
-pub fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> {
+pub(crate) fn climb(series: &Series, now: f64, window: f64, n: usize) -> Option<Climb> {
     read(series, now, window, n).ok()
 }
 
 /// [`climb`], or the first test the shape failed.
-pub fn read(series: &Series, now: f64, window: f64, n: usize) -> Result<Climb, &'static str> {
+pub(crate) fn read(
+    series: &Series,
+    now: f64,
+    window: f64,
+    n: usize,
+) -> Result<Climb, &'static str> {
     // No chunk narrower than the points it is made of.
     let n = n.min((window / series.resolution(window)).floor() as usize);
     if n < 4 {
@@ -249,7 +254,7 @@ fn onset(series: &Series, now: f64, chunk: f64, rate: f64, floor: u64, window: f
 const CONFIRM_SECS: f64 = 60.0;
 
 /// The first window (short, then long) in which a series climbs, now and a minute before.
-pub fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
+pub(crate) fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
     // No window can rise by more than the floor of its last moments stands above the lowest
     // of the longest window: every window's last chunk holds the last half of the shortest
     // chunk (chunks are at least that wide, and a point there is well inside the last), so
@@ -287,17 +292,17 @@ fn every_window(series: &Series, now: f64) -> Option<Climb> {
 /// How long a climb, once seen, is held through readings that miss it while its series has
 /// not fallen (see [`super::ClimbHold`]): one noisy minute does not end a leak and start
 /// another.
-pub const HOLD_SECS: f64 = 120.0;
+pub(crate) const HOLD_SECS: f64 = 120.0;
 
 /// A climb now: [`climbing_at`] (the hold is the caller's, as it needs to remember).
-pub fn climbing(series: &Series, now: f64) -> Option<Climb> {
+pub(crate) fn climbing(series: &Series, now: f64) -> Option<Climb> {
     climbing_at(series, now)
 }
 
 /// The robust slope of a series' floor over a window (cut as a climb over it would be),
 /// units per second: how fast it moves, climb or not. None where the series began inside
 /// the window.
-pub fn floor_rate(series: &Series, now: f64, window: f64) -> Option<f64> {
+pub(crate) fn floor_rate(series: &Series, now: f64, window: f64) -> Option<f64> {
     let n = WINDOWS
         .iter()
         .find(|w| w.0 == window)

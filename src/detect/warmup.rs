@@ -15,18 +15,18 @@ use crate::units::{bytes, duration};
 use std::collections::HashMap;
 
 /// Steps over which step-end live memory and its peak must hold.
-pub const HELD_STEPS: u64 = 50;
+pub(crate) const HELD_STEPS: u64 = 50;
 /// Step-end readings those steps must have at least.
 const HELD_POINTS: usize = 5;
 /// "Held": within this many bytes, or this share of the level, whichever is more.
 const HELD_BYTES: u64 = 64 << 20;
 const HELD_SHARE: f64 = 0.01;
 /// A verdict is shown this long after it is said.
-pub const SHOWN_SECS: f64 = 600.0;
+pub(crate) const SHOWN_SECS: f64 = 600.0;
 
 /// The verdicts said, by process.
 #[derive(Debug, Default, Clone)]
-pub struct WarmUp {
+pub(crate) struct WarmUp {
     said: HashMap<ProcessId, Finding>,
 }
 
@@ -61,7 +61,7 @@ impl WarmUp {
     /// Adds to `findings` (those of this instant, forecasts included) the verdicts said now
     /// or still shown; `headroom` is the headroom of the sample's process at a place, asked
     /// only for a process a verdict may be said of.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         sample: &NodeSample,
         history: &History,

@@ -149,8 +149,8 @@ pub(super) fn ptrace(scope: &str, euid: u32) -> Check {
 /// cannot be read (another user's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Seen {
-    pub pid: u32,
-    pub interpreter: Option<Interpreter>,
+    pub(crate) pid: u32,
+    pub(crate) interpreter: Option<Interpreter>,
 }
 
 pub(super) fn python_versions(seen: &[Seen], hidden: usize, euid: u32) -> Check {

@@ -31,12 +31,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The JSON's schema name.
-pub const SCHEMA: &str = "strata.doctor/1";
+pub(crate) const SCHEMA: &str = "strata.doctor/1";
 
 /// How far strata can see what a check looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     Ok,
     /// Shown, with a gap: part of it, or not for every process.
     Limited,
@@ -45,7 +45,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Status::Ok => "ok",
             Status::Limited => "limited",
@@ -57,7 +57,7 @@ impl Status {
 /// The groups of checks, in the order they are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Group {
+pub(crate) enum Group {
     Driver,
     Gpus,
     Processes,
@@ -68,7 +68,7 @@ pub enum Group {
 }
 
 impl Group {
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Group::Driver => "driver",
             Group::Gpus => "GPUs and MIG",
@@ -83,19 +83,19 @@ impl Group {
 
 /// One check: what it found and, unless it is `ok`, what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
-    pub group: Group,
+pub(crate) struct Check {
+    pub(crate) group: Group,
     /// The check's name, stable: `nvml`, `mig_mode`, `hidepid`...
-    pub check: &'static str,
+    pub(crate) check: &'static str,
     /// What it is about, where there are several: `GPU 0`.
-    pub subject: Option<String>,
-    pub status: Status,
+    pub(crate) subject: Option<String>,
+    pub(crate) status: Status,
     /// What was found, or why it could not be.
-    pub detail: String,
+    pub(crate) detail: String,
     /// What to do; `None` when there is nothing to do.
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
     /// The check did not answer within the timeout.
-    pub timed_out: bool,
+    pub(crate) timed_out: bool,
 }
 
 /// Every string of a check may hold text from outside (NVML, `/proc`, the environment).
@@ -104,7 +104,7 @@ fn clean(text: &str) -> String {
 }
 
 impl Check {
-    pub fn new(group: Group, check: &'static str, status: Status, detail: &str) -> Check {
+    pub(crate) fn new(group: Group, check: &'static str, status: Status, detail: &str) -> Check {
         Check {
             group,
             check,
@@ -116,24 +116,24 @@ impl Check {
         }
     }
 
-    pub fn ok(group: Group, check: &'static str, detail: &str) -> Check {
+    pub(crate) fn ok(group: Group, check: &'static str, detail: &str) -> Check {
         Check::new(group, check, Status::Ok, detail)
     }
 
-    pub fn limited(group: Group, check: &'static str, detail: &str, fix: &str) -> Check {
+    pub(crate) fn limited(group: Group, check: &'static str, detail: &str, fix: &str) -> Check {
         Check::new(group, check, Status::Limited, detail).fix(fix)
     }
 
-    pub fn missing(group: Group, check: &'static str, detail: &str, fix: &str) -> Check {
+    pub(crate) fn missing(group: Group, check: &'static str, detail: &str, fix: &str) -> Check {
         Check::new(group, check, Status::Missing, detail).fix(fix)
     }
 
-    pub fn fix(mut self, fix: &str) -> Check {
+    pub(crate) fn fix(mut self, fix: &str) -> Check {
         self.fix = (!fix.is_empty()).then(|| clean(fix));
         self
     }
 
-    pub fn about(mut self, subject: &str) -> Check {
+    pub(crate) fn about(mut self, subject: &str) -> Check {
         self.subject = Some(clean(subject));
         self
     }
@@ -141,28 +141,28 @@ impl Check {
 
 /// How many checks ended each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
-    pub ok: usize,
-    pub limited: usize,
-    pub missing: usize,
+pub(crate) struct Counts {
+    pub(crate) ok: usize,
+    pub(crate) limited: usize,
+    pub(crate) missing: usize,
 }
 
 /// Everything `strata doctor` found: what `--json` prints.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub schema: &'static str,
-    pub host: String,
+pub(crate) struct Report {
+    pub(crate) schema: &'static str,
+    pub(crate) host: String,
     /// The effective uid strata ran as: most of what it can see depends on it.
-    pub euid: u32,
+    pub(crate) euid: u32,
     /// The worst status of any check.
-    pub status: Status,
-    pub exit_status: u8,
-    pub counts: Counts,
-    pub checks: Vec<Check>,
+    pub(crate) status: Status,
+    pub(crate) exit_status: u8,
+    pub(crate) counts: Counts,
+    pub(crate) checks: Vec<Check>,
 }
 
 impl Report {
-    pub fn new(host: String, euid: u32, mut checks: Vec<Check>) -> Report {
+    pub(crate) fn new(host: String, euid: u32, mut checks: Vec<Check>) -> Report {
         // Stable: within a group, the order the lanes were started in and reported.
         checks.sort_by_key(|c| c.group);
         let mut counts = Counts::default();
@@ -187,7 +187,7 @@ impl Report {
 }
 
 /// 0 when all is `ok`, 1 when anything is `missing`, 3 when anything is `limited`.
-pub fn exit_status(worst: Status) -> u8 {
+pub(crate) fn exit_status(worst: Status) -> u8 {
     match worst {
         Status::Ok => 0,
         Status::Missing => 1,
@@ -197,15 +197,15 @@ pub fn exit_status(worst: Status) -> u8 {
 
 /// What the checks look at.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// `--nvml-lib`: else the driver's usual names.
-    pub nvml_lib: Option<PathBuf>,
+    pub(crate) nvml_lib: Option<PathBuf>,
     /// `--feed-dir`: else `/tmp/strata-<uid>` (and, as root, every user's).
-    pub feed_dir: Option<PathBuf>,
+    pub(crate) feed_dir: Option<PathBuf>,
     /// The address `strata serve` would listen on.
-    pub listen: String,
+    pub(crate) listen: String,
     /// How long one check may take.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// What to do when a read of another user's process is refused: become root, or, as root
@@ -225,7 +225,7 @@ pub(crate) fn euid() -> u32 {
 
 /// Runs every check. Returns within about two timeouts of the slowest healthy check, whatever
 /// hangs.
-pub fn run(options: &Options) -> Report {
+pub(crate) fn run(options: &Options) -> Report {
     let timeout = options.timeout;
     let mut first = runner::Runner::new(timeout);
     driver::start(&mut first, options.nvml_lib.clone());

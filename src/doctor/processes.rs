@@ -124,11 +124,11 @@ pub(super) enum Access {
 /// process of another user exists or shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct OtherUser {
-    pub pid: u32,
-    pub uid: Option<u32>,
-    pub stat: Access,
-    pub status: Access,
-    pub fd: Access,
+    pub(crate) pid: u32,
+    pub(crate) uid: Option<u32>,
+    pub(crate) stat: Access,
+    pub(crate) status: Access,
+    pub(crate) fd: Access,
 }
 
 fn access(result: std::io::Result<()>) -> Access {

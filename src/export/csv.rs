@@ -8,14 +8,14 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter};
 
-pub struct CsvTable {
+pub(crate) struct CsvTable {
     out: csv::Writer<BufWriter<File>>,
     field: String,
     rows: u64,
 }
 
 impl CsvTable {
-    pub fn new(table: &Table, file: File) -> io::Result<Self> {
+    pub(crate) fn new(table: &Table, file: File) -> io::Result<Self> {
         let mut out = csv::WriterBuilder::new()
             .buffer_capacity(1 << 16)
             .from_writer(BufWriter::with_capacity(1 << 16, file));

@@ -9,7 +9,7 @@ mod csv;
 mod out;
 #[cfg(feature = "parquet")]
 mod parquet;
-pub mod tables;
+pub(crate) mod tables;
 
 use std::fs::File;
 use std::io;
@@ -26,7 +26,7 @@ pub enum Format {
 
 impl Format {
     /// The tables' file extension.
-    pub fn extension(self) -> &'static str {
+    pub(crate) fn extension(self) -> &'static str {
         match self {
             Format::Parquet => "parquet",
             Format::Csv => "csv",
@@ -34,7 +34,7 @@ impl Format {
     }
 
     /// Whether this build can write it (Parquet is the cargo feature `parquet`).
-    pub fn available(self) -> bool {
+    pub(crate) fn available(self) -> bool {
         match self {
             Format::Parquet => cfg!(feature = "parquet"),
             Format::Csv => true,
@@ -44,20 +44,22 @@ impl Format {
 
 /// What every table's metadata says of its origin (Parquet's key-value metadata).
 #[derive(Debug, Clone)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The recording's path, as given.
-    pub recording: String,
+    // Read by the Parquet writer only.
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+    pub(crate) recording: String,
 }
 
 /// A table being written, row by row, then finished whole.
-pub trait TableWriter {
+pub(crate) trait TableWriter {
     fn row(&mut self, cells: &[Cell]) -> io::Result<()>;
     /// Flushes the rest to the file and makes it durable; returns the rows written.
     fn finish(self: Box<Self>) -> io::Result<u64>;
 }
 
 /// A writer of `table` in `format` into `file`.
-pub fn writer(
+pub(crate) fn writer(
     format: Format,
     table: &'static Table,
     file: File,

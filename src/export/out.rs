@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Why OUT cannot take the tables.
 #[derive(Debug, thiserror::Error)]
-pub enum OutError {
+pub(crate) enum OutError {
     #[error("{0} is not a directory")]
     NotADirectory(String),
     #[error("{0} is not empty: the tables would land among other files")]
@@ -19,7 +19,7 @@ pub enum OutError {
 }
 
 impl OutError {
-    pub fn hint(&self) -> &'static str {
+    pub(crate) fn hint(&self) -> &'static str {
         match self {
             OutError::NotADirectory(_) => "name a new directory for the tables",
             OutError::NotEmpty(_) => {
@@ -32,7 +32,7 @@ impl OutError {
 
 /// The directory the tables go into.
 #[derive(Debug)]
-pub struct Out {
+pub(crate) struct Out {
     dir: PathBuf,
     /// Whether it was made by this export (and so is removed again if the export fails).
     made: bool,
@@ -46,7 +46,7 @@ fn shown(path: &Path) -> String {
 
 /// Checks that `dir` can take the tables: missing, an empty directory, or (with `force`) any
 /// directory. Nothing is made yet.
-pub fn check(dir: &Path, force: bool) -> Result<(), OutError> {
+pub(crate) fn check(dir: &Path, force: bool) -> Result<(), OutError> {
     match std::fs::metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(OutError::Io(shown(dir), e)),
@@ -64,7 +64,7 @@ pub fn check(dir: &Path, force: bool) -> Result<(), OutError> {
 
 impl Out {
     /// Makes `dir` if it is missing (with its parents).
-    pub fn open(dir: &Path) -> Result<Out, OutError> {
+    pub(crate) fn open(dir: &Path) -> Result<Out, OutError> {
         let made = !dir.exists();
         std::fs::create_dir_all(dir).map_err(|e| OutError::Io(shown(dir), e))?;
         Ok(Out {
@@ -75,7 +75,7 @@ impl Out {
     }
 
     /// A new file for the table `name` (`devices.parquet`), hidden until [`Out::commit`].
-    pub fn create(&mut self, name: &str) -> Result<File, OutError> {
+    pub(crate) fn create(&mut self, name: &str) -> Result<File, OutError> {
         let hidden = self
             .dir
             .join(format!(".{name}.strata-{}.partial", std::process::id()));
@@ -85,7 +85,7 @@ impl Out {
     }
 
     /// Every table into its place, replacing a file of its name.
-    pub fn commit(mut self) -> Result<(), OutError> {
+    pub(crate) fn commit(mut self) -> Result<(), OutError> {
         // A rename that fails leaves this and the rest pending: dropping cleans them up.
         while let Some((hidden, name)) = self.pending.first() {
             std::fs::rename(hidden, name).map_err(|e| OutError::Io(shown(name), e))?;

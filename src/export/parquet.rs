@@ -73,7 +73,7 @@ impl Builder {
 /// gathered while the thread encodes, within a bound.
 const BATCHES_AHEAD: usize = 2;
 
-pub struct ParquetTable {
+pub(crate) struct ParquetTable {
     table: &'static Table,
     schema: SchemaRef,
     builders: Vec<Builder>,
@@ -91,7 +91,7 @@ fn parquet_error(e: impl std::fmt::Display) -> io::Error {
 }
 
 /// The Arrow schema of `table`, each field with its meaning.
-pub fn schema(table: &Table) -> Schema {
+pub(crate) fn schema(table: &Table) -> Schema {
     let fields: Vec<Field> = table
         .columns
         .iter()
@@ -111,7 +111,7 @@ pub fn schema(table: &Table) -> Schema {
 
 /// The file's key-value metadata: the schema, the table, each column's meaning and (for the
 /// processes) each metric's unit and meaning, and where the tables came from.
-pub fn key_values(table: &Table, origin: &Origin) -> Vec<KeyValue> {
+pub(crate) fn key_values(table: &Table, origin: &Origin) -> Vec<KeyValue> {
     let mut kv = vec![
         KeyValue::new("strata.schema".into(), tables::SCHEMA.to_string()),
         KeyValue::new("strata.table".into(), table.name.to_string()),
@@ -143,7 +143,7 @@ pub fn key_values(table: &Table, origin: &Origin) -> Vec<KeyValue> {
 }
 
 impl ParquetTable {
-    pub fn new(table: &'static Table, file: File, origin: &Origin) -> io::Result<Self> {
+    pub(crate) fn new(table: &'static Table, file: File, origin: &Origin) -> io::Result<Self> {
         let key_values = key_values(table, origin);
         // The Arrow schema carries them too: pyarrow's `schema.metadata` is read from it.
         let schema = Arc::new(

@@ -15,11 +15,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The schema of an export, in every Parquet file's key-value metadata.
-pub const SCHEMA: &str = "strata.export/1";
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) const SCHEMA: &str = "strata.export/1";
 
 /// A column's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// 64-bit float.
     Float,
     /// 64-bit signed integer.
@@ -31,19 +32,23 @@ pub enum Kind {
 
 /// One column of a table.
 #[derive(Debug)]
-pub struct Column {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub nullable: bool,
-    pub meaning: &'static str,
+// Its type, nullability and meaning are read by the Parquet writer only.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
+    pub(crate) nullable: bool,
+    pub(crate) meaning: &'static str,
 }
 
 /// One table: its file's stem, what a row is, its columns.
 #[derive(Debug)]
-pub struct Table {
-    pub name: &'static str,
-    pub meaning: &'static str,
-    pub columns: &'static [Column],
+pub(crate) struct Table {
+    pub(crate) name: &'static str,
+    // Read by the Parquet writer only.
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+    pub(crate) meaning: &'static str,
+    pub(crate) columns: &'static [Column],
 }
 
 const fn column(name: &'static str, kind: Kind, nullable: bool, meaning: &'static str) -> Column {
@@ -57,7 +62,7 @@ const fn column(name: &'static str, kind: Kind, nullable: bool, meaning: &'stati
 
 /// One cell of a row, in its column's kind.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell<'a> {
+pub(crate) enum Cell<'a> {
     Float(Option<f64>),
     Int(Option<i64>),
     Bool(Option<bool>),
@@ -79,7 +84,7 @@ fn int(v: Option<u64>) -> Cell<'static> {
     Cell::Int(v.and_then(|v| i64::try_from(v).ok()))
 }
 
-pub const DEVICES: Table = Table {
+pub(crate) const DEVICES: Table = Table {
     name: "devices",
     meaning: "one row per device (GPU, or MIG instance) per layer per sample: the partition \
               of the device's memory the monitor shows (the layers of `strata snapshot --json`); \
@@ -98,7 +103,7 @@ pub const DEVICES: Table = Table {
     ],
 };
 
-pub const PROCESSES: Table = Table {
+pub(crate) const PROCESSES: Table = Table {
     name: "processes",
     meaning: "one row per process per device per metric per reading, long form: NVML's figures \
               at the sample's time, the allocator feed's at the time the agent read them \
@@ -116,7 +121,7 @@ pub const PROCESSES: Table = Table {
     ],
 };
 
-pub const FINDINGS: Table = Table {
+pub(crate) const FINDINGS: Table = Table {
     name: "findings",
     meaning: "one row per finding over the time it held, as `strata analyze --json` gives them",
     columns: &[
@@ -186,7 +191,7 @@ pub const FINDINGS: Table = Table {
 
 /// The metrics of the processes table: what the pipeline keeps in each process's history.
 /// Name, unit, meaning.
-pub const METRICS: [(&str, &str, &str); 8] = [
+pub(crate) const METRICS: [(&str, &str, &str); 8] = [
     ("used", "bytes", "NVML's used memory of the process on the device"),
     ("sm", "percent", "NVML's SM utilisation of the process (rows once NVML has given it)"),
     (Layer::OutsidePool.name(), "bytes", "memory the process holds outside its allocator's pool (NCCL, cuDNN, raw cudaMalloc): NVML's used less reserved and the context, as the monitor splits it"),
@@ -205,7 +210,7 @@ fn bound_name(bound: crate::accounting::Bound) -> &'static str {
 }
 
 /// The devices rows of one sample, each handed to `row`.
-pub fn device_rows<E>(
+pub(crate) fn device_rows<E>(
     observed: &Observed,
     row: &mut impl FnMut(&[Cell]) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -268,7 +273,7 @@ impl Seen {
 
 /// The processes rows, sample after sample.
 #[derive(Debug, Default)]
-pub struct ProcessRows {
+pub(crate) struct ProcessRows {
     seen: HashMap<ProcessId, Seen>,
 }
 
@@ -279,7 +284,7 @@ fn metric(name: &str) -> usize {
 
 impl ProcessRows {
     /// The processes rows of one sample, each handed to `row`.
-    pub fn rows<E>(
+    pub(crate) fn rows<E>(
         &mut self,
         observed: &Observed,
         row: &mut impl FnMut(&[Cell]) -> Result<(), E>,
@@ -346,7 +351,7 @@ impl ProcessRows {
 }
 
 /// The findings row of one episode.
-pub fn finding_row(e: &Episode) -> Vec<Cell<'_>> {
+pub(crate) fn finding_row(e: &Episode) -> Vec<Cell<'_>> {
     let name = |v: serde_json::Value| v.as_str().map(str::to_string).unwrap_or_default();
     let json = |v: &crate::detect::Evidence| {
         let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());

@@ -16,25 +16,25 @@ pub(crate) const MAX_SUSPICIOUS: usize = 256;
 
 /// A socket that may be an agent's, with what its directory looked like.
 pub(crate) struct Candidate {
-    pub key: FeedKey,
+    pub(crate) key: FeedKey,
     /// Its ctime: with `key`, which file this is (a dead inode's number may be used again).
-    pub born: (i64, i64),
+    pub(crate) born: (i64, i64),
     /// As shown to the user (through `/proc/<pid>/root` for a job in a container).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The file name, `<pid>.sock`.
-    pub name: String,
+    pub(crate) name: String,
     /// The number in the name: the agent's pid as it sees itself.
-    pub name_pid: u32,
+    pub(crate) name_pid: u32,
     /// The uid that must own the directory and be the peer.
-    pub expected_uid: u32,
-    pub via: FoundVia,
+    pub(crate) expected_uid: u32,
+    pub(crate) via: FoundVia,
     /// The directory, opened `O_PATH`.
-    pub dir: Rc<OwnedFd>,
+    pub(crate) dir: Rc<OwnedFd>,
     /// The check of the directory (owner, mode), done when it was opened.
-    pub dir_verdict: Result<(), String>,
+    pub(crate) dir_verdict: Result<(), String>,
     /// Owner of the socket file.
-    pub socket_uid: u32,
+    pub(crate) socket_uid: u32,
     /// The directory's place in this scan, for its budget of connection attempts; `None`:
     /// looked up directly for a process NVML lists, which no budget holds back.
-    pub budget: Option<usize>,
+    pub(crate) budget: Option<usize>,
 }

@@ -35,27 +35,27 @@ pub(crate) enum Phase {
 }
 
 pub(crate) struct Conn {
-    pub key: FeedKey,
+    pub(crate) key: FeedKey,
     /// The directory a scan found it in (`None`: looked up directly for a watched process),
     /// which answers for it while it has not said `hello`.
-    pub scanned_in: Option<PathBuf>,
+    pub(crate) scanned_in: Option<PathBuf>,
     /// Its token in the hub's epoll set.
-    pub token: u64,
-    pub stream: UnixStream,
+    pub(crate) token: u64,
+    pub(crate) stream: UnixStream,
     reader: LineReader,
     guard: FloodGuard,
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// When data last arrived.
-    pub last_data: Instant,
+    pub(crate) last_data: Instant,
     /// Hello and backlog read: a live message arrived, or the peer went quiet after hello.
-    pub settled: bool,
+    pub(crate) settled: bool,
     /// The last [`Conn::pump`] met more than a trickle (a backlog, a flood) or left data
     /// unread: the hub reads again at once rather than waiting for more lines to gather.
-    pub busy: bool,
+    pub(crate) busy: bool,
 }
 
 impl Conn {
-    pub fn new(
+    pub(crate) fn new(
         key: FeedKey,
         stream: UnixStream,
         nspid: u32,
@@ -82,12 +82,12 @@ impl Conn {
         }
     }
 
-    pub fn is_trusted(&self) -> bool {
+    pub(crate) fn is_trusted(&self) -> bool {
         matches!(self.phase, Phase::Trusted { .. })
     }
 
     /// Reads what is there (a bounded amount) and applies it to the feed.
-    pub fn pump(
+    pub(crate) fn pump(
         &mut self,
         feeds: &mut Feeds,
         buf: &mut [u8],

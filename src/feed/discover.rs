@@ -36,10 +36,10 @@ const MAX_TMP_ENTRIES: usize = 65_536;
 /// What one scan found: candidates (direct look-ups first), and what it met that is not a
 /// feed.
 pub(crate) struct Scan {
-    pub candidates: Vec<Candidate>,
-    pub notes: FeedScan,
+    pub(crate) candidates: Vec<Candidate>,
+    pub(crate) notes: FeedScan,
     /// Sockets `is_dead` said are dead, met again: no candidates.
-    pub dead: Vec<FeedKey>,
+    pub(crate) dead: Vec<FeedKey>,
 }
 
 /// Finds candidates: see the module comment.
@@ -105,7 +105,7 @@ pub(crate) fn open_feed_dir(
 }
 
 impl Scanner {
-    pub fn new(feed_dir: Option<PathBuf>, proc_root: PathBuf, tmp_root: PathBuf) -> Self {
+    pub(crate) fn new(feed_dir: Option<PathBuf>, proc_root: PathBuf, tmp_root: PathBuf) -> Self {
         // SAFETY: geteuid has no preconditions.
         let euid = unsafe { libc::geteuid() };
         Scanner {
@@ -120,14 +120,19 @@ impl Scanner {
         }
     }
 
-    pub fn euid(&self) -> u32 {
+    pub(crate) fn euid(&self) -> u32 {
         self.euid
     }
 
     /// Every candidate, deduplicated by socket identity: the watched pids' own paths first
     /// (those in `connected`, whose feed is already read, are not looked up again), then the
     /// feed dirs, each within its budget. A socket `is_dead` names is no candidate.
-    pub fn scan(&mut self, watched: &[u32], connected: &HashSet<u32>, is_dead: IsDead) -> Scan {
+    pub(crate) fn scan(
+        &mut self,
+        watched: &[u32],
+        connected: &HashSet<u32>,
+        is_dead: IsDead,
+    ) -> Scan {
         self.scans += 1;
         let mut found = Found::new(is_dead);
         self.roots.retain(|pid, _| watched.contains(pid));

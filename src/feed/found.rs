@@ -57,28 +57,28 @@ pub(super) type IsDead<'a> = &'a dyn Fn(FeedKey, (i64, i64)) -> bool;
 
 /// Candidates so far, the sockets already taken, and the notes of this scan.
 pub(super) struct Found<'a> {
-    pub list: Vec<Candidate>,
+    pub(crate) list: Vec<Candidate>,
     seen: HashMap<FeedKey, usize>,
-    pub notes: FeedScan,
+    pub(crate) notes: FeedScan,
     /// Suspicious entries already noted, by identity.
     noted: HashSet<FeedKey>,
     is_dead: IsDead<'a>,
     /// Dead sockets met, which are no candidates: nothing is done with them but remember.
-    pub dead: Vec<FeedKey>,
+    pub(crate) dead: Vec<FeedKey>,
 }
 
 #[derive(Clone)]
 pub(super) struct Dir {
-    pub fd: Rc<OwnedFd>,
-    pub shown: PathBuf,
-    pub expected_uid: u32,
-    pub verdict: Result<(), String>,
-    pub via: FoundVia,
-    pub budget: Option<usize>,
+    pub(crate) fd: Rc<OwnedFd>,
+    pub(crate) shown: PathBuf,
+    pub(crate) expected_uid: u32,
+    pub(crate) verdict: Result<(), String>,
+    pub(crate) via: FoundVia,
+    pub(crate) budget: Option<usize>,
 }
 
 impl<'a> Found<'a> {
-    pub fn new(is_dead: IsDead<'a>) -> Self {
+    pub(crate) fn new(is_dead: IsDead<'a>) -> Self {
         Found {
             list: Vec::new(),
             seen: HashMap::new(),
@@ -91,7 +91,7 @@ impl<'a> Found<'a> {
 
     /// Looks `name` up in `dir` for the watched process `for_pid`: a socket is a candidate,
     /// anything else a suspicious entry.
-    pub fn socket(&mut self, dir: &Dir, name: &str, name_pid: u32, for_pid: Option<u32>) {
+    pub(crate) fn socket(&mut self, dir: &Dir, name: &str, name_pid: u32, for_pid: Option<u32>) {
         let Some(st) = fstatat(&dir.fd, name) else {
             return; // nothing there
         };
@@ -110,7 +110,7 @@ impl<'a> Found<'a> {
     /// Adds a socket not seen yet; a socket seen already is kept as first found, unless this
     /// way to it passes the directory's check and that one did not, or this is its feed dir
     /// in this mount namespace and that was a process's root.
-    pub fn add(&mut self, dir: &Dir, entry: &SocketEntry) {
+    pub(crate) fn add(&mut self, dir: &Dir, entry: &SocketEntry) {
         if (self.is_dead)(entry.key, entry.born) {
             self.dead.push(entry.key); // costs no candidate, scan after scan
             return;
@@ -151,7 +151,7 @@ impl<'a> Found<'a> {
     }
 
     /// Notes a feed dir that is not a directory (a link, most likely).
-    pub fn suspicious(&mut self, place: &Place<'_>, opened: &Opened, for_pid: Option<u32>) {
+    pub(crate) fn suspicious(&mut self, place: &Place<'_>, opened: &Opened, for_pid: Option<u32>) {
         let (shown, target) = match place {
             Place::Here(path) => (path.to_path_buf(), fs::read_link(path).ok()),
             Place::InRoot { root, rel, shown } => (shown.clone(), readlink_at_root(root, rel)),

@@ -34,13 +34,13 @@ const MAX_WATCHED: usize = 4096;
 pub struct FeedConfig {
     /// --feed-dir / STRATA_FEED_DIR: look only in this directory (plus process roots).
     /// None: the default (`<tmp_root>/strata-<euid>`, or every user's as root).
-    pub feed_dir: Option<PathBuf>,
+    pub(crate) feed_dir: Option<PathBuf>,
     /// Root of procfs, "/proc" (tests may point elsewhere).
-    pub proc_root: PathBuf,
+    pub(crate) proc_root: PathBuf,
     /// Where the default `strata-<uid>` directories live, "/tmp" (tests may point elsewhere).
-    pub tmp_root: PathBuf,
+    pub(crate) tmp_root: PathBuf,
     /// How often to look for new sockets (the monitor's interval).
-    pub rescan: Duration,
+    pub(crate) rescan: Duration,
 }
 
 impl FeedConfig {
@@ -124,7 +124,7 @@ impl FeedHub {
     }
 
     /// The host pids NVML lists: for each, also look for its socket through its root.
-    pub fn watch_pids(&self, pids: &[u32]) {
+    pub(crate) fn watch_pids(&self, pids: &[u32]) {
         let mut pids: Vec<u32> = pids.to_vec();
         pids.sort_unstable();
         pids.dedup();
@@ -143,12 +143,12 @@ impl FeedHub {
 
     /// The feeds as they stand now, one record per socket (connected, refused, dropped, or
     /// recently closed). `earlier` and `ooms` carry what arrived since the previous call.
-    pub fn collect(&self) -> Vec<FeedRecord> {
+    pub(crate) fn collect(&self) -> Vec<FeedRecord> {
         self.inner.lock().feeds.collect()
     }
 
     /// What the latest scan met that is not a feed: dirs cut short, suspicious entries.
-    pub fn scan_notes(&self) -> FeedScan {
+    pub(crate) fn scan_notes(&self) -> FeedScan {
         self.inner.lock().scan.clone()
     }
 
@@ -161,7 +161,7 @@ impl FeedHub {
 
     /// Scans now and waits until every connection has been judged (trusted with its hello and
     /// backlog read, or refused), or until `timeout`.
-    pub fn settle(&self, timeout: Duration) {
+    pub(crate) fn settle(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let mut shared = self.inner.lock();
         shared.scans_requested += 1;
@@ -174,7 +174,7 @@ impl FeedHub {
 
     /// Waits until every trusted, connected feed with devices has a sample with time ≥ `time`,
     /// or until `timeout`.
-    pub fn wait_newer(&self, time: f64, timeout: Duration) {
+    pub(crate) fn wait_newer(&self, time: f64, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let shared = self.inner.lock();
         self.wait_until(shared, deadline, |s| {

@@ -25,7 +25,7 @@ pub(crate) struct LineReader {
 }
 
 impl LineReader {
-    pub fn push(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(LineEvent<'_>)) {
+    pub(crate) fn push(&mut self, mut chunk: &[u8], mut on_line: impl FnMut(LineEvent<'_>)) {
         while !chunk.is_empty() {
             let newline = chunk.iter().position(|&b| b == b'\n');
             if self.discarding {
@@ -84,7 +84,7 @@ impl LineReader {
     }
 
     /// Bytes held for a line not yet ended (at most [`MAX_LINE_BYTES`]).
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.buf.capacity()
     }
 }
@@ -138,7 +138,7 @@ pub(crate) struct FloodGuard {
 }
 
 impl FloodGuard {
-    pub fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         FloodGuard {
             lines: Bucket::full(BURST_LINES, LINES_PER_SECOND),
             bytes: Bucket::full(BURST_BYTES, BYTES_PER_SECOND),
@@ -147,7 +147,12 @@ impl FloodGuard {
         }
     }
 
-    pub fn admit(&mut self, bytes: usize, now: Instant, counters: &mut FeedCounters) -> Admit {
+    pub(crate) fn admit(
+        &mut self,
+        bytes: usize,
+        now: Instant,
+        counters: &mut FeedCounters,
+    ) -> Admit {
         let elapsed = now.saturating_duration_since(self.last);
         self.last = now;
         self.lines.refill(elapsed);
@@ -174,7 +179,7 @@ impl FloodGuard {
     /// Further bytes of a line already counted as oversized: they cost the byte bucket, and
     /// past it the line is a flood (an agent never sends a line over the limit, let alone
     /// megabytes of one).
-    pub fn admit_skipped(
+    pub(crate) fn admit_skipped(
         &mut self,
         bytes: usize,
         now: Instant,

@@ -20,12 +20,12 @@ const RELIST_SCANS: u64 = 16;
 
 /// A path opened `O_PATH` without following a final link, and what `fstat` says of it.
 pub(crate) struct Opened {
-    pub fd: Rc<OwnedFd>,
-    pub st: libc::stat,
+    pub(crate) fd: Rc<OwnedFd>,
+    pub(crate) st: libc::stat,
 }
 
 impl Opened {
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         self.st.st_mode & libc::S_IFMT == libc::S_IFDIR
     }
 
@@ -80,17 +80,17 @@ pub(crate) fn kind_of(mode: libc::mode_t) -> &'static str {
 /// A `<pid>.sock` socket file found in a directory.
 #[derive(Clone)]
 pub(crate) struct SocketEntry {
-    pub name: String,
-    pub pid: u32,
-    pub key: FeedKey,
+    pub(crate) name: String,
+    pub(crate) pid: u32,
+    pub(crate) key: FeedKey,
     /// Its ctime: with `key`, which file this is (an inode number can be used again).
-    pub born: (i64, i64),
-    pub uid: u32,
+    pub(crate) born: (i64, i64),
+    pub(crate) uid: u32,
 }
 
 impl SocketEntry {
     /// `st` of `dir/name` if it is a socket.
-    pub fn of(name: &str, pid: u32, st: &libc::stat) -> Option<SocketEntry> {
+    pub(crate) fn of(name: &str, pid: u32, st: &libc::stat) -> Option<SocketEntry> {
         (st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then(|| SocketEntry {
             name: name.to_string(),
             pid,
@@ -106,20 +106,20 @@ pub(crate) struct Listing {
     id: DirId,
     at_scan: u64,
     budget: usize,
-    pub sockets: Vec<SocketEntry>,
+    pub(crate) sockets: Vec<SocketEntry>,
     /// Entries read (of any name).
-    pub read: usize,
+    pub(crate) read: usize,
     /// Entries counted in all, at most [`COUNT_CAP`] past those read.
-    pub counted: usize,
+    pub(crate) counted: usize,
 }
 
 impl Listing {
-    pub fn cut_short(&self) -> bool {
+    pub(crate) fn cut_short(&self) -> bool {
         self.counted > self.read
     }
 
     /// There are more entries than were counted.
-    pub fn capped(&self) -> bool {
+    pub(crate) fn capped(&self) -> bool {
         self.counted >= self.read + COUNT_CAP
     }
 
@@ -173,7 +173,7 @@ pub(crate) struct Listings {
 impl Listings {
     /// The listing of `dir` (open at `path`), read again if the directory changed, if it is
     /// due, or if the budget it was read with is not this one.
-    pub fn get(&mut self, path: &Path, dir: &Opened, budget: usize, scan: u64) -> &Listing {
+    pub(crate) fn get(&mut self, path: &Path, dir: &Opened, budget: usize, scan: u64) -> &Listing {
         self.used.insert(path.to_path_buf());
         let stale = self.map.get(path).is_none_or(|l| {
             l.id != dir.id() || l.budget != budget || scan.saturating_sub(l.at_scan) >= RELIST_SCANS
@@ -186,7 +186,7 @@ impl Listings {
     }
 
     /// Forgets the listings of directories the scan that just ended did not ask for.
-    pub fn end_scan(&mut self) {
+    pub(crate) fn end_scan(&mut self) {
         let used = std::mem::take(&mut self.used);
         self.map.retain(|path, _| used.contains(path));
     }

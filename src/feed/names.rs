@@ -13,9 +13,9 @@ const MAX_ENVIRON_BYTES: u64 = 256 * 1024;
 /// What `/proc/<pid>/status` says that discovery and trust need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ProcStatus {
-    pub euid: Option<u32>,
+    pub(crate) euid: Option<u32>,
     /// The innermost pid (last field of `NSpid:`), else `Pid:` on kernels without `NSpid:`.
-    pub nspid: Option<u32>,
+    pub(crate) nspid: Option<u32>,
 }
 
 pub(crate) fn parse_status(text: &str) -> ProcStatus {

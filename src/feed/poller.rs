@@ -11,7 +11,7 @@ pub(crate) struct Poller {
 }
 
 impl Poller {
-    pub fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: plain epoll_create1(2) call; the result is checked.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
@@ -26,7 +26,7 @@ impl Poller {
     }
 
     /// Watches `fd` for input, reported as `token`.
-    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+    pub(crate) fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
         let mut event = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
             u64: token,
@@ -40,7 +40,7 @@ impl Poller {
         Ok(())
     }
 
-    pub fn remove(&self, fd: RawFd) {
+    pub(crate) fn remove(&self, fd: RawFd) {
         let mut event = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: as in `add`; a failure (already gone) changes nothing.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut event) };
@@ -48,7 +48,7 @@ impl Poller {
 
     /// Waits up to `timeout` and returns the tokens that are ready (at most 64 per call;
     /// level-triggered, so the rest come on the next call).
-    pub fn wait(&mut self, timeout: Duration, ready: &mut Vec<u64>) {
+    pub(crate) fn wait(&mut self, timeout: Duration, ready: &mut Vec<u64>) {
         ready.clear();
         // Round up, so a timer is not woken a millisecond early again and again.
         let ms = timeout.as_micros().div_ceil(1000).min(60_000) as libc::c_int;

@@ -56,7 +56,7 @@ pub(super) struct Budgets {
 
 impl Budgets {
     /// The connections found by scanning that await their hello now.
-    pub fn new<'a>(conns: impl Iterator<Item = &'a Conn>) -> Budgets {
+    pub(crate) fn new<'a>(conns: impl Iterator<Item = &'a Conn>) -> Budgets {
         let mut budgets = Budgets::default();
         for conn in conns.filter(|c| !c.is_trusted()) {
             if let Some(dir) = &conn.scanned_in {

@@ -44,31 +44,31 @@ struct DeviceState {
 
 /// One feed as the hub holds it.
 pub(crate) struct Feed {
-    pub socket: String,
-    pub found_via: FoundVia,
-    pub peer: Option<PeerCred>,
-    pub nspid: Option<u32>,
-    pub state: FeedState,
+    pub(crate) socket: String,
+    pub(crate) found_via: FoundVia,
+    pub(crate) peer: Option<PeerCred>,
+    pub(crate) nspid: Option<u32>,
+    pub(crate) state: FeedState,
     /// False while the hello is awaited: not shown yet.
-    pub judged: bool,
-    pub hello: Option<std::sync::Arc<Hello>>,
+    pub(crate) judged: bool,
+    pub(crate) hello: Option<std::sync::Arc<Hello>>,
     devices: Vec<DeviceState>,
     ooms: VecDeque<OomReport>,
     last_oom: Option<OomReport>,
     earlier: usize,
-    pub counters: FeedCounters,
-    pub connected_at: Option<f64>,
-    pub last_heard: Option<f64>,
+    pub(crate) counters: FeedCounters,
+    pub(crate) connected_at: Option<f64>,
+    pub(crate) last_heard: Option<f64>,
     /// When a refused, dropped or closed socket may be tried again; `None`: not while kept.
-    pub retry_at: Option<Instant>,
+    pub(crate) retry_at: Option<Instant>,
     /// When a closed record is forgotten.
-    pub forget_at: Option<Instant>,
+    pub(crate) forget_at: Option<Instant>,
     /// The scan that last saw its socket.
-    pub seen: u64,
+    pub(crate) seen: u64,
 }
 
 impl Feed {
-    pub fn new(socket: String, found_via: FoundVia, seen: u64) -> Self {
+    pub(crate) fn new(socket: String, found_via: FoundVia, seen: u64) -> Self {
         Feed {
             socket,
             found_via,
@@ -90,16 +90,16 @@ impl Feed {
         }
     }
 
-    pub fn is_connected(&self) -> bool {
+    pub(crate) fn is_connected(&self) -> bool {
         matches!(self.state, FeedState::Connected)
     }
 
     /// The newest sample time over its devices.
-    pub fn newest_time(&self) -> Option<f64> {
+    pub(crate) fn newest_time(&self) -> Option<f64> {
         self.devices.iter().map(|d| d.latest.time).reduce(f64::max)
     }
 
-    pub fn has_devices(&self) -> bool {
+    pub(crate) fn has_devices(&self) -> bool {
         !self.devices.is_empty()
     }
 }
@@ -107,24 +107,24 @@ impl Feed {
 /// All feeds, and the count of samples waiting in `earlier` over all of them.
 #[derive(Default)]
 pub(crate) struct Feeds {
-    pub map: BTreeMap<FeedKey, Feed>,
+    pub(crate) map: BTreeMap<FeedKey, Feed>,
     earlier_total: usize,
 }
 
 impl Feeds {
-    pub fn insert(&mut self, key: FeedKey, feed: Feed) {
+    pub(crate) fn insert(&mut self, key: FeedKey, feed: Feed) {
         if let Some(old) = self.map.insert(key, feed) {
             self.earlier_total -= old.earlier;
         }
     }
 
-    pub fn remove(&mut self, key: &FeedKey) {
+    pub(crate) fn remove(&mut self, key: &FeedKey) {
         if let Some(old) = self.map.remove(key) {
             self.earlier_total -= old.earlier;
         }
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&Feed) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Feed) -> bool) {
         let total = &mut self.earlier_total;
         self.map.retain(|_, feed| {
             let kept = keep(feed);
@@ -135,7 +135,7 @@ impl Feeds {
         });
     }
 
-    pub fn apply_sample(&mut self, key: &FeedKey, samples: Vec<AllocatorStats>) {
+    pub(crate) fn apply_sample(&mut self, key: &FeedKey, samples: Vec<AllocatorStats>) {
         let Some(feed) = self.map.get_mut(key) else {
             return;
         };
@@ -179,7 +179,7 @@ impl Feeds {
         }
     }
 
-    pub fn apply_oom(&mut self, key: &FeedKey, report: OomReport) {
+    pub(crate) fn apply_oom(&mut self, key: &FeedKey, report: OomReport) {
         let Some(feed) = self.map.get_mut(key) else {
             return;
         };
@@ -191,7 +191,7 @@ impl Feeds {
     }
 
     /// Records how a connection ended.
-    pub fn finish(&mut self, key: FeedKey, end: End, now: Instant) {
+    pub(crate) fn finish(&mut self, key: FeedKey, end: End, now: Instant) {
         let refused = matches!(end, End::Refused(_));
         if let Some(feed) = self.map.get_mut(&key) {
             feed.judged = true;
@@ -217,7 +217,7 @@ impl Feeds {
     }
 
     /// Nothing a refused feed sent is kept.
-    pub fn clear_data(&mut self, key: &FeedKey) {
+    pub(crate) fn clear_data(&mut self, key: &FeedKey) {
         let Some(feed) = self.map.get_mut(key) else {
             return;
         };
@@ -230,7 +230,7 @@ impl Feeds {
     }
 
     /// The judged feeds as records, handing out what arrived since the previous call.
-    pub fn collect(&mut self) -> Vec<FeedRecord> {
+    pub(crate) fn collect(&mut self) -> Vec<FeedRecord> {
         let mut records = Vec::with_capacity(self.map.len());
         for feed in self.map.values_mut().filter(|f| f.judged) {
             self.earlier_total -= feed.earlier;
@@ -269,7 +269,7 @@ impl Feeds {
     }
 
     #[cfg(test)]
-    pub fn earlier_total(&self) -> usize {
+    pub(crate) fn earlier_total(&self) -> usize {
         self.earlier_total
     }
 }

@@ -30,7 +30,7 @@ pub(super) struct Blocks<T: Copy> {
 
 impl<T: Copy> Blocks<T> {
     /// Blocks for a ring of `capacity` items.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Blocks {
             blocks: VecDeque::new(),
             tail: Vec::new(),
@@ -44,15 +44,11 @@ impl<T: Copy> Blocks<T> {
         1 << self.shift
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.blocks.clear();
         self.tail = Vec::new();
         self.skip = 0;
@@ -64,7 +60,7 @@ impl<T: Copy> Blocks<T> {
         self.block() * std::mem::size_of::<T>() + BLOCK_OVERHEAD
     }
 
-    pub fn push_back(&mut self, value: T) {
+    pub(crate) fn push_back(&mut self, value: T) {
         let block = self.block();
         if self.tail.len() == block {
             let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
@@ -86,7 +82,7 @@ impl<T: Copy> Blocks<T> {
     }
 
     /// Lets the oldest `n` items go (all of them, at most).
-    pub fn drop_front(&mut self, n: usize) {
+    pub(crate) fn drop_front(&mut self, n: usize) {
         let n = n.min(self.len);
         self.len -= n;
         if self.len == 0 {
@@ -110,7 +106,7 @@ impl<T: Copy> Blocks<T> {
     }
 
     /// Holds items in blocks of a ring of `capacity` from now on.
-    pub fn set_capacity(&mut self, capacity: usize) {
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
         let shift = block_shift(capacity);
         if shift != self.shift {
             let items: Vec<T> = self.iter().copied().collect();
@@ -121,29 +117,30 @@ impl<T: Copy> Blocks<T> {
 
     /// The newest item: always in the tail (a full tail becomes a block only when the next
     /// item comes), so writing it never touches a shared block.
-    pub fn back(&self) -> Option<&T> {
+    pub(crate) fn back(&self) -> Option<&T> {
         self.tail.last()
     }
 
-    pub fn back_mut(&mut self) -> Option<&mut T> {
+    pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
         self.tail.last_mut()
     }
 
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.blocks.len() * self.block_bytes() + self.tail.capacity() * std::mem::size_of::<T>()
     }
 
     /// The most [`Blocks::bytes`] says for a ring of `capacity` items: every item of the
     /// capacity, the first block's items already gone, and each block's own cost.
-    pub fn most_bytes(capacity: usize) -> usize {
+    #[cfg(test)]
+    pub(crate) fn most_bytes(capacity: usize) -> usize {
         let block = 1 << block_shift(capacity);
         let blocks = capacity.div_ceil(block) + 1;
         blocks * (block * std::mem::size_of::<T>() + BLOCK_OVERHEAD)
     }
 
     /// Bytes of the blocks that `other` does not share with this one.
-    pub fn bytes_beside(&self, other: &Blocks<T>) -> usize {
+    pub(crate) fn bytes_beside(&self, other: &Blocks<T>) -> usize {
         let shared = self
             .blocks
             .iter()
@@ -152,7 +149,7 @@ impl<T: Copy> Blocks<T> {
         self.bytes() - shared * self.block_bytes()
     }
 
-    pub fn iter(&self) -> Iter<'_, T> {
+    pub(crate) fn iter(&self) -> Iter<'_, T> {
         self.range(0..self.len)
     }
 
@@ -165,7 +162,7 @@ impl<T: Copy> Blocks<T> {
     }
 
     /// Items `range` (indices from the oldest held).
-    pub fn range(&self, range: std::ops::Range<usize>) -> Iter<'_, T> {
+    pub(crate) fn range(&self, range: std::ops::Range<usize>) -> Iter<'_, T> {
         let end = range.end.min(self.len);
         let start = range.start.min(end);
         let (a, b) = (self.skip + start, self.skip + end);

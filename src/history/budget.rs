@@ -13,9 +13,9 @@ use std::mem::size_of;
 /// Bytes the history holds at most, by its own count (rings, step readings, keys and tables
 /// as allocated). A node of 8 GPUs x 7 MIG instances and 64 fed processes sampled every
 /// second holds about 24 MiB after a day.
-pub const BUDGET_BYTES: usize = 48 << 20;
+pub(crate) const BUDGET_BYTES: usize = 48 << 20;
 /// Thinning at most: each series then reaches a sixteenth of its whole time.
-pub const MOST_THINNING: u32 = 16;
+pub(crate) const MOST_THINNING: u32 = 16;
 /// Dropping for the budget goes on to this share of it, so that it is not done every sample.
 const DROP_TO: f64 = 0.875;
 /// Thinning is undone one step when the history holds less than this share of the budget.
@@ -32,23 +32,23 @@ pub struct Budget {
     /// last), since the start.
     pub dropped: u64,
     /// When (unix seconds) series were last let go early.
-    pub dropped_at: Option<f64>,
+    pub(crate) dropped_at: Option<f64>,
     /// Each series reaches `1 / thinned` of its whole time (15 min raw, 2 h, 24 h); 1: whole.
     pub thinned: u32,
     /// Thinned all it can and still over: processes met now get no history (until the
     /// history holds well under its budget again).
-    pub full: bool,
+    pub(crate) full: bool,
 }
 
 impl Budget {
     /// One line for the report: the budget, and what it made the history do.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.parts().join("; ")
     }
 
     /// The budget, then each thing it made the history do, a phrase each (for the help's
     /// lines).
-    pub fn parts(&self) -> Vec<String> {
+    pub(crate) fn parts(&self) -> Vec<String> {
         let size = |b: usize| crate::units::bytes(b as u64);
         let mut parts = vec![format!(
             "{} held of a {} budget",

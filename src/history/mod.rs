@@ -11,9 +11,9 @@ mod budget;
 mod series;
 mod steps;
 
-pub use budget::{Budget, BUDGET_BYTES};
-pub use series::{Scale, Series, Span, FOLD_1, FOLD_2, RAW_SECS};
-pub use steps::{StepPoint, Steps, STEP_POINTS};
+pub(crate) use budget::BUDGET_BYTES;
+pub(crate) use series::{Scale, Series, Span, FOLD_1, RAW_SECS};
+pub(crate) use steps::{StepPoint, Steps};
 
 use crate::layers::Layer;
 use std::collections::HashMap;
@@ -24,14 +24,14 @@ type SeriesTable = hashbrown::HashMap<SeriesKey, Box<Entry>>;
 /// A process on a device, across samples: the start time tells a reused PID apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessId {
-    pub pid: u32,
-    pub start_time: Option<u64>,
-    pub device_uuid: String,
+    pub(crate) pid: u32,
+    pub(crate) start_time: Option<u64>,
+    pub(crate) device_uuid: String,
 }
 
 impl ProcessId {
     /// The process a sample lists, on its device.
-    pub fn of(process: &crate::sample::ProcessSample) -> Self {
+    pub(crate) fn of(process: &crate::sample::ProcessSample) -> Self {
         ProcessId {
             pid: process.pid,
             start_time: process.start_time,
@@ -89,7 +89,7 @@ impl SeriesKey {
     }
 
     /// What the series measures.
-    pub fn metric(&self) -> Metric {
+    pub(crate) fn metric(&self) -> Metric {
         self.as_key().metric()
     }
 }
@@ -104,12 +104,12 @@ pub enum KeyRef<'a> {
 
 impl KeyRef<'_> {
     /// The series of a process on its device.
-    pub fn of_process(id: &ProcessId, metric: Metric) -> KeyRef<'_> {
+    pub(crate) fn of_process(id: &ProcessId, metric: Metric) -> KeyRef<'_> {
         KeyRef::Process(id.pid, id.start_time, &id.device_uuid, metric)
     }
 
     /// The series of a process a sample lists, on its device (as [`ProcessId::of`] names it).
-    pub fn of(process: &crate::sample::ProcessSample, metric: Metric) -> KeyRef<'_> {
+    pub(crate) fn of(process: &crate::sample::ProcessSample, metric: Metric) -> KeyRef<'_> {
         KeyRef::Process(
             process.pid,
             process.start_time,
@@ -118,7 +118,7 @@ impl KeyRef<'_> {
         )
     }
 
-    pub fn to_key(self) -> SeriesKey {
+    pub(crate) fn to_key(self) -> SeriesKey {
         match self {
             KeyRef::Device(uuid, m) => SeriesKey::Device(uuid.to_string(), m),
             KeyRef::Process(pid, start_time, uuid, m) => SeriesKey::Process(
@@ -221,7 +221,7 @@ struct Entry {
 }
 
 /// Samples without an update after which a series is forgotten: its process has gone.
-pub const FORGET_AFTER: u64 = 900;
+pub(crate) const FORGET_AFTER: u64 = 900;
 /// Samples between sweeps for what is forgotten.
 const SWEEP_EVERY: u64 = 64;
 
@@ -233,7 +233,7 @@ impl Default for History {
 
 impl History {
     /// A history that keeps within `limit` bytes.
-    pub fn with_budget(limit: usize) -> Self {
+    pub(crate) fn with_budget(limit: usize) -> Self {
         History {
             series: SeriesTable::default(),
             generation: 0,
@@ -282,7 +282,7 @@ impl History {
 
     /// [`History::record`] of several points of one series, in order: the series is found
     /// once.
-    pub fn record_all(
+    pub(crate) fn record_all(
         &mut self,
         key: impl AsKey,
         mut points: impl Iterator<Item = (f64, Option<u64>)>,
@@ -324,7 +324,7 @@ impl History {
     }
 
     /// Records one step-end reading of a process.
-    pub fn record_step(&mut self, id: &ProcessId, point: StepPoint) {
+    pub(crate) fn record_step(&mut self, id: &ProcessId, point: StepPoint) {
         let generation = self.generation;
         match self.steps.get_mut(id) {
             Some((steps, seen)) => {
@@ -346,28 +346,17 @@ impl History {
     }
 
     /// The step-end readings of a process, where it reports steps.
-    pub fn steps(&self, id: &ProcessId) -> Option<&Steps> {
+    pub(crate) fn steps(&self, id: &ProcessId) -> Option<&Steps> {
         self.steps.get(id).map(|(s, _)| s)
     }
 
     /// The series of a name, owned ([`SeriesKey`]) or borrowed ([`KeyRef`]).
-    pub fn get(&self, key: &(impl AsKey + ?Sized)) -> Option<&Series> {
+    pub(crate) fn get(&self, key: &(impl AsKey + ?Sized)) -> Option<&Series> {
         self.series.get(&key.as_key()).map(|e| &e.series)
     }
 
-    /// Every series of one process on one device.
-    pub fn of_process<'a>(
-        &'a self,
-        id: &'a ProcessId,
-    ) -> impl Iterator<Item = (Metric, &'a Series)> + 'a {
-        self.series.iter().filter_map(move |(k, e)| match k {
-            SeriesKey::Process(p, m) if p == id => Some((*m, &e.series)),
-            _ => None,
-        })
-    }
-
     /// Every series, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
         self.series.iter().map(|(k, e)| (k, &e.series))
     }
 
@@ -388,7 +377,7 @@ impl History {
     /// Bytes this history holds that `other`, a copy of it from another instant, does not
     /// share with it: what keeping both costs beyond keeping `other`. Series' blocks a copy
     /// shares are counted once; the step readings, keys and tables are counted whole.
-    pub fn footprint_beside(&self, other: &History) -> usize {
+    pub(crate) fn footprint_beside(&self, other: &History) -> usize {
         // Each series' footprint, and what of it `other` does not share.
         let (whole, beside) = self.iter().fold((0, 0), |(whole, beside), (key, series)| {
             let own = other.get(key).map_or_else(

@@ -11,17 +11,17 @@ use super::blocks::{self, Blocks};
 /// The marker of a slot with no value (unknown at that instant, or nothing sampled).
 const GAP: u32 = u32::MAX;
 /// How many raw slots make one point of the first tier, and first-tier points the second.
-pub const FOLD_1: i64 = 10;
-pub const FOLD_2: i64 = 12;
+pub(crate) const FOLD_1: i64 = 10;
+pub(crate) const FOLD_2: i64 = 12;
 /// Seconds each ring covers.
-pub const RAW_SECS: f64 = 900.0;
+pub(crate) const RAW_SECS: f64 = 900.0;
 const TIER_1_SECS: f64 = 7200.0;
 const TIER_2_SECS: f64 = 86_400.0;
 
 /// How values are kept: bytes as KiB (rounded up, so a non-zero value never reads 0), or as
 /// they are (counts, percentages), saturating below the gap marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scale {
+pub(crate) enum Scale {
     Kib,
     Unit,
 }
@@ -45,10 +45,10 @@ impl Scale {
 
 /// The smallest, largest and last known value over a span of time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub min: u64,
-    pub max: u64,
-    pub last: u64,
+pub(crate) struct Span {
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) last: u64,
 }
 
 #[cfg(test)]
@@ -137,7 +137,7 @@ impl<T: Copy> Ring<T> {
 
 /// One series. Times are implicit: slot `k` is `origin + k * step`.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub(crate) struct Series {
     scale: Scale,
     step: f64,
     origin: f64,
@@ -147,7 +147,7 @@ pub struct Series {
     /// The slot of the first value since the rings were last empty.
     began: Option<i64>,
     /// Out-of-order values dropped.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 fn capacity(secs: f64, step: f64) -> usize {
@@ -235,12 +235,13 @@ fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
 
 impl Series {
     /// An empty series with slots of `step` seconds from `origin`.
-    pub fn new(scale: Scale, step: f64, origin: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(scale: Scale, step: f64, origin: f64) -> Self {
         Series::thinned(scale, step, origin, 1)
     }
 
     /// An empty series whose rings reach `1 / thinning` of the time a whole one's do.
-    pub fn thinned(scale: Scale, step: f64, origin: f64, thinning: u32) -> Self {
+    pub(crate) fn thinned(scale: Scale, step: f64, origin: f64, thinning: u32) -> Self {
         let step = if step.is_finite() && step > 0.0 {
             step
         } else {
@@ -262,14 +263,14 @@ impl Series {
     /// From now on reaches `1 / thinning` of the time a whole series does (1: all of it):
     /// the oldest slots past that are let go, with their memory. Thinning less lets the
     /// rings grow again as values arrive.
-    pub fn thin(&mut self, thinning: u32) {
+    pub(crate) fn thin(&mut self, thinning: u32) {
         let [raw, tier_1, tier_2] = capacities(self.step, thinning);
         self.raw.set_capacity(raw);
         self.tier_1.set_capacity(tier_1);
         self.tier_2.set_capacity(tier_2);
     }
 
-    pub fn step(&self) -> f64 {
+    pub(crate) fn step(&self) -> f64 {
         self.step
     }
 
@@ -279,14 +280,14 @@ impl Series {
     }
 
     /// The time of a slot.
-    pub fn time_of(&self, slot: i64) -> f64 {
+    pub(crate) fn time_of(&self, slot: i64) -> f64 {
         self.origin + slot as f64 * self.step
     }
 
     /// Records a value (`None`: unknown) at `time`. A time in the slot already last written
     /// replaces that value; an older one is dropped and counted; a later one leaves gaps for
     /// the slots between.
-    pub fn push(&mut self, time: f64, value: Option<u64>) {
+    pub(crate) fn push(&mut self, time: f64, value: Option<u64>) {
         let Some(slot) = self.slot(time) else {
             self.dropped += 1;
             return;
@@ -361,18 +362,18 @@ impl Series {
     }
 
     /// The latest known value.
-    pub fn last(&self) -> Option<u64> {
+    pub(crate) fn last(&self) -> Option<u64> {
         self.raw.items.back().and_then(|&v| self.scale.decode(v))
     }
 
     /// The time of the latest slot written.
-    pub fn last_time(&self) -> Option<f64> {
+    pub(crate) fn last_time(&self) -> Option<f64> {
         self.raw.head.map(|h| self.time_of(h))
     }
 
     /// The time of the oldest slot held, in any tier (its value may be a gap): the first
     /// value's, while the tiers still reach it.
-    pub fn first_time(&self) -> Option<f64> {
+    pub(crate) fn first_time(&self) -> Option<f64> {
         let held = [
             self.raw.first(),
             self.tier_1.first().map(|p| p * FOLD_1),
@@ -385,16 +386,14 @@ impl Series {
     }
 
     /// How many raw slots are held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.raw.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.raw.items.is_empty()
-    }
-
     /// The last `n` raw values (gaps as `None`), oldest first.
-    pub fn recent(&self, n: usize) -> Vec<Option<u64>> {
+    #[cfg(test)]
+    pub(crate) fn recent(&self, n: usize) -> Vec<Option<u64>> {
         let items = &self.raw.items;
         items
             .iter()
@@ -404,14 +403,14 @@ impl Series {
     }
 
     /// The raw values with their times, oldest first.
-    pub fn raw(&self) -> impl Iterator<Item = (f64, Option<u64>)> + '_ {
+    pub(crate) fn raw(&self) -> impl Iterator<Item = (f64, Option<u64>)> + '_ {
         self.raw
             .iter()
             .map(|(s, v)| (self.time_of(s), self.scale.decode(v)))
     }
 
     /// The largest known value over the raw window, with the window's length in seconds.
-    pub fn peak(&self) -> Option<(u64, f64)> {
+    pub(crate) fn peak(&self) -> Option<(u64, f64)> {
         let max = self
             .raw
             .items
@@ -425,7 +424,7 @@ impl Series {
     }
 
     /// Seconds of the past each tier reaches: raw, first tier, second tier.
-    pub fn reach(&self) -> [f64; 3] {
+    pub(crate) fn reach(&self) -> [f64; 3] {
         [
             self.raw.capacity as f64 * self.step,
             self.tier_1.capacity as f64 * self.step * FOLD_1 as f64,
@@ -435,7 +434,7 @@ impl Series {
 
     /// Seconds between the points [`Series::chunks`] reads for a window of this length: a
     /// chunk narrower than this may hold none.
-    pub fn resolution(&self, window: f64) -> f64 {
+    pub(crate) fn resolution(&self, window: f64) -> f64 {
         let reach = self.reach();
         if window <= reach[0] {
             self.step
@@ -449,13 +448,13 @@ impl Series {
     /// `n` equal chunks of `[end - window, end]`, oldest first, each the min, max and last
     /// value within it (`None` where nothing is known), from the finest tier that holds the
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
-    pub fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+    pub(crate) fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
         self.chunks_between(end, window, n, f64::NEG_INFINITY, f64::INFINITY)
     }
 
     /// The first and the last of the chunks [`Series::chunks`] cuts, reading only their
     /// points: whether a window can hold a rise at all, at a fraction of the cost.
-    pub fn edges(&self, end: f64, window: f64, n: usize) -> (Option<Span>, Option<Span>) {
+    pub(crate) fn edges(&self, end: f64, window: f64, n: usize) -> (Option<Span>, Option<Span>) {
         if n == 0 {
             return (None, None);
         }
@@ -681,7 +680,7 @@ impl Series {
     /// that holds `now`. Cells begin at multiples of `bucket` in unix time, so a row of them
     /// moves along once a bucket, not at every sample, and the last changes only when a new
     /// peak arrives.
-    pub fn cell_peaks(&self, now: f64, cells: usize, bucket: f64) -> Vec<Option<u64>> {
+    pub(crate) fn cell_peaks(&self, now: f64, cells: usize, bucket: f64) -> Vec<Option<u64>> {
         if cells == 0 || !now.is_finite() || bucket.is_nan() || bucket <= 0.0 {
             return Vec::new();
         }
@@ -694,7 +693,7 @@ impl Series {
 
     /// The points of a tier (0 raw, 1 and 2 folded) from `since` on, with their times, oldest
     /// first: what a chart of that zoom draws.
-    pub fn points(&self, tier: usize, since: f64) -> Vec<(f64, Option<Span>)> {
+    pub(crate) fn points(&self, tier: usize, since: f64) -> Vec<(f64, Option<Span>)> {
         match tier {
             0 => self
                 .raw()
@@ -726,19 +725,20 @@ impl Series {
     }
 
     /// Bytes this series holds: itself, and its rings' memory as allocated.
-    pub fn footprint(&self) -> usize {
+    pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.raw.bytes() + self.tier_1.bytes() + self.tier_2.bytes()
     }
 
     /// Bytes of its rings' blocks that `other` does not share with it.
-    pub fn bytes_beside(&self, other: &Series) -> usize {
+    pub(crate) fn bytes_beside(&self, other: &Series) -> usize {
         self.raw.bytes_beside(&other.raw)
             + self.tier_1.bytes_beside(&other.tier_1)
             + self.tier_2.bytes_beside(&other.tier_2)
     }
 
     /// The most it holds with every ring full (each ring's blocks, the first partly let go).
-    pub fn full_footprint(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn full_footprint(&self) -> usize {
         std::mem::size_of::<Self>()
             + Blocks::<u32>::most_bytes(self.raw.capacity)
             + Blocks::<[u32; 3]>::most_bytes(self.tier_1.capacity)

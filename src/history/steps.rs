@@ -7,26 +7,26 @@
 use std::collections::VecDeque;
 
 /// Step-end readings kept per process at most (24 bytes each).
-pub const STEP_POINTS: usize = 1024;
+pub(crate) const STEP_POINTS: usize = 1024;
 
 /// One step-end reading.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepPoint {
+pub(crate) struct StepPoint {
     /// Steps completed.
-    pub step: u64,
+    pub(crate) step: u64,
     /// When it was read (unix seconds).
-    pub time: f64,
+    pub(crate) time: f64,
     /// Live tensor bytes at the step's end.
-    pub allocated: u64,
+    pub(crate) allocated: u64,
     /// The pool at the step's end; `None` where the allocator does not report it.
-    pub reserved: Option<u64>,
+    pub(crate) reserved: Option<u64>,
     /// The allocator's own peak of live bytes at that reading (since start or reset).
-    pub peak_allocated: Option<u64>,
+    pub(crate) peak_allocated: Option<u64>,
 }
 
 /// The step-end readings of one process on one device, oldest first.
 #[derive(Debug, Clone, Default)]
-pub struct Steps {
+pub(crate) struct Steps {
     points: VecDeque<StepPoint>,
     /// The first reading of this run (of this count of steps), kept after the bounded
     /// readings let it go: how long the job has run is judged from it.
@@ -37,7 +37,7 @@ impl Steps {
     /// Adds a reading. A later step goes on the end; the same step again replaces its reading
     /// when later; a reading out of order is dropped; a lower step is a new count (a new run
     /// in the same process): what came before is not compared with it, and is let go.
-    pub fn push(&mut self, point: StepPoint) {
+    pub(crate) fn push(&mut self, point: StepPoint) {
         if !point.time.is_finite() {
             return;
         }
@@ -59,16 +59,16 @@ impl Steps {
         self.points.push_back(point);
     }
 
-    pub fn points(&self) -> &VecDeque<StepPoint> {
+    pub(crate) fn points(&self) -> &VecDeque<StepPoint> {
         &self.points
     }
 
-    pub fn last(&self) -> Option<&StepPoint> {
+    pub(crate) fn last(&self) -> Option<&StepPoint> {
         self.points.back()
     }
 
     /// A copy of the readings from step `from` on.
-    pub fn from_step(&self, from: u64) -> Steps {
+    pub(crate) fn copy_from_step(&self, from: u64) -> Steps {
         Steps {
             points: self.since_step(from).copied().collect(),
             began: self.began,
@@ -76,31 +76,28 @@ impl Steps {
     }
 
     /// The first reading of this run, where the readings kept may have let it go.
-    pub fn began(&self) -> Option<&StepPoint> {
+    pub(crate) fn began(&self) -> Option<&StepPoint> {
         self.began.as_ref()
     }
 
     /// The readings from step `from` on (oldest first).
-    pub fn since_step(&self, from: u64) -> impl Iterator<Item = &StepPoint> + '_ {
+    pub(crate) fn since_step(&self, from: u64) -> impl Iterator<Item = &StepPoint> + '_ {
         let skip = self.points.partition_point(|p| p.step < from);
         self.points.range(skip..)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.points.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
-    }
-
     /// Bytes held at full capacity.
-    pub fn footprint(&self) -> usize {
+    pub(crate) fn footprint(&self) -> usize {
         STEP_POINTS * std::mem::size_of::<StepPoint>()
     }
 
     /// Steps per second over the readings from step `from` on, where they span time.
-    pub fn pace(&self, from: u64) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn pace(&self, from: u64) -> Option<f64> {
         let first = self.since_step(from).next()?;
         let last = self.points.back()?;
         let secs = last.time - first.time;

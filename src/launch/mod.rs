@@ -34,7 +34,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
 
 /// A short name for this build of the agent: FNV-1a over its files, so a new strata never
 /// runs an old agent left in place.
-pub fn agent_digest() -> String {
+pub(crate) fn agent_digest() -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for (path, contents) in AGENT_FILES {
         for byte in path.bytes().chain([0]).chain(contents.bytes()).chain([0]) {
@@ -47,7 +47,7 @@ pub fn agent_digest() -> String {
 
 /// Checks (or creates) `dir` as a private directory of `uid`: a real directory, not a link,
 /// owned by `uid`, mode 0700 — the rule the agent applies to its feed dir.
-pub fn private_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), LaunchError> {
+pub(crate) fn private_dir(dir: &Path, uid: u32, gid: u32) -> Result<(), LaunchError> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
@@ -89,7 +89,7 @@ fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), LaunchError> {
 /// Installs the agent under `base` (a private directory of `uid`) as `agent-<digest>/`,
 /// writing each file atomically unless it is already there with the same contents. Returns
 /// the agent directory: it holds the `strata_feed` package and `strata_run/sitecustomize.py`.
-pub fn install_agent(base: &Path, uid: u32, gid: u32) -> Result<PathBuf, LaunchError> {
+pub(crate) fn install_agent(base: &Path, uid: u32, gid: u32) -> Result<PathBuf, LaunchError> {
     private_dir(base, uid, gid)?;
     let dir = base.join(format!("agent-{}", agent_digest()));
     private_dir(&dir, uid, gid)?;
@@ -121,7 +121,7 @@ pub fn install_agent(base: &Path, uid: u32, gid: u32) -> Result<PathBuf, LaunchE
 }
 
 /// `/tmp/strata-<uid>`: where the agent's feed dir and its installed code live by default.
-pub fn default_base(uid: u32) -> PathBuf {
+pub(crate) fn default_base(uid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/strata-{uid}"))
 }
 

@@ -68,7 +68,7 @@ impl Attacher for NoAttacher {
 
 /// What `/proc` tells before anything is injected: the reasons `strata attach` would give,
 /// where they can be known without running the target's interpreter.
-pub fn preflight(pid: u32) -> Result<String, AttachError> {
+pub(crate) fn preflight(pid: u32) -> Result<String, AttachError> {
     let target = inspect(pid)?;
     // SAFETY: geteuid has no preconditions.
     if !target.same_root && unsafe { libc::geteuid() } != 0 {

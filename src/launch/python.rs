@@ -6,11 +6,11 @@ use super::attach::is_python;
 use std::path::Path;
 
 /// The first CPython with `sys.remote_exec`.
-pub const REMOTE_EXEC: (u32, u32) = (3, 14);
+pub(crate) const REMOTE_EXEC: (u32, u32) = (3, 14);
 
 /// What runs a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interpreter {
+pub(crate) enum Interpreter {
     /// CPython, with its version where it can be told.
     CPython(Option<(u32, u32)>),
     /// PyPy: no `sys.remote_exec`.
@@ -29,7 +29,7 @@ fn version_after(text: &str, prefix: &str) -> Option<(u32, u32)> {
 /// The interpreter of a process whose `/proc/PID/exe` is `exe` and whose `maps` (if
 /// readable) are given: the libpython it maps tells the version best, else the executable's
 /// name.
-pub fn interpreter(exe: &Path, maps: Option<&str>) -> Interpreter {
+pub(crate) fn interpreter(exe: &Path, maps: Option<&str>) -> Interpreter {
     if !is_python(exe) {
         return Interpreter::NotPython;
     }
@@ -56,7 +56,7 @@ pub fn interpreter(exe: &Path, maps: Option<&str>) -> Interpreter {
 /// Whether a Python 3.14 process has remote debugging, as far as its environment and
 /// command line tell (a build without it cannot be told from outside).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RemoteDebug {
+pub(crate) enum RemoteDebug {
     /// Nothing disables it; `note` says what looked as if it might.
     Enabled {
         note: Option<&'static str>,
@@ -113,7 +113,7 @@ fn interpreter_options(cmdline: &[u8]) -> (Vec<String>, bool) {
     (xoptions, ignores_env)
 }
 
-pub fn remote_debug(environ: Option<&[u8]>, cmdline: &[u8]) -> RemoteDebug {
+pub(crate) fn remote_debug(environ: Option<&[u8]>, cmdline: &[u8]) -> RemoteDebug {
     let (xoptions, ignores_env) = interpreter_options(cmdline);
     // CPython reads `-X disable-remote-debug` (any value after `=`), hyphens only.
     let named = |o: &String, name: &str| o == name || o.starts_with(&format!("{name}="));

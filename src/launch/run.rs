@@ -23,7 +23,7 @@ pub struct RunOptions {
 }
 
 /// The environment CMD runs with: the agent's `strata_run/` first on `PYTHONPATH`.
-pub fn environment(
+pub(crate) fn environment(
     agent_dir: &Path,
     options: &RunOptions,
     inherited_pythonpath: Option<&OsStr>,
@@ -52,7 +52,7 @@ pub fn environment(
 
 /// A warning when CMD is a Python interpreter started so that it ignores `PYTHONPATH` or
 /// `sitecustomize` (`-E`, `-I`, `-S`): the agent cannot start there.
-pub fn ignored_by(command: &[OsString]) -> Option<String> {
+pub(crate) fn ignored_by(command: &[OsString]) -> Option<String> {
     let program = Path::new(command.first()?);
     let name = program.file_name()?.to_string_lossy();
     if !name.starts_with("python") {

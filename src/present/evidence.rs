@@ -54,7 +54,7 @@ fn not_finite(figure: &Figure) -> bool {
 }
 
 /// One figure in its unit; `now` for how long ago an instant was.
-pub fn value(figure: &Figure, now: f64) -> String {
+pub(crate) fn value(figure: &Figure, now: f64) -> String {
     if not_finite(figure) {
         return "n/a".into();
     }
@@ -118,7 +118,7 @@ fn json(value: &Value) -> String {
 
 /// The evidence as (depth, name, value) rows: a list of records counted, then one line each;
 /// evidence read back untyped, nested objects indented under their name.
-pub fn rows(evidence: &Evidence, now: f64) -> Vec<(usize, String, String)> {
+pub(crate) fn rows(evidence: &Evidence, now: f64) -> Vec<(usize, String, String)> {
     let mut out = Vec::new();
     walk(&evidence.fields(), 0, now, &mut out);
     out

@@ -6,7 +6,7 @@ use crate::context::ContextSource;
 use crate::layers::Layer;
 
 /// `58,646,999,040`: exact bytes, grouped for reading.
-pub fn grouped(value: u64) -> String {
+pub(crate) fn grouped(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -21,19 +21,19 @@ pub fn grouped(value: u64) -> String {
 /// How exact a device's figures are: the least exact source of its context, and the layers
 /// only partly known (lower bounds).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Exactness<'a> {
-    pub context: Option<ContextSource>,
-    pub partial: &'a [Layer],
+pub(crate) struct Exactness<'a> {
+    pub(crate) context: Option<ContextSource>,
+    pub(crate) partial: &'a [Layer],
     /// A process list of the device could not be read: `other` holds what those processes
     /// hold too, an upper bound.
-    pub processes_unknown: bool,
+    pub(crate) processes_unknown: bool,
 }
 
 impl Exactness<'_> {
     /// The mark before a layer's figure: `≥` for a lower bound (a partial sum, or the memory
     /// outside the pool beside an estimated context), else the context's own mark (`~`
     /// estimated, `≤` not yet split).
-    pub fn mark(&self, layer: Layer) -> &'static str {
+    pub(crate) fn mark(&self, layer: Layer) -> &'static str {
         let bounds = crate::accounting::context_bounds(self.context, true);
         if self.partial.contains(&layer) {
             "≥"
@@ -50,7 +50,7 @@ impl Exactness<'_> {
 /// Truncates to `width` display cells, marking the cut with `…`. Whatever it is given is made
 /// safe for the terminal first ([`crate::text::clean`]): most of what is drawn comes from
 /// outside (NVML, `/proc`, feeds).
-pub fn fit(text: &str, width: usize) -> String {
+pub(crate) fn fit(text: &str, width: usize) -> String {
     use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
     let text = crate::text::clean(text);
     let text = text.as_ref();

@@ -5,9 +5,9 @@
 pub(crate) mod evidence;
 mod format;
 mod names;
-pub mod shown;
-pub mod sort;
+pub(crate) mod shown;
+pub(crate) mod sort;
 
-pub use format::{fit, grouped, Exactness};
-pub use names::state_label;
+pub(crate) use format::{fit, grouped, Exactness};
+pub(crate) use names::state_label;
 pub(crate) use names::{metric_names, peak_words};

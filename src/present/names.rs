@@ -7,13 +7,13 @@ use crate::units;
 
 /// The framework's own names for the statistics a feed carries.
 pub(crate) struct MetricNames {
-    pub allocated: &'static str,
-    pub reserved: &'static str,
-    pub inactive_split: &'static str,
-    pub peak_allocated: &'static str,
-    pub peak_reserved: &'static str,
-    pub retries: &'static str,
-    pub ooms: &'static str,
+    pub(crate) allocated: &'static str,
+    pub(crate) reserved: &'static str,
+    pub(crate) inactive_split: &'static str,
+    pub(crate) peak_allocated: &'static str,
+    pub(crate) peak_reserved: &'static str,
+    pub(crate) retries: &'static str,
+    pub(crate) ooms: &'static str,
 }
 
 pub(crate) fn metric_names(framework: &str) -> MetricNames {
@@ -71,7 +71,7 @@ pub(crate) fn peak_words(room: &crate::detect::Headroom) -> String {
 /// The STATE column: process state and feed state, e.g. `R fed`, `S nofeed`; or, for a PID
 /// `/proc` does not show: `gone` (exited), `hidden` (`hidepid`), `foreign` (another PID
 /// namespace).
-pub fn state_label(
+pub(crate) fn state_label(
     process: &ProcessSample,
     feed: &FeedStatus,
     host_namespace: Option<bool>,

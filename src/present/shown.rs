@@ -11,13 +11,13 @@ use std::collections::HashMap;
 /// The last good reading of a GPU that has since been lost, drawn greyed.
 #[derive(Debug, Clone)]
 pub struct LastKnown {
-    pub gpu: GpuSample,
-    pub layers: Result<Layers, Gap>,
-    pub time: f64,
+    pub(crate) gpu: GpuSample,
+    pub(crate) layers: Result<Layers, Gap>,
+    pub(crate) time: f64,
 }
 
 /// Keeps the last good reading of each GPU of a sample (with its layers) that is not lost.
-pub fn remember_last_known(
+pub(crate) fn remember_last_known(
     last_known: &mut HashMap<String, LastKnown>,
     sample: &NodeSample,
     account: &NodeAccount,

@@ -34,7 +34,7 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    pub const CYCLE: [SortKey; 10] = [
+    pub(crate) const CYCLE: [SortKey; 10] = [
         SortKey::Used,
         SortKey::Live,
         SortKey::Fragmented,
@@ -47,12 +47,12 @@ impl SortKey {
         SortKey::Device,
     ];
 
-    pub fn next(self) -> SortKey {
+    pub(crate) fn next(self) -> SortKey {
         let i = Self::CYCLE.iter().position(|&k| k == self).unwrap_or(0);
         Self::CYCLE[(i + 1) % Self::CYCLE.len()]
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SortKey::Used => "used",
             SortKey::Live => Layer::Live.name(),
@@ -69,13 +69,13 @@ impl SortKey {
 
     /// Whether the key, not reversed, puts the largest first: every amount does; pids and
     /// GPUs go up.
-    pub fn descending(self) -> bool {
+    pub(crate) fn descending(self) -> bool {
         !matches!(self, SortKey::Pid | SortKey::Device)
     }
 }
 
 /// The arrow beside a sort key: `▼` largest first, `▲` smallest first.
-pub fn sort_arrow(key: SortKey, reversed: bool) -> &'static str {
+pub(crate) fn sort_arrow(key: SortKey, reversed: bool) -> &'static str {
     if key.descending() != reversed {
         "▼"
     } else {
@@ -84,9 +84,9 @@ pub fn sort_arrow(key: SortKey, reversed: bool) -> &'static str {
 }
 
 /// Samples whose peak a row is ordered by.
-pub const WINDOW: usize = 10;
+pub(crate) const WINDOW: usize = 10;
 /// How far (relative) a row's peak must move from its settled value before the row moves.
-pub const HYSTERESIS: f64 = 0.05;
+pub(crate) const HYSTERESIS: f64 = 0.05;
 
 /// The numeric keys, in the order of a row's [`Tracks`].
 const NUMERIC: [SortKey; 8] = [
@@ -154,7 +154,7 @@ pub struct SortMemory {
 }
 
 /// A row's value under a numeric key, as the sample has it.
-pub fn value_of(
+pub(crate) fn value_of(
     sample: &NodeSample,
     account: &NodeAccount,
     index: usize,
@@ -178,7 +178,7 @@ pub fn value_of(
 
 impl SortMemory {
     /// Takes in one sample's values; forgets rows no longer listed.
-    pub fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
+    pub(crate) fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
         let mut kept: HashMap<String, HashMap<u32, Tracks>> = HashMap::new();
         for (index, process) in sample.processes.iter().enumerate() {
             let mut tracks = self
@@ -197,7 +197,7 @@ impl SortMemory {
     }
 
     /// The value row (`pid`, `device_uuid`) is ordered by under `key`.
-    pub fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
+    pub(crate) fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
         let at = NUMERIC.iter().position(|&k| k == key)?;
         self.rows.get(device_uuid)?.get(&pid)?[at].settled
     }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 /// What the writing thread tells the monitor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum News {
+pub(crate) enum News {
     /// Another sample is on disk: the totals so far.
     Written { samples: u64, bytes: u64 },
     /// A write failed (a full disk): the recording has stopped. One line, with a hint.
@@ -20,18 +20,18 @@ pub enum News {
 const WAITING: usize = 64;
 
 /// A recording in progress.
-pub struct LiveRecorder {
+pub(crate) struct LiveRecorder {
     path: PathBuf,
     tx: Option<SyncSender<Box<NodeSample>>>,
     thread: Option<JoinHandle<Result<Summary, RecordError>>>,
     /// Samples dropped because the writer was that far behind.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl LiveRecorder {
     /// Opens the recording now (a bad path fails here, before anything is recorded) and
     /// starts its writer; `news` hears of each sample written and of a failure.
-    pub fn start(
+    pub(crate) fn start(
         path: &Path,
         news: impl Fn(News) + Send + 'static,
     ) -> Result<LiveRecorder, RecordError> {
@@ -66,7 +66,7 @@ impl LiveRecorder {
     }
 
     /// Hands a sample to the writer; never waits.
-    pub fn send(&mut self, sample: &NodeSample) {
+    pub(crate) fn send(&mut self, sample: &NodeSample) {
         if let Some(tx) = &self.tx {
             match tx.try_send(Box::new(sample.clone())) {
                 Ok(()) => {}
@@ -78,7 +78,7 @@ impl LiveRecorder {
     }
 
     /// Writes what waits, finishes the frame and says what was written.
-    pub fn stop(mut self) -> Result<Summary, RecordError> {
+    pub(crate) fn stop(mut self) -> Result<Summary, RecordError> {
         self.finish()
     }
 

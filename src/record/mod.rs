@@ -16,7 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 /// `90s`, `30m`, `24h`, `2d`, or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, unit) = split_unit(text);
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "s" => 1.0,
@@ -42,7 +42,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// `500M`, `2G`, `64K`, `1.5G` (binary: M is MiB), `500MB`, `500MiB`, or plain bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let (number, unit) = split_unit(text);
     let unit = unit.to_ascii_lowercase();
     let unit = unit.trim_end_matches("ib").trim_end_matches('b');

@@ -10,17 +10,17 @@ use std::path::Path;
 /// What reading the input met.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Read {
-    pub samples: u64,
+    pub(crate) samples: u64,
     /// Lines (or records) that were not samples, and lines over the line limit.
-    pub bad: u64,
+    pub(crate) bad: u64,
     /// Corrupt compressed data skipped.
-    pub corrupt: u64,
+    pub(crate) corrupt: u64,
     /// Format 2 samples whose keyframe was lost.
-    pub unanchored: u64,
+    pub(crate) unanchored: u64,
     /// The last line (or record) was cut short.
     pub truncated: bool,
     /// Why reading stopped before the end, if it did.
-    pub stopped: Option<String>,
+    pub(crate) stopped: Option<String>,
 }
 
 impl Read {

@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The file that says a directory is a strata flight record.
-pub const MARKER: &str = ".strata-ring";
+pub(crate) const MARKER: &str = ".strata-ring";
 /// Recording seconds a segment covers (one keyframe each).
-pub const SEGMENT_SECS: f64 = 300.0;
+pub(crate) const SEGMENT_SECS: f64 = 300.0;
 /// The evidence kept before and after the sample that raised it.
-pub const BEFORE_SECS: f64 = 1800.0;
-pub const AFTER_SECS: f64 = 300.0;
+pub(crate) const BEFORE_SECS: f64 = 1800.0;
+pub(crate) const AFTER_SECS: f64 = 300.0;
 
 /// The bounds of a flight record.
 #[derive(Debug, Clone, Copy)]
@@ -76,7 +76,7 @@ fn ours(name: &str) -> bool {
 }
 
 /// Whether a finding is evidence to keep: an OOM, a zombie context, a critical forecast.
-pub fn is_evidence(kind: &str, severity: Severity) -> bool {
+pub(crate) fn is_evidence(kind: &str, severity: Severity) -> bool {
     matches!(kind, "oom" | "zombie_context")
         || (kind == "oom_forecast" && severity == Severity::Critical)
 }
@@ -160,7 +160,11 @@ impl Ring {
 
     /// Writes one sample, with the findings raised at it; a write error (a full disk) stops
     /// the record, its segments as they are.
-    pub fn offer(&mut self, sample: &NodeSample, findings: &[Finding]) -> Result<(), RecordError> {
+    pub(crate) fn offer(
+        &mut self,
+        sample: &NodeSample,
+        findings: &[Finding],
+    ) -> Result<(), RecordError> {
         if crate::recording::lock::removed(&self.dir_file) {
             self.writer = None;
             return Err(RecordError::Removed {
@@ -296,7 +300,7 @@ impl Ring {
     }
 
     /// Finishes the segment being written.
-    pub fn finish(mut self) -> Result<(), RecordError> {
+    pub(crate) fn finish(mut self) -> Result<(), RecordError> {
         self.finish_segment()
     }
 }
@@ -342,7 +346,7 @@ impl RingThread {
     }
 
     /// Hands over a sample and the findings raised at it (only the evidence is sent).
-    pub fn send(&self, sample: &NodeSample, findings: &[Finding]) {
+    pub(crate) fn send(&self, sample: &NodeSample, findings: &[Finding]) {
         if let Some(tx) = &self.tx {
             let evidence = findings
                 .iter()

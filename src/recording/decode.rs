@@ -18,7 +18,7 @@ use serde::Serialize;
 use std::io::{self, Read};
 
 /// The largest zstd window read: 2^31 bytes, the most zstd writes (`--long=31`).
-pub const ZSTD_WINDOW_LOG_MAX: u32 = 31;
+pub(crate) const ZSTD_WINDOW_LOG_MAX: u32 = 31;
 
 /// What a zstd frame's first step is given: its magic and descriptor; the decoder then says
 /// how much it wants next (the rest of the header, then a block at a time).
@@ -36,15 +36,7 @@ pub struct Corruption {
     /// none was found before the end of the file.
     pub resumed_at: Option<u64>,
     /// What the decoder said.
-    pub error: String,
-}
-
-impl Corruption {
-    /// Compressed bytes skipped: from where decoding failed to where it went on (or to
-    /// `end`, the file's end, when it did not).
-    pub fn skipped(&self, end: u64) -> u64 {
-        self.resumed_at.unwrap_or(end).saturating_sub(self.at)
-    }
+    pub(crate) error: String,
 }
 
 /// What the decoder has for its reader next.
@@ -122,7 +114,7 @@ struct Gzip {
 }
 
 impl Decoder {
-    pub fn new(mut input: Input) -> Result<Decoder, ReadError> {
+    pub(crate) fn new(mut input: Input) -> Result<Decoder, ReadError> {
         if input.available().len() < ZSTD_MAGIC.len() {
             while input.available().len() < ZSTD_MAGIC.len() && input.refill()? {}
         }
@@ -169,7 +161,7 @@ impl Decoder {
 
     /// The first bytes of the text, at least `n` of them unless it ends (or is corrupt)
     /// first; they are given again by [`Decoder::next`], with whatever was met on the way.
-    pub fn peek(&mut self, n: usize) -> Result<Vec<u8>, ReadError> {
+    pub(crate) fn peek(&mut self, n: usize) -> Result<Vec<u8>, ReadError> {
         // What an earlier peek holds first, then more.
         let mut head = Vec::new();
         for peeked in &self.replay {
@@ -202,18 +194,18 @@ impl Decoder {
 
     /// Whether the text comes in compressed frames (zstd, gzip), whose end tells a clean end
     /// from a cut; plain text ends alike either way.
-    pub fn framed(&self) -> bool {
+    pub(crate) fn framed(&self) -> bool {
         !matches!(self.kind, Kind::Plain(_))
     }
 
     /// The file offset of the zstd frame that the last data given came from (`None`: not
     /// zstd): where a reader can start again to read that frame alone.
-    pub fn data_frame(&self) -> Option<u64> {
+    pub(crate) fn data_frame(&self) -> Option<u64> {
         self.data_frame
     }
 
     /// The file offset reached.
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         match &self.kind {
             Kind::Plain(input) => input.offset(),
             Kind::Zstd(z) => z.input.offset(),
@@ -226,7 +218,7 @@ impl Decoder {
     }
 
     /// The next piece of text (into `out`), corruption, or the end.
-    pub fn next(&mut self, out: &mut [u8]) -> Result<Event, ReadError> {
+    pub(crate) fn next(&mut self, out: &mut [u8]) -> Result<Event, ReadError> {
         if let Some(peeked) = self.replay.pop_front() {
             return Ok(match peeked {
                 Peeked::Data(mut data, frame) => {

@@ -18,7 +18,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(total: Option<u64>) -> Self {
+    pub(crate) fn new(total: Option<u64>) -> Self {
         Progress {
             read: Arc::default(),
             total,
@@ -26,12 +26,12 @@ impl Progress {
     }
 
     /// Bytes of the file read so far.
-    pub fn read(&self) -> u64 {
+    pub(crate) fn read(&self) -> u64 {
         self.read.load(Ordering::Relaxed)
     }
 
     /// The file's size, where known.
-    pub fn total(&self) -> Option<u64> {
+    pub(crate) fn total(&self) -> Option<u64> {
         self.total
     }
 
@@ -53,7 +53,7 @@ pub(crate) struct Input {
 }
 
 impl Input {
-    pub fn new(source: Box<dyn Read + Send>, progress: Progress) -> Self {
+    pub(crate) fn new(source: Box<dyn Read + Send>, progress: Progress) -> Self {
         Input {
             source,
             buf: vec![0; INPUT_BUFFER].into_boxed_slice(),
@@ -67,22 +67,22 @@ impl Input {
 
     /// The input of a source that begins at `offset` of its file (a reader seeked there):
     /// offsets said are the file's.
-    pub fn starting_at(mut self, offset: u64) -> Self {
+    pub(crate) fn starting_at(mut self, offset: u64) -> Self {
         self.offset = offset;
         self
     }
 
     /// The bytes read and not yet consumed.
-    pub fn available(&self) -> &[u8] {
+    pub(crate) fn available(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
 
     /// The file offset of the first available byte.
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         self.offset
     }
 
-    pub fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         let n = n.min(self.end - self.start);
         self.start += n;
         self.offset += n as u64;
@@ -90,7 +90,7 @@ impl Input {
 
     /// Reads more after what is available (which moves to the front of the buffer); `false`
     /// at the end of the file. With the buffer full of unconsumed bytes, reads nothing.
-    pub fn refill(&mut self) -> io::Result<bool> {
+    pub(crate) fn refill(&mut self) -> io::Result<bool> {
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -123,7 +123,7 @@ impl Input {
     /// available byte for which `accept` holds too (given the bytes from there on, at least
     /// `pattern.len() + extra` of them where the file has them); returns its offset, or
     /// `None` (everything consumed) when the file ends first.
-    pub fn seek_to(
+    pub(crate) fn seek_to(
         &mut self,
         pattern: &[u8],
         extra: usize,

@@ -78,7 +78,7 @@ pub(crate) struct RawLines {
 }
 
 impl RawLines {
-    pub fn new(decoder: Decoder, limit: usize, give_up: u64) -> Self {
+    pub(crate) fn new(decoder: Decoder, limit: usize, give_up: u64) -> Self {
         RawLines {
             decoder,
             chunk: vec![0; CHUNK].into_boxed_slice(),
@@ -102,7 +102,7 @@ impl RawLines {
     }
 
     /// The next line; `None` at the end.
-    pub fn next(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
+    pub(crate) fn next(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
         if self.handed_out {
             self.handed_out = false;
             self.line.clear();
@@ -274,7 +274,7 @@ struct Read1 {
 /// A sample this far or farther ahead of the samples before it (and of [`JUMP_INTERVALS`]
 /// of its interval) is held until the next is read: when that one goes back, the far one is
 /// a clock's jump, not the time going on, and it alone is skipped.
-pub const JUMP_SECS: f64 = 300.0;
+pub(crate) const JUMP_SECS: f64 = 300.0;
 const JUMP_INTERVALS: f64 = 30.0;
 
 /// The lines of a recording, in order, each with its number (from 1).
@@ -350,7 +350,7 @@ impl Lines {
     /// of an earlier reading), numbered on from `number`: a seek that reads a few minutes
     /// rather than everything before them. An error when no such keyframe begins there (the
     /// file is not the one read before).
-    pub fn open_at(path: &Path, offset: u64, number: u64) -> Result<Lines, ReadError> {
+    pub(crate) fn open_at(path: &Path, offset: u64, number: u64) -> Result<Lines, ReadError> {
         use std::io::{Seek, SeekFrom};
         let mut file = std::fs::File::open(path)?;
         let total = file.metadata()?.len();
@@ -383,12 +383,12 @@ impl Lines {
     /// Format 2: where a reader can start to read from the last line returned on, when that
     /// line is a keyframe that begins a zstd frame: the frame's file offset, for
     /// [`Lines::open_at`].
-    pub fn keyframe_at(&self) -> Option<u64> {
+    pub(crate) fn keyframe_at(&self) -> Option<u64> {
         self.keyframe
     }
 
     /// The number of the last line returned or skipped.
-    pub fn number(&self) -> u64 {
+    pub(crate) fn number(&self) -> u64 {
         self.returned
     }
 
@@ -407,12 +407,12 @@ impl Lines {
     }
 
     /// How far reading the file has come.
-    pub fn progress(&self) -> &Progress {
+    pub(crate) fn progress(&self) -> &Progress {
         &self.progress
     }
 
     /// Skips lines, unread, until `number` lines have gone by.
-    pub fn skip_to(&mut self, number: u64) -> Result<(), ReadError> {
+    pub(crate) fn skip_to(&mut self, number: u64) -> Result<(), ReadError> {
         while self.returned < number {
             let Some(read) = self.ahead.pop_front() else {
                 break;
@@ -446,7 +446,7 @@ impl Lines {
 
     /// Gives back a sample these lines yielded, once used: a format-2 recording decodes the
     /// next into it, reusing its strings and vectors (JSON lines drop it).
-    pub fn recycle(&mut self, sample: Box<NodeSample>) {
+    pub(crate) fn recycle(&mut self, sample: Box<NodeSample>) {
         if let Body::Records { decoder, .. } = &mut self.body {
             decoder.recycle(sample);
         }

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 
 /// Takes `file`'s exclusive lock, without waiting; where another open file holds it, who:
 /// `pid 4242, strata`, or `another process` where `/proc/locks` does not say.
-pub fn take(file: &File) -> Result<(), String> {
+pub(crate) fn take(file: &File) -> Result<(), String> {
     // SAFETY: flock on a descriptor this File owns; no memory is passed.
     let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if taken == 0 {
@@ -58,7 +58,7 @@ fn holder(file: &File) -> Option<String> {
 }
 
 /// Whether no name leads to `file` any more (removed while open): its link count is 0.
-pub fn removed(file: &File) -> bool {
+pub(crate) fn removed(file: &File) -> bool {
     use std::os::unix::fs::MetadataExt;
     file.metadata().is_ok_and(|m| m.nlink() == 0)
 }

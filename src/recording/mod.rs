@@ -25,9 +25,9 @@ pub(crate) mod lines;
 pub(crate) mod lock;
 pub(crate) mod progress;
 pub(crate) mod v2;
-pub mod writer;
+pub(crate) mod writer;
 
-pub use decode::Corruption;
+pub(crate) use decode::Corruption;
 pub use input::Progress;
 pub use lines::{Line, Lines};
 pub use writer::{Encoding, RecordError, RecordWriter, Rotation, Summary};
@@ -48,23 +48,23 @@ pub const GZIP_MAGIC: [u8; 2] = [0x1F, 0x8B];
 /// with their hellos and 64 pending OOM reports each (built by this module's tests, which
 /// hold the limit to three times it); a busy node of 8 GPUs and 64 fed processes writes
 /// 140 KB a sample. A longer line is skipped, never held: memory stays at this limit.
-pub const LINE_LIMIT: usize = 256 << 20;
+pub(crate) const LINE_LIMIT: usize = 256 << 20;
 
 /// Text with no line end for this long (1 GiB, four lines at the limit) is not JSON lines:
 /// reading stops there rather than skip on through a stream without end.
-pub const NO_LINE_END_LIMIT: u64 = 1 << 30;
+pub(crate) const NO_LINE_END_LIMIT: u64 = 1 << 30;
 
 /// The earliest time a sample can have: 2000-01-01 UTC (a clock before it was never set).
-pub const EARLIEST_TIME: f64 = 946_684_800.0;
+pub(crate) const EARLIEST_TIME: f64 = 946_684_800.0;
 /// The latest: 2200-01-01 UTC, past any date a node's clock gives.
-pub const LATEST_TIME: f64 = 7_258_118_400.0;
+pub(crate) const LATEST_TIME: f64 = 7_258_118_400.0;
 /// The shortest and the longest sampling interval a sample can state: 1 ms and a day.
-pub const INTERVALS: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
+pub(crate) const INTERVALS: std::ops::RangeInclusive<f64> = 0.001..=86_400.0;
 
 /// Why a sample's time or interval cannot be, if so: a time that is not finite, before
 /// [`EARLIEST_TIME`] or after [`LATEST_TIME`]; an interval outside [`INTERVALS`]. Such a
 /// sample is skipped and counted: no arithmetic on times may run away with it.
-pub fn impossible_time(time: f64, interval: f64) -> Option<String> {
+pub(crate) fn impossible_time(time: f64, interval: f64) -> Option<String> {
     if !(EARLIEST_TIME..=LATEST_TIME).contains(&time) {
         // The date, where there is one (within what `time` can tell).
         let date = (time.is_finite() && time.abs() < 1e11)
@@ -89,7 +89,7 @@ pub fn impossible_time(time: f64, interval: f64) -> Option<String> {
 
 /// How a recording's bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
+pub(crate) enum Compression {
     Plain,
     Zstd,
     Gzip,
@@ -97,7 +97,7 @@ pub enum Compression {
 
 impl Compression {
     /// What the stream's first bytes say it is.
-    pub fn sniff(head: &[u8]) -> Compression {
+    pub(crate) fn sniff(head: &[u8]) -> Compression {
         if head.starts_with(&ZSTD_MAGIC) {
             Compression::Zstd
         } else if head.starts_with(&GZIP_MAGIC) {
@@ -147,7 +147,7 @@ pub enum ReadError {
 }
 
 impl ReadError {
-    pub fn hint(&self) -> &'static str {
+    pub(crate) fn hint(&self) -> &'static str {
         match self {
             ReadError::Io(_) => "check the file and the disk it is on",
             ReadError::NoLineEnd { .. } => {
@@ -161,7 +161,7 @@ impl ReadError {
 }
 
 /// What a file that is not a regular one is, in words.
-pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
+pub(crate) fn file_kind(kind: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_dir() {
         "a directory"
@@ -197,7 +197,7 @@ fn readable_kind(meta: &std::fs::Metadata, what: &str) -> io::Result<()> {
 
 /// The bytes at `path` (`-`: standard input), with their size where known. A device, a
 /// directory or a socket is refused ([`readable_kind`]).
-pub fn open_bytes(path: &Path) -> io::Result<(Box<dyn Read + Send>, Progress)> {
+pub(crate) fn open_bytes(path: &Path) -> io::Result<(Box<dyn Read + Send>, Progress)> {
     if path.as_os_str() == "-" {
         let stdin = io::stdin();
         // Standard input's own kind: fstat of descriptor 0, through a borrowed handle.
@@ -231,7 +231,8 @@ impl Cut {
     }
 
     /// Corrupt compressed data was skipped.
-    pub fn corrupt(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn corrupt(&self) -> bool {
         self.corrupt.load(Ordering::Relaxed)
     }
 }

@@ -10,12 +10,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Reads shorter than this say nothing.
-pub const QUIET_FOR: Duration = Duration::from_secs(1);
+pub(crate) const QUIET_FOR: Duration = Duration::from_secs(1);
 /// How often the line is rewritten.
 const EVERY: Duration = Duration::from_millis(250);
 
 /// `123 MiB of 505 MiB (24%)`, or `123 MiB` where the size is not known.
-pub fn words(progress: &Progress) -> String {
+pub(crate) fn words(progress: &Progress) -> String {
     let read = progress.read();
     match progress.total() {
         Some(total) if total > 0 => format!(
@@ -29,7 +29,7 @@ pub fn words(progress: &Progress) -> String {
 }
 
 /// The progress line, shown while this lives.
-pub struct OnStderr {
+pub(crate) struct OnStderr {
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -37,7 +37,7 @@ pub struct OnStderr {
 /// Shows `progress` on stderr as `strata: reading WHAT: ...` once the read has taken
 /// [`QUIET_FOR`], if stderr is a terminal; `None` when it is not (a log file gets no
 /// carriage returns).
-pub fn on_stderr(progress: Progress, what: &str) -> Option<OnStderr> {
+pub(crate) fn on_stderr(progress: Progress, what: &str) -> Option<OnStderr> {
     if !std::io::stderr().is_terminal() {
         return None;
     }

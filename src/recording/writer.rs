@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 /// zstd's level when the name does not say plain or gzip: chosen by `benches/record.sh`
 /// (bytes and CPU per sample of a busy node; see README "Recording").
-pub const ZSTD_LEVEL: i32 = 1;
+pub(crate) const ZSTD_LEVEL: i32 = 1;
 /// gzip's level for a `.gz` name.
-pub const GZIP_LEVEL: u32 = 6;
+pub(crate) const GZIP_LEVEL: u32 = 6;
 
 /// zstd's level for format 2: chosen by `benches/record.sh` (see README "Recording").
-pub const RECORDS_LEVEL: i32 = 6;
+pub(crate) const RECORDS_LEVEL: i32 = 6;
 
 /// How the samples are stored, as the file's name asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Encoding {
         }
     }
 
-    pub fn compression(self) -> Compression {
+    pub(crate) fn compression(self) -> Compression {
         match self {
             Encoding::Plain => Compression::Plain,
             Encoding::Zstd(_) | Encoding::Records(_) => Compression::Zstd,
@@ -72,7 +72,7 @@ impl Encoding {
     }
 
     /// Format 2's records rather than JSON lines.
-    pub fn is_records(self) -> bool {
+    pub(crate) fn is_records(self) -> bool {
         matches!(self, Encoding::Records(_))
     }
 }
@@ -209,9 +209,9 @@ impl Stream {
 pub struct Summary {
     pub samples: u64,
     /// Bytes written (compressed), over every file.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Files rotated away.
-    pub rotations: u64,
+    pub(crate) rotations: u64,
 }
 
 /// Writes samples to a recording.
@@ -385,7 +385,7 @@ fn start(counted: Counted, encoding: Encoding) -> io::Result<Stream> {
 }
 
 /// `FILE.n`.
-pub fn rotated_path(path: &Path, n: u32) -> PathBuf {
+pub(crate) fn rotated_path(path: &Path, n: u32) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".{n}"));
     PathBuf::from(name)
@@ -423,15 +423,11 @@ impl RecordWriter {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     pub fn encoding(&self) -> Encoding {
         self.encoding
     }
 
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         Summary {
             samples: self.samples,
             bytes: self.bytes,

@@ -21,34 +21,34 @@ use std::time::{Duration, Instant};
 pub mod source;
 
 /// The replay speeds, in recording seconds per wall-clock second: ×¼ to ×64, doubling.
-pub const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+pub(crate) const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 /// The speed a replay starts at (×1).
-pub const START_SPEED: usize = 2;
+pub(crate) const START_SPEED: usize = 2;
 /// How far `←`/`→` move, in recording seconds.
-pub const SEEK_STEP_SECS: f64 = 60.0;
+pub(crate) const SEEK_STEP_SECS: f64 = 60.0;
 /// Recording time between checkpoints of the model, at first (doubled when the budget is
 /// reached).
-pub const CHECKPOINT_SPACING_SECS: f64 = 600.0;
+pub(crate) const CHECKPOINT_SPACING_SECS: f64 = 600.0;
 /// Bytes the checkpoints' histories may hold in all (their footprint at full capacity).
-pub const CHECKPOINT_BUDGET_BYTES: usize = 512 << 20;
+pub(crate) const CHECKPOINT_BUDGET_BYTES: usize = 512 << 20;
 /// Recording time between [`Mark`]s, at first (doubled past [`MARKS_KEPT`]).
-pub const MARK_SPACING_SECS: f64 = 30.0;
+pub(crate) const MARK_SPACING_SECS: f64 = 30.0;
 /// Marks kept at most (thinned out past it, as checkpoints are): a day at 30 s.
-pub const MARKS_KEPT: usize = 2880;
+pub(crate) const MARKS_KEPT: usize = 2880;
 
 /// Everything the monitor shows that a run of samples builds up: the pipeline (history,
 /// findings' `since`, context estimates), the lost GPUs' last readings, the rows' settled
 /// sort values, and the sample shown.
 #[derive(Debug, Clone)]
 pub struct Model {
-    pub pipeline: Pipeline,
-    pub last_known: HashMap<String, LastKnown>,
-    pub sort_memory: SortMemory,
-    pub current: Option<Observed>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) last_known: HashMap<String, LastKnown>,
+    pub(crate) sort_memory: SortMemory,
+    pub(crate) current: Option<Observed>,
 }
 
 impl Model {
-    pub fn new(context_bytes: Option<u64>) -> Self {
+    pub(crate) fn new(context_bytes: Option<u64>) -> Self {
         Model {
             pipeline: Pipeline::new(context_bytes),
             last_known: HashMap::new(),
@@ -58,7 +58,7 @@ impl Model {
     }
 
     /// Takes in one sample as the monitor does when it shows it.
-    pub fn ingest(&mut self, sample: NodeSample) {
+    pub(crate) fn ingest(&mut self, sample: NodeSample) {
         let observed = self.pipeline.ingest(sample);
         remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
         self.sort_memory
@@ -75,12 +75,12 @@ impl Model {
     /// context estimates, the OOMs remembered): no detector runs, and nothing judged or
     /// shown changes. A seek rolls a checkpoint's history on so up to a [`Mark`], then
     /// sets what the mark holds.
-    pub fn roll(&mut self, sample: NodeSample) {
+    pub(crate) fn roll(&mut self, sample: NodeSample) {
         self.pipeline.take_in(sample);
     }
 
     /// What this model's judgement carries from sample to sample.
-    pub fn judged(&self) -> Judged {
+    pub(crate) fn judged(&self) -> Judged {
         Judged {
             tracker: self.pipeline.tracker.clone(),
             hold: self.pipeline.hold.clone(),
@@ -91,7 +91,7 @@ impl Model {
     }
 
     /// Sets what [`Model::judged`] took.
-    pub fn set_judged(&mut self, judged: Judged) {
+    pub(crate) fn set_judged(&mut self, judged: Judged) {
         let Judged {
             tracker,
             hold,
@@ -112,7 +112,7 @@ impl Model {
 /// warm-up verdicts said, the lost GPUs' last readings, the rows' settled sort values. A
 /// few kilobytes, where a model with its history is megabytes.
 #[derive(Debug, Clone)]
-pub struct Judged {
+pub(crate) struct Judged {
     tracker: crate::detect::FindingTracker,
     hold: crate::detect::ClimbHold,
     warm_up: crate::detect::WarmUp,
@@ -127,15 +127,15 @@ pub struct Judged {
 /// for the cost of judging a few samples rather than every one since the checkpoint.
 #[derive(Debug)]
 pub struct Mark {
-    pub time: f64,
-    pub line: u64,
-    pub judged: Judged,
+    pub(crate) time: f64,
+    pub(crate) line: u64,
+    pub(crate) judged: Judged,
 }
 
 /// What a replay hands the monitor next: a sample when its time comes on the replay clock,
 /// or, for a seek, the model rebuilt up to its target, shown instead of everything before.
 #[derive(Debug)]
-pub enum Played {
+pub(crate) enum Played {
     Sample(Box<NodeSample>),
     Rebuilt(Box<Model>),
 }
@@ -152,9 +152,9 @@ pub enum SeekTarget {
 /// The replay clock: recording time runs at `speed` from `anchor` (a recording time, at a
 /// wall-clock instant) unless paused.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    pub speed: usize,
-    pub paused: bool,
+pub(crate) struct Clock {
+    pub(crate) speed: usize,
+    pub(crate) paused: bool,
     anchor: Option<(f64, Instant)>,
 }
 
@@ -168,12 +168,12 @@ impl Clock {
     }
 
     /// Recording seconds per wall-clock second.
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         SPEEDS[self.speed.min(SPEEDS.len() - 1)]
     }
 
     /// The recording time at `now` (`None` before the first sample).
-    pub fn at(&self, now: Instant) -> Option<f64> {
+    pub(crate) fn at(&self, now: Instant) -> Option<f64> {
         let (time, since) = self.anchor?;
         if self.paused {
             return Some(time);
@@ -182,13 +182,13 @@ impl Clock {
     }
 
     /// Sets the recording time to `time` at `now`.
-    pub fn set(&mut self, time: f64, now: Instant) {
+    pub(crate) fn set(&mut self, time: f64, now: Instant) {
         self.anchor = Some((time, now));
     }
 
     /// How long, in wall-clock time, until the recording time reaches `time` (`None`:
     /// never, while paused).
-    pub fn until(&self, time: f64, now: Instant) -> Option<Duration> {
+    pub(crate) fn until(&self, time: f64, now: Instant) -> Option<Duration> {
         if self.paused {
             return None;
         }
@@ -211,27 +211,27 @@ impl Clock {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     /// Lines that were not a sample (or over the line limit), and the number of the last.
-    pub bad_lines: u64,
-    pub last_bad_line: Option<u64>,
+    pub(crate) bad_lines: u64,
+    pub(crate) last_bad_line: Option<u64>,
     /// Of those, lines over the line limit, skipped unread.
-    pub oversized: u64,
+    pub(crate) oversized: u64,
     /// Samples not later than the one before: skipped.
-    pub out_of_order: u64,
+    pub(crate) out_of_order: u64,
     /// The last line was cut short (or a compressed frame ended early).
     pub truncated: bool,
     /// Corrupt compressed data: how many times, where the last was found, and the
     /// compressed bytes skipped in all.
-    pub corrupt: u64,
-    pub last_corrupt_at: Option<u64>,
-    pub corrupt_bytes: u64,
+    pub(crate) corrupt: u64,
+    pub(crate) last_corrupt_at: Option<u64>,
+    pub(crate) corrupt_bytes: u64,
     /// Format 2: samples skipped because their keyframe was lost.
-    pub unanchored: u64,
+    pub(crate) unanchored: u64,
 }
 
 impl Reading {
     /// Counts a line that is not a sample to play (a sample out of order included), line
     /// `number`.
-    pub fn count(&mut self, number: u64, line: &Line) {
+    pub(crate) fn count(&mut self, number: u64, line: &Line) {
         match line {
             Line::Sample(_) => self.out_of_order += 1,
             Line::Bad(_) => {
@@ -259,20 +259,20 @@ impl Reading {
 /// What the monitor shows of the replay: a copy taken before each frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayStatus {
-    pub speed: f64,
-    pub paused: bool,
+    pub(crate) speed: f64,
+    pub(crate) paused: bool,
     /// The recording's first sample's time.
     pub first_time: f64,
     /// Its last sample's time, once the whole file has been read through.
     pub last_time: Option<f64>,
     /// A seek under way: where to, and how far it has come (0 to 1).
-    pub seeking: Option<(SeekTarget, f64)>,
+    pub(crate) seeking: Option<(SeekTarget, f64)>,
     /// The playback has reached the recording's last sample.
-    pub ended: bool,
+    pub(crate) ended: bool,
     pub reading: Reading,
     /// The first reading of the whole file (for its length), while it has run past a
     /// second: bytes read, of the file's size.
-    pub indexing: Option<(u64, Option<u64>)>,
+    pub(crate) indexing: Option<(u64, Option<u64>)>,
 }
 
 impl Checkpoint {
@@ -302,10 +302,10 @@ pub struct Rebuilt {
 /// One checkpoint: the model after the sample at `time`.
 #[derive(Debug)]
 pub struct Checkpoint {
-    pub time: f64,
+    pub(crate) time: f64,
     /// The line of that sample, where known (else the replay's index of lines tells).
-    pub line: Option<u64>,
-    pub model: Model,
+    pub(crate) line: Option<u64>,
+    pub(crate) model: Model,
     footprint: usize,
 }
 
@@ -355,17 +355,17 @@ fn recount(checkpoints: &mut [Arc<Checkpoint>], which: std::ops::Range<usize>) {
 
 #[derive(Debug)]
 pub struct Shared {
-    pub clock: Clock,
+    pub(crate) clock: Clock,
     /// The seek asked for and not yet begun.
-    pub seek: Option<SeekTarget>,
+    pub(crate) seek: Option<SeekTarget>,
     /// The seek being done, and its progress.
-    pub seeking: Option<(SeekTarget, f64)>,
-    pub first_time: f64,
-    pub last_time: Option<f64>,
-    pub ended: bool,
-    pub reading: Reading,
+    pub(crate) seeking: Option<(SeekTarget, f64)>,
+    pub(crate) first_time: f64,
+    pub(crate) last_time: Option<f64>,
+    pub(crate) ended: bool,
+    pub(crate) reading: Reading,
     /// The first reading of the whole file, under way: how far it has come, since when.
-    pub indexing: Option<(Progress, Instant)>,
+    pub(crate) indexing: Option<(Progress, Instant)>,
     /// Oldest first, at least `spacing` apart in recording time.
     pub checkpoints: Vec<Arc<Checkpoint>>,
     spacing: f64,
@@ -378,7 +378,7 @@ pub struct Shared {
     /// What the last seek did.
     pub rebuilt: Option<Rebuilt>,
     /// The monitor has gone: the source stops.
-    pub closed: bool,
+    pub(crate) closed: bool,
 }
 
 /// The replay's shared state, and the condition the source waits on (a sample's time to
@@ -391,7 +391,7 @@ pub struct Control {
 
 impl Control {
     /// The control of a recording whose first sample is at `first_time`.
-    pub fn new(first_time: f64) -> Arc<Self> {
+    pub(crate) fn new(first_time: f64) -> Arc<Self> {
         Arc::new(Control {
             shared: Mutex::new(Shared {
                 clock: Clock::new(),
@@ -420,14 +420,14 @@ impl Control {
     }
 
     /// Changes the shared state and wakes the source.
-    pub fn update<T>(&self, change: impl FnOnce(&mut Shared) -> T) -> T {
+    pub(crate) fn update<T>(&self, change: impl FnOnce(&mut Shared) -> T) -> T {
         let out = change(&mut self.lock());
         self.changed.notify_all();
         out
     }
 
     /// Waits for a change, at most `timeout` (forever: `None`).
-    pub fn wait<'a>(
+    pub(crate) fn wait<'a>(
         &self,
         guard: MutexGuard<'a, Shared>,
         timeout: Option<Duration>,
@@ -463,12 +463,12 @@ impl Control {
     }
 
     /// Pauses or resumes the replay clock.
-    pub fn toggle_pause(&self) {
+    pub(crate) fn toggle_pause(&self) {
         self.update(|s| s.clock.change(Instant::now(), |c| c.paused = !c.paused));
     }
 
     /// One speed step faster (`+1`) or slower (`-1`), within [`SPEEDS`].
-    pub fn step_speed(&self, step: isize) {
+    pub(crate) fn step_speed(&self, step: isize) {
         self.update(|s| {
             s.clock.change(Instant::now(), |c| {
                 c.speed = c.speed.saturating_add_signed(step).min(SPEEDS.len() - 1)
@@ -477,7 +477,7 @@ impl Control {
     }
 
     /// Asks for a seek; a later one replaces one not yet done.
-    pub fn seek(&self, target: SeekTarget) {
+    pub(crate) fn seek(&self, target: SeekTarget) {
         self.update(|s| s.seek = Some(target));
     }
 
@@ -487,7 +487,7 @@ impl Control {
     }
 
     /// Whether a checkpoint at `time` would be kept: none lies within the spacing of it.
-    pub fn wants_checkpoint(&self, time: f64) -> bool {
+    pub(crate) fn wants_checkpoint(&self, time: f64) -> bool {
         let s = self.lock();
         !s.checkpoints
             .iter()
@@ -497,7 +497,7 @@ impl Control {
     /// Keeps a copy of `model`, the model after the sample on line `line`, as a checkpoint,
     /// unless one lies within the spacing of its time; thins the checkpoints out (every other
     /// one, twice the spacing) past the budget.
-    pub fn offer_checkpoint_at(&self, model: &Model, line: u64) {
+    pub(crate) fn offer_checkpoint_at(&self, model: &Model, line: u64) {
         match model.time() {
             Some(time) if self.wants_checkpoint(time) => {
                 self.keep_checkpoint(model.clone(), Some(line))
@@ -511,7 +511,7 @@ impl Control {
     ///
     /// A checkpoint's history shares the blocks it has in common with the others' (those
     /// written before both), so each is counted for what it holds beyond the one before it.
-    pub fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
+    pub(crate) fn keep_checkpoint(&self, model: Model, line: Option<u64>) {
         let Some(time) = model.time() else { return };
         let mut s = self.lock();
         let Some(at) = room_at(&s.checkpoints, time, s.spacing, |c| c.time) else {
@@ -538,13 +538,13 @@ impl Control {
     }
 
     /// The latest checkpoint at or before `time`.
-    pub fn checkpoint_before(&self, time: f64) -> Option<Arc<Checkpoint>> {
+    pub(crate) fn checkpoint_before(&self, time: f64) -> Option<Arc<Checkpoint>> {
         let s = self.lock();
         s.checkpoints.iter().rev().find(|c| c.time <= time).cloned()
     }
 
     /// Whether a mark at `time` would be kept: none lies within the spacing of it.
-    pub fn wants_mark(&self, time: f64) -> bool {
+    pub(crate) fn wants_mark(&self, time: f64) -> bool {
         let s = self.lock();
         match s.marks.last() {
             Some(last) if time >= last.time => time - last.time >= s.mark_spacing,
@@ -558,7 +558,7 @@ impl Control {
     /// Keeps `judged`, what `model` had judged before the sample on line `line` at `time`,
     /// as a mark, unless one lies within the spacing of it; thins the marks out (every other
     /// one, twice the spacing) past [`MARKS_KEPT`].
-    pub fn keep_mark(&self, time: f64, line: u64, judged: Judged) {
+    pub(crate) fn keep_mark(&self, time: f64, line: u64, judged: Judged) {
         let mut s = self.lock();
         let Some(at) = room_at(&s.marks, time, s.mark_spacing, |m| m.time) else {
             return;
@@ -571,7 +571,7 @@ impl Control {
     }
 
     /// The latest mark at or before `time` that lies after line `after`.
-    pub fn mark_before(&self, time: f64, after: u64) -> Option<Arc<Mark>> {
+    pub(crate) fn mark_before(&self, time: f64, after: u64) -> Option<Arc<Mark>> {
         let s = self.lock();
         s.marks
             .iter()
@@ -582,7 +582,7 @@ impl Control {
     }
 
     /// Notes that line `line` is a keyframe beginning the zstd frame at `offset`.
-    pub fn keyframe(&self, line: u64, offset: u64) {
+    pub(crate) fn keyframe(&self, line: u64, offset: u64) {
         let mut s = self.lock();
         if s.keyframes.last().is_none_or(|&(l, _)| l < line) {
             s.keyframes.push((line, offset));
@@ -590,7 +590,7 @@ impl Control {
     }
 
     /// The latest keyframe at or before line `line`.
-    pub fn keyframe_before(&self, line: u64) -> Option<(u64, u64)> {
+    pub(crate) fn keyframe_before(&self, line: u64) -> Option<(u64, u64)> {
         let s = self.lock();
         let at = s.keyframes.partition_point(|&(l, _)| l <= line);
         at.checked_sub(1).map(|i| s.keyframes[i])

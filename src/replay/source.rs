@@ -392,7 +392,7 @@ impl ReplaySource {
     /// or, when a seek was asked for, the model rebuilt at its target. At the end of the
     /// recording it waits for a seek. A seek that fails is said once, and the replay then
     /// waits at the end.
-    pub fn play(&mut self) -> Result<Played, SourceError> {
+    pub(crate) fn play(&mut self) -> Result<Played, SourceError> {
         if let Some(first) = self.first.take() {
             let time = first.time;
             self.control.update(|s| s.clock.set(time, Instant::now()));

@@ -14,11 +14,11 @@ use crate::pipeline::Observed;
 use plotters::prelude::*;
 
 /// The window drawn, seconds before the instant.
-pub const WINDOW_SECS: f64 = 1800.0;
+pub(crate) const WINDOW_SECS: f64 = 1800.0;
 /// Columns drawn across the window (one each 10 s: the history's resolution past 15 min).
-pub const COLUMNS: usize = 180;
+pub(crate) const COLUMNS: usize = 180;
 /// The picture's size in pixels.
-pub const SIZE: (u32, u32) = (1000, 520);
+pub(crate) const SIZE: (u32, u32) = (1000, 520);
 
 /// Each layer's colour, as the monitor's theme gives it (terminal colours in RGB).
 pub fn colour(layer: Layer) -> RGBColor {
@@ -35,7 +35,7 @@ pub fn colour(layer: Layer) -> RGBColor {
 }
 
 /// The colour of bytes only partly known.
-pub const PARTIAL: RGBColor = RGBColor(0x55, 0x55, 0x55);
+pub(crate) const PARTIAL: RGBColor = RGBColor(0x55, 0x55, 0x55);
 
 /// The layers of a column, bottom to top (free last), in the order the monitor stacks them.
 pub const STACK: [Layer; 8] = [
@@ -51,17 +51,17 @@ pub const STACK: [Layer; 8] = [
 
 /// What the chart is of: a device, its total, and what to mark.
 #[derive(Debug, Clone)]
-pub struct Subject {
-    pub uuid: String,
-    pub name: String,
-    pub total: u64,
+pub(crate) struct Subject {
+    pub(crate) uuid: String,
+    pub(crate) name: String,
+    pub(crate) total: u64,
     /// The time marked, and what it is (`OOM`, `climb began`).
-    pub mark: Option<(f64, &'static str)>,
+    pub(crate) mark: Option<(f64, &'static str)>,
 }
 
 /// The device the report's picture is of: the one of the latest OOM finding, else of a
 /// climb, else the device most occupied at the instant.
-pub fn subject(observed: &Observed) -> Option<Subject> {
+pub(crate) fn subject(observed: &Observed) -> Option<Subject> {
     let s = &observed.sample;
     let device_of = |f: &Finding| f.device_uuid.clone();
     let finding = |kind| {
@@ -110,10 +110,10 @@ pub fn subject(observed: &Observed) -> Option<Subject> {
 
 /// One column's bands, bottom to top, in bytes: its known layers, then what is only partly
 /// known (`None`), then free. `None` where nothing is known.
-pub type Column = Option<Vec<(Option<Layer>, u64)>>;
+pub(crate) type Column = Option<Vec<(Option<Layer>, u64)>>;
 
 /// The device's columns over the window ending at `end`, from the history.
-pub fn columns(history: &History, subject: &Subject, end: f64) -> Vec<Column> {
+pub(crate) fn columns(history: &History, subject: &Subject, end: f64) -> Vec<Column> {
     let Some(used) = history.get(&SeriesKey::device(&subject.uuid, Metric::Used)) else {
         return vec![None; COLUMNS];
     };
@@ -161,7 +161,7 @@ fn chunk_columns(history: &History, subject: &Subject, end: f64, chunks: usize) 
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The SVG of the chart of `subject` over the 30 minutes before `end`.
-pub fn svg(history: &History, subject: &Subject, end: f64, demo: bool) -> String {
+pub(crate) fn svg(history: &History, subject: &Subject, end: f64, demo: bool) -> String {
     let columns = columns(history, subject, end);
     let mut out = String::new();
     // Drawing into a string cannot fail for want of room; a failure leaves what was drawn.
@@ -266,10 +266,10 @@ fn draw(
 }
 
 /// The legend's width, right of the plot.
-pub const LEGEND_WIDTH: u32 = 190;
+pub(crate) const LEGEND_WIDTH: u32 = 190;
 
 /// `strata-report-….svg` beside `strata-report-….md`.
-pub fn file_name(report: &str) -> String {
+pub(crate) fn file_name(report: &str) -> String {
     match report.strip_suffix(".md") {
         Some(stem) => format!("{stem}.svg"),
         None => format!("{report}.svg"),
@@ -277,7 +277,7 @@ pub fn file_name(report: &str) -> String {
 }
 
 /// The report's link to its picture, a section of its own at the end.
-pub fn link(subject: &Subject, svg_name: &str) -> String {
+pub(crate) fn link(subject: &Subject, svg_name: &str) -> String {
     format!(
         "\n## Chart\n\n![{}: memory by layer over the 30 minutes before this instant]({})\n",
         super::markdown::escape(&subject.name),
@@ -288,7 +288,7 @@ pub fn link(subject: &Subject, svg_name: &str) -> String {
 /// Writes the report of the instant `observed` into `dir` (`strata-report-….md`), its chart
 /// beside it (`….svg`, linked from its end) where a device can be charted; returns the
 /// report's file name.
-pub fn write_report(
+pub(crate) fn write_report(
     dir: &std::path::Path,
     observed: &Observed,
     history: &History,

@@ -16,7 +16,7 @@ const MARKUP: &[char] = &[
 /// A string from outside (NVML, `/proc`, a feed), made safe to put anywhere in a line of the
 /// report: control, bidi and zero-width characters replaced (a newline would end a table row),
 /// then every Markdown metacharacter backslash-escaped, so it reads as the text it is.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let cleaned = clean(text);
     let mut out = String::with_capacity(cleaned.len() + 8);
     for c in cleaned.chars() {
@@ -29,13 +29,13 @@ pub fn escape(text: &str) -> String {
 }
 
 /// Like [`escape`], `n/a` when unknown.
-pub fn opt_escape(text: Option<&str>) -> String {
+pub(crate) fn opt_escape(text: Option<&str>) -> String {
     text.map_or_else(|| "n/a".into(), escape)
 }
 
 /// Bytes as the report writes every figure: the human form with the exact count beside it,
 /// `12.3 GiB (13,207,024,640 B)`; `n/a` when unknown.
-pub fn figure(value: Option<u64>) -> String {
+pub(crate) fn figure(value: Option<u64>) -> String {
     match value {
         Some(v) => format!("{} ({} B)", units::bytes(v), grouped(v)),
         None => "n/a".into(),
@@ -43,7 +43,7 @@ pub fn figure(value: Option<u64>) -> String {
 }
 
 /// A metric's name as code, or as words where the framework has none (`(not reported)`).
-pub fn code(name: &str) -> String {
+pub(crate) fn code(name: &str) -> String {
     if name.starts_with('(') {
         name.to_string()
     } else {
@@ -52,20 +52,20 @@ pub fn code(name: &str) -> String {
 }
 
 /// A count (retries, OOMs), `n/a` when unknown.
-pub fn count(value: Option<u64>) -> String {
+pub(crate) fn count(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".into(), |v| v.to_string())
 }
 
 /// How instants are told: UTC date and time for a real node, story time for the demo (whose
 /// clock runs faster than the wall's and starts at a fixed origin).
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    pub demo: bool,
+pub(crate) struct Clock {
+    pub(crate) demo: bool,
 }
 
 impl Clock {
     /// An instant (unix seconds): `2026-11-29 15:02:45.3 UTC`, or `story 15m05s`.
-    pub fn at(self, unix_secs: f64) -> String {
+    pub(crate) fn at(self, unix_secs: f64) -> String {
         if !unix_secs.is_finite() {
             return "n/a".into();
         }
@@ -89,7 +89,7 @@ impl Clock {
     }
 
     /// The instant as a file name wants it: `20261129-150245` (UTC; the demo's fixed clock).
-    pub fn stamp(unix_secs: f64) -> String {
+    pub(crate) fn stamp(unix_secs: f64) -> String {
         let secs = if unix_secs.is_finite() {
             unix_secs.floor() as i64
         } else {
@@ -112,7 +112,7 @@ impl Clock {
 
 /// Seconds between two readings, signed, to a tenth: `0.4 s before`, `1.2 s after`, `at the
 /// same instant`.
-pub fn offset(secs: f64, reference: &str) -> String {
+pub(crate) fn offset(secs: f64, reference: &str) -> String {
     if !secs.is_finite() {
         return "n/a".into();
     }
@@ -127,7 +127,7 @@ pub fn offset(secs: f64, reference: &str) -> String {
 }
 
 /// A duration in seconds: `15m05s (905 s)`.
-pub fn span(secs: f64) -> String {
+pub(crate) fn span(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "n/a".into();
     }

@@ -42,7 +42,7 @@ pub fn markdown(observed: &Observed, history: &History, demo: bool) -> String {
 
 /// `strata-report-<host>-<YYYYmmdd-HHMMSS>.md` for the instant of `sample` (UTC; the demo's
 /// own fixed clock), the host reduced to characters that are safe in a file name.
-pub fn file_name(sample: &NodeSample) -> String {
+pub(crate) fn file_name(sample: &NodeSample) -> String {
     let host: String = sample
         .host
         .chars()
@@ -313,16 +313,16 @@ fn device(out: &mut String, d: &Device<'_>, history: &History, clock: Clock) {
 
 /// The largest value a series holds, over every tier, and the span it holds values for.
 pub(crate) struct HeldPeak {
-    pub max: u64,
-    pub from: f64,
-    pub to: f64,
+    pub(crate) max: u64,
+    pub(crate) from: f64,
+    pub(crate) to: f64,
     /// Slots of the full-resolution window with no value.
-    pub gaps: usize,
+    pub(crate) gaps: usize,
 }
 
 impl HeldPeak {
     /// `over strata's history from story 5s to story 15m05s, 15m00s (900 s); kept to 1 KiB, rounded up`.
-    pub fn over(&self, clock: Clock) -> String {
+    pub(crate) fn over(&self, clock: Clock) -> String {
         let gaps = match self.gaps {
             0 => String::new(),
             1 => "; 1 sample unknown".into(),

@@ -81,7 +81,7 @@ pub struct AllocatorStats {
 
 impl AllocatorStats {
     /// The step this reading ends, if it was taken at the end of one.
-    pub fn step_end(&self) -> Option<u64> {
+    pub(crate) fn step_end(&self) -> Option<u64> {
         self.step.filter(|_| self.at_step_end)
     }
 }
@@ -92,21 +92,21 @@ impl AllocatorStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReportedContext {
     /// NVML's used memory of the process on this device at `time`, bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// When it was read (unix seconds).
-    pub time: f64,
+    pub(crate) time: f64,
     /// The allocator's reserved bytes at that reading: the figure is the context only at 0.
     #[serde(default)]
-    pub reserved: Option<u64>,
+    pub(crate) reserved: Option<u64>,
     /// How it was read, e.g. `nvml_process_used`.
     #[serde(default)]
-    pub method: Option<String>,
+    pub(crate) method: Option<String>,
 }
 
 impl ReportedContext {
     /// The context it says, if it can be one: read while the pool held nothing, at a real
     /// time.
-    pub fn context_bytes(&self) -> Option<u64> {
+    pub(crate) fn context_bytes(&self) -> Option<u64> {
         (self.reserved == Some(0) && self.time.is_finite()).then_some(self.bytes)
     }
 }
@@ -180,18 +180,18 @@ pub struct Hello {
 /// The framework's report of an out-of-memory error.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OomReport {
-    pub time: f64,
+    pub(crate) time: f64,
     #[serde(default)]
-    pub seq: u64,
-    pub index: u32,
+    pub(crate) seq: u64,
+    pub(crate) index: u32,
     #[serde(default)]
-    pub requested: Option<u64>,
+    pub(crate) requested: Option<u64>,
     #[serde(default)]
-    pub device_free: Option<u64>,
+    pub(crate) device_free: Option<u64>,
     #[serde(default)]
-    pub device_total: Option<u64>,
+    pub(crate) device_total: Option<u64>,
     #[serde(default)]
-    pub stats: Option<AllocatorStats>,
+    pub(crate) stats: Option<AllocatorStats>,
 }
 
 /// The peer's credentials from `SO_PEERCRED`, in this monitor's namespaces.
@@ -253,7 +253,7 @@ pub struct FeedCounters {
 
 impl FeedCounters {
     /// Lines that were not used for a fault of the sender.
-    pub fn bad(&self) -> u64 {
+    pub(crate) fn bad(&self) -> u64 {
         self.oversized + self.malformed + self.unknown_version + self.invalid + self.rate_limited
     }
 }
@@ -320,15 +320,15 @@ impl FeedRecord {
 pub struct FeedScan {
     /// Feed dirs with more entries than one scan reads.
     #[serde(default)]
-    pub cut_short: Vec<CutShort>,
+    pub(crate) cut_short: Vec<CutShort>,
     /// Entries where a feed dir or an agent's socket belongs that are something else (a
     /// symbolic link, a FIFO, a regular file...): never opened, never followed.
     #[serde(default)]
-    pub suspicious: Vec<SuspiciousEntry>,
+    pub(crate) suspicious: Vec<SuspiciousEntry>,
 }
 
 impl FeedScan {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.cut_short.is_empty() && self.suspicious.is_empty()
     }
 }
@@ -336,40 +336,40 @@ impl FeedScan {
 /// A directory whose listing stopped at the scan's budget: sockets past it are not found by
 /// scanning (those of the processes NVML lists still are, looked up by their own path).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CutShort {
+pub(crate) struct CutShort {
     /// The directory (`/tmp` itself when it holds more `strata-<uid>` dirs than are read).
-    pub dir: String,
+    pub(crate) dir: String,
     /// Entries read.
-    pub read: u64,
+    pub(crate) read: u64,
     /// Entries counted in all, at most a bound; `entries_capped`: there are more.
-    pub entries: u64,
+    pub(crate) entries: u64,
     #[serde(default)]
-    pub entries_capped: bool,
+    pub(crate) entries_capped: bool,
 }
 
 /// An entry where a feed dir or a socket is looked for that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SuspiciousEntry {
+pub(crate) struct SuspiciousEntry {
     /// As shown to the user (through `/proc/<pid>/root` for a job in a container).
-    pub path: String,
+    pub(crate) path: String,
     /// What it is: `symbolic link`, `FIFO`, `regular file`, `directory`, `character device`,
     /// `block device`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// What belongs there: `socket` (an agent's `<pid>.sock`) or `feed_dir`.
-    pub in_place_of: String,
+    pub(crate) in_place_of: String,
     /// Its owner (the kernel's word, `lstat`).
-    pub owner: u32,
+    pub(crate) owner: u32,
     /// The processes NVML lists whose own socket path this is, or goes through.
     #[serde(default)]
-    pub pids: Vec<u32>,
+    pub(crate) pids: Vec<u32>,
     /// Where a symbolic link points (never followed).
     #[serde(default)]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 }
 
 impl SuspiciousEntry {
     /// One line: what it is, whose, where what belongs, and what to do.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let to = self
             .target
             .as_deref()

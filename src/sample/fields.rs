@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::mem::size_of;
 
 /// Makes a value equal to another, reusing what it already holds (a string's buffer).
-pub trait Refill {
+pub(crate) trait Refill {
     fn refill(&mut self, from: &Self);
 }
 
 /// Bytes a value owns on the heap, beyond its own `size_of`: capacities as allocated; the
 /// allocator's own slack is not counted.
-pub trait Heap {
+pub(crate) trait Heap {
     fn heap(&self) -> usize;
 }
 

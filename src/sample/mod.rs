@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 /// The name of the JSON schema of one instant, whose raw fields are a [`NodeSample`]'s:
 /// `snapshot --json` writes them with the derived fields beside them, a format-1 recording
 /// line alone.
-pub const SNAPSHOT_SCHEMA: &str = "strata.snapshot/1";
+pub(crate) const SNAPSHOT_SCHEMA: &str = "strata.snapshot/1";
 
 /// Memory of one device (a whole GPU or one MIG instance) as NVML reports it, in bytes.
 ///
@@ -33,14 +33,6 @@ pub struct DeviceMemory {
     pub used: u64,
     pub free: u64,
     pub driver_reserved: Option<u64>,
-}
-
-impl DeviceMemory {
-    /// Bytes not free: everything the partition into layers must account for.
-    /// `None` when NVML's answer is self-contradictory (free larger than total).
-    pub fn occupied(&self) -> Option<u64> {
-        self.total.checked_sub(self.free)
-    }
 }
 
 schema! {
@@ -62,7 +54,7 @@ schema! {
 
 impl MigInfo {
     /// An instance of which nothing is known yet but its UUID.
-    pub fn new(uuid: String) -> Self {
+    pub(crate) fn new(uuid: String) -> Self {
         MigInfo {
             uuid,
             profile: None,
@@ -79,7 +71,7 @@ impl MigInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigSample {
     #[serde(flatten)]
-    pub info: MigInfo,
+    pub(crate) info: MigInfo,
     /// What NVML refused for this instance, by what was asked (see [`GpuSample::problems`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub problems: BTreeMap<String, String>,
@@ -91,24 +83,24 @@ schema! {
     pub struct GpuInfo {
         pub index: u32,
         pub uuid: String,
-        pub name: Option<String>,
+        pub(crate) name: Option<String>,
         /// `DDDDDDDD:BB:DD.0` as NVML writes it: how a feed without UUIDs, or on a MIG instance,
         /// is matched to this GPU.
         #[serde(default)]
-        pub pci_bus_id: Option<String>,
+        pub(crate) pci_bus_id: Option<String>,
         pub memory: Option<DeviceMemory>,
         /// Percent of time a kernel ran over NVML's last sample period.
         pub utilization_gpu: Option<u32>,
         /// The GPU die's temperature, °C (`nvmlDeviceGetTemperature`, the GPU sensor); `None`
         /// where NVML does not give it (a refusal is in `problems` under `temperature`).
         #[serde(default)]
-        pub temperature: Option<u32>,
+        pub(crate) temperature: Option<u32>,
         /// Current MIG mode; `None` where the GPU does not support MIG.
         pub mig_mode: Option<bool>,
         /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
         /// `nvmlDeviceGetMinorNumber`): the file a process holding a context keeps open.
         #[serde(default)]
-        pub minor_number: Option<u32>,
+        pub(crate) minor_number: Option<u32>,
         /// The GPU answered `GPU_IS_LOST` (fallen off the bus): no value of this sample is current.
         /// Only that error: any other failure is in `problems`.
         pub lost: bool,
@@ -119,7 +111,7 @@ schema! {
 
 impl GpuInfo {
     /// A GPU of which nothing is known yet but its place and UUID.
-    pub fn new(index: u32, uuid: String) -> Self {
+    pub(crate) fn new(index: u32, uuid: String) -> Self {
         GpuInfo {
             index,
             uuid,
@@ -141,7 +133,7 @@ impl GpuInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSample {
     #[serde(flatten)]
-    pub info: GpuInfo,
+    pub(crate) info: GpuInfo,
     #[serde(default)]
     pub mig: Vec<MigSample>,
     /// What NVML refused, by what was asked, with NVML's own error and what it means:
@@ -168,12 +160,12 @@ pub enum ContextKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeedSample {
     /// `torch`, `jax`, `cupy`.
-    pub framework: String,
-    pub framework_version: Option<String>,
+    pub(crate) framework: String,
+    pub(crate) framework_version: Option<String>,
     /// Allocator backend: `native`, `cudaMallocAsync`, `bfc`, ...
-    pub backend: String,
+    pub(crate) backend: String,
     /// Position of the feed in [`NodeSample::feeds`].
-    pub feed: usize,
+    pub(crate) feed: usize,
     /// The allocator's statistics for this device, at `stats.time`.
     #[serde(flatten)]
     pub stats: AllocatorStats,
@@ -201,7 +193,7 @@ impl FeedSample {
     /// The readings of this device that arrived in `sample`'s feed before the latest one
     /// (a feed met for the first time brings its backlog), oldest first; none when the
     /// feed or its device is not in `sample`.
-    pub fn earlier<'a>(&self, sample: &'a NodeSample) -> &'a [AllocatorStats] {
+    pub(crate) fn earlier<'a>(&self, sample: &'a NodeSample) -> &'a [AllocatorStats] {
         sample
             .feeds
             .get(self.feed)
@@ -237,7 +229,7 @@ schema! {
         #[serde(default)]
         pub hidden: bool,
         /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
-        pub proc_state: Option<String>,
+        pub(crate) proc_state: Option<String>,
         /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
         /// from the process that held it before.
         pub start_time: Option<u64>,
@@ -247,7 +239,7 @@ schema! {
         pub sm_util: Option<u32>,
         /// The process's executable (`/proc/PID/exe`), when visible and readable.
         #[serde(default)]
-        pub executable: Option<String>,
+        pub(crate) executable: Option<String>,
         /// Host CPU the process used over the last interval, in percent of one core (a process
         /// busy on four cores reads 400); unknown until it has been seen twice.
         #[serde(default)]
@@ -282,9 +274,9 @@ pub struct NodeSample {
     /// Made by the built-in demo, not observed on a node: its times are the demo's story
     /// clock. Written by the demo source only; absent (false) from every other sample.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub demo: bool,
-    pub driver_version: Option<String>,
-    pub cuda_driver_version: Option<String>,
+    pub(crate) demo: bool,
+    pub(crate) driver_version: Option<String>,
+    pub(crate) cuda_driver_version: Option<String>,
     /// Whether this monitor's `/proc` shows the initial (host) PID namespace, the one NVML's
     /// PIDs are in: on the host, or in a container given the host's `/proc`. Then NVML's PIDs
     /// are looked up in it, and one it does not show (and does not hide) has exited: its
@@ -299,7 +291,7 @@ pub struct NodeSample {
     /// What the search for feeds met that is not a feed: dirs cut short, suspicious entries
     /// (empty for a source without feeds).
     #[serde(default, skip_serializing_if = "FeedScan::is_empty")]
-    pub feed_scan: FeedScan,
+    pub(crate) feed_scan: FeedScan,
     /// Host CPU in use over the last interval, in percent of all cores (0 to 100).
     #[serde(default)]
     pub host_cpu_percent: Option<f64>,
@@ -309,7 +301,7 @@ pub struct NodeSample {
     /// Who holds the GPUs' device files open, as `fuser` finds them through `/proc/*/fd`:
     /// searched only while the holder of a context is gone or defunct (`None` otherwise).
     #[serde(default)]
-    pub device_files: Option<DeviceFileScan>,
+    pub(crate) device_files: Option<DeviceFileScan>,
     /// How long the poll that produced this sample took (seconds): NVML's readings were
     /// taken between `time - poll_secs` and `time`.
     #[serde(default)]
@@ -331,37 +323,37 @@ pub struct HostMemory {
 
 /// The result of one search for the processes that hold the GPUs' device files open.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct DeviceFileScan {
-    pub holders: Vec<DeviceHolder>,
+pub(crate) struct DeviceFileScan {
+    pub(crate) holders: Vec<DeviceHolder>,
     /// Processes whose open files could not be read (another user's, without root): a holder
     /// may be among them.
-    pub unreadable: u32,
+    pub(crate) unreadable: u32,
 }
 
 /// A process holding `/dev/nvidia<N>` or `/dev/nvidia-uvm` open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceHolder {
-    pub pid: u32,
+pub(crate) struct DeviceHolder {
+    pub(crate) pid: u32,
     /// Start time in clock ticks since boot: who the pid named when it was found.
-    pub start_time: Option<u64>,
+    pub(crate) start_time: Option<u64>,
     /// The state letter of `/proc/PID/stat` (`Z`: defunct).
-    pub state: Option<String>,
-    pub ppid: Option<u32>,
-    pub uid: Option<u32>,
-    pub user: Option<String>,
-    pub command: Option<String>,
-    pub parent_command: Option<String>,
+    pub(crate) state: Option<String>,
+    pub(crate) ppid: Option<u32>,
+    pub(crate) uid: Option<u32>,
+    pub(crate) user: Option<String>,
+    pub(crate) command: Option<String>,
+    pub(crate) parent_command: Option<String>,
     /// The minor numbers of the `/dev/nvidia<N>` it holds open.
-    pub minors: Vec<u32>,
+    pub(crate) minors: Vec<u32>,
     /// Whether it holds `/dev/nvidia-uvm` open.
-    pub uvm: bool,
+    pub(crate) uvm: bool,
 }
 
 impl ProcessSample {
     /// Whether this holder of a context has exited or is defunct (its context is then a
     /// zombie): a PID `/proc` shows in state `Z`, or one that the host's `/proc` neither shows
     /// nor hides.
-    pub fn is_gone_or_defunct(&self, host_pid_namespace: Option<bool>) -> bool {
+    pub(crate) fn is_gone_or_defunct(&self, host_pid_namespace: Option<bool>) -> bool {
         match (self.visible, self.proc_state.as_deref()) {
             (true, state) => state == Some("Z"),
             (false, _) => !self.hidden && host_pid_namespace == Some(true),
@@ -411,12 +403,15 @@ impl GpuSample {
 
 impl NodeSample {
     /// The processes running on the device with this UUID, directly (not through MIG).
-    pub fn processes_on<'a>(&'a self, uuid: &'a str) -> impl Iterator<Item = &'a ProcessSample> {
+    pub(crate) fn processes_on<'a>(
+        &'a self,
+        uuid: &'a str,
+    ) -> impl Iterator<Item = &'a ProcessSample> {
         self.processes.iter().filter(move |p| p.device_uuid == uuid)
     }
 
     /// The GPU (and MIG instance, if any) a device UUID names.
-    pub fn locate(&self, uuid: &str) -> Option<(&GpuSample, Option<&MigSample>)> {
+    pub(crate) fn locate(&self, uuid: &str) -> Option<(&GpuSample, Option<&MigSample>)> {
         self.gpus.iter().find_map(|g| {
             if g.uuid == uuid {
                 Some((g, None))

@@ -45,18 +45,18 @@ impl OwnerKind {
 }
 
 /// Where a field of an [`Owner`] was read.
-pub mod from {
+pub(crate) mod from {
     /// `/proc/PID/cgroup`.
-    pub const CGROUP: &str = "cgroup";
+    pub(crate) const CGROUP: &str = "cgroup";
     /// `/proc/PID/environ`.
-    pub const ENVIRON: &str = "environ";
+    pub(crate) const ENVIRON: &str = "environ";
     /// The container runtime's own state (docker's `config.v2.json`, podman's
     /// `containers.json`).
-    pub const RUNTIME_STATE: &str = "runtime_state";
+    pub(crate) const RUNTIME_STATE: &str = "runtime_state";
     /// The kubelet's log directories (`/var/log/pods`, `/var/log/containers`).
-    pub const POD_LOGS: &str = "pod_logs";
+    pub(crate) const POD_LOGS: &str = "pod_logs";
     /// The parent chain in `/proc`.
-    pub const PROCESS_TREE: &str = "process_tree";
+    pub(crate) const PROCESS_TREE: &str = "process_tree";
 }
 
 /// The owner of one process.
@@ -71,49 +71,49 @@ pub struct Owner {
     pub pod: Option<String>,
     /// Kubernetes: the pod's UID, from the cgroup path.
     #[serde(default)]
-    pub pod_uid: Option<String>,
+    pub(crate) pod_uid: Option<String>,
     /// The container's name, where the runtime's state or the pod logs give it.
     #[serde(default)]
     pub container: Option<String>,
     /// The container's full ID, from the cgroup path.
     #[serde(default)]
-    pub container_id: Option<String>,
+    pub(crate) container_id: Option<String>,
     /// `docker`, `containerd`, `cri-o`, `podman`, `lxc`, where the cgroup path says which.
     #[serde(default)]
-    pub runtime: Option<String>,
+    pub(crate) runtime: Option<String>,
     /// Slurm: job, step (`0`, `batch`, `extern`, `interactive`) and task.
     #[serde(default)]
     pub slurm_job: Option<String>,
     #[serde(default)]
-    pub slurm_step: Option<String>,
+    pub(crate) slurm_step: Option<String>,
     #[serde(default)]
-    pub slurm_task: Option<String>,
+    pub(crate) slurm_task: Option<String>,
     /// Slurm: the job's user, from the environ (`SLURM_JOB_USER`).
     #[serde(default)]
-    pub slurm_user: Option<String>,
+    pub(crate) slurm_user: Option<String>,
     /// The systemd service the process runs in (`train.service`).
     #[serde(default)]
-    pub unit: Option<String>,
+    pub(crate) unit: Option<String>,
     /// The nearest ancestor that launches training workers, and its name.
     #[serde(default)]
-    pub launcher_pid: Option<u32>,
+    pub(crate) launcher_pid: Option<u32>,
     #[serde(default)]
-    pub launcher: Option<String>,
+    pub(crate) launcher: Option<String>,
     /// Where each field above was read (`cgroup`, `environ`, `runtime_state`, `pod_logs`,
     /// `process_tree`), by field name.
     #[serde(default)]
-    pub source: BTreeMap<String, String>,
+    pub(crate) source: BTreeMap<String, String>,
     /// What could not be read, and why, by what was asked (`cgroup`, `environ`, `pod`,
     /// `container`).
     #[serde(default)]
-    pub unreadable: BTreeMap<String, String>,
+    pub(crate) unreadable: BTreeMap<String, String>,
 }
 
 impl Owner {
     /// The owner in a few words, for a table cell: `pod train/llama-7b-0`, `slurm 81234.0`,
     /// `docker a1b2c3d4e5f6`, `unit train.service`, `torchrun 4242`; `None` when nothing names
     /// one, and `n/a` when it cannot be known.
-    pub fn short(&self) -> Option<String> {
+    pub(crate) fn short(&self) -> Option<String> {
         let id = |id: &String| id.chars().take(12).collect::<String>();
         match self.kind {
             OwnerKind::Pod => Some(match (&self.namespace, &self.pod) {
@@ -152,7 +152,7 @@ impl Owner {
     }
 
     /// Sets `field` to `value`, read from `source`.
-    pub fn set(&mut self, field: &str, value: String, source: &str) {
+    pub(crate) fn set(&mut self, field: &str, value: String, source: &str) {
         let slot = match field {
             "namespace" => &mut self.namespace,
             "pod" => &mut self.pod,
@@ -173,7 +173,7 @@ impl Owner {
     }
 
     /// The kind the fields now name: pod, container, Slurm, unit, launcher, in that order.
-    pub fn settle_kind(&mut self) {
+    pub(crate) fn settle_kind(&mut self) {
         if self.kind == OwnerKind::Unknown {
             return;
         }

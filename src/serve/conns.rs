@@ -32,27 +32,27 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 
 /// From the connection opening, or the previous response, to a request's whole head.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// No byte in either direction for this long closes a connection.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most connections open at once, however many descriptors the process may have.
 const MAX_CONNECTIONS: usize = 1024;
 /// Descriptors kept for everything else (NVML, feeds, the sampler's files).
 const RESERVED_FDS: u64 = 256;
 /// The cap line on stderr is said at most this often.
-pub const REPORT_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(10);
 /// After a stop signal, connections have this long to finish their response.
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// How many connections may be open at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max: usize,
+pub(crate) struct Limits {
+    pub(crate) max: usize,
 }
 
 impl Limits {
     /// Half the descriptors left after [`RESERVED_FDS`], at most [`MAX_CONNECTIONS`], at least 8.
-    pub fn for_this_process() -> Limits {
+    pub(crate) fn for_this_process() -> Limits {
         let mut limit = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
@@ -146,7 +146,7 @@ fn lock(registry: &Mutex<Registry>) -> MutexGuard<'_, Registry> {
 }
 
 /// Serves `app` on `listener` until `stop` resolves, then lets open requests finish.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
@@ -249,10 +249,10 @@ pub async fn serve(
 /// When a byte last moved on a connection, either way and each way (milliseconds since
 /// `started`).
 pub(super) struct Activity {
-    pub last: Arc<AtomicU64>,
-    pub read: Arc<AtomicU64>,
-    pub written: Arc<AtomicU64>,
-    pub started: Instant,
+    pub(crate) last: Arc<AtomicU64>,
+    pub(crate) read: Arc<AtomicU64>,
+    pub(crate) written: Arc<AtomicU64>,
+    pub(crate) started: Instant,
 }
 
 /// The HTTP/1 settings of every connection: the header-read timeout, with its timer; a

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicU64;
 /// Characters of a command line kept in the `command` label (after cleaning).
 pub const COMMAND_CHARS: usize = 64;
 /// The `pid`, `user` and `command` of the series that sum the processes left out.
-pub const OTHER: &str = "other";
+pub(crate) const OTHER: &str = "other";
 
 /// A metric's labels, in order.
 pub(super) type Labels = Vec<(&'static str, String)>;
@@ -24,7 +24,7 @@ pub(super) type Counters = Family<Labels, Counter>;
 /// A string from outside, safe as a label value: control characters replaced (the crate
 /// escapes quotes, backslashes and newlines; a terminal that shows a label must not act on
 /// an escape sequence), at most `max` characters.
-pub fn label_text(text: &str, max: usize) -> String {
+pub(crate) fn label_text(text: &str, max: usize) -> String {
     crate::text::clean(text).chars().take(max).collect()
 }
 

@@ -29,7 +29,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// Where `strata serve` listens unless told: this machine only.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9842";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9842";
 
 /// The Prometheus text format's content type (0.0.4).
 const PROMETHEUS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

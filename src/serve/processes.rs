@@ -12,7 +12,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 /// The state names of a feed, as `strata_process_feed_state{state}` and the JSON
 /// snapshot's `feed_status.state` spell them.
-pub const FEED_STATES: [&str; 6] = [
+pub(crate) const FEED_STATES: [&str; 6] = [
     "absent",
     "refused",
     "pending",
@@ -34,7 +34,7 @@ fn feed_state(status: &FeedStatus) -> &'static str {
 
 /// The processes exported one by one: at most `max_processes`, the largest by NVML's used
 /// first (unknown usage last), then by pid. Positions in `sample.processes`.
-pub fn exported_processes(sample: &NodeSample, max_processes: usize) -> Vec<usize> {
+pub(crate) fn exported_processes(sample: &NodeSample, max_processes: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..sample.processes.len()).collect();
     order.sort_by(|&a, &b| {
         let (pa, pb) = (&sample.processes[a], &sample.processes[b]);

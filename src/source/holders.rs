@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 /// The directory the device files are looked for in: `/dev`, or `STRATA_DEV_DIR` (for tests,
 /// which put an ordinary file named `nvidia0` there and hold it open).
-pub const DEV_DIR_ENV: &str = "STRATA_DEV_DIR";
+pub(crate) const DEV_DIR_ENV: &str = "STRATA_DEV_DIR";
 /// While the zombie contexts stay the same, the search is repeated this often at most: it
 /// reads every open file of every process.
-pub const RESCAN_SECS: f64 = 5.0;
+pub(crate) const RESCAN_SECS: f64 = 5.0;
 
 /// What a link in `/proc/PID/fd` names, if it is a GPU's device file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ fn device_file(dev_dir: &[u8], target: &[u8]) -> Option<DeviceFile> {
 
 /// The processes under `procfs`'s root that hold a GPU device file of `dev_dir` open, this
 /// process excluded (NVML itself holds them). Each is named with its parent.
-pub fn scan(procfs: &mut ProcFs, dev_dir: &Path) -> DeviceFileScan {
+pub(crate) fn scan(procfs: &mut ProcFs, dev_dir: &Path) -> DeviceFileScan {
     let root = procfs.root().to_path_buf();
     let me = std::process::id();
     let dev = dev_dir.as_os_str().as_bytes();
@@ -131,7 +131,7 @@ pub fn scan(procfs: &mut ProcFs, dev_dir: &Path) -> DeviceFileScan {
 }
 
 /// The device directory in force: `STRATA_DEV_DIR` when set and not empty, else `/dev`.
-pub fn dev_dir() -> PathBuf {
+pub(crate) fn dev_dir() -> PathBuf {
     std::env::var_os(DEV_DIR_ENV)
         .filter(|d| !d.is_empty())
         .map_or_else(|| PathBuf::from("/dev"), PathBuf::from)
@@ -140,7 +140,7 @@ pub fn dev_dir() -> PathBuf {
 /// Repeats the search only when it is due: the first time a zombie context appears, when the
 /// set of them changes, and every [`RESCAN_SECS`] while they last.
 #[derive(Debug)]
-pub struct HolderSearch {
+pub(crate) struct HolderSearch {
     dev_dir: PathBuf,
     last: Option<(Instant, Vec<u32>, DeviceFileScan)>,
 }
@@ -152,7 +152,7 @@ impl Default for HolderSearch {
 }
 
 impl HolderSearch {
-    pub fn new(dev_dir: PathBuf) -> Self {
+    pub(crate) fn new(dev_dir: PathBuf) -> Self {
         HolderSearch {
             dev_dir,
             last: None,
@@ -161,7 +161,11 @@ impl HolderSearch {
 
     /// The holders of the device files while `zombies` (the pids whose context outlived
     /// them) is not empty; `None` when there is none.
-    pub fn search(&mut self, procfs: &mut ProcFs, zombies: &[u32]) -> Option<DeviceFileScan> {
+    pub(crate) fn search(
+        &mut self,
+        procfs: &mut ProcFs,
+        zombies: &[u32],
+    ) -> Option<DeviceFileScan> {
         if zombies.is_empty() {
             self.last = None;
             return None;

@@ -14,17 +14,17 @@ use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, Sys
 
 /// What the host says of one process.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ProcessHost {
+pub(crate) struct ProcessHost {
     /// Percent of one core over the last interval.
-    pub cpu_percent: Option<f64>,
+    pub(crate) cpu_percent: Option<f64>,
     /// Resident set size, bytes.
-    pub memory: Option<u64>,
+    pub(crate) memory: Option<u64>,
     /// Seconds since it started.
-    pub elapsed: Option<u64>,
+    pub(crate) elapsed: Option<u64>,
 }
 
 /// The node's CPU and memory, and its GPU processes' share of them, between polls.
-pub struct HostReader {
+pub(crate) struct HostReader {
     system: System,
     /// The node's CPU has been read once: the next reading has a difference to show.
     cpu_primed: bool,
@@ -55,7 +55,7 @@ fn tenths(value: f32) -> f64 {
 }
 
 impl HostReader {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         HostReader {
             system: System::new(),
             cpu_primed: false,
@@ -65,7 +65,7 @@ impl HostReader {
 
     /// The node's CPU in use since the previous call (percent of all cores; `None` at the
     /// first call) and its memory.
-    pub fn node(&mut self) -> (Option<f64>, Option<HostMemory>) {
+    pub(crate) fn node(&mut self) -> (Option<f64>, Option<HostMemory>) {
         self.system.refresh_cpu_usage();
         let cpu = self
             .cpu_primed
@@ -83,7 +83,7 @@ impl HostReader {
 
     /// Reads the processes `pids` (as this machine's `/proc` numbers them). A pid that is not
     /// there is absent from the answer.
-    pub fn processes(&mut self, pids: &[u32]) -> HashMap<u32, ProcessHost> {
+    pub(crate) fn processes(&mut self, pids: &[u32]) -> HashMap<u32, ProcessHost> {
         // Those read before are read again too, so that the ones that exited are dropped.
         let mut asked: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
         asked.extend(self.system.processes().keys().copied());

@@ -60,14 +60,14 @@ pub trait Source: Send {
 /// interval after the one before, or at once when a slow poll made it late (no burst of
 /// samples to catch up).
 #[derive(Debug, Clone)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     due: Instant,
     interval: Duration,
 }
 
 impl Schedule {
     /// The first sample is due at `first`.
-    pub fn new(first: Instant, interval: Duration) -> Schedule {
+    pub(crate) fn new(first: Instant, interval: Duration) -> Schedule {
         Schedule {
             due: first,
             interval,
@@ -75,17 +75,17 @@ impl Schedule {
     }
 
     /// When the next sample is due.
-    pub fn due(&self) -> Instant {
+    pub(crate) fn due(&self) -> Instant {
         self.due
     }
 
     /// Moves on to the next sample: one interval later, or now if that has passed.
-    pub fn advance(&mut self) {
+    pub(crate) fn advance(&mut self) {
         self.due = (self.due + self.interval).max(Instant::now());
     }
 
     /// Moves on, then sleeps until the next sample is due.
-    pub fn sleep_until_next(&mut self) {
+    pub(crate) fn sleep_until_next(&mut self) {
         self.advance();
         std::thread::sleep(self.due.saturating_duration_since(Instant::now()));
     }

@@ -13,21 +13,21 @@ use std::path::PathBuf;
 
 /// What `/proc` says of one PID, as observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Identity {
-    pub visible: bool,
+pub(crate) struct Identity {
+    pub(crate) visible: bool,
     /// The PID exists but this `/proc` hides it (`hidepid`, permissions): not gone.
-    pub hidden: bool,
-    pub state: Option<String>,
-    pub start_time: Option<u64>,
+    pub(crate) hidden: bool,
+    pub(crate) state: Option<String>,
+    pub(crate) start_time: Option<u64>,
     /// The parent's pid (`/proc/PID/stat` field 4): read at every look, as an orphan is
     /// handed to another parent.
-    pub ppid: Option<u32>,
+    pub(crate) ppid: Option<u32>,
     /// The real user id (`Uid:` of `/proc/PID/status`).
-    pub uid: Option<u32>,
-    pub user: Option<String>,
-    pub command: Option<String>,
+    pub(crate) uid: Option<u32>,
+    pub(crate) user: Option<String>,
+    pub(crate) command: Option<String>,
     /// Where `/proc/PID/exe` points, when readable.
-    pub executable: Option<String>,
+    pub(crate) executable: Option<String>,
 }
 
 /// What is read once per process: it cannot change while the process lives (an `exec` keeps
@@ -48,7 +48,7 @@ const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
 
 /// Reads `/proc` (or another root, for tests) and resolves user names once per UID.
 #[derive(Debug)]
-pub struct ProcFs {
+pub(crate) struct ProcFs {
     root: PathBuf,
     /// Whether NVML's pids name this `/proc`'s processes (`None`: cannot tell, as on a kernel
     /// without PID namespaces; they are then looked up).
@@ -70,7 +70,7 @@ impl Default for ProcFs {
 }
 
 impl ProcFs {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let link =
             |path: &str| fs::read_link(root.join(path)).map(|l| l.to_string_lossy().into_owned());
@@ -97,20 +97,20 @@ impl ProcFs {
     }
 
     /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
-    pub fn retain(&mut self, alive: &[(u32, u64)]) {
+    pub(crate) fn retain(&mut self, alive: &[(u32, u64)]) {
         self.known.retain(|key, _| alive.contains(key));
     }
 
     /// Whether this `/proc` shows the initial (host) PID namespace, the one NVML's pids are
     /// in: only then are they looked up here. `None` if it cannot tell.
-    pub fn host_pid_namespace(&self) -> Option<bool> {
+    pub(crate) fn host_pid_namespace(&self) -> Option<bool> {
         self.host_pids
     }
 
     /// Everything `/proc` tells of a PID NVML listed. A PID that is not there is
     /// `visible: false`, and `hidden` when it exists all the same; in another PID namespace
     /// nothing is looked up (the number would name another process).
-    pub fn identity(&mut self, pid: u32) -> Identity {
+    pub(crate) fn identity(&mut self, pid: u32) -> Identity {
         if self.host_pids == Some(false) {
             return Identity::default();
         }
@@ -179,7 +179,7 @@ impl ProcFs {
     }
 
     /// The root of the `/proc` read (for the search of open device files).
-    pub fn root(&self) -> &std::path::Path {
+    pub(crate) fn root(&self) -> &std::path::Path {
         &self.root
     }
 
@@ -262,7 +262,7 @@ fn exists(pid: u32) -> bool {
 /// Parses `/proc/PID/stat`: (comm, state letter, start time in clock ticks). The command name
 /// is in parentheses and may itself hold spaces and parentheses, so fields are counted from
 /// the last `)`.
-pub fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
+pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
     let open = stat.find('(');
     let close = stat.rfind(')');
     let (Some(open), Some(close)) = (open, close) else {
@@ -280,7 +280,7 @@ pub fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
 }
 
 /// The parent's pid from `/proc/PID/stat`: the field after the state.
-pub fn parse_ppid(stat: &str) -> Option<u32> {
+pub(crate) fn parse_ppid(stat: &str) -> Option<u32> {
     let close = stat.rfind(')')?;
     stat[close + 1..].split_whitespace().nth(1)?.parse().ok()
 }

@@ -7,21 +7,21 @@ use ratatui::style::Style;
 use ratatui::text::Span;
 
 /// Where a climb began: on sparklines, under charts.
-pub const CLIMB_MARK: char = '▲';
+pub(crate) const CLIMB_MARK: char = '▲';
 
 /// Width of a chart's byte axis: a label (`79.6G`) and the axis itself.
-pub const Y_AXIS: usize = 7;
+pub(crate) const Y_AXIS: usize = 7;
 
 /// Styled glyphs gathered into as few spans as their styles allow.
 #[derive(Default)]
-pub struct Runs {
+pub(crate) struct Runs {
     spans: Vec<Span<'static>>,
     text: String,
     style: Style,
 }
 
 impl Runs {
-    pub fn push(&mut self, glyph: char, style: Style) {
+    pub(crate) fn push(&mut self, glyph: char, style: Style) {
         if style != self.style && !self.text.is_empty() {
             self.flush();
         }
@@ -29,7 +29,7 @@ impl Runs {
         self.text.push(glyph);
     }
 
-    pub fn push_str(&mut self, text: &str, style: Style) {
+    pub(crate) fn push_str(&mut self, text: &str, style: Style) {
         for c in text.chars() {
             self.push(c, style);
         }
@@ -40,7 +40,7 @@ impl Runs {
         self.spans.push(Span::styled(text, self.style));
     }
 
-    pub fn finish(mut self) -> Vec<Span<'static>> {
+    pub(crate) fn finish(mut self) -> Vec<Span<'static>> {
         if !self.text.is_empty() {
             self.flush();
         }
@@ -50,10 +50,10 @@ impl Runs {
 
 /// A time axis: `width` columns covering `window` seconds up to `end` (unix seconds).
 #[derive(Debug, Clone, Copy)]
-pub struct TimeAxis {
-    pub end: f64,
-    pub window: f64,
-    pub width: usize,
+pub(crate) struct TimeAxis {
+    pub(crate) end: f64,
+    pub(crate) window: f64,
+    pub(crate) width: usize,
 }
 
 /// Tick spacings, seconds: the first that leaves room for a label between ticks is used.
@@ -65,17 +65,17 @@ const TICK_SPACINGS: [f64; 12] = [
 const LABEL_ROOM: f64 = 8.0;
 
 impl TimeAxis {
-    pub fn start(&self) -> f64 {
+    pub(crate) fn start(&self) -> f64 {
         self.end - self.window
     }
 
     /// Seconds one column covers.
-    pub fn column_secs(&self) -> f64 {
+    pub(crate) fn column_secs(&self) -> f64 {
         self.window / self.width.max(1) as f64
     }
 
     /// The column a time falls in, if it is on the axis.
-    pub fn column(&self, time: f64) -> Option<usize> {
+    pub(crate) fn column(&self, time: f64) -> Option<usize> {
         if !time.is_finite() || time < self.start() || time > self.end || self.width == 0 {
             return None;
         }
@@ -84,7 +84,7 @@ impl TimeAxis {
     }
 
     /// Tick times, on whole minutes or hours of UTC, with their columns.
-    pub fn ticks(&self) -> Vec<(usize, f64)> {
+    pub(crate) fn ticks(&self) -> Vec<(usize, f64)> {
         let per_column = self.column_secs();
         let Some(spacing) = TICK_SPACINGS
             .iter()
@@ -105,7 +105,7 @@ impl TimeAxis {
     }
 
     /// The axis rule: `─` with `┬` at the ticks and `marks` (a glyph and its style) on top.
-    pub fn rule(&self, marks: &[(usize, char, Style)], style: Style) -> Vec<Span<'static>> {
+    pub(crate) fn rule(&self, marks: &[(usize, char, Style)], style: Style) -> Vec<Span<'static>> {
         let mut cells = vec![('─', style); self.width];
         for (c, _) in self.ticks() {
             cells[c] = ('┬', style);
@@ -123,7 +123,7 @@ impl TimeAxis {
     }
 
     /// Time labels (`09:15`, UTC) centred under the ticks, skipping any that would overlap.
-    pub fn labels(&self) -> String {
+    pub(crate) fn labels(&self) -> String {
         let mut line = vec![' '; self.width];
         let mut free_from = 0;
         for (c, t) in self.ticks() {
@@ -144,7 +144,7 @@ impl TimeAxis {
 /// The byte axis of a chart `height` rows tall whose top is `top` bytes: per row from the
 /// top, the label of the row's upper edge where one is shown (the top, and about every
 /// quarter), else blank; `Y_AXIS - 1` wide.
-pub fn byte_labels(top: u64, height: usize) -> Vec<String> {
+pub(crate) fn byte_labels(top: u64, height: usize) -> Vec<String> {
     let mut labels = vec![String::new(); height];
     if height == 0 {
         return labels;
@@ -169,9 +169,9 @@ pub fn byte_labels(top: u64, height: usize) -> Vec<String> {
 /// How a sparkline up to `width` cells wide reads its series: `cells` cells (right-aligned)
 /// of `bucket` seconds each.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spark {
-    pub cells: usize,
-    pub bucket: f64,
+pub(crate) struct Spark {
+    pub(crate) cells: usize,
+    pub(crate) bucket: f64,
 }
 
 impl Spark {
@@ -179,7 +179,7 @@ impl Spark {
     /// ten minutes across, each cell a round number of seconds (so cells begin on the
     /// clock's round seconds) and never finer than the samples; fewer cells where a full row
     /// would reach past the full-resolution history.
-    pub fn new(width: usize, step: f64) -> Spark {
+    pub(crate) fn new(width: usize, step: f64) -> Spark {
         const NICE: [f64; 12] = [
             1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
         ];
@@ -201,25 +201,25 @@ impl Spark {
     }
 
     /// For `series` (or, without one, samples every `step` seconds).
-    pub fn of(width: usize, series: Option<&Series>, step: f64) -> Spark {
+    pub(crate) fn of(width: usize, series: Option<&Series>, step: f64) -> Spark {
         Spark::new(width, series.map_or(step, Series::step))
     }
 
     /// The seconds the sparkline covers.
-    pub fn window(&self) -> f64 {
+    pub(crate) fn window(&self) -> f64 {
         self.bucket * self.cells as f64
     }
 
     /// The peak of `series` in each cell, oldest first, the last the cell that holds `now`
     /// ([`Series::cell_peaks`]): a sparkline that moves along once a cell, not at every
     /// sample, so a slow link carries only the cell that changed.
-    pub fn peaks(&self, series: &Series, now: f64) -> Vec<Option<u64>> {
+    pub(crate) fn peaks(&self, series: &Series, now: f64) -> Vec<Option<u64>> {
         series.cell_peaks(now, self.cells, self.bucket)
     }
 
     /// The cells (counted from the left of `width`, the sparkline right-aligned) where one of
     /// `starts` falls.
-    pub fn marks(&self, now: f64, width: usize, starts: &[f64]) -> Vec<usize> {
+    pub(crate) fn marks(&self, now: f64, width: usize, starts: &[f64]) -> Vec<usize> {
         if self.cells == 0 || !now.is_finite() {
             return Vec::new();
         }
@@ -235,7 +235,12 @@ impl Spark {
 }
 
 /// A sparkline with [`CLIMB_MARK`] at the `marks` columns, in `mark_style`.
-pub fn marked(text: &str, marks: &[usize], style: Style, mark_style: Style) -> Vec<Span<'static>> {
+pub(crate) fn marked(
+    text: &str,
+    marks: &[usize],
+    style: Style,
+    mark_style: Style,
+) -> Vec<Span<'static>> {
     let mut runs = Runs::default();
     for (i, c) in text.chars().enumerate() {
         if marks.contains(&i) {
@@ -250,7 +255,7 @@ pub fn marked(text: &str, marks: &[usize], style: Style, mark_style: Style) -> V
 /// The sparkline of `series`' peaks, read as [`Spark::of`] says, up to `now` (blank where
 /// there is none), scaled to `ceiling`, with [`CLIMB_MARK`] where one of `starts` (where
 /// climbs began) falls.
-pub fn marked_sparkline(
+pub(crate) fn marked_sparkline(
     series: Option<&Series>,
     now: f64,
     width: usize,
@@ -269,7 +274,7 @@ pub fn marked_sparkline(
 }
 
 /// A window as short as it reads: `45s`, `8m`, `2h`.
-pub fn short_window(secs: f64) -> String {
+pub(crate) fn short_window(secs: f64) -> String {
     if !secs.is_finite() || secs <= 0.0 {
         return String::new();
     }

@@ -11,7 +11,7 @@ use ratatui::widgets::{Block, Borders, Clear};
 use ratatui::Frame;
 
 /// The keys of each stage, for the dialog and the footer.
-pub fn keys(stage: Stage) -> &'static str {
+pub(crate) fn keys(stage: Stage) -> &'static str {
     match stage {
         Stage::Process | Stage::Signal => "↑↓ choose · Enter next · Esc cancel",
         Stage::Confirm => "y/Enter send · n/Esc cancel",
@@ -99,7 +99,7 @@ fn lines(dialog: &KillDialog, width: usize, theme: Theme) -> Vec<Line<'static>> 
 }
 
 /// Draws the dialog in the middle of `area`.
-pub fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &KillDialog, theme: Theme) {
+pub(crate) fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &KillDialog, theme: Theme) {
     let width = area.width.saturating_sub(4).min(96);
     if width < 10 || area.height < 5 {
         return;
@@ -130,10 +130,10 @@ pub fn draw_dialog(frame: &mut Frame<'_>, area: Rect, dialog: &KillDialog, theme
 }
 
 /// The keys of the attach confirmation, for it and the footer.
-pub const ATTACH_KEYS: &str = "y/Enter attach · n/Esc cancel";
+pub(crate) const ATTACH_KEYS: &str = "y/Enter attach · n/Esc cancel";
 
 /// Draws the attach confirmation (`a`) in the middle of `area`.
-pub fn draw_attach(frame: &mut Frame<'_>, area: Rect, offer: &AttachOffer, theme: Theme) {
+pub(crate) fn draw_attach(frame: &mut Frame<'_>, area: Rect, offer: &AttachOffer, theme: Theme) {
     let width = area.width.saturating_sub(4).min(80);
     if width < 10 || area.height < 5 {
         return;

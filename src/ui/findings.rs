@@ -12,12 +12,12 @@ use ratatui::text::{Line, Span};
 use ratatui::Frame;
 
 /// Rows the panel takes: its title and up to a quarter of the screen of findings.
-pub fn height_for(count: usize, body_height: u16) -> u16 {
+pub(crate) fn height_for(count: usize, body_height: u16) -> u16 {
     let most = (body_height / 4).max(2);
     (count.max(1) as u16 + 1).min(most)
 }
 
-pub fn draw_findings(
+pub(crate) fn draw_findings(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,

@@ -138,7 +138,7 @@ fn lines(
 }
 
 /// Draws the group view.
-pub fn draw_group(
+pub(crate) fn draw_group(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,

@@ -21,7 +21,7 @@ const OWN_PID_NAMESPACE: [&str; 5] = [
     "own PID ns: use --pid=host",
 ];
 
-pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let sample = state.current.as_ref().map(|o| &o.sample);
     let host = crate::text::clean(sample.map_or("…", |s| s.host.as_str()));
     let driver = crate::text::clean(
@@ -92,7 +92,7 @@ pub fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Them
     super::widgets::put_lines(frame, area, &[Line::styled(padded, style)]);
 }
 
-pub fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let line = if let Some(prompt) = &state.recorder.prompt {
         // The name as typed, safe for the terminal; its end shows when it is long.
         let name = crate::text::clean(&prompt.text);

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
-pub fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_help(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let head = |text: &'static str| Line::styled(text, theme.table_header());
     let mut lines = vec![
         head("Keys"),

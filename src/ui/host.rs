@@ -12,7 +12,7 @@ const COMMAND_ROOM: u16 = 12;
 
 /// An extra column of the process table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostColumn {
+pub(crate) enum HostColumn {
     /// `C` compute, `G` graphics, `CG` both, `M` an MPS client.
     Kind,
     Sm,
@@ -25,7 +25,7 @@ pub enum HostColumn {
 
 impl HostColumn {
     /// In the order they are given room.
-    pub const PRIORITY: [HostColumn; 6] = [
+    pub(crate) const PRIORITY: [HostColumn; 6] = [
         HostColumn::Kind,
         HostColumn::Sm,
         HostColumn::Cpu,
@@ -34,7 +34,7 @@ impl HostColumn {
         HostColumn::Time,
     ];
 
-    pub fn header(self) -> &'static str {
+    pub(crate) fn header(self) -> &'static str {
         match self {
             HostColumn::Kind => "T",
             HostColumn::Sm => "SM%",
@@ -45,7 +45,7 @@ impl HostColumn {
         }
     }
 
-    pub fn width(self) -> u16 {
+    pub(crate) fn width(self) -> u16 {
         match self {
             HostColumn::Kind => 2,
             HostColumn::Sm => 3,
@@ -56,12 +56,12 @@ impl HostColumn {
         }
     }
 
-    pub fn constraint(self) -> Constraint {
+    pub(crate) fn constraint(self) -> Constraint {
         Constraint::Length(self.width())
     }
 
     /// The cell of process `p`; figures to the right, so that their magnitudes line up.
-    pub fn cell(self, p: &ProcessSample) -> String {
+    pub(crate) fn cell(self, p: &ProcessSample) -> String {
         let width = usize::from(self.width());
         let figure = match self {
             HostColumn::Kind => return kind_mark(p).to_string(),
@@ -75,7 +75,7 @@ impl HostColumn {
     }
 
     /// The header, to the right as its figures are.
-    pub fn title(self) -> String {
+    pub(crate) fn title(self) -> String {
         match self {
             HostColumn::Kind | HostColumn::Owner => self.header().to_string(),
             _ => format!("{:>w$}", self.header(), w = usize::from(self.width())),
@@ -85,7 +85,7 @@ impl HostColumn {
     /// The extra columns that fit when the command has `command_width` to itself, in the
     /// table's order (after the memory figures): as many as leave the command
     /// [`COMMAND_ROOM`].
-    pub fn fitting(command_width: u16) -> Vec<HostColumn> {
+    pub(crate) fn fitting(command_width: u16) -> Vec<HostColumn> {
         let mut room = command_width;
         let mut out = Vec::new();
         for column in HostColumn::PRIORITY {
@@ -115,7 +115,7 @@ fn owner_cell(p: &ProcessSample) -> String {
 }
 
 /// `C` compute, `G` graphics, `CG` both, `M` a client of an MPS server.
-pub fn kind_mark(p: &ProcessSample) -> &'static str {
+pub(crate) fn kind_mark(p: &ProcessSample) -> &'static str {
     match (p.mps, p.kind) {
         (true, ContextKind::Graphics | ContextKind::ComputeGraphics) => "MG",
         (true, ContextKind::Compute) => "M",
@@ -126,7 +126,7 @@ pub fn kind_mark(p: &ProcessSample) -> &'static str {
 }
 
 /// The kind in words, for the reconciliation view.
-pub fn kind_words(p: &ProcessSample) -> &'static str {
+pub(crate) fn kind_words(p: &ProcessSample) -> &'static str {
     match (p.mps, p.kind) {
         (true, _) => "compute, client of an MPS server (M)",
         (false, ContextKind::Compute) => "compute (C)",
@@ -136,7 +136,7 @@ pub fn kind_words(p: &ProcessSample) -> &'static str {
 }
 
 /// CPU percent of one core: `5.1` under 10, whole above (`118`), `n/a` when unknown.
-pub fn cpu(value: Option<f64>) -> String {
+pub(crate) fn cpu(value: Option<f64>) -> String {
     match value {
         None => "n/a".into(),
         Some(v) if v < 9.95 => format!("{v:.1}"),
@@ -145,7 +145,7 @@ pub fn cpu(value: Option<f64>) -> String {
 }
 
 /// Time since start, in six characters at most: `0:42`, `59:59`, `23h59m`, `12d03h`, `999d`.
-pub fn elapsed(secs: Option<u64>) -> String {
+pub(crate) fn elapsed(secs: Option<u64>) -> String {
     let Some(s) = secs else {
         return "n/a".into();
     };
@@ -159,7 +159,7 @@ pub fn elapsed(secs: Option<u64>) -> String {
 
 /// The host's figures for the header, long and short: `CPU 5.1% · MEM 227/2016 GiB`,
 /// `CPU 5% MEM 227G/1.97T`; `None` where neither is known.
-pub fn header_figures(sample: &NodeSample) -> Option<(String, String)> {
+pub(crate) fn header_figures(sample: &NodeSample) -> Option<(String, String)> {
     if sample.host_cpu_percent.is_none() && sample.host_memory.is_none() {
         return None;
     }

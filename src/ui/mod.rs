@@ -27,8 +27,8 @@ use ratatui::Frame;
 use theme::Theme;
 
 /// Below this size the monitor shows a one-line message instead of a cramped screen.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 16;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 16;
 
 /// Draws the whole screen for the current state.
 pub fn draw(frame: &mut Frame<'_>, state: &State) {

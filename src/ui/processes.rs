@@ -16,7 +16,7 @@ use ratatui::Frame;
 /// A process's memory must move by more than this across the trend to look like it moved.
 const TREND_MIN_RANGE: u64 = 512 << 20;
 
-pub fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
     let entries = state.table();
     let processes = entries
         .iter()
@@ -277,7 +277,7 @@ fn headroom_cell(room: Option<crate::detect::Headroom>) -> String {
 }
 
 /// A forecast's time to OOM for the TREND column: `OOM ~12m`, `OOM ~45s`.
-pub fn forecast_label(forecast: &Finding, width: usize) -> String {
+pub(crate) fn forecast_label(forecast: &Finding, width: usize) -> String {
     let eta = match &forecast.evidence {
         Evidence::OomForecast(e) => e.eta_secs.0,
         _ => f64::NAN,
@@ -326,7 +326,7 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
 
 /// A flagged climb's rate and the window it was read over, as much as `width` holds:
 /// `+636 MiB/min 8m`, `+636M/min 8m`, `+636M/m 8m`, `+1.6G/m 8m`, `+636M/m`.
-pub fn climb_rate(climb: &ClimbNote, width: usize) -> String {
+pub(crate) fn climb_rate(climb: &ClimbNote, width: usize) -> String {
     let rate = climb.rate_mib_per_min;
     let sign = if rate < 0.0 { '-' } else { '+' };
     let mib = format!("{sign}{:.0}", rate.abs());

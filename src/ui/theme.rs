@@ -5,8 +5,8 @@ use crate::layers::Layer;
 use ratatui::style::{Color, Modifier, Style};
 
 #[derive(Debug, Clone, Copy)]
-pub struct Theme {
-    pub mono: bool,
+pub(crate) struct Theme {
+    pub(crate) mono: bool,
 }
 
 impl Theme {
@@ -23,7 +23,7 @@ impl Theme {
         }
     }
 
-    pub fn layer(self, layer: Layer) -> Style {
+    pub(crate) fn layer(self, layer: Layer) -> Style {
         let color = match layer {
             Layer::Live => Color::Green,
             Layer::Fragmented => Color::LightRed,
@@ -38,39 +38,39 @@ impl Theme {
     }
 
     /// Values that are not current: a lost GPU's last reading, a stale feed.
-    pub fn stale(self) -> Style {
+    pub(crate) fn stale(self) -> Style {
         self.pick(Style::new().fg(Color::DarkGray).add_modifier(Modifier::DIM))
     }
 
-    pub fn dim(self) -> Style {
+    pub(crate) fn dim(self) -> Style {
         self.pick(Style::new().fg(Color::DarkGray))
     }
 
-    pub fn title(self) -> Style {
+    pub(crate) fn title(self) -> Style {
         self.pick(Style::new().fg(Color::White).add_modifier(Modifier::BOLD))
     }
 
-    pub fn header_bar(self) -> Style {
+    pub(crate) fn header_bar(self) -> Style {
         self.pick(Style::new().fg(Color::Black).bg(Color::Cyan))
     }
 
-    pub fn table_header(self) -> Style {
+    pub(crate) fn table_header(self) -> Style {
         self.pick(Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD))
     }
 
-    pub fn selected(self) -> Style {
+    pub(crate) fn selected(self) -> Style {
         self.pick(Style::new().add_modifier(Modifier::REVERSED))
     }
 
-    pub fn focused_border(self) -> Style {
+    pub(crate) fn focused_border(self) -> Style {
         self.pick(Style::new().fg(Color::Cyan))
     }
 
-    pub fn border(self) -> Style {
+    pub(crate) fn border(self) -> Style {
         self.pick(Style::new().fg(Color::DarkGray))
     }
 
-    pub fn alert(self) -> Style {
+    pub(crate) fn alert(self) -> Style {
         self.pick(
             Style::new()
                 .fg(Color::LightRed)
@@ -78,7 +78,7 @@ impl Theme {
         )
     }
 
-    pub fn severity(self, severity: Severity) -> Style {
+    pub(crate) fn severity(self, severity: Severity) -> Style {
         let style = match severity {
             Severity::Critical => Style::new()
                 .fg(Color::LightRed)

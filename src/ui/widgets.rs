@@ -13,7 +13,7 @@ use ratatui::Frame;
 /// Splits `width` cells among the layers in proportion to their bytes (largest remainder),
 /// then gives every non-empty layer at least one cell where there is room, so a small but
 /// present layer is never invisible. The figures in the legend stay exact.
-pub fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
+pub(crate) fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
     let total = layers.sum();
     if width == 0 || total == 0 {
         return Vec::new();
@@ -57,7 +57,7 @@ pub fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
 }
 
 /// A section under a rule with its title, highlighted when it has the keyboard focus.
-pub fn section_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
+pub(crate) fn section_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
     Block::default()
         .borders(Borders::TOP)
         .border_style(if focused {
@@ -70,7 +70,7 @@ pub fn section_block(title: String, focused: bool, theme: Theme) -> Block<'stati
 
 /// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a
 /// `Paragraph` (no wrapping or alignment to work out), which matters at every redraw.
-pub fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
+pub(crate) fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
     let buffer = frame.buffer_mut();
     let area = area.intersection(buffer.area);
     for (line, y) in lines.iter().zip(area.top()..area.bottom()) {
@@ -79,7 +79,7 @@ pub fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
 }
 
 /// One stacked bar of the layers, `width` cells wide.
-pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'static> {
+pub(crate) fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'static> {
     let spans: Vec<Span<'static>> = bar_cells(layers, width)
         .into_iter()
         .map(|(layer, n)| {
@@ -95,7 +95,7 @@ pub fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> Line<'s
 }
 
 /// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
-pub fn legend(
+pub(crate) fn legend(
     layers: &Layers,
     exactness: Exactness<'_>,
     width: usize,
@@ -113,7 +113,7 @@ pub fn legend(
 /// The legend's entries, one per layer in bar order, before packing into lines. A figure
 /// carries its mark ([`Exactness::mark`]). On a device no fed process is on (its live
 /// tensors unknown), only the layers known are listed: a row of `n/a` says nothing there.
-pub fn legend_entries(
+pub(crate) fn legend_entries(
     layers: &Layers,
     exactness: Exactness<'_>,
     theme: Theme,
@@ -154,7 +154,7 @@ pub fn legend_entries(
 }
 
 /// Glyph and name of each layer, no figures: the key of compact bars.
-pub fn key_line(theme: Theme) -> Vec<Span<'static>> {
+pub(crate) fn key_line(theme: Theme) -> Vec<Span<'static>> {
     let mut spans = Vec::new();
     for layer in Layer::ALL {
         spans.push(Span::styled(layer.glyph().to_string(), theme.layer(layer)));
@@ -164,7 +164,11 @@ pub fn key_line(theme: Theme) -> Vec<Span<'static>> {
 }
 
 /// Packs groups of spans into lines no wider than `width`, `gap` spaces apart.
-pub fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, gap: usize) -> Vec<Line<'static>> {
+pub(crate) fn pack(
+    entries: Vec<Vec<Span<'static>>>,
+    width: usize,
+    gap: usize,
+) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let mut line: Vec<Span<'static>> = Vec::new();
     let mut used = 0;
@@ -188,7 +192,7 @@ pub fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, gap: usize) -> Vec<L
 }
 
 /// Bytes as `38.1G`, `532M`, `n/a`: for legends and narrow columns.
-pub fn short_bytes(value: Option<u64>) -> String {
+pub(crate) fn short_bytes(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".into(), units::short_bytes)
 }
 
@@ -196,7 +200,7 @@ const TICKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 
 /// A text sparkline of the last `width` values, scaled from 0 to `ceiling` (or the largest
 /// value shown). Unknown values are blanks, never zero.
-pub fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> String {
+pub(crate) fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> String {
     let shown = &values[values.len().saturating_sub(width)..];
     let top = ceiling
         .or_else(|| shown.iter().flatten().copied().max())
@@ -222,7 +226,7 @@ pub fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> 
 /// span, so peaks survive), drawn from the smallest value shown up to at least `min_range`
 /// above it: a plateau stays flat, a climb of more than `min_range` rises across the cells,
 /// and noise smaller than `min_range` does not look like a trend.
-pub fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
+pub(crate) fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
     if width == 0 {
         return String::new();
     }
@@ -247,7 +251,7 @@ pub fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
 }
 
 /// A GPU's name without the vendor, shortened: `H100`, `A100`.
-pub fn short_gpu_name(name: Option<&str>) -> String {
+pub(crate) fn short_gpu_name(name: Option<&str>) -> String {
     let name = crate::text::clean(name.unwrap_or("GPU"));
     let name = name.as_ref();
     let name = name.strip_prefix("NVIDIA ").unwrap_or(name);
@@ -256,7 +260,7 @@ pub fn short_gpu_name(name: Option<&str>) -> String {
 
 /// Words of `text` (made safe first) in lines no wider than `width`; a word longer than a
 /// line is cut across lines.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let text = crate::text::clean(text);
     let width = width.max(1);
     let mut lines = Vec::new();

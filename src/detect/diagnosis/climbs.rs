@@ -14,27 +14,27 @@ use crate::units::{bytes, duration};
 /// A climb found, with what it reads and, where the process reports steps, its pace per step.
 #[derive(Debug, Clone)]
 pub(crate) struct Found {
-    pub cause: Cause,
-    pub climb: Climb,
-    pub key: SeriesKey,
+    pub(crate) cause: Cause,
+    pub(crate) climb: Climb,
+    pub(crate) key: SeriesKey,
     /// Bytes per training step and the steps the reading spans, judged on the step-end
     /// readings.
-    pub per_step: Option<(f64, u64)>,
+    pub(crate) per_step: Option<(f64, u64)>,
     /// Where the warm-up of a process that reports steps ended: only steps after it are
     /// judged per step.
-    pub warm_up: Option<WarmUp>,
+    pub(crate) warm_up: Option<WarmUp>,
 }
 
 /// Whose climb it is: the device it is on, how its message names it and, for a process's
 /// climb, the process with whether its feed is combined with NVML at this instant.
 pub(crate) struct Climber<'a> {
-    pub device: &'a str,
-    pub who: &'a str,
-    pub process: Option<(&'a ProcessSample, bool)>,
+    pub(crate) device: &'a str,
+    pub(crate) who: &'a str,
+    pub(crate) process: Option<(&'a ProcessSample, bool)>,
 }
 
 impl Climber<'_> {
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.process.map(|(p, _)| p.pid)
     }
 }

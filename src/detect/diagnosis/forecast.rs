@@ -254,18 +254,18 @@ pub(super) fn forecast(
 /// How far a fed process's peak of live tensors can grow before an allocation of the same
 /// shape would fail (see the module's doc).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Headroom {
+pub(crate) struct Headroom {
     /// `usable_bytes − peak_live_bytes`; negative where the peak would no longer fit.
-    pub bytes: i64,
+    pub(crate) bytes: i64,
     /// The peak of live tensor bytes.
-    pub peak_live_bytes: u64,
+    pub(crate) peak_live_bytes: u64,
     /// `allocator` (its `peak_allocated`: since the process started or last reset its peaks)
     /// or `sampled` (the highest `allocated` strata read over `peak_window_secs`).
-    pub peak_source: &'static str,
+    pub(crate) peak_source: &'static str,
     /// The window strata's own readings cover (at most 15 minutes).
-    pub peak_window_secs: f64,
+    pub(crate) peak_window_secs: f64,
     /// What the device could give the pool now: NVML free + reserved − fragmented.
-    pub usable_bytes: u64,
+    pub(crate) usable_bytes: u64,
 }
 
 /// The headroom of a process whose feed is combined with NVML at this instant.

@@ -28,12 +28,12 @@ const SPLIT_SHARE_HINT: f64 = 0.3;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OomClass {
     /// `capacity`, `fragmentation` or `uncertain`.
-    pub class: &'static str,
-    pub why: String,
+    pub(crate) class: &'static str,
+    pub(crate) why: String,
     /// Live tensors plus the request.
-    pub needed: Option<u64>,
+    pub(crate) needed: Option<u64>,
     /// The pool plus the device's free memory at the OOM.
-    pub could_have: Option<u64>,
+    pub(crate) could_have: Option<u64>,
 }
 
 /// Capacity, fragmentation or uncertain, from what the allocator saw at the OOM: its report
@@ -169,14 +169,14 @@ pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomCl
 /// record carries a report once (the sample after it arrived) and may not carry it again, so
 /// the finding keeps its figures for as long as it is shown.
 #[derive(Debug, Default, Clone)]
-pub struct OomMemory {
+pub(crate) struct OomMemory {
     reports: HashMap<ProcessId, OomReport>,
 }
 
 impl OomMemory {
     /// Keeps the latest report of each fed process in `sample` (feeds attached), and forgets
     /// those no longer shown.
-    pub fn observe(&mut self, sample: &NodeSample) {
+    pub(crate) fn observe(&mut self, sample: &NodeSample) {
         let now = sample.time;
         for p in &sample.processes {
             let Some(feed) = &p.feed else { continue };

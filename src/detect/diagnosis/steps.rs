@@ -170,7 +170,7 @@ pub(crate) fn warm_up(steps: &Steps) -> Option<WarmUp> {
 /// seen); none while the job warms up.
 fn after_warm_up(steps: &Steps, warm: Option<WarmUp>) -> Steps {
     match warm {
-        Some(WarmUp::Ended { step, .. }) => steps.from_step(step),
+        Some(WarmUp::Ended { step, .. }) => steps.copy_from_step(step),
         _ => Steps::default(),
     }
 }
@@ -178,18 +178,18 @@ fn after_warm_up(steps: &Steps, warm: Option<WarmUp>) -> Steps {
 /// A climb per step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct StepClimb {
-    pub bytes_per_step: f64,
+    pub(crate) bytes_per_step: f64,
     /// The steps the window spans.
-    pub steps: u64,
+    pub(crate) steps: u64,
     /// Where the climb began within the window (its first step and that step's time).
-    pub start_step: u64,
-    pub start_time: f64,
+    pub(crate) start_step: u64,
+    pub(crate) start_time: f64,
     /// The floor at the window's start and end.
-    pub from: u64,
-    pub to: u64,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
     /// Seconds the window spans, and the pace in bytes a second.
-    pub window_secs: f64,
-    pub rate: f64,
+    pub(crate) window_secs: f64,
+    pub(crate) rate: f64,
 }
 
 /// The floor (least live bytes) and peaks of `n` chunks of the steps `(end - window, end]`,

@@ -20,20 +20,20 @@ use serde_json::Value;
 macro_rules! evidence {
     ($(
         $(#[$meta:meta])*
-        pub struct $name:ident {
-            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )*
+        $vis:vis struct $name:ident {
+            $( $(#[$field_meta:meta])* $field_vis:vis $field:ident : $ty:ty, )*
         }
     )*) => {$(
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-        pub struct $name {
-            $( $(#[$field_meta])* pub $field: $ty, )*
+        $vis struct $name {
+            $( $(#[$field_meta])* $field_vis $field: $ty, )*
         }
 
         impl $name {
             /// Its fields as the JSON names them, each with its unit.
             #[allow(unused_mut)]
-            pub fn fields(&self) -> $crate::detect::evidence::Fields<'_> {
+            $vis fn fields(&self) -> $crate::detect::evidence::Fields<'_> {
                 let mut out = Vec::new();
                 $(
                     if let Some(figure) = $crate::detect::evidence::Field::figure(&self.$field) {
@@ -59,18 +59,18 @@ macro_rules! records {
 
 mod of_history;
 mod of_instant;
-pub mod units;
+pub(crate) mod units;
 
-pub use of_history::{
+pub(crate) use of_history::{
     Capacity, Climb, Forecast, Fragmentation, Idle, Oom, Retries, Verdict, WarmUpForecast,
     WarmUpVerdict, Warming,
 };
-pub use of_instant::{
+pub(crate) use of_instant::{
     BadInput, Contradiction, CutShort, CutShortGroup, HeldGroup, Holder, Holding, Nothing,
     NvmlError, Refused, Stale, Suspicious, SuspiciousGroup, Unattributed, Unexplained,
     UnexplainedDevice, UnexplainedGroup, Unlisted, UnlistedDevice, UnlistedGroup,
 };
-pub use units::{Field, Fields, Figure};
+pub(crate) use units::{Field, Fields, Figure};
 
 /// The figures behind a finding, by kind and shape.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,7 +121,7 @@ pub enum Evidence {
 
 impl Evidence {
     /// The kind of finding this evidence is of; `None` for evidence read back untyped.
-    pub fn kind(&self) -> Option<FindingKind> {
+    pub(crate) fn kind(&self) -> Option<FindingKind> {
         use Evidence as E;
         use FindingKind as K;
         Some(match self {
@@ -153,7 +153,7 @@ impl Evidence {
     }
 
     /// Its fields as the JSON names them, each with its unit.
-    pub fn fields(&self) -> Fields<'_> {
+    pub(crate) fn fields(&self) -> Fields<'_> {
         use Evidence as E;
         match self {
             E::ZombieContext(e) | E::NotVisibleHolder(e) => e.fields(),
@@ -194,7 +194,7 @@ impl Evidence {
 
     /// The holders of a device file it names: `None` where it names none (not a zombie
     /// context, or the device files were not searched).
-    pub fn holders(&self) -> Option<&[Holder]> {
+    pub(crate) fn holders(&self) -> Option<&[Holder]> {
         match self {
             Evidence::ZombieContext(e) | Evidence::NotVisibleHolder(e) => e.holders.0.as_deref(),
             Evidence::ZombieContexts(e) | Evidence::NotVisibleHolders(e) => e.holders.0.as_deref(),
@@ -209,7 +209,7 @@ impl Evidence {
 
     /// Evidence of a finding of `kind` read back from its JSON: the first of the kind's shapes
     /// that writes back to the same JSON, else the JSON as it was read.
-    pub fn read(kind: FindingKind, json: Value) -> Evidence {
+    pub(crate) fn read(kind: FindingKind, json: Value) -> Evidence {
         use Evidence as E;
         use FindingKind as K;
         let typed = match kind {

@@ -8,72 +8,72 @@ use serde::{Deserialize, Deserializer};
 evidence! {
     /// A holder of a device file (`/dev/nvidiaN`, `/dev/nvidia-uvm`) a zombie context is on.
     pub struct Holder {
-        pub command: Option<String>,
+        pub(crate) command: Option<String>,
         /// Whether NVML lists it: it has a context of its own.
-        pub listed: bool,
-        pub parent_command: Option<String>,
-        pub pid: Pid,
-        pub ppid: Option<Pid>,
+        pub(crate) listed: bool,
+        pub(crate) parent_command: Option<String>,
+        pub(crate) pid: Pid,
+        pub(crate) ppid: Option<Pid>,
         /// Who the pid named when it was found.
-        pub start_time: Option<Ticks>,
+        pub(crate) start_time: Option<Ticks>,
         /// `/proc/PID/stat`'s state letter (`Z`: defunct).
-        pub state: Option<String>,
-        pub user: Option<String>,
+        pub(crate) state: Option<String>,
+        pub(crate) user: Option<String>,
     }
 
     /// What a process NVML lists holds: a zombie context (with who holds its device file
     /// open, where the files were searched), or a holder in another PID namespace.
     pub struct Holding {
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub device_file: IfKnown<String>,
+        pub(crate) device_file: IfKnown<String>,
         /// Those without a context of their own first.
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub holders: IfKnown<Vec<Holder>>,
-        pub used: Option<Bytes>,
+        pub(crate) holders: IfKnown<Vec<Holder>>,
+        pub(crate) used: Option<Bytes>,
     }
 
     /// Many of one kind of holding, as one finding.
     pub struct HeldGroup {
-        pub bytes: Bytes,
-        pub devices: Vec<String>,
+        pub(crate) bytes: Bytes,
+        pub(crate) devices: Vec<String>,
         /// The holders of the device files the group's findings name, each once.
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub holders: IfKnown<Vec<Holder>>,
-        pub pids: Vec<Pid>,
+        pub(crate) holders: IfKnown<Vec<Holder>>,
+        pub(crate) pids: Vec<Pid>,
     }
 
     /// Python processes without a feed, and what they hold.
     pub struct Unattributed {
-        pub bytes: Bytes,
-        pub pids: Vec<Pid>,
+        pub(crate) bytes: Bytes,
+        pub(crate) pids: Vec<Pid>,
     }
 
     /// Usage no listed process accounts for on one device.
     pub struct Unexplained {
-        pub bytes: Bytes,
+        pub(crate) bytes: Bytes,
         /// The device as messages name it: `GPU 2`.
-        pub device: String,
+        pub(crate) device: String,
         /// The device's `other` layer.
-        pub other: Option<Bytes>,
+        pub(crate) other: Option<Bytes>,
     }
 
     /// One device of grouped unexplained usage.
-    pub struct UnexplainedDevice {
-        pub bytes: Bytes,
-        pub device: String,
-        pub other: Option<Bytes>,
-        pub uuid: Option<String>,
+    pub(crate) struct UnexplainedDevice {
+        pub(crate) bytes: Bytes,
+        pub(crate) device: String,
+        pub(crate) other: Option<Bytes>,
+        pub(crate) uuid: Option<String>,
     }
 
     /// Unexplained usage on several devices.
     pub struct UnexplainedGroup {
-        pub bytes: Bytes,
-        pub devices: Vec<UnexplainedDevice>,
+        pub(crate) bytes: Bytes,
+        pub(crate) devices: Vec<UnexplainedDevice>,
     }
 
     /// A feed too old to combine.
     pub struct Stale {
-        pub age: Secs,
+        pub(crate) age: Secs,
     }
 
     /// No figures.
@@ -81,79 +81,79 @@ evidence! {
 
     /// A refused or dropped feed.
     pub struct Refused {
-        pub socket: String,
+        pub(crate) socket: String,
     }
 
     /// The lines of a feed, by what became of them.
     pub struct BadInput {
-        pub floods: Count,
-        pub invalid: Count,
-        pub lines: Count,
-        pub malformed: Count,
-        pub oversized: Count,
-        pub rate_limited: Count,
-        pub samples: Count,
-        pub unknown_type: Count,
-        pub unknown_version: Count,
+        pub(crate) floods: Count,
+        pub(crate) invalid: Count,
+        pub(crate) lines: Count,
+        pub(crate) malformed: Count,
+        pub(crate) oversized: Count,
+        pub(crate) rate_limited: Count,
+        pub(crate) samples: Count,
+        pub(crate) unknown_type: Count,
+        pub(crate) unknown_version: Count,
     }
 
     /// A feed's device NVML does not list its process on.
     pub struct Unlisted {
-        pub index: Index,
-        pub reason: String,
+        pub(crate) index: Index,
+        pub(crate) reason: String,
     }
 
     /// One device of a feed's grouped unlisted devices.
-    pub struct UnlistedDevice {
-        pub index: Index,
-        pub reason: String,
-        pub uuid: Option<String>,
+    pub(crate) struct UnlistedDevice {
+        pub(crate) index: Index,
+        pub(crate) reason: String,
+        pub(crate) uuid: Option<String>,
     }
 
     /// Several devices of one feed that NVML does not list its process on.
     pub struct UnlistedGroup {
-        pub devices: Vec<UnlistedDevice>,
+        pub(crate) devices: Vec<UnlistedDevice>,
     }
 
     /// A feed dir with more entries than a scan reads.
     pub struct CutShort {
-        pub dir: String,
+        pub(crate) dir: String,
         /// Entries counted, at most a bound; `entries_capped`: there are more.
-        pub entries: Count,
-        pub entries_capped: bool,
+        pub(crate) entries: Count,
+        pub(crate) entries_capped: bool,
         /// Entries read.
-        pub read: Count,
+        pub(crate) read: Count,
     }
 
     /// Many feed dirs cut short: how many, and the first of them.
     pub struct CutShortGroup {
-        pub dirs: Count,
-        pub first: Vec<CutShort>,
+        pub(crate) dirs: Count,
+        pub(crate) first: Vec<CutShort>,
     }
 
     /// An entry where a feed dir or an agent's socket belongs that is not one.
     pub struct Suspicious {
         /// What belongs there: `socket` or `feed_dir`.
-        pub in_place_of: String,
+        pub(crate) in_place_of: String,
         /// What it is: `symbolic link`, `FIFO`...
-        pub kind: String,
-        pub owner: Uid,
-        pub path: String,
-        pub pids: Vec<Pid>,
+        pub(crate) kind: String,
+        pub(crate) owner: Uid,
+        pub(crate) path: String,
+        pub(crate) pids: Vec<Pid>,
         /// Where a symbolic link points.
-        pub target: Option<String>,
+        pub(crate) target: Option<String>,
     }
 
     /// Many suspicious entries: how many, the first of them, their owners.
     pub struct SuspiciousGroup {
-        pub entries: Count,
-        pub first: Vec<Suspicious>,
-        pub owners: Vec<Uid>,
+        pub(crate) entries: Count,
+        pub(crate) first: Vec<Suspicious>,
+        pub(crate) owners: Vec<Uid>,
     }
 
     /// What NVML answered.
     pub struct NvmlError {
-        pub error: String,
+        pub(crate) error: String,
     }
 
     /// NVML's counters contradicting each other ([`Gap`]): `reason` says how, with the figures
@@ -162,27 +162,27 @@ evidence! {
         /// Bytes the processes hold (`processes_exceed_occupied`). Shown as a bare count, as
         /// before evidence was typed.
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub attributed: IfKnown<Count>,
+        pub(crate) attributed: IfKnown<Count>,
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub free: IfKnown<Bytes>,
+        pub(crate) free: IfKnown<Bytes>,
         /// Bytes NVML says are occupied (`processes_exceed_occupied`). Shown as a bare count,
         /// as before evidence was typed.
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub occupied: IfKnown<Count>,
+        pub(crate) occupied: IfKnown<Count>,
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub pid: IfKnown<Pid>,
-        pub reason: String,
+        pub(crate) pid: IfKnown<Pid>,
+        pub(crate) reason: String,
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub reserved: IfKnown<Bytes>,
+        pub(crate) reserved: IfKnown<Bytes>,
         #[serde(default, skip_serializing_if = "IfKnown::is_none")]
-        pub total: IfKnown<Bytes>,
+        pub(crate) total: IfKnown<Bytes>,
         /// `null` where an implausible process's usage is not reported.
         #[serde(
             default,
             skip_serializing_if = "IfKnown::is_none",
             deserialize_with = "present"
         )]
-        pub used: IfKnown<Option<Bytes>>,
+        pub(crate) used: IfKnown<Option<Bytes>>,
     }
 }
 

@@ -46,21 +46,21 @@ pub enum Figure<'a> {
 }
 
 /// Fields by name, in the JSON's order, each with its unit.
-pub type Fields<'a> = Vec<(&'a str, Figure<'a>)>;
+pub(crate) type Fields<'a> = Vec<(&'a str, Figure<'a>)>;
 
 /// A type an evidence field can have: its figure, or `None` for a field absent from the JSON
 /// (then no row either).
-pub trait Field {
+pub(crate) trait Field {
     fn figure(&self) -> Option<Figure<'_>>;
 }
 
 /// A type a list in the evidence can hold.
-pub trait Item: Sized {
+pub(crate) trait Item: Sized {
     fn list(items: &[Self]) -> Figure<'_>;
 }
 
 /// A figure, for a unit whose items are figures.
-pub trait Plain {
+pub(crate) trait Plain {
     fn plain(&self) -> Figure<'_>;
 }
 
@@ -108,10 +108,10 @@ impl Field for bool {
 /// struct gives it `#[serde(default, skip_serializing_if = "IfKnown::is_none")]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct IfKnown<T>(pub Option<T>);
+pub(crate) struct IfKnown<T>(pub(crate) Option<T>);
 
 impl<T> IfKnown<T> {
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         self.0.is_none()
     }
 }
@@ -222,7 +222,7 @@ real! {
 /// A percentage already (`2`, `0.5`): whole where it is counted, a float where it is a mean.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Pct {
+pub(crate) enum Pct {
     Whole(u64),
     Mean(f64),
 }

@@ -61,7 +61,7 @@ impl In<'_> {
 
 /// The sample of a record payload, against `state`, which it then describes; decoded into
 /// `spare` (a sample read before and given back), reusing what it holds, where there is one.
-pub fn decode(
+pub(crate) fn decode(
     state: &mut State,
     payload: &[u8],
     spare: Option<Box<NodeSample>>,

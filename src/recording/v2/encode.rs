@@ -48,7 +48,7 @@ fn finite(v: Option<f64>) -> Option<f64> {
 
 /// The sample's record payload (table, control, columns, blobs), against `state`, which it
 /// then describes.
-pub fn encode(state: &mut State, s: &NodeSample) -> Vec<u8> {
+pub(crate) fn encode(state: &mut State, s: &NodeSample) -> Vec<u8> {
     // Format 2 keeps the raw feeds only (a process's matched feed is derived from them). A
     // sample of the snapshot's older derived form, whose allocator figures are only in
     // `processes[].feed`, has its feeds rebuilt from those first, as the pipeline reads it.

@@ -17,23 +17,23 @@ mod slots;
 mod state;
 mod wire;
 
-pub use records::{Raw, Records};
+pub(crate) use records::{Raw, Records};
 
 use crate::sample::NodeSample;
 
 /// What begins every frame of a format-2 recording (after decompression): the schema's name
 /// and a newline, so that `zstdcat FILE | head -c 19` says what the file is.
-pub const MAGIC: &[u8] = b"strata.recording/2\n";
+pub(crate) const MAGIC: &[u8] = b"strata.recording/2\n";
 /// Recording seconds between keyframes (and so between frames).
-pub const KEYFRAME_SECS: f64 = 300.0;
+pub(crate) const KEYFRAME_SECS: f64 = 300.0;
 
 /// A keyframe: the whole sample, against nothing.
-pub const KEYFRAME: u8 = b'K';
+pub(crate) const KEYFRAME: u8 = b'K';
 /// A sample written against the one before it.
-pub const DELTA: u8 = b'S';
+pub(crate) const DELTA: u8 = b'S';
 
 /// The bytes of one record: tag, length, payload, and the CRC-32 of all three.
-pub fn frame(tag: u8, payload: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn frame(tag: u8, payload: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.push(tag);
     wire::put_varint(out, payload.len() as u64);
@@ -50,20 +50,20 @@ pub(crate) fn crc32(bytes: &[u8]) -> u32 {
 
 /// Writes samples as records, remembering what each record leaves for the next.
 #[derive(Debug, Default)]
-pub struct Encoder {
+pub(crate) struct Encoder {
     state: state::State,
     /// The time of the last keyframe.
     keyframe_at: Option<f64>,
 }
 
 impl Encoder {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Encoder::default()
     }
 
     /// Whether `sample` should be written as a keyframe: the first, or one
     /// [`KEYFRAME_SECS`] or more after the last keyframe (or before it: a clock set back).
-    pub fn wants_keyframe(&self, sample: &NodeSample) -> bool {
+    pub(crate) fn wants_keyframe(&self, sample: &NodeSample) -> bool {
         match self.keyframe_at {
             None => true,
             Some(at) => !(sample.time - at < KEYFRAME_SECS && sample.time >= at),
@@ -72,7 +72,7 @@ impl Encoder {
 
     /// Appends `sample` to `out`: a keyframe (the magic, then the whole sample) when asked,
     /// else a delta against the sample before.
-    pub fn encode(&mut self, sample: &NodeSample, keyframe: bool, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&mut self, sample: &NodeSample, keyframe: bool, out: &mut Vec<u8>) {
         if keyframe || self.keyframe_at.is_none() {
             self.state = state::State::default();
             self.keyframe_at = Some(sample.time);
@@ -86,7 +86,7 @@ impl Encoder {
     }
 
     /// Forgets the state: the next sample is a keyframe (a new frame, a new file).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.state = state::State::default();
         self.keyframe_at = None;
     }
@@ -98,7 +98,7 @@ const SPARES: usize = 16;
 
 /// Reads records back into samples.
 #[derive(Debug, Default)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     /// `None` until a keyframe is read, and after a record was lost: deltas then refer to a
     /// state this reader never saw.
     state: Option<state::State>,
@@ -110,7 +110,7 @@ pub struct Decoder {
 
 /// What a record gave.
 #[derive(Debug)]
-pub enum Decoded {
+pub(crate) enum Decoded {
     Sample(Box<NodeSample>),
     /// A delta without the state it refers to (its keyframe lost): skipped.
     Unanchored,
@@ -119,24 +119,24 @@ pub enum Decoded {
 }
 
 impl Decoder {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Decoder::default()
     }
 
     /// The state is lost (data skipped): deltas wait for the next keyframe.
-    pub fn lose_state(&mut self) {
+    pub(crate) fn lose_state(&mut self) {
         self.state = None;
     }
 
     /// Gives back a sample this decoder yielded, once used: the next is decoded into it,
     /// reusing its strings and vectors.
-    pub fn recycle(&mut self, sample: Box<NodeSample>) {
+    pub(crate) fn recycle(&mut self, sample: Box<NodeSample>) {
         if self.spares.len() < SPARES {
             self.spares.push(sample);
         }
     }
 
-    pub fn decode(&mut self, tag: u8, payload: &[u8]) -> Decoded {
+    pub(crate) fn decode(&mut self, tag: u8, payload: &[u8]) -> Decoded {
         let state = match tag {
             KEYFRAME => self.state.insert(state::State::default()),
             DELTA => match self.state.as_mut() {

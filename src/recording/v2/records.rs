@@ -14,7 +14,7 @@ const CHUNK: usize = 1 << 17;
 
 /// What the text gave next.
 #[derive(Debug, PartialEq)]
-pub enum Raw<'a> {
+pub(crate) enum Raw<'a> {
     /// A record checked whole: its tag and payload. `framed`: it began a frame (after the
     /// magic); `frame_at`: the file offset of the zstd frame that magic began, where a
     /// reader can start to read from this record on.
@@ -31,14 +31,14 @@ pub enum Raw<'a> {
 }
 
 /// The records of a format-2 text.
-pub struct Records {
+pub(crate) struct Records {
     decoder: Decoder,
     chunk: Box<[u8]>,
     buf: Vec<u8>,
     start: usize,
     ended: bool,
     /// The text ended inside a record, or inside a compressed frame.
-    pub cut: bool,
+    pub(crate) cut: bool,
     /// At a record boundary, rather than looking for the next magic.
     synced: bool,
     /// The next record begins a frame; the file offset of the zstd frame whose text began
@@ -181,7 +181,7 @@ impl Records {
     }
 
     /// The next record, or what stood in its place; `None` at the end.
-    pub fn next_record(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
+    pub(crate) fn next_record(&mut self) -> Result<Option<Raw<'_>>, ReadError> {
         loop {
             if !self.synced {
                 match memchr::memmem::find(self.available(), MAGIC) {

@@ -14,7 +14,7 @@
 use crate::sample::feed::FeedRecord;
 use crate::sample::{GpuSample, NodeSample};
 
-pub use crate::sample::fields::Refill;
+pub(crate) use crate::sample::fields::Refill;
 
 /// `to` made equal to `from`, copied only where they differ (for types whose `clone_from`
 /// makes a whole new copy). Equal as values: a float zero kept would keep its sign (`-0.0`
@@ -27,7 +27,7 @@ pub(super) fn copy_if_changed<T: Clone + PartialEq>(to: &mut T, from: &T) {
 
 /// The thing at place `i` of `out`, made equal to `from`: the one already there refilled,
 /// or a copy of `from` pushed (places are filled in order: `i` is at most `out.len()`).
-pub fn at<'a, T: Refill + Clone>(out: &'a mut Vec<T>, i: usize, from: &T) -> &'a mut T {
+pub(crate) fn at<'a, T: Refill + Clone>(out: &'a mut Vec<T>, i: usize, from: &T) -> &'a mut T {
     if i < out.len() {
         out[i].refill(from);
     } else {

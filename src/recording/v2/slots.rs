@@ -18,7 +18,7 @@ const EXACT: f64 = 9_007_199_254_740_992.0;
 
 /// An integer field's memory.
 #[derive(Debug, Clone, Copy)]
-pub struct IntSlot {
+pub(crate) struct IntSlot {
     /// The last known value (kept through unknowns).
     base: u64,
     /// The last step taken.
@@ -38,24 +38,24 @@ impl Default for IntSlot {
 }
 
 mod int_code {
-    pub const SAME: u8 = 0;
-    pub const STEP: u8 = 1;
-    pub const SHIFTED: u8 = 2;
-    pub const DELTA: u8 = 3;
-    pub const UNKNOWN: u8 = 4;
+    pub(crate) const SAME: u8 = 0;
+    pub(crate) const STEP: u8 = 1;
+    pub(crate) const SHIFTED: u8 = 2;
+    pub(crate) const DELTA: u8 = 3;
+    pub(crate) const UNKNOWN: u8 = 4;
     /// A peak: the larger of the last value and the figure it is the peak of.
-    pub const RUNNING_MAX: u8 = 5;
+    pub(crate) const RUNNING_MAX: u8 = 5;
     /// A distance, in the slot's granularity, from the last value scaled as a reference
     /// figure of the same reading moved (see [`super::IntSlot::ratio`]).
-    pub const RATIO: u8 = 6;
+    pub(crate) const RATIO: u8 = 6;
 }
 
 /// A reference figure of the same reading, read before the one it predicts: its last
 /// known value before this reading, and its value in it.
-pub type Reference = Option<(u64, u64)>;
+pub(crate) type Reference = Option<(u64, u64)>;
 
 impl IntSlot {
-    pub fn put(
+    pub(crate) fn put(
         &mut self,
         value: Option<u64>,
         column: usize,
@@ -66,7 +66,7 @@ impl IntSlot {
     }
 
     /// The last known value.
-    pub fn last(&self) -> u64 {
+    pub(crate) fn last(&self) -> u64 {
         self.base
     }
 
@@ -85,7 +85,7 @@ impl IntSlot {
 
     /// [`IntSlot::put`] of a figure that may keep its ratio to `reference`: said as its
     /// distance from [`IntSlot::ratio`] where that payload is narrower than a delta's.
-    pub fn put_ratio(
+    pub(crate) fn put_ratio(
         &mut self,
         value: Option<u64>,
         reference: Reference,
@@ -117,7 +117,7 @@ impl IntSlot {
 
     /// [`IntSlot::put`] of a peak, with the figure it is the peak of (`of`): a new peak that
     /// is that figure costs no payload.
-    pub fn put_peak(
+    pub(crate) fn put_peak(
         &mut self,
         value: Option<u64>,
         of: Option<u64>,
@@ -157,7 +157,7 @@ impl IntSlot {
         self.base = v;
     }
 
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         column: usize,
         control: &mut Reader<'_>,
@@ -168,7 +168,7 @@ impl IntSlot {
 
     /// [`IntSlot::get`] of a peak written by [`IntSlot::put_peak`] with `of`.
     /// A figure written by [`IntSlot::put_ratio`] is read with its `reference`.
-    pub fn get_peak(
+    pub(crate) fn get_peak(
         &mut self,
         of: Option<u64>,
         reference: Reference,
@@ -212,7 +212,7 @@ impl IntSlot {
         Ok(Some(self.base))
     }
 
-    pub fn get_u64(
+    pub(crate) fn get_u64(
         &mut self,
         column: usize,
         control: &mut Reader<'_>,
@@ -225,7 +225,7 @@ impl IntSlot {
 
 /// A float field's memory: the last two known values' bits.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FloatSlot {
+pub(crate) struct FloatSlot {
     last: Option<u64>,
     before: Option<u64>,
     /// The last value's distance, in bits, from the reference it was given with.
@@ -233,18 +233,18 @@ pub struct FloatSlot {
 }
 
 mod float_code {
-    pub const SAME: u8 = 0;
-    pub const UNKNOWN: u8 = 1;
+    pub(crate) const SAME: u8 = 0;
+    pub(crate) const UNKNOWN: u8 = 1;
     /// `DECIMAL + d`: a decimal with `d` digits after the point (0 to 9).
-    pub const DECIMAL: u8 = 2;
-    pub const LINE: u8 = 12;
-    pub const NEAR: u8 = 13;
-    pub const RAW: u8 = 14;
+    pub(crate) const DECIMAL: u8 = 2;
+    pub(crate) const LINE: u8 = 12;
+    pub(crate) const NEAR: u8 = 13;
+    pub(crate) const RAW: u8 = 14;
     /// As far from the reference (the sample's time) as the last value was.
-    pub const OFFSET: u8 = 15;
+    pub(crate) const OFFSET: u8 = 15;
     /// As far from the reference as the value at the same place in the sample before was
     /// (a feed's latest reading against its latest, the one before against the one before).
-    pub const OFFSET_AT_PLACE: u8 = 16;
+    pub(crate) const OFFSET_AT_PLACE: u8 = 16;
 }
 
 /// `x` as `n / 10^d`, exactly, where it is one.
@@ -273,7 +273,7 @@ impl FloatSlot {
         Some(a.wrapping_add(a.wrapping_sub(b)))
     }
 
-    pub fn put(
+    pub(crate) fn put(
         &mut self,
         value: Option<f64>,
         column: usize,
@@ -285,7 +285,7 @@ impl FloatSlot {
 
     /// [`FloatSlot::put`] with a reference (the sample's time, for a time of the agent's):
     /// a value as far from it as the last one was costs little.
-    pub fn put_near(
+    pub(crate) fn put_near(
         &mut self,
         value: Option<f64>,
         reference: Option<f64>,
@@ -298,7 +298,7 @@ impl FloatSlot {
 
     /// [`FloatSlot::put_near`], with `place`: the offset from the reference, in bits, of the
     /// value at the same place in the sample before (several readings through one slot).
-    pub fn put_near_place(
+    pub(crate) fn put_near_place(
         &mut self,
         value: Option<f64>,
         reference: Option<f64>,
@@ -353,7 +353,7 @@ impl FloatSlot {
         self.offset = offset.or(self.offset);
     }
 
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         column: usize,
         control: &mut Reader<'_>,
@@ -363,7 +363,7 @@ impl FloatSlot {
     }
 
     /// [`FloatSlot::get`] of a value written by [`FloatSlot::put_near`] with `reference`.
-    pub fn get_near(
+    pub(crate) fn get_near(
         &mut self,
         reference: Option<f64>,
         column: usize,
@@ -374,7 +374,7 @@ impl FloatSlot {
     }
 
     /// [`FloatSlot::get`] of a value written by [`FloatSlot::put_near_place`].
-    pub fn get_near_place(
+    pub(crate) fn get_near_place(
         &mut self,
         reference: Option<f64>,
         place: Option<u64>,
@@ -436,7 +436,7 @@ impl FloatSlot {
         Ok(Some(f64::from_bits(bits)))
     }
 
-    pub fn get_f64(
+    pub(crate) fn get_f64(
         &mut self,
         column: usize,
         control: &mut Reader<'_>,

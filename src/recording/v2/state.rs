@@ -12,82 +12,82 @@ use crate::sample::{GpuSample, NodeSample, ProcessSample};
 use std::collections::BTreeMap;
 
 /// The columns: one per moving field.
-pub mod col {
-    pub const TIME: usize = 0;
-    pub const POLL: usize = 1;
-    pub const HOST_CPU: usize = 2;
-    pub const HOST_TOTAL: usize = 3;
-    pub const HOST_USED: usize = 4;
-    pub const MEM_TOTAL: usize = 5;
-    pub const MEM_USED: usize = 6;
-    pub const MEM_FREE: usize = 7;
-    pub const MEM_RESERVED: usize = 8;
-    pub const GPU_UTIL: usize = 9;
-    pub const PROC_USED: usize = 10;
-    pub const PROC_SM: usize = 11;
-    pub const PROC_CPU: usize = 12;
-    pub const PROC_HOST_MEMORY: usize = 13;
-    pub const PROC_ELAPSED: usize = 14;
+pub(crate) mod col {
+    pub(crate) const TIME: usize = 0;
+    pub(crate) const POLL: usize = 1;
+    pub(crate) const HOST_CPU: usize = 2;
+    pub(crate) const HOST_TOTAL: usize = 3;
+    pub(crate) const HOST_USED: usize = 4;
+    pub(crate) const MEM_TOTAL: usize = 5;
+    pub(crate) const MEM_USED: usize = 6;
+    pub(crate) const MEM_FREE: usize = 7;
+    pub(crate) const MEM_RESERVED: usize = 8;
+    pub(crate) const GPU_UTIL: usize = 9;
+    pub(crate) const PROC_USED: usize = 10;
+    pub(crate) const PROC_SM: usize = 11;
+    pub(crate) const PROC_CPU: usize = 12;
+    pub(crate) const PROC_HOST_MEMORY: usize = 13;
+    pub(crate) const PROC_ELAPSED: usize = 14;
     /// The nine feed counters, in [`super::counters`]' order.
-    pub const COUNTERS: usize = 15;
-    pub const LAST_HEARD: usize = 24;
+    pub(crate) const COUNTERS: usize = 15;
+    pub(crate) const LAST_HEARD: usize = 24;
     /// The allocator's statistics, in [`super::StatsSlots`]' order.
-    pub const STATS: usize = 25;
-    pub const STATS_FIELDS: usize = 23;
-    pub const COUNT: usize = STATS + STATS_FIELDS;
+    pub(crate) const STATS: usize = 25;
+    pub(crate) const STATS_FIELDS: usize = 23;
+    pub(crate) const COUNT: usize = STATS + STATS_FIELDS;
 }
 
 /// A device's memory figures.
 #[derive(Debug, Clone, Default)]
-pub struct MemSlots {
-    pub total: IntSlot,
-    pub used: IntSlot,
-    pub free: IntSlot,
-    pub driver_reserved: IntSlot,
+pub(crate) struct MemSlots {
+    pub(crate) total: IntSlot,
+    pub(crate) used: IntSlot,
+    pub(crate) free: IntSlot,
+    pub(crate) driver_reserved: IntSlot,
 }
 
 #[derive(Debug, Clone)]
-pub struct GpuState {
-    pub rest: GpuSample,
-    pub memory: MemSlots,
-    pub utilization: IntSlot,
-    pub mig: Vec<MemSlots>,
+pub(crate) struct GpuState {
+    pub(crate) rest: GpuSample,
+    pub(crate) memory: MemSlots,
+    pub(crate) utilization: IntSlot,
+    pub(crate) mig: Vec<MemSlots>,
 }
 
 #[derive(Debug, Clone)]
-pub struct ProcState {
-    pub rest: ProcessSample,
-    pub used: IntSlot,
-    pub sm_util: IntSlot,
-    pub cpu_percent: FloatSlot,
-    pub host_memory: IntSlot,
-    pub elapsed: IntSlot,
+pub(crate) struct ProcState {
+    pub(crate) rest: ProcessSample,
+    pub(crate) used: IntSlot,
+    pub(crate) sm_util: IntSlot,
+    pub(crate) cpu_percent: FloatSlot,
+    pub(crate) host_memory: IntSlot,
+    pub(crate) elapsed: IntSlot,
 }
 
 /// One device of a feed: its readings, one after the other, through the same slots.
 #[derive(Debug, Clone, Default)]
-pub struct StatsSlots {
-    pub ints: [IntSlot; STATS_INTS],
-    pub floats: [FloatSlot; 3],
-    pub unreported: BTreeMap<String, String>,
+pub(crate) struct StatsSlots {
+    pub(crate) ints: [IntSlot; STATS_INTS],
+    pub(crate) floats: [FloatSlot; 3],
+    pub(crate) unreported: BTreeMap<String, String>,
     /// Each reading's time in the last sample that had a reading at that place, counted
     /// back from the latest (0), as its offset in bits from that sample's time: the first
     /// [`PLACES`] places.
-    pub places: [Option<u64>; PLACES],
+    pub(crate) places: [Option<u64>; PLACES],
 }
 
 /// The places of a feed device's readings remembered (see [`StatsSlots::places`]): the
 /// latest and the readings just before it (an agent sampling up to 8 times a node sample).
-pub const PLACES: usize = 8;
+pub(crate) const PLACES: usize = 8;
 
 impl StatsSlots {
     /// The offset remembered at `place` (see [`StatsSlots::places`]).
-    pub fn place(&self, place: usize) -> Option<u64> {
+    pub(crate) fn place(&self, place: usize) -> Option<u64> {
         self.places.get(place).copied().flatten()
     }
 
     /// Remembers the reading at `place` (its time, and the sample's).
-    pub fn remember_place(&mut self, place: usize, time: f64, sample_time: f64) {
+    pub(crate) fn remember_place(&mut self, place: usize, time: f64, sample_time: f64) {
         if let Some(at) = self.places.get_mut(place) {
             *at = Some(time.to_bits().wrapping_sub(sample_time.to_bits()));
         }
@@ -95,35 +95,35 @@ impl StatsSlots {
 }
 
 #[derive(Debug, Clone)]
-pub struct FeedState {
-    pub rest: FeedRecord,
-    pub ooms: Vec<OomReport>,
-    pub counters: [IntSlot; 9],
-    pub last_heard: FloatSlot,
-    pub devices: Vec<StatsSlots>,
+pub(crate) struct FeedState {
+    pub(crate) rest: FeedRecord,
+    pub(crate) ooms: Vec<OomReport>,
+    pub(crate) counters: [IntSlot; 9],
+    pub(crate) last_heard: FloatSlot,
+    pub(crate) devices: Vec<StatsSlots>,
 }
 
 /// Everything remembered.
 #[derive(Debug, Clone, Default)]
-pub struct State {
-    pub rest: Option<NodeSample>,
-    pub time: FloatSlot,
-    pub poll: FloatSlot,
-    pub host_cpu: FloatSlot,
-    pub host_total: IntSlot,
-    pub host_used: IntSlot,
+pub(crate) struct State {
+    pub(crate) rest: Option<NodeSample>,
+    pub(crate) time: FloatSlot,
+    pub(crate) poll: FloatSlot,
+    pub(crate) host_cpu: FloatSlot,
+    pub(crate) host_total: IntSlot,
+    pub(crate) host_used: IntSlot,
     /// Boxed, as are the processes and feeds: every sample moves each thing's state to
     /// its new place, and a pointer moves cheaper than the state.
     #[allow(clippy::vec_box)]
-    pub gpus: Vec<Box<GpuState>>,
+    pub(crate) gpus: Vec<Box<GpuState>>,
     #[allow(clippy::vec_box)]
-    pub processes: Vec<Box<ProcState>>,
+    pub(crate) processes: Vec<Box<ProcState>>,
     #[allow(clippy::vec_box)]
-    pub feeds: Vec<Box<FeedState>>,
+    pub(crate) feeds: Vec<Box<FeedState>>,
 }
 
 impl GpuState {
-    pub fn new(rest: GpuSample) -> Self {
+    pub(crate) fn new(rest: GpuSample) -> Self {
         GpuState {
             mig: vec![MemSlots::default(); rest.mig.len()],
             rest,
@@ -134,7 +134,7 @@ impl GpuState {
 }
 
 impl ProcState {
-    pub fn new(rest: ProcessSample) -> Self {
+    pub(crate) fn new(rest: ProcessSample) -> Self {
         ProcState {
             rest,
             used: IntSlot::default(),
@@ -147,7 +147,7 @@ impl ProcState {
 }
 
 impl FeedState {
-    pub fn new(rest: FeedRecord) -> Self {
+    pub(crate) fn new(rest: FeedRecord) -> Self {
         FeedState {
             rest,
             ooms: Vec::new(),
@@ -159,7 +159,7 @@ impl FeedState {
 }
 
 /// The node with its moving numbers and its things taken out.
-pub fn node_rest(s: &NodeSample) -> NodeSample {
+pub(crate) fn node_rest(s: &NodeSample) -> NodeSample {
     let NodeSample {
         time: _,
         interval,
@@ -199,7 +199,7 @@ pub fn node_rest(s: &NodeSample) -> NodeSample {
 }
 
 /// A GPU without its memory figures, its utilisation and its instances' memory.
-pub fn gpu_rest(g: &GpuSample) -> GpuSample {
+pub(crate) fn gpu_rest(g: &GpuSample) -> GpuSample {
     let mut rest = g.clone();
     rest.memory = None;
     rest.utilization_gpu = None;
@@ -211,7 +211,7 @@ pub fn gpu_rest(g: &GpuSample) -> GpuSample {
 
 /// A process without its moving figures (and without the feed matched to it, which is
 /// derived).
-pub fn process_rest(p: &ProcessSample) -> ProcessSample {
+pub(crate) fn process_rest(p: &ProcessSample) -> ProcessSample {
     let mut rest = p.clone();
     rest.used = None;
     rest.sm_util = None;
@@ -223,7 +223,7 @@ pub fn process_rest(p: &ProcessSample) -> ProcessSample {
 }
 
 /// A feed without its readings, OOM reports, counters and last word.
-pub fn feed_rest(f: &FeedRecord) -> FeedRecord {
+pub(crate) fn feed_rest(f: &FeedRecord) -> FeedRecord {
     let FeedRecord {
         socket,
         found_via,
@@ -253,7 +253,7 @@ pub fn feed_rest(f: &FeedRecord) -> FeedRecord {
 }
 
 /// The nine counters of a feed, in column order.
-pub fn counters(c: &FeedCounters) -> [u64; 9] {
+pub(crate) fn counters(c: &FeedCounters) -> [u64; 9] {
     let FeedCounters {
         lines,
         samples,
@@ -278,7 +278,7 @@ pub fn counters(c: &FeedCounters) -> [u64; 9] {
     ]
 }
 
-pub fn counters_from(v: [u64; 9]) -> FeedCounters {
+pub(crate) fn counters_from(v: [u64; 9]) -> FeedCounters {
     let [lines, samples, oversized, malformed, unknown_version, unknown_type, invalid, rate_limited, floods] =
         v;
     FeedCounters {
@@ -297,7 +297,7 @@ pub fn counters_from(v: [u64; 9]) -> FeedCounters {
 /// The integer statistics of a reading, in column order (from [`col::STATS`]), and its
 /// floats: `time`, `largest_free_block_time`, `reserved_since`. `active` is written as its
 /// excess over `allocated`, `requested` as its shortfall (each follows `allocated` closely).
-pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f64>; 3]) {
+pub(crate) fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f64>; 3]) {
     let AllocatorStats {
         index,
         seq,
@@ -353,12 +353,12 @@ pub fn stats_fields(s: &AllocatorStats) -> ([Option<u64>; STATS_INTS], [Option<f
 
 /// The peak columns (from [`col::STATS`]) and the columns of the figures they are the peaks
 /// of, in [`stats_fields`]' order.
-pub const PEAKS: [(usize, usize); 5] = [(7, 2), (8, 3), (9, 4), (10, 5), (11, 6)];
+pub(crate) const PEAKS: [(usize, usize); 5] = [(7, 2), (8, 3), (9, 4), (10, 5), (11, 6)];
 
 /// The figures said against a reference figure of the same reading, read before them
 /// (`IntSlot::put_ratio`), in [`stats_fields`]' order: `inactive_split` against `active`'s
 /// excess, `requested`'s shortfall against `allocated`.
-pub const RATIOS: [(usize, usize); 2] = [(5, 4), (6, 2)];
+pub(crate) const RATIOS: [(usize, usize); 2] = [(5, 4), (6, 2)];
 
 /// The integer statistics of a reading; its three floats' columns follow theirs.
-pub const STATS_INTS: usize = 20;
+pub(crate) const STATS_INTS: usize = 20;

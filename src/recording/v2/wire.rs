@@ -11,7 +11,7 @@ use std::fmt;
 
 /// Why a record could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError(pub String);
+pub(crate) struct WireError(pub(crate) String);
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -19,21 +19,21 @@ impl fmt::Display for WireError {
     }
 }
 
-pub type Result<T> = std::result::Result<T, WireError>;
+pub(crate) type Result<T> = std::result::Result<T, WireError>;
 
-pub fn err<T>(what: impl Into<String>) -> Result<T> {
+pub(crate) fn err<T>(what: impl Into<String>) -> Result<T> {
     Err(WireError(what.into()))
 }
 
-pub fn zigzag(v: i64) -> u64 {
+pub(crate) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-pub fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -43,17 +43,17 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Bytes read from a slice, in order.
 #[derive(Debug, Clone)]
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Reader { bytes, pos: 0 }
     }
 
-    pub fn byte(&mut self) -> Result<u8> {
+    pub(crate) fn byte(&mut self) -> Result<u8> {
         let b = *self
             .bytes
             .get(self.pos)
@@ -62,7 +62,7 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
-    pub fn varint(&mut self) -> Result<u64> {
+    pub(crate) fn varint(&mut self) -> Result<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.byte()?;
@@ -74,7 +74,7 @@ impl<'a> Reader<'a> {
         err("a number longer than 64 bits")
     }
 
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self
             .pos
             .checked_add(n)
@@ -86,26 +86,26 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint length, then that many bytes.
-    pub fn chunk(&mut self) -> Result<&'a [u8]> {
+    pub(crate) fn chunk(&mut self) -> Result<&'a [u8]> {
         let n = self.varint()?;
         self.take(usize::try_from(n).map_err(|_| WireError("a length too large".into()))?)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pos == self.bytes.len()
     }
 }
 
 /// Values packed at a fixed number of bits each, least significant bit first.
 #[derive(Debug, Default, Clone)]
-pub struct BitWriter {
+pub(crate) struct BitWriter {
     bytes: Vec<u8>,
     acc: u128,
     bits: u32,
 }
 
 impl BitWriter {
-    pub fn put(&mut self, value: u64, width: u32) {
+    pub(crate) fn put(&mut self, value: u64, width: u32) {
         if width == 0 {
             return;
         }
@@ -118,7 +118,7 @@ impl BitWriter {
         }
     }
 
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         if self.bits > 0 {
             self.bytes.push(self.acc as u8);
         }
@@ -127,7 +127,7 @@ impl BitWriter {
 }
 
 #[derive(Debug, Clone)]
-pub struct BitReader<'a> {
+pub(crate) struct BitReader<'a> {
     bytes: &'a [u8],
     pos: usize,
     acc: u128,
@@ -135,7 +135,7 @@ pub struct BitReader<'a> {
 }
 
 impl<'a> BitReader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         BitReader {
             bytes,
             pos: 0,
@@ -144,7 +144,7 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    pub fn get(&mut self, width: u32) -> Result<u64> {
+    pub(crate) fn get(&mut self, width: u32) -> Result<u64> {
         if width == 0 {
             return Ok(0);
         }
@@ -170,7 +170,7 @@ impl<'a> BitReader<'a> {
 }
 
 /// Bits needed for `v` (0 for 0).
-pub fn width(v: u64) -> u32 {
+pub(crate) fn width(v: u64) -> u32 {
     64 - v.leading_zeros()
 }
 
@@ -179,24 +179,24 @@ pub fn width(v: u64) -> u32 {
 /// that most of its values fit (chosen for the fewest bits); where they differ, each value
 /// is preceded by one bit saying which it takes.
 #[derive(Debug)]
-pub struct ColumnsOut {
+pub(crate) struct ColumnsOut {
     columns: Vec<Vec<u64>>,
 }
 
 impl ColumnsOut {
-    pub fn new(count: usize) -> Self {
+    pub(crate) fn new(count: usize) -> Self {
         ColumnsOut {
             columns: vec![Vec::new(); count],
         }
     }
 
-    pub fn push(&mut self, column: usize, value: u64) {
+    pub(crate) fn push(&mut self, column: usize, value: u64) {
         self.columns[column].push(value);
     }
 
     /// The column table (each column's count and width, into `control`) and the packed
     /// columns, one after the other (into `packed`).
-    pub fn finish(self, control: &mut Vec<u8>, packed: &mut Vec<u8>) {
+    pub(crate) fn finish(self, control: &mut Vec<u8>, packed: &mut Vec<u8>) {
         for values in &self.columns {
             put_varint(control, values.len() as u64);
             if values.is_empty() {
@@ -260,13 +260,13 @@ struct ColumnIn<'a> {
 
 /// The columns of one record being read.
 #[derive(Debug)]
-pub struct ColumnsIn<'a> {
+pub(crate) struct ColumnsIn<'a> {
     columns: Vec<ColumnIn<'a>>,
 }
 
 impl<'a> ColumnsIn<'a> {
     /// Reads the column table from `control` and cuts `packed` into the columns.
-    pub fn read(count: usize, control: &mut Reader<'_>, packed: &'a [u8]) -> Result<Self> {
+    pub(crate) fn read(count: usize, control: &mut Reader<'_>, packed: &'a [u8]) -> Result<Self> {
         let mut columns = Vec::with_capacity(count);
         let mut at = 0usize;
         for _ in 0..count {
@@ -308,7 +308,7 @@ impl<'a> ColumnsIn<'a> {
         Ok(ColumnsIn { columns })
     }
 
-    pub fn get(&mut self, column: usize) -> Result<u64> {
+    pub(crate) fn get(&mut self, column: usize) -> Result<u64> {
         let c = self
             .columns
             .get_mut(column)

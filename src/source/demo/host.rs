@@ -16,7 +16,7 @@ const HOST_TOTAL: u64 = 2_015 * GIB + 612 * MIB;
 /// daemons.
 const HOST_BASE: u64 = 143 * GIB;
 /// The orphaned dataloader worker that keeps the zombie context of PID 31337 alive.
-pub const ORPHAN_PID: u32 = 31342;
+pub(crate) const ORPHAN_PID: u32 = 31342;
 /// The launcher of the two training ranks.
 const TORCHRUN_PID: u32 = 41229;
 
@@ -26,7 +26,7 @@ fn tenths(value: f64) -> f64 {
 
 /// An actor's CPU, in percent of one core: data loading and the Python loop of a busy rank
 /// keep more than a core busy; an idle server, a sliver.
-pub fn cpu_percent(seed: u64, actor: &Actor, t: f64) -> Option<f64> {
+pub(crate) fn cpu_percent(seed: u64, actor: &Actor, t: f64) -> Option<f64> {
     if !actor.visible {
         return None;
     }
@@ -37,7 +37,7 @@ pub fn cpu_percent(seed: u64, actor: &Actor, t: f64) -> Option<f64> {
 
 /// An actor's resident host memory, bytes: pinned staging buffers and the dataset's pages grow
 /// with what it holds on the GPU.
-pub fn host_memory(seed: u64, actor: &Actor, t: f64) -> Option<u64> {
+pub(crate) fn host_memory(seed: u64, actor: &Actor, t: f64) -> Option<u64> {
     if !actor.visible {
         return None;
     }
@@ -47,14 +47,14 @@ pub fn host_memory(seed: u64, actor: &Actor, t: f64) -> Option<u64> {
 }
 
 /// Seconds since the actor started (its `start_time` says the same in clock ticks).
-pub fn elapsed(actor: &Actor, t: f64) -> Option<u64> {
+pub(crate) fn elapsed(actor: &Actor, t: f64) -> Option<u64> {
     actor
         .visible
         .then(|| (t - actor.started_at).max(0.0).floor() as u64)
 }
 
 /// The node's CPU (percent of all threads) and memory.
-pub fn node(seed: u64, actors: &[Actor], t: f64) -> (Option<f64>, Option<HostMemory>) {
+pub(crate) fn node(seed: u64, actors: &[Actor], t: f64) -> (Option<f64>, Option<HostMemory>) {
     let busy: f64 = actors.iter().filter_map(|a| cpu_percent(seed, a, t)).sum();
     let cpu = tenths(1.5 + busy / THREADS + 2.0 * noise(seed, 9_001, t as u64));
     let held: u64 = actors.iter().filter_map(|a| host_memory(seed, a, t)).sum();
@@ -79,7 +79,7 @@ fn uid_of(user: &str) -> u32 {
 /// Who holds the device files open: every visible actor holds its GPU's (the MIG instances
 /// share their GPU's file) and `/dev/nvidia-uvm`; so does the orphaned worker of the exited
 /// PID 31337, on GPU 2, without a context of its own. GPU `g`'s minor number is `g`.
-pub fn device_files(actors: &[Actor], epoch_ticks: impl Fn(f64) -> u64) -> DeviceFileScan {
+pub(crate) fn device_files(actors: &[Actor], epoch_ticks: impl Fn(f64) -> u64) -> DeviceFileScan {
     let mut holders: Vec<DeviceHolder> = actors
         .iter()
         .filter(|a| a.visible)

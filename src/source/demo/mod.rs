@@ -11,7 +11,7 @@ mod host;
 mod owners;
 mod story;
 
-pub use story::LOOP_SECS;
+pub(crate) use story::LOOP_SECS;
 
 use super::{Source, SourceError};
 use crate::sample::feed::{
@@ -26,7 +26,7 @@ use story::{Actor, Place};
 
 /// Unix time the demo's story starts at: 2026-01-01 09:00:00 UTC. The demo runs on its own
 /// clock so that any instant of it can be reproduced.
-pub const DEMO_EPOCH: f64 = 1_767_258_000.0;
+pub(crate) const DEMO_EPOCH: f64 = 1_767_258_000.0;
 /// The story instant `snapshot --demo` shows by default: every situation is on screen
 /// (warm plateau, leak, stale-free feeds, fragmentation just past the first OOM).
 pub const SNAPSHOT_AT: f64 = 905.0;
@@ -79,7 +79,7 @@ fn mig_uuid(slot: usize) -> String {
 
 /// A demo instant (unix seconds) told as story time, `story 15m05s`: the demo's clock runs
 /// faster than the wall's from a fixed origin ([`DEMO_EPOCH`]), so it is never called UTC.
-pub fn story_time(unix_secs: f64) -> String {
+pub(crate) fn story_time(unix_secs: f64) -> String {
     let story = unix_secs - DEMO_EPOCH;
     if story < 0.0 {
         format!("story −{}", crate::units::duration(-story))

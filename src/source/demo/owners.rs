@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 /// The story's launcher of the training ranks (a `torchrun` the node does not list: it holds
 /// no GPU memory).
-pub const TORCHRUN_PID: u32 = 41200;
+pub(crate) const TORCHRUN_PID: u32 = 41200;
 
 fn owner(fields: &[(&str, &str, &str)]) -> Owner {
     let mut owner = Owner::default();
@@ -106,7 +106,7 @@ fn table() -> &'static HashMap<&'static str, Arc<Owner>> {
 
 /// The owner of a demo actor: `None` where the process is not visible (its `/proc` entry
 /// is gone), kind `none` where nothing names one.
-pub fn of(actor: &Actor) -> Option<Arc<Owner>> {
+pub(crate) fn of(actor: &Actor) -> Option<Arc<Owner>> {
     if !actor.visible {
         return None;
     }

@@ -5,46 +5,46 @@
 
 use super::noise;
 
-pub const LOOP_SECS: f64 = 1200.0;
+pub(crate) const LOOP_SECS: f64 = 1200.0;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: u64 = 1 << 20;
 
 /// Where a simulated process runs: a whole GPU, or a MIG slot of GPU 3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     Gpu(usize),
     Mig(usize, usize),
 }
 
 /// A fed process's allocator state.
 #[derive(Debug, Clone)]
-pub struct Pool {
-    pub framework: &'static str,
-    pub framework_version: &'static str,
-    pub backend: &'static str,
-    pub allocated: u64,
-    pub reserved: u64,
-    pub inactive_split: Option<u64>,
-    pub peak_allocated: u64,
-    pub peak_reserved: u64,
-    pub alloc_retries: Option<u64>,
-    pub ooms: Option<u64>,
-    pub largest_free_block: Option<u64>,
+pub(crate) struct Pool {
+    pub(crate) framework: &'static str,
+    pub(crate) framework_version: &'static str,
+    pub(crate) backend: &'static str,
+    pub(crate) allocated: u64,
+    pub(crate) reserved: u64,
+    pub(crate) inactive_split: Option<u64>,
+    pub(crate) peak_allocated: u64,
+    pub(crate) peak_reserved: u64,
+    pub(crate) alloc_retries: Option<u64>,
+    pub(crate) ooms: Option<u64>,
+    pub(crate) largest_free_block: Option<u64>,
     /// Story time the feed was last published at (a stuck agent stops publishing).
-    pub published_at: f64,
+    pub(crate) published_at: f64,
     /// The latest out-of-memory error so far, as the OOM observer reported it.
-    pub last_oom: Option<DemoOom>,
+    pub(crate) last_oom: Option<DemoOom>,
 }
 
 /// An out-of-memory error of the story: when, what was asked, and the device's free and
 /// total (or allowed maximum) as the allocator saw them.
 #[derive(Debug, Clone, Copy)]
-pub struct DemoOom {
-    pub at: f64,
-    pub requested: u64,
-    pub device_free: u64,
-    pub device_total: u64,
+pub(crate) struct DemoOom {
+    pub(crate) at: f64,
+    pub(crate) requested: u64,
+    pub(crate) device_free: u64,
+    pub(crate) device_total: u64,
 }
 
 /// The latest of `times` up to `t`.
@@ -54,17 +54,17 @@ fn latest(times: &[f64], t: f64) -> Option<f64> {
 
 /// One simulated process at one story instant.
 #[derive(Debug, Clone)]
-pub struct Actor {
-    pub pid: u32,
-    pub place: Place,
+pub(crate) struct Actor {
+    pub(crate) pid: u32,
+    pub(crate) place: Place,
     /// Story time the process started at.
-    pub started_at: f64,
-    pub user: Option<&'static str>,
-    pub command: Option<&'static str>,
-    pub used: u64,
-    pub visible: bool,
-    pub sm_util: Option<u32>,
-    pub pool: Option<Pool>,
+    pub(crate) started_at: f64,
+    pub(crate) user: Option<&'static str>,
+    pub(crate) command: Option<&'static str>,
+    pub(crate) used: u64,
+    pub(crate) visible: bool,
+    pub(crate) sm_util: Option<u32>,
+    pub(crate) pool: Option<Pool>,
 }
 
 fn bytes(gib: f64) -> u64 {
@@ -115,8 +115,8 @@ fn outside(t: f64, start: f64, bytes: u64) -> u64 {
     }
 }
 
-pub const CONTEXT_H100: u64 = 532 * MIB;
-pub const CONTEXT_A100: u64 = 476 * MIB;
+pub(crate) const CONTEXT_H100: u64 = 532 * MIB;
+pub(crate) const CONTEXT_A100: u64 = 476 * MIB;
 
 /// Story seconds a trainer spends between CUDA init and its first allocation (loading data):
 /// its agent, started with it under `strata run`, sees the pool empty, so the monitor
@@ -393,7 +393,7 @@ fn jax_server(seed: u64, t: f64) -> Actor {
 }
 
 /// Everyone on the node at story time `t` (within one loop).
-pub fn cast(seed: u64, t: f64) -> Vec<Actor> {
+pub(crate) fn cast(seed: u64, t: f64) -> Vec<Actor> {
     let mut actors = vec![
         trainer(
             seed,
@@ -454,7 +454,7 @@ pub fn cast(seed: u64, t: f64) -> Vec<Actor> {
 
 /// Usage on a device that no listed process accounts for (another container's processes,
 /// which NVML does not list here).
-pub fn unlisted(place: Place) -> u64 {
+pub(crate) fn unlisted(place: Place) -> u64 {
     match place {
         Place::Mig(3, 2) => 2662 * MIB,
         _ => 0,

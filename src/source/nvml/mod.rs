@@ -26,7 +26,7 @@ use api::Api;
 use handles::Gpus;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{cuda_driver_version_major, cuda_driver_version_minor, Nvml};
-pub use query::profile_from_name;
+pub(crate) use query::profile_from_name;
 use read::Reader;
 use refusal::Refusal;
 use std::collections::{BTreeMap, HashMap};
@@ -82,7 +82,7 @@ fn describe(e: &NvmlError) -> String {
 
 /// Loads and initialises NVML from `library`, else from the driver's usual names in turn:
 /// the library, and the name it was loaded by.
-pub fn load(library: Option<PathBuf>) -> Result<(Nvml, PathBuf), SourceError> {
+pub(crate) fn load(library: Option<PathBuf>) -> Result<(Nvml, PathBuf), SourceError> {
     let candidates: Vec<PathBuf> = match library {
         Some(path) => vec![path],
         None => DEFAULT_LIBRARIES.iter().map(PathBuf::from).collect(),
@@ -292,7 +292,7 @@ fn now() -> f64 {
 }
 
 /// This machine's host name, from the kernel.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 
 /// What kind of refusal a call met: what a user can do about it differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusedKind {
+pub(crate) enum RefusedKind {
     /// `NVML_ERROR_NO_PERMISSION`.
     NeedsRoot,
     /// `NVML_ERROR_GPU_IS_LOST`.
@@ -28,13 +28,13 @@ pub enum RefusedKind {
 
 /// One call NVML refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// NVML's error, the call and what it means, as the poll says it:
     /// `NVML_ERROR_NO_PERMISSION (nvmlDeviceGetMemoryInfo_v2): needs root (...)`.
-    pub line: String,
+    pub(crate) line: String,
     /// The call refused: `nvmlDeviceGetMemoryInfo_v2`.
-    pub call: &'static str,
-    pub kind: RefusedKind,
+    pub(crate) call: &'static str,
+    pub(crate) kind: RefusedKind,
 }
 
 impl From<Refusal> for Refused {
@@ -55,29 +55,29 @@ impl From<Refusal> for Refused {
 }
 
 /// The refusal of `call`, which nvml-wrapper reported as `error`.
-pub fn refused(call: &'static str, error: NvmlError) -> Refused {
+pub(crate) fn refused(call: &'static str, error: NvmlError) -> Refused {
     Refusal::of(call, error).into()
 }
 
 /// What a device's three process lists (compute, graphics, MPS clients) said.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcessLists {
+pub(crate) struct ProcessLists {
     /// Every pid listed, once, in order.
-    pub pids: Vec<u32>,
+    pub(crate) pids: Vec<u32>,
     /// The lists that could not be read (an unsupported graphics or MPS list is no gap).
-    pub refused: Vec<Refused>,
+    pub(crate) refused: Vec<Refused>,
     /// A list answered `GPU_IS_LOST`.
-    pub lost: bool,
+    pub(crate) lost: bool,
 }
 
 /// The calls the poll chose for this driver. Made from an [`Nvml`], it lives no longer.
-pub struct DriverCalls<'nvml> {
+pub(crate) struct DriverCalls<'nvml> {
     api: Api,
     _library: PhantomData<&'nvml Nvml>,
 }
 
 impl<'nvml> DriverCalls<'nvml> {
-    pub fn of(nvml: &'nvml Nvml) -> Self {
+    pub(crate) fn of(nvml: &'nvml Nvml) -> Self {
         DriverCalls {
             api: Api::of(nvml),
             _library: PhantomData,
@@ -86,29 +86,29 @@ impl<'nvml> DriverCalls<'nvml> {
 
     /// The poll's own line when the driver lacks a call strata prefers (R510's `_v2` memory
     /// and `_v3` process calls), naming what it uses instead; `None` when it has them all.
-    pub fn lacking(&self, driver_version: Option<&str>) -> Option<String> {
+    pub(crate) fn lacking(&self, driver_version: Option<&str>) -> Option<String> {
         self.api.driver_problem(driver_version)
     }
 
     /// Whether some figure cannot be read at all: no memory call, or a process list with no
     /// call in any version.
-    pub fn lacks_a_figure(&self) -> bool {
+    pub(crate) fn lacks_a_figure(&self) -> bool {
         self.api.memory_call().is_none() || ListKind::ALL.into_iter().any(|k| self.api.lacks(k))
     }
 
     /// The memory call a poll makes (`_v2`, else v1), `None` when there is none.
-    pub fn memory_call(&self) -> Option<&'static str> {
+    pub(crate) fn memory_call(&self) -> Option<&'static str> {
         self.api.memory_call()
     }
 
     /// The device's memory, as a poll reads it. `device` must come from the same library.
-    pub fn memory(&self, device: &Device<'nvml>) -> Result<DeviceMemory, Refused> {
+    pub(crate) fn memory(&self, device: &Device<'nvml>) -> Result<DeviceMemory, Refused> {
         self.api.memory(device).map_err(Refused::from)
     }
 
     /// The device's process lists, as a poll reads them. `device` must come from the same
     /// library.
-    pub fn processes(&self, device: &Device<'nvml>) -> ProcessLists {
+    pub(crate) fn processes(&self, device: &Device<'nvml>) -> ProcessLists {
         // SAFETY: a handle of this library, which outlives `self` and `device`.
         let handle = Handle(unsafe { device.handle() });
         let lists = processes::read(&self.api, handle);

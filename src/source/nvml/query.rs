@@ -12,7 +12,7 @@ pub(super) struct Handle(pub(super) nvml_wrapper_sys::bindings::nvmlDevice_t);
 unsafe impl Send for Handle {}
 
 /// `3g.40gb` from `NVIDIA A100-SXM4-80GB MIG 3g.40gb`.
-pub fn profile_from_name(name: &str) -> Option<String> {
+pub(crate) fn profile_from_name(name: &str) -> Option<String> {
     let (_, profile) = name.rsplit_once("MIG ")?;
     let profile = profile.trim();
     (!profile.is_empty()).then(|| profile.to_string())

@@ -17,20 +17,20 @@
 
 /// What the cgroup paths name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CgroupFacts {
-    pub pod_uid: Option<String>,
-    pub container_id: Option<String>,
-    pub runtime: Option<&'static str>,
+pub(crate) struct CgroupFacts {
+    pub(crate) pod_uid: Option<String>,
+    pub(crate) container_id: Option<String>,
+    pub(crate) runtime: Option<&'static str>,
     /// LXC names its container in the path itself.
-    pub container_name: Option<String>,
-    pub slurm_job: Option<String>,
-    pub slurm_step: Option<String>,
-    pub slurm_task: Option<String>,
-    pub unit: Option<String>,
+    pub(crate) container_name: Option<String>,
+    pub(crate) slurm_job: Option<String>,
+    pub(crate) slurm_step: Option<String>,
+    pub(crate) slurm_task: Option<String>,
+    pub(crate) unit: Option<String>,
 }
 
 /// The facts of a `/proc/PID/cgroup` file.
-pub fn parse(text: &str) -> CgroupFacts {
+pub(crate) fn parse(text: &str) -> CgroupFacts {
     let mut paths: Vec<(u8, &str)> = text
         .lines()
         .filter_map(|line| {
@@ -82,7 +82,7 @@ fn preference(controllers: &str) -> u8 {
 }
 
 /// The facts one cgroup path names.
-pub fn parse_path(path: &str) -> CgroupFacts {
+pub(crate) fn parse_path(path: &str) -> CgroupFacts {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let mut facts = CgroupFacts::default();
     let kubepods = parts

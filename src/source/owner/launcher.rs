@@ -3,10 +3,10 @@
 //! by the parent chain in `/proc`. A worker's own command is never taken for its launcher.
 
 /// What `/proc` says of one process of the chain: its parent, `comm` and argv.
-pub struct Ancestor {
-    pub ppid: Option<u32>,
-    pub comm: String,
-    pub argv: Vec<String>,
+pub(crate) struct Ancestor {
+    pub(crate) ppid: Option<u32>,
+    pub(crate) comm: String,
+    pub(crate) argv: Vec<String>,
 }
 
 /// The launchers' names, as `comm` or as the program (or the script an interpreter runs).
@@ -38,7 +38,7 @@ fn base(path: &str) -> &str {
 }
 
 /// The launcher's name if this process is one.
-pub fn launcher_name(ancestor: &Ancestor) -> Option<String> {
+pub(crate) fn launcher_name(ancestor: &Ancestor) -> Option<String> {
     let argv = &ancestor.argv;
     let program = argv.first().map(|a| base(a)).unwrap_or("");
     let is_launcher = |name: &str| LAUNCHERS.contains(&name);
@@ -68,7 +68,7 @@ pub fn launcher_name(ancestor: &Ancestor) -> Option<String> {
 
 /// The nearest ancestor of `pid` that is a launcher: its pid and name. `look(pid)` reads one
 /// process of the chain (`None` when it cannot be read).
-pub fn find(pid: u32, look: impl Fn(u32) -> Option<Ancestor>) -> Option<(u32, String)> {
+pub(crate) fn find(pid: u32, look: impl Fn(u32) -> Option<Ancestor>) -> Option<(u32, String)> {
     let mut current = look(pid)?.ppid?;
     for _ in 0..MAX_DEPTH {
         if current <= 1 {

@@ -7,9 +7,9 @@ mod cgroup;
 mod launcher;
 mod names;
 
-pub use cgroup::{parse as parse_cgroup, CgroupFacts};
-pub use launcher::{launcher_name, Ancestor};
-pub use names::{NamePaths, PodIndex};
+pub(crate) use cgroup::CgroupFacts;
+pub(crate) use launcher::Ancestor;
+pub(crate) use names::{NamePaths, PodIndex};
 
 use crate::sample::owner::{from, Owner, OwnerKind};
 use std::collections::HashMap;
@@ -43,7 +43,7 @@ impl Default for Owners {
 }
 
 impl Owners {
-    pub fn new(proc_root: impl Into<PathBuf>, paths: NamePaths) -> Owners {
+    pub(crate) fn new(proc_root: impl Into<PathBuf>, paths: NamePaths) -> Owners {
         Owners {
             proc_root: proc_root.into(),
             pods: PodIndex::new(paths.clone()),
@@ -75,7 +75,7 @@ impl Owners {
     }
 
     /// Forgets processes not among `alive` (pid, start time).
-    pub fn retain(&mut self, alive: &[(u32, u64)]) {
+    pub(crate) fn retain(&mut self, alive: &[(u32, u64)]) {
         self.known.retain(|key, _| alive.contains(key));
     }
 

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 /// Where the names are read: the defaults of a node, or a test's directories.
 #[derive(Debug, Clone)]
-pub struct NamePaths {
+pub(crate) struct NamePaths {
     /// The kubelet's pod log directory (`STRATA_PODS_DIR`, default `/var/log/pods`).
-    pub pods: PathBuf,
+    pub(crate) pods: PathBuf,
     /// docker's containers (`/var/lib/docker/containers`).
-    pub docker: PathBuf,
+    pub(crate) docker: PathBuf,
     /// podman's container list (`/var/lib/containers/storage/overlay-containers/containers.json`).
-    pub podman: PathBuf,
+    pub(crate) podman: PathBuf,
 }
 
 impl Default for NamePaths {
@@ -36,28 +36,28 @@ impl Default for NamePaths {
 
 /// A pod as its log directory names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodNames {
-    pub namespace: String,
-    pub pod: String,
+pub(crate) struct PodNames {
+    pub(crate) namespace: String,
+    pub(crate) pod: String,
     /// The pod's directory (its containers are its subdirectories).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 /// The pod log directory, listed at most once every [`RESCAN`] (pods come and go; a pod not
 /// found is looked for again at the next listing).
 #[derive(Debug)]
-pub struct PodIndex {
+pub(crate) struct PodIndex {
     paths: NamePaths,
     by_uid: HashMap<String, PodNames>,
     listed: Option<Instant>,
     /// Why the directory could not be listed, as last seen.
-    pub problem: Option<String>,
+    pub(crate) problem: Option<String>,
 }
 
 const RESCAN: Duration = Duration::from_secs(10);
 
 impl PodIndex {
-    pub fn new(paths: NamePaths) -> PodIndex {
+    pub(crate) fn new(paths: NamePaths) -> PodIndex {
         PodIndex {
             paths,
             by_uid: HashMap::new(),
@@ -67,7 +67,7 @@ impl PodIndex {
     }
 
     /// The names of the pod with this UID, or why there are none.
-    pub fn pod(&mut self, uid: &str) -> Result<PodNames, String> {
+    pub(crate) fn pod(&mut self, uid: &str) -> Result<PodNames, String> {
         if !self.by_uid.contains_key(uid) && self.listed.is_none_or(|t| t.elapsed() >= RESCAN) {
             self.list();
         }
@@ -107,7 +107,7 @@ impl PodIndex {
 
     /// The name of the container `id` of `pod`: from `/var/log/containers` (beside the pods
     /// directory), which names it with its ID; else the pod's one container directory.
-    pub fn container(&self, pod: &PodNames, id: Option<&str>) -> Result<String, String> {
+    pub(crate) fn container(&self, pod: &PodNames, id: Option<&str>) -> Result<String, String> {
         if let (Some(id), Some(parent)) = (id, self.paths.pods.parent()) {
             let prefix = format!("{}_{}_", pod.pod, pod.namespace);
             let suffix = format!("-{id}.log");
@@ -152,7 +152,7 @@ fn split_pod_dir(name: &str) -> Option<(&str, &str, &str)> {
 
 /// A container's name from its runtime's own state: docker's `config.v2.json` (`"Name":
 /// "/trainer"`), podman's `containers.json` (`"names": ["trainer"]`).
-pub fn container_name(
+pub(crate) fn container_name(
     paths: &NamePaths,
     runtime: Option<&str>,
     id: &str,

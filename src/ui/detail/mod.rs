@@ -79,7 +79,7 @@ impl Rows {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn draw_detail(
+pub(crate) fn draw_detail(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,

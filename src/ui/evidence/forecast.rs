@@ -21,15 +21,15 @@ const CROSSING: char = '✕';
 /// What a forecast's evidence says to draw.
 pub(super) struct Forecast {
     /// The series' level now, its pace (bytes a second) and the line it will cross.
-    pub level: u64,
-    pub rate: f64,
-    pub limit: u64,
-    pub eta: f64,
-    pub start: Option<f64>,
+    pub(crate) level: u64,
+    pub(crate) rate: f64,
+    pub(crate) limit: u64,
+    pub(crate) eta: f64,
+    pub(crate) start: Option<f64>,
 }
 
 impl Forecast {
-    pub fn of(evidence: &evidence::Forecast) -> Option<Forecast> {
+    pub(crate) fn of(evidence: &evidence::Forecast) -> Option<Forecast> {
         Some(Forecast {
             level: evidence.level_bytes.0,
             rate: Some(evidence.rate_bytes_per_sec.0).filter(|r| r.is_finite())?,

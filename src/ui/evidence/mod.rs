@@ -27,7 +27,7 @@ const CHART_ROWS: usize = 8;
 /// Width of the field names column.
 const NAME_WIDTH: usize = 22;
 
-pub fn draw_evidence(
+pub(crate) fn draw_evidence(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,

@@ -21,7 +21,7 @@ use ratatui::Frame;
 
 /// How the GPU section is laid out at this size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Bordered panels with legend and sparklines, in this many columns.
     Full { columns: u16 },
     /// One line per GPU and per MIG instance (with a short legend line under each when
@@ -33,9 +33,9 @@ pub enum Mode {
 
 /// The chosen layout, with each panel's contents already built (once per frame).
 #[derive(Debug, Clone)]
-pub struct Plan {
-    pub mode: Mode,
-    pub height: u16,
+pub(crate) struct Plan {
+    pub(crate) mode: Mode,
+    pub(crate) height: u16,
     /// Inside of each GPU's panel in Full mode; the section's lines in Compact mode.
     panels: Vec<Vec<Line<'static>>>,
 }
@@ -75,7 +75,13 @@ impl MigShown<'_> {
 }
 
 /// Chooses the richest layout whose height fits in `budget` rows.
-pub fn plan(state: &State, observed: &Observed, width: u16, budget: u16, theme: Theme) -> Plan {
+pub(crate) fn plan(
+    state: &State,
+    observed: &Observed,
+    width: u16,
+    budget: u16,
+    theme: Theme,
+) -> Plan {
     let gpus = &observed.sample.gpus;
     if gpus.is_empty() {
         return Plan {
@@ -167,7 +173,7 @@ fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -
     }
 }
 
-pub fn draw_gpus(
+pub(crate) fn draw_gpus(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,

@@ -7,7 +7,7 @@ use crate::layers::Layer;
 
 /// What fills one cell of a chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Band {
+pub(crate) enum Band {
     Layer(Layer),
     /// Occupied bytes no known layer holds at that instant: partly known.
     Partial,
@@ -15,12 +15,12 @@ pub enum Band {
 
 /// The bands of a device at one instant, bottom to top, in bytes: its known layers, then
 /// what is only partly known, then free. `None` where nothing is known.
-pub type Column = Option<Vec<(Band, u64)>>;
+pub(crate) type Column = Option<Vec<(Band, u64)>>;
 
 /// The device's columns from its history: `axis.width` of them, each the last sample in
 /// its span. Where the history's points are sparser than the columns, a point spreads over
 /// the columns it covers.
-pub fn columns(history: &History, uuid: &str, total: u64, axis: &TimeAxis) -> Vec<Column> {
+pub(crate) fn columns(history: &History, uuid: &str, total: u64, axis: &TimeAxis) -> Vec<Column> {
     let width = axis.width;
     let Some(used) = history.get(&SeriesKey::device(uuid, Metric::Used)) else {
         return vec![None; width];
@@ -77,7 +77,7 @@ pub fn columns(history: &History, uuid: &str, total: u64, axis: &TimeAxis) -> Ve
 
 /// The band of each of `height` rows of a column, bottom first: each band's upper edge is
 /// its running total rounded to a row, so a layer that grows lifts its edge steadily.
-pub fn stack(bands: &[(Band, u64)], total: u64, height: usize) -> Vec<Band> {
+pub(crate) fn stack(bands: &[(Band, u64)], total: u64, height: usize) -> Vec<Band> {
     let mut rows = Vec::with_capacity(height);
     if total == 0 {
         return rows;

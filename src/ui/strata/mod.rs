@@ -26,7 +26,7 @@ use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// The glyph of bytes only partly known.
-pub const PARTIAL_GLYPH: char = '?';
+pub(crate) const PARTIAL_GLYPH: char = '?';
 
 /// Chart rows a device gets where there is room, at least and at most.
 const PREFERRED_ROWS: usize = 10;
@@ -59,7 +59,7 @@ fn chart_rows(height: usize, devices: usize) -> (usize, usize) {
     (rows, per_page)
 }
 
-pub fn draw_strata(
+pub(crate) fn draw_strata(
     frame: &mut Frame<'_>,
     area: Rect,
     state: &State,
