@@ -30,6 +30,34 @@ use theme::Theme;
 pub(crate) const MIN_WIDTH: u16 = 60;
 pub(crate) const MIN_HEIGHT: u16 = 16;
 
+/// What a terminal below the minimum shows, a line each, at most `height` lines: the whole
+/// sentence where it fits on one line of `width` cells; else its parts, the way out first, so
+/// that "q to quit" is never what is cut. (Each character here is one cell wide.)
+fn too_small(width: u16, height: u16) -> Vec<String> {
+    let size = format!("{width}x{height} < {MIN_WIDTH}x{MIN_HEIGHT}");
+    let whole = format!("too small ({size}): enlarge the terminal, or q to quit");
+    if whole.chars().count() <= usize::from(width) {
+        return vec![whole];
+    }
+    if height < 2 {
+        let one = [
+            format!("q to quit · too small: {size}"),
+            "q to quit · too small".into(),
+        ]
+        .into_iter()
+        .find(|line| line.chars().count() <= usize::from(width))
+        .unwrap_or_else(|| "q to quit".into());
+        return vec![one];
+    }
+    let mut parts = vec![
+        "q to quit".to_string(),
+        format!("too small: {size}"),
+        "enlarge the terminal".to_string(),
+    ];
+    parts.truncate(usize::from(height));
+    parts
+}
+
 /// Draws the whole screen for the current state.
 pub fn draw(frame: &mut Frame<'_>, state: &State) {
     let area = frame.area();
@@ -40,15 +68,16 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         mono: state.setup.monochrome,
     };
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        let text = format!(
-            "too small ({}x{} < {MIN_WIDTH}x{MIN_HEIGHT}): enlarge the terminal, or q to quit",
-            area.width, area.height
-        );
-        let line = Line::styled(
-            crate::present::fit(&text, area.width as usize),
-            theme.alert(),
-        );
-        frame.render_widget(Paragraph::new(line), Rect { height: 1, ..area });
+        let lines: Vec<Line<'_>> = too_small(area.width, area.height)
+            .into_iter()
+            .map(|text| {
+                Line::styled(
+                    crate::present::fit(&text, area.width as usize),
+                    theme.alert(),
+                )
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(lines), area);
         return;
     }
     let [top, body, bottom] = Layout::vertical([

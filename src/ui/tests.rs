@@ -183,6 +183,30 @@ fn tiny_terminals_do_not_panic() {
 }
 
 #[test]
+fn a_terminal_too_small_always_says_how_to_quit() {
+    let state = demo_state(false);
+    for (w, h) in [
+        (59, 40),
+        (40, 10),
+        (30, 8),
+        (20, 5),
+        (20, 1),
+        (9, 1),
+        (9, 3),
+        (74, 2),
+    ] {
+        let screen = text(&render(&state, w, h));
+        assert!(screen.contains("q to quit"), "{w}x{h}:\n{screen}");
+    }
+    // Where the sentence fits, it is one line, as before.
+    let wide = text(&render(&state, 200, 3));
+    assert!(
+        wide.contains("too small (200x3 < 60x16): enlarge the terminal, or q to quit"),
+        "{wide}"
+    );
+}
+
+#[test]
 fn every_size_in_between_draws() {
     let mut state = demo_state(false);
     for (w, h) in [
