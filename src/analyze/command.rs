@@ -97,7 +97,7 @@ pub(crate) fn nothing_read(analysis: &Analysis, shown: &str) -> Option<String> {
     if analysis.samples > 0 {
         return None;
     }
-    const HINT: &str = "a recording is what `strata record FILE` or `strata snapshot --json --count N > FILE` writes";
+    const HINT: &str = "a recording is what `strata record FILE` (format 2) or `strata snapshot --json --count N > FILE` (JSON lines) writes";
     let bad = analysis.bad_lines.len() as u64 + analysis.more_bad_lines;
     let why = if let Some(first) = analysis.bad_lines.first() {
         let error = crate::text::clean(&first.error);

@@ -151,7 +151,7 @@ impl ReadError {
         match self {
             ReadError::Io(_) => "check the file and the disk it is on",
             ReadError::NoLineEnd { .. } => {
-                "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
+                "a recording is what `strata record FILE` (format 2) or `strata snapshot --json --count N > FILE` (JSON lines) writes"
             }
             ReadError::Window { .. } => {
                 "recompress it with a smaller window: zstd -dc --long=31 FILE | zstd -o NEW.zst"

@@ -38,7 +38,7 @@ impl OpenError {
                 "save it to a file first (cat PIPE > FILE) and replay that; `strata analyze -` reads a pipe"
             }
             OpenError::NoSample { .. } => {
-                "a recording is JSON lines, one sample each, from `strata record FILE` or `strata snapshot --json --count N`"
+                "a recording is what `strata record FILE` (format 2) or `strata snapshot --json --count N > FILE` (JSON lines) writes"
             }
             OpenError::Stdin => "save the recording to a file and name it: strata replay FILE",
         }

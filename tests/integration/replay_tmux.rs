@@ -221,6 +221,13 @@ fn a_missing_empty_or_sampleless_recording_is_one_line_and_exit_1() {
             "{stderr}"
         );
         assert!(stderr.contains("(hint: "), "{stderr}");
+        if file != &missing {
+            // `strata record` writes format 2: the hint names both formats, as analyze's does.
+            assert!(
+                stderr.contains("`strata record FILE` (format 2)"),
+                "{stderr}"
+            );
+        }
         assert!(out.stdout.is_empty(), "the terminal was touched");
     }
     // Under a terminal too, before the screen is taken.
