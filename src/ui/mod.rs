@@ -146,6 +146,8 @@ fn draw_main(
 }
 
 #[cfg(test)]
+mod picture;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_strata_and_evidence;
