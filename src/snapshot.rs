@@ -80,7 +80,7 @@ pub(crate) struct GpuOut<'a> {
     pub(crate) bounds: Bounds,
     /// The least exact source of the contexts summed in `layers.context`.
     pub(crate) context_source: Option<ContextSource>,
-    /// What NVML refused for this GPU (see README).
+    /// What NVML refused for this GPU (`docs/command-line.md`, `problems`).
     pub(crate) problems: &'a BTreeMap<String, String>,
     pub(crate) mig: Vec<MigOut<'a>>,
 }

@@ -13,12 +13,14 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// zstd's level when the name does not say plain or gzip: chosen by `benches/record.sh`
-/// (bytes and CPU per sample of a busy node; see README "Recording").
+/// (bytes and CPU per sample of a busy node; `docs/contributing/benchmarks.md`, "Recording:
+/// bytes and CPU a sample").
 pub(crate) const ZSTD_LEVEL: i32 = 1;
 /// gzip's level for a `.gz` name.
 pub(crate) const GZIP_LEVEL: u32 = 6;
 
-/// zstd's level for format 2: chosen by `benches/record.sh` (see README "Recording").
+/// zstd's level for format 2: chosen by `benches/record.sh` (`docs/contributing/benchmarks.md`,
+/// "Recording: bytes and CPU a sample").
 pub(crate) const RECORDS_LEVEL: i32 = 6;
 
 /// How the samples are stored, as the file's name asks.

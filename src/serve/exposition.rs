@@ -1,4 +1,4 @@
-//! One observed instant as Prometheus metrics (README, "strata serve"): built with the
+//! One observed instant as Prometheus metrics (`docs/prometheus.md`): built with the
 //! `prometheus-client` crate, encoded once per sample, so that a scrape only copies text.
 //!
 //! Unknown is absent: Prometheus has no `n/a`, so a layer, a figure or a label nobody knows

@@ -137,15 +137,16 @@ pub fn assert_check(check: &Value, status: &str, words: &[&str]) {
     }
 }
 
-/// The README's documented keys of each JSON object, between `<!-- MARK -->` and its end.
+/// `docs/doctor.md`'s documented keys of each JSON object, between `<!-- MARK -->` and its
+/// end.
 pub fn documented(
     mark: &str,
 ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/doctor.md"))
+        .expect("docs/doctor.md");
     let start = readme
         .find(&format!("<!-- {mark} -->"))
-        .unwrap_or_else(|| panic!("the README has a {mark} block"));
+        .unwrap_or_else(|| panic!("docs/doctor.md has a {mark} block"));
     let end = readme[start..]
         .find(&format!("<!-- /{mark} -->"))
         .map(|e| start + e)

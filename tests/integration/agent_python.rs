@@ -101,7 +101,7 @@ fn python_agent_suite() {
     );
 }
 
-/// The oldest Python the agent supports: what `pyproject.toml`, `PROTOCOL.md` and the README
+/// The oldest Python the agent supports: what `pyproject.toml`, `PROTOCOL.md` and `docs/feeds.md`
 /// state, and the interpreter of the Debian bullseye root the suite runs under below.
 const MINIMUM_PYTHON: &str = "3.9";
 
@@ -123,7 +123,7 @@ fn the_stated_minimum_python_is_the_one_tested() {
             "assets/python/PROTOCOL.md",
             format!("- Python {MINIMUM_PYTHON} and later for the agent"),
         ),
-        ("README.md", format!("(Python {MINIMUM_PYTHON}+,")),
+        ("docs/feeds.md", format!("(Python {MINIMUM_PYTHON}+,")),
     ];
     for (path, words) in stated {
         assert!(

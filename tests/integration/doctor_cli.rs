@@ -1,6 +1,6 @@
 //! `strata doctor` against the fake NVML: no library at all, a healthy node, a driver older
 //! than R510, a MIG parent that needs root, process lists that fail, a stuck call; its exit
-//! statuses; its JSON keys against the README's; strings from outside defused; `--demo`
+//! statuses; its JSON keys against `docs/doctor.md`'s; strings from outside defused; `--demo`
 //! refused.
 
 use crate::common;
@@ -401,19 +401,19 @@ fn the_json_has_exactly_the_keys_and_checks_the_readme_documents() {
     let r = ran(doctor_command(Some(&fake_nvml_lib()), Some(&file), &[]));
     let expect = |kind: &str| {
         docs.get(kind)
-            .unwrap_or_else(|| panic!("the README documents `{kind}`"))
+            .unwrap_or_else(|| panic!("docs/doctor.md documents `{kind}`"))
             .clone()
     };
     assert_eq!(
         keys(&r.report),
         expect("doctor"),
-        "the report's keys against the README's"
+        "the report's keys against docs/doctor.md's"
     );
     assert_eq!(keys(&r.report["counts"]), expect("counts"));
     for c in r.report["checks"].as_array().expect("checks") {
         assert_eq!(keys(c), expect("check"), "{c}");
     }
-    // Every check the README lists, by group, and nothing else.
+    // Every check docs/doctor.md lists, by group, and nothing else.
     let listed = documented("doctor-checks");
     let mut found: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
     for c in r.report["checks"].as_array().expect("checks") {
@@ -421,7 +421,10 @@ fn the_json_has_exactly_the_keys_and_checks_the_readme_documents() {
         let name = c["check"].as_str().unwrap_or_default().to_string();
         found.entry(group).or_default().insert(name);
     }
-    assert_eq!(found, listed, "the checks run against the README's list");
+    assert_eq!(
+        found, listed,
+        "the checks run against docs/doctor.md's list"
+    );
     assert_check(
         check(&r.report, "remote_debug", None),
         "ok",

@@ -419,12 +419,11 @@ fn openmetrics_ends_with_eof_and_the_age_at_scrape_time() {
     assert_eq!(e.family("strata_samples").samples[0].1, 0.0);
 }
 
-/// The README's table of metrics: name → type.
+/// The table of metrics in `docs/prometheus.md`: name → type.
 fn readme_metrics() -> std::collections::BTreeMap<String, String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    readme
-        .lines()
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/prometheus.md"))
+        .expect("docs/prometheus.md");
+    docs.lines()
         .filter_map(|l| l.strip_prefix("| `strata_"))
         .filter_map(|rest| {
             let (name, rest) = rest.split_once('`')?;
@@ -459,13 +458,13 @@ fn every_metric_is_in_the_readme_table_with_its_type() {
         assert_eq!(
             documented.get(name),
             Some(kind),
-            "{name} ({kind}) is not in the README's table as such"
+            "{name} ({kind}) is not in docs/prometheus.md's table as such"
         );
     }
     for name in documented.keys() {
         assert!(
             seen.contains_key(name),
-            "the README documents {name}, which is never exported"
+            "docs/prometheus.md documents {name}, which is never exported"
         );
     }
 }

@@ -25,13 +25,15 @@ fn snapshot(args: &[&str]) -> Vec<Value> {
         .collect()
 }
 
-/// The keys the README documents for each kind of object (its `snapshot-keys` block).
+/// The keys `docs/command-line.md` documents for each kind of object (its `snapshot-keys`
+/// block).
 fn documented() -> std::collections::BTreeMap<String, Vec<String>> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/command-line.md"))
+            .expect("docs/command-line.md");
     let start = readme
         .find("<!-- snapshot-keys -->")
-        .expect("the README documents the snapshot's keys");
+        .expect("docs/command-line.md documents the snapshot's keys");
     let end = readme.find("<!-- /snapshot-keys -->").expect("end marker");
     readme[start..end]
         .lines()
@@ -44,12 +46,12 @@ fn documented() -> std::collections::BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-/// `object` has exactly the keys the README documents for `kind`: none missing, none
+/// `object` has exactly the keys the docs document for `kind`: none missing, none
 /// undocumented.
 fn exactly(object: &Value, kind: &str, docs: &std::collections::BTreeMap<String, Vec<String>>) {
     let mut expected: Vec<&str> = docs
         .get(kind)
-        .unwrap_or_else(|| panic!("README documents no `{kind}`"))
+        .unwrap_or_else(|| panic!("docs/command-line.md documents no `{kind}`"))
         .iter()
         .map(String::as_str)
         .collect();
@@ -63,7 +65,7 @@ fn exactly(object: &Value, kind: &str, docs: &std::collections::BTreeMap<String,
     found.sort_unstable();
     assert_eq!(
         found, expected,
-        "{kind}: the output's keys against the README's"
+        "{kind}: the output's keys against docs/command-line.md's"
     );
 }
 
