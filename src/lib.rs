@@ -94,3 +94,7 @@ pub mod tui;
 pub(crate) mod units;
 // What this build is: version, commit, date, feed protocol.
 pub(crate) mod version;
+
+// The reference under docs/ held to the code (finding kinds, export columns).
+#[cfg(test)]
+mod docs_tests;
