@@ -97,28 +97,34 @@ fn climb(e: &Climb) -> Vec<String> {
 /// `fit` a sentence of the amounts (an OOM's), said before the remedies that follow the first.
 fn reshape(framework: Option<&str>, expandable: Option<bool>, fit: Option<String>) -> Vec<String> {
     let shapes = "bucket variable-length batches to a few shapes and run the largest shape first";
-    let fit = fit.map_or_else(String::new, |f| format!("{f}; "));
+    // Why the setting helps: the amounts where an OOM gives them.
+    let why = fit
+        .clone()
+        .unwrap_or_else(|| "segments then grow in place instead of being split".into());
     let out = if framework.is_some_and(|f| f != "torch") {
         let mut out = vec![format!(
             "Make the shapes repeat: {shapes}, so its block exists before the pool is carved up."
         )];
-        if !fit.is_empty() {
-            out.push(format!("{}.", fit.trim_end_matches("; ")));
-        }
+        out.extend(fit.map(|f| format!("{f}.")));
         out
     } else {
+        let last_resort =
+            format!("failing that, {shapes}; `max_split_size_mb` is the last resort.");
         match expandable {
             Some(true) => vec![
                 format!("The job already runs with `expandable_segments:True`: make the shapes repeat, {shapes}."),
-                format!("{fit}under expandable segments `inactive_split` does not measure fragmentation."),
+                format!(
+                    "{}under expandable segments `inactive_split` does not measure fragmentation.",
+                    fit.map_or_else(String::new, |f| format!("{f}; "))
+                ),
             ],
             Some(false) => vec![
-                format!("Restart the job with {EXPANDABLE}: segments then grow in place instead of being split."),
-                format!("{fit}failing that, {shapes}; `max_split_size_mb` is the last resort."),
+                format!("Restart the job with {EXPANDABLE}: {why}."),
+                last_resort,
             ],
             None => vec![
-                format!("If the job does not run with it yet, restart it with {EXPANDABLE}: segments then grow in place instead of being split."),
-                format!("{fit}failing that, {shapes}; `max_split_size_mb` is the last resort."),
+                format!("If the job does not run with it yet, restart it with {EXPANDABLE}: {why}."),
+                last_resort,
             ],
         }
     };

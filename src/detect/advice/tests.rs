@@ -181,7 +181,11 @@ fn an_oom_of_fragmentation_says_the_memory_was_there_and_follows_the_settings() 
     let off = advice(FindingKind::Oom, &Evidence::Oom(e.clone()));
     assert!(off[0].contains("expandable_segments:True"), "{off:?}");
     assert!(
-        off[1].starts_with("The 62.0 GiB it needed fit in the 78.0 GiB the device could give"),
+        off[0].contains(": the 62.0 GiB it needed fit in the 78.0 GiB the device could give"),
+        "{off:?}"
+    );
+    assert!(
+        off[1].contains("`max_split_size_mb` is the last resort"),
         "{off:?}"
     );
     e.expandable_segments = IfKnown(Some(true));
@@ -190,6 +194,7 @@ fn an_oom_of_fragmentation_says_the_memory_was_there_and_follows_the_settings() 
         on[0].starts_with("The job already runs with `expandable_segments:True`"),
         "{on:?}"
     );
+    assert!(on[1].starts_with("The 62.0 GiB it needed fit"), "{on:?}");
     assert!(on[1].contains("does not measure fragmentation"), "{on:?}");
 }
 
@@ -460,4 +465,29 @@ fn the_jobs_own_allocator_settings_reach_an_ooms_advice() {
         unsaid[0].starts_with("If the job does not run with it yet"),
         "{unsaid:?}"
     );
+}
+
+/// Advice is written, never read: a finding of an older file (no `advice`) reads back, and
+/// one whose file holds other advice (an older strata's) gets this strata's.
+#[test]
+fn advice_is_written_with_a_finding_and_worked_out_again_when_read() {
+    use crate::detect::{Finding, Severity};
+    let finding = Finding {
+        kind: FindingKind::Fragmentation,
+        severity: Severity::Warning,
+        device_uuid: Some("GPU-a".into()),
+        pid: Some(4021),
+        since: 1_767_258_905.0,
+        message: "fragmentation".into(),
+        evidence: example(|e| matches!(e, Evidence::Fragmentation(_)).then(|| e.clone())),
+    };
+    let mut json = serde_json::to_value(&finding).expect("written");
+    assert_eq!(json["advice"], serde_json::json!(finding.advice()));
+    json["advice"] = serde_json::json!(["an older strata's advice."]);
+    let back: Finding = serde_json::from_value(json.clone()).expect("read");
+    assert_eq!(back, finding);
+    assert_eq!(back.advice(), finding.advice());
+    json.as_object_mut().expect("object").remove("advice");
+    let older: Finding = serde_json::from_value(json).expect("read without advice");
+    assert_eq!(older.advice(), finding.advice());
 }
