@@ -164,7 +164,7 @@ fn not_visible(many: bool) -> Vec<String> {
 fn unattributed(pids: &str) -> Vec<String> {
     vec![
         "Run the job under `strata run -- CMD` to split its memory into layers (no code change).".into(),
-        format!("For a job already running on Python 3.14+{pids}, select it and press `a` (or run `strata attach PID`)."),
+        format!("For a job already running on Python 3.14+{pids}, select it in the process table and press `a` (or run `strata attach PID`)."),
     ]
 }
 
