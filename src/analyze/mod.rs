@@ -16,8 +16,9 @@ use crate::recording::{Corruption, Line, Lines, ReadError};
 use serde::Serialize;
 use std::ops::ControlFlow;
 
-/// One finding over the time it held.
-#[derive(Debug, Clone, Serialize)]
+/// One finding over the time it held. Written to JSON with its [`advice`](Episode::advice)
+/// after its message.
+#[derive(Debug, Clone)]
 pub struct Episode {
     pub kind: FindingKind,
     pub(crate) severity: Severity,
@@ -37,6 +38,33 @@ pub struct Episode {
     pub(crate) first_message: String,
     /// Its evidence when first raised (a forecast's first ETA, a climb's first rate).
     pub(crate) first_evidence: Evidence,
+}
+
+impl Episode {
+    /// What to do, from its evidence when it was last seen (as [`Finding::advice`]).
+    pub(crate) fn advice(&self) -> Vec<String> {
+        crate::detect::advice::advice(self.kind, &self.evidence)
+    }
+}
+
+impl Serialize for Episode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Episode", 12)?;
+        s.serialize_field("kind", &self.kind)?;
+        s.serialize_field("severity", &self.severity)?;
+        s.serialize_field("device_uuid", &self.device_uuid)?;
+        s.serialize_field("pid", &self.pid)?;
+        s.serialize_field("since", &self.since)?;
+        s.serialize_field("until", &self.until)?;
+        s.serialize_field("open", &self.open)?;
+        s.serialize_field("message", &self.message)?;
+        s.serialize_field("advice", &self.advice())?;
+        s.serialize_field("evidence", &self.evidence)?;
+        s.serialize_field("first_message", &self.first_message)?;
+        s.serialize_field("first_evidence", &self.first_evidence)?;
+        s.end()
+    }
 }
 
 /// A line that was not a sample.

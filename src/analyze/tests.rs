@@ -160,3 +160,46 @@ fn the_layers_worked_out_while_reading_are_the_pipelines() {
         assert_eq!(got, want, "sample {i}");
     }
 }
+
+/// Each episode says what to do, from its evidence when last seen: under its line in the
+/// timeline, and as `advice` after its `message` in the JSON.
+#[test]
+fn every_episode_carries_its_advice_in_the_timeline_and_the_json() {
+    let a = recording(&demo_lines(0.0, 1190.0));
+    assert!(!a.findings.is_empty());
+    let text = timeline(&a);
+    let json = serde_json::to_value(&a).expect("json");
+    for (e, written) in a
+        .findings
+        .iter()
+        .zip(json["findings"].as_array().expect("list"))
+    {
+        let advice = e.advice();
+        assert!(!advice.is_empty(), "{:?} has no advice", e.kind);
+        assert_eq!(written["advice"], serde_json::json!(advice));
+        for sentence in &advice {
+            assert!(
+                text.contains(&format!("→ {sentence}")),
+                "{sentence} in\n{text}"
+            );
+        }
+    }
+    // Written after the message, before the evidence.
+    let written = serde_json::to_string(&a.findings[0]).expect("json");
+    let at = |key: &str| written.find(&format!("\"{key}\":"));
+    assert!(
+        at("message") < at("advice") && at("advice") < at("evidence"),
+        "{written}"
+    );
+    // The OOM of fragmentation offers the allocator setting the demo's job does not say it has.
+    let oom = a
+        .findings
+        .iter()
+        .find(|e| e.kind == FindingKind::Oom)
+        .expect("the OOM");
+    assert!(
+        oom.advice()[0].contains("expandable_segments:True"),
+        "{:?}",
+        oom.advice()
+    );
+}

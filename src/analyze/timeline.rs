@@ -1,8 +1,10 @@
-//! The human timeline of an analysis: one line per episode, then what was skipped.
+//! The human timeline of an analysis: one line per episode, what to do about it under it,
+//! then what was skipped.
 
 use super::Analysis;
 
-/// The human timeline: one line per episode, then what was skipped.
+/// The human timeline: one line per episode with its advice under it (a sentence a line,
+/// marked `→`), then what was skipped.
 pub fn timeline(analysis: &Analysis) -> String {
     use crate::text::clean;
     use crate::units::{clock, duration};
@@ -38,6 +40,9 @@ pub fn timeline(analysis: &Analysis) -> String {
             e.kind.name(),
             clean(&e.message)
         );
+        for sentence in &e.advice() {
+            let _ = writeln!(out, "{:>10}→ {}", "", clean(sentence));
+        }
     }
     for bad in &analysis.bad_lines {
         let _ = writeln!(out, "line {} skipped: {}", bad.line, clean(&bad.error));

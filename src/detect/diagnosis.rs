@@ -63,6 +63,30 @@ impl Cause {
     }
 }
 
+/// What a fed process's allocator is and how it is set, as its advice needs: whose allocator
+/// (`torch`, `jax`...), and whether it runs with `expandable_segments` (from the latest
+/// `hello`'s settings; unknown where the agent does not say).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Setup {
+    pub(super) framework: Option<String>,
+    pub(super) expandable_segments: Option<bool>,
+}
+
+impl Setup {
+    pub(super) fn of(sample: &NodeSample, feed: &crate::sample::FeedSample) -> Setup {
+        let expandable_segments = sample
+            .feeds
+            .get(feed.feed)
+            .and_then(|record| record.hello.as_ref())
+            .and_then(|hello| hello.settings.get("expandable_segments"))
+            .and_then(serde_json::Value::as_bool);
+        Setup {
+            framework: Some(feed.framework.clone()).filter(|f| !f.is_empty()),
+            expandable_segments,
+        }
+    }
+}
+
 fn mib_per_min(rate: f64) -> f64 {
     rate * 60.0 / MIB
 }
@@ -159,7 +183,8 @@ pub(super) fn detect(
             forecast::forecast(out, sample, history, &found, &climber);
         }
         if let Some(feed) = &p.feed {
-            pressure::fragmentation(out, now, history, &id, &who, &feed.stats);
+            let setup = Setup::of(sample, feed);
+            pressure::fragmentation(out, now, history, &id, &who, &feed.stats, &setup);
             pressure::retries(out, now, history, &id, &who);
         }
         usage::idle(out, now, history, &id, p, &who);

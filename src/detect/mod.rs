@@ -1,6 +1,7 @@
 //! Findings: pure functions from a sample, its layers and the history to things a user must
 //! see.
 
+pub(crate) mod advice;
 mod devices;
 pub(crate) mod diagnosis;
 pub(crate) mod evidence;
@@ -116,8 +117,10 @@ impl FindingKind {
     }
 }
 
-/// One finding, as the findings panel and the snapshot show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One finding, as the findings panel and the snapshot show it. Written to JSON with its
+/// [`advice`](Finding::advice), which is worked out, not kept: read back, a finding's advice
+/// is the reader's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "ReadFinding")]
 pub struct Finding {
     pub kind: FindingKind,
@@ -131,7 +134,32 @@ pub struct Finding {
     pub evidence: Evidence,
 }
 
-/// A finding as read back, its evidence typed by its kind ([`Evidence::read`]).
+impl Finding {
+    /// What the user can do next: one or two sentences chosen by the evidence
+    /// ([`advice::advice`]), the first the action.
+    pub(crate) fn advice(&self) -> Vec<String> {
+        advice::advice(self.kind, &self.evidence)
+    }
+}
+
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("Finding", 8)?;
+        s.serialize_field("kind", &self.kind)?;
+        s.serialize_field("severity", &self.severity)?;
+        s.serialize_field("device_uuid", &self.device_uuid)?;
+        s.serialize_field("pid", &self.pid)?;
+        s.serialize_field("since", &self.since)?;
+        s.serialize_field("message", &self.message)?;
+        s.serialize_field("advice", &self.advice())?;
+        s.serialize_field("evidence", &self.evidence)?;
+        s.end()
+    }
+}
+
+/// A finding as read back, its evidence typed by its kind ([`Evidence::read`]); its
+/// `advice`, where the file has one, is left: it is worked out again.
 #[derive(Deserialize)]
 struct ReadFinding {
     kind: FindingKind,

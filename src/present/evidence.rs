@@ -10,6 +10,23 @@ use crate::detect::Evidence;
 use crate::units;
 use serde_json::Value;
 
+/// A finding on one line of `width` cells, as the findings list shows it: its message, then
+/// the first sentence of its advice (the action) where the whole of it fits beside the whole
+/// message; the message alone, cut to the width, where it does not.
+pub(crate) fn finding_line(finding: &crate::detect::Finding, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let message = crate::text::clean(&finding.message);
+    let line = finding
+        .advice()
+        .into_iter()
+        .next()
+        .map(|first| format!("{message} → {}", crate::text::clean(&first)));
+    match line {
+        Some(line) if line.width() <= width => line,
+        _ => super::fit(&message, width),
+    }
+}
+
 /// A number as JSON would print it, without a trailing `.0`.
 fn plain(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {

@@ -1,4 +1,5 @@
-//! The active findings, each with its evidence, every number with its unit.
+//! The active findings, each with what to do about it and its evidence, every number with its
+//! unit.
 
 use super::markdown::{escape, Clock};
 use crate::detect::device_name;
@@ -36,6 +37,12 @@ pub(super) fn findings(out: &mut String, observed: &Observed, clock: Clock) {
             f.kind.name()
         );
         let _ = writeln!(out, "{}\n", escape(&f.message));
+        let advice = f.advice();
+        let _ = writeln!(out, "What to do:\n");
+        for sentence in &advice {
+            let _ = writeln!(out, "- {}", escape(sentence));
+        }
+        out.push('\n');
         let _ = writeln!(
             out,
             "Raised at {} ({} before this instant), and held since.\n",

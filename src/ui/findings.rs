@@ -5,7 +5,6 @@ use super::theme::Theme;
 use super::widgets::section_block;
 use crate::app::{Focus, State};
 use crate::pipeline::Observed;
-use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -51,7 +50,10 @@ pub(crate) fn draw_findings(
                     f.severity.label(),
                     units::age(now - f.since)
                 );
-                let text = fit(&f.message, width.saturating_sub(lead.chars().count()));
+                let text = crate::present::evidence::finding_line(
+                    f,
+                    width.saturating_sub(lead.chars().count()),
+                );
                 let line = Line::from(vec![
                     Span::styled(lead, theme.severity(f.severity)),
                     Span::raw(text),

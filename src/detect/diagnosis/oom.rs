@@ -221,6 +221,7 @@ pub(super) fn ooms(sample: &NodeSample, history: &History, memory: &OomMemory, o
             continue;
         }
         let c = judge(report, &feed.stats);
+        let setup = super::Setup::of(sample, feed);
         let place = device_name(sample, &p.device_uuid);
         let when = report.map_or_else(String::new, |r| format!(" {} ago", duration(now - r.time)));
         out.raise(
@@ -238,6 +239,8 @@ pub(super) fn ooms(sample: &NodeSample, history: &History, memory: &OomMemory, o
                 could_have_bytes: c.could_have.map(Bytes),
                 device_free: report.and_then(|r| r.device_free).map(Bytes),
                 device_total: report.and_then(|r| r.device_total).map(Bytes),
+                expandable_segments: setup.expandable_segments.into(),
+                framework: setup.framework.into(),
                 inactive_split: feed.stats.inactive_split.map(Bytes),
                 largest_free_block: feed.stats.largest_free_block.map(Bytes),
                 needed_bytes: c.needed.map(Bytes),

@@ -85,6 +85,7 @@ pub(super) fn fragmentation(
     id: &ProcessId,
     who: &str,
     stats: &AllocatorStats,
+    setup: &super::Setup,
 ) {
     let Some(split) = series(history, id, Metric::InactiveSplit) else {
         return;
@@ -186,6 +187,8 @@ pub(super) fn fragmentation(
             said.join("; ")
         ),
         Evidence::Fragmentation(evidence::Fragmentation {
+            expandable_segments: setup.expandable_segments.into(),
+            framework: setup.framework.clone().into(),
             grown_bytes: grown.map(Bytes),
             growth_window_secs: Secs(growth_window),
             inactive_split_bytes: Bytes(now_split),

@@ -210,6 +210,8 @@ pub(crate) fn examples() -> Vec<Evidence> {
             ..climb
         }),
         Evidence::Fragmentation(Fragmentation {
+            expandable_segments: IfKnown(Some(false)),
+            framework: IfKnown(Some("torch".into())),
             grown_bytes: Some(Bytes(GIB)),
             growth_window_secs: Secs(600.0),
             inactive_split_bytes: Bytes(5 * GIB),
@@ -234,6 +236,8 @@ pub(crate) fn examples() -> Vec<Evidence> {
             could_have_bytes: Some(Bytes(78 * GIB)),
             device_free: Some(Bytes(GIB)),
             device_total: Some(Bytes(80 * GIB)),
+            expandable_segments: IfKnown(Some(true)),
+            framework: IfKnown(Some("torch".into())),
             inactive_split: Some(Bytes(9 * GIB)),
             largest_free_block: None,
             needed_bytes: Some(Bytes(62 * GIB)),

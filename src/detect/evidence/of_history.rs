@@ -39,6 +39,13 @@ evidence! {
 
     /// Free split pieces large and growing as a share of the pool.
     pub struct Fragmentation {
+        /// Whether the job runs with `expandable_segments` (the agent's allocator settings),
+        /// where it says.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) expandable_segments: IfKnown<bool>,
+        /// `torch`, `jax`, `cupy`: whose allocator it is.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) framework: IfKnown<String>,
         pub(crate) grown_bytes: Option<Bytes>,
         pub(crate) growth_window_secs: Secs,
         pub(crate) inactive_split_bytes: Bytes,
@@ -69,6 +76,11 @@ evidence! {
         pub(crate) could_have_bytes: Option<Bytes>,
         pub(crate) device_free: Option<Bytes>,
         pub(crate) device_total: Option<Bytes>,
+        /// Whether the job runs with `expandable_segments`, where its agent says.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) expandable_segments: IfKnown<bool>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) framework: IfKnown<String>,
         pub(crate) inactive_split: Option<Bytes>,
         pub(crate) largest_free_block: Option<Bytes>,
         pub(crate) needed_bytes: Option<Bytes>,

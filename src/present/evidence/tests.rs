@@ -48,6 +48,8 @@ fn every_unit_is_named_beside_its_value() {
         could_have_bytes: None,
         device_free: None,
         device_total: None,
+        expandable_segments: IfKnown(None),
+        framework: IfKnown(None),
         inactive_split: None,
         largest_free_block: None,
         needed_bytes: None,
@@ -190,4 +192,39 @@ fn every_kinds_evidence_as_shown() {
         }
     }
     insta::assert_snapshot!("every_kinds_evidence", text);
+}
+
+/// The findings list's line: the advice's first sentence beside the message where the whole of
+/// both fits, the message alone (cut) where not; never half a sentence of advice.
+#[test]
+fn a_finding_line_adds_the_first_sentence_of_advice_where_it_fits() {
+    use crate::detect::{Finding, FindingKind, Severity};
+    use unicode_width::UnicodeWidthStr;
+    let e = Evidence::StaleFeed(crate::detect::evidence::Stale { age: Secs(12.0) });
+    let finding = Finding {
+        kind: FindingKind::StaleFeed,
+        severity: Severity::Warning,
+        device_uuid: None,
+        pid: Some(4021),
+        since: NOW,
+        message: "feed of PID 4021 is 12s old".into(),
+        evidence: e,
+    };
+    let first = finding.advice()[0].clone();
+    let whole = format!("feed of PID 4021 is 12s old → {first}");
+    assert_eq!(finding_line(&finding, 200), whole);
+    assert_eq!(finding_line(&finding, whole.width()), whole);
+    let short = finding_line(&finding, whole.width() - 1);
+    assert_eq!(
+        short, "feed of PID 4021 is 12s old",
+        "no advice cut in half"
+    );
+    assert_eq!(finding_line(&finding, 10), "feed of P…");
+    // A message from outside is made safe, with or without the advice.
+    let hostile = Finding {
+        message: "feed \u{1b}[2J of PID 4021".into(),
+        ..finding
+    };
+    assert!(!finding_line(&hostile, 200).contains('\u{1b}'));
+    assert!(!finding_line(&hostile, 12).contains('\u{1b}'));
 }

@@ -1,6 +1,6 @@
-//! The evidence view of one finding: what it is, where, since when, its whole message, every
-//! field of its evidence with its unit, and for a climb (or fragmentation) a chart of the
-//! series behind it, the climb's start marked.
+//! The evidence view of one finding: what it is, where, since when, its whole message, what to
+//! do about it (its advice), every field of its evidence with its unit, and for a climb (or
+//! fragmentation) a chart of the series behind it, the climb's start marked.
 
 pub(crate) mod forecast;
 
@@ -140,6 +140,18 @@ fn lines(
     out.push(Line::raw(""));
     for line in wrap(&finding.message, width) {
         out.push(Line::raw(line));
+    }
+    out.push(Line::raw(""));
+    out.push(Line::styled("what to do", theme.table_header()));
+    for sentence in finding.advice() {
+        // Each sentence its own paragraph, hung under a mark.
+        for (i, line) in wrap(&sentence, width.saturating_sub(4))
+            .into_iter()
+            .enumerate()
+        {
+            let mark = if i == 0 { "  → " } else { "    " };
+            out.push(Line::raw(format!("{mark}{line}")));
+        }
     }
     out.push(Line::raw(""));
     out.push(Line::styled("evidence", theme.table_header()));
