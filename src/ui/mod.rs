@@ -152,4 +152,6 @@ fn draw_main(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_layout;
+#[cfg(test)]
 mod tests_strata_and_evidence;

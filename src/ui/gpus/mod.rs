@@ -142,7 +142,8 @@ pub(crate) fn forms(state: &State, observed: &Observed, width: u16) -> Vec<Form>
         .collect();
     let mut forms = Vec::new();
     let mut tries = Vec::new();
-    if width >= 150 {
+    // Two columns where wide, and where there are two GPUs to fill them.
+    if width >= 150 && gpus.len() > 1 {
         tries.push(2);
     }
     if width >= 70 {
