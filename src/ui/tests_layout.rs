@@ -334,3 +334,69 @@ fn main_screen_at_each_size_and_shape() {
         }
     }
 }
+
+/// The footer lists what the width allows, in order of use, `? help` at every width; at
+/// 120 columns every key of the main screen.
+#[test]
+fn the_footer_keeps_the_help_key_and_lists_what_fits() {
+    let state = demo_state(false);
+    let footer = |w: u16| {
+        text(&render(&state, w, 30))
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for w in 60..=250 {
+        let line = footer(w);
+        assert!(line.ends_with("? help"), "{w}: {line}");
+        assert!(line.starts_with(" q quit"), "{w}: {line}");
+    }
+    let line = footer(120);
+    for key in [
+        "⏎ detail",
+        "tab ",
+        "s sort",
+        "S ",
+        "K signal",
+        "v strata",
+        "p pause",
+        "g group",
+        "a attach",
+        "r rec",
+        "R report",
+    ] {
+        assert!(line.contains(key), "{key}: {line}");
+    }
+    // Narrower, the later keys go first: signal stays, the report goes.
+    let line = footer(80);
+    assert!(
+        line.contains("K signal") && !line.contains("R report"),
+        "{line}"
+    );
+}
+
+/// The help in two columns where the screen is wide: all of it in view at 200x60; at 80x24
+/// it scrolls and its border says how much is below, then above.
+#[test]
+fn the_help_takes_two_columns_where_wide_and_says_what_is_below() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::ToggleHelp);
+    let wide = text(&render(&state, 200, 60));
+    assert!(!wide.contains("more lines below"), "{wide}");
+    let keys = wide
+        .lines()
+        .find(|l| l.starts_with("│Keys"))
+        .unwrap_or_default();
+    assert!(keys.contains("Allocator feeds"), "two columns:\n{wide}");
+    for layer in crate::layers::Layer::ALL {
+        assert!(wide.contains(layer.meaning()), "{}:\n{wide}", layer.name());
+    }
+    let narrow = text(&render(&state, 80, 24));
+    assert!(narrow.contains("more lines below: j PgDn"), "{narrow}");
+    assert!(!narrow.contains("lines above"), "{narrow}");
+    state.apply_action(Action::Bottom);
+    let end = text(&render(&state, 80, 24));
+    assert!(end.contains("lines above: k PgUp"), "{end}");
+    assert!(!end.contains("more lines below"), "{end}");
+}
