@@ -82,7 +82,7 @@ pub mod launch;
 pub mod manual;
 // Running out of memory ends strata with one line, the terminal restored.
 pub mod oom;
-// Sending a signal to a process (`k`), checked and re-verified by pidfd.
+// Sending a signal to a process (`K`), checked and re-verified by pidfd.
 pub mod process_signal;
 // Owning the terminal: raw mode, the alternate screen, one restore for every exit.
 pub mod terminal;

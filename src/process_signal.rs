@@ -1,4 +1,4 @@
-//! Signalling a process from the monitor (`k`): SIGINT, SIGTERM or SIGKILL, only to a process
+//! Signalling a process from the monitor (`K`): SIGINT, SIGTERM or SIGKILL, only to a process
 //! this user may signal, never to PID 0 or 1 or to strata itself, and only to the very
 //! process the screen showed: its pid and start time are checked again at the moment of
 //! sending (a pid is reused once its process has exited).

@@ -31,7 +31,7 @@ pub enum Action {
     CycleSort,
     /// `S`: the same key, the other way round.
     ReverseSort,
-    /// `k`: signal the selected process (or a zombie context's holders).
+    /// `K` (or F9): signal the selected process (or a zombie context's holders).
     Signal,
     /// `a`: attach the allocator feed to the selected Python process.
     Attach,
@@ -67,8 +67,9 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('z') if ctrl => Action::Suspend,
         KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
         KeyCode::Esc => Action::Back,
-        KeyCode::Up => Action::Up,
-        KeyCode::Char('k') | KeyCode::F(9) => Action::Signal,
+        // `k` moves up as `j` moves down (vim's keys); the signal is `K`, as in nvitop.
+        KeyCode::Up | KeyCode::Char('k') => Action::Up,
+        KeyCode::Char('K') | KeyCode::F(9) => Action::Signal,
         KeyCode::Char('a') => Action::Attach,
         KeyCode::Char('S') => Action::ReverseSort,
         KeyCode::Char('y') => Action::Yes,
@@ -102,7 +103,7 @@ const PAGE: isize = 10;
 /// The reconciliation view's lines, at most: the scroll never goes past them.
 const DETAIL_LINES: usize = 48;
 /// The help screen's lines, at most.
-const HELP_LINES: usize = 80;
+const HELP_LINES: usize = 200;
 /// The evidence view's lines, at most (a long message wrapped, every field, a chart).
 const EVIDENCE_LINES: usize = 60;
 

@@ -1,4 +1,4 @@
-//! `k`: the dialog that signals a process. Pick the process (when a zombie context's device
+//! `K`: the dialog that signals a process. Pick the process (when a zombie context's device
 //! file has several holders), pick the signal, confirm. Each process offered has been checked
 //! first (the signaller says whether this user may signal it); the pid and start time are
 //! checked again when the signal is sent.
@@ -19,7 +19,7 @@ pub(crate) enum Stage {
     Confirm,
 }
 
-/// `k`: the signal dialog, and what sends signals.
+/// `K`: the signal dialog, and what sends signals.
 #[derive(Debug)]
 pub struct Kill {
     /// The dialog, while open: it takes the keys.
@@ -131,7 +131,7 @@ fn holders_of(finding: &Finding) -> Vec<Target> {
 }
 
 impl State {
-    /// `k`: the processes the view in front offers, checked, in a dialog; or, where there is
+    /// `K`: the processes the view in front offers, checked, in a dialog; or, where there is
     /// nothing to signal, a notice saying why.
     pub(super) fn open_kill_dialog(&mut self) {
         let (title, targets) = match self.signal_targets() {
@@ -186,7 +186,7 @@ impl State {
         });
     }
 
-    /// What `k` would signal where the user is, each with why it cannot be reached (a pid
+    /// What `K` would signal where the user is, each with why it cannot be reached (a pid
     /// `/proc` does not show); or why there is nothing.
     #[allow(clippy::type_complexity)]
     fn signal_targets(&self) -> Result<(String, Vec<(Target, Option<String>)>), String> {
@@ -230,7 +230,7 @@ impl State {
                 .ok_or("this finding is no longer raised")?,
             _ => {
                 return Err(
-                    "k signals a process: select one in the process table or a finding".into(),
+                    "K signals a process: select one in the process table or a finding".into(),
                 )
             }
         };

@@ -189,7 +189,7 @@ fn a_gone_or_foreign_pid_is_never_offered_and_the_reason_is_given() {
     assert!(recorder.sent().is_empty());
 }
 
-/// From the findings panel, `k` on the zombie context offers the holders of its device file,
+/// From the findings panel, `K` on the zombie context offers the holders of its device file,
 /// the one without a context of its own first; the chosen one gets the signal.
 #[test]
 fn k_on_a_zombie_context_offers_the_holders_of_its_device_file() {

@@ -131,7 +131,7 @@ pub struct State {
     pub(crate) views: Views,
     /// The strata view (`v`): its zoom and device.
     pub(crate) strata: StrataView,
-    /// `k`: the signal dialog and what sends signals.
+    /// `K`: the signal dialog and what sends signals.
     pub kill: Kill,
     /// `a`: the offer, an attach under way, and what attaches.
     pub attach: Attach,

@@ -109,7 +109,9 @@ fn keys_map_to_actions() {
         key_action(key(KeyCode::Char('S'))),
         Some(Action::ReverseSort)
     );
-    assert_eq!(key_action(key(KeyCode::Char('k'))), Some(Action::Signal));
+    assert_eq!(key_action(key(KeyCode::Char('K'))), Some(Action::Signal));
+    assert_eq!(key_action(key(KeyCode::Char('k'))), Some(Action::Up));
+    assert_eq!(key_action(key(KeyCode::Char('j'))), Some(Action::Down));
     assert_eq!(key_action(key(KeyCode::F(9))), Some(Action::Signal));
     assert_eq!(key_action(key(KeyCode::Char('y'))), Some(Action::Yes));
     assert_eq!(key_action(key(KeyCode::Char('n'))), Some(Action::No));

@@ -1,4 +1,4 @@
-//! The signal dialog (`k`) and the attach confirmation (`a`), drawn over whatever view they
+//! The signal dialog (`K`) and the attach confirmation (`a`), drawn over whatever view they
 //! were opened from.
 
 use super::theme::Theme;

@@ -133,13 +133,19 @@ pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, them
             None => state.pause.paused,
         };
         let pause = if paused { "resume" } else { "pause" };
-        // The richest line of hints that fits.
-        let variants: Vec<String> = match state.view {
+        // The hints of the view, in order of use: as many as the width allows.
+        let hints: Vec<Hint> = match state.view {
             View::Main if state.replay.is_some() => vec![
-                format!(" q quit  p {pause}  +/- speed  ←/→ -1m/+1m  g/G start/end  ↑↓ move  ⏎ open  tab focus  v strata  ? help"),
-                format!(" q quit  p {pause}  +- speed  ←→ ±1m  g/G start/end  ⏎ open  v strata  ? help"),
-                format!(" q quit p {pause} +- speed ←→ ±1m g/G start/end ? help"),
-                format!(" q p {pause} +- ←→ g G ? help"),
+                Hint::kept("q quit"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::new("+/- speed", "+- speed"),
+                Hint::new("←/→ -1m/+1m", "←→ ±1m"),
+                Hint::new("g/G start/end", "g G ends"),
+                Hint::new("↑↓ move", "↑↓ move"),
+                Hint::new("⏎ open", "⏎ open"),
+                Hint::new("tab focus", "tab focus"),
+                Hint::new("v strata", "v strata"),
+                Hint::kept("? help"),
             ],
             View::Main => {
                 let (focus, open) = match state.focus {
@@ -147,48 +153,143 @@ pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, them
                     Focus::Findings => ("findings", "evidence"),
                 };
                 let sort = state.process_table.sort.label();
-                let arrow = crate::app::sort_arrow(state.process_table.sort, state.process_table.sort_reversed);
-                // Recording and the report, where the width leaves room (the help lists them).
-                let record = if state.recorder.recording.is_some() { "stop rec" } else { "record" };
+                let arrow = crate::app::sort_arrow(
+                    state.process_table.sort,
+                    state.process_table.sort_reversed,
+                );
+                let (record, rec) = if state.recorder.recording.is_some() {
+                    ("stop rec", "stop")
+                } else {
+                    ("record", "rec")
+                };
+                // In order of use; the arrows last, as what a newcomer tries first anyway.
                 vec![
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  g group:{}  k signal  a attach  v strata  p {pause}  r {record}  R report  ? help", state.process_table.group_by.label()),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  r {record}  R report  ? help"),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab focus:{focus}  s sort:{sort}{arrow}  S reverse  k signal  v strata  p {pause}  ? help"),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort:{sort}{arrow}  S rev  k signal  v strata  p {pause}  ? help"),
-                    format!(" q quit  ↑↓ move  ⏎ {open}  tab {focus}  s sort  k signal  v strata  p {pause}  ? help"),
-                    format!(" q quit ⏎ {open} tab {focus} s sort k signal v strata p {pause} ? help"),
-                    format!(" q quit ⏎ {open} tab {focus} s sort k signal p {pause} ? help"),
+                    Hint::kept("q quit"),
+                    Hint::new(format!("⏎ {open}"), format!("⏎ {open}")),
+                    Hint::new(format!("tab focus:{focus}"), format!("tab {focus}")),
+                    Hint::new(format!("s sort:{sort}{arrow}"), "s sort"),
+                    Hint::new("S reverse", "S rev"),
+                    Hint::new("K signal", "K signal"),
+                    Hint::new("v strata", "v strata"),
+                    Hint::new(format!("p {pause}"), format!("p {pause}")),
+                    Hint::new(
+                        format!("g group:{}", state.process_table.group_by.label()),
+                        "g group",
+                    ),
+                    Hint::new("a attach", "a attach"),
+                    Hint::new(format!("r {record}"), format!("r {rec}")),
+                    Hint::new("R report", "R report"),
+                    Hint::new("↑↓ jk move", "↑↓ move"),
+                    Hint::kept("? help"),
                 ]
             }
             View::Group { .. } => vec![
-                format!(" esc back  ↑↓ finding  ⏎ its evidence  q quit  p {pause}  ? help"),
-                " esc back  ↑↓ finding  ⏎ evidence  q quit".to_string(),
+                Hint::kept("esc back"),
+                Hint::new("↑↓ finding", "↑↓ finding"),
+                Hint::new("⏎ its evidence", "⏎ evidence"),
+                Hint::kept("q quit"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::kept("? help"),
             ],
             View::Detail { .. } | View::Evidence(_) => vec![
-                format!(" esc back  ↑↓ scroll  k signal  v strata  q quit  p {pause}  ? help"),
-                format!(" esc back  ↑↓ scroll  k signal  q quit  ? help"),
-                format!(" esc back  ↑↓ scroll  q quit  ? help"),
+                Hint::kept("esc back"),
+                Hint::new("↑↓ scroll", "↑↓ scroll"),
+                Hint::new("K signal", "K signal"),
+                Hint::new("v strata", "v strata"),
+                Hint::kept("q quit"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::kept("? help"),
             ],
             View::Strata => {
                 let zoom = state.strata.zoom.label();
                 vec![
-                    format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom} (15m 2h 24h)  q quit  p {pause}  ? help"),
-                    format!(" esc/v back  ↑↓ device  z/+/- zoom:{zoom}  q quit  p {pause}  ? help"),
-                    format!(" esc back  ↑↓ device  z zoom:{zoom}  q quit  ? help"),
+                    Hint::kept("esc/v back"),
+                    Hint::new("↑↓ device", "↑↓ device"),
+                    Hint::new(
+                        format!("z/+/- zoom:{zoom} (15m 2h 24h)"),
+                        format!("z zoom:{zoom}"),
+                    ),
+                    Hint::kept("q quit"),
+                    Hint::new(format!("p {pause}"), format!("p {pause}")),
+                    Hint::kept("? help"),
                 ]
             }
-            View::Help => vec![" esc/? back  ↑↓ scroll  q quit".to_string()],
+            View::Help => vec![
+                Hint::kept("esc/? back"),
+                Hint::new("↑↓ jk PgUp PgDn scroll", "↑↓ scroll"),
+                Hint::kept("q quit"),
+            ],
         };
-        let width = area.width as usize;
-        let keys = variants
-            .iter()
-            .find(|v| v.chars().count() <= width)
-            .or(variants.last())
-            .cloned()
-            .unwrap_or_default();
+        let keys = hints_line(&hints, area.width as usize);
         Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
     };
     super::widgets::put_lines(frame, area, &[line]);
+}
+
+/// One key's hint in the footer, in its long and short forms.
+struct Hint {
+    long: String,
+    short: String,
+    /// Shown at every width (`q`, `?`, the way back).
+    kept: bool,
+}
+
+impl Hint {
+    fn new(long: impl Into<String>, short: impl Into<String>) -> Hint {
+        Hint {
+            long: long.into(),
+            short: short.into(),
+            kept: false,
+        }
+    }
+
+    fn kept(text: &str) -> Hint {
+        Hint {
+            long: text.into(),
+            short: text.into(),
+            kept: true,
+        }
+    }
+}
+
+/// The footer's hints as `width` allows: all of them in their long forms, else in their
+/// short ones, else as many as fit in order of use, the kept ones always.
+fn hints_line(hints: &[Hint], width: usize) -> String {
+    let line = |chosen: &[bool], short: bool, gap: &str| -> String {
+        let parts: Vec<&str> = hints
+            .iter()
+            .zip(chosen)
+            .filter(|(_, &c)| c)
+            .map(|(h, _)| {
+                if short {
+                    h.short.as_str()
+                } else {
+                    h.long.as_str()
+                }
+            })
+            .collect();
+        format!(" {}", parts.join(gap))
+    };
+    let fits = |text: &str| text.chars().count() <= width;
+    let all = vec![true; hints.len()];
+    for (short, gap) in [(false, "  "), (true, "  "), (true, " ")] {
+        let text = line(&all, short, gap);
+        if fits(&text) {
+            return text;
+        }
+    }
+    let mut chosen: Vec<bool> = hints.iter().map(|h| h.kept).collect();
+    for i in 0..hints.len() {
+        if chosen[i] {
+            continue;
+        }
+        chosen[i] = true;
+        if !fits(&line(&chosen, true, " ")) {
+            chosen[i] = false;
+            break;
+        }
+    }
+    line(&chosen, true, " ")
 }
 
 #[cfg(test)]

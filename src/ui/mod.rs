@@ -13,6 +13,7 @@ mod group;
 mod header;
 mod help;
 mod host;
+mod layout;
 mod mode;
 pub(crate) mod processes;
 mod strata;
@@ -126,18 +127,21 @@ fn draw_main(
     observed: &crate::pipeline::Observed,
     theme: Theme,
 ) {
-    let findings_height = findings::height_for(observed.findings.len(), area.height);
-    let plan = gpus::plan(
-        state,
-        observed,
-        area.width,
-        area.height.saturating_sub(findings_height + 4),
-        theme,
-    );
+    let forms = gpus::forms(state, observed, area.width);
+    let heights: Vec<(u16, bool)> = forms.iter().map(|f| (f.height, f.last_resort)).collect();
+    // The table's rule and header, and a row per line of it.
+    let table_need = u16::try_from(state.table().len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(2);
+    let rows = layout::arrange(area.height, &heights, table_need);
+    let Some(&form) = forms.get(rows.form) else {
+        return;
+    };
+    let plan = gpus::plan(state, observed, area.width, form, theme);
     let [gpu_area, table_area, findings_area] = Layout::vertical([
-        Constraint::Length(plan.height),
-        Constraint::Min(3),
-        Constraint::Length(findings_height),
+        Constraint::Length(rows.gpus),
+        Constraint::Length(rows.table),
+        Constraint::Length(rows.findings),
     ])
     .areas(area);
     gpus::draw_gpus(frame, gpu_area, state, observed, &plan, theme);
@@ -149,5 +153,7 @@ fn draw_main(
 mod picture;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_layout;
 #[cfg(test)]
 mod tests_strata_and_evidence;

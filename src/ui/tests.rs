@@ -318,7 +318,7 @@ fn hostile_strings_are_shown_defused() {
     assert!(screen.contains("node\u{fffd}]0;pwned\u{fffd}"), "{screen}");
 }
 
-/// The `k` dialog over the table: several holders of a zombie's device file, the one at the
+/// The `K` dialog over the table: several holders of a zombie's device file, the one at the
 /// cursor refused with its reason; then the signals; then the question.
 fn dialog_state() -> State {
     use crate::app::{KillDialog, Offer, Stage};

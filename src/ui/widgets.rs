@@ -94,19 +94,20 @@ pub(crate) fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> 
     Line::from(spans)
 }
 
-/// Legend entries: glyph, name and figure of each layer, packed into lines of `width`.
+/// Legend entries: glyph, name and figure of each layer, packed into at most `lines` lines
+/// of `width` (see [`legend_lines_most`]).
 pub(crate) fn legend(
     layers: &Layers,
     exactness: Exactness<'_>,
-    width: usize,
+    (width, lines): (usize, usize),
     theme: Theme,
     short: bool,
     greyed: bool,
 ) -> Vec<Line<'static>> {
-    pack(
+    pack_legend(
         legend_entries(layers, exactness, theme, short, greyed),
         width,
-        2,
+        lines,
     )
 }
 
@@ -151,6 +152,63 @@ pub(crate) fn legend_entries(
             ]
         })
         .collect()
+}
+
+/// The widest a legend's figure can be, its mark included: `≥1.50 KiB`, `≥1.50K` short.
+const FIGURE_MOST: usize = 9;
+const SHORT_FIGURE_MOST: usize = 6;
+/// The widest note of the driver's reservation after `other`: ` (1.50K driver)`.
+pub(crate) const DRIVER_NOTE_MOST: usize = 15;
+
+/// The most lines a legend of every layer takes at `width`, each figure at its widest and
+/// packed as tightly as [`pack_legend`] may: a height planned with it holds whatever the
+/// figures are, so the screen's layout does not move as they change. `driver_note`: the
+/// `other` entry may carry the driver's share.
+pub(crate) fn legend_lines_most(width: usize, short: bool, driver_note: bool) -> usize {
+    let widths = Layer::ALL.iter().map(|&layer| {
+        let name = if short {
+            layer.short().chars().count() + 1
+        } else {
+            layer.name().chars().count() + 2
+        };
+        let figure = if short {
+            SHORT_FIGURE_MOST
+        } else {
+            FIGURE_MOST
+        };
+        let note = if driver_note && layer == Layer::Other {
+            DRIVER_NOTE_MOST
+        } else {
+            0
+        };
+        1 + name + figure + note
+    });
+    let (mut lines, mut used) = (0, 0);
+    for w in widths {
+        if used == 0 || used + 1 + w > width {
+            lines += 1;
+            used = w;
+        } else {
+            used += 1 + w;
+        }
+    }
+    lines
+}
+
+/// Packs legend entries into at most `lines` lines, two spaces apart where that fits and
+/// one where it does not. With `lines` from [`legend_lines_most`] they always fit: packing
+/// in order never takes more lines for narrower entries, or fewer of them.
+pub(crate) fn pack_legend(
+    entries: Vec<Vec<Span<'static>>>,
+    width: usize,
+    lines: usize,
+) -> Vec<Line<'static>> {
+    let airy = pack(entries.clone(), width, 2);
+    if airy.len() <= lines {
+        airy
+    } else {
+        pack(entries, width, 1)
+    }
 }
 
 /// Glyph and name of each layer, no figures: the key of compact bars.

@@ -1,4 +1,4 @@
-//! `k`, the kill dialog, in a real terminal, on the NVML path (the fake library listing real
+//! `K`, the kill dialog, in a real terminal, on the NVML path (the fake library listing real
 //! processes): the dialog, its confirmation, the signal the process dies of, a cancel that
 //! leaves it alive, EPERM said as such; the holder of a zombie context's device file named
 //! and signalled.
@@ -65,7 +65,7 @@ fn monitor(name: &str, file: &Path, wrapper: &str, env: &str) -> Pane {
     Pane::start(name, &command, 160, 40)
 }
 
-/// `k` on a real `sleep`: Esc cancels and it lives on; then SIGTERM, confirmed with `y`, ends
+/// `K` on a real `sleep`: Esc cancels and it lives on; then SIGTERM, confirmed with `y`, ends
 /// it with SIGTERM, and the footer says so.
 #[test]
 fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
@@ -75,7 +75,7 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
     let pane = monitor("k-term", &scenario(&scratch.dir, &[pid]), "", "");
     pane.wait_for(&[&pid.to_string(), "sleep 300"], START)
         .unwrap_or_else(|s| panic!("the sleep is not listed:\n{s}"));
-    pane.keys(&["k"]);
+    pane.keys(&["K"]);
     pane.must_show(
         &[
             &format!("Signal PID {pid} (sleep 300)"),
@@ -87,7 +87,7 @@ fn k_cancelled_leaves_a_real_sleep_alive_and_confirmed_ends_it_with_sigterm() {
     pane.keys(&["Escape"]);
     pane.must_show(&["cancelled: no signal sent"], "no word of the cancel");
     assert_eq!(target.died_of(Duration::from_secs(1)), None, "still alive");
-    pane.keys(&["k"]);
+    pane.keys(&["K"]);
     pane.keys(&["Enter"]);
     pane.must_show(
         &[
@@ -122,11 +122,11 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
     // Both hold 1 GiB: ordered by pid.
     let (low, high) = if a < b { (a, b) } else { (b, a) };
-    pane.keys(&["Home", "k", "Enter"]);
+    pane.keys(&["Home", "K", "Enter"]);
     pane.must_show(&[&format!("Send SIGTERM to PID {low}")], "no confirmation");
     pane.keys(&["n"]);
     pane.must_show(&["cancelled: no signal sent"], "n did not decline");
-    pane.keys(&["k", "Up", "Enter"]);
+    pane.keys(&["K", "Up", "Enter"]);
     pane.must_show(&[&format!("Send SIGINT to PID {low}")], "SIGINT not chosen");
     pane.keys(&["Enter"]);
     let (low_child, high_child) = if a < b {
@@ -146,7 +146,7 @@ fn k_sends_sigint_or_sigkill_as_chosen_and_n_declines() {
     // The scenario still lists it: its row says it is gone, and stays first.
     pane.wait_for(&["gone"], Duration::from_secs(5))
         .unwrap_or_else(|s| panic!("the row is not marked gone:\n{s}"));
-    pane.keys(&["Home", "Down", "k", "Down", "Down", "Enter"]);
+    pane.keys(&["Home", "Down", "K", "Down", "Down", "Enter"]);
     pane.must_show(
         &[&format!("Send SIGKILL to PID {high}")],
         "SIGKILL not chosen",
@@ -177,7 +177,7 @@ fn another_users_process_is_refused_with_eperm_said() {
     let pane = monitor("k-eperm", &file, wrapper, "");
     pane.wait_for(&["sleep 303"], START)
         .unwrap_or_else(|s| panic!("not listed:\n{s}"));
-    pane.keys(&["k"]);
+    pane.keys(&["K"]);
     let screen = pane.must_show(
         &[&format!(
             "not signalled: not permitted (EPERM): PID {pid} belongs to user root"
@@ -191,7 +191,7 @@ fn another_users_process_is_refused_with_eperm_said() {
 
 /// NVML lists a pid that has exited; a real `sleep` holds GPU 0's device file open (an
 /// ordinary file `nvidia0` in `STRATA_DEV_DIR`). The finding names it with its parent, its
-/// evidence lists it, and `k` there signals it after confirmation.
+/// evidence lists it, and `K` there signals it after confirmation.
 #[test]
 fn the_holder_of_a_zombie_context_is_named_and_signalled() {
     let scratch = Scratch::shared("k-zombie");
@@ -222,11 +222,11 @@ fn the_holder_of_a_zombie_context_is_named_and_signalled() {
             "Finding · zombie_context",
             &format!("PID {holder_pid}"),
             &format!("sleep 304 · no context of its own · child of {me}"),
-            "k: signal one of the holders",
+            "K: signal one of the holders",
         ],
         "the evidence does not list the holder",
     );
-    pane.keys(&["k"]);
+    pane.keys(&["K"]);
     pane.must_show(
         &[
             "Signal · the holders of /dev/nvidia0",

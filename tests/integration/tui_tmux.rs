@@ -129,3 +129,93 @@ fn sigterm_restores_the_terminal() {
 fn sighup_restores_the_terminal() {
     signal_restores("HUP");
 }
+
+/// The words of the string literals of the sources the help screen is drawn from: what a
+/// line of the help may end with.
+fn help_words() -> std::collections::HashSet<String> {
+    let mut words = std::collections::HashSet::new();
+    for file in ["src/ui/help.rs", "src/layers.rs", "src/history/budget.rs"] {
+        let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+        let source = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut literal: Option<String> = None;
+        let mut chars = source.chars();
+        while let Some(c) = chars.next() {
+            match (&mut literal, c) {
+                (None, '"') => literal = Some(String::new()),
+                (Some(text), '"') => {
+                    words.extend(text.split_whitespace().map(str::to_string));
+                    literal = None;
+                }
+                // An escape: a quote, or the line's end that continues the literal.
+                (Some(text), '\\') => match chars.next() {
+                    Some('"') => text.push('"'),
+                    Some('\n') => text.push(' '),
+                    Some(other) => {
+                        text.push('\\');
+                        text.push(other);
+                    }
+                    None => {}
+                },
+                (Some(text), c) => text.push(c),
+                (None, _) => {}
+            }
+        }
+    }
+    words
+}
+
+/// At 80x24 the help wraps between words: page by page to its end, every line inside its
+/// border ends with a whole word of the help's text (or a figure of the history's budget),
+/// and the border says how much is below, then how much above.
+#[test]
+fn the_help_at_80x24_ends_no_line_mid_word() {
+    let words = help_words();
+    let pane = start_demo("help-words", 80, 24);
+    pane.keys(&["?"]);
+    let first = pane
+        .wait_for(&["┌ Help", "more lines below"], Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("no help saying what is below:\n{s}"));
+    let below: usize = first
+        .lines()
+        .find(|l| l.starts_with('└'))
+        .unwrap_or_default()
+        .split("↓ ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("how much is below:\n{first}"));
+    let mut screen = first;
+    let mut page = 0;
+    loop {
+        let inside = screen
+            .lines()
+            .skip_while(|l| !l.starts_with("┌ Help"))
+            .skip(1)
+            .take_while(|l| !l.starts_with('└'));
+        for line in inside {
+            let text = line
+                .trim_start_matches('│')
+                .trim_end()
+                .trim_end_matches('│')
+                .trim_end();
+            let Some(last) = text.split_whitespace().last() else {
+                continue;
+            };
+            assert!(
+                words.contains(last) || last.parse::<f64>().is_ok(),
+                "a line ends mid-word ({last:?}):\n{screen}"
+            );
+        }
+        if page * 10 >= below {
+            break;
+        }
+        page += 1;
+        pane.keys(&["NPage"]);
+        let above = format!("↑ {} lines above", (page * 10).min(below));
+        screen = pane
+            .wait_for(&[&above], Duration::from_secs(5))
+            .unwrap_or_else(|s| panic!("PgDn did not scroll to {above}:\n{s}"));
+    }
+    assert!(!screen.contains("more lines below"), "{screen}");
+    pane.keys(&["q"]);
+}

@@ -174,7 +174,7 @@ fn lines(
         out.push(Line::raw(""));
         out.push(Line::styled(
             fit(
-                "k: signal one of the holders (SIGINT, SIGTERM or SIGKILL; you confirm first)",
+                "K: signal one of the holders (SIGINT, SIGTERM or SIGKILL; you confirm first)",
                 width,
             ),
             theme.dim(),

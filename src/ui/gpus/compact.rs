@@ -10,7 +10,7 @@ use crate::pipeline::Observed;
 use crate::present::fit;
 use crate::ui::chart::{marked_sparkline, short_window, Spark};
 use crate::ui::theme::Theme;
-use crate::ui::widgets::{key_line, legend, short_gpu_name};
+use crate::ui::widgets::{key_line, legend, legend_lines_most, short_gpu_name};
 use crate::units;
 use ratatui::text::{Line, Span};
 
@@ -21,41 +21,50 @@ const TAIL: usize = 27;
 /// The same below 80 columns, without the sparkline's window: ` 42.4/79.6G util  90%`.
 const NARROW_TAIL: usize = 22;
 
+/// The lines of a device's short legend at this width, at most (see `legend_lines_most`).
+pub(super) fn legend_lines(width: usize) -> usize {
+    legend_lines_most(width.saturating_sub(LABEL), true, false)
+}
+
 /// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
-/// its short legend when `legends` (a medium-sized terminal), else under one shared key line.
+/// its short legend in `legends` lines where given (a medium-sized terminal), else under one
+/// shared key line where `key`. Every device takes as many lines whatever its figures.
 pub(super) fn compact_lines(
     state: &State,
     observed: &Observed,
     width: usize,
     theme: Theme,
-    legends: bool,
+    legends: Option<usize>,
+    key: bool,
 ) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
-    if !legends {
+    if key && legends.is_none() {
         lines.push(Line::from(key_line(theme)));
     }
     let legend_lines = |view: &DeviceView<'_>| -> Vec<Line<'static>> {
-        match view.layers {
-            Ok(layers) if legends => {
-                let legend_width = width.saturating_sub(LABEL);
-                legend(
-                    layers,
-                    view.exactness,
-                    legend_width,
-                    theme,
-                    true,
-                    view.greyed,
-                )
-                .into_iter()
-                .map(|l| {
-                    let mut spans = vec![Span::raw(" ".repeat(LABEL))];
-                    spans.extend(l.spans);
-                    Line::from(spans)
-                })
-                .collect()
-            }
-            _ => Vec::new(),
-        }
+        let Some(most) = legends else {
+            return Vec::new();
+        };
+        let mut shown: Vec<Line<'static>> = match view.layers {
+            Ok(layers) => legend(
+                layers,
+                view.exactness,
+                (width.saturating_sub(LABEL), most),
+                theme,
+                true,
+                view.greyed,
+            )
+            .into_iter()
+            .map(|l| {
+                let mut spans = vec![Span::raw(" ".repeat(LABEL))];
+                spans.extend(l.spans);
+                Line::from(spans)
+            })
+            .collect(),
+            Err(_) => Vec::new(),
+        };
+        shown.resize(most, Line::default());
+        shown
     };
     for (index, (gpu, acc)) in observed
         .sample

@@ -4,7 +4,10 @@ mod compact;
 
 use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
-use super::widgets::{bar, legend, legend_entries, pack, put_lines, short_bytes, short_gpu_name};
+use super::widgets::{
+    bar, legend, legend_entries, legend_lines_most, pack_legend, put_lines, short_bytes,
+    short_gpu_name,
+};
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::State;
 use crate::history::{Metric, SeriesKey};
@@ -24,20 +27,32 @@ use ratatui::Frame;
 pub(crate) enum Mode {
     /// Bordered panels with legend and sparklines, in this many columns.
     Full { columns: u16 },
-    /// One line per GPU and per MIG instance (with a short legend line under each when
-    /// `legends`), for terminals too small for panels.
-    Compact { legends: bool },
+    /// One line per GPU and per MIG instance, with a short legend line under each when
+    /// `legends` (a medium-sized terminal), else under one key line of the layers where `key`.
+    Compact { legends: bool, key: bool },
     /// NVML sees no GPU at all: one line says so.
     Empty,
+}
+
+/// A layout the GPU section can take and the rows it needs, from the terminal's width and
+/// the node's shape only (its GPUs, their MIG instances, what NVML refused), never from the
+/// figures: the screen's layout holds still while the figures move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Form {
+    pub(crate) mode: Mode,
+    pub(crate) height: u16,
+    /// Taken only where no other form leaves the process table its least.
+    pub(crate) last_resort: bool,
 }
 
 /// The chosen layout, with each panel's contents already built (once per frame).
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub(crate) mode: Mode,
-    pub(crate) height: u16,
     /// Inside of each GPU's panel in Full mode; the section's lines in Compact mode.
     panels: Vec<Vec<Line<'static>>>,
+    /// Each panel's rows in Full mode, its border included.
+    heights: Vec<u16>,
 }
 
 /// One device to draw: a GPU (with its current or last known reading) or a MIG instance.
@@ -74,24 +89,61 @@ impl MigShown<'_> {
     }
 }
 
-/// Chooses the richest layout whose height fits in `budget` rows.
-pub(crate) fn plan(
-    state: &State,
-    observed: &Observed,
-    width: u16,
-    budget: u16,
-    theme: Theme,
-) -> Plan {
+/// What decides a GPU's rows: its MIG rows (one per GPU instance) and NVML's refusals.
+struct Shape {
+    mig_rows: u16,
+    problems: u16,
+}
+
+impl Shape {
+    fn of(state: &State, observed: &Observed, index: usize) -> Shape {
+        let Some(gpu) = observed.sample.gpus.get(index) else {
+            return Shape {
+                mig_rows: 0,
+                problems: 0,
+            };
+        };
+        let shown = displayed_gpu(state, gpu);
+        let mig_rows = mig_accounts(observed, state, gpu, index)
+            .iter()
+            .enumerate()
+            .filter(|(position, m)| m.leads(*position))
+            .count();
+        Shape {
+            mig_rows: mig_rows as u16,
+            problems: shown.problems.len() as u16,
+        }
+    }
+
+    /// A bordered panel `inner` cells wide inside: the bar, the legend at its longest, a line
+    /// per refusal, the sparklines, and each MIG row with its short legend.
+    fn panel_height(&self, inner: usize) -> u16 {
+        let legend = legend_lines_most(inner, false, true) as u16;
+        let mig_legend = legend_lines_most(inner.saturating_sub(MIG_INDENT), true, false) as u16;
+        2 + 1 + legend + self.problems + 1 + self.mig_rows * (1 + mig_legend)
+    }
+}
+
+/// How far a MIG row's legend is indented inside a panel.
+const MIG_INDENT: usize = 4;
+
+/// The layouts the section can take at `width`, richest first; the last is the last resort.
+pub(crate) fn forms(state: &State, observed: &Observed, width: u16) -> Vec<Form> {
     let gpus = &observed.sample.gpus;
     if gpus.is_empty() {
-        return Plan {
+        return vec![Form {
             mode: Mode::Empty,
             height: 1,
-            panels: Vec::new(),
-        };
+            last_resort: false,
+        }];
     }
+    let shapes: Vec<Shape> = (0..gpus.len())
+        .map(|i| Shape::of(state, observed, i))
+        .collect();
+    let mut forms = Vec::new();
     let mut tries = Vec::new();
-    if width >= 150 {
+    // Two columns where wide, and where there are two GPUs to fill them.
+    if width >= 150 && gpus.len() > 1 {
         tries.push(2);
     }
     if width >= 70 {
@@ -99,47 +151,90 @@ pub(crate) fn plan(
     }
     for columns in tries {
         let inner = (width / columns).saturating_sub(2) as usize;
-        let panels: Vec<Vec<Line<'static>>> = (0..gpus.len())
-            .map(|i| panel_lines(state, observed, i, inner, theme))
-            .collect();
-        let height: u16 = panels
-            .chunks(columns as usize)
-            .map(|row| row.iter().map(|p| p.len() as u16 + 2).max().unwrap_or(0))
+        let height = shapes
+            .chunks(usize::from(columns))
+            .map(|row| row.iter().map(|s| s.panel_height(inner)).max().unwrap_or(0))
             .sum();
-        if height <= budget {
-            return Plan {
-                mode: Mode::Full { columns },
-                height,
-                panels,
-            };
-        }
+        forms.push(Form {
+            mode: Mode::Full { columns },
+            height,
+            last_resort: false,
+        });
     }
-    // With legends only where the process table keeps room for a few more rows than its minimum.
+    let devices: u16 = shapes.iter().map(|s| 1 + s.mig_rows).sum();
     if width >= 100 {
-        let lines = compact::compact_lines(state, observed, width as usize, theme, true);
-        if lines.len() as u16 + ROOM_FOR_TABLE <= budget {
-            return Plan {
-                mode: Mode::Compact { legends: true },
-                height: lines.len() as u16,
-                panels: vec![lines],
-            };
-        }
+        let legend = compact::legend_lines(usize::from(width)) as u16;
+        forms.push(Form {
+            mode: Mode::Compact {
+                legends: true,
+                key: false,
+            },
+            height: devices * (1 + legend),
+            last_resort: false,
+        });
     }
-    // Every GPU and MIG row before the layers' key line: where they do not all fit with it,
+    forms.push(Form {
+        mode: Mode::Compact {
+            legends: false,
+            key: true,
+        },
+        height: devices + 1,
+        last_resort: false,
+    });
+    // Every GPU and MIG row without the layers' key line: where they do not all fit with it,
     // the key goes (the help has it), never a device a finding may name.
-    let mut lines = compact::compact_lines(state, observed, width as usize, theme, false);
-    if lines.len() as u16 > budget {
-        lines.remove(0);
-    }
-    Plan {
-        mode: Mode::Compact { legends: false },
-        height: (lines.len() as u16).min(budget.max(2)),
-        panels: vec![lines],
-    }
+    forms.push(Form {
+        mode: Mode::Compact {
+            legends: false,
+            key: false,
+        },
+        height: devices,
+        last_resort: true,
+    });
+    forms
 }
 
-/// Rows the medium layout leaves the process table beyond its minimum.
-const ROOM_FOR_TABLE: u16 = 4;
+/// Builds the section in `form` (drawn into the rows the screen gives it, which may be fewer).
+pub(crate) fn plan(
+    state: &State,
+    observed: &Observed,
+    width: u16,
+    form: Form,
+    theme: Theme,
+) -> Plan {
+    let gpus = &observed.sample.gpus;
+    match form.mode {
+        Mode::Empty => Plan {
+            mode: form.mode,
+            panels: Vec::new(),
+            heights: Vec::new(),
+        },
+        Mode::Full { columns } => {
+            let inner = (width / columns.max(1)).saturating_sub(2) as usize;
+            let panels = (0..gpus.len())
+                .map(|i| panel_lines(state, observed, i, inner, theme))
+                .collect();
+            let heights = (0..gpus.len())
+                .map(|i| Shape::of(state, observed, i).panel_height(inner))
+                .collect();
+            Plan {
+                mode: form.mode,
+                panels,
+                heights,
+            }
+        }
+        Mode::Compact { legends, key } => {
+            let legends = legends.then(|| compact::legend_lines(usize::from(width)));
+            let lines =
+                compact::compact_lines(state, observed, width as usize, theme, legends, key);
+            Plan {
+                mode: form.mode,
+                panels: vec![lines],
+                heights: Vec::new(),
+            }
+        }
+    }
+}
 
 /// The GPU as shown: its last good reading while it is lost.
 fn displayed_gpu<'a>(state: &'a State, gpu: &'a GpuSample) -> &'a GpuSample {
@@ -206,9 +301,13 @@ pub(crate) fn draw_gpus(
             let gpus = &observed.sample.gpus;
             let mut y = area.y;
             for (row_i, row) in plan.panels.chunks(columns as usize).enumerate() {
-                let height = row
+                let first = row_i * columns as usize;
+                let height = plan
+                    .heights
                     .iter()
-                    .map(|p| p.len() as u16 + 2)
+                    .skip(first)
+                    .take(row.len())
+                    .copied()
                     .max()
                     .unwrap_or(0)
                     .min(area.bottom().saturating_sub(y));
@@ -383,16 +482,17 @@ fn panel_lines(
             theme,
         ));
         if let Ok(layers) = macc.layers {
-            let legend_width = width.saturating_sub(4);
+            let legend_width = width.saturating_sub(MIG_INDENT);
+            let most = legend_lines_most(legend_width, true, false);
             for l in legend(
                 layers,
                 macc.exactness,
-                legend_width,
+                (legend_width, most),
                 theme,
                 true,
                 view.greyed,
             ) {
-                let mut spans = vec![Span::raw("    ")];
+                let mut spans = vec![Span::raw(" ".repeat(MIG_INDENT))];
                 spans.extend(l.spans);
                 lines.push(Line::from(spans));
             }
@@ -494,7 +594,11 @@ fn device_lines(
                 ));
             }
         }
-        lines.extend(pack(entries, width, 2));
+        lines.extend(pack_legend(
+            entries,
+            width,
+            legend_lines_most(width, false, true),
+        ));
     }
     lines
 }
