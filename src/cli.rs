@@ -8,53 +8,105 @@ use std::path::PathBuf;
 
 /// Where every byte of each NVIDIA GPU's memory goes: CUDA context, memory outside the
 /// framework's pool, cached and fragmented blocks, live tensors; per GPU and MIG instance.
+///
+/// With no command, the monitor: this node's GPUs, or the simulated one with --demo.
 #[derive(Debug, Parser)]
 #[command(name = "strata", version = crate::version::DESCRIBE, about, propagate_version = true)]
 pub struct Cli {
+    /// What the monitor watches (given before a command, they are that command's: `strata
+    /// --demo snapshot` is `strata snapshot --demo`).
     #[command(flatten)]
-    pub common: Common,
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub monitor: MonitorArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
-/// Options every command takes.
+// The options come in groups, each flattened only into the commands that read it, so that a
+// command's --help lists what it takes and nothing else (a new option goes into the group of
+// the commands that read it, or a group of its own):
+// - `SourceArgs`: the node a live command samples (the monitor, snapshot, serve, record):
+//   the demo's, NVML's, the feeds', the context's and the interval's options;
+// - `ContextArgs` alone: the commands that judge a recording (analyze, export, replay);
+// - `FeedArgs`: where the agents' feeds are (run, attach, doctor), `NvmlArgs` (doctor);
+// - `MonitorArgs`: how the monitor looks and what it shows (the monitor and replay).
+
+/// The monitor's own options: how it looks and what it shows, for the live monitor and for
+/// `strata replay` alike.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MonitorArgs {}
+
+/// The node a live command samples: this machine's GPUs through NVML with the allocator
+/// feeds found on it, or the simulated node.
 #[derive(Debug, Args, Clone)]
-pub struct Common {
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub demo: DemoArgs,
+    #[command(flatten)]
+    pub nvml: NvmlArgs,
+    #[command(flatten)]
+    pub feeds: FeedArgs,
+    #[command(flatten)]
+    pub context: ContextArgs,
+    #[command(flatten)]
+    pub interval: IntervalArgs,
+}
+
+/// The simulated node and its story.
+#[derive(Debug, Args, Clone)]
+pub struct DemoArgs {
     /// Watch the built-in simulated training node instead of this machine's GPUs.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub demo: bool,
 
-    /// Seconds between samples.
-    #[arg(long, global = true, default_value_t = 1.0, value_name = "SECS", value_parser = parse_interval)]
-    pub interval: f64,
-
-    /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
-    #[arg(long, global = true, env = "STRATA_NVML_LIB", value_name = "PATH")]
-    pub nvml_lib: Option<PathBuf>,
-
-    /// Look for allocator feeds only in this directory (and in the jobs' own roots): by
-    /// default /tmp/strata-<uid>, or every /tmp/strata-* as root.
-    #[arg(long, global = true, env = "STRATA_FEED_DIR", value_name = "DIR")]
-    pub feed_dir: Option<PathBuf>,
-
-    /// Use this CUDA context size (MiB) for every fed process instead of estimating it.
-    #[arg(long, global = true, value_name = "N", value_parser = parse_context_mib)]
-    pub(crate) context_mib: Option<u64>,
-
     /// Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2).
-    #[arg(long, global = true, default_value_t = 10.0, value_name = "X", value_parser = parse_speed)]
+    #[arg(long, default_value_t = 10.0, value_name = "X", value_parser = parse_speed)]
     pub demo_speed: f64,
 
     /// Demo only: the story second to start at (the story so far is loaded as history).
-    #[arg(long, global = true, value_name = "SECS", value_parser = parse_nonnegative)]
+    #[arg(long, value_name = "SECS", value_parser = parse_nonnegative)]
     pub demo_at: Option<f64>,
 
     /// Demo only: the seed of the simulation's noise.
-    #[arg(long, global = true, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N")]
     pub demo_seed: u64,
 }
 
-impl Common {
+/// How often a live command samples.
+#[derive(Debug, Args, Clone)]
+pub struct IntervalArgs {
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", value_parser = parse_interval)]
+    pub interval: f64,
+}
+
+/// The NVML library.
+#[derive(Debug, Args, Clone)]
+pub struct NvmlArgs {
+    /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
+    #[arg(long, env = "STRATA_NVML_LIB", value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+}
+
+/// Where the allocator feeds are.
+#[derive(Debug, Args, Clone)]
+pub struct FeedArgs {
+    /// Look for allocator feeds only in this directory (and in the jobs' own roots): by
+    /// default /tmp/strata-<uid>, or every /tmp/strata-* as root.
+    #[arg(long, env = "STRATA_FEED_DIR", value_name = "DIR")]
+    pub feed_dir: Option<PathBuf>,
+}
+
+/// How a fed process's CUDA context is sized.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ContextArgs {
+    /// Use this CUDA context size (MiB) for every fed process instead of estimating it.
+    #[arg(long, value_name = "N", value_parser = parse_context_mib)]
+    pub(crate) context_mib: Option<u64>,
+}
+
+impl ContextArgs {
     /// The fixed CUDA context size in bytes (`--context-mib`); the parser has made sure it
     /// fits.
     pub fn context_bytes(&self) -> Option<u64> {
@@ -62,16 +114,35 @@ impl Common {
     }
 }
 
+impl SourceArgs {
+    /// Whether the source is the simulated node.
+    pub fn is_demo(&self) -> bool {
+        self.demo.demo
+    }
+
+    /// Seconds between samples.
+    pub fn interval(&self) -> f64 {
+        self.interval.interval
+    }
+
+    /// The fixed CUDA context size in bytes (`--context-mib`).
+    pub fn context_bytes(&self) -> Option<u64> {
+        self.context.context_bytes()
+    }
+}
+
 /// The options that only the demo reads: given without `--demo`, they are a mistake.
 const DEMO_ONLY: [&str; 3] = ["demo_speed", "demo_at", "demo_seed"];
 
-/// Which of `ids` the user typed, at the top level or in the subcommand (a global option
-/// may come after the subcommand's name); a default value is not a use.
+/// Whether the user typed `id` in these matches; a default value is not a use.
+fn typed(matches: &ArgMatches, id: &str) -> bool {
+    matches.try_contains_id(id).unwrap_or(false)
+        && matches.value_source(id) == Some(ValueSource::CommandLine)
+}
+
+/// Which of `ids` the user typed, at the top level or in the subcommand; a default value is
+/// not a use.
 fn given_on_command_line(matches: &ArgMatches, ids: &[&'static str]) -> Vec<&'static str> {
-    let typed = |m: &ArgMatches, id: &str| {
-        m.try_contains_id(id).unwrap_or(false)
-            && m.value_source(id) == Some(ValueSource::CommandLine)
-    };
     ids.iter()
         .copied()
         .filter(|id| {
@@ -80,11 +151,140 @@ fn given_on_command_line(matches: &ArgMatches, ids: &[&'static str]) -> Vec<&'st
         .collect()
 }
 
+/// Whether `--demo` is on, at the top level or in the subcommand.
+fn demo_on(matches: &ArgMatches) -> bool {
+    let on = |m: &ArgMatches| matches!(m.try_get_one::<bool>("demo"), Ok(Some(true)));
+    on(matches) || matches.subcommand().is_some_and(|(_, sub)| on(sub))
+}
+
 /// The environment variables that stand for options: set but empty means unset.
 const OPTION_ENV: [(&str, &str); 2] = [
     ("nvml_lib", "STRATA_NVML_LIB"),
     ("feed_dir", "STRATA_FEED_DIR"),
 ];
+
+/// Whether `command` itself has the option `id`.
+fn has_arg(command: &clap::Command, id: &str) -> bool {
+    command.get_arguments().any(|a| a.get_id() == id)
+}
+
+/// `command` with the option `id` reading no environment variable, wherever it is.
+fn without_env(mut command: clap::Command, id: &'static str) -> clap::Command {
+    if has_arg(&command, id) {
+        command = command.mut_arg(id, |arg| arg.env(Option::<&'static str>::None));
+    }
+    let names: Vec<String> = command
+        .get_subcommands()
+        .filter(|s| has_arg(s, id))
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, |s| {
+            s.mut_arg(id, |a| a.env(Option::<&'static str>::None))
+        });
+    }
+    command
+}
+
+/// The options written before a command's name are that command's: `strata --demo snapshot`
+/// is read as `strata snapshot --demo`. Returns the arguments so reordered and the command's
+/// name, or the arguments as they are where no command is named (the monitor) or where
+/// something before it is not one of the monitor's options (clap says what).
+fn hoist(command: &clap::Command, args: Vec<OsString>) -> (Vec<OsString>, Option<String>) {
+    let mut at = 1;
+    while let Some(token) = args.get(at) {
+        let Some(text) = token.to_str() else {
+            return (args, None);
+        };
+        if let Some(long) = text.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (long, false),
+            };
+            let Some(arg) = command.get_arguments().find(|a| a.get_long() == Some(name)) else {
+                return (args, None);
+            };
+            let takes_value = arg.get_action().takes_values();
+            at += if takes_value && !inline { 2 } else { 1 };
+            continue;
+        }
+        if text.starts_with('-') {
+            return (args, None);
+        }
+        let Some(sub) = command.find_subcommand(text) else {
+            return (args, None);
+        };
+        let name = sub.get_name().to_string();
+        if at == 1 {
+            return (args, Some(name));
+        }
+        let mut moved = Vec::with_capacity(args.len());
+        moved.push(args[0].clone());
+        moved.push(args[at].clone());
+        moved.extend(args[1..at].iter().cloned());
+        moved.extend(args[at + 1..].iter().cloned());
+        return (moved, Some(name));
+    }
+    (args, None)
+}
+
+/// Why a command does not take an option some other command does, in a few words.
+fn why_not(command: &str, option: &str) -> &'static str {
+    match (command, option) {
+        ("doctor", o) if o.starts_with("--demo") => {
+            "doctor checks this node's driver, /proc, feed dirs and terminal, and the simulated node has none of them (hint: `strata --demo` runs anywhere)"
+        }
+        ("analyze" | "export" | "replay", _) => {
+            "it reads a recording, not a node (hint: record with `strata record FILE`, which takes the source's options)"
+        }
+        ("run" | "attach", _) => {
+            "it starts the allocator feed in a job; the monitor reads it (hint: `strata --help`)"
+        }
+        ("completions" | "man", _) => "it prints strata's own documentation",
+        _ => "",
+    }
+}
+
+/// An option that some command of strata takes, given to one that does not: one line that
+/// says so (clap's own would only say the argument is unexpected).
+fn not_taken(command: &clap::Command, sub: &str, error: &clap::Error) -> Option<clap::Error> {
+    use clap::error::{ContextKind, ContextValue};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(typed)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    refusal(command, sub, typed)
+}
+
+/// The one-line refusal of `typed` (`--demo`, `--interval=2`) by the command `sub`, where
+/// `typed` is an option of another command of strata's.
+fn refusal(command: &clap::Command, sub: &str, typed: &str) -> Option<clap::Error> {
+    let option = typed.split('=').next().unwrap_or(typed);
+    let long = option.strip_prefix("--")?;
+    let known = std::iter::once(command)
+        .chain(command.get_subcommands())
+        .any(|c| c.get_arguments().any(|a| a.get_long() == Some(long)));
+    if !known {
+        return None;
+    }
+    let why = why_not(sub, option);
+    let hint = if why.contains("hint:") {
+        String::new()
+    } else {
+        format!(" (hint: `strata {sub} --help` lists what it takes)")
+    };
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(": {why}")
+    };
+    Some(clap::Error::raw(
+        ErrorKind::UnknownArgument,
+        format!("strata {sub} does not take {option}{why}{hint}\n"),
+    ))
+}
 
 impl Cli {
     /// Parses the process's command line, exiting with clap's message (status 2) on a usage
@@ -104,11 +304,29 @@ impl Cli {
         let mut command = Cli::command();
         for (id, var) in OPTION_ENV {
             if empty_env(var) {
-                command = command.mut_arg(id, |arg| arg.env(Option::<&'static str>::None));
+                command = without_env(command, id);
             }
         }
-        let mut matches = command.try_get_matches_from_mut(args)?;
-        if !matches.get_flag("demo") {
+        // An option given twice counts once, the last: `strata --interval 2 snapshot
+        // --interval 3` samples every 3 s, as the command's own option is the later one.
+        command = command.args_override_self(true);
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for name in names {
+            command = command.mut_subcommand(name, |s| s.args_override_self(true));
+        }
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let (args, sub) = hoist(&command, args);
+        let mut matches = match command.try_get_matches_from_mut(args) {
+            Ok(matches) => matches,
+            Err(e) => {
+                let refused = sub.as_deref().and_then(|sub| not_taken(&command, sub, &e));
+                return Err(refused.unwrap_or(e));
+            }
+        };
+        if !demo_on(&matches) {
             let given = given_on_command_line(&matches, &DEMO_ONLY);
             if !given.is_empty() {
                 let flags: Vec<String> = given
@@ -126,7 +344,20 @@ impl Cli {
                 ));
             }
         }
-        Cli::from_arg_matches_mut(&mut matches)
+        let cli = Cli::from_arg_matches_mut(&mut matches)?;
+        // `strata run` takes CMD's own options after CMD: one of strata's in CMD's place is a
+        // mistake, not a program to run.
+        if let Some(Command::Run(run)) = &cli.command {
+            if let Some(refused) = run
+                .command
+                .first()
+                .and_then(|first| first.to_str())
+                .and_then(|first| refusal(&command, "run", first))
+            {
+                return Err(refused);
+            }
+        }
+        Ok(cli)
     }
 }
 
@@ -153,8 +384,8 @@ pub enum Command {
     /// device's layers at each sample), processes (each process's figures, long form) and
     /// findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are.
     Export(ExportArgs),
-    /// The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed,
-    /// ← → a minute back or on, g G start and end.
+    /// The monitor, driven by a recording (format 2 or JSON lines, plain or compressed):
+    /// p pause, + - speed, ← → a minute back or on, g G start and end.
     Replay(ReplayArgs),
     /// What strata can and cannot see on this node, and why: each check ok, limited or
     /// missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when
@@ -196,6 +427,12 @@ pub struct DoctorArgs {
     /// check says it timed out and the rest go on.
     #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = parse_check_timeout)]
     pub(crate) timeout: f64,
+
+    #[command(flatten)]
+    pub(crate) nvml: NvmlArgs,
+
+    #[command(flatten)]
+    pub(crate) feeds: FeedArgs,
 }
 
 #[derive(Debug, Args)]
@@ -215,6 +452,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub ring: RingArgs,
+
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -236,13 +476,17 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub keep: u32,
 
-    /// Re-encode the recording IN (either format, or `snapshot --json --count` output) into
-    /// FILE, in the format FILE's name asks for, then stop.
+    /// Re-encode the recording IN (format 2 or JSON lines, plain or compressed, or
+    /// `snapshot --json --count` output) into FILE, in the format FILE's name asks for, then
+    /// stop. A recording with no sample is an error, and FILE is left as it was.
     #[arg(long, value_name = "IN", conflicts_with_all = ["duration", "max_size", "ring"])]
     pub from: Option<PathBuf>,
 
     #[command(flatten)]
     pub ring: RingArgs,
+
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 /// The flight recorder's options (`strata record --ring`, `strata serve --record`).
@@ -267,13 +511,24 @@ pub struct RingArgs {
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The recording: JSON lines, each one sample (strata.snapshot/1), plain or compressed.
+    /// The recording: format 2 (what `strata record` writes) or JSON lines (`strata snapshot
+    /// --json --count N`), plain or compressed (zstd, gzip).
     pub file: PathBuf,
+
+    #[command(flatten)]
+    pub context: ContextArgs,
+
+    #[command(flatten)]
+    pub interval: IntervalArgs,
+
+    #[command(flatten)]
+    pub monitor: MonitorArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// The recording: JSON lines, each one sample (strata.snapshot/1); `-` reads stdin.
+    /// The recording: format 2 (what `strata record` writes) or JSON lines (`strata snapshot
+    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin.
     pub file: PathBuf,
 
     /// Print JSON: {"findings": [...]} with each finding's evidence.
@@ -293,12 +548,15 @@ pub struct AnalyzeArgs {
     /// several times faster on a long recording.
     #[arg(long)]
     pub every_sample: bool,
+
+    #[command(flatten)]
+    pub context: ContextArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The recording: either format, plain or compressed, or `snapshot --json --count`
-    /// output; `-` reads stdin.
+    /// The recording: format 2 (what `strata record` writes) or JSON lines (`strata snapshot
+    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin.
     pub file: PathBuf,
 
     /// The tables' format.
@@ -314,6 +572,9 @@ pub struct ExportArgs {
     /// replaced, each once it is written whole; nothing else in OUT is touched.
     #[arg(long)]
     pub force: bool,
+
+    #[command(flatten)]
+    pub context: ContextArgs,
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +591,9 @@ pub struct RunArgs {
         value_name = "CMD"
     )]
     pub command: Vec<OsString>,
+
+    #[command(flatten)]
+    pub feeds: FeedArgs,
 }
 
 #[derive(Debug, Args)]
@@ -344,6 +608,9 @@ pub struct AttachArgs {
     /// Seconds to wait for the agent to report that it started.
     #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_nonnegative)]
     pub wait: f64,
+
+    #[command(flatten)]
+    pub feeds: FeedArgs,
 }
 
 #[derive(Debug, Args)]
@@ -366,6 +633,9 @@ pub struct SnapshotArgs {
     /// (or container), Slurm job or user.
     #[arg(long, value_name = "BY", requires = "json", value_parser = crate::accounting::GroupBy::parse)]
     pub group_by: Option<crate::accounting::GroupBy>,
+
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 fn parse_positive(text: &str, what: &str, min: f64, max: f64) -> Result<f64, String> {
@@ -456,7 +726,7 @@ mod tests {
         let largest = u64::MAX >> 20;
         let cli = Cli::try_parse_from(["strata", "--context-mib", &largest.to_string()])
             .expect("the largest size that fits");
-        assert_eq!(cli.common.context_bytes(), Some(largest << 20));
+        assert_eq!(cli.source.context_bytes(), Some(largest << 20));
         assert_eq!(largest << 20 >> 20, largest, "no bit lost");
         for too_big in [largest + 1, 1 << 44, u64::MAX] {
             let err = Cli::try_parse_from(["strata", "--context-mib", &too_big.to_string()])
@@ -468,7 +738,7 @@ mod tests {
             );
         }
         let cli = Cli::try_parse_from(["strata", "--context-mib", "500"]).expect("parses");
-        assert_eq!(cli.common.context_bytes(), Some(500 << 20));
+        assert_eq!(cli.source.context_bytes(), Some(500 << 20));
     }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
@@ -497,21 +767,204 @@ mod tests {
         }
         // The defaults alone are not a use of the options.
         let cli = parse(&["strata", "snapshot"]).expect("parses");
-        assert_eq!(cli.common.demo_speed, 10.0);
-        assert_eq!(cli.common.demo_seed, 0);
+        match cli.command {
+            Some(Command::Snapshot(args)) => {
+                assert_eq!(args.source.demo.demo_speed, 10.0);
+                assert_eq!(args.source.demo.demo_seed, 0);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn an_empty_environment_variable_is_unset() {
         let empty = |name: &str| name == "STRATA_NVML_LIB" || name == "STRATA_FEED_DIR";
-        let cli = Cli::parse_with(["strata", "snapshot"], empty).expect("parses");
-        assert_eq!(cli.common.nvml_lib, None);
-        assert_eq!(cli.common.feed_dir, None);
+        for args in [
+            vec!["strata", "snapshot"],
+            vec!["strata", "doctor"],
+            vec!["strata", "run", "--", "x"],
+            vec!["strata"],
+        ] {
+            let cli = Cli::parse_with(args.clone(), empty).expect("parses");
+            let (nvml, feeds) = match &cli.command {
+                None => (Some(&cli.source.nvml), &cli.source.feeds),
+                Some(Command::Snapshot(a)) => (Some(&a.source.nvml), &a.source.feeds),
+                Some(Command::Doctor(a)) => (Some(&a.nvml), &a.feeds),
+                Some(Command::Run(a)) => (None, &a.feeds),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(nvml.and_then(|n| n.nvml_lib.clone()), None, "{args:?}");
+            assert_eq!(feeds.feed_dir, None, "{args:?}");
+        }
         let cli =
             Cli::parse_with(["strata", "--nvml-lib", "/x/libnvidia-ml.so"], empty).expect("parses");
         assert_eq!(
-            cli.common.nvml_lib,
+            cli.source.nvml.nvml_lib,
             Some(PathBuf::from("/x/libnvidia-ml.so"))
         );
+    }
+
+    /// The long options each command takes, as a user would list them: the contract its
+    /// --help shows. The source's options are the live commands' (the monitor, snapshot,
+    /// serve, record); the commands that read a recording take only --context-mib of them.
+    fn taken(command: &str) -> Vec<&'static str> {
+        const DEMO: [&str; 4] = ["demo", "demo-speed", "demo-at", "demo-seed"];
+        const SOURCE: [&str; 4] = ["nvml-lib", "feed-dir", "context-mib", "interval"];
+        const RING: [&str; 3] = ["ring", "ring-size", "evidence-size"];
+        let mut own: Vec<&'static str> = match command {
+            "strata" => [DEMO.as_slice(), &SOURCE].concat(),
+            "snapshot" => [&DEMO[..], &SOURCE, &["json", "report", "count", "group-by"]].concat(),
+            "serve" => [
+                &DEMO[..],
+                &SOURCE,
+                &RING,
+                &["listen", "max-processes", "record"],
+            ]
+            .concat(),
+            "record" => [
+                &DEMO[..],
+                &SOURCE,
+                &RING,
+                &["duration", "max-size", "keep", "from"],
+            ]
+            .concat(),
+            "replay" => vec!["context-mib", "interval"],
+            "analyze" => vec!["json", "report-at", "every-sample", "context-mib"],
+            "export" => vec!["to", "force", "context-mib"],
+            "run" => vec!["feed-interval", "feed-dir"],
+            "attach" => vec!["feed-interval", "wait", "feed-dir"],
+            "doctor" => vec!["json", "listen", "timeout", "nvml-lib", "feed-dir"],
+            "completions" => vec![],
+            "man" => vec!["dir"],
+            other => panic!("no contract for {other}: add it here"),
+        };
+        own.extend(["help", "version"]);
+        own.sort_unstable();
+        own
+    }
+
+    /// The long options a --help text lists: the first `--name` of each line that starts
+    /// with an option.
+    fn listed(help: &str) -> Vec<String> {
+        let mut names: Vec<String> = help
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with('-'))
+            .filter_map(|l| {
+                let at = l.find("--")?;
+                let name: String = l[at + 2..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                Some(name)
+            })
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn each_command_lists_exactly_the_options_it_takes_and_refuses_the_rest() {
+        let mut root = Cli::command();
+        root.build();
+        let every: std::collections::BTreeSet<String> = std::iter::once(&root)
+            .chain(root.get_subcommands())
+            .flat_map(|c| c.get_arguments().filter_map(|a| a.get_long()))
+            .map(str::to_string)
+            .collect();
+        let mut commands = vec![root.clone()];
+        commands.extend(
+            root.get_subcommands()
+                .filter(|s| s.get_name() != "help")
+                .cloned(),
+        );
+        for mut command in commands {
+            let name = command.get_name().to_string();
+            let help = command.render_help().to_string();
+            assert_eq!(listed(&help), taken(&name), "{name} --help:\n{help}");
+            for option in every.iter().filter(|o| !taken(&name).contains(&o.as_str())) {
+                let mut args = vec!["strata".to_string()];
+                if name != "strata" {
+                    args.push(name.clone());
+                }
+                args.push(format!("--{option}"));
+                let err = parse(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                    .expect_err(&format!("{name} takes no --{option}"));
+                assert_eq!(err.kind(), ErrorKind::UnknownArgument, "{args:?}");
+                let text = err.to_string();
+                if name != "strata" {
+                    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+                    assert!(
+                        text.starts_with(&format!("error: strata {name} does not take --{option}")),
+                        "{text}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn options_before_a_command_are_that_commands() {
+        let cli =
+            parse(&["strata", "--demo", "--interval", "2", "snapshot", "--json"]).expect("parses");
+        match cli.command {
+            Some(Command::Snapshot(args)) => {
+                assert!(args.source.is_demo() && args.json);
+                assert_eq!(args.source.interval(), 2.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The command's own, later, wins.
+        let cli = parse(&[
+            "strata",
+            "--interval=2",
+            "record",
+            "--interval",
+            "3",
+            "--demo",
+            "f",
+        ])
+        .expect("parses");
+        match cli.command {
+            Some(Command::Record(args)) => assert_eq!(args.source.interval(), 3.0),
+            other => panic!("{other:?}"),
+        }
+        let cli = parse(&[
+            "strata",
+            "--feed-dir",
+            "/f",
+            "run",
+            "--",
+            "python",
+            "--demo",
+        ])
+        .expect("parses");
+        match cli.command {
+            Some(Command::Run(args)) => {
+                assert_eq!(args.feeds.feed_dir, Some(PathBuf::from("/f")));
+                assert_eq!(args.command, ["python", "--demo"].map(OsString::from));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A value that looks like a command's name is a value.
+        let cli = parse(&["strata", "--feed-dir", "snapshot"]).expect("parses");
+        assert!(cli.command.is_none());
+        assert_eq!(cli.source.feeds.feed_dir, Some(PathBuf::from("snapshot")));
+        // Before a command that does not take it: refused in one line, naming both.
+        let err = parse(&["strata", "--demo", "doctor"]).expect_err("refused");
+        assert!(
+            err.to_string()
+                .starts_with("error: strata doctor does not take --demo"),
+            "{err}"
+        );
+        let err = parse(&["strata", "--context-mib", "5", "man"]).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("strata man does not take --context-mib"),
+            "{err}"
+        );
+        // A typo is clap's, with its suggestion.
+        let err = parse(&["strata", "snapshot", "--jsn"]).expect_err("refused");
+        assert!(err.to_string().contains("--json"), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AttachArgs, Cli, Command, Common, RecordArgs, ReplayArgs, RunArgs, ServeArgs, SnapshotArgs,
+    AttachArgs, Cli, Command, RecordArgs, ReplayArgs, RunArgs, ServeArgs, SnapshotArgs, SourceArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -24,13 +24,13 @@ static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
 fn main() -> ExitCode {
     let cli = Cli::from_env();
     let result = match cli.command {
-        None => monitor(&cli.common),
-        Some(Command::Snapshot(args)) => snapshot(&cli.common, &args),
-        Some(Command::Run(args)) => return run(&cli.common, &args),
-        Some(Command::Attach(args)) => attach(&cli.common, &args),
+        None => monitor(&cli.source),
+        Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
+        Some(Command::Run(args)) => return run(&args),
+        Some(Command::Attach(args)) => attach(&args),
         Some(Command::Analyze(args)) if args.report_at.is_some() => {
             let at = args.report_at.unwrap_or_default();
-            let context = cli.common.context_bytes();
+            let context = args.context.context_bytes();
             return ExitCode::from(strata::analyze::report_at::run(
                 &args.file,
                 at,
@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             ));
         }
         Some(Command::Analyze(args)) => {
-            let context = cli.common.context_bytes();
+            let context = args.context.context_bytes();
             let clock = if args.every_sample {
                 strata::analyze::Clock::EverySample
             } else {
@@ -55,14 +55,14 @@ fn main() -> ExitCode {
                 args.to,
                 &args.out,
                 args.force,
-                cli.common.context_bytes(),
+                args.context.context_bytes(),
             ));
         }
-        Some(Command::Serve(args)) => serve(&cli.common, &args),
+        Some(Command::Serve(args)) => serve(&args.source, &args),
         Some(Command::Record(args)) if args.from.is_some() => return reencode(&args),
-        Some(Command::Record(args)) => record(&cli.common, &args),
-        Some(Command::Replay(args)) => replay(&cli.common, &args),
-        Some(Command::Doctor(args)) => return strata::doctor::main(&cli.common, &args),
+        Some(Command::Record(args)) => record(&args.source, &args),
+        Some(Command::Replay(args)) => replay(&args),
+        Some(Command::Doctor(args)) => return strata::doctor::main(&args),
         Some(Command::Completions(args)) => print_all(&strata::manual::completions(args.shell))
             .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}")),
         Some(Command::Man(args)) => man(&args),
@@ -130,20 +130,21 @@ fn print_all(bytes: &[u8]) -> std::io::Result<()> {
 
 /// The source the options ask for: the demo starting at `demo_start` (its feeds are part of
 /// its story), or this machine's NVML with the allocator feeds found on this node.
-fn open_source(common: &Common, demo_start: f64) -> anyhow::Result<Opened> {
-    if common.demo {
-        let start = common.demo_at.unwrap_or(demo_start);
+fn open_source(source: &SourceArgs, demo_start: f64) -> anyhow::Result<Opened> {
+    let demo = &source.demo;
+    if demo.demo {
+        let start = demo.demo_at.unwrap_or(demo_start);
         return Ok(Opened::Plain(Box::new(DemoSource::new(
-            common.demo_seed,
-            common.interval,
-            common.demo_speed,
+            demo.demo_seed,
+            source.interval(),
+            demo.demo_speed,
             start,
         ))));
     }
-    let nvml = NvmlSource::open(common.nvml_lib.clone(), common.interval)?;
+    let nvml = NvmlSource::open(source.nvml.nvml_lib.clone(), source.interval())?;
     let config = FeedConfig::new(
-        common.feed_dir.clone(),
-        Duration::from_secs_f64(common.interval),
+        source.feeds.feed_dir.clone(),
+        Duration::from_secs_f64(source.interval()),
     );
     let hub = FeedHub::start(config)
         .map_err(|e| anyhow::anyhow!("cannot start reading allocator feeds: {e}"))?;
@@ -170,8 +171,8 @@ const SNAPSHOT_SETTLE: Duration = Duration::from_millis(1500);
 /// How long a snapshot waits after NVML's reading for the feeds' next samples.
 const SNAPSHOT_WAIT_NEWER: Duration = Duration::from_millis(1200);
 
-fn pipeline(common: &Common) -> Pipeline {
-    Pipeline::new(common.context_bytes())
+fn pipeline(context_bytes: Option<u64>) -> Pipeline {
+    Pipeline::new(context_bytes)
 }
 
 /// Refuses to take the terminal unless there is one on both ends.
@@ -197,31 +198,36 @@ fn need_terminal() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn monitor(common: &Common) -> anyhow::Result<()> {
+fn monitor(common: &SourceArgs) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
     need_terminal()?;
-    let mut state = State::new(pipeline(common), source.label(), common.interval);
-    state.setup.demo = common.demo;
+    let mut state = State::new(
+        pipeline(common.context_bytes()),
+        source.label(),
+        common.interval(),
+    );
+    state.setup.demo = common.is_demo();
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     // This machine's processes: signalled through the kernel. The demo's are simulated.
-    if !common.demo {
+    if !common.is_demo() {
         state.kill.signaller = Box::new(strata::process_signal::Kernel::default());
         state.attach.attacher = Box::new(strata::launch::offer::LiveAttacher {
-            feed_dir: common.feed_dir.clone(),
+            feed_dir: common.feeds.feed_dir.clone(),
             interval: 0.5,
             wait: Duration::from_secs(10),
         });
     }
-    strata::tui::run(source, state, Duration::from_secs_f64(common.interval))
+    strata::tui::run(source, state, Duration::from_secs_f64(common.interval()))
 }
 
 /// `strata replay FILE`: the monitor over a recording. A file that cannot be replayed is
 /// refused before the terminal is taken.
-fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
-    let source = strata::replay::source::ReplaySource::open(&args.file, common.context_bytes())
+fn replay(args: &ReplayArgs) -> anyhow::Result<()> {
+    let context = args.context.context_bytes();
+    let source = strata::replay::source::ReplaySource::open(&args.file, context)
         .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
     need_terminal()?;
-    let mut state = State::new(pipeline(common), source.label(), common.interval);
+    let mut state = State::new(pipeline(context), source.label(), args.interval.interval);
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     state.replay = Some(strata::app::ReplayView::new(source.control()));
     state.attach.attacher = Box::new(strata::launch::offer::NoAttacher(
@@ -233,7 +239,7 @@ fn replay(common: &Common, args: &ReplayArgs) -> anyhow::Result<()> {
     result
 }
 
-fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
+fn snapshot(common: &SourceArgs, args: &SnapshotArgs) -> anyhow::Result<()> {
     let mut source = match open_source(common, SNAPSHOT_AT)? {
         Opened::Fed(mut fed) => {
             // Read every feed's hello and backlog, and pair each NVML reading with the feed
@@ -243,15 +249,15 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
         }
         Opened::Plain(plain) => plain,
     };
-    let mut pipeline = pipeline(common);
+    let mut pipeline = pipeline(common.context_bytes());
     // Learn from what came before (context estimates, when findings were first raised).
     for earlier in source.backlog() {
         pipeline.ingest(earlier);
     }
     let stdout = std::io::stdout();
     for n in 0..args.count {
-        if n > 0 && !common.demo {
-            std::thread::sleep(Duration::from_secs_f64(common.interval));
+        if n > 0 && !common.is_demo() {
+            std::thread::sleep(Duration::from_secs_f64(common.interval()));
         }
         let observed = pipeline.ingest(source.sample()?);
         let shown = if args.json {
@@ -263,9 +269,9 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
             line.push('\n');
             line
         } else if args.report {
-            strata::report::markdown(&observed, &pipeline.history, common.demo)
+            strata::report::markdown(&observed, &pipeline.history, common.is_demo())
         } else {
-            snapshot::text(&observed, common.demo)
+            snapshot::text(&observed, common.is_demo())
         };
         let mut out = stdout.lock();
         match out.write_all(shown.as_bytes()).and_then(|()| out.flush()) {
@@ -279,9 +285,9 @@ fn snapshot(common: &Common, args: &SnapshotArgs) -> anyhow::Result<()> {
 }
 
 /// `strata run`: replaces this process with CMD; returns only when CMD could not be run.
-fn run(common: &Common, args: &RunArgs) -> ExitCode {
+fn run(args: &RunArgs) -> ExitCode {
     let options = RunOptions {
-        feed_dir: common.feed_dir.clone(),
+        feed_dir: args.feeds.feed_dir.clone(),
         interval: args.feed_interval,
     };
     let failure = strata::launch::run::exec(&args.command, &options);
@@ -292,10 +298,10 @@ fn run(common: &Common, args: &RunArgs) -> ExitCode {
     ExitCode::from(failure.status)
 }
 
-fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
+fn attach(args: &AttachArgs) -> anyhow::Result<()> {
     let report = strata::launch::attach::attach(
         args.pid,
-        common.feed_dir.clone(),
+        args.feeds.feed_dir.clone(),
         args.feed_interval,
         Duration::from_secs_f64(args.wait),
     )?;
@@ -305,14 +311,14 @@ fn attach(common: &Common, args: &AttachArgs) -> anyhow::Result<()> {
 
 /// `strata serve`: binds first (a port in use is an error before anything starts), then
 /// opens the source and serves until stopped.
-fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
+fn serve(common: &SourceArgs, args: &ServeArgs) -> anyhow::Result<()> {
     let listener = strata::serve::bind(&args.listen)?;
     let source = open_source(common, 0.0)?.boxed();
     let address = listener.local_addr()?;
     println!(
         "strata serve: http://{address}/metrics ({}, a sample every {} s)",
         source.label(),
-        common.interval
+        common.interval()
     );
     std::io::stdout().flush()?;
     let recorder = match (&args.record, args.ring.ring) {
@@ -329,11 +335,11 @@ fn serve(common: &Common, args: &ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let options = strata::serve::ServeOptions {
-        interval: Duration::from_secs_f64(common.interval),
+        interval: Duration::from_secs_f64(common.interval()),
         max_processes: args.max_processes,
         recorder,
     };
-    strata::serve::run(listener, source, pipeline(common), options)
+    strata::serve::run(listener, source, pipeline(common.context_bytes()), options)
 }
 
 fn ring_bounds(args: &strata::cli::RingArgs, keep: Duration) -> strata::record::ring::RingBounds {
@@ -344,28 +350,53 @@ fn ring_bounds(args: &strata::cli::RingArgs, keep: Duration) -> strata::record::
     }
 }
 
+/// What a live command samples, in words: the demo node or this one, and the source's
+/// label.
+fn source_words(common: &SourceArgs, source: &dyn strata::source::Source) -> String {
+    if common.is_demo() {
+        format!("the simulated demo node ({})", source.label())
+    } else {
+        format!("this node ({})", source.label())
+    }
+}
+
+/// A failing poll is said once, not at every interval, and again when it changes.
+fn poll_failures() -> impl FnMut(&str) {
+    let mut last_failure = String::new();
+    move |line| {
+        if line != last_failure {
+            eprintln!("strata: record: {line}; still recording");
+            last_failure = line.to_string();
+        }
+    }
+}
+
 /// `strata record --ring DURATION DIR`: the flight record, until a signal or --duration.
-fn record_ring(common: &Common, args: &RecordArgs, keep: Duration) -> anyhow::Result<()> {
+fn record_ring(common: &SourceArgs, args: &RecordArgs, keep: Duration) -> anyhow::Result<()> {
     let ring = strata::record::ring::Ring::open(&args.file, ring_bounds(&args.ring, keep))?;
     let source = open_source(common, 0.0)?.boxed();
-    eprintln!("strata: {}", ring.stated());
-    let mut last_failure = String::new();
-    let (_, samples) = strata::record::record_ring(
+    eprintln!(
+        "strata: {}",
+        strata::record::opening_line(
+            &source_words(common, source.as_ref()),
+            common.interval(),
+            &format!("the {}", ring.stated()),
+            args.duration,
+        )
+    );
+    let (stop, samples) = strata::record::record_ring(
         source,
         ring,
-        pipeline(common),
-        Duration::from_secs_f64(common.interval),
+        pipeline(common.context_bytes()),
+        Duration::from_secs_f64(common.interval()),
         args.duration,
-        |line| {
-            if line != last_failure {
-                eprintln!("strata: record: {line}; still recording");
-                last_failure = line.to_string();
-            }
-        },
+        |first| eprintln!("strata: {}", strata::record::devices_line(first)),
+        poll_failures(),
     )?;
     eprintln!(
-        "strata: recorded {samples} sample(s) into the flight record {}",
-        strata::text::clean(&args.file.display().to_string())
+        "strata: recorded {samples} sample(s) into the flight record {}, saved; {}",
+        strata::text::clean(&args.file.display().to_string()),
+        strata::record::stopped_by(stop, args.duration),
     );
     Ok(())
 }
@@ -405,8 +436,10 @@ fn reencode(args: &RecordArgs) -> ExitCode {
 }
 
 /// `strata record FILE`: the file is opened (and a bad path refused) before sampling starts;
-/// a TERM, HUP, INT or the end of --duration finishes it, with a summary line on stderr.
-fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
+/// a TERM, HUP, INT or the end of --duration finishes it. On stderr: at once what is
+/// recorded, where and how it stops; the devices at the first sample; at the end what was
+/// saved. Nothing on stdout.
+fn record(common: &SourceArgs, args: &RecordArgs) -> anyhow::Result<()> {
     use strata::recording::{RecordWriter, Rotation};
     if let Some(keep) = args.ring.ring {
         return record_ring(common, args, keep);
@@ -431,19 +464,23 @@ fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    // A failing poll is said once, not at every interval, and again when it changes.
-    let mut last_failure = String::new();
+    let into = strata::record::file_words(&args.file, encoding, rotation, existed);
+    eprintln!(
+        "strata: {}",
+        strata::record::opening_line(
+            &source_words(common, source.as_ref()),
+            common.interval(),
+            &into,
+            args.duration,
+        )
+    );
     let (stop, summary) = strata::record::record(
         source,
         writer,
-        Duration::from_secs_f64(common.interval),
+        Duration::from_secs_f64(common.interval()),
         args.duration,
-        |line| {
-            if line != last_failure {
-                eprintln!("strata: record: {line}; still recording");
-                last_failure = line.to_string();
-            }
-        },
+        |first| eprintln!("strata: {}", strata::record::devices_line(first)),
+        poll_failures(),
     )?;
     let summary = strata::record::summary_line(&args.file, encoding, &summary);
     if stop == strata::record::Stop::SourceGone {
@@ -451,6 +488,9 @@ fn record(common: &Common, args: &RecordArgs) -> anyhow::Result<()> {
             "sampling stopped (a bug in strata: please report it); {summary} (hint: the recording so far is finished and reads back)"
         );
     }
-    eprintln!("strata: {summary}");
+    eprintln!(
+        "strata: {summary}, saved; {}",
+        strata::record::stopped_by(stop, args.duration)
+    );
     Ok(())
 }

@@ -10,12 +10,23 @@ fn documented() -> clap::Command {
     Cli::command().version(VERSION).long_version(VERSION)
 }
 
+/// The command line as the man pages describe it: without clap's `help` subcommand, which
+/// has no page of its own (`strata help CMD` is `strata CMD --help`), built so that each
+/// subcommand knows its full name (`strata snapshot`, page `strata-snapshot`).
+fn paged() -> clap::Command {
+    let mut command = documented().disable_help_subcommand(true);
+    command.build();
+    command
+}
+
 use crate::cli::Cli;
 use crate::version::VERSION;
 use clap::CommandFactory;
 use clap_complete::Shell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+mod sections;
 
 /// The completion script for `shell` (made in memory: clap_complete panics on a failed
 /// write, and stdout may be a closed pipe).
@@ -26,24 +37,51 @@ pub fn completions(shell: Shell) -> Vec<u8> {
     out
 }
 
+/// One page: clap's sections (name, synopsis, description, options, subcommands), then
+/// strata's own (`sections`), then the version.
+fn render(
+    command: &clap::Command,
+    root: &clap::Command,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    if command.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(out)?;
+    }
+    if command.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(out)?;
+    }
+    out.write_all(sections::extra(command, root).as_bytes())?;
+    man.render_version_section(out)
+}
+
 /// The man page of `strata` (section 1, roff), with every subcommand listed.
 pub fn man_page(out: &mut dyn Write) -> std::io::Result<()> {
-    clap_mangen::Man::new(documented()).render(out)
+    let root = paged();
+    render(&root, &root, out)
 }
 
 /// Writes `strata.1` and one `strata-COMMAND.1` per subcommand into `dir` (made if
 /// missing); returns the pages written, sorted.
 pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    clap_mangen::generate_to(documented(), dir)?;
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "1")
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("strata"))
-        })
-        .collect();
+    let root = paged();
+    let mut pages = Vec::new();
+    for command in std::iter::once(&root).chain(root.get_subcommands().filter(|s| !s.is_hide_set()))
+    {
+        let name = command
+            .get_display_name()
+            .unwrap_or_else(|| command.get_name());
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        render(command, &root, &mut page)?;
+        std::fs::write(&path, page)?;
+        pages.push(path);
+    }
     pages.sort();
     Ok(pages)
 }
@@ -51,6 +89,7 @@ pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     fn subcommands() -> Vec<String> {
         Cli::command()
@@ -92,6 +131,254 @@ mod tests {
                 "the man page does not list {name}"
             );
         }
+    }
+
+    fn page() -> String {
+        let mut out = Vec::new();
+        man_page(&mut out).expect("renders");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    /// The text of the section `title` of a page, to the next section.
+    fn section<'a>(page: &'a str, title: &str) -> &'a str {
+        let from = page
+            .split(&format!(".SH {title}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {title} section"));
+        from.split("\n.SH ").next().unwrap_or(from)
+    }
+
+    /// A key as the page names it.
+    fn key_name(code: KeyCode, ctrl: bool) -> String {
+        match code {
+            KeyCode::Char(c) if ctrl => format!("Ctrl-{}", c.to_ascii_uppercase()),
+            KeyCode::Char(' ') => "Space".into(),
+            KeyCode::Char(c) => c.to_string(),
+            KeyCode::F(n) => format!("F{n}"),
+            KeyCode::Up => "↑".into(),
+            KeyCode::Down => "↓".into(),
+            KeyCode::Left => "←".into(),
+            KeyCode::Right => "→".into(),
+            KeyCode::PageUp => "PgUp".into(),
+            KeyCode::PageDown => "PgDn".into(),
+            KeyCode::BackTab => "Shift-Tab".into(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Every key the monitor acts on, read from its key map: each printable character, with
+    /// and without Ctrl, the function keys and the named keys.
+    fn mapped_keys() -> Vec<String> {
+        let mut codes: Vec<KeyCode> = (' '..='~').map(KeyCode::Char).collect();
+        codes.extend((1..=12).map(KeyCode::F));
+        codes.extend([
+            KeyCode::Up,
+            KeyCode::Down,
+            KeyCode::Left,
+            KeyCode::Right,
+            KeyCode::PageUp,
+            KeyCode::PageDown,
+            KeyCode::Home,
+            KeyCode::End,
+            KeyCode::Enter,
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Esc,
+            KeyCode::Backspace,
+            KeyCode::Delete,
+            KeyCode::Insert,
+        ]);
+        let mut names = Vec::new();
+        for code in codes {
+            for ctrl in [false, true] {
+                let modifiers = if ctrl {
+                    KeyModifiers::CONTROL
+                } else {
+                    KeyModifiers::NONE
+                };
+                let plain = crate::app::key_action(KeyEvent::new(code, KeyModifiers::NONE));
+                let action = crate::app::key_action(KeyEvent::new(code, modifiers));
+                // Ctrl with a key that means the same without it is that key.
+                if action.is_some() && (!ctrl || action != plain) {
+                    names.push(key_name(code, ctrl));
+                }
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn the_man_page_names_every_key_the_monitor_acts_on() {
+        let page = page();
+        let keys = section(&page, "KEYS");
+        let mapped = mapped_keys();
+        assert!(mapped.len() > 30, "{mapped:?}");
+        for name in mapped {
+            let bold = format!("\\fB{}\\fR", name.replace('-', "\\-"));
+            assert!(
+                keys.contains(&bold),
+                "the man page's KEYS do not name {name}"
+            );
+        }
+    }
+
+    /// The finding kinds as the JSON names them, from the type itself: serde lists every
+    /// variant when it meets an unknown one.
+    fn finding_kinds() -> Vec<String> {
+        let err =
+            serde_json::from_str::<crate::detect::FindingKind>("\"?\"").expect_err("not a kind");
+        let text = err.to_string();
+        let listed = text
+            .split("expected one of ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{text}"));
+        listed
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_man_page_names_every_finding_kind_and_layer() {
+        let page = page();
+        let kinds = finding_kinds();
+        assert!(kinds.contains(&"zombie_context".to_string()), "{kinds:?}");
+        let findings = section(&page, "FINDINGS");
+        for kind in &kinds {
+            assert!(
+                findings.contains(&format!("\\fB{kind}\\fR")),
+                "the man page's FINDINGS do not name {kind}"
+            );
+        }
+        assert_eq!(sections::FINDINGS.len(), kinds.len(), "each kind once");
+        let layers = section(&page, "LAYERS");
+        for layer in crate::layers::Layer::ALL {
+            let name = layer.name();
+            assert!(layers.contains(&format!("\\fB{name}\\fR")), "no {name}");
+        }
+    }
+
+    /// The environment variables the code reads (`env::var_os("X")`, clap's `env = "X"`, a
+    /// `const ..._ENV: &str = "X"`), found in the source itself.
+    fn variables_read() -> Vec<String> {
+        fn walk(dir: &Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).expect("src").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, found);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                for marker in ["var_os(\"", "env::var(\"", "env = \"", "_ENV: &str = \""] {
+                    for rest in text.split(marker).skip(1) {
+                        let name: String = rest
+                            .chars()
+                            .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                            .collect();
+                        if rest[name.len()..].starts_with('"') && !name.is_empty() {
+                            found.push(name);
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    #[test]
+    fn the_man_page_names_every_environment_variable_strata_reads() {
+        let page = page();
+        let environment = section(&page, "ENVIRONMENT");
+        let read = variables_read();
+        for expected in [
+            "STRATA_NVML_LIB",
+            "STRATA_FEED_DIR",
+            "STRATA_DEV_DIR",
+            "NO_COLOR",
+        ] {
+            assert!(read.iter().any(|v| v == expected), "{read:?}");
+        }
+        for variable in read {
+            assert!(
+                environment.contains(&variable),
+                "the man page's ENVIRONMENT does not name {variable}"
+            );
+        }
+    }
+
+    /// Every page a page names (`strata-snapshot(1)`, in bold or not), from `pages`.
+    fn named_pages(pages: &[String]) -> Vec<String> {
+        let mut named = Vec::new();
+        for text in pages {
+            let plain = text
+                .replace("\\fB", "")
+                .replace("\\fR", "")
+                .replace("\\-", "-");
+            for (at, _) in plain.match_indices("(1)") {
+                let name: String = plain[..at]
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                named.push(name);
+            }
+        }
+        named.sort();
+        named.dedup();
+        named
+    }
+
+    #[test]
+    fn every_page_named_is_generated_and_every_page_has_its_exit_status() {
+        let dir = std::env::temp_dir().join(format!("strata-see-also-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let written = man_pages(&dir).expect("written");
+        let texts: Vec<String> = written
+            .iter()
+            .map(|p| std::fs::read_to_string(p).expect("page"))
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        let generated: Vec<String> = written
+            .iter()
+            .filter_map(|p| p.file_stem().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        let mut all = texts.clone();
+        all.push(page());
+        let named = named_pages(&all);
+        assert!(named.contains(&"strata-record".to_string()), "{named:?}");
+        for name in &named {
+            assert!(
+                generated.contains(name),
+                "{name}(1) is named but not generated: {generated:?}"
+            );
+        }
+        for (path, text) in written.iter().zip(&texts) {
+            assert!(
+                text.contains(".SH EXIT STATUS") && text.contains(".SH SEE ALSO"),
+                "{}",
+                path.display()
+            );
+        }
+        let record = texts
+            .iter()
+            .find(|t| t.contains(".TH strata-record"))
+            .expect("record's page");
+        assert!(
+            section(record, "EXIT STATUS").contains("\\fB3\\fR"),
+            "{record}"
+        );
     }
 
     #[test]

@@ -236,8 +236,13 @@ fn run_with(
                 drawn = Instant::now();
             }
         }
-        drop(recorder);
+        // Quitting while recording finishes the file, and says where it is once the screen
+        // is given back.
+        let parting = recorder.take().map(LiveRecorder::parting_words);
         drop(guard);
+        if let Some(words) = parting {
+            eprintln!("strata: {words}");
+        }
         anyhow::Ok(died_of)
     })?;
     if let Some(signo) = died_of {

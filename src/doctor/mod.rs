@@ -24,7 +24,7 @@ mod render;
 mod runner;
 mod terminal;
 
-use crate::cli::{Common, DoctorArgs};
+use crate::cli::DoctorArgs;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -246,16 +246,12 @@ pub(crate) fn run(options: &Options) -> Report {
 
 /// `strata doctor`: prints the checks (text, or JSON with `--json`); the exit status says how
 /// they went.
-pub fn main(common: &Common, args: &DoctorArgs) -> ExitCode {
-    if common.demo {
-        eprintln!(
-            "strata: doctor checks this node, and the demo node needs nothing from it (hint: run `strata doctor` without --demo; `strata --demo` runs anywhere)"
-        );
-        return ExitCode::from(2);
-    }
+pub fn main(args: &DoctorArgs) -> ExitCode {
+    // No `--demo`: doctor checks what strata meets on this node (the driver, /proc, the feed
+    // dirs, the terminal, the port), and the simulated node has none of them to check.
     let options = Options {
-        nvml_lib: common.nvml_lib.clone(),
-        feed_dir: common.feed_dir.clone(),
+        nvml_lib: args.nvml.nvml_lib.clone(),
+        feed_dir: args.feeds.feed_dir.clone(),
         listen: args.listen.clone(),
         timeout: Duration::from_secs_f64(args.timeout),
     };

@@ -1,7 +1,7 @@
 //! Recording from the monitor (`r`): samples are handed over as they arrive (paused or not)
 //! and written on a thread of their own, so a slow disk never holds up a key.
 
-use crate::recording::{RecordError, RecordWriter, Summary};
+use crate::recording::{Encoding, RecordError, RecordWriter, Summary};
 use crate::sample::NodeSample;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -80,6 +80,28 @@ impl LiveRecorder {
     /// Writes what waits, finishes the frame and says what was written.
     pub(crate) fn stop(mut self) -> Result<Summary, RecordError> {
         self.finish()
+    }
+
+    /// Finishes the recording and says where it is and what it holds: the monitor's
+    /// parting words when it quits while recording.
+    pub(crate) fn parting_words(mut self) -> String {
+        let dropped = self.dropped;
+        let path = std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone());
+        match self.finish() {
+            Ok(summary) => {
+                let encoding = Encoding::for_path(&self.path);
+                let line = super::summary_line(&path, encoding, &summary);
+                match dropped {
+                    0 => format!("{line}, saved"),
+                    n => format!("{line}, saved ({n} sample(s) dropped: the disk was behind)"),
+                }
+            }
+            Err(e) => format!(
+                "the recording {} could not be finished: {e} (hint: {})",
+                crate::text::clean(&path.display().to_string()),
+                e.hint()
+            ),
+        }
     }
 
     fn finish(&mut self) -> Result<Summary, RecordError> {

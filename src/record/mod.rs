@@ -1,11 +1,16 @@
 //! `strata record FILE`: headless, one raw sample per interval appended to a recording until
-//! a signal (TERM, HUP, INT) or `--duration`; then the frame is finished and a one-line
-//! summary goes to stderr. The source is sampled on its own thread, as in the monitor: a
-//! poll stuck in the driver never keeps a signal from finishing the file.
+//! a signal (TERM, HUP, INT) or `--duration`; then the frame is finished. On stderr, and
+//! never on stdout: at once, what is recorded, where, and how it stops; at the first sample,
+//! the devices it holds; at the end, what was saved. The source is sampled on its own
+//! thread, as in the monitor: a poll stuck in the driver never keeps a signal from finishing
+//! the file.
 
 pub(crate) mod live;
 pub mod reencode;
 pub mod ring;
+mod said;
+
+pub use said::{devices_line, file_words, opening_line, stopped_by};
 
 use crate::recording::{Encoding, RecordWriter, Summary};
 use crate::sample::NodeSample;
@@ -123,10 +128,16 @@ pub fn record(
     mut writer: RecordWriter,
     interval: Duration,
     duration: Option<Duration>,
+    on_first_sample: impl FnOnce(&NodeSample),
     on_poll_failed: impl FnMut(&str),
 ) -> anyhow::Result<(Stop, Summary)> {
+    let mut first = Some(on_first_sample);
     let stop = collect_until_stopped(source, interval, duration, on_poll_failed, |sample| {
-        Ok(writer.write(sample)?)
+        writer.write(sample)?;
+        if let Some(said) = first.take() {
+            said(sample);
+        }
+        Ok(())
     })?;
     Ok((stop, writer.finish()?))
 }
@@ -140,13 +151,18 @@ pub fn record_ring(
     mut pipeline: crate::pipeline::Pipeline,
     interval: Duration,
     duration: Option<Duration>,
+    on_first_sample: impl FnOnce(&NodeSample),
     on_poll_failed: impl FnMut(&str),
 ) -> anyhow::Result<(Stop, u64)> {
     let mut samples = 0u64;
+    let mut first = Some(on_first_sample);
     let stop = collect_until_stopped(source, interval, duration, on_poll_failed, |sample| {
         let observed = pipeline.ingest(sample.clone());
         ring.offer(sample, &observed.findings)?;
         samples += 1;
+        if let Some(said) = first.take() {
+            said(sample);
+        }
         Ok(())
     })?;
     ring.finish()?;

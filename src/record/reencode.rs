@@ -29,6 +29,20 @@ impl Read {
         self.bad > 0 || self.corrupt > 0 || self.unanchored > 0 || self.stopped.is_some()
     }
 
+    /// Why a read found no sample, in a few words, `lines` the lines (or records) read.
+    fn why_none(&self, lines: u64) -> String {
+        if lines == 0 && !self.lost_some() && !self.truncated {
+            return "it is empty".to_string();
+        }
+        if self.lost_some() {
+            return format!("it is not a recording ({})", self.losses());
+        }
+        if self.truncated {
+            return "its one sample was cut short".to_string();
+        }
+        format!("{lines} blank line(s)")
+    }
+
     /// What was lost, in a few words.
     pub fn losses(&self) -> String {
         let mut parts = Vec::new();
@@ -60,6 +74,9 @@ pub enum ReencodeError {
     Write(#[from] RecordError),
     #[error("{out} is the recording being read: writing into it would read it again without end")]
     Same { out: String },
+    /// Nothing to write: the input is empty or not a recording. OUT is left as it was.
+    #[error("{path} holds no sample: {why}; nothing was written")]
+    NoSample { path: String, why: String },
 }
 
 impl ReencodeError {
@@ -72,6 +89,9 @@ impl ReencodeError {
             ReencodeError::Write(e) => e.hint(),
             ReencodeError::Same { .. } => {
                 "name another file to write: strata record NEW.zst --from OLD"
+            }
+            ReencodeError::NoSample { .. } => {
+                "a recording is what `strata record FILE` (format 2) or `strata snapshot --json --count N > FILE` (JSON lines) writes"
             }
         }
     }
@@ -87,7 +107,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Writes every sample of `from` into `out` (created, or appended to), in the order read;
-/// the progress of a long read shows on a terminal's stderr.
+/// the progress of a long read shows on a terminal's stderr. An input with no sample is an
+/// error, as it is for `analyze`, `export` and `replay`: `out` is then not touched (it is
+/// opened at the first sample).
 pub fn reencode(from: &Path, out: &Path) -> Result<(Read, Summary), ReencodeError> {
     let shown = |p: &Path| crate::text::clean(&p.display().to_string()).into_owned();
     if same_file(from, out) {
@@ -97,14 +119,18 @@ pub fn reencode(from: &Path, out: &Path) -> Result<(Read, Summary), ReencodeErro
         path: shown(from),
         error,
     })?;
-    let mut writer = RecordWriter::create(out, None)?;
+    let mut writer: Option<RecordWriter> = None;
     let _progress = crate::recording::progress::on_stderr(lines.progress().clone(), &shown(from));
     let mut read = Read::default();
     loop {
         match lines.next_line() {
             Ok(Some((_, line))) => match line {
                 Line::Sample(sample) => {
-                    writer.write(&sample)?;
+                    let writing = match &mut writer {
+                        Some(w) => w,
+                        None => writer.insert(RecordWriter::create(out, None)?),
+                    };
+                    writing.write(&sample)?;
                     read.samples += 1;
                 }
                 Line::Bad(_) | Line::Oversized(_) => read.bad += 1,
@@ -120,6 +146,12 @@ pub fn reencode(from: &Path, out: &Path) -> Result<(Read, Summary), ReencodeErro
         }
     }
     read.truncated |= lines.cut();
+    let Some(writer) = writer else {
+        return Err(ReencodeError::NoSample {
+            path: shown(from),
+            why: read.why_none(lines.number()),
+        });
+    };
     let summary = writer.finish()?;
     Ok((read, summary))
 }

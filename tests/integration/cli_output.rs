@@ -1,5 +1,7 @@
 //! Where the output goes: the monitor without a terminal says what to use instead and
-//! leaves the terminal alone; a snapshot whose reader has gone stops quietly.
+//! leaves the terminal alone; a snapshot whose reader has gone stops quietly; a bad recording
+//! is refused alike by every command that reads one; an option a command does not take is
+//! refused in one line.
 
 use crate::common;
 
@@ -97,4 +99,131 @@ fn snapshot_into_head_exits_zero_without_a_message() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stdout.trim(), "status=0", "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
+}
+
+/// A recording that is empty, not a recording, or missing: every command that reads one
+/// (analyze, its --report-at, export, replay, record --from) exits 1 with one line on
+/// stderr naming the file, with a hint, and prints and writes nothing.
+#[test]
+fn every_command_that_reads_a_recording_refuses_a_bad_one_alike() {
+    let scratch = common::Scratch::new("bad-recordings");
+    let empty = scratch.write("empty.zst", b"", 0o644);
+    let garbage = scratch.write("garbage.jsonl", b"not a sample\n\x00\x01\x02\n", 0o644);
+    let missing = scratch.path("missing.zst");
+    for (file, what) in [
+        (&empty, "empty"),
+        (&garbage, "garbage"),
+        (&missing, "missing"),
+    ] {
+        let out_dir = scratch.path(&format!("tables-{what}"));
+        let reencoded = scratch.path(&format!("again-{what}.zst"));
+        let name = file.file_name().and_then(|n| n.to_str()).expect("name");
+        let runs: [Vec<std::ffi::OsString>; 5] = [
+            vec!["analyze".into(), file.into()],
+            vec![
+                "analyze".into(),
+                "--report-at".into(),
+                "100".into(),
+                file.into(),
+            ],
+            vec![
+                "export".into(),
+                file.into(),
+                "--to".into(),
+                "csv".into(),
+                out_dir.clone().into(),
+            ],
+            vec!["replay".into(), file.into()],
+            vec![
+                "record".into(),
+                reencoded.clone().into(),
+                "--from".into(),
+                file.into(),
+            ],
+        ];
+        for args in runs {
+            let out = strata_command()
+                .args(&args)
+                .current_dir(&scratch.dir)
+                .stdin(Stdio::null())
+                .output()
+                .expect("runs");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what} {args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{what} {args:?}: {err}");
+            assert!(
+                err.starts_with("strata: ") && err.contains(name) && err.contains("(hint: "),
+                "{what} {args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{what} {args:?}: nothing printed");
+        }
+        assert!(!reencoded.exists(), "{what}: record --from wrote nothing");
+        let left = std::fs::read_dir(&out_dir).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(left, 0, "{what}: export wrote no table");
+    }
+    assert!(
+        std::fs::read_dir(&scratch.dir)
+            .expect("dir")
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("strata-report")),
+        "analyze --report-at wrote no report"
+    );
+}
+
+/// Every command's --help lists only its own options: the demo's and NVML's are the live
+/// commands', and one given where it does not belong is refused in one line, status 2.
+#[test]
+fn a_command_refuses_an_option_it_does_not_take_in_one_line() {
+    for (args, option) in [
+        (vec!["analyze", "--demo", "x.zst"], "--demo"),
+        (
+            vec!["--demo", "export", "x.zst", "--to", "csv", "out"],
+            "--demo",
+        ),
+        (vec!["man", "--nvml-lib", "/x"], "--nvml-lib"),
+        (vec!["doctor", "--demo"], "--demo"),
+        (vec!["replay", "--demo-speed", "3", "x.zst"], "--demo-speed"),
+        (vec!["run", "--demo", "--", "python"], "--demo"),
+    ] {
+        let out = strata_command().args(&args).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(&format!("does not take {option}")), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    for command in [
+        "analyze",
+        "export",
+        "replay",
+        "man",
+        "completions",
+        "doctor",
+    ] {
+        let out = strata_command()
+            .args([command, "--help"])
+            .output()
+            .expect("runs");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{help}");
+        let nvml = if command == "doctor" {
+            "--demo-at"
+        } else {
+            "--nvml-lib"
+        };
+        for foreign in ["--demo", "--demo-speed", nvml] {
+            assert!(
+                !help.contains(foreign),
+                "{command} --help lists {foreign}:\n{help}"
+            );
+        }
+    }
+    // Where it is taken, before or after the command's name.
+    for args in [
+        vec!["--demo", "snapshot", "--json"],
+        vec!["snapshot", "--json", "--demo"],
+    ] {
+        let out = strata_command().args(&args).output().expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
 }

@@ -62,7 +62,7 @@ fn start(path: &Path, extra: &[&str]) -> Running {
             ])
             .args(extra)
             .arg(path)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped()),
     )
 }
@@ -98,8 +98,33 @@ fn assert_consecutive(samples: &[NodeSample], what: &str) {
     }
 }
 
+/// What `record` says on stderr, and nothing on stdout: what it records, where and how it
+/// stops; the devices of its first sample; last, what it saved and why it stopped.
+fn assert_said(out: &std::process::Output, name: &str, stopped: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.stdout.is_empty(), "{name}: stdout is clean");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{name}: {stderr}");
+    assert!(
+        lines[0].starts_with("strata: recording the simulated demo node")
+            && lines[0].contains(&format!("/{name} ("))
+            && lines[0].contains("every 0.05 s")
+            && lines[0].contains("Ctrl-C"),
+        "{name}: {stderr}"
+    );
+    assert!(
+        lines[1].starts_with("strata: first sample written: 4 GPUs ("),
+        "{name}: {stderr}"
+    );
+    assert!(
+        lines[2].contains(name) && lines[2].contains(&format!("saved; {stopped}")),
+        "{name}: {stderr}"
+    );
+    lines[2].to_string()
+}
+
 /// TERM (and HUP, INT) finish the frame: every sample written reads back, through the
-/// library and through analyze, nothing cut; the exit is 0 with a one-line summary.
+/// library and through analyze, nothing cut; the exit is 0, and stderr says what was saved.
 #[test]
 fn term_finishes_the_recording_and_every_sample_reads_back() {
     let scratch = Scratch::new("record-term");
@@ -116,15 +141,19 @@ fn term_finishes_the_recording_and_every_sample_reads_back() {
         let out = child.wait_with_output().expect("exits");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {:?} {stderr}", out.status);
-        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        let stopped = match signo {
+            libc::SIGTERM => "stopped by TERM",
+            libc::SIGHUP => "stopped by HUP",
+            _ => "stopped by Ctrl-C (INT)",
+        };
+        let saved = assert_said(&out, name, stopped);
         let (samples, cut) = read_back(&path);
         assert!(!cut, "{name}: the frame was finished");
         assert!(samples.len() >= seen, "{name}");
         assert!(
-            stderr.contains(&format!("recorded {} samples", samples.len())),
+            saved.contains(&format!("recorded {} samples", samples.len())),
             "{name}: {stderr}"
         );
-        assert!(stderr.contains(name), "{stderr}");
         assert_consecutive(&samples, name);
         assert_eq!(
             analyze(&path),
@@ -185,10 +214,48 @@ fn duration_ends_the_recording_cleanly() {
     // 1 s at 0.05 s: about 20 samples (a loaded machine may take fewer).
     assert!((5..=22).contains(&samples.len()), "{}", samples.len());
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("(strata.recording/2, zstd)"), "{stderr}");
     assert!(
-        stderr.contains("(zstd)") || stderr.contains(", zstd"),
-        "{stderr}"
+        stderr.contains("stops after 1s (--duration)"),
+        "how it stops: {stderr}"
     );
+    let saved = assert_said(&out, "d.zst", "stopped after 1s (--duration)");
+    assert!(
+        saved.contains(&format!("recorded {} samples", samples.len())),
+        "{saved}"
+    );
+}
+
+/// The first line comes at once, while the recording runs: what, where, how it stops.
+#[test]
+fn record_says_at_once_what_it_records_and_how_it_stops() {
+    let scratch = Scratch::new("record-at-once");
+    let path = scratch.dir.join("now.jsonl.zst");
+    let mut child = start(&path, &[]);
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    let second = lines.next().expect("a line").expect("utf-8");
+    assert!(
+        child.try_wait().expect("status").is_none(),
+        "said while it records"
+    );
+    assert!(
+        first
+            .starts_with("strata: recording the simulated demo node (demo ×20) every 0.05 s into ")
+            && first.contains("now.jsonl.zst (JSON lines, zstd)")
+            && first.ends_with("Ctrl-C (or TERM, HUP) stops it, and what was recorded is saved"),
+        "{first}"
+    );
+    assert!(
+        second.starts_with("strata: first sample written: 4 GPUs"),
+        "{second}"
+    );
+    signal(&child, libc::SIGTERM);
+    let last = lines.next().expect("a line").expect("utf-8");
+    assert!(last.contains("saved; stopped by TERM"), "{last}");
+    assert!(lines.next().is_none(), "three lines");
+    assert!(child.wait().expect("exits").success());
 }
 
 /// Past --max-size the file rotates: FILE.1 ... FILE.keep, no more, each a finished
@@ -323,7 +390,9 @@ fn a_disk_that_fills_keeps_the_recording_so_far_readable() {
             "the tmpfs was not mounted: {stderr}"
         );
         assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        // What it records and its first sample, then the one line of the error.
+        assert_eq!(stderr.lines().count(), 3, "{name}: {stderr}");
+        let stderr = stderr.lines().last().unwrap_or_default();
         assert!(
             stderr.starts_with("strata: cannot write the recording ")
                 && stderr.contains("No space left on device")

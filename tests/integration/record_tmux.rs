@@ -101,3 +101,49 @@ fn r_records_from_the_monitor_and_the_file_reads_back() {
     assert!(saved >= 8, "{saved} samples");
     assert!(!dir.join("nope").exists());
 }
+
+/// Quitting while recording saves the file and says, once the screen is given back, where it
+/// is (its full path) and what it holds.
+#[test]
+fn quitting_while_recording_says_where_the_recording_is() {
+    let scratch = Scratch::new("rec-quit");
+    let dir = &scratch.dir;
+    let pane = Pane::start(
+        "rec-quit",
+        &format!(
+            "cd '{}' && {} --demo --interval 0.2",
+            dir.display(),
+            strata()
+        ),
+        200,
+        40,
+    );
+    pane.wait_for(&["● live"], WAIT)
+        .unwrap_or_else(|s| panic!("no monitor:\n{s}"));
+    pane.keys(&["r", "C-u", "quit.jsonl.zst", "Enter"]);
+    pane.wait_for(&["● rec quit.jsonl.zst"], WAIT)
+        .unwrap_or_else(|s| panic!("not recording:\n{s}"));
+    pane.keys(&["q"]);
+    let (exit, cooked) = pane.wait_exit(WAIT).expect("quits");
+    assert_eq!(exit, "EXIT=0");
+    assert!(cooked);
+    // The line may wrap in the pane: read it whole.
+    let shown: String = pane.capture().lines().map(str::trim_end).collect();
+    let path = dir.join("quit.jsonl.zst");
+    let said = shown
+        .split("strata: recorded ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no parting words:\n{shown}"));
+    assert!(
+        said.contains(&format!("to {}, saved", path.display())),
+        "the full path: {shown}"
+    );
+    let count: usize = said
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count: {said}"));
+    let (read, cut) = strata::recording::open(&path).expect("the file is there");
+    assert!(!cut.happened(), "the frame was finished");
+    assert_eq!(read.lines().count(), count, "the count said is the file's");
+}

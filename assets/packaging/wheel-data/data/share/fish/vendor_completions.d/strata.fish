@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_strata_global_optspecs
-    string join \n demo interval= nvml-lib= feed-dir= context-mib= demo-speed= demo-at= demo-seed= h/help V/version
+    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= h/help V/version
 end
 
 function __fish_strata_needs_command
@@ -24,15 +24,15 @@ function __fish_strata_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c strata -n "__fish_strata_needs_command" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_needs_command" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_needs_command" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_needs_command" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_needs_command" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
 complete -c strata -n "__fish_strata_needs_command" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
 complete -c strata -n "__fish_strata_needs_command" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
+complete -c strata -n "__fish_strata_needs_command" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
+complete -c strata -n "__fish_strata_needs_command" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
+complete -c strata -n "__fish_strata_needs_command" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
+complete -c strata -n "__fish_strata_needs_command" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_needs_command" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
-complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help'
+complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_needs_command" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_needs_command" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
 complete -c strata -n "__fish_strata_needs_command" -f -a "run" -d 'Run CMD with the allocator feed in every Python process it starts (no code change)'
@@ -41,59 +41,38 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "analyze" -d 'Judge a 
 complete -c strata -n "__fish_strata_needs_command" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
 complete -c strata -n "__fish_strata_needs_command" -f -a "export" -d 'Write a recording\'s tables for a notebook into the directory OUT: devices (each device\'s layers at each sample), processes (each process\'s figures, long form) and findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are'
-complete -c strata -n "__fish_strata_needs_command" -f -a "replay" -d 'The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed, ← → a minute back or on, g G start and end'
+complete -c strata -n "__fish_strata_needs_command" -f -a "replay" -d 'The monitor, driven by a recording (format 2 or JSON lines, plain or compressed): p pause, + - speed, ← → a minute back or on, g G start and end'
 complete -c strata -n "__fish_strata_needs_command" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
 complete -c strata -n "__fish_strata_needs_command" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
 complete -c strata -n "__fish_strata_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l count -d 'Take this many samples, one interval apart' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l group-by -d 'With --json: add `groups`, the processes summed per device by their launcher, pod (or container), Slurm job or user' -r
-complete -c strata -n "__fish_strata_using_subcommand snapshot" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand snapshot" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand snapshot" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand snapshot" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l json -d 'Print JSON (schema strata.snapshot/1), one object per line'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l report -d 'Print a Markdown report of the instant, for an issue tracker or an incident: GPUs, driver and CUDA versions, each process\'s allocator figures and peaks, the last OOM, the findings with their evidence'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand run" -l feed-interval -d 'Seconds between the agent\'s samples of the allocator' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand run" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand run" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
-complete -c strata -n "__fish_strata_using_subcommand run" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand run" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand run" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand attach" -l feed-interval -d 'Seconds between the agent\'s samples of the allocator' -r
 complete -c strata -n "__fish_strata_using_subcommand attach" -l wait -d 'Seconds to wait for the agent to report that it started' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand attach" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand attach" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
-complete -c strata -n "__fish_strata_using_subcommand attach" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand attach" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand attach" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l report-at -d 'Write the incident report of this instant (unix seconds, or RFC 3339: 2026-01-01T09:15:00Z) into the current directory, as `R` would have live, with its chart beside it' -r
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l json -d 'Print JSON: {"findings": [...]} with each finding\'s evidence'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -l every-sample -d 'Run every detector at every sample, as the monitor does. By default the ones that read the history (climbs, fragmentation, retries, OOMs, capacity) run every 10 s of recording time and at a process\'s last sample, a finding\'s since at most 10 s later: several times faster on a long recording'
-complete -c strata -n "__fish_strata_using_subcommand analyze" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand analyze" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand serve" -l listen -d 'Listen on this HOST:PORT (a host name is resolved); 0.0.0.0:9842 for every interface' -r
@@ -102,88 +81,53 @@ complete -c strata -n "__fish_strata_using_subcommand serve" -l record -d 'Keep 
 complete -c strata -n "__fish_strata_using_subcommand serve" -l ring -d 'Keep the last DURATION (6h) on disk as a flight record: finished segments in the directory, the oldest deleted; segments around an OOM, a zombie context or a critical forecast are kept past it' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l ring-size -d 'With --ring: the most the ring\'s segments may take on disk (older ones go first)' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l evidence-size -d 'With --ring: the most the segments kept as evidence may take (the oldest go first)' -r
-complete -c strata -n "__fish_strata_using_subcommand serve" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand serve" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand serve" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand serve" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
+complete -c strata -n "__fish_strata_using_subcommand serve" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
+complete -c strata -n "__fish_strata_using_subcommand serve" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand serve" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand serve" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand record" -l duration -d 'Stop after this long: 90s, 30m, 24h, or seconds' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l max-size -d 'Rotate FILE past this size (500M, 2G): FILE becomes FILE.1, FILE.1 FILE.2, ...' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l keep -d 'With --max-size: how many rotated files to keep (FILE.1 to FILE.N)' -r
-complete -c strata -n "__fish_strata_using_subcommand record" -l from -d 'Re-encode the recording IN (either format, or `snapshot --json --count` output) into FILE, in the format FILE\'s name asks for, then stop' -r -F
+complete -c strata -n "__fish_strata_using_subcommand record" -l from -d 'Re-encode the recording IN (format 2 or JSON lines, plain or compressed, or `snapshot --json --count` output) into FILE, in the format FILE\'s name asks for, then stop. A recording with no sample is an error, and FILE is left as it was' -r -F
 complete -c strata -n "__fish_strata_using_subcommand record" -l ring -d 'Keep the last DURATION (6h) on disk as a flight record: finished segments in the directory, the oldest deleted; segments around an OOM, a zombie context or a critical forecast are kept past it' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l ring-size -d 'With --ring: the most the ring\'s segments may take on disk (older ones go first)' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l evidence-size -d 'With --ring: the most the segments kept as evidence may take (the oldest go first)' -r
-complete -c strata -n "__fish_strata_using_subcommand record" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand record" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand record" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand record" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
+complete -c strata -n "__fish_strata_using_subcommand record" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
+complete -c strata -n "__fish_strata_using_subcommand record" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand record" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand record" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand export" -l to -d 'The tables\' format' -r -f -a "parquet\t'Apache Parquet (zstd), with each column\'s meaning in the file\'s key-value metadata'
 csv\t'CSV with a header row: the column names carry the units'"
-complete -c strata -n "__fish_strata_using_subcommand export" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand export" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand export" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand export" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand export" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand export" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand export" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
 complete -c strata -n "__fish_strata_using_subcommand export" -l force -d 'Write into OUT even though it holds files: the three tables of this format are replaced, each once it is written whole; nothing else in OUT is touched'
-complete -c strata -n "__fish_strata_using_subcommand export" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_using_subcommand export" -s V -l version -d 'Print version'
-complete -c strata -n "__fish_strata_using_subcommand replay" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand replay" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand replay" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
+complete -c strata -n "__fish_strata_using_subcommand replay" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand replay" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand replay" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l listen -d 'The address `strata serve` would listen on, whose port is checked' -r
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l timeout -d 'Seconds one check may take (a call into a hung driver never returns): past it, the check says it timed out and the rest go on' -r
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l interval -d 'Seconds between samples' -r
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l json -d 'Print JSON (schema strata.doctor/1): every check with its status, reason and fix'
-complete -c strata -n "__fish_strata_using_subcommand doctor" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand doctor" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand doctor" -s V -l version -d 'Print version'
-complete -c strata -n "__fish_strata_using_subcommand completions" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand completions" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand completions" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand completions" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand completions" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand completions" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand completions" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
-complete -c strata -n "__fish_strata_using_subcommand completions" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand man" -l dir -d 'Write strata.1 and strata-COMMAND.1 for each command into DIR instead' -r -F
-complete -c strata -n "__fish_strata_using_subcommand man" -l interval -d 'Seconds between samples' -r
-complete -c strata -n "__fish_strata_using_subcommand man" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand man" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
-complete -c strata -n "__fish_strata_using_subcommand man" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand man" -l demo-speed -d 'Demo only: story seconds per wall-clock second (10 plays its 20 minutes in 2)' -r
-complete -c strata -n "__fish_strata_using_subcommand man" -l demo-at -d 'Demo only: the story second to start at (the story so far is loaded as history)' -r
-complete -c strata -n "__fish_strata_using_subcommand man" -l demo-seed -d 'Demo only: the seed of the simulation\'s noise' -r
-complete -c strata -n "__fish_strata_using_subcommand man" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand man" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand man" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
@@ -193,7 +137,7 @@ complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "export" -d 'Write a recording\'s tables for a notebook into the directory OUT: devices (each device\'s layers at each sample), processes (each process\'s figures, long form) and findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "replay" -d 'The monitor, driven by a recording (plain, zstd or gzip): p pause, + - speed, ← → a minute back or on, g G start and end'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "replay" -d 'The monitor, driven by a recording (format 2 or JSON lines, plain or compressed): p pause, + - speed, ← → a minute back or on, g G start and end'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
