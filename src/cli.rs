@@ -13,9 +13,76 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
+    /// The monitor's saved filter and mouse (also `strata replay`'s).
+    #[command(flatten)]
+    pub monitor: MonitorView,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
+
+// ---- The monitor's view: its saved filter and the mouse (`strata`, `strata replay`) ----
+
+/// How the monitor starts: its process table filtered as `/` would (the options compose into
+/// one filter, every term to match), and whether it captures the mouse.
+#[derive(Debug, Args, Clone, Default)]
+pub struct MonitorView {
+    /// Start with the process table showing this user's processes (as `/` user:NAME).
+    #[arg(long, value_name = "NAME", value_parser = parse_user)]
+    pub user: Option<String>,
+
+    /// Start with the process table showing this process (as `/` pid:PID).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub pid: Option<u32>,
+
+    /// Start with the process table showing the processes on this GPU: its index, or a
+    /// prefix of its UUID (as `/` gpu:N).
+    #[arg(long, value_name = "N", value_parser = parse_gpu)]
+    pub gpu: Option<String>,
+
+    /// Leave the mouse to the terminal (its own text selection) instead of clicks and the
+    /// wheel in strata.
+    #[arg(long)]
+    pub no_mouse: bool,
+}
+
+impl MonitorView {
+    /// The filter the options compose, as `/` would show it: `user:ana gpu:0`.
+    pub fn filter_text(&self) -> String {
+        let mut terms = Vec::new();
+        terms.extend(self.user.as_ref().map(|u| format!("user:{u}")));
+        terms.extend(self.pid.map(|p| format!("pid:{p}")));
+        terms.extend(self.gpu.as_ref().map(|g| format!("gpu:{g}")));
+        terms.join(" ")
+    }
+}
+
+/// The options of [`MonitorView`], by id: only the monitor and `strata replay` read them.
+const MONITOR_VIEW: [&str; 4] = ["user", "pid", "gpu", "no_mouse"];
+
+fn parse_user(text: &str) -> Result<String, String> {
+    if text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_whitespace() || c == '"' || c.is_control())
+    {
+        return Err(format!(
+            "`{}` is not a user name: give one name, without spaces or quotes",
+            crate::text::clean(text)
+        ));
+    }
+    Ok(text.to_string())
+}
+
+fn parse_pid(text: &str) -> Result<u32, String> {
+    crate::app::parse_pid(text)
+}
+
+fn parse_gpu(text: &str) -> Result<String, String> {
+    crate::app::parse_gpu(text)?;
+    Ok(text.to_string())
+}
+
+// ---- end of the monitor's view ----
 
 /// Options every command takes.
 #[derive(Debug, Args, Clone)]
@@ -108,6 +175,24 @@ impl Cli {
             }
         }
         let mut matches = command.try_get_matches_from_mut(args)?;
+        // The monitor's view before another command's name: that command would ignore it.
+        if let Some((name, _)) = matches.subcommand() {
+            let before = MONITOR_VIEW
+                .into_iter()
+                .find(|id| matches.value_source(id) == Some(ValueSource::CommandLine));
+            if let Some(id) = before {
+                let flag = format!("--{}", id.replace('_', "-"));
+                let hint = if name == "replay" {
+                    format!("put it after `replay`: strata replay FILE {flag}")
+                } else {
+                    format!("`strata {flag}` is the monitor's")
+                };
+                return Err(command.error(
+                    ErrorKind::ArgumentConflict,
+                    format!("{flag} applies to the monitor and `strata replay`, not to `{name}` ({hint})"),
+                ));
+            }
+        }
         if !matches.get_flag("demo") {
             let given = given_on_command_line(&matches, &DEMO_ONLY);
             if !given.is_empty() {
@@ -269,6 +354,10 @@ pub struct RingArgs {
 pub struct ReplayArgs {
     /// The recording: JSON lines, each one sample (strata.snapshot/1), plain or compressed.
     pub file: PathBuf,
+
+    /// The monitor's saved filter and mouse.
+    #[command(flatten)]
+    pub monitor: MonitorView,
 }
 
 #[derive(Debug, Args)]
@@ -499,6 +588,61 @@ mod tests {
         let cli = parse(&["strata", "snapshot"]).expect("parses");
         assert_eq!(cli.common.demo_speed, 10.0);
         assert_eq!(cli.common.demo_seed, 0);
+    }
+
+    /// `--user`, `--pid` and `--gpu` compose one filter for the monitor and `replay`; a bad
+    /// value, or one given before another command's name, is a usage error with a hint.
+    #[test]
+    fn the_monitors_view_composes_a_filter_and_refuses_bad_values() {
+        let cli = parse(&[
+            "strata", "--user", "ana", "--gpu", "GPU-5f2a", "--pid", "41230",
+        ])
+        .expect("parses");
+        assert_eq!(cli.monitor.filter_text(), "user:ana pid:41230 gpu:GPU-5f2a");
+        assert!(!cli.monitor.no_mouse);
+        assert_eq!(
+            crate::app::filter_terms(&cli.monitor.filter_text()).map(|t| t.len()),
+            Ok(3),
+            "the filter `/` shows parses"
+        );
+        let cli = parse(&["strata", "--no-mouse"]).expect("parses");
+        assert!(cli.monitor.no_mouse);
+        assert_eq!(cli.monitor.filter_text(), "");
+        let cli =
+            parse(&["strata", "replay", "x.zst", "--gpu", "1", "--no-mouse"]).expect("parses");
+        match cli.command {
+            Some(Command::Replay(r)) => {
+                assert_eq!(r.monitor.filter_text(), "gpu:1");
+                assert!(r.monitor.no_mouse);
+            }
+            other => panic!("{other:?}"),
+        }
+        for (args, says) in [
+            (vec!["strata", "--pid", "abc"], "`abc` is not a PID"),
+            (vec!["strata", "--pid", "0"], "`0` is not a PID"),
+            (vec!["strata", "--gpu=-1"], "`-1` is not a GPU"),
+            (vec!["strata", "--user", "a b"], "`a b` is not a user name"),
+            (vec!["strata", "--user", ""], "is not a user name"),
+        ] {
+            let err = parse(&args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}");
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        }
+        for (args, says) in [
+            (
+                vec!["strata", "--user", "ana", "snapshot"],
+                "--user applies to the monitor and `strata replay`, not to `snapshot`",
+            ),
+            (
+                vec!["strata", "--no-mouse", "replay", "x.zst"],
+                "strata replay FILE --no-mouse",
+            ),
+        ] {
+            let err = parse(&args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{args:?}");
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        }
+        assert!(parse(&["strata", "snapshot", "--user", "ana"]).is_err());
     }
 
     #[test]
