@@ -67,18 +67,35 @@ fn parse_user(text: &str) -> Result<String, String> {
     {
         return Err(format!(
             "`{}` is not a user name: give one name, without spaces or quotes",
-            crate::text::clean(text)
+            text.escape_debug()
         ));
     }
     Ok(text.to_string())
 }
 
+/// A PID, as the filter's `pid:` takes it: a whole number from 1.
 fn parse_pid(text: &str) -> Result<u32, String> {
-    crate::app::parse_pid(text)
+    match text.parse::<u32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!(
+            "`{}` is not a PID: a whole number from 1 to {}",
+            text.escape_debug(),
+            u32::MAX
+        )),
+    }
 }
 
+/// A GPU, as the filter's `gpu:` takes it: its index, or a prefix of its UUID (`GPU-5f2a`).
 fn parse_gpu(text: &str) -> Result<String, String> {
-    crate::app::parse_gpu(text)?;
+    let uuid_like = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | ':' | '.'));
+    if text.is_empty() || text.starts_with('-') || !uuid_like {
+        return Err(format!(
+            "`{}` is not a GPU: its index (0) or a prefix of its UUID (GPU-5f2a)",
+            text.escape_debug()
+        ));
+    }
     Ok(text.to_string())
 }
 
@@ -600,11 +617,6 @@ mod tests {
         .expect("parses");
         assert_eq!(cli.monitor.filter_text(), "user:ana pid:41230 gpu:GPU-5f2a");
         assert!(!cli.monitor.no_mouse);
-        assert_eq!(
-            crate::app::filter_terms(&cli.monitor.filter_text()).map(|t| t.len()),
-            Ok(3),
-            "the filter `/` shows parses"
-        );
         let cli = parse(&["strata", "--no-mouse"]).expect("parses");
         assert!(cli.monitor.no_mouse);
         assert_eq!(cli.monitor.filter_text(), "");

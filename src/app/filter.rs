@@ -105,15 +105,8 @@ fn term(word: &str) -> Result<Term, String> {
     }
 }
 
-/// The number of terms `text` parses into, or why it does not parse (for the command line's
-/// tests).
-#[cfg(test)]
-pub(crate) fn filter_terms(text: &str) -> Result<Vec<Term>, String> {
-    parse(text)
-}
-
 /// A PID: a whole number above 0.
-pub(crate) fn parse_pid(text: &str) -> Result<u32, String> {
+fn parse_pid(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(pid) if pid > 0 => Ok(pid),
         _ => Err(format!(
@@ -125,7 +118,7 @@ pub(crate) fn parse_pid(text: &str) -> Result<u32, String> {
 
 /// A GPU: its index (`0`), a prefix of its UUID (`GPU-5f2a`, `5f2a`), or a MIG place
 /// (`0:3g.40gb`).
-pub(crate) fn parse_gpu(text: &str) -> Result<GpuTerm, String> {
+fn parse_gpu(text: &str) -> Result<GpuTerm, String> {
     if text.is_empty() {
         return Err("a GPU is its index (0) or a prefix of its UUID (GPU-5f2a)".into());
     }

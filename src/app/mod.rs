@@ -22,9 +22,6 @@ pub(crate) use crate::present::sort::sort_arrow;
 pub(crate) use crate::present::sort::SortKey;
 pub use attach::Attach;
 pub(crate) use attach::{AttachOffer, ATTACH_POLL};
-#[cfg(test)]
-pub(crate) use filter::filter_terms;
-pub(crate) use filter::{parse_gpu, parse_pid};
 pub(crate) use findings::{climbs, ClimbNote, FindingId, FindingList};
 pub(crate) use freshness::{Freshness, Polls};
 pub(crate) use group::TableEntry;
