@@ -35,7 +35,77 @@ pub struct Cli {
 /// The monitor's own options: how it looks and what it shows, for the live monitor and for
 /// `strata replay` alike.
 #[derive(Debug, Args, Clone, Default)]
-pub struct MonitorArgs {}
+pub struct MonitorArgs {
+    /// Start with the process table showing this user's processes (as `/` user:NAME).
+    #[arg(long, value_name = "NAME", value_parser = parse_user)]
+    pub user: Option<String>,
+
+    /// Start with the process table showing this process (as `/` pid:PID).
+    #[arg(long, value_name = "PID", value_parser = parse_pid)]
+    pub pid: Option<u32>,
+
+    /// Start with the process table showing the processes on this GPU: its index, or a
+    /// prefix of its UUID (as `/` gpu:N).
+    #[arg(long, value_name = "N", value_parser = parse_gpu)]
+    pub gpu: Option<String>,
+
+    /// Leave the mouse to the terminal (its own text selection) instead of clicks and the
+    /// wheel in strata.
+    #[arg(long)]
+    pub no_mouse: bool,
+}
+
+impl MonitorArgs {
+    /// The filter the options compose, as `/` would show it: `user:ana gpu:0`.
+    pub fn filter_text(&self) -> String {
+        let mut terms = Vec::new();
+        terms.extend(self.user.as_ref().map(|u| format!("user:{u}")));
+        terms.extend(self.pid.map(|p| format!("pid:{p}")));
+        terms.extend(self.gpu.as_ref().map(|g| format!("gpu:{g}")));
+        terms.join(" ")
+    }
+}
+
+fn parse_user(text: &str) -> Result<String, String> {
+    if text.is_empty()
+        || text
+            .chars()
+            .any(|c| c.is_whitespace() || c == '"' || c.is_control())
+    {
+        return Err(format!(
+            "`{}` is not a user name: give one name, without spaces or quotes",
+            text.escape_debug()
+        ));
+    }
+    Ok(text.to_string())
+}
+
+/// A PID, as the filter's `pid:` takes it: a whole number from 1.
+fn parse_pid(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!(
+            "`{}` is not a PID: a whole number from 1 to {}",
+            text.escape_debug(),
+            u32::MAX
+        )),
+    }
+}
+
+/// A GPU, as the filter's `gpu:` takes it: its index, or a prefix of its UUID (`GPU-5f2a`).
+fn parse_gpu(text: &str) -> Result<String, String> {
+    let uuid_like = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | ':' | '.'));
+    if text.is_empty() || text.starts_with('-') || !uuid_like {
+        return Err(format!(
+            "`{}` is not a GPU: its index (0) or a prefix of its UUID (GPU-5f2a)",
+            text.escape_debug()
+        ));
+    }
+    Ok(text.to_string())
+}
+
 
 /// The node a live command samples: this machine's GPUs through NVML with the allocator
 /// feeds found on it, or the simulated node.
@@ -774,6 +844,56 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// `--user`, `--pid` and `--gpu` compose one filter for the monitor and `replay`; a bad
+    /// value, or one given before another command's name, is a usage error with a hint.
+    #[test]
+    fn the_monitors_view_composes_a_filter_and_refuses_bad_values() {
+        let cli = parse(&[
+            "strata", "--user", "ana", "--gpu", "GPU-5f2a", "--pid", "41230",
+        ])
+        .expect("parses");
+        assert_eq!(cli.monitor.filter_text(), "user:ana pid:41230 gpu:GPU-5f2a");
+        assert!(!cli.monitor.no_mouse);
+        let cli = parse(&["strata", "--no-mouse"]).expect("parses");
+        assert!(cli.monitor.no_mouse);
+        assert_eq!(cli.monitor.filter_text(), "");
+        let cli =
+            parse(&["strata", "replay", "x.zst", "--gpu", "1", "--no-mouse"]).expect("parses");
+        match cli.command {
+            Some(Command::Replay(r)) => {
+                assert_eq!(r.monitor.filter_text(), "gpu:1");
+                assert!(r.monitor.no_mouse);
+            }
+            other => panic!("{other:?}"),
+        }
+        for (args, says) in [
+            (vec!["strata", "--pid", "abc"], "`abc` is not a PID"),
+            (vec!["strata", "--pid", "0"], "`0` is not a PID"),
+            (vec!["strata", "--gpu=-1"], "`-1` is not a GPU"),
+            (vec!["strata", "--user", "a b"], "`a b` is not a user name"),
+            (vec!["strata", "--user", ""], "is not a user name"),
+        ] {
+            let err = parse(&args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}");
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        }
+        for (args, says) in [
+            (
+                vec!["strata", "--user", "ana", "snapshot"],
+                "--user applies to the monitor and `strata replay`, not to `snapshot`",
+            ),
+            (
+                vec!["strata", "--no-mouse", "replay", "x.zst"],
+                "strata replay FILE --no-mouse",
+            ),
+        ] {
+            let err = parse(&args).expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{args:?}");
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        }
+        assert!(parse(&["strata", "snapshot", "--user", "ana"]).is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AttachArgs, Cli, Command, RecordArgs, ReplayArgs, RunArgs, ServeArgs, SnapshotArgs, SourceArgs,
+    AttachArgs, Cli, Command, MonitorArgs, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
+    SnapshotArgs, SourceArgs,
 };
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
@@ -24,7 +25,7 @@ static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
 fn main() -> ExitCode {
     let cli = Cli::from_env();
     let result = match cli.command {
-        None => monitor(&cli.source),
+        None => monitor(&cli.source, &cli.monitor),
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
         Some(Command::Run(args)) => return run(&args),
         Some(Command::Attach(args)) => attach(&args),
@@ -198,7 +199,15 @@ fn need_terminal() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn monitor(common: &SourceArgs) -> anyhow::Result<()> {
+/// The saved filter and the mouse (`--user`, `--pid`, `--gpu`, `--no-mouse`) set in `state`.
+fn start_view(state: &mut State, view: &MonitorArgs) -> anyhow::Result<()> {
+    state.setup.mouse = !view.no_mouse;
+    state
+        .start_filtered(&view.filter_text())
+        .map_err(|e| anyhow::anyhow!("bad filter: {e} (hint: --user NAME, --pid PID, --gpu N)"))
+}
+
+fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
     need_terminal()?;
     let mut state = State::new(
@@ -208,6 +217,7 @@ fn monitor(common: &SourceArgs) -> anyhow::Result<()> {
     );
     state.setup.demo = common.is_demo();
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    start_view(&mut state, view)?;
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.is_demo() {
         state.kill.signaller = Box::new(strata::process_signal::Kernel::default());
@@ -229,6 +239,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<()> {
     need_terminal()?;
     let mut state = State::new(pipeline(context), source.label(), args.interval.interval);
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    start_view(&mut state, &args.monitor)?;
     state.replay = Some(strata::app::ReplayView::new(source.control()));
     state.attach.attacher = Box::new(strata::launch::offer::NoAttacher(
         "a replay shows the past: attach to a running process from the live monitor",

@@ -1,4 +1,4 @@
-//! Owning the terminal: raw mode and the alternate screen on entry, and one idempotent
+//! Owning the terminal: raw mode, the alternate screen and the mouse on entry, and one idempotent
 //! restore used by every exit path (normal quit, `Drop`, panic, errors, and every signal that
 //! ends the process), and by a stop (SIGTSTP, Ctrl-Z), undone on SIGCONT.
 //!
@@ -24,6 +24,9 @@ use std::sync::{Once, OnceLock};
 pub(crate) const COLLECTOR_THREAD: &str = "strata-collector";
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether the monitor captures the mouse (not `--no-mouse`): what a restore turns off and a
+/// re-entry turns on again.
+static MOUSE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 static FAULT_HANDLERS: Once = Once::new();
 
@@ -32,15 +35,44 @@ static FAULT_HANDLERS: Once = Once::new();
 static COOKED: OnceLock<(c_int, libc::termios)> = OnceLock::new();
 
 /// Undoes what [`enter`] writes: back to the primary screen, cursor shown. Nothing else is
-/// enabled (no mouse capture, no keyboard protocol, no bracketed paste), so nothing else is
-/// undone: popping modes strata never pushed would change the shell's.
+/// enabled but the mouse ([`MOUSE_OFF`], written first where it was captured): no keyboard
+/// protocol, no bracketed paste, so nothing else is undone: popping modes strata never
+/// pushed would change the shell's.
 const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
+
+/// Reports of the mouse's presses, releases and wheel (1000), in SGR's encoding (1006), which
+/// holds any column. crossterm's `EnableMouseCapture` asks for every motion as well (1002,
+/// 1003): a report for each cell the pointer crosses, which strata never reads and which
+/// costs bytes over SSH.
+const MOUSE_ON: &str = "\x1b[?1000h\x1b[?1006h";
+/// Undoes [`MOUSE_ON`], in the reverse order.
+const MOUSE_OFF: &str = "\x1b[?1006l\x1b[?1000l";
+
+/// A mode of the terminal set or reset by its escape sequence.
+struct Mode(&'static str);
+
+impl crossterm::Command for Mode {
+    fn write_ansi(&self, f: &mut impl std::fmt::Write) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The mouse captured, where it is wanted.
+fn capture_mouse() -> io::Result<()> {
+    if MOUSE.load(Ordering::SeqCst) {
+        execute!(io::stdout(), Mode(MOUSE_ON))?;
+    }
+    Ok(())
+}
 
 /// Puts the terminal back as it was. Safe to call any number of times, from any path; errors
 /// are ignored because the terminal may already be gone (an SSH session that dropped).
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
+        if MOUSE.load(Ordering::SeqCst) {
+            let _ = execute!(io::stdout(), Mode(MOUSE_OFF));
+        }
         let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
     }
 }
@@ -75,14 +107,17 @@ impl Drop for Guard {
     }
 }
 
-/// Takes the terminal: raw mode, alternate screen, hidden cursor.
-pub(crate) fn enter() -> io::Result<Guard> {
+/// Takes the terminal: raw mode, alternate screen, hidden cursor, and the mouse when `mouse`.
+pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
     install_panic_hook();
     remember_cooked_mode();
     install_fault_handlers();
+    MOUSE.store(mouse, Ordering::SeqCst);
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
-    if let Err(e) = execute!(io::stdout(), EnterAlternateScreen, Hide) {
+    if let Err(e) =
+        execute!(io::stdout(), EnterAlternateScreen, Hide).and_then(|()| capture_mouse())
+    {
         restore();
         return Err(e);
     }
@@ -96,7 +131,8 @@ pub(crate) fn enter() -> io::Result<Guard> {
 }
 
 /// Takes the terminal again after the process was stopped and continued (SIGCONT): raw
-/// mode, the alternate screen, the cursor hidden, and the next draw repaints every cell.
+/// mode, the alternate screen, the cursor hidden, the mouse where it was captured, and the
+/// next draw repaints every cell.
 /// Raw mode is set afresh even where it was never left: while strata was stopped (by a
 /// SIGSTOP, which cannot be caught) the shell may have put its own mode back.
 pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
@@ -109,6 +145,7 @@ pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
         Hide,
         Clear(ClearType::All)
     )?;
+    capture_mouse()?;
     // The window may have been resized while stopped.
     guard.terminal.autoresize()?;
     // Forget what the screen held (ratatui's `clear` would ask the terminal where its
@@ -270,6 +307,13 @@ pub(crate) fn restore_in_handler() {
         unsafe {
             if let Some((fd, mode)) = COOKED.get() {
                 libc::tcsetattr(*fd, libc::TCSANOW, mode);
+            }
+            if MOUSE.load(Ordering::SeqCst) {
+                libc::write(
+                    libc::STDOUT_FILENO,
+                    MOUSE_OFF.as_ptr().cast(),
+                    MOUSE_OFF.len(),
+                );
             }
             libc::write(libc::STDOUT_FILENO, LEAVE.as_ptr().cast(), LEAVE.len());
         }

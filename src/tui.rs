@@ -169,9 +169,9 @@ fn run_with(
         let mut sampling = true;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
         listen_for_signals(signal_tx)?;
-        let mut guard = terminal::enter()?;
+        let mut guard = terminal::enter(state.setup.mouse)?;
         let mut input = EventStream::new();
-        guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
+        draw(&mut guard, &state)?;
         let mut drawn = Instant::now();
         let mut died_of = None;
         // The recording started with `r`: dropped on every way out, which finishes its file.
@@ -232,7 +232,7 @@ fn run_with(
             }
             if redraw {
                 state.refresh(Instant::now());
-                guard.terminal.draw(|f| crate::ui::draw(f, &state))?;
+                draw(&mut guard, &state)?;
                 drawn = Instant::now();
             }
         }
@@ -248,6 +248,14 @@ fn run_with(
     if let Some(signo) = died_of {
         terminal::die_of(signo);
     }
+    Ok(())
+}
+
+/// Draws the screen. What the mouse can click is what this frame draws: the table's place
+/// recorded by the last one is forgotten first (a view without the table records none).
+fn draw(guard: &mut terminal::Guard, state: &State) -> std::io::Result<()> {
+    state.mouse.table.take();
+    guard.terminal.draw(|f| crate::ui::draw(f, state))?;
     Ok(())
 }
 
@@ -312,6 +320,14 @@ fn handle(
         }
         Event::Terminal(TermEvent::Key(key)) if state.recorder.prompt.is_some() => {
             state.prompt_key(key)
+        }
+        Event::Terminal(TermEvent::Key(key)) if state.process_table.filter.editing => {
+            state.filter_key(key)
+        }
+        Event::Terminal(TermEvent::Mouse(mouse)) => {
+            if !state.on_mouse(mouse, Instant::now()) {
+                return Ok(false);
+            }
         }
         Event::Rebuilt(model) => state.on_rebuilt(*model, Instant::now()),
         Event::SourceFailed(message) => state.on_poll_failed(message),

@@ -69,6 +69,10 @@ impl State {
                 })
                 .map(|(i, _)| i)
                 .collect();
+            // A filter (`/`) shows the groups of the processes it shows, their sums whole.
+            if members.is_empty() && self.process_table.filter.is_on() {
+                continue;
+            }
             out.push(TableEntry::Group(group));
             for i in members {
                 placed[i] = true;

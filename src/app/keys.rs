@@ -9,8 +9,9 @@ pub enum Action {
     Quit,
     /// Ctrl-Z: give the terminal back and stop, as SIGTSTP does in a cooked terminal.
     Suspend,
-    /// Esc: close the open view. On the main screen it does nothing: `q` quits (an Esc that
-    /// ends the monitor, pressed once too often, loses the screen).
+    /// Esc: close the open view. On the main screen it clears the filter (`/`), and else
+    /// does nothing: `q` quits (an Esc that ends the monitor, pressed once too often, loses
+    /// the screen).
     Back,
     Up,
     Down,
@@ -53,6 +54,8 @@ pub enum Action {
     Report,
     /// `r`: start recording (a prompt for the file's name) or stop.
     Record,
+    /// `/`: the process table's filter, a prompt that takes the keys until Enter or Esc.
+    Filter,
 }
 
 /// Maps a key to an action, htop/nvtop style.
@@ -95,6 +98,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('z') => Action::ZoomCycle,
         KeyCode::Char('R') => Action::Report,
         KeyCode::Char('r') => Action::Record,
+        KeyCode::Char('/') => Action::Filter,
         _ => return None,
     })
 }
@@ -143,7 +147,7 @@ impl State {
         match action {
             Action::Quit => self.quit = true,
             Action::Back => match self.view {
-                View::Main => {}
+                View::Main => self.clear_filter(),
                 View::Help => self.view = self.views.help_from.take().unwrap_or(View::Main),
                 _ => self.view = View::Main,
             },
@@ -195,6 +199,7 @@ impl State {
             Action::Attach => self.open_attach(),
             Action::Report => self.write_report(),
             Action::Record => self.record_key(),
+            Action::Filter => self.open_filter(),
             // Only the dialog answers these.
             Action::Yes | Action::No => {}
             // Answered before anything else, above.

@@ -1,12 +1,14 @@
 //! The monitor's state and how events change it. No drawing, no terminal: testable alone.
 
 mod attach;
+mod filter;
 mod findings;
 mod freshness;
 mod group;
 mod heap;
 mod keys;
 mod kill;
+mod mouse;
 mod pause;
 mod record;
 mod replay;
@@ -28,6 +30,7 @@ pub use kill::Kill;
 #[cfg(test)]
 pub(crate) use kill::Offer;
 pub(crate) use kill::{KillDialog, Notice, Stage};
+pub(crate) use mouse::{Mouse, TableDrawn, TableLine};
 pub(crate) use pause::Pause;
 #[cfg(test)]
 pub(crate) use record::RecordingShown;
@@ -84,6 +87,8 @@ pub struct Setup {
     pub monochrome: bool,
     /// Where `R` writes its report: the directory strata was started in.
     pub(crate) report_dir: std::path::PathBuf,
+    /// Capture the mouse: clicks and the wheel (`--no-mouse` leaves it to the terminal).
+    pub mouse: bool,
 }
 
 /// What the views over the main screen keep: where each is scrolled, what it holds, where
@@ -131,6 +136,8 @@ pub struct State {
     pub(crate) views: Views,
     /// The strata view (`v`): its zoom and device.
     pub(crate) strata: StrataView,
+    /// Clicks and the wheel: where the table was drawn, the last click.
+    pub(crate) mouse: Mouse,
     /// `K`: the signal dialog and what sends signals.
     pub kill: Kill,
     /// `a`: the offer, an attach under way, and what attaches.
@@ -159,6 +166,7 @@ impl State {
                 interval,
                 monochrome: false,
                 report_dir: std::path::PathBuf::from("."),
+                mouse: true,
             },
             polls: Polls::default(),
             pause: Pause::default(),
@@ -168,6 +176,7 @@ impl State {
             finding_list: FindingList::default(),
             views: Views::default(),
             strata: StrataView::default(),
+            mouse: Mouse::default(),
             kill: Kill::default(),
             attach: Attach::default(),
             recorder: Recorder::default(),
@@ -248,15 +257,15 @@ impl State {
         applied
     }
 
-    /// The process rows in the current sort order.
+    /// The process rows the filter shows (`/`), in the current sort order.
     pub(crate) fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
             Some(observed) => process_rows(
                 observed,
                 &self.pipeline.history,
-                self.process_table.sort,
-                self.process_table.sort_reversed,
+                (self.process_table.sort, self.process_table.sort_reversed),
                 &self.process_table.sort_memory,
+                &self.process_table.filter.terms,
             ),
             None => Vec::new(),
         }

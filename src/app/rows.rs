@@ -1,5 +1,6 @@
 //! Process table rows: a process sample with its layers and trend, sorted.
 
+use super::filter::{Subject, Term};
 use crate::accounting::{GroupBy, ProcessAccount};
 use crate::history::{History, KeyRef, Metric};
 use crate::pipeline::Observed;
@@ -24,6 +25,8 @@ pub struct ProcessTable {
     /// The selected group row, by (key, device uuid), when a group rather than a process is
     /// selected (then `selected` is `None`).
     pub(crate) selected_group: Option<(String, String)>,
+    /// `/`: which processes the table shows (every one when off).
+    pub(crate) filter: super::filter::Filter,
 }
 
 impl Default for ProcessTable {
@@ -36,6 +39,7 @@ impl Default for ProcessTable {
             selection_moved: false,
             group_by: GroupBy::None,
             selected_group: None,
+            filter: super::filter::Filter::default(),
         }
     }
 }
@@ -69,21 +73,21 @@ pub(crate) struct ProcessRow<'a> {
 pub(crate) const TREND_CELLS: usize = 10;
 pub(crate) const TREND_BUCKET: f64 = 60.0;
 
-/// The rows of `observed`, ordered by `sort` (the other way when `reversed`) through the
-/// settled values of `order`.
+/// The rows of `observed` that hold every term of `filter`, ordered by `sort` (the other way
+/// when `reversed`) through the settled values of `order`.
 pub(crate) fn process_rows<'a>(
     observed: &'a Observed,
     history: &History,
-    sort: SortKey,
-    reversed: bool,
+    (sort, reversed): (SortKey, bool),
     order: &SortMemory,
+    filter: &[Term],
 ) -> Vec<ProcessRow<'a>> {
     let sample = &observed.sample;
     let mut rows: Vec<ProcessRow<'a>> = sample
         .processes
         .iter()
         .zip(&observed.account.processes)
-        .map(|(process, account)| {
+        .filter_map(|(process, account)| {
             let (place, gpu_index) = match sample.locate(&process.device_uuid) {
                 Some((gpu, None)) => (gpu.index.to_string(), gpu.index),
                 Some((gpu, Some(m))) => (
@@ -92,6 +96,9 @@ pub(crate) fn process_rows<'a>(
                 ),
                 None => ("?".into(), u32::MAX),
             };
+            if !filter.is_empty() && !Subject::of(sample, process, &place).matches_all(filter) {
+                return None;
+            }
             let key = KeyRef::of(process, Metric::Used);
             let trend = history
                 .get(&key)
@@ -103,14 +110,14 @@ pub(crate) fn process_rows<'a>(
                         && f.device_uuid.as_deref() == Some(process.device_uuid.as_str())
                 })
                 .map(|(_, note)| note);
-            ProcessRow {
+            Some(ProcessRow {
                 process,
                 account,
                 place,
                 gpu_index,
                 trend,
                 climb,
-            }
+            })
         })
         .collect();
     let down = sort.descending() != reversed;

@@ -5,7 +5,9 @@ use super::host::HostColumn;
 use super::theme::Theme;
 use super::widgets::{section_block, short_bytes, trend};
 use crate::accounting::FeedStatus;
-use crate::app::{sort_arrow, ClimbNote, Focus, ProcessRow, State, TableEntry};
+use crate::app::{
+    sort_arrow, ClimbNote, Focus, ProcessRow, State, TableDrawn, TableEntry, TableLine,
+};
 use crate::detect::{Evidence, Finding, FindingKind};
 use crate::layers::Layer;
 use crate::present::{fit, state_label};
@@ -30,7 +32,8 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
     };
     let block = section_block(
         format!(
-            " Processes ({processes}) · sorted by {} {}{grouped} ",
+            " Processes{} · sorted by {} {}{grouped} ",
+            filter_title(state, processes),
             state.process_table.sort.label(),
             sort_arrow(state.process_table.sort, state.process_table.sort_reversed)
         ),
@@ -206,6 +209,72 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         });
     let mut table_state = TableState::default().with_selected(state.table_index(&entries));
     frame.render_stateful_widget(table, area, &mut table_state);
+    if processes == 0 && state.process_table.filter.is_on() {
+        no_match_line(frame, area, state, theme);
+    }
+    record_drawn(state, area, &entries, table_state.offset());
+}
+
+/// The title's count: ` (9)`; with a filter, what it is and how many of the processes it
+/// shows (` · filter user:alice · 3 of 9`); while it is typed, a cursor, and why it does not
+/// parse where it does not.
+fn filter_title(state: &State, shown: usize) -> String {
+    let filter = &state.process_table.filter;
+    let all = state
+        .current
+        .as_ref()
+        .map_or(0, |o| o.sample.processes.len());
+    if !filter.editing && !filter.is_on() {
+        return format!(" ({all})");
+    }
+    let text = crate::text::clean(&filter.text).into_owned();
+    let cursor = if filter.editing { "▏" } else { "" };
+    let error = match &filter.error {
+        Some(e) if filter.editing => format!(" · {}", crate::text::clean(e)),
+        _ => String::new(),
+    };
+    format!(" · filter {text}{cursor} · {shown} of {all}{error}")
+}
+
+/// A filter that matches nothing says so, and how to see every process again.
+fn no_match_line(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+    let filter = crate::text::clean(&state.process_table.filter.text).into_owned();
+    let line = ratatui::text::Line::styled(
+        fit(
+            &format!("no process matches `{filter}` · Esc clears the filter"),
+            usize::from(area.width),
+        ),
+        theme.dim(),
+    );
+    let below_header = Rect {
+        y: area.y.saturating_add(2),
+        height: area.height.saturating_sub(2),
+        ..area
+    };
+    super::widgets::put_lines(frame, below_header, &[line]);
+}
+
+/// Records where each line of the table is on screen, for the mouse: the rows below the
+/// title and the header, from the first `offset` the table scrolled to.
+fn record_drawn(state: &State, area: Rect, entries: &[TableEntry<'_>], offset: usize) {
+    let rows = usize::from(area.height.saturating_sub(2));
+    let lines = entries
+        .iter()
+        .skip(offset)
+        .take(rows)
+        .map(|e| match e {
+            TableEntry::Group(g) => TableLine::Group(g.key.clone(), g.device_uuid.clone()),
+            TableEntry::Process { row, .. } => {
+                TableLine::Process(row.process.pid, row.process.device_uuid.clone())
+            }
+        })
+        .collect();
+    *state.mouse.table.borrow_mut() = Some(TableDrawn {
+        left: area.x,
+        width: area.width,
+        top: area.y.saturating_add(2),
+        lines,
+    });
 }
 
 /// A group's row (`g`): its key, its device, NVML used and the layers summed over its

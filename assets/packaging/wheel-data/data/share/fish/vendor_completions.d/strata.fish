@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_strata_global_optspecs
-    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= h/help V/version
+    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= user= pid= gpu= no-mouse h/help V/version
 end
 
 function __fish_strata_needs_command
@@ -31,7 +31,11 @@ complete -c strata -n "__fish_strata_needs_command" -l nvml-lib -d 'The NVML lib
 complete -c strata -n "__fish_strata_needs_command" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_needs_command" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_needs_command" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_needs_command" -l user -d 'Start with the process table showing this user\'s processes (as `/` user:NAME)' -r
+complete -c strata -n "__fish_strata_needs_command" -l pid -d 'Start with the process table showing this process (as `/` pid:PID)' -r
+complete -c strata -n "__fish_strata_needs_command" -l gpu -d 'Start with the process table showing the processes on this GPU: its index, or a prefix of its UUID (as `/` gpu:N)' -r
 complete -c strata -n "__fish_strata_needs_command" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
+complete -c strata -n "__fish_strata_needs_command" -l no-mouse -d 'Leave the mouse to the terminal (its own text selection) instead of clicks and the wheel in strata'
 complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_needs_command" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_needs_command" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
@@ -116,6 +120,10 @@ complete -c strata -n "__fish_strata_using_subcommand export" -s h -l help -d 'P
 complete -c strata -n "__fish_strata_using_subcommand export" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand replay" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
 complete -c strata -n "__fish_strata_using_subcommand replay" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l user -d 'Start with the process table showing this user\'s processes (as `/` user:NAME)' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l pid -d 'Start with the process table showing this process (as `/` pid:PID)' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l gpu -d 'Start with the process table showing the processes on this GPU: its index, or a prefix of its UUID (as `/` gpu:N)' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l no-mouse -d 'Leave the mouse to the terminal (its own text selection) instead of clicks and the wheel in strata'
 complete -c strata -n "__fish_strata_using_subcommand replay" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand replay" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l listen -d 'The address `strata serve` would listen on, whose port is checked' -r
