@@ -105,7 +105,10 @@ pub(crate) fn clock(unix_secs: f64) -> String {
 /// not give is `n/a` after its name (`power n/a`); `ascii` writes `°C` as `C`.
 #[cfg_attr(
     not(test),
-    expect(dead_code, reason = "the GPU panel shows it next; its test holds it until then")
+    expect(
+        dead_code,
+        reason = "the GPU panel shows it next; its test holds it until then"
+    )
 )]
 pub(crate) fn gpu_vitals(gpu: &crate::sample::GpuInfo, width: usize, ascii: bool) -> String {
     let degrees = if ascii { "C" } else { "°C" };
