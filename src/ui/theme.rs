@@ -8,23 +8,13 @@
 //! graphics) against black in the dark palette and against white in the light one; the tests
 //! below compute it.
 
+pub(crate) use crate::config::Palette;
 use crate::detect::Severity;
 use crate::layers::Layer;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::border;
 use std::borrow::Cow;
-
-/// Which background the colours are chosen for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Palette {
-    /// Light text on a dark background.
-    #[default]
-    Dark,
-    /// Dark text on a light (white) background.
-    Light,
-}
 
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Theme {
