@@ -60,6 +60,11 @@ impl Layer {
         self.spelling().glyph
     }
 
+    /// The layer's glyph in ASCII mode (the theme picks between the two).
+    pub(crate) const fn ascii_glyph(self) -> char {
+        self.spelling().ascii_glyph
+    }
+
     /// One line saying what the layer is, for the help screen (fits 80 columns).
     pub(crate) const fn meaning(self) -> &'static str {
         self.spelling().meaning
@@ -81,6 +86,8 @@ struct Spelling {
     head: &'static str,
     short_head: &'static str,
     glyph: char,
+    /// The glyph in ASCII mode: printable ASCII, one per layer.
+    ascii_glyph: char,
     meaning: &'static str,
 }
 
@@ -92,6 +99,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "LIVE",
         short_head: "LIVE",
         glyph: '█',
+        ascii_glyph: '#',
         meaning: "bytes held by live tensors",
     },
     Spelling {
@@ -100,6 +108,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "FRAG",
         short_head: "FRAG",
         glyph: '▚',
+        ascii_glyph: '%',
         meaning: "free pieces of split blocks: reusable by requests that fit, not by larger ones",
     },
     Spelling {
@@ -108,6 +117,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "CACHED",
         short_head: "CACHE",
         glyph: '▒',
+        ascii_glyph: '+',
         meaning: "pool bytes neither live nor fragmented: reusable cache",
     },
     Spelling {
@@ -116,6 +126,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "OUTSIDE",
         short_head: "OUTSIDE",
         glyph: '≡',
+        ascii_glyph: '=',
         meaning: "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
     },
     Spelling {
@@ -124,6 +135,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "CONTEXT",
         short_head: "CTX",
         glyph: '▓',
+        ascii_glyph: '@',
         meaning: "CUDA context of a fed process (an estimate)",
     },
     Spelling {
@@ -132,6 +144,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "UNATTR",
         short_head: "UNATTR",
         glyph: '░',
+        ascii_glyph: ':',
         meaning: "held by a visible process without a feed: not split",
     },
     Spelling {
@@ -140,6 +153,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "OTHER",
         short_head: "OTHER",
         glyph: '×',
+        ascii_glyph: 'x',
         meaning: "driver reservation, other PID namespaces, exited PIDs",
     },
     Spelling {
@@ -148,6 +162,7 @@ const SPELLINGS: [Spelling; 8] = [
         head: "FREE",
         short_head: "FREE",
         glyph: '·',
+        ascii_glyph: '.',
         meaning: "free device memory",
     },
 ];
@@ -267,5 +282,12 @@ mod tests {
         let glyphs: std::collections::HashSet<char> =
             Layer::ALL.into_iter().map(Layer::glyph).collect();
         assert_eq!(glyphs.len(), Layer::ALL.len(), "a glyph each");
+        let ascii: std::collections::HashSet<char> =
+            Layer::ALL.into_iter().map(Layer::ascii_glyph).collect();
+        assert_eq!(ascii.len(), Layer::ALL.len(), "an ASCII glyph each");
+        assert!(
+            ascii.iter().all(|c| c.is_ascii_graphic()),
+            "printable, not blank: {ascii:?}"
+        );
     }
 }

@@ -72,6 +72,8 @@ pub mod snapshot;
 
 // The command line; its doc comments are the help text.
 pub mod cli;
+// The config file: the monitor's settings, under the command line's.
+pub mod config;
 // `strata doctor`: what strata can and cannot see on this node, and why.
 pub mod doctor;
 // Small builders of raw samples for unit, property and screen tests, and benchmarks.

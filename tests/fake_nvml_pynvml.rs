@@ -18,7 +18,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use common::fake_nvml::{fake_nvml_lib, fake_nvml_lib_dir, scenario, workspace_root, SCENARIO_ENV};
 use common::oracle::client as client_oracle;
-use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -259,6 +259,10 @@ fn device_json(nvml: &Nvml, index: u32) -> Value {
         "uuid": or_code(device.uuid(), Value::from),
         "utilization": or_code(device.utilization_rates(), |u| json!({ "gpu": u.gpu, "memory": u.memory })),
         "temperature": or_code(device.temperature(TemperatureSensor::Gpu), Value::from),
+        "power_usage": or_code(device.power_usage(), Value::from),
+        "power_limit": or_code(device.enforced_power_limit(), Value::from),
+        "sm_clock": or_code(device.clock_info(Clock::SM), Value::from),
+        "sm_clock_max": or_code(device.max_clock_info(Clock::SM), Value::from),
         "compute_processes": processes_json(device.running_compute_processes()),
         "graphics_processes": processes_json(device.running_graphics_processes()),
         "mps_processes": processes_json(device.mps_running_compute_processes()),

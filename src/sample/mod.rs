@@ -95,6 +95,23 @@ schema! {
         /// where NVML does not give it (a refusal is in `problems` under `temperature`).
         #[serde(default)]
         pub(crate) temperature: Option<u32>,
+        /// The board's power draw, milliwatts (`nvmlDeviceGetPowerUsage`); `None` where NVML
+        /// does not give it (a refusal is in `problems` under `power`).
+        #[serde(default)]
+        pub(crate) power_mw: Option<u32>,
+        /// The power limit the GPU enforces, milliwatts (`nvmlDeviceGetEnforcedPowerLimit`:
+        /// the lowest of the limits an administrator, the driver and the board set); a
+        /// refusal is under `power_limit`.
+        #[serde(default)]
+        pub(crate) power_limit_mw: Option<u32>,
+        /// The SM clock, MHz (`nvmlDeviceGetClockInfo`, `NVML_CLOCK_SM`); a refusal is under
+        /// `sm_clock`.
+        #[serde(default)]
+        pub(crate) sm_clock_mhz: Option<u32>,
+        /// The SM clock's maximum, MHz (`nvmlDeviceGetMaxClockInfo`, `NVML_CLOCK_SM`); a
+        /// refusal is under `sm_clock_max`.
+        #[serde(default)]
+        pub(crate) sm_clock_max_mhz: Option<u32>,
         /// Current MIG mode; `None` where the GPU does not support MIG.
         pub mig_mode: Option<bool>,
         /// The minor number of the GPU's device file, `/dev/nvidia<N>` (NVML's
@@ -120,6 +137,10 @@ impl GpuInfo {
             memory: None,
             utilization_gpu: None,
             temperature: None,
+            power_mw: None,
+            power_limit_mw: None,
+            sm_clock_mhz: None,
+            sm_clock_max_mhz: None,
             mig_mode: None,
             minor_number: None,
             lost: false,
@@ -138,7 +159,8 @@ pub struct GpuSample {
     pub mig: Vec<MigSample>,
     /// What NVML refused, by what was asked, with NVML's own error and what it means:
     /// `handle` (the GPU could not be opened: no value of it is known), `memory`, `processes`
-    /// (a list could not be read), `utilization`, `temperature`, `mig_mode`, `mig_devices` (the
+    /// (a list could not be read), `utilization`, `temperature`, `power`, `power_limit`,
+    /// `sm_clock`, `sm_clock_max`, `mig_mode`, `mig_devices` (the
     /// instances could not be listed), `parent` (in MIG mode, the parent's own memory or
     /// process list: it needs root). A missing value with no entry here is one NVML does not support.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

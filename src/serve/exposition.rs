@@ -4,7 +4,7 @@
 //! Unknown is absent: Prometheus has no `n/a`, so a layer, a figure or a label nobody knows
 //! is left out, never written as 0.
 
-use super::labels::{label_text, set_bounds, set_bytes, set_layers, Ints, Labels};
+use super::labels::{gpu_labels, label_text, set_bounds, set_bytes, set_layers, Ints, Labels};
 use crate::pipeline::Observed;
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
@@ -137,13 +137,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
     let gpu_bounds = Ints::default();
     let mig_bounds = Ints::default();
     for (gpu, acc) in sample.gpus.iter().zip(&observed.account.gpus) {
-        let mut base = vec![
-            ("gpu", gpu.index.to_string()),
-            ("uuid", label_text(&gpu.uuid, 128)),
-        ];
-        if let Some(name) = &gpu.name {
-            base.push(("name", label_text(name, 96)));
-        }
+        let base = gpu_labels(gpu);
         gpu_lost.get_or_create(&base).set(i64::from(gpu.lost));
         if let Some(memory) = gpu.memory {
             set_bytes(&gpu_total, base.clone(), memory.total);
@@ -196,6 +190,7 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
         "1 when the GPU has fallen off the bus",
         gpu_lost,
     );
+    super::vitals::register(&mut registry, sample);
     registry.register_with_unit(
         "strata_mig_memory_total",
         "NVML's total memory of a MIG GPU instance",

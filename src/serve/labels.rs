@@ -3,7 +3,7 @@
 //! label values; bytes set as gauge values.
 
 use crate::layers::{Layer, Layers};
-use crate::sample::{NodeSample, ProcessSample};
+use crate::sample::{GpuSample, NodeSample, ProcessSample};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,6 +26,18 @@ pub(super) type Counters = Family<Labels, Counter>;
 /// an escape sequence), at most `max` characters.
 pub(crate) fn label_text(text: &str, max: usize) -> String {
     crate::text::clean(text).chars().take(max).collect()
+}
+
+/// A GPU's labels: `gpu` (its index), `uuid`, and `name` where NVML gives it.
+pub(super) fn gpu_labels(gpu: &GpuSample) -> Labels {
+    let mut base = vec![
+        ("gpu", gpu.index.to_string()),
+        ("uuid", label_text(&gpu.uuid, 128)),
+    ];
+    if let Some(name) = &gpu.name {
+        base.push(("name", label_text(name, 96)));
+    }
+    base
 }
 
 /// Bytes as a gauge value: a count beyond `i64` (no real device) is left out.

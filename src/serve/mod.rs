@@ -13,6 +13,7 @@ mod findings;
 pub mod fuzz;
 pub mod labels;
 pub(crate) mod processes;
+mod vitals;
 
 use crate::pipeline::Pipeline;
 use crate::source::{Schedule, Source};

@@ -67,6 +67,7 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
     }
     let theme = Theme {
         mono: state.setup.monochrome,
+        ..Theme::default()
     };
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let lines: Vec<Line<'_>> = too_small(area.width, area.height)

@@ -614,8 +614,14 @@ fn the_step_chart_draws_memory_against_step() {
             peak_allocated: None,
         });
     }
-    let lines =
-        super::evidence::forecast::step_chart(&steps, 100, super::theme::Theme { mono: true });
+    let lines = super::evidence::forecast::step_chart(
+        &steps,
+        100,
+        super::theme::Theme {
+            mono: true,
+            ..Default::default()
+        },
+    );
     let shown: Vec<String> = lines
         .iter()
         .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())

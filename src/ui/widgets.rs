@@ -60,6 +60,7 @@ pub(crate) fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
 pub(crate) fn section_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
     Block::default()
         .borders(Borders::TOP)
+        .border_set(theme.border_set())
         .border_style(if focused {
             theme.focused_border()
         } else {
@@ -88,7 +89,7 @@ pub(crate) fn bar(layers: &Layers, width: usize, theme: Theme, greyed: bool) -> 
             } else {
                 theme.layer(layer)
             };
-            Span::styled(layer.glyph().to_string().repeat(n), style)
+            Span::styled(theme.layer_glyph(layer).to_string().repeat(n), style)
         })
         .collect();
     Line::from(spans)
@@ -132,7 +133,7 @@ pub(crate) fn legend_entries(
                 units::opt_bytes(layers.get(layer))
             };
             if layers.get(layer).is_some() {
-                figure.insert_str(0, exactness.mark(layer));
+                figure.insert_str(0, &theme.text(exactness.mark(layer)));
             }
             let name = if short { layer.short() } else { layer.name() };
             let style = if greyed {
@@ -146,7 +147,7 @@ pub(crate) fn legend_entries(
                 format!(" {name} ")
             };
             vec![
-                Span::styled(layer.glyph().to_string(), style),
+                Span::styled(theme.layer_glyph(layer).to_string(), style),
                 Span::raw(name),
                 Span::styled(figure, if greyed { theme.stale() } else { Style::new() }),
             ]
@@ -215,7 +216,10 @@ pub(crate) fn pack_legend(
 pub(crate) fn key_line(theme: Theme) -> Vec<Span<'static>> {
     let mut spans = Vec::new();
     for layer in Layer::ALL {
-        spans.push(Span::styled(layer.glyph().to_string(), theme.layer(layer)));
+        spans.push(Span::styled(
+            theme.layer_glyph(layer).to_string(),
+            theme.layer(layer),
+        ));
         spans.push(Span::raw(format!("{} ", layer.short())));
     }
     spans
@@ -254,11 +258,21 @@ pub(crate) fn short_bytes(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".into(), units::short_bytes)
 }
 
-const TICKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// [`sparkline_in`] with the default theme's levels.
+pub(crate) fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> String {
+    sparkline_in(Theme::default(), values, width, ceiling)
+}
 
 /// A text sparkline of the last `width` values, scaled from 0 to `ceiling` (or the largest
-/// value shown). Unknown values are blanks, never zero.
-pub(crate) fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u64>) -> String {
+/// value shown), in the theme's levels ([`Theme::ticks`]). Unknown values are blanks, never
+/// zero.
+pub(crate) fn sparkline_in(
+    theme: Theme,
+    values: &[Option<u64>],
+    width: usize,
+    ceiling: Option<u64>,
+) -> String {
+    let ticks = theme.ticks();
     let shown = &values[values.len().saturating_sub(width)..];
     let top = ceiling
         .or_else(|| shown.iter().flatten().copied().max())
@@ -273,18 +287,29 @@ pub(crate) fn sparkline(values: &[Option<u64>], width: usize, ceiling: Option<u6
             None => out.push(' '),
             Some(v) => {
                 let level = ((*v as f64 / top as f64) * 7.0).round().clamp(0.0, 7.0) as usize;
-                out.push(TICKS[level]);
+                out.push(ticks[level]);
             }
         }
     }
     out
 }
 
+/// [`trend_in`] with the default theme's levels.
+pub(crate) fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
+    trend_in(Theme::default(), values, width, min_range)
+}
+
 /// A trend of `values` squeezed into `width` cells (each cell the largest value of its
 /// span, so peaks survive), drawn from the smallest value shown up to at least `min_range`
-/// above it: a plateau stays flat, a climb of more than `min_range` rises across the cells,
-/// and noise smaller than `min_range` does not look like a trend.
-pub(crate) fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> String {
+/// above it, in the theme's levels: a plateau stays flat, a climb of more than `min_range`
+/// rises across the cells, and noise smaller than `min_range` does not look like a trend.
+pub(crate) fn trend_in(
+    theme: Theme,
+    values: &[Option<u64>],
+    width: usize,
+    min_range: u64,
+) -> String {
+    let ticks = theme.ticks();
     if width == 0 {
         return String::new();
     }
@@ -302,7 +327,7 @@ pub(crate) fn trend(values: &[Option<u64>], width: usize, min_range: u64) -> Str
     for cell in cells {
         out.push(match cell {
             None => ' ',
-            Some(v) => TICKS[(((v - low) as f64 / range) * 7.0).round().clamp(0.0, 7.0) as usize],
+            Some(v) => ticks[(((v - low) as f64 / range) * 7.0).round().clamp(0.0, 7.0) as usize],
         });
     }
     out
@@ -392,5 +417,67 @@ mod tests {
     #[test]
     fn sparkline_shows_gaps_as_blanks() {
         assert_eq!(sparkline(&[Some(0), None, Some(10)], 4, None), " ▁ █");
+    }
+
+    /// Every piece this file draws, in ASCII mode: nothing but ASCII, and still telling
+    /// levels and layers apart.
+    #[test]
+    fn ascii_mode_draws_bars_legends_and_sparklines_in_ascii() {
+        let theme = Theme {
+            ascii: true,
+            ..Theme::default()
+        };
+        let layers = Layers {
+            live: Some(500),
+            fragmented: Some(60),
+            cached: Some(90),
+            outside_pool: Some(40),
+            context: Some(30),
+            unattributed: Some(20),
+            other: Some(10),
+            free: Some(250),
+        };
+        let text =
+            |line: &Line<'_>| -> String { line.spans.iter().map(|s| s.content.as_ref()).collect() };
+        let bar = text(&bar(&layers, 60, theme, false));
+        assert_eq!(bar.chars().count(), 60);
+        let mut drawn: Vec<String> = vec![bar.clone()];
+        for short in [false, true] {
+            let partial = [Layer::Live, Layer::OutsidePool];
+            let exactness = Exactness {
+                context: None,
+                partial: &partial,
+                processes_unknown: true,
+            };
+            let lines = legend(&layers, exactness, 80, theme, short, false);
+            drawn.extend(lines.iter().map(text));
+        }
+        assert!(
+            drawn[1].contains(">="),
+            "a lower bound's mark in ASCII: {drawn:?}"
+        );
+        drawn.push(text(&Line::from(key_line(theme))));
+        let climb: Vec<Option<u64>> = (0..40u64).map(|i| Some(i * 100)).collect();
+        let spark = sparkline_in(theme, &climb, 8, None);
+        let rising = trend_in(theme, &climb, 8, 100);
+        drawn.extend([spark.clone(), rising.clone()]);
+        for piece in &drawn {
+            assert!(piece.is_ascii(), "not ASCII: {piece:?}");
+        }
+        for layer in Layer::ALL {
+            assert!(bar.contains(layer.ascii_glyph()), "{layer:?} in {bar}");
+        }
+        // Eight distinct levels, the climb's cells rising through them.
+        let levels: std::collections::HashSet<char> = theme.ticks().iter().copied().collect();
+        assert_eq!(levels.len(), 8);
+        assert_eq!(rising, "_.,-~=*#");
+        assert_eq!(trend_in(theme, &vec![Some(5_000u64); 40], 4, 100), "____");
+        let block = section_block("GPUs".into(), true, theme);
+        let mut buffer = ratatui::buffer::Buffer::empty(Rect::new(0, 0, 12, 2));
+        ratatui::widgets::Widget::render(block, buffer.area, &mut buffer);
+        let top: String = (0..12)
+            .map(|x| buffer[(x, 0)].symbol().to_string())
+            .collect();
+        assert!(top.is_ascii() && top.contains('-'), "{top:?}");
     }
 }

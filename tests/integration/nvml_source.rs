@@ -209,6 +209,26 @@ fn plain_two_gpu_node() {
     // Not supported: unknown, and not a problem.
     assert!(gpus[1]["temperature"].is_null(), "{}", gpus[1]);
     assert!(gpus[1]["problems"].get("temperature").is_none());
+    // The scenario's first poll: power in milliwatts, the SM clock in MHz.
+    assert_eq!(gpus[0]["power_mw"], 412_345);
+    assert_eq!(gpus[0]["power_limit_mw"], 700_000);
+    assert_eq!(gpus[0]["sm_clock_mhz"], 1980);
+    assert_eq!(gpus[0]["sm_clock_max_mhz"], 1980);
+    for key in [
+        "power_mw",
+        "power_limit_mw",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+    ] {
+        assert!(gpus[1][key].is_null(), "{key} not supported: {}", gpus[1]);
+    }
+    assert!(
+        gpus[1]["problems"]
+            .as_object()
+            .is_some_and(|p| p.is_empty()),
+        "what NVML does not support is no problem: {}",
+        gpus[1]
+    );
     assert_eq!(gpus[0]["mig_mode"], false);
     assert_eq!(process(&s, 41237)["used"], 48_845_815_808u64);
     assert_eq!(process(&s, 41237)["sm_util"], 88);
@@ -277,6 +297,19 @@ fn refused_fields_are_null_and_the_rest_still_shows() {
         "a refused temperature says why: {}",
         g[1]["problems"]
     );
+    // Refused power and clock: unknown, each refusal said under its own key with its call;
+    // a limit NVML does not support is no problem; what was given is still shown.
+    for (key, call, problem) in [
+        ("power_mw", "nvmlDeviceGetPowerUsage", "power"),
+        ("sm_clock_mhz", "nvmlDeviceGetClockInfo", "sm_clock"),
+    ] {
+        assert!(g[1][key].is_null(), "{key}: {}", g[1]);
+        let said = g[1]["problems"][problem].as_str().unwrap_or_default();
+        assert!(said.contains(call), "{problem}: {}", g[1]["problems"]);
+    }
+    assert!(g[1]["power_limit_mw"].is_null());
+    assert!(g[1]["problems"].get("power_limit").is_none());
+    assert_eq!(g[1]["sm_clock_max_mhz"], 1410);
     let m = &g[2]["mig"][0];
     assert!(m["gpu_instance_id"].is_null() && m["compute_instance_id"].is_null());
     assert!(m["profile"].is_null() && m["memory"].is_null());

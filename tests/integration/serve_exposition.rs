@@ -376,6 +376,36 @@ fn process_series_are_bounded_and_sums_over_processes_hold() {
 }
 
 #[test]
+fn each_demo_gpu_has_its_vitals_in_base_units() {
+    let observed = demo_observed();
+    let snapshot = serde_json::to_value(Snapshot::of(&observed)).expect("json");
+    let e = exported(&observed, 64);
+    for g in snapshot["gpus"].as_array().expect("gpus") {
+        let uuid = g["uuid"].as_str().expect("uuid");
+        let one = |metric: &str| {
+            let series = e.select(metric, &[("uuid", uuid), ("gpu", &g["index"].to_string())]);
+            assert_eq!(series.len(), 1, "{metric} of {uuid}: {series:?}");
+            series[0].1
+        };
+        let figure = |key: &str| g[key].as_f64().unwrap_or_else(|| panic!("demo {key}: {g}"));
+        assert_eq!(one("strata_gpu_temperature_celsius"), figure("temperature"));
+        assert_eq!(one("strata_gpu_power_watts"), figure("power_mw") / 1000.0);
+        assert_eq!(
+            one("strata_gpu_power_limit_watts"),
+            figure("power_limit_mw") / 1000.0
+        );
+        assert_eq!(
+            one("strata_gpu_sm_clock_hertz"),
+            figure("sm_clock_mhz") * 1e6
+        );
+        assert!(
+            one("strata_gpu_power_watts") <= one("strata_gpu_power_limit_watts"),
+            "{uuid}"
+        );
+    }
+}
+
+#[test]
 fn unknown_figures_are_absent_not_zero() {
     let mut sample = node();
     let mut g = gpu(0, memory(80 * GIB, 10 * GIB));
@@ -388,6 +418,14 @@ fn unknown_figures_are_absent_not_zero() {
     assert!(e.select("strata_gpu_layer_bytes", &[]).is_empty());
     assert!(e.select("strata_process_used_bytes", &[]).is_empty());
     assert!(e.select("strata_sample_poll_seconds", &[]).is_empty());
+    for vital in [
+        "strata_gpu_temperature_celsius",
+        "strata_gpu_power_watts",
+        "strata_gpu_power_limit_watts",
+        "strata_gpu_sm_clock_hertz",
+    ] {
+        assert!(e.select(vital, &[]).is_empty(), "{vital}");
+    }
     // What is known is there: the GPU is listed and not lost, the process's feed is absent.
     assert_eq!(
         e.select("strata_gpu_lost", &[("uuid", "GPU-test-0")])[0].1,

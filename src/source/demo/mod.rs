@@ -10,6 +10,7 @@
 mod host;
 mod owners;
 mod story;
+mod vitals;
 
 pub(crate) use story::LOOP_SECS;
 
@@ -155,6 +156,12 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
                 Vec::new(),
             )
         };
+        let board = if index == 3 {
+            &vitals::A100
+        } else {
+            &vitals::H100
+        };
+        let (temperature, power_mw, sm_clock_mhz) = vitals::at(seed, index, board, util, t);
         gpus.push(GpuSample {
             info: GpuInfo {
                 name: Some(name.to_string()),
@@ -166,6 +173,11 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
                     driver_reserved: Some(DRIVER_RESERVED),
                 }),
                 utilization_gpu: Some(util),
+                temperature: Some(temperature),
+                power_mw: Some(power_mw),
+                power_limit_mw: Some(board.power_limit_mw),
+                sm_clock_mhz: Some(sm_clock_mhz),
+                sm_clock_max_mhz: Some(board.sm_clock_max_mhz),
                 mig_mode: Some(index == 3),
                 minor_number: Some(index as u32),
                 ..GpuInfo::new(index as u32, (*uuid).to_string())

@@ -1,5 +1,5 @@
-//! One poll of one GPU: its memory, utilization, MIG mode and processes (or, in MIG mode, its
-//! instances'), each refusal kept beside the value it cost.
+//! One poll of one GPU: its memory, utilization, temperature, power, SM clock, MIG mode and
+//! processes (or, in MIG mode, its instances'), each refusal kept beside the value it cost.
 
 use super::handles::GpuSlot;
 use super::mig;
@@ -8,7 +8,7 @@ use super::query::{sm_utilization, Handle};
 use super::read::{note, value, Lost, Placed, Reader};
 use super::refusal::NO_PERMISSION;
 use crate::sample::{GpuInfo, GpuSample};
-use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use std::collections::HashMap;
 
 /// NVML's value for "enabled" in `nvmlDeviceGetMigMode`.
@@ -94,6 +94,30 @@ fn read_live(
         device.temperature(TemperatureSensor::Gpu),
         "nvmlDeviceGetTemperature",
         "temperature",
+        problems,
+    )?;
+    gpu.info.power_mw = value(
+        device.power_usage(),
+        "nvmlDeviceGetPowerUsage",
+        "power",
+        problems,
+    )?;
+    gpu.info.power_limit_mw = value(
+        device.enforced_power_limit(),
+        "nvmlDeviceGetEnforcedPowerLimit",
+        "power_limit",
+        problems,
+    )?;
+    gpu.info.sm_clock_mhz = value(
+        device.clock_info(Clock::SM),
+        "nvmlDeviceGetClockInfo",
+        "sm_clock",
+        problems,
+    )?;
+    gpu.info.sm_clock_max_mhz = value(
+        device.max_clock_info(Clock::SM),
+        "nvmlDeviceGetMaxClockInfo",
+        "sm_clock_max",
         problems,
     )?;
     gpu.info.mig_mode = value(

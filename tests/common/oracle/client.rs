@@ -350,6 +350,20 @@ fn gpu(device: &Value, capacity: Capacity) -> Value {
             or_error(answer(device.get("temperature"), Err(NOT_SUPPORTED)).map(at0)),
         ),
     );
+    for (key, call) in [
+        ("power_usage", "nvmlDeviceGetPowerUsage"),
+        ("power_limit", "nvmlDeviceGetEnforcedPowerLimit"),
+        ("sm_clock", "nvmlDeviceGetClockInfo"),
+        ("sm_clock_max", "nvmlDeviceGetMaxClockInfo"),
+    ] {
+        out.insert(
+            key.into(),
+            faulted(
+                call,
+                or_error(answer(device.get(key), Err(NOT_SUPPORTED)).map(at0)),
+            ),
+        );
+    }
     for (key, call) in LIST_CALLS {
         out.insert(
             key.into(),

@@ -209,6 +209,80 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
     })
 }
 
+/// NVML's `NVML_CLOCK_SM`, the one clock the fake knows; the others answer `NotSupported`.
+const CLOCK_SM: c_uint = 1;
+
+/// The board's power draw, milliwatts; a MIG device answers `NotSupported`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetPowerUsage", false, |ctx| {
+            if ctx.instance.is_some() {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let milliwatts = ctx.device.power_usage.get()?.at(ctx.poll);
+            // SAFETY: `power` is null or points to an unsigned int, as NVML asks of the caller.
+            unsafe { put(power, milliwatts) }
+        })
+    })
+}
+
+/// The power limit the GPU enforces, milliwatts; a MIG device answers `NotSupported`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
+    device: NvmlDevice,
+    limit: *mut c_uint,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetEnforcedPowerLimit", false, |ctx| {
+            if ctx.instance.is_some() {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let milliwatts = *ctx.device.power_limit.get()?;
+            // SAFETY: `limit` is null or points to an unsigned int, as NVML asks of the caller.
+            unsafe { put(limit, milliwatts) }
+        })
+    })
+}
+
+/// The SM clock now, MHz (`NVML_CLOCK_SM` only); a MIG device answers `NotSupported`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: NvmlDevice,
+    clock: c_uint,
+    mhz: *mut c_uint,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetClockInfo", false, |ctx| {
+            if ctx.instance.is_some() || clock != CLOCK_SM {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let now = ctx.device.sm_clock.get()?.at(ctx.poll);
+            // SAFETY: `mhz` is null or points to an unsigned int, as NVML asks of the caller.
+            unsafe { put(mhz, now) }
+        })
+    })
+}
+
+/// The SM clock's maximum, MHz (`NVML_CLOCK_SM` only); a MIG device answers `NotSupported`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: NvmlDevice,
+    clock: c_uint,
+    mhz: *mut c_uint,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetMaxClockInfo", false, |ctx| {
+            if ctx.instance.is_some() || clock != CLOCK_SM {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
+            let max = *ctx.device.sm_clock_max.get()?;
+            // SAFETY: `mhz` is null or points to an unsigned int, as NVML asks of the caller.
+            unsafe { put(mhz, max) }
+        })
+    })
+}
+
 /// PCI info of the GPU (a MIG device answers its parent's).
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> u32 {

@@ -89,6 +89,18 @@ pub struct Device {
     /// The GPU sensor's temperature, °C.
     #[serde(default = "not_supported")]
     pub temperature: Answer<Scripted<u32>>,
+    /// The board's power draw, milliwatts (`nvmlDeviceGetPowerUsage`).
+    #[serde(default = "not_supported")]
+    pub power_usage: Answer<Scripted<u32>>,
+    /// The enforced power limit, milliwatts (`nvmlDeviceGetEnforcedPowerLimit`).
+    #[serde(default = "not_supported")]
+    pub power_limit: Answer<u32>,
+    /// The SM clock, MHz (`nvmlDeviceGetClockInfo` with `NVML_CLOCK_SM`).
+    #[serde(default = "not_supported")]
+    pub sm_clock: Answer<Scripted<u32>>,
+    /// The SM clock's maximum, MHz (`nvmlDeviceGetMaxClockInfo` with `NVML_CLOCK_SM`).
+    #[serde(default = "not_supported")]
+    pub sm_clock_max: Answer<u32>,
     #[serde(default = "not_supported")]
     pub mig_mode: Answer<MigMode>,
     #[serde(default = "zero_mig_devices")]

@@ -362,6 +362,58 @@ fn temperature_of_the_gpu_sensor_only() {
 }
 
 #[test]
+fn power_and_the_sm_clock_follow_the_polls() {
+    let _session = Session::example("two_gpus");
+    let (gpu0, gpu1) = (handle(0), handle(1));
+    let read = |f: unsafe extern "C" fn(NvmlDevice, *mut c_uint) -> u32, device| {
+        let mut out: c_uint = 0;
+        // SAFETY: a valid out pointer.
+        let code = unsafe { f(device, &mut out) };
+        (code == SUCCESS).then_some(out).ok_or(code)
+    };
+    let clock = |f: unsafe extern "C" fn(NvmlDevice, c_uint, *mut c_uint) -> u32, kind| {
+        let mut out: c_uint = 0;
+        // SAFETY: a valid out pointer.
+        let code = unsafe { f(gpu0, kind, &mut out) };
+        (code == SUCCESS).then_some(out).ok_or(code)
+    };
+    const SM: c_uint = 1;
+    const GRAPHICS: c_uint = 0;
+    for (poll, (power, sm)) in [(412_345, 1980), (398_020, 1755)].into_iter().enumerate() {
+        assert!(
+            memory_v2(gpu0).is_ok(),
+            "poll {poll} starts with the memory read"
+        );
+        assert_eq!(
+            read(nvmlDeviceGetPowerUsage, gpu0),
+            Ok(power),
+            "poll {poll}"
+        );
+        assert_eq!(clock(nvmlDeviceGetClockInfo, SM), Ok(sm), "poll {poll}");
+        assert_eq!(read(nvmlDeviceGetEnforcedPowerLimit, gpu0), Ok(700_000));
+        assert_eq!(clock(nvmlDeviceGetMaxClockInfo, SM), Ok(1980));
+    }
+    assert_eq!(
+        clock(nvmlDeviceGetClockInfo, GRAPHICS),
+        Err(ERROR_NOT_SUPPORTED),
+        "only the SM clock"
+    );
+    assert_eq!(
+        clock(nvmlDeviceGetMaxClockInfo, GRAPHICS),
+        Err(ERROR_NOT_SUPPORTED)
+    );
+    for f in [nvmlDeviceGetPowerUsage, nvmlDeviceGetEnforcedPowerLimit] {
+        assert_eq!(
+            read(f, gpu1),
+            Err(ERROR_NOT_SUPPORTED),
+            "absent: not supported"
+        );
+        // SAFETY: a null out pointer is refused, not written.
+        assert_eq!(unsafe { f(gpu0, null_mut()) }, ERROR_INVALID_ARGUMENT);
+    }
+}
+
+#[test]
 fn refusals_answer_their_codes() {
     let _session = Session::example("not_supported");
     let (gpu0, gpu1, gpu2) = (handle(0), handle(1), handle(2));
@@ -379,6 +431,18 @@ fn refusals_answer_their_codes() {
         unsafe { nvmlDeviceGetTemperature(gpu1, 0, &mut celsius) },
         ERROR_NO_PERMISSION
     );
+    let mut out: c_uint = 0;
+    // SAFETY: valid out pointers.
+    unsafe {
+        assert_eq!(nvmlDeviceGetPowerUsage(gpu1, &mut out), ERROR_NO_PERMISSION);
+        assert_eq!(
+            nvmlDeviceGetEnforcedPowerLimit(gpu1, &mut out),
+            ERROR_NOT_SUPPORTED
+        );
+        assert_eq!(nvmlDeviceGetClockInfo(gpu1, 1, &mut out), ERROR_UNKNOWN);
+        assert_eq!(nvmlDeviceGetMaxClockInfo(gpu1, 1, &mut out), SUCCESS);
+    }
+    assert_eq!(out, 1410);
     assert_eq!(memory_v2(gpu1).err(), Some(ERROR_NOT_SUPPORTED));
     let mig = mig_handle(gpu2, 0).expect("slot 0");
     let mut id: c_uint = 0;
