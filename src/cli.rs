@@ -106,7 +106,6 @@ fn parse_gpu(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-
 /// The node a live command samples: this machine's GPUs through NVML with the allocator
 /// feeds found on it, or the simulated node.
 #[derive(Debug, Args, Clone)]
@@ -879,19 +878,13 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}");
             assert!(err.to_string().contains(says), "{args:?}: {err}");
         }
-        for (args, says) in [
-            (
-                vec!["strata", "--user", "ana", "snapshot"],
-                "--user applies to the monitor and `strata replay`, not to `snapshot`",
-            ),
-            (
-                vec!["strata", "--no-mouse", "replay", "x.zst"],
-                "strata replay FILE --no-mouse",
-            ),
-        ] {
-            let err = parse(&args).expect_err("refused");
-            assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{args:?}");
-            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        // Before another command's name, an option is that command's: `snapshot` does not take
+        // the monitor's view, `replay` does.
+        let err = parse(&["strata", "--user", "ana", "snapshot"]).expect_err("refused");
+        assert!(err.to_string().contains("--user"), "{err}");
+        match parse(&["strata", "--no-mouse", "replay", "x.zst"]).map(|c| c.command) {
+            Ok(Some(Command::Replay(r))) => assert!(r.monitor.no_mouse),
+            other => panic!("{other:?}"),
         }
         assert!(parse(&["strata", "snapshot", "--user", "ana"]).is_err());
     }
@@ -931,8 +924,9 @@ mod tests {
         const DEMO: [&str; 4] = ["demo", "demo-speed", "demo-at", "demo-seed"];
         const SOURCE: [&str; 4] = ["nvml-lib", "feed-dir", "context-mib", "interval"];
         const RING: [&str; 3] = ["ring", "ring-size", "evidence-size"];
+        const VIEW: [&str; 4] = ["user", "pid", "gpu", "no-mouse"];
         let mut own: Vec<&'static str> = match command {
-            "strata" => [DEMO.as_slice(), &SOURCE].concat(),
+            "strata" => [DEMO.as_slice(), &SOURCE, &VIEW].concat(),
             "snapshot" => [&DEMO[..], &SOURCE, &["json", "report", "count", "group-by"]].concat(),
             "serve" => [
                 &DEMO[..],
@@ -948,7 +942,7 @@ mod tests {
                 &["duration", "max-size", "keep", "from"],
             ]
             .concat(),
-            "replay" => vec!["context-mib", "interval"],
+            "replay" => [&["context-mib", "interval"][..], &VIEW].concat(),
             "analyze" => vec!["json", "report-at", "every-sample", "context-mib"],
             "export" => vec!["to", "force", "context-mib"],
             "run" => vec!["feed-interval", "feed-dir"],

@@ -78,36 +78,45 @@ fn panel_lines(
         }
     };
     if findings.len() <= rows {
-        // A line each; the rows left over go to the findings cut at the edge, in order.
+        // A line each; the rows left over go first to the findings cut at the edge, in
+        // order, then to the first sentence of each one's advice where it fits whole.
         let mut spare = rows - findings.len();
+        let texts: Vec<(String, Vec<String>)> = findings
+            .iter()
+            .map(|f| {
+                let message = finding_text(f);
+                let wrapped = wrap(&message, room.max(1));
+                (message, wrapped)
+            })
+            .collect();
+        let mut extra: Vec<usize> = Vec::with_capacity(findings.len());
+        for (_, wrapped) in &texts {
+            let more = wrapped.len().saturating_sub(1).min(spare);
+            spare -= more;
+            extra.push(more);
+        }
+        let mut texts = texts;
+        for (i, f) in findings.iter().enumerate() {
+            let (message, wrapped) = &texts[i];
+            if wrapped.len().saturating_sub(1) > extra[i] {
+                continue;
+            }
+            let Some(first) = f.advice().into_iter().next() else {
+                continue;
+            };
+            let full = format!("{message} → {first}");
+            let with = wrap(&full, room.max(1));
+            let more = with.len().saturating_sub(wrapped.len());
+            if more <= spare {
+                spare -= more;
+                extra[i] += more;
+                texts[i] = (full, with);
+            }
+        }
         let mut lines = Vec::new();
         for (i, f) in findings.iter().enumerate() {
-            // The advice's first sentence goes after the message where the rows left over
-            // hold both whole; otherwise the message alone.
-            let message = finding_text(f);
-            let with_advice = f
-                .advice()
-                .into_iter()
-                .next()
-                .map(|first| format!("{message} → {first}"));
-            let (text, wrapped) = match with_advice {
-                Some(full) => {
-                    let wrapped = wrap(&full, room.max(1));
-                    if wrapped.len().saturating_sub(1) <= spare {
-                        (full, wrapped)
-                    } else {
-                        let wrapped = wrap(&message, room.max(1));
-                        (message, wrapped)
-                    }
-                }
-                None => {
-                    let wrapped = wrap(&message, room.max(1));
-                    (message, wrapped)
-                }
-            };
-            let extra = wrapped.len().saturating_sub(1).min(spare);
-            spare -= extra;
-            let shown = fold(&text, &wrapped, extra + 1, room);
+            let (text, wrapped) = &texts[i];
+            let shown = fold(text, wrapped, extra[i] + 1, room);
             for (n, part) in shown.into_iter().enumerate() {
                 let first = if n == 0 {
                     Span::styled(lead(f, now), theme.severity(f.severity))

@@ -130,10 +130,16 @@ fn draw_main(
 ) {
     let forms = gpus::forms(state, observed, area.width);
     let heights: Vec<(u16, bool)> = forms.iter().map(|f| (f.height, f.last_resort)).collect();
-    // The table's rule and header, and a row per line of it.
-    let table_need = u16::try_from(state.table().len())
-        .unwrap_or(u16::MAX)
-        .saturating_add(2);
+    // The table's rule and header, and a row per line of it. A filter (`/`) narrows what the
+    // table shows, not the node's shape: the rows are shared as if every process were shown,
+    // so that the GPU panels do not change form while the user types.
+    let shown = state.table().len();
+    let lines = if state.process_table.filter.terms.is_empty() {
+        shown
+    } else {
+        shown.max(observed.sample.processes.len())
+    };
+    let table_need = u16::try_from(lines).unwrap_or(u16::MAX).saturating_add(2);
     let rows = layout::arrange(area.height, &heights, table_need);
     let Some(&form) = forms.get(rows.form) else {
         return;

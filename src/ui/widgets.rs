@@ -449,7 +449,7 @@ mod tests {
                 partial: &partial,
                 processes_unknown: true,
             };
-            let lines = legend(&layers, exactness, 80, theme, short, false);
+            let lines = legend(&layers, exactness, (80, 4), theme, short, false);
             drawn.extend(lines.iter().map(text));
         }
         assert!(
