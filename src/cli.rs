@@ -53,6 +53,20 @@ pub struct MonitorArgs {
     /// wheel in strata.
     #[arg(long)]
     pub no_mouse: bool,
+
+    /// Colours for a dark terminal background (the default) or a light one.
+    #[arg(long, value_enum, value_name = "THEME")]
+    pub theme: Option<ThemeArg>,
+
+    /// Draw with ASCII only: no block, braille or box-drawing glyphs, for poor terminals and
+    /// fonts.
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// The config file to read instead of $XDG_CONFIG_HOME/strata/config.toml (`strata config
+    /// --default` prints one with every key).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 impl MonitorArgs {
@@ -64,6 +78,15 @@ impl MonitorArgs {
         terms.extend(self.gpu.as_ref().map(|g| format!("gpu:{g}")));
         terms.join(" ")
     }
+}
+
+/// `--theme`: the palette.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThemeArg {
+    /// Colours readable on a dark background.
+    Dark,
+    /// Colours readable on a light background.
+    Light,
 }
 
 fn parse_user(text: &str) -> Result<String, String> {
@@ -145,9 +168,19 @@ pub struct DemoArgs {
 /// How often a live command samples.
 #[derive(Debug, Args, Clone)]
 pub struct IntervalArgs {
-    /// Seconds between samples.
-    #[arg(long, default_value_t = 1.0, value_name = "SECS", value_parser = parse_interval)]
-    pub interval: f64,
+    /// Seconds between samples [default: 1, or the config file's `interval` for the monitor].
+    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    pub interval: Option<f64>,
+}
+
+impl IntervalArgs {
+    /// Seconds between samples when the command line gives none.
+    pub const DEFAULT: f64 = 1.0;
+
+    /// The interval given, or the default.
+    pub fn secs(&self) -> f64 {
+        self.interval.unwrap_or(Self::DEFAULT)
+    }
 }
 
 /// The NVML library.
@@ -191,7 +224,7 @@ impl SourceArgs {
 
     /// Seconds between samples.
     pub fn interval(&self) -> f64 {
-        self.interval.interval
+        self.interval.secs()
     }
 
     /// The fixed CUDA context size in bytes (`--context-mib`).
@@ -466,6 +499,17 @@ pub enum Command {
     /// Print strata's man page (roff), or write one page per command into --dir:
     /// `strata man | man -l -`.
     Man(ManArgs),
+    /// Say which config file the monitor reads and whether it is there, or print one with
+    /// every key, documented (--default): `strata config --default >
+    /// ~/.config/strata/config.toml`.
+    Config(ConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Print the default config file, every key with its meaning and its default.
+    #[arg(long)]
+    pub default: bool,
 }
 
 #[derive(Debug, Args)]
@@ -924,7 +968,7 @@ mod tests {
         const DEMO: [&str; 4] = ["demo", "demo-speed", "demo-at", "demo-seed"];
         const SOURCE: [&str; 4] = ["nvml-lib", "feed-dir", "context-mib", "interval"];
         const RING: [&str; 3] = ["ring", "ring-size", "evidence-size"];
-        const VIEW: [&str; 4] = ["user", "pid", "gpu", "no-mouse"];
+        const VIEW: [&str; 7] = ["user", "pid", "gpu", "no-mouse", "theme", "ascii", "config"];
         let mut own: Vec<&'static str> = match command {
             "strata" => [DEMO.as_slice(), &SOURCE, &VIEW].concat(),
             "snapshot" => [&DEMO[..], &SOURCE, &["json", "report", "count", "group-by"]].concat(),
@@ -950,6 +994,7 @@ mod tests {
             "doctor" => vec!["json", "listen", "timeout", "nvml-lib", "feed-dir"],
             "completions" => vec![],
             "man" => vec!["dir"],
+            "config" => vec!["default"],
             other => panic!("no contract for {other}: add it here"),
         };
         own.extend(["help", "version"]);

@@ -1,11 +1,12 @@
 //! The config file, `$XDG_CONFIG_HOME/strata/config.toml` (`~/.config/strata/config.toml`
-//! without it): the monitor's interval, palette, ASCII mode, process table (sort, filter,
-//! columns) and mouse. A missing file is no error; a key it does not know, or a value it
+//! without it): the monitor's interval, palette, ASCII mode, process table (sort, filter)
+//! and mouse. A missing file is no error; a key it does not know, or a value it
 //! cannot take, is one line naming the file, the line and the key, with a hint.
 //!
 //! Precedence: the command line over the file over the built-in default
 //! ([`Settings::resolve`]).
 
+use crate::layers::Layer;
 use crate::present::sort::SortKey;
 use serde::{Deserialize, Deserializer};
 use std::ffi::OsString;
@@ -22,66 +23,12 @@ pub enum Palette {
     Light,
 }
 
-/// A column of the process table, by the name the file gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Column {
-    Pid,
-    User,
-    Gpu,
-    Used,
-    Live,
-    Cached,
-    Fragmented,
-    Context,
-    OutsidePool,
-    Trend,
-    State,
-    Command,
-}
-
-impl Column {
-    /// The column's name in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Column::Pid => "pid",
-            Column::User => "user",
-            Column::Gpu => "gpu",
-            Column::Used => "used",
-            Column::Live => "live",
-            Column::Cached => "cached",
-            Column::Fragmented => "fragmented",
-            Column::Context => "context",
-            Column::OutsidePool => "outside_pool",
-            Column::Trend => "trend",
-            Column::State => "state",
-            Column::Command => "command",
-        }
-    }
-
-    /// Every column, in the table's order: the default.
-    pub const ALL: [Column; 12] = [
-        Column::Pid,
-        Column::User,
-        Column::Gpu,
-        Column::Used,
-        Column::Live,
-        Column::Cached,
-        Column::Fragmented,
-        Column::Context,
-        Column::OutsidePool,
-        Column::Trend,
-        Column::State,
-        Column::Command,
-    ];
-}
-
 /// The sort keys by the names the file gives them (the process table's column names).
 const SORT_NAMES: [(&str, SortKey); 10] = [
     ("used", SortKey::Used),
-    ("live", SortKey::Live),
-    ("fragmented", SortKey::Fragmented),
-    ("cached", SortKey::Cached),
+    (Layer::Live.name(), SortKey::Live),
+    (Layer::Fragmented.name(), SortKey::Fragmented),
+    (Layer::Cached.name(), SortKey::Cached),
     ("sm", SortKey::Sm),
     ("cpu", SortKey::Cpu),
     ("host_memory", SortKey::HostMemory),
@@ -111,6 +58,16 @@ impl Filter {
     fn is_empty(&self) -> bool {
         *self == Filter::default()
     }
+
+    /// The filter as `/` takes it: `user:alice pid:4242 gpu:0 cmd:"train.py"`.
+    pub fn text(&self) -> String {
+        let mut terms = Vec::new();
+        terms.extend(self.user.as_ref().map(|u| format!("user:{}", quoted(u))));
+        terms.extend(self.pid.map(|p| format!("pid:{p}")));
+        terms.extend(self.gpu.map(|g| format!("gpu:{g}")));
+        terms.extend(self.command.as_ref().map(|c| format!("cmd:{}", quoted(c))));
+        terms.join(" ")
+    }
 }
 
 /// What the file says; a key it leaves out is `None` (the default applies).
@@ -124,8 +81,6 @@ pub struct Config {
     #[serde(default, deserialize_with = "sort")]
     pub sort: Option<SortKey>,
     pub mouse: Option<bool>,
-    #[serde(default, deserialize_with = "columns")]
-    pub columns: Option<Vec<Column>>,
     #[serde(default)]
     pub filter: Filter,
 }
@@ -153,7 +108,6 @@ pub struct Settings {
     pub ascii: bool,
     pub sort: SortKey,
     pub mouse: bool,
-    pub columns: Vec<Column>,
     pub filter: Filter,
 }
 
@@ -166,7 +120,6 @@ impl Default for Settings {
             ascii: false,
             sort: SortKey::Used,
             mouse: true,
-            columns: Column::ALL.to_vec(),
             filter: Filter::default(),
         }
     }
@@ -182,13 +135,21 @@ impl Settings {
             ascii: cli.ascii.or(file.ascii).unwrap_or(builtin.ascii),
             sort: cli.sort.or(file.sort).unwrap_or(builtin.sort),
             mouse: cli.mouse.or(file.mouse).unwrap_or(builtin.mouse),
-            columns: file.columns.clone().unwrap_or(builtin.columns),
             filter: cli
                 .filter
                 .clone()
                 .filter(|f| !f.is_empty())
                 .unwrap_or_else(|| file.filter.clone()),
         }
+    }
+}
+
+/// A term's value, in double quotes where it holds a space.
+fn quoted(value: &str) -> String {
+    if value.chars().any(char::is_whitespace) {
+        format!("\"{}\"", value.replace('"', ""))
+    } else {
+        value.to_string()
     }
 }
 
@@ -315,24 +276,6 @@ fn sort<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SortKey>, D::Error> {
         })
 }
 
-fn columns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Column>>, D::Error> {
-    let columns = Vec::<Column>::deserialize(d)?;
-    if columns.is_empty() {
-        return Err(serde::de::Error::custom(
-            "an empty list of columns shows nothing",
-        ));
-    }
-    for (i, c) in columns.iter().enumerate() {
-        if columns[..i].contains(c) {
-            return Err(serde::de::Error::custom(format!(
-                "the column `{}` is listed twice",
-                c.name()
-            )));
-        }
-    }
-    Ok(Some(columns))
-}
-
 const DEFAULT_TEXT: &str = r#"# strata's config file: $XDG_CONFIG_HOME/strata/config.toml (~/.config/strata/config.toml).
 # Every key is optional; a key left out takes its default, shown here. The command line
 # overrides this file (--interval, --theme, --ascii, ...).
@@ -355,10 +298,6 @@ sort = "used"
 # selection and copy).
 mouse = true
 
-# The process table's columns, in order: pid, user, gpu, used, live, cached, fragmented,
-# context, outside_pool, trend, state, command. Those the width cannot hold are left out
-# from the right.
-columns = ["pid", "user", "gpu", "used", "live", "cached", "fragmented", "context", "outside_pool", "trend", "state", "command"]
 
 # The process table's saved filter: a process is shown when it matches every part given.
 # None by default (every process is shown).

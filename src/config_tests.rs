@@ -11,12 +11,12 @@ fn the_default_text_sets_every_key_to_its_default() {
     let config = parse(Config::default_text()).expect("the default text parses");
     // Every setting is said in it, not left to the default.
     assert!(config.interval.is_some() && config.theme.is_some() && config.ascii.is_some());
-    assert!(config.sort.is_some() && config.mouse.is_some() && config.columns.is_some());
+    assert!(config.sort.is_some() && config.mouse.is_some());
     assert_eq!(
         Settings::resolve(&Overrides::default(), &config),
         Settings::default()
     );
-    // And documented: every column, every sort key and every filter part is named.
+    // And documented: every sort key and every filter part is named.
     let text = Config::default_text();
     for (name, _) in SORT_NAMES {
         assert!(text.contains(name), "sort {name}");
@@ -24,7 +24,6 @@ fn the_default_text_sets_every_key_to_its_default() {
     for part in ["user", "pid", "gpu", "command", "light", "dark"] {
         assert!(text.contains(part), "{part}");
     }
-    assert_eq!(config.columns.as_deref(), Some(&Column::ALL[..]));
 }
 
 #[test]
@@ -105,14 +104,6 @@ fn a_bad_value_names_its_key_and_what_it_takes() {
         ("interval = \"fast\"\n", 1, "interval", ""),
         ("sort = \"size\"\n", 1, "sort", "host_memory"),
         ("mouse = 1\n", 1, "mouse", ""),
-        (
-            "columns = [\"pid\", \"pid\"]\n",
-            1,
-            "columns",
-            "`pid` is listed twice",
-        ),
-        ("columns = []\n", 1, "columns", "nothing"),
-        ("columns = [\"pid\", \"colour\"]\n", 1, "columns", "command"),
         ("[filter]\npid = -3\n", 2, "pid", ""),
     ] {
         let (said, at, named) = error(text);

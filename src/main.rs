@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AttachArgs, Cli, Command, MonitorArgs, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
-    SnapshotArgs, SourceArgs,
+    AttachArgs, Cli, Command, ConfigArgs, MonitorArgs, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
+    SnapshotArgs, SourceArgs, ThemeArg,
 };
+use strata::config::{Config, ConfigError, Overrides, Palette, Settings};
 use strata::feed::{FeedConfig, FeedHub};
 use strata::launch::run::RunOptions;
 use strata::pipeline::Pipeline;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::Completions(args)) => print_all(&strata::manual::completions(args.shell))
             .map_err(|e| anyhow::anyhow!("cannot write the completion script: {e}")),
         Some(Command::Man(args)) => man(&args),
+        Some(Command::Config(args)) => config(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -199,15 +201,85 @@ fn need_terminal() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The saved filter and the mouse (`--user`, `--pid`, `--gpu`, `--no-mouse`) set in `state`.
-fn start_view(state: &mut State, view: &MonitorArgs) -> anyhow::Result<()> {
-    state.setup.mouse = !view.no_mouse;
-    state
-        .start_filtered(&view.filter_text())
-        .map_err(|e| anyhow::anyhow!("bad filter: {e} (hint: --user NAME, --pid PID, --gpu N)"))
+/// The monitor's settings: the command line over the config file (`--config`, else
+/// `$XDG_CONFIG_HOME/strata/config.toml`; a missing file is every default) over the defaults.
+fn settings(view: &MonitorArgs, interval: Option<f64>) -> anyhow::Result<Settings> {
+    let file = match (&view.config, Config::path()) {
+        (Some(path), _) => Config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
+        // The default place, in a home this user may not read (strata run as another user
+        // with HOME kept, as sudo -u does): no file of this user's, so every default.
+        (None, Some(path)) => match Config::load(&path) {
+            Err(ConfigError::Read { error, .. })
+                if error.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                Config::default()
+            }
+            loaded => loaded.map_err(|e| anyhow::anyhow!("{e}"))?,
+        },
+        (None, None) => Config::default(),
+    };
+    let overrides = Overrides {
+        interval,
+        theme: view.theme.map(|t| match t {
+            ThemeArg::Dark => Palette::Dark,
+            ThemeArg::Light => Palette::Light,
+        }),
+        ascii: view.ascii.then_some(true),
+        sort: None,
+        mouse: view.no_mouse.then_some(false),
+        filter: None,
+    };
+    let mut settings = Settings::resolve(&overrides, &file);
+    // A filter on the command line replaces the file's whole.
+    if !view.filter_text().is_empty() {
+        settings.filter = Default::default();
+    }
+    Ok(settings)
+}
+
+/// The settings (`--theme`, `--ascii`, `--no-mouse`, the saved filter and sort) set in `state`.
+fn start_view(state: &mut State, view: &MonitorArgs, settings: &Settings) -> anyhow::Result<()> {
+    state.setup.mouse = settings.mouse;
+    state.setup.palette = settings.theme;
+    state.setup.ascii = settings.ascii;
+    state.start_sorted(settings.sort);
+    let filter = match view.filter_text() {
+        text if text.is_empty() => settings.filter.text(),
+        text => text,
+    };
+    state.start_filtered(&filter).map_err(|e| {
+        anyhow::anyhow!("bad filter `{filter}`: {e} (hint: --user NAME, --pid PID, --gpu N, or the config file's [filter])")
+    })
+}
+
+/// `strata config`: which file the monitor reads and whether it is there; `--default`: a
+/// file with every key.
+fn config(args: &ConfigArgs) -> anyhow::Result<()> {
+    if args.default {
+        print!("{}", Config::default_text());
+        return Ok(());
+    }
+    match Config::path() {
+        Some(path) => {
+            let state = match Config::load(&path) {
+                Ok(_) if path.exists() => "read",
+                Ok(_) => "not there: every setting is its default",
+                Err(e) => return Err(anyhow::anyhow!("{e}")),
+            };
+            println!("{} ({state})", path.display());
+        }
+        None => println!(
+            "no config file: neither XDG_CONFIG_HOME nor HOME is set (hint: --config FILE)"
+        ),
+    }
+    Ok(())
 }
 
 fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
+    let settings = settings(view, common.interval.interval)?;
+    let mut common = common.clone();
+    common.interval.interval = Some(settings.interval);
+    let common = &common;
     let source = open_source(common, 0.0)?.boxed();
     need_terminal()?;
     let mut state = State::new(
@@ -217,7 +289,7 @@ fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
     );
     state.setup.demo = common.is_demo();
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    start_view(&mut state, view)?;
+    start_view(&mut state, view, &settings)?;
     // This machine's processes: signalled through the kernel. The demo's are simulated.
     if !common.is_demo() {
         state.kill.signaller = Box::new(strata::process_signal::Kernel::default());
@@ -237,9 +309,10 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<()> {
     let source = strata::replay::source::ReplaySource::open(&args.file, context)
         .map_err(|e| anyhow::anyhow!("{e} (hint: {})", e.hint()))?;
     need_terminal()?;
-    let mut state = State::new(pipeline(context), source.label(), args.interval.interval);
+    let mut state = State::new(pipeline(context), source.label(), args.interval.secs());
     state.setup.monochrome = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    start_view(&mut state, &args.monitor)?;
+    let settings = settings(&args.monitor, args.interval.interval)?;
+    start_view(&mut state, &args.monitor, &settings)?;
     state.replay = Some(strata::app::ReplayView::new(source.control()));
     state.attach.attacher = Box::new(strata::launch::offer::NoAttacher(
         "a replay shows the past: attach to a running process from the live monitor",

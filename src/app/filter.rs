@@ -296,6 +296,12 @@ impl State {
 
     /// Starts the monitor with `text` as the filter (`--user`, `--pid`, `--gpu`); an error,
     /// for the command line, when it does not parse.
+    pub fn start_sorted(&mut self, sort: crate::present::sort::SortKey) {
+        self.process_table.sort = sort;
+    }
+
+    /// The table filtered by `text`, as `/` would (`--user`, `--pid`, `--gpu`, the config
+    /// file's `[filter]`).
     pub fn start_filtered(&mut self, text: &str) -> Result<(), String> {
         self.process_table.filter = Filter::of(text)?;
         self.clamp_selection();

@@ -89,6 +89,10 @@ pub struct Setup {
     pub(crate) report_dir: std::path::PathBuf,
     /// Capture the mouse: clicks and the wheel (`--no-mouse` leaves it to the terminal).
     pub mouse: bool,
+    /// The colours' background (`--theme`, the config file's `theme`).
+    pub palette: crate::config::Palette,
+    /// Draw with ASCII only (`--ascii`, the config file's `ascii`).
+    pub ascii: bool,
 }
 
 /// What the views over the main screen keep: where each is scrolled, what it holds, where
@@ -167,6 +171,8 @@ impl State {
                 monochrome: false,
                 report_dir: std::path::PathBuf::from("."),
                 mouse: true,
+                palette: crate::config::Palette::Dark,
+                ascii: false,
             },
             polls: Polls::default(),
             pause: Pause::default(),

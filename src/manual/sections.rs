@@ -226,7 +226,7 @@ pub(super) const EXIT_STATUS: [Exit; 10] = [
 ];
 
 /// `strata COMMAND` examples: the command each is for, the command line, what it does.
-const EXAMPLES: [(&str, &str, &str); 13] = [
+const EXAMPLES: [(&str, &str, &str); 14] = [
     (
         "strata",
         "strata --demo",
@@ -284,6 +284,11 @@ const EXAMPLES: [(&str, &str, &str); 13] = [
         "the feed into a running Python 3.14+ process",
     ),
     ("man", "strata man | man -l -", "this page"),
+    (
+        "config",
+        "strata config --default > ~/.config/strata/config.toml",
+        "a config file with every key, to edit",
+    ),
 ];
 
 /// The environment variables strata reads.

@@ -59,16 +59,25 @@ fn too_small(width: u16, height: u16) -> Vec<String> {
     parts
 }
 
-/// Draws the whole screen for the current state.
+/// Draws the whole screen for the current state; in ASCII mode (`--ascii`), every cell of
+/// the frame is then written in ASCII, so that no glyph escapes it.
 pub fn draw(frame: &mut Frame<'_>, state: &State) {
+    let theme = Theme {
+        mono: state.setup.monochrome,
+        palette: state.setup.palette,
+        ascii: state.setup.ascii,
+    };
+    draw_in(frame, state, theme);
+    if theme.ascii {
+        theme::to_ascii(frame.buffer_mut());
+    }
+}
+
+fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
     let area = frame.area();
     if area.width == 0 || area.height == 0 {
         return;
     }
-    let theme = Theme {
-        mono: state.setup.monochrome,
-        ..Theme::default()
-    };
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let lines: Vec<Line<'_>> = too_small(area.width, area.height)
             .into_iter()

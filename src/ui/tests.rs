@@ -414,3 +414,37 @@ fn signal_dialog_asks_which_signal_then_confirms() {
         render(&state, w, h);
     }
 }
+
+/// `--ascii` (or the config file's `ascii`) reaches every cell of every screen at every
+/// size, the too-small one included; `--theme light` draws the layers in the light palette.
+#[test]
+fn the_ascii_switch_and_the_light_theme_reach_the_screen() {
+    let mut state = demo_state(false);
+    state.setup.ascii = true;
+    for (width, height) in [(80, 24), (120, 40), (200, 60), (40, 10)] {
+        let buffer = render(&state, width, height);
+        let area = buffer.area;
+        for y in 0..area.height {
+            for x in 0..area.width {
+                let symbol = buffer[(x, y)].symbol();
+                assert!(
+                    symbol.is_ascii(),
+                    "{width}x{height}: {symbol:?} at ({x}, {y}) in ASCII mode:\n{}",
+                    text(&buffer)
+                );
+            }
+        }
+    }
+    let dark = render(&demo_state(false), 120, 40);
+    let mut light = demo_state(false);
+    light.setup.palette = crate::config::Palette::Light;
+    let light = render(&light, 120, 40);
+    assert_eq!(text(&dark), text(&light), "the same words in either theme");
+    let colours =
+        |b: &Buffer| -> Vec<ratatui::style::Color> { b.content().iter().map(|c| c.fg).collect() };
+    assert_ne!(
+        colours(&dark),
+        colours(&light),
+        "the light theme's colours are drawn"
+    );
+}

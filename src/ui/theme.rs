@@ -321,13 +321,6 @@ pub(crate) fn ascii_char(c: char) -> Option<char> {
 
 /// Rewrites every cell of `buffer` in ASCII ([`ascii_char`]; `?` for a character that is no
 /// glyph): the last pass of a frame drawn in ASCII mode, so that no cell escapes it.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the screen's drawing asks for it once the ASCII switch is wired"
-    )
-)]
 pub(crate) fn to_ascii(buffer: &mut Buffer) {
     let area = buffer.area;
     for y in area.top()..area.bottom() {

@@ -88,18 +88,18 @@ const RULES: &[Rule] = &[
         &[
             MODEL,
             WORDS,
-            &["replay", "report", "process_signal", "launch::offer"],
+            &["replay", "report", "process_signal", "launch::offer", "config"],
         ],
-        "`app` imports the model, `present` (what is kept of what was shown), `replay` and `report`, and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
+        "`app` imports the model, `present` (what is kept of what was shown), `replay` and `report`, the settings of `config` (the palette), and reaches processes only through traits (`process_signal::Signaller`, `launch::offer::Attacher`)",
     ),
     (
         "ui",
         &[
             MODEL,
             WORDS,
-            &["app", "process_signal", "replay", "version", "source::demo"],
+            &["app", "process_signal", "replay", "version", "source::demo", "config"],
         ],
-        "`ui` imports `app`, the model and `present`, and the words of what it shows from where they are defined (a signal's name, the replay clock, the build's version, the demo's clock)",
+        "`ui` imports `app`, the model and `present`, the palette of `config`, and the words of what it shows from where they are defined (a signal's name, the replay clock, the build's version, the demo's clock)",
     ),
     (
         "tui",
@@ -123,7 +123,16 @@ const RULES: &[Rule] = &[
         &[&["accounting", "analyze", "export", "record", "serve", "version"]],
         "`cli.rs` names the types its options parse into",
     ),
-    ("manual", &[&["cli", "version"]], "`manual.rs` writes the pages of `cli.rs`"),
+    (
+        "manual",
+        &[&["cli", "version", "layers", "detect"]],
+        "`manual.rs` writes the pages of `cli.rs`, with the layers, the finding kinds and the keys from where they are defined",
+    ),
+    (
+        "config",
+        &[&["layers", "present::sort", "text"]],
+        "`config.rs` reads the config file into settings: the sort keys of `present::sort` by their column's name; what it quotes of the file is made safe by `text`",
+    ),
     ("version", &[], "`version.rs` imports nothing of the crate"),
     (
         "oom",

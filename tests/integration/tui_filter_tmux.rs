@@ -141,7 +141,7 @@ fn a_bad_filter_on_the_command_line_is_one_line_with_a_hint() {
         (vec!["--demo", "--user", "a b"], "`a b` is not a user name"),
         (
             vec!["--demo", "--user", "ana", "snapshot"],
-            "not to `snapshot`",
+            "strata snapshot does not take --user",
         ),
     ] {
         let out = strata_output(&args);
@@ -153,4 +153,29 @@ fn a_bad_filter_on_the_command_line_is_one_line_with_a_hint() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// The config file: a key it does not know is one line naming the file, line and key, with
+/// the hint; `strata config --default` prints a file that is taken back as it is.
+#[test]
+fn the_config_file_is_read_and_a_bad_key_is_one_line() {
+    let scratch = common::Scratch::new("config");
+    let bad = scratch.dir.join("bad.toml");
+    std::fs::write(&bad, "interval = 2.0\nthem = \"light\"\n").expect("writes");
+    let out = strata_output(&["--demo", "--config", bad.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("`them`") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+    let default = strata_output(&["config", "--default"]);
+    assert_eq!(default.status.code(), Some(0));
+    let good = scratch.dir.join("good.toml");
+    std::fs::write(&good, &default.stdout).expect("writes");
+    // The default file is taken: the monitor gets as far as asking for a terminal.
+    let out = strata_output(&["--demo", "--config", good.to_str().expect("utf-8")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("config file"), "{stderr}");
 }

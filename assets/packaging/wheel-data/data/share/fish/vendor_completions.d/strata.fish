@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_strata_global_optspecs
-    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= user= pid= gpu= no-mouse h/help V/version
+    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= user= pid= gpu= no-mouse theme= ascii config= h/help V/version
 end
 
 function __fish_strata_needs_command
@@ -30,12 +30,16 @@ complete -c strata -n "__fish_strata_needs_command" -l demo-seed -d 'Demo only: 
 complete -c strata -n "__fish_strata_needs_command" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_needs_command" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_needs_command" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_needs_command" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_needs_command" -l interval -d 'Seconds between samples [default: 1, or the config file\'s `interval` for the monitor]' -r
 complete -c strata -n "__fish_strata_needs_command" -l user -d 'Start with the process table showing this user\'s processes (as `/` user:NAME)' -r
 complete -c strata -n "__fish_strata_needs_command" -l pid -d 'Start with the process table showing this process (as `/` pid:PID)' -r
 complete -c strata -n "__fish_strata_needs_command" -l gpu -d 'Start with the process table showing the processes on this GPU: its index, or a prefix of its UUID (as `/` gpu:N)' -r
+complete -c strata -n "__fish_strata_needs_command" -l theme -d 'Colours for a dark terminal background (the default) or a light one' -r -f -a "dark\t'Colours readable on a dark background'
+light\t'Colours readable on a light background'"
+complete -c strata -n "__fish_strata_needs_command" -l config -d 'The config file to read instead of $XDG_CONFIG_HOME/strata/config.toml (`strata config --default` prints one with every key)' -r -F
 complete -c strata -n "__fish_strata_needs_command" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_needs_command" -l no-mouse -d 'Leave the mouse to the terminal (its own text selection) instead of clicks and the wheel in strata'
+complete -c strata -n "__fish_strata_needs_command" -l ascii -d 'Draw with ASCII only: no block, braille or box-drawing glyphs, for poor terminals and fonts'
 complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_needs_command" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_needs_command" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
@@ -49,6 +53,7 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "replay" -d 'The monit
 complete -c strata -n "__fish_strata_needs_command" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
 complete -c strata -n "__fish_strata_needs_command" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
+complete -c strata -n "__fish_strata_needs_command" -f -a "config" -d 'Say which config file the monitor reads and whether it is there, or print one with every key, documented (--default): `strata config --default > ~/.config/strata/config.toml`'
 complete -c strata -n "__fish_strata_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l count -d 'Take this many samples, one interval apart' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l group-by -d 'With --json: add `groups`, the processes summed per device by their launcher, pod (or container), Slurm job or user' -r
@@ -58,7 +63,7 @@ complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo-seed -d 
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand snapshot" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_using_subcommand snapshot" -l interval -d 'Seconds between samples [default: 1, or the config file\'s `interval` for the monitor]' -r
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l json -d 'Print JSON (schema strata.snapshot/1), one object per line'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l report -d 'Print a Markdown report of the instant, for an issue tracker or an incident: GPUs, driver and CUDA versions, each process\'s allocator figures and peaks, the last OOM, the findings with their evidence'
 complete -c strata -n "__fish_strata_using_subcommand snapshot" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
@@ -91,7 +96,7 @@ complete -c strata -n "__fish_strata_using_subcommand serve" -l demo-seed -d 'De
 complete -c strata -n "__fish_strata_using_subcommand serve" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand serve" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand serve" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand serve" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_using_subcommand serve" -l interval -d 'Seconds between samples [default: 1, or the config file\'s `interval` for the monitor]' -r
 complete -c strata -n "__fish_strata_using_subcommand serve" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand serve" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand serve" -s V -l version -d 'Print version'
@@ -108,7 +113,7 @@ complete -c strata -n "__fish_strata_using_subcommand record" -l demo-seed -d 'D
 complete -c strata -n "__fish_strata_using_subcommand record" -l nvml-lib -d 'The NVML library to load (default: the driver\'s libnvidia-ml.so.1)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand record" -l feed-dir -d 'Look for allocator feeds only in this directory (and in the jobs\' own roots): by default /tmp/strata-<uid>, or every /tmp/strata-* as root' -r -F
 complete -c strata -n "__fish_strata_using_subcommand record" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand record" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_using_subcommand record" -l interval -d 'Seconds between samples [default: 1, or the config file\'s `interval` for the monitor]' -r
 complete -c strata -n "__fish_strata_using_subcommand record" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_using_subcommand record" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand record" -s V -l version -d 'Print version'
@@ -119,12 +124,16 @@ complete -c strata -n "__fish_strata_using_subcommand export" -l force -d 'Write
 complete -c strata -n "__fish_strata_using_subcommand export" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_using_subcommand export" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand replay" -l context-mib -d 'Use this CUDA context size (MiB) for every fed process instead of estimating it' -r
-complete -c strata -n "__fish_strata_using_subcommand replay" -l interval -d 'Seconds between samples' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l interval -d 'Seconds between samples [default: 1, or the config file\'s `interval` for the monitor]' -r
 complete -c strata -n "__fish_strata_using_subcommand replay" -l user -d 'Start with the process table showing this user\'s processes (as `/` user:NAME)' -r
 complete -c strata -n "__fish_strata_using_subcommand replay" -l pid -d 'Start with the process table showing this process (as `/` pid:PID)' -r
 complete -c strata -n "__fish_strata_using_subcommand replay" -l gpu -d 'Start with the process table showing the processes on this GPU: its index, or a prefix of its UUID (as `/` gpu:N)' -r
+complete -c strata -n "__fish_strata_using_subcommand replay" -l theme -d 'Colours for a dark terminal background (the default) or a light one' -r -f -a "dark\t'Colours readable on a dark background'
+light\t'Colours readable on a light background'"
+complete -c strata -n "__fish_strata_using_subcommand replay" -l config -d 'The config file to read instead of $XDG_CONFIG_HOME/strata/config.toml (`strata config --default` prints one with every key)' -r -F
 complete -c strata -n "__fish_strata_using_subcommand replay" -l no-mouse -d 'Leave the mouse to the terminal (its own text selection) instead of clicks and the wheel in strata'
-complete -c strata -n "__fish_strata_using_subcommand replay" -s h -l help -d 'Print help'
+complete -c strata -n "__fish_strata_using_subcommand replay" -l ascii -d 'Draw with ASCII only: no block, braille or box-drawing glyphs, for poor terminals and fonts'
+complete -c strata -n "__fish_strata_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_using_subcommand replay" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l listen -d 'The address `strata serve` would listen on, whose port is checked' -r
 complete -c strata -n "__fish_strata_using_subcommand doctor" -l timeout -d 'Seconds one check may take (a call into a hung driver never returns): past it, the check says it timed out and the rest go on' -r
@@ -138,15 +147,19 @@ complete -c strata -n "__fish_strata_using_subcommand completions" -s V -l versi
 complete -c strata -n "__fish_strata_using_subcommand man" -l dir -d 'Write strata.1 and strata-COMMAND.1 for each command into DIR instead' -r -F
 complete -c strata -n "__fish_strata_using_subcommand man" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand man" -s V -l version -d 'Print version'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "run" -d 'Run CMD with the allocator feed in every Python process it starts (no code change)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "attach" -d 'Start the allocator feed in a running Python 3.14+ process (sys.remote_exec)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "analyze" -d 'Judge a recording as the monitor would have: findings with when each was first raised and last seen'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "export" -d 'Write a recording\'s tables for a notebook into the directory OUT: devices (each device\'s layers at each sample), processes (each process\'s figures, long form) and findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "replay" -d 'The monitor, driven by a recording (format 2 or JSON lines, plain or compressed): p pause, + - speed, ← → a minute back or on, g G start and end'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c strata -n "__fish_strata_using_subcommand config" -l default -d 'Print the default config file, every key with its meaning and its default'
+complete -c strata -n "__fish_strata_using_subcommand config" -s h -l help -d 'Print help'
+complete -c strata -n "__fish_strata_using_subcommand config" -s V -l version -d 'Print version'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "run" -d 'Run CMD with the allocator feed in every Python process it starts (no code change)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "attach" -d 'Start the allocator feed in a running Python 3.14+ process (sys.remote_exec)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "analyze" -d 'Judge a recording as the monitor would have: findings with when each was first raised and last seen'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "serve" -d 'Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling every --interval on its own (a scrape never waits on NVML)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "record" -d 'Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain, .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with --from, re-encode a recording into FILE'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "export" -d 'Write a recording\'s tables for a notebook into the directory OUT: devices (each device\'s layers at each sample), processes (each process\'s figures, long form) and findings, as Parquet or CSV files that pandas, polars and DuckDB read as they are'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "replay" -d 'The monitor, driven by a recording (format 2 or JSON lines, plain or compressed): p pause, + - speed, ← → a minute back or on, g G start and end'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "doctor" -d 'What strata can and cannot see on this node, and why: each check ok, limited or missing, with the fix (exit status 0 when all is ok, 3 when some is limited, 1 when any is missing)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "completions" -d 'Print the completion script for SHELL: `strata completions bash > ~/.local/share/bash-completion/completions/strata`'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "man" -d 'Print strata\'s man page (roff), or write one page per command into --dir: `strata man | man -l -`'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "config" -d 'Say which config file the monitor reads and whether it is there, or print one with every key, documented (--default): `strata config --default > ~/.config/strata/config.toml`'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from snapshot run attach analyze serve record export replay doctor completions man config help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
