@@ -119,8 +119,8 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
             "TREND 10m:",
             "NVML used, each cell the peak of a minute, scaled from the least to the most \
              shown (512 MiB at least), so a slow climb rises across it; a flagged climb shows \
-             its rate and the window it was read over instead (+636M/m 8m: 636 MiB a minute, \
-             read over 8 minutes; /m is per minute)",
+             its rate and the window it was read over instead (+636M/min 8m: 636 MiB a minute, \
+             read over 8 minutes)",
         ),
         Piece::Head("Allocator feeds"),
         para(

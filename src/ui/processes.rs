@@ -394,7 +394,8 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
 }
 
 /// A flagged climb's rate and the window it was read over, as much as `width` holds:
-/// `+636 MiB/min 8m`, `+636M/min 8m`, `+636M/m 8m`, `+1.6G/m 8m`, `+636M/m`.
+/// `+636 MiB/min 8m`, `+636M/min 8m`, `+1.6G/min 8m`, `+636M/min`, `+1.6G/min`: a rate is
+/// per minute, written `/min`, at every width; the window goes before the unit is cut.
 pub(crate) fn climb_rate(climb: &ClimbNote, width: usize) -> String {
     let rate = climb.rate_mib_per_min;
     let sign = if rate < 0.0 { '-' } else { '+' };
@@ -408,10 +409,9 @@ pub(crate) fn climb_rate(climb: &ClimbNote, width: usize) -> String {
     let variants = [
         with_window(format!("{mib} MiB/min")),
         with_window(format!("{mib}M/min")),
-        with_window(format!("{mib}M/m")),
-        with_window(format!("{gib}/m")),
-        format!("{mib}M/m"),
-        format!("{gib}/m"),
+        with_window(format!("{gib}/min")),
+        format!("{mib}M/min"),
+        format!("{gib}/min"),
         format!("{mib}M"),
     ];
     variants

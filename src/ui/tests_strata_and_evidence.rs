@@ -269,13 +269,13 @@ fn evidence_of_other_kinds_names_every_figure() {
     }
 }
 
-/// The trend column shows a flagged climb's rate and its window on its row, at 80 columns
-/// and wider; other rows keep their sparkline.
+/// The trend column shows a flagged climb's rate on its row, with its window where there is
+/// room, always per minute as `/min`; other rows keep their sparkline.
 #[test]
 fn the_trend_column_shows_a_flagged_climbs_rate() {
     let state = demo_state(false);
     for (w, h, rate) in [
-        (80, 24, "+636M/m 8m"),
+        (80, 24, "+636M/min"),
         (120, 40, "+636M/min 8m"),
         (160, 48, "+636 MiB/min 8m"),
     ] {
@@ -285,6 +285,11 @@ fn the_trend_column_shows_a_flagged_climbs_rate() {
             .find(|l| l.starts_with("52010"))
             .unwrap_or_else(|| panic!("{w}x{h}:\n{screen}"));
         assert!(row.contains(rate), "{w}x{h}: {row}");
+        // A rate is per minute, written `/min` at every width.
+        assert!(
+            !row.contains("/m ") && !row.ends_with("/m"),
+            "{w}x{h}: {row}"
+        );
         let trainer = screen
             .lines()
             .find(|l| l.starts_with("41230"))

@@ -271,7 +271,7 @@ fn device_lines(
             let who = pid.map_or_else(String::new, |p| format!("{p} "));
             line.push(Span::styled(
                 format!(
-                    " · {CLIMB_MARK}{who}{} {:+.0}M/m {}",
+                    " · {CLIMB_MARK}{who}{} {:+.0}M/min {}",
                     crate::text::clean(&note.cause),
                     note.rate_mib_per_min,
                     &units::clock(note.start)[..5]
