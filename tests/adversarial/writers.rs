@@ -77,9 +77,10 @@ fn a_second_recorder_on_a_file_is_refused_naming_the_first() {
         assert_eq!(second.1.lines().count(), 1, "{name}: {}", second.1);
         let (status, said) = ended(first);
         assert_eq!(status, Some(0), "{name}: {said}");
+        // The last line says what was saved: `strata: recorded N samples (...)`.
         let recorded: u64 = said
-            .split("recorded ")
-            .nth(1)
+            .lines()
+            .find_map(|l| l.strip_prefix("strata: recorded "))
             .and_then(|r| r.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{name}: {said}"));
@@ -145,7 +146,10 @@ fn a_removed_flight_record_is_said_at_once_and_fails() {
         )) && said.contains("lost with it"),
         "{said}"
     );
-    assert!(!said.contains("recorded "), "no success said: {said}");
+    assert!(
+        !said.lines().any(|l| l.starts_with("strata: recorded ")),
+        "no success said: {said}"
+    );
 }
 
 /// A recording's file removed while it is written: the recorder says so at its next sample

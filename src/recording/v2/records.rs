@@ -313,6 +313,15 @@ impl Records {
                 bytes[total - 1],
             ]);
             if crc32(body) != crc {
+                // A damaged record whose length runs over the next frame's magic would take
+                // that frame with it: reading goes on at the magic instead.
+                if let Some(next) = self.magic_within(header, total) {
+                    self.start += next;
+                    self.synced = false;
+                    return Ok(Some(Raw::Bad(format!(
+                        "a record of {len} bytes whose CRC-32 does not match, running past the next keyframe (its length is damaged): {next} bytes skipped to it"
+                    ))));
+                }
                 // Its length is taken at its word: the records after it are read (and the
                 // deltas among them, whose state is lost with it, counted) up to the next
                 // keyframe. A false length lands on a byte that is no record: then the next
