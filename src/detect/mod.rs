@@ -108,6 +108,66 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// Every kind, in the enum's order: for counts that say 0 rather than nothing, and for
+    /// the tests that hold each kind's words (docs, advice, the man page). A kind added
+    /// fails to compile in [`FindingKind::index`] until it is listed here too.
+    pub const ALL: [FindingKind; 23] = [
+        FindingKind::ZombieContext,
+        FindingKind::NotVisibleHolder,
+        FindingKind::UnattributedMemory,
+        FindingKind::UnexplainedUsage,
+        FindingKind::StaleFeed,
+        FindingKind::InconsistentFeed,
+        FindingKind::GpuLost,
+        FindingKind::InconsistentCounters,
+        FindingKind::RefusedFeed,
+        FindingKind::FeedBadInput,
+        FindingKind::FeedDeviceUnlisted,
+        FindingKind::FeedDirCutShort,
+        FindingKind::SuspiciousFeedEntry,
+        FindingKind::NvmlProblem,
+        FindingKind::Climb,
+        FindingKind::Fragmentation,
+        FindingKind::AllocRetries,
+        FindingKind::Oom,
+        FindingKind::Capacity,
+        FindingKind::IdleHolder,
+        FindingKind::OomForecast,
+        FindingKind::WarmUp,
+        FindingKind::WarmingUp,
+    ];
+
+    /// Its place in [`FindingKind::ALL`]: a match with no wildcard, so that a new kind is
+    /// listed (a test holds `ALL[kind.index()] == kind`).
+    #[cfg(test)]
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            FindingKind::ZombieContext => 0,
+            FindingKind::NotVisibleHolder => 1,
+            FindingKind::UnattributedMemory => 2,
+            FindingKind::UnexplainedUsage => 3,
+            FindingKind::StaleFeed => 4,
+            FindingKind::InconsistentFeed => 5,
+            FindingKind::GpuLost => 6,
+            FindingKind::InconsistentCounters => 7,
+            FindingKind::RefusedFeed => 8,
+            FindingKind::FeedBadInput => 9,
+            FindingKind::FeedDeviceUnlisted => 10,
+            FindingKind::FeedDirCutShort => 11,
+            FindingKind::SuspiciousFeedEntry => 12,
+            FindingKind::NvmlProblem => 13,
+            FindingKind::Climb => 14,
+            FindingKind::Fragmentation => 15,
+            FindingKind::AllocRetries => 16,
+            FindingKind::Oom => 17,
+            FindingKind::Capacity => 18,
+            FindingKind::IdleHolder => 19,
+            FindingKind::OomForecast => 20,
+            FindingKind::WarmUp => 21,
+            FindingKind::WarmingUp => 22,
+        }
+    }
+
     /// Its name in the JSON contract: `climb`, `zombie_context`...
     pub fn name(self) -> String {
         serde_json::to_value(self)

@@ -514,3 +514,11 @@ fn many_zombies_keep_their_holders_in_one_finding() {
     assert_eq!(holders.len(), 1, "each holder once: {holders:?}");
     assert_eq!(holders[0].pid.0, 7001);
 }
+
+/// `FindingKind::ALL` lists every kind once, in the enum's order.
+#[test]
+fn every_kind_is_listed_once_in_its_place() {
+    for (at, kind) in FindingKind::ALL.into_iter().enumerate() {
+        assert_eq!(kind.index(), at, "{kind:?}");
+    }
+}

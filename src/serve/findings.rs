@@ -6,33 +6,6 @@ use crate::detect::{Evidence, FindingKind, Severity};
 use crate::pipeline::Observed;
 use prometheus_client::registry::Registry;
 
-/// Every finding kind, for counts that say 0 rather than nothing.
-const KINDS: [FindingKind; 23] = [
-    FindingKind::ZombieContext,
-    FindingKind::NotVisibleHolder,
-    FindingKind::UnattributedMemory,
-    FindingKind::UnexplainedUsage,
-    FindingKind::StaleFeed,
-    FindingKind::InconsistentFeed,
-    FindingKind::GpuLost,
-    FindingKind::InconsistentCounters,
-    FindingKind::RefusedFeed,
-    FindingKind::FeedBadInput,
-    FindingKind::FeedDeviceUnlisted,
-    FindingKind::FeedDirCutShort,
-    FindingKind::SuspiciousFeedEntry,
-    FindingKind::NvmlProblem,
-    FindingKind::Climb,
-    FindingKind::Fragmentation,
-    FindingKind::AllocRetries,
-    FindingKind::Oom,
-    FindingKind::Capacity,
-    FindingKind::IdleHolder,
-    FindingKind::OomForecast,
-    FindingKind::WarmUp,
-    FindingKind::WarmingUp,
-];
-
 fn severity_name(severity: Severity) -> &'static str {
     match severity {
         Severity::Info => "info",
@@ -44,7 +17,7 @@ fn severity_name(severity: Severity) -> &'static str {
 pub(super) fn register(registry: &mut Registry, observed: &Observed) {
     let sample = &observed.sample;
     let counts = Ints::default();
-    for kind in KINDS {
+    for kind in FindingKind::ALL {
         for severity in [Severity::Info, Severity::Warning, Severity::Critical] {
             let n = observed
                 .findings

@@ -10,63 +10,10 @@ use crate::layers::Layer;
 
 const GIB: u64 = 1 << 30;
 
-/// The kinds, each once: a match with no wildcard, so that a kind added fails to compile here
-/// until it is listed (and so given advice).
+/// Every kind the code can raise (`FindingKind::ALL`, which a new kind joins or does not
+/// compile).
 fn kinds() -> Vec<FindingKind> {
-    use FindingKind as K;
-    let all = [
-        K::ZombieContext,
-        K::NotVisibleHolder,
-        K::UnattributedMemory,
-        K::UnexplainedUsage,
-        K::StaleFeed,
-        K::InconsistentFeed,
-        K::GpuLost,
-        K::InconsistentCounters,
-        K::RefusedFeed,
-        K::FeedBadInput,
-        K::FeedDeviceUnlisted,
-        K::FeedDirCutShort,
-        K::SuspiciousFeedEntry,
-        K::NvmlProblem,
-        K::Climb,
-        K::Fragmentation,
-        K::AllocRetries,
-        K::Oom,
-        K::Capacity,
-        K::IdleHolder,
-        K::OomForecast,
-        K::WarmUp,
-        K::WarmingUp,
-    ];
-    for kind in all {
-        match kind {
-            K::ZombieContext
-            | K::NotVisibleHolder
-            | K::UnattributedMemory
-            | K::UnexplainedUsage
-            | K::StaleFeed
-            | K::InconsistentFeed
-            | K::GpuLost
-            | K::InconsistentCounters
-            | K::RefusedFeed
-            | K::FeedBadInput
-            | K::FeedDeviceUnlisted
-            | K::FeedDirCutShort
-            | K::SuspiciousFeedEntry
-            | K::NvmlProblem
-            | K::Climb
-            | K::Fragmentation
-            | K::AllocRetries
-            | K::Oom
-            | K::Capacity
-            | K::IdleHolder
-            | K::OomForecast
-            | K::WarmUp
-            | K::WarmingUp => {}
-        }
-    }
-    all.to_vec()
+    FindingKind::ALL.to_vec()
 }
 
 /// One or two sentences, each a sentence: begun with a capital (or a command in backticks),
