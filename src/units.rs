@@ -99,48 +99,6 @@ pub(crate) fn clock(unix_secs: f64) -> String {
     )
 }
 
-/// A GPU's vitals in one line of at most `width` cells, the widest form that fits:
-/// `64°C 412/700W 1980/1980MHz`, then without the clock's maximum, without the power limit,
-/// without the clock, temperature alone; empty where not even that fits. A figure NVML does
-/// not give is `n/a` after its name (`power n/a`); `ascii` writes `°C` as `C`.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the GPU panel shows it next; its test holds it until then"
-    )
-)]
-pub(crate) fn gpu_vitals(gpu: &crate::sample::GpuInfo, width: usize, ascii: bool) -> String {
-    let degrees = if ascii { "C" } else { "°C" };
-    let temperature = match gpu.temperature {
-        Some(c) => format!("{c}{degrees}"),
-        None => "temp n/a".to_string(),
-    };
-    let watts = |mw: u32| (f64::from(mw) / 1000.0).round() as u64;
-    let power = |with_limit: bool| match (gpu.power_mw, gpu.power_limit_mw) {
-        (Some(draw), Some(limit)) if with_limit => format!("{}/{}W", watts(draw), watts(limit)),
-        (Some(draw), _) => format!("{}W", watts(draw)),
-        (None, _) => "power n/a".to_string(),
-    };
-    let clock = |with_max: bool| match (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz) {
-        (Some(now), Some(max)) if with_max => format!("{now}/{max}MHz"),
-        (Some(now), _) => format!("{now}MHz"),
-        (None, _) => "clock n/a".to_string(),
-    };
-    let forms = [
-        vec![temperature.clone(), power(true), clock(true)],
-        vec![temperature.clone(), power(true), clock(false)],
-        vec![temperature.clone(), power(false), clock(false)],
-        vec![temperature.clone(), power(false)],
-        vec![temperature],
-    ];
-    forms
-        .into_iter()
-        .map(|parts| parts.join(" "))
-        .find(|line| unicode_width::UnicodeWidthStr::width(line.as_str()) <= width)
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,29 +133,6 @@ mod tests {
             let (number, unit) = scaled(1u64 << shift);
             assert!(number.len() <= 4 && !unit.is_empty(), "{number} {unit}");
         }
-    }
-
-    #[test]
-    fn vitals_narrow_to_the_width_and_say_what_is_unknown() {
-        let mut gpu = crate::sample::GpuInfo::new(0, "GPU-x".into());
-        gpu.temperature = Some(64);
-        gpu.power_mw = Some(412_345);
-        gpu.power_limit_mw = Some(700_000);
-        gpu.sm_clock_mhz = Some(1755);
-        gpu.sm_clock_max_mhz = Some(1980);
-        let at = |width| gpu_vitals(&gpu, width, false);
-        assert_eq!(at(80), "64°C 412/700W 1755/1980MHz");
-        assert_eq!(at(26), "64°C 412/700W 1755/1980MHz");
-        assert_eq!(at(25), "64°C 412/700W 1755MHz");
-        assert_eq!(at(20), "64°C 412W 1755MHz");
-        assert_eq!(at(16), "64°C 412W");
-        assert_eq!(at(8), "64°C");
-        assert_eq!(at(3), "");
-        assert_eq!(gpu_vitals(&gpu, 80, true), "64C 412/700W 1755/1980MHz");
-        gpu.power_mw = None;
-        gpu.sm_clock_max_mhz = None;
-        gpu.temperature = None;
-        assert_eq!(gpu_vitals(&gpu, 80, false), "temp n/a power n/a 1755MHz");
     }
 
     #[test]

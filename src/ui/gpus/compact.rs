@@ -20,6 +20,9 @@ const SPARK: usize = 8;
 const TAIL: usize = 27;
 /// The same below 80 columns, without the sparkline's window: ` 42.4/79.6G util  90%`.
 const NARROW_TAIL: usize = 22;
+/// From this width a GPU row also holds its vitals (` 70°C 624W`) in this many cells.
+const VITALS_FROM: usize = 120;
+const VITALS: usize = 11;
 
 /// The lines of a device's short legend at this width, at most (see `legend_lines_most`).
 pub(super) fn legend_lines(width: usize) -> usize {
@@ -95,9 +98,18 @@ pub(super) fn compact_lines(
             .get(&SeriesKey::device(&gpu.uuid, Metric::Used));
         // Below 80 columns the bar keeps the room and the sparkline goes.
         let spark = if width >= 80 { SPARK } else { 0 };
+        let vitals = match (width >= VITALS_FROM, gpu.lost) {
+            (true, false) => format!(
+                " {:>w$}",
+                super::vitals::line(shown, VITALS - 1, theme.ascii),
+                w = VITALS - 1
+            ),
+            (true, true) => " ".repeat(VITALS),
+            (false, _) => String::new(),
+        };
         let tail = if spark > 0 {
             let window = short_window(Spark::of(SPARK, used, state.setup.interval).window());
-            format!(" {figure:>11} util {util:>4} {window:>3} ")
+            format!(" {figure:>11} util {util:>4}{vitals} {window:>3} ")
         } else {
             format!(" {figure:>11} util {util:>4}")
         };
@@ -138,7 +150,9 @@ pub(super) fn compact_lines(
             let figure = usage_figure(m.memory.as_ref(), macc.layers, true);
             let tail = format!(" {figure:>11}");
             // As wide as the GPU rows' bars.
-            let bar_width = if width >= 80 {
+            let bar_width = if width >= VITALS_FROM {
+                width.saturating_sub(LABEL + TAIL + VITALS + SPARK)
+            } else if width >= 80 {
                 width.saturating_sub(LABEL + TAIL + SPARK)
             } else {
                 width.saturating_sub(LABEL + NARROW_TAIL)

@@ -1,6 +1,7 @@
 //! GPU panels: one stacked bar of the layers per GPU, legend, sparklines, MIG instances nested.
 
 mod compact;
+mod vitals;
 
 use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
@@ -416,6 +417,19 @@ fn draw_panel(
         )));
         if gpu.mig_mode == Some(true) {
             title.push(Span::raw("· MIG "));
+        }
+        // The vitals in what the title leaves beside the usage figure, at its widest (the
+        // whole device occupied), so that the form holds still while the figures move.
+        let taken: usize = title.iter().map(|s| s.width()).sum();
+        let usage = 2 + view.memory.map_or("memory n/a".len(), |m| {
+            format!("{} / {}", units::gib(m.total), units::bytes(m.total)).len()
+        });
+        let room = usize::from(area.width)
+            .saturating_sub(2 + taken + usage + 1)
+            .saturating_sub(3);
+        let line = vitals::line(shown, room, theme.ascii);
+        if !line.is_empty() {
+            title.push(Span::raw(format!("· {line} ")));
         }
     }
     let block = Block::default()
