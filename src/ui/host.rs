@@ -8,7 +8,7 @@ use crate::sample::{ContextKind, NodeSample, ProcessSample};
 use ratatui::layout::Constraint;
 
 /// The COMMAND column keeps at least this much before an extra column is added.
-const COMMAND_ROOM: u16 = 12;
+const COMMAND_ROOM: u16 = 16;
 
 /// An extra column of the process table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

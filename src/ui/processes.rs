@@ -40,6 +40,8 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         focused,
         theme,
     );
+    // The table's width: the block has a top border only.
+    let inner_width = block.inner(area).width;
     let host_ns = state
         .current
         .as_ref()
@@ -132,7 +134,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
             _ => 0,
         })
         .sum();
-    let extra = HostColumn::fitting(area.width.saturating_sub(2).saturating_sub(fixed));
+    let extra = HostColumn::fitting(inner_width.saturating_sub(fixed));
     for column in &extra {
         header.insert(header.len() - 1, column.title());
         widths.insert(widths.len() - 1, column.constraint());
@@ -147,6 +149,17 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         .filter(|f| f.kind == FindingKind::OomForecast)
         .collect();
     let columns = widths.len();
+    // The command's cells: what the fixed columns and their spacing leave. A
+    // command is cut to it with its `…`, by cells (a CJK character or an emoji takes two).
+    let command_width = usize::from(inner_width).saturating_sub(
+        widths
+            .iter()
+            .map(|c| match c {
+                Constraint::Length(n) => usize::from(*n) + 1,
+                _ => 0,
+            })
+            .sum(),
+    );
     let place_of = |uuid: &str| {
         state
             .current
@@ -166,7 +179,14 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 TableEntry::Group(group) => {
                     let findings = state.group_findings(group).len();
                     let place = place_of(&group.device_uuid);
-                    return group_row(group, &place, (wide, feed_column), columns, findings, theme);
+                    return group_row(
+                        group,
+                        &place,
+                        (wide, feed_column),
+                        (columns, command_width),
+                        findings,
+                        theme,
+                    );
                 }
                 TableEntry::Process { row, member } => (row, *member),
             };
@@ -189,12 +209,12 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 });
                 cells.insert(9, Cell::from(headroom_cell(room)));
             }
-            let command = cells.pop();
             if feed_column {
                 cells.push(feed_cell(row, interval, theme));
             }
             cells.extend(extra.iter().map(|c| Cell::from(c.cell(row.process))));
-            cells.extend(command);
+            let command = p_command(row.process);
+            cells.push(Cell::from(fit(&command, command_width)));
             Row::new(cells)
         })
         .collect();
@@ -284,7 +304,7 @@ fn group_row(
     group: &crate::accounting::GroupRow,
     place: &str,
     (wide, headroom_column): (bool, bool),
-    columns: usize,
+    (columns, command_width): (usize, usize),
     findings: usize,
     theme: Theme,
 ) -> Row<'static> {
@@ -332,7 +352,7 @@ fn group_row(
     while cells.len() + 1 < columns {
         cells.push(String::new());
     }
-    cells.push(crate::text::clean(&group.key).into_owned());
+    cells.push(fit(&group.key, command_width));
     Row::new(cells.into_iter().map(Cell::from).collect::<Vec<_>>()).style(theme.table_header())
 }
 
@@ -432,7 +452,6 @@ fn table_row<'a>(
     let p = row.process;
     let layers = &row.account.layers;
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
-    let command = crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned();
     let state = state_label(p, &row.account.feed_status, host_ns);
     let trend = match (forecast, &row.climb) {
         (Some(f), _) => {
@@ -480,6 +499,10 @@ fn table_row<'a>(
         ratatui::style::Style::new()
     };
     cells.push(Cell::from(state).style(state_style));
-    cells.push(Cell::from(command));
     cells
+}
+
+/// A process's command line as the table shows it, before it is cut to the column.
+fn p_command(p: &crate::sample::ProcessSample) -> String {
+    crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned()
 }

@@ -318,6 +318,38 @@ fn hostile_strings_are_shown_defused() {
     assert!(screen.contains("node\u{fffd}]0;pwned\u{fffd}"), "{screen}");
 }
 
+#[test]
+fn a_wide_character_command_is_cut_at_the_edge_with_its_mark() {
+    // A command in CJK and emoji (two cells a character) runs to the table's border, cut by
+    // cells with its `…`, not six cells short and unmarked.
+    let mut state = demo_state(false);
+    let mut sample = state.current.as_ref().expect("sample").sample.clone();
+    sample.time += 10.0;
+    let pid = sample.processes[0].pid;
+    sample.processes[0].command =
+        Some("python 训练模型数据集加载器和优化器的很长的命令行参数🚀🚀🚀 --epochs 100".repeat(3));
+    state.on_sample(sample);
+    for (width, height) in [(80, 24), (120, 40), (200, 60)] {
+        let screen = text(&render(&state, width, height));
+        let row = screen
+            .lines()
+            .find(|l| l.trim_start_matches('│').starts_with(&pid.to_string()))
+            .unwrap_or_else(|| panic!("{width}x{height}: no row of {pid}:\n{screen}"));
+        let row = row.trim_end();
+        assert!(
+            row.trim_end_matches('│').ends_with('…'),
+            "{width}x{height}: {row}"
+        );
+        // The row reaches the edge (its border, where it has one); the `…` stands one cell
+        // short only where a two-cell character would have straddled it.
+        let cells = unicode_width::UnicodeWidthStr::width(row);
+        assert!(
+            cells + 1 >= usize::from(width),
+            "{width}x{height}: {cells} cells: {row}"
+        );
+    }
+}
+
 /// The `K` dialog over the table: several holders of a zombie's device file, the one at the
 /// cursor refused with its reason; then the signals; then the question.
 fn dialog_state() -> State {

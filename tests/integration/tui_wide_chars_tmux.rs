@@ -1,6 +1,6 @@
 //! A command line in CJK and emoji takes two cells a character: the process table, cut to
 //! the terminal's width, keeps every row's columns where the header puts them, at 80 and at
-//! 120 columns. Real processes (one named in wide characters, one plain) listed by the fake
+//! 120 columns, and the command is cut at the edge with its `…`. Real processes (one named in wide characters, one plain) listed by the fake
 //! NVML, the monitor in a real pseudo-terminal.
 
 use crate::common;
@@ -54,7 +54,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
     for width in [80u16, 120] {
         let pane = Pane::start(&format!("wide-{width}"), &command, width, 30);
         let screen = pane
-            .wait_for(&["plain-wor", "训练"], Duration::from_secs(15))
+            .wait_for(&["plain-wo", "训练"], Duration::from_secs(15))
             .unwrap_or_else(|s| panic!("the rows are missing at {width}:\n{s}"));
         let header = screen
             .lines()
@@ -79,7 +79,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
             let command_cell = if pid == wide.pid() {
                 "训练"
             } else {
-                "plain-wor"
+                "plain-wo"
             };
             assert_eq!(
                 column_of(row, command_cell),
@@ -87,6 +87,18 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
                 "{width}: the command moved in\n{row}\n{header}"
             );
         }
+        // The wide command runs to the edge and says it is cut: `…` in the last cell, or the
+        // one before where a two-cell character would have straddled the edge.
+        let row = screen
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", wide.pid())))
+            .expect("the wide row");
+        let row = row.trim_end();
+        assert!(row.ends_with('…'), "{width}: cut without its mark: {row}");
+        assert!(
+            row.width() + 1 >= usize::from(width),
+            "{width}: cut short of the edge: {row}"
+        );
         pane.keys(&["q"]);
         let _ = pane.wait_exit(Duration::from_secs(5));
     }
