@@ -30,7 +30,7 @@ pub use kill::Kill;
 #[cfg(test)]
 pub(crate) use kill::Offer;
 pub(crate) use kill::{KillDialog, Notice, Stage};
-pub(crate) use mouse::{Mouse, TableDrawn, TableLine};
+pub(crate) use mouse::{GpuDrawn, Mouse, TableDrawn, TableLine};
 pub(crate) use pause::Pause;
 #[cfg(test)]
 pub(crate) use record::RecordingShown;

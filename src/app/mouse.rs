@@ -1,10 +1,13 @@
 //! The mouse: a click selects a line of the process table, a second click on the same line
-//! opens it (as Enter does), the wheel moves the selection or scrolls the view under it.
-//! Where each line of the table is on screen is what its drawing recorded
-//! ([`Mouse::table`]), never worked out again here.
+//! opens it (as Enter does), the wheel moves the selection or scrolls the view under it. A
+//! click on a GPU (its panel or its rows) selects it: the table shows that GPU's processes
+//! (`gpu:N`, as `/` would; a click on it again shows them all); a double-click opens the
+//! strata view at that GPU. Where each line of the table and each GPU is on screen is what
+//! the drawing recorded ([`Mouse::table`], [`Mouse::gpus`]), never worked out again here.
 
 use super::{Action, Focus, State, View};
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Rect;
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
@@ -54,6 +57,23 @@ impl TableDrawn {
     }
 }
 
+/// A GPU as last drawn: the cells its panel (or its compact rows, one record a row) took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GpuDrawn {
+    pub(crate) area: Rect,
+    /// Its index as NVML numbers it (what `gpu:N` names).
+    pub(crate) index: u32,
+    pub(crate) uuid: String,
+}
+
+/// What a click landed on, for a double-click: the same thing twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Clicked {
+    Line(TableLine),
+    /// A GPU, by UUID.
+    Gpu(String),
+}
+
 /// What the mouse needs: the table's place as drawn, and the last click.
 #[derive(Debug, Default)]
 pub struct Mouse {
@@ -61,8 +81,11 @@ pub struct Mouse {
     /// the drawing (it alone knows the rows that fit and how far the table scrolled), taken
     /// by the event loop before each frame.
     pub(crate) table: RefCell<Option<TableDrawn>>,
-    /// The last press of the left button: when, and on which line, for a double-click.
-    last_click: Option<(Instant, TableLine)>,
+    /// The GPUs as last drawn; empty when the last frame drew none. Set and taken like
+    /// [`Mouse::table`].
+    pub(crate) gpus: RefCell<Vec<GpuDrawn>>,
+    /// The last press of the left button: when, and on what, for a double-click.
+    last_click: Option<(Instant, Clicked)>,
 }
 
 impl State {
@@ -99,14 +122,9 @@ impl State {
             .table_drawn()
             .and_then(|t| t.line_at(column, row).cloned())
         else {
-            self.mouse.last_click = None;
-            return false;
+            return self.click_gpu(column, row, now);
         };
-        let double = self
-            .mouse
-            .last_click
-            .take()
-            .is_some_and(|(at, last)| last == line && now.duration_since(at) <= DOUBLE_CLICK);
+        let double = self.double(Clicked::Line(line.clone()), now);
         self.focus = Focus::Processes;
         self.process_table.selection_moved = true;
         match &line {
@@ -122,8 +140,61 @@ impl State {
         if double {
             self.apply_action(Action::Open);
         } else {
-            self.mouse.last_click = Some((now, line));
+            self.mouse.last_click = Some((now, Clicked::Line(line)));
         }
+        true
+    }
+
+    /// Whether a press on `what` at `now` is the second of a double-click (the last click
+    /// is forgotten either way).
+    fn double(&mut self, what: Clicked, now: Instant) -> bool {
+        self.mouse
+            .last_click
+            .take()
+            .is_some_and(|(at, last)| last == what && now.duration_since(at) <= DOUBLE_CLICK)
+    }
+
+    /// A click on a GPU selects it: the table shows its processes (`gpu:N`), or all of them
+    /// again when it already did. A double-click opens the strata view at that GPU.
+    fn click_gpu(&mut self, column: u16, row: u16, now: Instant) -> bool {
+        let hit = (self.view == View::Main)
+            .then(|| {
+                self.mouse
+                    .gpus
+                    .borrow()
+                    .iter()
+                    .find(|g| {
+                        let a = g.area;
+                        column >= a.x && column < a.right() && row >= a.y && row < a.bottom()
+                    })
+                    .cloned()
+            })
+            .flatten();
+        let Some(gpu) = hit else {
+            self.mouse.last_click = None;
+            return false;
+        };
+        let clicked = Clicked::Gpu(gpu.uuid.clone());
+        if self.double(clicked.clone(), now) {
+            let devices = self
+                .current
+                .as_ref()
+                .map(|o| super::strata::strata_devices(&o.sample))
+                .unwrap_or_default();
+            if let Some(position) = devices.iter().position(|d| d.uuid == gpu.uuid) {
+                self.strata.device = position;
+            }
+            self.view = View::Strata;
+            return true;
+        }
+        let term = format!("gpu:{}", gpu.index);
+        if self.process_table.filter.is_on() && self.process_table.filter.text == term {
+            self.clear_filter();
+        } else if self.start_filtered(&term).is_err() {
+            return false;
+        }
+        self.focus = Focus::Processes;
+        self.mouse.last_click = Some((now, clicked));
         true
     }
 

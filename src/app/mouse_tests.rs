@@ -103,8 +103,8 @@ fn a_click_off_the_rows_or_under_a_prompt_changes_nothing() {
         .lines()
         .position(|l| l.contains(" Processes"))
         .expect("title") as u16;
-    // The GPU panels, the title, the header row.
-    for row in [1, title, title + 1] {
+    // The header line, the title, the header row (a click on a GPU selects it: below).
+    for row in [0, title, title + 1] {
         assert!(!s.on_mouse(press(10, row), Instant::now()), "row {row}");
     }
     assert_eq!(s.process_table.selected, first);
@@ -197,4 +197,81 @@ fn the_wheel_moves_the_tables_selection_and_scrolls_a_text_view() {
     s.apply_action(Action::ToggleHelp);
     s.on_mouse(mouse(MouseEventKind::ScrollDown, 10, 5), Instant::now());
     assert_eq!(s.views.help_scroll, WHEEL_LINES);
+}
+
+/// The screen cell (column, row) of GPU `index`'s compact row or panel title (the first
+/// line starting with its index, or holding `GPU {index} ·`), a few cells in.
+fn gpu_cell(state: &State, index: u32, width: u16, height: u16) -> (u16, u16) {
+    let text = screen(state, width, height);
+    let title = format!("GPU {index} ·");
+    let (row, column) = text
+        .lines()
+        .enumerate()
+        .find_map(|(row, l)| {
+            if l.starts_with(&format!("{index} ")) {
+                return Some((row, 2));
+            }
+            l.find(&title).map(|at| (row, l[..at].chars().count() + 2))
+        })
+        .unwrap_or_else(|| panic!("no GPU {index}:\n{text}"));
+    (
+        u16::try_from(column).expect("a column"),
+        u16::try_from(row).expect("a screen row"),
+    )
+}
+
+#[test]
+fn a_click_on_a_gpu_shows_its_processes_and_a_second_shows_all() {
+    // Compact rows at 80x24 and 120x40, bordered panels at 200x60.
+    for (width, height) in [(80, 24), (120, 40), (200, 60)] {
+        let mut s = demo_state();
+        let (column, row) = gpu_cell(&s, 2, width, height);
+        let t0 = Instant::now();
+        assert!(s.on_mouse(press(column, row), t0), "{width}x{height}");
+        assert_eq!(s.process_table.filter.text, "gpu:2", "{width}x{height}");
+        assert_eq!(s.view, View::Main);
+        let text = screen(&s, width, height);
+        assert!(text.contains("filter gpu:2"), "{width}x{height}:\n{text}");
+        // A second click, long after (not a double-click), shows every process again.
+        let (column, row) = gpu_cell(&s, 2, width, height);
+        assert!(s.on_mouse(press(column, row), t0 + DOUBLE_CLICK * 4));
+        assert!(!s.process_table.filter.is_on(), "{width}x{height}");
+        assert_eq!(s.view, View::Main);
+    }
+}
+
+#[test]
+fn a_click_on_a_gpus_legend_line_selects_that_gpu() {
+    // At 120x40 each GPU row has its legend under it: a click there is a click on the GPU.
+    let mut s = demo_state();
+    let (_, row) = gpu_cell(&s, 1, 120, 40);
+    assert!(s.on_mouse(press(40, row + 1), Instant::now()));
+    assert_eq!(s.process_table.filter.text, "gpu:1");
+}
+
+#[test]
+fn a_double_click_on_a_gpu_opens_the_strata_view_at_it() {
+    let mut s = demo_state();
+    let (column, row) = gpu_cell(&s, 3, 200, 60);
+    let t0 = Instant::now();
+    s.on_mouse(press(column, row), t0);
+    assert!(s.on_mouse(press(column, row), t0 + DOUBLE_CLICK / 2));
+    assert_eq!(s.view, View::Strata);
+    let devices = crate::app::strata::strata_devices(&s.current.as_ref().expect("a sample").sample);
+    let shown = &devices[s.strata.device];
+    assert_eq!(
+        shown.uuid,
+        s.current.as_ref().expect("a sample").sample.gpus[3].uuid
+    );
+    assert_eq!(shown.mig, None);
+}
+
+#[test]
+fn a_click_outside_the_gpus_and_the_table_does_nothing() {
+    let mut s = demo_state();
+    let text = screen(&s, 120, 40);
+    // The header line is neither a GPU nor the table.
+    assert!(text.lines().next().is_some_and(|l| l.contains("strata")));
+    assert!(!s.on_mouse(press(20, 0), Instant::now()));
+    assert!(!s.process_table.filter.is_on());
 }

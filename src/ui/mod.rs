@@ -67,6 +67,8 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
         palette: state.setup.palette,
         ascii: state.setup.ascii,
     };
+    // The GPUs' places are recorded anew by each frame that draws them.
+    state.mouse.gpus.borrow_mut().clear();
     draw_in(frame, state, theme);
     if theme.ascii {
         theme::to_ascii(frame.buffer_mut());

@@ -32,6 +32,7 @@ pub(super) fn legend_lines(width: usize) -> usize {
 /// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
 /// its short legend in `legends` lines where given (a medium-sized terminal), else under one
 /// shared key line where `key`. Every device takes as many lines whatever its figures.
+/// Beside the lines, the GPU (its place in the sample) each line belongs to, for the mouse.
 pub(super) fn compact_lines(
     state: &State,
     observed: &Observed,
@@ -39,10 +40,12 @@ pub(super) fn compact_lines(
     theme: Theme,
     legends: Option<usize>,
     key: bool,
-) -> Vec<Line<'static>> {
+) -> (Vec<Line<'static>>, Vec<Option<usize>>) {
     let mut lines = Vec::new();
+    let mut owners = Vec::new();
     if key && legends.is_none() {
         lines.push(Line::from(key_line(theme)));
+        owners.push(None);
     }
     let legend_lines = |view: &DeviceView<'_>| -> Vec<Line<'static>> {
         let Some(most) = legends else {
@@ -167,6 +170,7 @@ pub(super) fn compact_lines(
             ));
             lines.extend(legend_lines(&mig_view));
         }
+        owners.resize(lines.len(), Some(index));
     }
-    lines
+    (lines, owners)
 }

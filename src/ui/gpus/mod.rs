@@ -10,7 +10,7 @@ use super::widgets::{
     short_gpu_name,
 };
 use crate::accounting::{Gap, GpuAccount};
-use crate::app::State;
+use crate::app::{GpuDrawn, State};
 use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::layers::Layers;
@@ -54,6 +54,8 @@ pub(crate) struct Plan {
     panels: Vec<Vec<Line<'static>>>,
     /// Each panel's rows in Full mode, its border included.
     heights: Vec<u16>,
+    /// In Compact mode, the GPU (its place in the sample) each line belongs to.
+    owners: Vec<Option<usize>>,
 }
 
 /// One device to draw: a GPU (with its current or last known reading) or a MIG instance.
@@ -209,6 +211,7 @@ pub(crate) fn plan(
             mode: form.mode,
             panels: Vec::new(),
             heights: Vec::new(),
+            owners: Vec::new(),
         },
         Mode::Full { columns } => {
             let inner = (width / columns.max(1)).saturating_sub(2) as usize;
@@ -222,16 +225,18 @@ pub(crate) fn plan(
                 mode: form.mode,
                 panels,
                 heights,
+                owners: Vec::new(),
             }
         }
         Mode::Compact { legends, key } => {
             let legends = legends.then(|| compact::legend_lines(usize::from(width)));
-            let lines =
+            let (lines, owners) =
                 compact::compact_lines(state, observed, width as usize, theme, legends, key);
             Plan {
                 mode: form.mode,
                 panels: vec![lines],
                 heights: Vec::new(),
+                owners,
             }
         }
     }
@@ -282,6 +287,16 @@ pub(crate) fn draw_gpus(
             if let Some(lines) = plan.panels.first() {
                 put_lines(frame, area, lines);
             }
+            for (row, owner) in (area.top()..area.bottom()).zip(&plan.owners) {
+                if let Some(gpu) = owner.and_then(|i| observed.sample.gpus.get(i)) {
+                    let line = Rect {
+                        y: row,
+                        height: 1,
+                        ..area
+                    };
+                    record_drawn(state, line, gpu);
+                }
+            }
         }
         Mode::Empty => {
             let text = match observed.sample.problems.get("device_count") {
@@ -322,12 +337,22 @@ pub(crate) fn draw_gpus(
                     let index = row_i * columns as usize + i;
                     if let Some(gpu) = gpus.get(index) {
                         draw_panel(frame, cells[i], state, observed, index, gpu, lines, theme);
+                        record_drawn(state, cells[i], gpu);
                     }
                 }
                 y += height;
             }
         }
     }
+}
+
+/// Where a GPU was drawn, for the mouse: what its click selects.
+fn record_drawn(state: &State, area: Rect, gpu: &GpuSample) {
+    state.mouse.gpus.borrow_mut().push(GpuDrawn {
+        area,
+        index: gpu.index,
+        uuid: gpu.uuid.clone(),
+    });
 }
 
 /// `54.6 / 79.6 GiB` (or `54.6/79.6G` when `compact`): occupied over total, from the layers
