@@ -1,6 +1,6 @@
 //! The config file, `$XDG_CONFIG_HOME/strata/config.toml` (`~/.config/strata/config.toml`
-//! without it): the monitor's interval, palette, ASCII mode, process table (sort, filter)
-//! and mouse. A missing file is no error; a key it does not know, or a value it
+//! without it): the monitor's interval, palette, ASCII mode, process table (sort, filter,
+//! extra columns) and mouse. A missing file is no error; a key it does not know, or a value it
 //! cannot take, is one line naming the file, the line and the key, with a hint.
 //!
 //! Precedence: the command line over the file over the built-in default
@@ -36,6 +36,37 @@ const SORT_NAMES: [(&str, SortKey); 10] = [
     ("pid", SortKey::Pid),
     ("gpu", SortKey::Device),
 ];
+
+/// The process table's extra columns, after the memory figures: each is shown where the
+/// width leaves the command its room, in the order given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Column {
+    /// `T`: compute, graphics, an MPS client.
+    Kind,
+    /// `SM%`.
+    Sm,
+    /// `CPU%`.
+    Cpu,
+    /// `OWNER`: the pod, Slurm job or container.
+    Owner,
+    /// `HMEM`: host memory.
+    HostMemory,
+    /// `TIME`: how long the process has run.
+    Elapsed,
+}
+
+impl Column {
+    /// Every column, in the order they are given room by default.
+    pub const ALL: [Column; 6] = [
+        Column::Kind,
+        Column::Sm,
+        Column::Cpu,
+        Column::Owner,
+        Column::HostMemory,
+        Column::Elapsed,
+    ];
+}
 
 /// The interval's bounds, seconds: those of `--interval`.
 pub const INTERVAL_SECS: (f64, f64) = (0.05, 3600.0);
@@ -81,6 +112,8 @@ pub struct Config {
     #[serde(default, deserialize_with = "sort")]
     pub sort: Option<SortKey>,
     pub mouse: Option<bool>,
+    /// The extra columns offered, in order; `[]` for none.
+    pub columns: Option<Vec<Column>>,
     #[serde(default)]
     pub filter: Filter,
 }
@@ -108,6 +141,7 @@ pub struct Settings {
     pub ascii: bool,
     pub sort: SortKey,
     pub mouse: bool,
+    pub columns: Vec<Column>,
     pub filter: Filter,
 }
 
@@ -120,6 +154,7 @@ impl Default for Settings {
             ascii: false,
             sort: SortKey::Used,
             mouse: true,
+            columns: Column::ALL.to_vec(),
             filter: Filter::default(),
         }
     }
@@ -135,6 +170,7 @@ impl Settings {
             ascii: cli.ascii.or(file.ascii).unwrap_or(builtin.ascii),
             sort: cli.sort.or(file.sort).unwrap_or(builtin.sort),
             mouse: cli.mouse.or(file.mouse).unwrap_or(builtin.mouse),
+            columns: file.columns.clone().unwrap_or(builtin.columns),
             filter: cli
                 .filter
                 .clone()
@@ -298,6 +334,10 @@ sort = "used"
 # selection and copy).
 mouse = true
 
+# The process table's extra columns after the memory figures, in the order they are given
+# room (each where the width leaves the command 16 cells): kind (T), sm (SM%), cpu (CPU%),
+# owner (OWNER), host_memory (HMEM), elapsed (TIME). [] shows none of them.
+columns = ["kind", "sm", "cpu", "owner", "host_memory", "elapsed"]
 
 # The process table's saved filter: a process is shown when it matches every part given.
 # None by default (every process is shown).

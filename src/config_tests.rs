@@ -11,7 +11,7 @@ fn the_default_text_sets_every_key_to_its_default() {
     let config = parse(Config::default_text()).expect("the default text parses");
     // Every setting is said in it, not left to the default.
     assert!(config.interval.is_some() && config.theme.is_some() && config.ascii.is_some());
-    assert!(config.sort.is_some() && config.mouse.is_some());
+    assert!(config.sort.is_some() && config.mouse.is_some() && config.columns.is_some());
     assert_eq!(
         Settings::resolve(&Overrides::default(), &config),
         Settings::default()
@@ -183,5 +183,21 @@ fn the_command_line_wins_over_the_file_which_wins_over_the_default() {
             ..Filter::default()
         },
         "a filter on the command line replaces the file's whole"
+    );
+}
+
+#[test]
+fn columns_are_named_in_the_order_given_and_an_unknown_one_is_refused() {
+    let config = parse("columns = [\"owner\", \"sm\"]").expect("parses");
+    assert_eq!(config.columns, Some(vec![Column::Owner, Column::Sm]));
+    let settings = Settings::resolve(&Overrides::default(), &config);
+    assert_eq!(settings.columns, [Column::Owner, Column::Sm]);
+    assert_eq!(parse("columns = []").expect("none").columns, Some(vec![]));
+    let error = parse("columns = [\"sm\", \"gpu\"]").expect_err("no such column");
+    let said = error.to_string();
+    assert!(said.contains("columns"), "{said}");
+    assert!(
+        said.contains("host_memory") && said.contains("elapsed"),
+        "{said}"
     );
 }

@@ -242,6 +242,7 @@ fn start_view(state: &mut State, view: &MonitorArgs, settings: &Settings) -> any
     state.setup.mouse = settings.mouse;
     state.setup.palette = settings.theme;
     state.setup.ascii = settings.ascii;
+    state.setup.columns.clone_from(&settings.columns);
     state.start_sorted(settings.sort);
     let filter = match view.filter_text() {
         text if text.is_empty() => settings.filter.text(),

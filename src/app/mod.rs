@@ -93,6 +93,8 @@ pub struct Setup {
     pub palette: crate::config::Palette,
     /// Draw with ASCII only (`--ascii`, the config file's `ascii`).
     pub ascii: bool,
+    /// The process table's extra columns offered, in order (the config file's `columns`).
+    pub columns: Vec<crate::config::Column>,
 }
 
 /// What the views over the main screen keep: where each is scrolled, what it holds, where
@@ -173,6 +175,7 @@ impl State {
                 mouse: true,
                 palette: crate::config::Palette::Dark,
                 ascii: false,
+                columns: crate::config::Column::ALL.to_vec(),
             },
             polls: Polls::default(),
             pause: Pause::default(),

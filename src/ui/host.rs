@@ -24,16 +24,6 @@ pub(crate) enum HostColumn {
 }
 
 impl HostColumn {
-    /// In the order they are given room.
-    pub(crate) const PRIORITY: [HostColumn; 6] = [
-        HostColumn::Kind,
-        HostColumn::Sm,
-        HostColumn::Cpu,
-        HostColumn::Owner,
-        HostColumn::Memory,
-        HostColumn::Time,
-    ];
-
     pub(crate) fn header(self) -> &'static str {
         match self {
             HostColumn::Kind => "T",
@@ -82,13 +72,29 @@ impl HostColumn {
         }
     }
 
-    /// The extra columns that fit when the command has `command_width` to itself, in the
-    /// table's order (after the memory figures): as many as leave the command
-    /// [`COMMAND_ROOM`].
-    pub(crate) fn fitting(command_width: u16) -> Vec<HostColumn> {
+    /// The column the config file names.
+    pub(crate) fn of(column: crate::config::Column) -> HostColumn {
+        use crate::config::Column;
+        match column {
+            Column::Kind => HostColumn::Kind,
+            Column::Sm => HostColumn::Sm,
+            Column::Cpu => HostColumn::Cpu,
+            Column::Owner => HostColumn::Owner,
+            Column::HostMemory => HostColumn::Memory,
+            Column::Elapsed => HostColumn::Time,
+        }
+    }
+
+    /// The extra columns that fit when the command has `command_width` to itself, of those
+    /// `offered` and in their order (after the memory figures): as many as leave the
+    /// command [`COMMAND_ROOM`].
+    pub(crate) fn fitting(
+        command_width: u16,
+        offered: &[crate::config::Column],
+    ) -> Vec<HostColumn> {
         let mut room = command_width;
         let mut out = Vec::new();
-        for column in HostColumn::PRIORITY {
+        for column in offered.iter().map(|&c| HostColumn::of(c)) {
             let take = column.width() + 1;
             if room < COMMAND_ROOM + take {
                 break;
@@ -235,13 +241,31 @@ mod tests {
 
     #[test]
     fn extra_columns_take_only_what_the_command_can_spare() {
-        assert!(HostColumn::fitting(COMMAND_ROOM + 2).is_empty());
-        assert_eq!(HostColumn::fitting(COMMAND_ROOM + 3), [HostColumn::Kind]);
-        let all: u16 = HostColumn::PRIORITY.iter().map(|c| c.width() + 1).sum();
+        use crate::config::Column;
+        let fitting = |width| HostColumn::fitting(width, &Column::ALL);
+        assert!(fitting(COMMAND_ROOM + 2).is_empty());
+        assert_eq!(fitting(COMMAND_ROOM + 3), [HostColumn::Kind]);
+        let every: Vec<HostColumn> = Column::ALL.into_iter().map(HostColumn::of).collect();
+        let all: u16 = every.iter().map(|c| c.width() + 1).sum();
+        assert_eq!(fitting(COMMAND_ROOM + all), every);
+        assert_eq!(fitting(COMMAND_ROOM + all - 1).len(), 5);
+    }
+
+    #[test]
+    fn only_the_columns_offered_in_their_order() {
+        use crate::config::Column;
+        let offered = [Column::Owner, Column::Sm];
+        let all = COMMAND_ROOM + 100;
         assert_eq!(
-            HostColumn::fitting(COMMAND_ROOM + all),
-            HostColumn::PRIORITY
+            HostColumn::fitting(all, &offered),
+            [HostColumn::Owner, HostColumn::Sm]
         );
-        assert_eq!(HostColumn::fitting(COMMAND_ROOM + all - 1).len(), 5);
+        // The first that does not fit stops the rest: the order is the user's priority.
+        let owner_only = COMMAND_ROOM + HostColumn::Owner.width() + 1;
+        assert_eq!(
+            HostColumn::fitting(owner_only, &offered),
+            [HostColumn::Owner]
+        );
+        assert!(HostColumn::fitting(all, &[]).is_empty());
     }
 }

@@ -134,7 +134,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
             _ => 0,
         })
         .sum();
-    let extra = HostColumn::fitting(inner_width.saturating_sub(fixed));
+    let extra = HostColumn::fitting(inner_width.saturating_sub(fixed), &state.setup.columns);
     for column in &extra {
         header.insert(header.len() - 1, column.title());
         widths.insert(widths.len() - 1, column.constraint());

@@ -319,6 +319,36 @@ fn hostile_strings_are_shown_defused() {
 }
 
 #[test]
+fn the_config_files_columns_choose_the_extra_columns_and_their_order() {
+    use crate::config::Column;
+    let header = |state: &State| {
+        let screen = text(&render(state, 200, 60));
+        screen
+            .lines()
+            .find(|l| l.starts_with("PID "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no header:\n{screen}"))
+    };
+    let mut state = demo_state(false);
+    let every = header(&state);
+    assert!(
+        every.contains(" T ") && every.contains("SM%") && every.contains("OWNER"),
+        "{every}"
+    );
+    state.setup.columns = vec![Column::Owner, Column::Sm];
+    let chosen = header(&state);
+    assert!(
+        !chosen.contains(" T ") && !chosen.contains("CPU%"),
+        "{chosen}"
+    );
+    let (owner, sm) = (chosen.find("OWNER"), chosen.find("SM%"));
+    assert!(owner.is_some() && sm.is_some() && owner < sm, "{chosen}");
+    state.setup.columns.clear();
+    let none = header(&state);
+    assert!(!none.contains("OWNER") && !none.contains("SM%"), "{none}");
+}
+
+#[test]
 fn a_wide_character_command_is_cut_at_the_edge_with_its_mark() {
     // A command in CJK and emoji (two cells a character) runs to the table's border, cut by
     // cells with its `…`, not six cells short and unmarked.
