@@ -218,9 +218,9 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
         pids.sort_unstable();
         pids.dedup();
         let held: u64 = unfed.iter().filter_map(|p| p.used).sum();
-        let who = match pids[..] {
-            [one] => format!("Python process {one} holds"),
-            _ => format!("{} Python processes hold", pids.len()),
+        let (who, whose) = match pids[..] {
+            [one] => (format!("Python process {one} holds"), "its"),
+            _ => (format!("{} Python processes hold", pids.len()), "their"),
         };
         out.raise(
             FindingKind::UnattributedMemory,
@@ -228,7 +228,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
             None,
             None,
             format!(
-                "{who} {} without an allocator feed: run jobs under `strata run -- CMD` (or `strata attach PID`, Python 3.14+) to split it into layers",
+                "{who} {} without an allocator feed: {whose} memory is not split into layers",
                 bytes(held)
             ),
             Evidence::UnattributedMemory(Unattributed {
