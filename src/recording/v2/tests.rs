@@ -308,3 +308,42 @@ fn samples_decoded_into_recycled_ones_are_the_samples_written() {
         assert_eq!(a, b, "at {}", a.time);
     }
 }
+
+/// Every sample of a checked-in recording (`tests/recordings/`), and nothing else.
+fn checked_in(name: &str) -> Vec<NodeSample> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/recordings")
+        .join(name);
+    let mut lines = Lines::open(&path).expect("opens");
+    let mut out = Vec::new();
+    while let Some((_, line)) = lines.next_line().expect("reads") {
+        out.push(line);
+    }
+    samples(out)
+}
+
+/// A recording of format 2 written before the GPUs' moving vitals had columns of their own
+/// (each GPU's temperature, power draw and SM clock in its rest) reads back as the same
+/// samples as the format-1 recording written of them by the same build.
+#[test]
+fn a_recording_written_before_the_vitals_columns_reads_back_as_written() {
+    let two = checked_in("format-2.0.zst");
+    let one = checked_in("format-2.0.jsonl.zst");
+    assert_eq!(two.len(), 40);
+    assert_eq!(one.len(), two.len());
+    for (a, b) in one.iter().zip(&two) {
+        assert_eq!(a, b, "at {}", a.time);
+    }
+    // What the file was written to hold: vitals moving, unknown, and a known 0.
+    let vitals = |s: &NodeSample, g: usize| {
+        let i = &s.gpus[g].info;
+        (i.temperature, i.power_mw, i.sm_clock_mhz)
+    };
+    assert!(two
+        .windows(2)
+        .any(|w| vitals(&w[0], 0).1 != vitals(&w[1], 0).1));
+    assert!(two.iter().any(|s| vitals(s, 1).1.is_none()));
+    assert!(two.iter().any(|s| vitals(s, 2).0.is_none()));
+    assert!(two.iter().any(|s| vitals(s, 0).2 == Some(0)));
+    assert!(two.iter().all(|s| s.gpus[0].info.power_limit_mw.is_some()));
+}
