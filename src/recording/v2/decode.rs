@@ -3,7 +3,9 @@
 //! [`super::encode`].
 
 use super::refill::{self, Refill};
-use super::state::{self, col, FeedState, GpuState, MemSlots, ProcState, State, StatsSlots};
+use super::state::{
+    self, col, FeedState, GpuLayout, GpuState, MemSlots, ProcState, State, StatsSlots,
+};
 use super::wire::{err, ColumnsIn, Reader, Result, WireError};
 use crate::sample::feed::{AllocatorStats, DeviceFeed, FeedRecord};
 use crate::sample::{DeviceMemory, GpuSample, HostMemory, NodeSample, ProcessSample};
@@ -70,7 +72,7 @@ pub(crate) fn decode(
     let mut table = Reader::new(whole.chunk()?);
     let control = Reader::new(whole.chunk()?);
     let packed = whole.chunk()?;
-    let cols = ColumnsIn::read(col::COUNT, &mut table, packed)?;
+    let cols = ColumnsIn::read(col::COUNT_2_0, col::COUNT, &mut table, packed)?;
     let blobs = whole;
     let mut r = In {
         control,
@@ -133,7 +135,8 @@ fn gpus(state: &mut State, r: &mut In<'_>, out: &mut Vec<GpuSample>) -> Result<(
     out.truncate(n);
     for i in 0..n {
         let kept = old.get_mut(i).and_then(Option::take);
-        let mut gs = if r.flag()? {
+        let (layout, rest_follows) = gpu_layout(r)?;
+        let mut gs = if rest_follows {
             let rest: GpuSample = r.blob()?;
             let mut gs = kept.unwrap_or_else(|| Box::new(GpuState::new(rest.clone())));
             gs.mig.resize_with(rest.mig.len(), MemSlots::default);
@@ -145,12 +148,29 @@ fn gpus(state: &mut State, r: &mut In<'_>, out: &mut Vec<GpuSample>) -> Result<(
         let g = refill::at(out, i, &gs.rest);
         g.memory = memory(r, &mut gs.memory)?;
         g.utilization_gpu = r.u32(&mut gs.utilization, col::GPU_UTIL)?;
+        if layout == GpuLayout::Vitals {
+            let v = &mut gs.vitals;
+            g.temperature = r.u32(&mut v.temperature, col::GPU_TEMPERATURE)?;
+            g.power_mw = r.u32(&mut v.power, col::GPU_POWER)?;
+            g.sm_clock_mhz = r.u32(&mut v.sm_clock, col::GPU_SM_CLOCK)?;
+        }
         for (m, slots) in g.mig.iter_mut().zip(&mut gs.mig) {
             m.memory = memory(r, slots)?;
         }
         state.gpus.push(gs);
     }
     Ok(())
+}
+
+/// A GPU's layout, and whether its rest follows (see [`GpuLayout`]).
+fn gpu_layout(r: &mut In<'_>) -> Result<(GpuLayout, bool)> {
+    let byte = r.control.byte()?;
+    GpuLayout::of_byte(byte).ok_or_else(|| {
+        WireError(format!(
+            "a GPU laid out as {byte}, which this build of strata does not know \
+             (hint: read it with the build that wrote it, or a newer one)"
+        ))
+    })
 }
 
 /// The remembered thing a new one continues (see the encoder's `continued`).

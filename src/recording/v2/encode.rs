@@ -2,7 +2,9 @@
 //! [`State`]: a keyframe is written against nothing, so it holds the whole sample.
 
 use super::slots::{FloatSlot, IntSlot};
-use super::state::{self, col, FeedState, GpuState, MemSlots, ProcState, State, StatsSlots};
+use super::state::{
+    self, col, FeedState, GpuLayout, GpuState, MemSlots, ProcState, State, StatsSlots,
+};
 use super::wire::{put_varint, ColumnsOut};
 use crate::sample::feed::AllocatorStats;
 use crate::sample::{DeviceMemory, NodeSample};
@@ -122,11 +124,11 @@ fn gpus(state: &mut State, s: &NodeSample, out: &mut Out) {
         let rest = state::gpu_rest(g);
         let mut gs = match old.get_mut(i).and_then(Option::take) {
             Some(gs) if gs.rest == rest => {
-                out.flag(false);
+                out.control.push(GpuLayout::Vitals.byte(false));
                 gs
             }
             kept => {
-                out.flag(true);
+                out.control.push(GpuLayout::Vitals.byte(true));
                 out.blob(&rest);
                 let mut gs = kept.unwrap_or_else(|| Box::new(GpuState::new(rest.clone())));
                 gs.mig.resize_with(rest.mig.len(), MemSlots::default);
@@ -139,6 +141,18 @@ fn gpus(state: &mut State, s: &NodeSample, out: &mut Out) {
             &mut gs.utilization,
             col::GPU_UTIL,
             g.utilization_gpu.map(u64::from),
+        );
+        let v = &mut gs.vitals;
+        out.int(
+            &mut v.temperature,
+            col::GPU_TEMPERATURE,
+            g.temperature.map(u64::from),
+        );
+        out.int(&mut v.power, col::GPU_POWER, g.power_mw.map(u64::from));
+        out.int(
+            &mut v.sm_clock,
+            col::GPU_SM_CLOCK,
+            g.sm_clock_mhz.map(u64::from),
         );
         for (m, slots) in g.mig.iter().zip(&mut gs.mig) {
             memory(out, slots, m.memory);

@@ -478,7 +478,7 @@ mod tests {
         // (about 14 bits): 350 bytes and more.
         assert!(packed.len() <= 160, "{} bytes", packed.len());
         let mut table = Reader::new(&table);
-        let mut cols = ColumnsIn::read(1, &mut table, &packed).expect("columns");
+        let mut cols = ColumnsIn::read(1, 1, &mut table, &packed).expect("columns");
         let mut control = Reader::new(&control);
         let mut back = FloatSlot::default();
         for (v, sample_time, at) in written {
@@ -545,12 +545,12 @@ mod tests {
         let (mut table, mut packed) = (Vec::new(), Vec::new());
         cols.finish(&mut table, &mut packed);
         let mut table = Reader::new(&table);
-        let mut cols = ColumnsIn::read(2, &mut table, &packed).expect("columns");
+        let mut cols = ColumnsIn::read(2, 2, &mut table, &packed).expect("columns");
         let mut control = Reader::new(&control);
         let (mut r_table, mut r_packed) = (Vec::new(), Vec::new());
         r_cols.finish(&mut r_table, &mut r_packed);
         let mut r_table = Reader::new(&r_table);
-        let mut r_cols = ColumnsIn::read(1, &mut r_table, &r_packed).expect("columns");
+        let mut r_cols = ColumnsIn::read(1, 1, &mut r_table, &r_packed).expect("columns");
         let mut r_control = Reader::new(&r_control);
         let (mut r_back, mut back) = (IntSlot::default(), IntSlot::default());
         for ((&r, &v), &reference) in references.iter().zip(&values).zip(&said) {
@@ -609,7 +609,7 @@ mod tests {
         let mut table = Vec::new();
         cols.finish(&mut table, &mut packed);
         let mut table = Reader::new(&table);
-        let mut cols = ColumnsIn::read(2, &mut table, &packed).expect("columns");
+        let mut cols = ColumnsIn::read(2, 2, &mut table, &packed).expect("columns");
         let mut control = Reader::new(&control);
         let (mut i_in, mut f_in) = (IntSlot::default(), FloatSlot::default());
         for v in ints {

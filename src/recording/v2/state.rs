@@ -5,6 +5,9 @@
 //! The rarely changing part of a thing is the thing itself with its moving numbers taken
 //! out ([`node_rest`], [`gpu_rest`], [`process_rest`], [`feed_rest`]): a field added to the
 //! schema lands there, and is recorded, without a change here.
+//!
+//! A GPU's moving vitals (temperature, power draw, SM clock) have columns of their own since
+//! layout 2.1 ([`GpuLayout`]); a record of layout 2.0 carries them in the GPU's rest.
 
 use super::slots::{FloatSlot, IntSlot};
 use crate::sample::feed::{AllocatorStats, FeedCounters, FeedRecord, OomReport};
@@ -34,7 +37,56 @@ pub(crate) mod col {
     /// The allocator's statistics, in [`super::StatsSlots`]' order.
     pub(crate) const STATS: usize = 25;
     pub(crate) const STATS_FIELDS: usize = 23;
-    pub(crate) const COUNT: usize = STATS + STATS_FIELDS;
+    /// The columns of layout 2.0: a record of it has no more in its table.
+    pub(crate) const COUNT_2_0: usize = STATS + STATS_FIELDS;
+    /// A GPU's moving vitals (layout 2.1, [`super::GpuLayout::Vitals`]).
+    pub(crate) const GPU_TEMPERATURE: usize = COUNT_2_0;
+    pub(crate) const GPU_POWER: usize = COUNT_2_0 + 1;
+    pub(crate) const GPU_SM_CLOCK: usize = COUNT_2_0 + 2;
+    pub(crate) const COUNT: usize = COUNT_2_0 + 3;
+}
+
+/// How a GPU's record is laid out, said by its first control byte with whether its rest
+/// follows (RECORDING.md, "A GPU's vitals"): `0` or `1` (layout 2.0: the rest holds the
+/// vitals), `2` or `3` (layout 2.1: the moving vitals in columns after `utilization_gpu`);
+/// the low bit says the rest follows. A reader of layout 2.0 refuses `2` and `3` as flags it
+/// does not know, so it never takes a record of 2.1 for one of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GpuLayout {
+    /// Every field but the memory and utilisation in the rest.
+    Rest,
+    /// Temperature, power draw and SM clock in columns, not in the rest.
+    Vitals,
+}
+
+impl GpuLayout {
+    /// The control byte of a GPU in this layout whose rest does (or does not) follow.
+    pub(crate) fn byte(self, rest_follows: bool) -> u8 {
+        let base = match self {
+            GpuLayout::Rest => 0,
+            GpuLayout::Vitals => 2,
+        };
+        base | u8::from(rest_follows)
+    }
+
+    /// The layout and whether the rest follows, of a GPU's control byte; `None` for a byte
+    /// no layout this build knows writes.
+    pub(crate) fn of_byte(byte: u8) -> Option<(GpuLayout, bool)> {
+        let layout = match byte >> 1 {
+            0 => GpuLayout::Rest,
+            1 => GpuLayout::Vitals,
+            _ => return None,
+        };
+        Some((layout, byte & 1 == 1))
+    }
+}
+
+/// A GPU's moving vitals: temperature, power draw, SM clock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct VitalSlots {
+    pub(crate) temperature: IntSlot,
+    pub(crate) power: IntSlot,
+    pub(crate) sm_clock: IntSlot,
 }
 
 /// A device's memory figures.
@@ -51,6 +103,7 @@ pub(crate) struct GpuState {
     pub(crate) rest: GpuSample,
     pub(crate) memory: MemSlots,
     pub(crate) utilization: IntSlot,
+    pub(crate) vitals: VitalSlots,
     pub(crate) mig: Vec<MemSlots>,
 }
 
@@ -129,6 +182,7 @@ impl GpuState {
             rest,
             memory: MemSlots::default(),
             utilization: IntSlot::default(),
+            vitals: VitalSlots::default(),
         }
     }
 }
@@ -198,11 +252,16 @@ pub(crate) fn node_rest(s: &NodeSample) -> NodeSample {
     }
 }
 
-/// A GPU without its memory figures, its utilisation and its instances' memory.
+/// A GPU without its memory figures, its utilisation, its moving vitals and its instances'
+/// memory (as layout 2.1 writes it: the limits `power_limit_mw` and `sm_clock_max_mhz`,
+/// which stand still, stay).
 pub(crate) fn gpu_rest(g: &GpuSample) -> GpuSample {
     let mut rest = g.clone();
     rest.memory = None;
     rest.utilization_gpu = None;
+    rest.temperature = None;
+    rest.power_mw = None;
+    rest.sm_clock_mhz = None;
     for m in &mut rest.mig {
         m.memory = None;
     }

@@ -265,11 +265,27 @@ pub(crate) struct ColumnsIn<'a> {
 }
 
 impl<'a> ColumnsIn<'a> {
-    /// Reads the column table from `control` and cuts `packed` into the columns.
-    pub(crate) fn read(count: usize, control: &mut Reader<'_>, packed: &'a [u8]) -> Result<Self> {
-        let mut columns = Vec::with_capacity(count);
+    /// Reads the column table from `control` and cuts `packed` into the columns: `least`
+    /// of them, then more up to `most` while the table goes on (a record of an older layout
+    /// has fewer columns: the ones it lacks are empty).
+    pub(crate) fn read(
+        least: usize,
+        most: usize,
+        control: &mut Reader<'_>,
+        packed: &'a [u8],
+    ) -> Result<Self> {
+        let mut columns = Vec::with_capacity(most);
         let mut at = 0usize;
-        for _ in 0..count {
+        for k in 0..most {
+            if k >= least && control.is_empty() {
+                columns.push(ColumnIn {
+                    bits: BitReader::new(&[]),
+                    narrow: 0,
+                    wide: 0,
+                    left: 0,
+                });
+                continue;
+            }
             let n = control.varint()?;
             let (narrow, wide) = if n == 0 {
                 (0, 0)
