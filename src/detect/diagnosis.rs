@@ -41,7 +41,7 @@ impl Cause {
     fn name(self) -> &'static str {
         match self {
             Cause::Live => Layer::Live.name(),
-            Cause::Cache => Layer::Cached.short(),
+            Cause::Cache => Layer::Cached.name(),
             Cause::OutsidePool => Layer::OutsidePool.name(),
             Cause::Unattributed => Layer::Unattributed.name(),
             Cause::NoProcess => "no_process",

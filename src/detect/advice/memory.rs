@@ -71,7 +71,7 @@ fn by_cause(cause: &str, per_step: Option<i64>) -> Vec<String> {
             },
             "In PyTorch, `torch.cuda.memory._record_memory_history()` and a memory snapshot show where the kept tensors were allocated.".into(),
         ],
-        c if c == Layer::Cached.short() || c == Layer::Cached.name() => vec![
+        c if Layer::named(c) == Some(Layer::Cached) => vec![
             "Bucket or pad batches to a few shapes: live tensors are flat while the cache grows, so the shapes asked for are widening.".into(),
             "The cache is reused, not leaked: it stops growing once the shapes stop widening.".into(),
         ],
