@@ -60,6 +60,11 @@ impl Layer {
         self.spelling().head
     }
 
+    /// What older strata wrote for it, still read by [`Layer::named`], never written.
+    pub(crate) const fn former(self) -> &'static [&'static str] {
+        self.spelling().former
+    }
+
     /// Each layer has its own glyph, so a bar reads without colour.
     pub(crate) const fn glyph(self) -> char {
         self.spelling().glyph
@@ -80,7 +85,7 @@ impl Layer {
     pub(crate) fn named(name: &str) -> Option<Layer> {
         Layer::ALL
             .into_iter()
-            .find(|l| l.name() == name || l.short() == name || l.spelling().former.contains(&name))
+            .find(|l| l.name() == name || l.short() == name || l.former().contains(&name))
     }
 }
 
@@ -129,7 +134,7 @@ const SPELLINGS: [Spelling; 8] = [
         former: &["cache"],
         glyph: '▒',
         ascii_glyph: '+',
-        meaning: "pool bytes neither live nor fragmented: reusable cache",
+        meaning: "pool bytes neither live nor fragmented: kept for reuse",
     },
     Spelling {
         name: "outside_pool",
