@@ -356,6 +356,24 @@ mod tests {
         }
     }
 
+    /// One clock, said: wherever the header shows the time it says UTC, and the interval is
+    /// spelled one way (`1s`, never `1.0s`).
+    #[test]
+    fn the_clock_says_utc_and_the_interval_is_spelled_once_at_every_width() {
+        let t0 = Instant::now();
+        let state = state(t0);
+        let time = units::clock(state.current.as_ref().expect("a sample").sample.time);
+        for width in WIDTHS {
+            let line = header(&state, width);
+            if line.contains(&time) {
+                assert!(line.contains(&format!("{time} UTC")), "{width}: {line}");
+            }
+            assert!(!line.contains(".0s"), "{width}: {line}");
+        }
+        let wide = header(&state, 250);
+        assert!(wide.contains("every 10s │"), "{wide}");
+    }
+
     #[test]
     fn a_failed_poll_shows_the_data_age_at_every_width() {
         let t0 = Instant::now();
