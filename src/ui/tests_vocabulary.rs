@@ -232,3 +232,26 @@ fn a_layer_named_otherwise_is_found() {
         "outs"
     );
 }
+
+/// Every mark the screens put before or in place of a figure is explained in the help, each
+/// as an entry of its own.
+#[test]
+fn the_help_explains_every_mark() {
+    let mut state = demo_state(false);
+    state.apply_action(Action::ToggleHelp);
+    let help = pages(&mut state, 200, 60, 20);
+    for (mark, says) in [
+        ("~", "an estimate"),
+        ("≥", "a lower bound, at least"),
+        ("≤", "an upper bound, at most"),
+        ("n/a", "unknown"),
+        ("…", "cut to fit"),
+        ("USED:", "used: the memory NVML says"),
+        ("HEADROOM:", "headroom: how far"),
+    ] {
+        assert!(
+            help.lines().any(|l| l.contains(&format!("{mark} {says}"))),
+            "{mark}: {help}"
+        );
+    }
+}
