@@ -40,19 +40,29 @@ impl Layer {
         self.spelling().name
     }
 
-    /// A short label for narrow screens.
+    /// Its one short form, where width forces one (`frag`, `outside`, `unattr`): the name
+    /// where it has none.
     pub const fn short(self) -> &'static str {
+        match self.spelling().short {
+            Some(short) => short,
+            None => self.spelling().name,
+        }
+    }
+
+    /// Its short form, `None` where the name is the only spelling.
+    pub const fn short_form(self) -> Option<&'static str> {
         self.spelling().short
     }
 
-    /// The head of its column in the process table (and the text snapshot).
+    /// The head of its column (the process table, the text snapshot): [`Layer::short`] in
+    /// capitals, at every width.
     pub const fn head(self) -> &'static str {
         self.spelling().head
     }
 
-    /// The head of its column where the table is narrow.
-    pub const fn short_head(self) -> &'static str {
-        self.spelling().short_head
+    /// What older strata wrote for it, still read by [`Layer::named`], never written.
+    pub(crate) const fn former(self) -> &'static [&'static str] {
+        self.spelling().former
     }
 
     /// Each layer has its own glyph, so a bar reads without colour.
@@ -70,21 +80,27 @@ impl Layer {
         self.spelling().meaning
     }
 
-    /// The layer a name (as [`Layer::name`] or [`Layer::short`] spells it) names.
+    /// The layer a name (as [`Layer::name`] or [`Layer::short`] spells it, or as an older
+    /// strata did: `cache`) names.
     pub(crate) fn named(name: &str) -> Option<Layer> {
         Layer::ALL
             .into_iter()
-            .find(|l| l.name() == name || l.short() == name)
+            .find(|l| l.name() == name || l.short() == name || l.former().contains(&name))
     }
 }
 
 /// How one layer is spelled everywhere: the one place a layer's words are written (a test,
-/// `tests/integration/rooms.rs`, fails on a layer named by a string anywhere else).
+/// `tests/integration/layer_names.rs`, fails on a layer named by a string anywhere else, and
+/// `src/ui/tests_vocabulary.rs` on a screen that names one otherwise).
 struct Spelling {
+    /// The name: the JSON key, the Prometheus label, the legend's word. Never changes.
     name: &'static str,
-    short: &'static str,
+    /// At most one short form, for narrow screens.
+    short: Option<&'static str>,
+    /// The column head: the short form (else the name) in capitals, one at every width.
     head: &'static str,
-    short_head: &'static str,
+    /// Spellings older strata wrote (a climb's `cause: "cache"` in a recording), still read.
+    former: &'static [&'static str],
     glyph: char,
     /// The glyph in ASCII mode: printable ASCII, one per layer.
     ascii_glyph: char,
@@ -95,72 +111,72 @@ struct Spelling {
 const SPELLINGS: [Spelling; 8] = [
     Spelling {
         name: "live",
-        short: "live",
+        short: None,
         head: "LIVE",
-        short_head: "LIVE",
+        former: &[],
         glyph: '█',
         ascii_glyph: '#',
         meaning: "bytes held by live tensors",
     },
     Spelling {
         name: "fragmented",
-        short: "frag",
+        short: Some("frag"),
         head: "FRAG",
-        short_head: "FRAG",
+        former: &[],
         glyph: '▚',
         ascii_glyph: '%',
         meaning: "free pieces of split blocks: reusable by requests that fit, not by larger ones",
     },
     Spelling {
         name: "cached",
-        short: "cache",
+        short: None,
         head: "CACHED",
-        short_head: "CACHE",
+        former: &["cache"],
         glyph: '▒',
         ascii_glyph: '+',
-        meaning: "pool bytes neither live nor fragmented: reusable cache",
+        meaning: "pool bytes neither live nor fragmented: kept for reuse",
     },
     Spelling {
         name: "outside_pool",
-        short: "outside",
+        short: Some("outside"),
         head: "OUTSIDE",
-        short_head: "OUTSIDE",
+        former: &[],
         glyph: '≡',
         ascii_glyph: '=',
         meaning: "outside the allocator: NCCL, cuDNN, raw cudaMalloc",
     },
     Spelling {
         name: "context",
-        short: "ctx",
-        head: "CONTEXT",
-        short_head: "CTX",
+        short: Some("ctx"),
+        head: "CTX",
+        former: &[],
         glyph: '▓',
         ascii_glyph: '@',
         meaning: "CUDA context of a fed process (an estimate)",
     },
     Spelling {
         name: "unattributed",
-        short: "unattr",
+        short: Some("unattr"),
         head: "UNATTR",
-        short_head: "UNATTR",
+        former: &[],
         glyph: '░',
         ascii_glyph: ':',
         meaning: "held by a visible process without a feed: not split",
     },
     Spelling {
         name: "other",
-        short: "other",
+        short: None,
         head: "OTHER",
-        short_head: "OTHER",
+        former: &[],
         glyph: '×',
         ascii_glyph: 'x',
         meaning: "driver reservation, other PID namespaces, exited PIDs",
     },
     Spelling {
         name: "free",
-        short: "free",
+        short: None,
         head: "FREE",
-        short_head: "FREE",
+        former: &[],
         glyph: '·',
         ascii_glyph: '.',
         meaning: "free device memory",
@@ -270,6 +286,13 @@ mod tests {
             );
             assert_eq!(Layer::named(layer.name()), Some(layer));
             assert_eq!(Layer::named(layer.short()), Some(layer));
+            // One head at every width: the short form (else the name) in capitals.
+            assert_eq!(layer.head(), layer.short().to_uppercase());
+            assert_ne!(
+                layer.short_form(),
+                Some(layer.name()),
+                "a short form is shorter"
+            );
             layers.add(layer, i as u64);
         }
         // The struct's fields are the layers' names, each holding its own layer.
@@ -289,5 +312,20 @@ mod tests {
             ascii.iter().all(|c| c.is_ascii_graphic()),
             "printable, not blank: {ascii:?}"
         );
+    }
+
+    #[test]
+    fn spellings_of_older_strata_are_still_read_but_never_written() {
+        // A recording's climb said `cause: "cache"`.
+        assert_eq!(Layer::named("cache"), Some(Layer::Cached));
+        assert_eq!(Layer::named("CACHE"), None, "names are lower case");
+        for layer in Layer::ALL {
+            for former in layer.spelling().former {
+                assert_ne!(layer.short(), *former);
+                assert_ne!(layer.name(), *former);
+            }
+        }
+        assert_eq!(Layer::Cached.short(), "cached");
+        assert_eq!(Layer::Context.head(), "CTX");
     }
 }

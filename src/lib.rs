@@ -93,7 +93,7 @@ pub mod text;
 // The full-screen monitor's event loop.
 pub mod tui;
 // Human-readable figures: binary units, `n/a` for unknown.
-pub(crate) mod units;
+pub mod units;
 // What this build is: version, commit, date, feed protocol.
 pub(crate) mod version;
 

@@ -401,9 +401,9 @@ fn serve(common: &SourceArgs, args: &ServeArgs) -> anyhow::Result<()> {
     let source = open_source(common, 0.0)?.boxed();
     let address = listener.local_addr()?;
     println!(
-        "strata serve: http://{address}/metrics ({}, a sample every {} s)",
+        "strata serve: http://{address}/metrics ({}, a sample every {})",
         source.label(),
-        common.interval()
+        strata::units::interval(common.interval())
     );
     std::io::stdout().flush()?;
     let recorder = match (&args.record, args.ring.ring) {

@@ -11,16 +11,22 @@ pub(crate) fn bytes(value: u64) -> String {
 /// The binary units, to the largest a `u64` reaches (16 EiB).
 const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
-/// Bytes as three significant figures and their unit: `("38.2", "GiB")`. Every `u64` has a
-/// unit (the largest, 2^64 − 1, is `16.0 EiB`): no figure of four digits but bytes below
-/// 1 KiB.
+/// Bytes as three significant figures and their unit: `("38.2", "GiB")`. A figure changes
+/// unit at 1024 of the one below, so it is never below 1 in its unit and one magnitude is one
+/// unit in every column: 1000 to 1023 of a unit are shown whole (`1000`..`1023`, as bytes
+/// below 1 KiB are), never as `0.98` of the next. At most four digits; every `u64` has a unit
+/// (the largest, 2^64 − 1, is `16.0 EiB`).
 pub(crate) fn scaled(value: u64) -> (String, &'static str) {
-    if value < 1024 {
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && value >> (10 * (unit + 1)) > 0 {
+        unit += 1;
+    }
+    if unit == 0 {
         return (value.to_string(), UNITS[0]);
     }
-    let mut scaled = value as f64;
-    let mut unit = 0;
-    while scaled >= 999.5 && unit + 1 < UNITS.len() {
+    let mut scaled = value as f64 / (1u64 << (10 * unit)) as f64;
+    // Rounded to `1024`, a figure is its next unit's `1.00` (1023.7 MiB is `1.00 GiB`).
+    if scaled.round() >= KIB && unit + 1 < UNITS.len() {
         scaled /= KIB;
         unit += 1;
     }
@@ -54,6 +60,22 @@ pub(crate) fn gib(value: u64) -> String {
 /// A percentage, `n/a` when unknown.
 pub(crate) fn opt_percent(value: Option<u32>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v}%"))
+}
+
+/// A sampling interval, as every screen and line writes it: seconds to two decimals at
+/// most, without trailing zeros, and the unit: `1s`, `0.5s`, `0.25s`, `2.5s`, `10s`; `n/a`
+/// where it is no interval (not finite, or not above zero).
+pub fn interval(secs: f64) -> String {
+    if !secs.is_finite() || secs <= 0.0 {
+        return "n/a".into();
+    }
+    let text = format!("{secs:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    // Below 0.005 s two decimals round to nothing: say the milliseconds.
+    if text == "0" {
+        return format!("{}ms", (secs * 1000.0).round().max(1.0));
+    }
+    format!("{text}s")
 }
 
 /// Seconds as a short duration: `42s`, `3m07s`, `2h05m`.
@@ -111,8 +133,39 @@ mod tests {
         assert_eq!(bytes(12 << 30), "12.0 GiB");
         assert_eq!(bytes(80 * (1 << 30)), "80.0 GiB");
         assert_eq!(bytes(512 << 20), "512 MiB");
-        assert_eq!(bytes(1000 << 20), "0.98 GiB");
         assert_eq!(opt_bytes(None), "n/a");
+    }
+
+    /// One magnitude, one unit: a figure changes unit at 1024 of the one below, so 1000 to
+    /// 1023 MiB are `1000M`..`1023M` beside `988M` in a column, never `0.98G`.
+    #[test]
+    fn a_unit_changes_at_1024_of_the_one_below() {
+        assert_eq!(bytes(1000 << 20), "1000 MiB");
+        assert_eq!(short_bytes(1023 << 20), "1023M");
+        assert_eq!(short_bytes(988 << 20), "988M");
+        assert_eq!(short_bytes(1 << 30), "1.00G");
+        assert_eq!(short_bytes(1000 << 10), "1000K");
+        assert_eq!(bytes((1000 << 20) - (300 << 10)), "1000 MiB", "999.7 MiB");
+        assert_eq!(
+            bytes((1 << 30) - (300 << 10)),
+            "1.00 GiB",
+            "1023.7 MiB rounds to 1 GiB"
+        );
+        // Every figure is at least 1 in its unit, and below 1024 of it, as shown.
+        for value in (0..4096u64).map(|i| i * 997 * 1021 + 1023) {
+            let (number, unit) = scaled(value);
+            let figure: f64 = number.parse().expect("a number");
+            assert!(
+                (1.0..1024.0).contains(&figure) || value == 0,
+                "{number} {unit}"
+            );
+            let power = UNITS.iter().position(|u| *u == unit).expect("a unit") as u32;
+            let exact = value as f64 / 1024f64.powi(power as i32);
+            assert!(
+                (figure - exact).abs() <= exact * 0.006,
+                "{value}: {number} {unit}"
+            );
+        }
     }
 
     #[test]
@@ -120,11 +173,7 @@ mod tests {
         assert_eq!(bytes(u64::MAX), "16.0 EiB");
         assert_eq!(bytes(8192 << 50), "8.00 EiB");
         assert_eq!(bytes(999 << 50), "999 PiB");
-        assert_eq!(
-            bytes((1000 << 20) - (300 << 10)),
-            "0.98 GiB",
-            "999.7 MiB: never 1000 MiB"
-        );
+        assert_eq!(bytes(1000 << 50), "1000 PiB");
         assert_eq!(short_bytes(u64::MAX), "16.0E");
         assert_eq!(short_bytes(50 << 20), "50.0M");
         assert_eq!(short_bytes(1 << 20), "1.00M");
@@ -133,6 +182,25 @@ mod tests {
             let (number, unit) = scaled(1u64 << shift);
             assert!(number.len() <= 4 && !unit.is_empty(), "{number} {unit}");
         }
+        for shift in 0..64 {
+            let (number, unit) = scaled((1u64 << shift).wrapping_sub(1).max(1) | 1);
+            assert!(number.len() <= 4 && !unit.is_empty(), "{number} {unit}");
+        }
+    }
+
+    #[test]
+    fn an_interval_has_one_spelling() {
+        assert_eq!(interval(1.0), "1s");
+        assert_eq!(interval(10.0), "10s");
+        assert_eq!(interval(0.2), "0.2s");
+        assert_eq!(interval(0.5), "0.5s");
+        assert_eq!(interval(0.25), "0.25s");
+        assert_eq!(interval(2.5), "2.5s");
+        assert_eq!(interval(0.05), "0.05s");
+        assert_eq!(interval(0.001), "1ms");
+        assert_eq!(interval(0.0), "n/a");
+        assert_eq!(interval(f64::NAN), "n/a");
+        assert_eq!(interval(-1.0), "n/a");
     }
 
     #[test]

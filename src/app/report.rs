@@ -104,7 +104,11 @@ mod tests {
         assert!(std::fs::read_to_string(dir.join(svg))
             .expect("the chart")
             .starts_with("<svg"));
-        assert!(written.contains("at story 15m05s"), "{written}");
+        assert!(
+            written.contains("at 2026-01-01 09:15:05.0 UTC"),
+            "{written}"
+        );
+        assert!(written.contains("the demo's story 15m05s"), "{written}");
         let notice = s.notice.as_ref().expect("a notice");
         assert!(!notice.alert);
         assert!(notice.text.contains(name), "{}", notice.text);

@@ -41,7 +41,7 @@ impl Cause {
     fn name(self) -> &'static str {
         match self {
             Cause::Live => Layer::Live.name(),
-            Cause::Cache => Layer::Cached.short(),
+            Cause::Cache => Layer::Cached.name(),
             Cause::OutsidePool => Layer::OutsidePool.name(),
             Cause::Unattributed => Layer::Unattributed.name(),
             Cause::NoProcess => "no_process",
@@ -52,7 +52,7 @@ impl Cause {
         match self {
             Cause::Live => "live tensors climbing: references kept?",
             Cause::Cache => {
-                "the allocator's cache climbing while live tensors are flat: a widening mix of shapes?"
+                "the allocator's cached memory climbing while live tensors are flat: a widening mix of shapes?"
             }
             Cause::OutsidePool => {
                 "memory outside the pool climbing (NCCL, cuDNN, custom CUDA?)"

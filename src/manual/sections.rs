@@ -364,12 +364,15 @@ pub(super) fn extra(command: &clap::Command, root: &clap::Command) -> String {
             "Each GPU's memory (and each MIG instance's) is split, to the byte, into these layers; a layer nobody reports is n/a, never 0:",
         );
         for layer in Layer::ALL {
-            let tag = format!(
-                "{} ({}, {})",
-                bold(layer.name()),
-                roff(layer.short()),
-                layer.glyph()
-            );
+            let tag = match layer.short_form() {
+                Some(short) => format!(
+                    "{} ({}, {})",
+                    bold(layer.name()),
+                    roff(short),
+                    layer.glyph()
+                ),
+                None => format!("{} ({})", bold(layer.name()), layer.glyph()),
+            };
             item(&mut out, &tag, layer.meaning());
         }
         section(&mut out, "KEYS");

@@ -19,8 +19,9 @@ pub fn opening_line(source: &str, interval: f64, into: &str, duration: Option<Du
         None => "Ctrl-C (or TERM, HUP) stops it".to_string(),
     };
     format!(
-        "recording {} every {interval} s into {into}; {stops}, and what was recorded is saved",
-        crate::text::clean(source)
+        "recording {} every {} into {into}; {stops}, and what was recorded is saved",
+        crate::text::clean(source),
+        crate::units::interval(interval)
     )
 }
 
@@ -118,7 +119,7 @@ mod tests {
         );
         assert_eq!(
             line,
-            "recording the demo node every 0.5 s into n.zst (strata.recording/2, zstd); Ctrl-C (or TERM, HUP) stops it, and what was recorded is saved"
+            "recording the demo node every 0.5s into n.zst (strata.recording/2, zstd); Ctrl-C (or TERM, HUP) stops it, and what was recorded is saved"
         );
         let line = opening_line("x\x1b[2J", 1.0, "n.zst", Some(Duration::from_secs(1800)));
         assert!(line.contains("stops after 30m00s (--duration)"), "{line}");

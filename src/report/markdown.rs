@@ -56,21 +56,20 @@ pub(crate) fn count(value: Option<u64>) -> String {
     value.map_or_else(|| "n/a".into(), |v| v.to_string())
 }
 
-/// How instants are told: UTC date and time for a real node, story time for the demo (whose
-/// clock runs faster than the wall's and starts at a fixed origin).
+/// How instants are told: UTC date and time, the demo's too; `demo` says the demo's story
+/// time once, beside the report's own instant (its clock runs faster than the wall's and
+/// starts at a fixed origin).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
     pub(crate) demo: bool,
 }
 
 impl Clock {
-    /// An instant (unix seconds): `2026-11-29 15:02:45.3 UTC`, or `story 15m05s`.
+    /// An instant (unix seconds) in wall-clock UTC, the report's one clock (the demo's
+    /// story time is said once, beside the report's time): `2026-11-29 15:02:45.3 UTC`.
     pub(crate) fn at(self, unix_secs: f64) -> String {
         if !unix_secs.is_finite() {
             return "n/a".into();
-        }
-        if self.demo {
-            return crate::source::demo::story_time(unix_secs);
         }
         let nanos = (unix_secs * 1e9).round() as i128;
         match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
@@ -148,14 +147,13 @@ mod tests {
     }
 
     #[test]
-    fn instants_are_utc_or_story_time() {
+    fn instants_are_utc_the_demos_too() {
         let real = Clock { demo: false };
         assert_eq!(real.at(1_767_258_000.25), "2026-01-01 09:00:00.2 UTC");
         let demo = Clock { demo: true };
-        assert_eq!(
-            demo.at(crate::source::demo::DEMO_EPOCH + 905.0),
-            "story 15m05s"
-        );
+        let at = crate::source::demo::DEMO_EPOCH + 905.0;
+        assert_eq!(demo.at(at), real.at(at));
+        assert!(demo.at(at).ends_with(" UTC"), "{}", demo.at(at));
         assert_eq!(Clock::stamp(1_767_258_905.9), "20260101-091505");
         assert_eq!(offset(-0.44, "NVML"), "0.4 s before NVML");
         assert_eq!(offset(0.01, "NVML"), "at the same instant as NVML");

@@ -2,7 +2,7 @@
 //! Markdown, for an issue tracker. It holds what the OOM-diagnosis guides ask of a
 //! reproducible report: the GPU and its total memory, driver and CUDA versions, per process
 //! the framework, its version and allocator backend, allocated, reserved and their peaks with
-//! the interval each peak holds over, the driver-visible usage at the same instant, the last
+//! the interval each peak holds over, used (NVML's) at the same instant, the last
 //! OOM with its requested size, and the active findings with their evidence.
 //!
 //! Every figure carries its metric name and unit, and exact bytes beside the human form, so
@@ -27,7 +27,7 @@ use markdown::{escape, figure, opt_escape, Clock};
 use std::fmt::Write;
 
 /// The report of the instant `observed`, with the peaks `history` holds up to it. `demo`
-/// tells instants as the demo's story time.
+/// says the demo's story time beside the report's instant; every time is UTC.
 pub fn markdown(observed: &Observed, history: &History, demo: bool) -> String {
     let clock = Clock { demo };
     let mut out = String::new();
@@ -71,8 +71,9 @@ fn header(out: &mut String, observed: &Observed, history: &History, clock: Clock
     let _ = writeln!(out, "| host | {} |", escape(&s.host));
     let when = if clock.demo {
         format!(
-            "{} (story time: the demo's simulated clock, not a UTC time)",
-            clock.at(s.time)
+            "{} (the demo's {}: its simulated clock, since its story began)",
+            clock.at(s.time),
+            crate::source::demo::story_time(s.time)
         )
     } else {
         clock.at(s.time)
@@ -85,8 +86,8 @@ fn header(out: &mut String, observed: &Observed, history: &History, clock: Clock
     let _ = writeln!(out, "| NVML reading | {poll} |");
     let _ = writeln!(
         out,
-        "| sampling interval | {} s{} |",
-        s.interval,
+        "| sampling interval | {}{} |",
+        crate::units::interval(s.interval),
         if clock.demo { " (story seconds)" } else { "" }
     );
     let _ = writeln!(out, "| strata | {} |", env!("CARGO_PKG_VERSION"));

@@ -180,7 +180,7 @@ fn fed(
     let at_nvml = format!("NVML's reading ({})", clock.at(s.time));
     row(
         out,
-        "driver-visible usage",
+        "used",
         "NVML `usedGpuMemory` (per process)",
         &figure(p.used),
         &at_nvml,
@@ -252,7 +252,7 @@ fn fed(
     );
     peak_row(
         out,
-        "peak driver-visible usage (strata)",
+        "peak used (strata)",
         "max of NVML `usedGpuMemory` seen".into(),
         series(Metric::Used),
     );
@@ -276,7 +276,7 @@ fn fed(
     };
     row(
         out,
-        "outside pool",
+        Layer::OutsidePool.name(),
         "NVML `usedGpuMemory` − reserved − context",
         &bounded(crate::layers::Layer::OutsidePool, l.outside_pool),
         &outside_holds,

@@ -181,7 +181,7 @@ fn unknown_figures_are_na_never_zero() {
     let report = markdown(&observed, &History::default(), true);
     assert!(report.contains("| NVIDIA driver | n/a (NVML"), "{report}");
     assert!(report.contains("| total memory | NVML `total` (`nvmlDeviceGetMemoryInfo_v2`) | n/a |"));
-    assert!(report.contains("| driver-visible usage | NVML `usedGpuMemory` (per process) | n/a |"));
+    assert!(report.contains("| used | NVML `usedGpuMemory` (per process) | n/a |"));
     assert!(report.contains("Layers: n/a at this instant: memory not reported by NVML."));
     // Without history, strata's peaks say so rather than show a number.
     assert!(report.contains("| peak allocated (strata) | max of `allocated_bytes.all.current` seen | n/a | no history held |"));

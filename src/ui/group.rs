@@ -60,7 +60,7 @@ fn lines(
     )];
     out.push(Line::raw(fit(
         &format!(
-            "  NVML used      {}   (summed over the members at this sample; peaks are never summed)",
+            "  used           {}   (summed over the members at this sample; peaks are never summed)",
             sum(group.used, if group.used_partial { "≥" } else { "" })
         ),
         width,

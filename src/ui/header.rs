@@ -37,17 +37,17 @@ pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, them
     let gpus = sample.map_or(0, |s| s.gpus.len());
     // The demo's story runs faster than the clock: its time is story time, never called UTC.
     let story = state.setup.demo;
+    // One clock, said at every width: wall-clock UTC, or the demo's story time, labelled.
     let clock = match sample {
-        None => "--:--:--".into(),
+        None => "--:--:-- UTC".into(),
         Some(s) if story => crate::source::demo::story_time(s.time),
-        Some(s) => units::clock(s.time),
+        Some(s) => format!("{} UTC", units::clock(s.time)),
     };
-    let utc = if story { "" } else { " UTC" };
     let (mode, mode_short) = mode(state);
     let plural = if gpus == 1 { "" } else { "s" };
     let label = &state.setup.source_label;
     // The interval of the samples themselves, as the JSON says (the demo's in story seconds).
-    let interval = sample.map_or(state.setup.interval, |s| s.interval);
+    let interval = units::interval(sample.map_or(state.setup.interval, |s| s.interval));
     // The richest line that fits; the state (live, stale, paused, recording) is in every one.
     // The host's CPU and memory, where known: in every line down to the narrowest ones, which
     // keep the state, the host and the clock first.
@@ -57,11 +57,11 @@ pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, them
         None => (String::new(), String::new()),
     };
     let mut variants = vec![
-        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval:.1}s │ {clock}{utc}{figures_long} │ {mode} │ ? help"),
-        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ {interval:.1}s │ {clock}{figures_short} │ {mode}"),
-        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval:.1}s │ {clock}{figures_short} │ {mode_short}"),
-        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval}s │ {clock}{figures_short} │ {mode_short}"),
-        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval}s │ {clock} │ {mode_short}"),
+        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_long} │ {mode} │ ? help"),
+        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_short} │ {mode}"),
+        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
+        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
+        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock} │ {mode_short}"),
         format!(" {mode_short} │ {host} │ {clock}{figures_short} │ drv {driver} │ CUDA {cuda}"),
         format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
     ];
@@ -354,6 +354,24 @@ mod tests {
             assert!(line.contains("● live"), "{width}: {line}");
             assert!(!line.contains("stale"), "{width}: {line}");
         }
+    }
+
+    /// One clock, said: wherever the header shows the time it says UTC, and the interval is
+    /// spelled one way (`1s`, never `1.0s`).
+    #[test]
+    fn the_clock_says_utc_and_the_interval_is_spelled_once_at_every_width() {
+        let t0 = Instant::now();
+        let state = state(t0);
+        let time = units::clock(state.current.as_ref().expect("a sample").sample.time);
+        for width in WIDTHS {
+            let line = header(&state, width);
+            if line.contains(&time) {
+                assert!(line.contains(&format!("{time} UTC")), "{width}: {line}");
+            }
+            assert!(!line.contains(".0s"), "{width}: {line}");
+        }
+        let wide = header(&state, 250);
+        assert!(wide.contains("every 10s │"), "{wide}");
     }
 
     #[test]

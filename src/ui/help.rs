@@ -23,7 +23,7 @@ enum Piece {
     },
 }
 
-fn entry(key: &'static str, text: &str) -> Piece {
+fn entry(key: impl Into<std::borrow::Cow<'static, str>>, text: &str) -> Piece {
     Piece::Entry {
         key: vec![Span::raw(key)],
         text: text.into(),
@@ -55,8 +55,11 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
         ),
         entry(
             "s",
-            "sort key (used live frag cache sm cpu host-mem time pid gpu) · S reverse ▲▼; rows \
-             keep their order unless a value moves clearly (its 10-sample peak, ±5%)",
+            &format!(
+                "sort key ({}) · S reverse ▲▼; rows keep their order unless a value moves \
+                 clearly (its 10-sample peak, ±5%)",
+                sort_keys()
+            ),
         ),
         entry(
             "K F9",
@@ -116,8 +119,23 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
              foreign: another PID namespace",
         ),
         entry(
+            "USED:",
+            "used: the memory NVML says the process holds (usedGpuMemory); a GPU's used is \
+             NVML's too (total less free). Every screen, the report and the docs call it used",
+        ),
+        entry(
+            layer_heads(),
+            "its layers, each head the layer's name or its one short form in capitals (the \
+             Layers, below); reserved, the allocator's pool, is live + fragmented + cached",
+        ),
+        entry(
+            "HEADROOM:",
+            "headroom: how far a fed process's peak of live tensors can still grow: free + \
+             reserved - fragmented - that peak (negative: it no longer fits)",
+        ),
+        entry(
             "TREND 10m:",
-            "NVML used, each cell the peak of a minute, scaled from the least to the most \
+            "used, each cell the peak of a minute, scaled from the least to the most \
              shown (512 MiB at least), so a slow climb rises across it; a flagged climb shows \
              its rate and the window it was read over instead (+636M/min 8m: 636 MiB a minute, \
              read over 8 minutes)",
@@ -126,7 +144,7 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
         para(
             "NVML sees a process's memory as one number. A feed is strata's agent inside the \
              Python job reading its allocator (PyTorch, JAX, CuPy), which splits that number \
-             into live tensors, cache, free split pieces and memory outside the pool. Get one: \
+             into its layers: live, fragmented, cached and outside_pool (below). Get one: \
              strata run -- python train.py (or import strata_feed; strata_feed.start()), or \
              strata attach PID for a running Python 3.14+ job.",
         ),
@@ -144,8 +162,20 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
         ),
         entry(
             "~",
-            "an estimated context · ≥ a lower bound (a process's share unknown)",
+            "an estimate: a context read from paired samples, at most that much (~856M)",
         ),
+        entry(
+            "≥",
+            "a lower bound, at least this: outside_pool beside an estimated context, a sum \
+             with a member's share unknown (≥0B)",
+        ),
+        entry(
+            "≤",
+            "an upper bound, at most this: a context not yet split from outside_pool, other \
+             while the process list cannot be read",
+        ),
+        entry("n/a", "unknown: not reported, or not readable here; never 0"),
+        entry("…", "cut to fit the width (ASCII: ~ or ...); the detail view has it whole"),
         entry(
             "T",
             "C compute · G graphics · CG both · M MPS client; CPU% of one core; HMEM host \
@@ -155,12 +185,19 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
             key: vec![Span::styled(PARTIAL_GLYPH.to_string(), theme.alert())],
             text: "strata view: bytes of a layer known only in part · blank: unknown".into(),
         },
+        Piece::Head("Clocks and intervals"),
+        para(
+            "Times are wall-clock UTC (09:14:05 UTC) in every view, the report and the JSON's \
+             prose; the demo's header shows its story time instead, labelled story (story \
+             15m05s: since its story began). Durations are 42s, 3m07s, 2h05m; the sampling \
+             interval is every 1s, 0.5s; rates are per minute (/min).",
+        ),
         Piece::Head("Per GPU and per MIG instance, at one instant"),
         para(
             "total = live + fragmented + cached + outside_pool + context + unattributed + \
              other + free",
         ),
-        para("NVML used = context + outside_pool + reserved (a process with a feed)"),
+        para("used = context + outside_pool + reserved (a process with a feed)"),
         para("reserved = live + fragmented + cached"),
         para("n/a is unknown, never 0; a feed 3 intervals old is stale, not mixed in"),
         Piece::Head("History"),
@@ -187,6 +224,28 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
         });
     }
     pieces
+}
+
+/// The sort keys in the order `s` steps through them, as the footer names them.
+fn sort_keys() -> String {
+    crate::present::sort::SortKey::CYCLE
+        .iter()
+        .map(|k| k.label())
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// The process table's layer columns, as their heads spell them.
+fn layer_heads() -> String {
+    let heads = [
+        Layer::Live,
+        Layer::Cached,
+        Layer::Fragmented,
+        Layer::Context,
+        Layer::OutsidePool,
+    ]
+    .map(Layer::head);
+    format!("{}:", heads.join(" "))
 }
 
 /// Where an entry's text goes on, under its first line.

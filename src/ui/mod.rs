@@ -175,3 +175,5 @@ mod tests;
 mod tests_layout;
 #[cfg(test)]
 mod tests_strata_and_evidence;
+#[cfg(test)]
+mod tests_vocabulary;

@@ -95,7 +95,7 @@ fn literals(code: &str) -> Vec<(usize, String)> {
 fn spellings() -> Vec<&'static str> {
     Layer::ALL
         .into_iter()
-        .flat_map(|l| [l.name(), l.short(), l.head(), l.short_head()])
+        .flat_map(|l| [l.name(), l.short(), l.head()])
         .collect()
 }
 

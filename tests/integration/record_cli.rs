@@ -108,7 +108,7 @@ fn assert_said(out: &std::process::Output, name: &str, stopped: &str) -> String 
     assert!(
         lines[0].starts_with("strata: recording the simulated demo node")
             && lines[0].contains(&format!("/{name} ("))
-            && lines[0].contains("every 0.05 s")
+            && lines[0].contains("every 0.05s")
             && lines[0].contains("Ctrl-C"),
         "{name}: {stderr}"
     );
@@ -241,8 +241,7 @@ fn record_says_at_once_what_it_records_and_how_it_stops() {
         "said while it records"
     );
     assert!(
-        first
-            .starts_with("strata: recording the simulated demo node (demo ×20) every 0.05 s into ")
+        first.starts_with("strata: recording the simulated demo node (demo ×20) every 0.05s into ")
             && first.contains("now.jsonl.zst (JSON lines, zstd)")
             && first.ends_with("Ctrl-C (or TERM, HUP) stops it, and what was recorded is saved"),
         "{first}"

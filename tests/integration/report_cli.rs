@@ -219,7 +219,7 @@ fn every_figure_in_the_report_equals_the_json_snapshots() {
             .unwrap_or_else(|| panic!("no section for PID {pid} on {uuid}"));
         let feed = &p["feed"];
         for (row, value) in [
-            ("driver-visible usage", &p["used"]),
+            ("used", &p["used"]),
             ("allocated", &feed["allocated"]),
             ("reserved", &feed["reserved"]),
             ("fragmented", &feed["inactive_split"]),
@@ -227,7 +227,7 @@ fn every_figure_in_the_report_equals_the_json_snapshots() {
             ("peak allocated (allocator)", &feed["peak_allocated"]),
             ("peak reserved (allocator)", &feed["peak_reserved"]),
             ("context", &p["layers"]["context"]),
-            ("outside pool", &p["layers"]["outside_pool"]),
+            ("outside_pool", &p["layers"]["outside_pool"]),
             ("cached", &p["layers"]["cached"]),
         ] {
             assert_eq!(row_value(lines, row), value.as_u64(), "PID {pid} {row}");

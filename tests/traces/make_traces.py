@@ -329,7 +329,7 @@ def cache_growth(rng):
              cache=[leak(M(8), 120)], outside=[constant(1024 * MiB)])
     return ("Reserved climbs 120 MiB/min from minute 8 while live tensors stay flat: a "
             "widening distribution of shapes keeps adding segments to the cache.", 40, [g],
-            [p], [climb("cache", p, M(8), 120)], False)
+            [p], [climb("cached", p, M(8), 120)], False)
 
 
 @story
@@ -338,7 +338,7 @@ def cache_growth_slow(rng):
     p = Proc(60999, g, T0 - 1800, live=running(14 * GiB), step_amp=1 * GiB, noise=30 * MiB,
              cache=[leak(M(5), 35)], outside=[constant(512 * MiB)])
     return ("Reserved climbs 35 MiB/min from minute 5 with live tensors flat.", 45, [g], [p],
-            [climb("cache", p, M(5), 35)], False)
+            [climb("cached", p, M(5), 35)], False)
 
 
 @story

@@ -86,7 +86,7 @@ fn a_climb_with_its_cause_within_the_deadline_is_on_time() {
 #[test]
 fn a_climb_with_another_cause_is_a_false_flag_and_a_miss() {
     let l = labels(false, vec![climb("live", Some(7), 10.0, 85.0)]);
-    let f = findings(&[finding("climb", Some(7), 12.0, r#"{"cause":"cache"}"#)]);
+    let f = findings(&[finding("climb", Some(7), 12.0, r#"{"cause":"cached"}"#)]);
     let s = score("t", T0, &l, &f);
     assert!(s.outcomes[0].flagged.is_none());
     assert_eq!(s.climbs, vec![(f[0].clone(), false)]);
@@ -180,10 +180,10 @@ fn any_climb_on_a_normal_trace_fails_it() {
 
 #[test]
 fn the_earliest_matching_flag_counts_and_repeats_are_true_positives() {
-    let l = labels(false, vec![climb("cache", Some(2), 8.0, 120.0)]);
+    let l = labels(false, vec![climb("cached", Some(2), 8.0, 120.0)]);
     let f = findings(&[
-        finding("climb", Some(2), 30.0, r#"{"cause":"cache"}"#),
-        finding("climb", Some(2), 14.0, r#"{"cause":"cache"}"#),
+        finding("climb", Some(2), 30.0, r#"{"cause":"cached"}"#),
+        finding("climb", Some(2), 14.0, r#"{"cause":"cached"}"#),
     ]);
     let s = score("t", T0, &l, &f);
     assert_eq!(s.outcomes[0].time_to_flag(), Some(360.0));
@@ -224,7 +224,7 @@ fn the_report_has_a_row_per_expected_event_and_the_totals() {
     );
     let f = findings(&[
         finding("climb", Some(7), 13.0, r#"{"cause":"live"}"#),
-        finding("climb", Some(8), 13.0, r#"{"cause":"cache"}"#),
+        finding("climb", Some(8), 13.0, r#"{"cause":"cached"}"#),
     ]);
     let text = report(&[score("leak", T0, &l, &f)]);
     assert!(

@@ -37,7 +37,7 @@ pub(super) fn by_kind(kind: FindingKind) -> Vec<String> {
     use FindingKind as K;
     match kind {
         K::Climb => vec![
-            "Look at which layer climbs in the evidence view: live tensors kept across steps, a cache of widening shapes, or memory outside the pool.".into(),
+            "Look at which layer climbs in the evidence view: live (tensors kept across steps), cached (a widening mix of shapes) or outside_pool.".into(),
         ],
         K::Fragmentation => reshape(Some("torch"), None, None),
         K::AllocRetries => retries(None),
@@ -71,16 +71,16 @@ fn by_cause(cause: &str, per_step: Option<i64>) -> Vec<String> {
             },
             "In PyTorch, `torch.cuda.memory._record_memory_history()` and a memory snapshot show where the kept tensors were allocated.".into(),
         ],
-        c if c == Layer::Cached.short() || c == Layer::Cached.name() => vec![
-            "Bucket or pad batches to a few shapes: live tensors are flat while the cache grows, so the shapes asked for are widening.".into(),
-            "The cache is reused, not leaked: it stops growing once the shapes stop widening.".into(),
+        c if Layer::named(c) == Some(Layer::Cached) => vec![
+            "Bucket or pad batches to a few shapes: live tensors are flat while cached memory grows, so the shapes asked for are widening.".into(),
+            "Cached memory is reused, not leaked: it stops growing once the shapes stop widening.".into(),
         ],
         c if c == Layer::OutsidePool.name() => vec![
             "Look outside the allocator: NCCL buffers (a new communicator), cuDNN or cuBLAS handles and kernels loaded as new shapes appear, CUDA graphs being captured, or a library calling cudaMalloc itself.".into(),
             "NCCL sizes its buffers by `NCCL_BUFFSIZE` per channel, so each new communicator adds them.".into(),
         ],
         c if c == Layer::Unattributed.name() => vec![
-            "If the job has no allocator feed, run it under `strata run -- CMD` to see which layer grows: live tensors, the cache or memory outside the pool.".into(),
+            "If the job has no allocator feed, run it under `strata run -- CMD` to see which layer grows: live, cached or outside_pool.".into(),
         ],
         _ => vec![
             "Look for a holder NVML does not list here: a process in another container or PID namespace (`nvidia-smi` on the host), or an MPS server.".into(),
@@ -153,8 +153,8 @@ fn retries(e: Option<&Retries>) -> Vec<String> {
         )
     });
     vec![
-        "Lower the peak a little, or let the allocator reclaim its cache earlier with `PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8`.".into(),
-        format!("Each retry{counted} freed the whole cache and waited on the GPU; if fragmentation is raised for this process too, treat that first."),
+        "Lower the peak a little, or let the allocator reclaim cached memory earlier with `PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8`.".into(),
+        format!("Each retry{counted} freed all its cached memory and waited on the GPU; if fragmentation is raised for this process too, treat that first."),
     ]
 }
 

@@ -219,7 +219,7 @@ pub(super) fn retries(out: &mut Findings, now: f64, history: &History, id: &Proc
         Some(&id.device_uuid),
         Some(id.pid),
         format!(
-            "{who}: {rise} allocation retries in the last {} ({total} in all): the allocator had to free its cache to allocate, the step before out-of-memory",
+            "{who}: {rise} allocation retries in the last {} ({total} in all): the allocator had to free its cached memory to allocate, the step before out-of-memory",
             duration(RETRY_WINDOW)
         ),
         Evidence::AllocRetries(Retries {

@@ -91,9 +91,10 @@ pub(super) fn section(rows: &mut Rows, observed: &Observed, p: &ProcessSample, t
     };
     row(rows, "checks", checks, style);
     if let Some(hello) = &record.hello {
-        let interval = hello
-            .interval
-            .map_or_else(|| "n/a".into(), |i| format!("every {i:.2} s"));
+        let interval = hello.interval.map_or_else(
+            || "n/a".into(),
+            |i| format!("every {}", crate::units::interval(i)),
+        );
         row(
             rows,
             "agent",

@@ -1,4 +1,4 @@
-//! The reconciliation view's history: sparklines of NVML used and live tensors with a
+//! The reconciliation view's history: sparklines of used (NVML's) and live tensors with a
 //! flagged climb's start marked, and live memory at the end of each step, against step.
 
 use super::Rows;

@@ -1,4 +1,4 @@
-//! The reconciliation view of one process: NVML used = context + outside_pool + reserved,
+//! The reconciliation view of one process: used (NVML's) = context + outside_pool + reserved,
 //! reserved = live + fragmented + cached, each with its metric, unit and time.
 
 mod feed;
@@ -10,6 +10,7 @@ use crate::accounting::{FeedStatus, ProcessAccount};
 use crate::app::State;
 use crate::context::ContextSource;
 use crate::detect::device_name;
+use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::present::{fit, grouped, metric_names, peak_words, state_label};
 use crate::sample::ProcessSample;
@@ -185,7 +186,7 @@ fn reconcile(
         theme.table_header(),
     );
     rows.value(
-        "NVML used",
+        "used",
         "NVML usedGpuMemory",
         p.used,
         &nvml_time,
@@ -205,11 +206,11 @@ fn reconcile(
                     "n/a: the allocator does not report its pool",
                 ),
                 Some(ContextSource::Observed) => (
-                    "observed: NVML used while the pool was empty",
+                    "observed: used while the pool was empty",
                     "used - reserved - context",
                 ),
                 Some(ContextSource::Reported) => (
-                    "reported by the agent: its NVML used at CUDA init, pool empty",
+                    "reported by the agent: its used at CUDA init, pool empty",
                     "used - reserved - context",
                 ),
                 Some(ContextSource::Estimated) => (
@@ -223,23 +224,23 @@ fn reconcile(
                 ),
             };
             rows.value(
-                " = context",
+                &format!(" = {}", Layer::Context.name()),
                 context_metric,
                 layers.context,
                 &nvml_time,
-                theme.layer(crate::layers::Layer::Context),
+                theme.layer(Layer::Context),
             );
             let outside_mark = account
                 .bounds()
-                .get(&crate::layers::Layer::OutsidePool)
+                .get(&Layer::OutsidePool)
                 .map_or("", |b| b.mark());
             rows.marked(
-                " + outside_pool",
+                &format!(" + {}", Layer::OutsidePool.name()),
                 outside_metric,
                 layers.outside_pool,
                 outside_mark,
                 &nvml_time,
-                theme.layer(crate::layers::Layer::OutsidePool),
+                theme.layer(Layer::OutsidePool),
             );
             rows.value(
                 " + reserved",
@@ -249,30 +250,30 @@ fn reconcile(
                 Style::new(),
             );
             rows.value(
-                "    = live",
+                &format!("    = {}", Layer::Live.name()),
                 &format!("{fw} {}", names.allocated),
                 layers.live,
                 &when,
-                theme.layer(crate::layers::Layer::Live),
+                theme.layer(Layer::Live),
             );
             rows.value(
-                "    + fragmented",
+                &format!("    + {}", Layer::Fragmented.name()),
                 &format!("{fw} {}", names.inactive_split),
                 layers.fragmented,
                 &when,
-                theme.layer(crate::layers::Layer::Fragmented),
+                theme.layer(Layer::Fragmented),
             );
             rows.value(
-                "    + cached",
+                &format!("    + {}", Layer::Cached.name()),
                 "reserved - live - fragmented",
                 layers.cached,
                 &when,
-                theme.layer(crate::layers::Layer::Cached),
+                theme.layer(Layer::Cached),
             );
             let outside = layers.outside_pool.unwrap_or(0);
             let check = match (p.used, layers.context, stats.reserved) {
                 (Some(_), _, None) => format!(
-                    "the pool is not reported ({}): only live is split; NVML used - live = {} is shown unsplit, as unattributed",
+                    "the pool is not reported ({}): only live is split; used - live = {} is shown unsplit, as unattributed",
                     stats
                         .unreported
                         .get("reserved")
@@ -280,7 +281,7 @@ fn reconcile(
                     units::opt_bytes(layers.unattributed)
                 ),
                 (Some(used), Some(c), Some(reserved)) if c + outside + reserved == used => {
-                    "check: context + outside_pool + reserved = NVML used, exactly".to_string()
+                    "check: context + outside_pool + reserved = used, exactly".to_string()
                 }
                 (None, _, _) => {
                     "NVML does not report this process's usage: context and outside_pool are n/a"
@@ -299,7 +300,7 @@ fn reconcile(
                 if let Some(c) = crate::context::reported_context(sample, feed) {
                     rows.text(
                         format!(
-                            "context reported by the agent: NVML's used of this process at {} UTC, its pool empty ({})",
+                            "context reported by the agent: this process's used at {} UTC, its pool empty ({})",
                             clock_tenths(c.time),
                             c.method.as_deref().unwrap_or("method n/a")
                         ),
@@ -346,14 +347,18 @@ fn reconcile(
                 let sign = if room.bytes < 0 { "-" } else { "" };
                 rows.text(
                     format!(
-                        "{:<18}{sign}{} = NVML free + reserved - fragmented ({}) - peak live {} ({})",
+                        "{:<18}{sign}{} = free + reserved - fragmented ({}) - peak live {} ({})",
                         "headroom",
                         units::bytes(room.bytes.unsigned_abs()),
                         units::bytes(room.usable_bytes),
                         units::bytes(room.peak_live_bytes),
                         peak_words(&room)
                     ),
-                    if room.bytes < 0 { theme.alert() } else { Style::new() },
+                    if room.bytes < 0 {
+                        theme.alert()
+                    } else {
+                        Style::new()
+                    },
                 );
             }
             let largest_when = stats
@@ -418,8 +423,7 @@ fn reconcile(
                 theme.stale(),
             );
             rows.text(
-                "NVML used is shown unsplit, as unattributed, until the feed is current again"
-                    .into(),
+                "used is shown unsplit, as unattributed, until the feed is current again".into(),
                 theme.dim(),
             );
         }
@@ -429,7 +433,7 @@ fn reconcile(
                 "no allocator feed: not split",
                 layers.unattributed,
                 &nvml_time,
-                theme.layer(crate::layers::Layer::Unattributed),
+                theme.layer(Layer::Unattributed),
             );
             let hint = match status {
                 FeedStatus::Refused { reason } | FeedStatus::Pending { reason, .. } => reason.clone(),

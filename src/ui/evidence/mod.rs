@@ -314,7 +314,11 @@ fn chart_spec<'a>(
                     "other (memory no listed process holds)",
                     Layer::Other,
                 ),
-                _ => (of_process(Metric::Used)?, "NVML used", Layer::Unattributed),
+                _ => (
+                    of_process(Metric::Used)?,
+                    "used (NVML's)",
+                    Layer::Unattributed,
+                ),
             };
             let lead = (now - note.start).max(0.0);
             let mut window = (lead * 1.25)

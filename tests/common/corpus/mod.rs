@@ -33,7 +33,7 @@ pub const KINDS: [&str; 10] = [
 /// A climb's `evidence.cause`.
 pub const CAUSES: [&str; 5] = [
     "live",
-    "cache",
+    "cached",
     "outside_pool",
     "unattributed",
     "no_process",
