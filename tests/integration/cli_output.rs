@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::tmux::Pane;
-use common::{strata, strata_command};
+use common::{strata, strata_command, strata_output};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -226,4 +226,63 @@ fn a_command_refuses_an_option_it_does_not_take_in_one_line() {
         let out = strata_command().args(&args).output().expect("runs");
         assert_eq!(out.status.code(), Some(0), "{args:?}");
     }
+}
+
+/// docs/recording.md's `strata analyze` example is what the two commands it shows print:
+/// the lines it quotes are the output's first lines, word for word.
+#[test]
+fn the_recording_pages_analyze_example_is_what_it_prints() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/recording.md"))
+        .expect("docs/recording.md");
+    let block = page
+        .split("```")
+        .find(|b| b.contains("$ strata analyze demo.jsonl"))
+        .expect("the analyze example");
+    let quoted: Vec<&str> = block
+        .lines()
+        .skip_while(|l| !l.starts_with("$ strata analyze"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("(…"))
+        .collect();
+    assert!(quoted.len() >= 3, "{block}");
+    let scratch = common::Scratch::new("docs-analyze");
+    let jsonl = scratch.dir.join("demo.jsonl");
+    let snapshot = strata_output(&[
+        "snapshot",
+        "--demo",
+        "--demo-at",
+        "0",
+        "--demo-speed",
+        "1",
+        "--json",
+        "--count",
+        "121",
+        "--interval",
+        "10",
+    ]);
+    assert!(snapshot.status.success(), "{snapshot:?}");
+    std::fs::write(&jsonl, &snapshot.stdout).expect("demo.jsonl");
+    let analyze = strata_output(&["analyze", common::utf8(&jsonl)]);
+    assert!(analyze.status.success(), "{analyze:?}");
+    let printed = String::from_utf8_lossy(&analyze.stdout);
+    let printed: Vec<&str> = printed.lines().take(quoted.len()).collect();
+    assert_eq!(
+        printed, quoted,
+        "docs/recording.md's example drifted from the output"
+    );
+    // The count it gives for the rest is the output's.
+    let rest = block
+        .lines()
+        .find(|l| l.starts_with("(…"))
+        .expect("the rest's line");
+    let findings = String::from_utf8_lossy(&analyze.stdout)
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.contains(':'))
+        .count()
+        - 1;
+    let shown = quoted.iter().filter(|l| !l.starts_with(' ')).count() - 1;
+    assert!(
+        rest.contains(&format!("{} findings more", findings - shown)),
+        "{rest}: {findings} findings, {shown} shown"
+    );
 }
