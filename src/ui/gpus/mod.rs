@@ -376,8 +376,13 @@ fn usage_figure(
     if compact {
         format!("{}/{}G", units::gib(occupied), units::gib(m.total))
     } else {
-        format!("{} / {}", units::gib(occupied), units::bytes(m.total))
+        full_usage(occupied, m.total)
     }
+}
+
+/// `54.6 / 79.6 GiB`: both figures in GiB to one decimal, so that they read alike.
+fn full_usage(occupied: u64, total: u64) -> String {
+    format!("{} / {} GiB", units::gib(occupied), units::gib(total))
 }
 
 /// A labelled bar row: `label`, the device's bar (or why it has none) `bar_width` wide, `tail`.
@@ -447,7 +452,7 @@ fn draw_panel(
         // whole device occupied), so that the form holds still while the figures move.
         let taken: usize = title.iter().map(|s| s.width()).sum();
         let usage = 2 + view.memory.map_or("memory n/a".len(), |m| {
-            format!("{} / {}", units::gib(m.total), units::bytes(m.total)).len()
+            full_usage(m.total, m.total).len()
         });
         let room = usize::from(area.width)
             .saturating_sub(2 + taken + usage + 1)
