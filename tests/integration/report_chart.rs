@@ -90,7 +90,7 @@ fn the_report_of_an_instant_has_its_chart_and_the_oom_column_shows_live_as_accou
     let svg = dir.join("strata-report-demo-node-20260101-091530.svg");
     let report = std::fs::read_to_string(&md).expect("the report");
     assert!(
-        report.starts_with("# strata report: demo-node at story 15m30s"),
+        report.starts_with("# strata report: demo-node at 2026-01-01 09:15:30.0 UTC"),
         "{report}"
     );
     assert!(report.contains("## Last OOM"));

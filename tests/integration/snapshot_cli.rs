@@ -330,7 +330,7 @@ fn the_text_snapshot_lists_processes_in_a_table() {
         .find(|l| l.trim_start().starts_with("PID"))
         .unwrap_or_else(|| panic!("no table header:\n{text}"));
     for column in [
-        "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CONTEXT", "OUTSIDE", "STATE", "COMMAND",
+        "USER", "GPU", "USED", "LIVE", "CACHED", "FRAG", "CTX", "OUTSIDE", "STATE", "COMMAND",
     ] {
         assert!(header.contains(column), "{column} missing: {header}");
     }

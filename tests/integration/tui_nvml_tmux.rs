@@ -90,16 +90,20 @@ fn stall_counters(header: &str) -> Option<(u64, u64)> {
 
 /// The header's clock (`15:02:45`): the instant of the sample shown.
 fn header_clock(header: &str) -> Option<&str> {
-    header.split(" │ ").map(str::trim).find(|field| {
-        field.len() == 8
-            && field.bytes().enumerate().all(|(i, b)| {
-                if i % 3 == 2 {
-                    b == b':'
-                } else {
-                    b.is_ascii_digit()
-                }
-            })
-    })
+    // `07:17:41 UTC`: the clock, named.
+    header
+        .split(" │ ")
+        .map(|f| f.trim().trim_end_matches(" UTC"))
+        .find(|field| {
+            field.len() == 8
+                && field.bytes().enumerate().all(|(i, b)| {
+                    if i % 3 == 2 {
+                        b == b':'
+                    } else {
+                        b.is_ascii_digit()
+                    }
+                })
+        })
 }
 
 /// While a poll is overdue the header says the data is stale, how old it is and how long the

@@ -77,7 +77,7 @@ fn g_cycles_the_grouping_and_enter_opens_a_group() {
     // The selection starts on the first group row: Enter opens it.
     pane.keys(&["Enter"]);
     pane.wait_for(
-        &["Group · user", "grouped by user", "NVML used"],
+        &["Group · user", "grouped by user", "summed over the members"],
         Duration::from_secs(10),
     )
     .unwrap_or_else(|s| panic!("the group view is missing:\n{s}"));

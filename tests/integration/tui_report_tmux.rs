@@ -19,7 +19,7 @@ fn story_secs(text: &str) -> u64 {
         .split("story ")
         .nth(1)
         .unwrap_or_else(|| panic!("no story time in {text:?}"));
-    let word = rest.split([' ', ')']).next().unwrap_or_default();
+    let word = rest.split([' ', ')', ':']).next().unwrap_or_default();
     let (minutes, seconds) = match word.split_once('m') {
         Some((m, s)) => (m, s),
         None => ("0", word),
@@ -63,8 +63,13 @@ fn r_writes_the_paused_instants_report_and_the_footer_names_it() {
         .expect("the file's name");
     let written = std::fs::read_to_string(dir.join(&named))
         .unwrap_or_else(|e| panic!("{named} in {}: {e}", dir.display()));
-    // The instant on screen, as the report's title says it; the demo's file name says it too.
-    let at = story_secs(written.lines().next().unwrap_or_default());
+    // The instant on screen, as the report's time row says it in story time (its title says
+    // it in UTC); the demo's file name says it too.
+    let time_row = written
+        .lines()
+        .find(|l| l.starts_with("| time |"))
+        .unwrap_or_else(|| panic!("no time row in {written}"));
+    let at = story_secs(time_row);
     // The demo's story starts at 2026-01-01 09:00:00 UTC.
     let clock = 9 * 3600 + at;
     assert_eq!(

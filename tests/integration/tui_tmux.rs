@@ -60,7 +60,7 @@ fn compact_layout_at_80x24_then_resize_to_wide() {
     assert!(compact.contains("PID"), "{compact}");
     pane.resize(200, 60);
     pane.wait_for(
-        &["GPU 3 · NVIDIA A100-SXM4-80GB", "GI1/CI0", "CONTEXT"],
+        &["GPU 3 · NVIDIA A100-SXM4-80GB", "GI1/CI0", "CTX "],
         Duration::from_secs(5),
     )
     .unwrap_or_else(|s| panic!("wide layout did not appear on resize:\n{s}"));

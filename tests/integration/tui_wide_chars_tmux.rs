@@ -54,7 +54,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
     for width in [80u16, 120] {
         let pane = Pane::start(&format!("wide-{width}"), &command, width, 30);
         let screen = pane
-            .wait_for(&["plain-wo", "训练"], Duration::from_secs(15))
+            .wait_for(&["plain-w", "训练"], Duration::from_secs(15))
             .unwrap_or_else(|s| panic!("the rows are missing at {width}:\n{s}"));
         let header = screen
             .lines()
@@ -79,7 +79,7 @@ fn every_row_keeps_its_columns_with_a_wide_character_command() {
             let command_cell = if pid == wide.pid() {
                 "训练"
             } else {
-                "plain-wo"
+                "plain-w"
             };
             assert_eq!(
                 column_of(row, command_cell),
