@@ -451,9 +451,9 @@ fn draw_panel(
         // The vitals in what the title leaves beside the usage figure, at its widest (the
         // whole device occupied), so that the form holds still while the figures move.
         let taken: usize = title.iter().map(|s| s.width()).sum();
-        let usage = 2 + view.memory.map_or("memory n/a".len(), |m| {
-            full_usage(m.total, m.total).len()
-        });
+        let usage = 2 + view
+            .memory
+            .map_or("memory n/a".len(), |m| full_usage(m.total, m.total).len());
         let room = usize::from(area.width)
             .saturating_sub(2 + taken + usage + 1)
             .saturating_sub(3);
