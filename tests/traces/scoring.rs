@@ -234,7 +234,7 @@ fn the_report_has_a_row_per_expected_event_and_the_totals() {
         "{text}"
     );
     assert!(text.contains("MISS  idle_holder pid 8"), "{text}");
-    assert!(text.contains("FALSE climb/cache pid 8"), "{text}");
+    assert!(text.contains("FALSE climb/cached pid 8"), "{text}");
     assert!(
         text.contains("climb: precision 1/2 (50.0%), recall 1/1"),
         "{text}"
