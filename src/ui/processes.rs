@@ -127,14 +127,10 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         widths.insert(widths.len() - 1, Constraint::Length(FEED_WIDTH as u16));
     }
     // What the command would have: the extra columns take from it, before it.
-    let fixed: u16 = widths
-        .iter()
-        .map(|c| match c {
-            Constraint::Length(n) => n + 1,
-            _ => 0,
-        })
-        .sum();
-    let extra = HostColumn::fitting(inner_width.saturating_sub(fixed), &state.setup.columns);
+    let extra = HostColumn::fitting(
+        inner_width.saturating_sub(fixed_cells(&widths)),
+        &state.setup.columns,
+    );
     for column in &extra {
         header.insert(header.len() - 1, column.title());
         widths.insert(widths.len() - 1, column.constraint());
@@ -151,15 +147,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
     let columns = widths.len();
     // The command's cells: what the fixed columns and their spacing leave. A
     // command is cut to it with its `…`, by cells (a CJK character or an emoji takes two).
-    let command_width = usize::from(inner_width).saturating_sub(
-        widths
-            .iter()
-            .map(|c| match c {
-                Constraint::Length(n) => usize::from(*n) + 1,
-                _ => 0,
-            })
-            .sum(),
-    );
+    let command_width = usize::from(inner_width.saturating_sub(fixed_cells(&widths)));
     let place_of = |uuid: &str| {
         state
             .current
@@ -213,7 +201,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 cells.push(feed_cell(row, interval, theme));
             }
             cells.extend(extra.iter().map(|c| Cell::from(c.cell(row.process))));
-            let command = p_command(row.process);
+            let command = command_line(row.process);
             cells.push(Cell::from(fit(&command, command_width)));
             Row::new(cells)
         })
@@ -502,7 +490,18 @@ fn table_row<'a>(
     cells
 }
 
+/// The cells the fixed-width columns take, each with the cell of spacing after it.
+fn fixed_cells(widths: &[Constraint]) -> u16 {
+    widths
+        .iter()
+        .map(|c| match c {
+            Constraint::Length(n) => n + 1,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// A process's command line as the table shows it, before it is cut to the column.
-fn p_command(p: &crate::sample::ProcessSample) -> String {
+fn command_line(p: &crate::sample::ProcessSample) -> String {
     crate::text::clean(p.command.as_deref().unwrap_or("n/a")).into_owned()
 }

@@ -127,30 +127,23 @@ fn everything_shown() -> Vec<(String, String)> {
     }
     state.apply_action(Action::Back);
     let observed = state.current.clone().expect("a sample");
-    for i in 0..observed.sample.processes.len() {
+    // The focused list's row `i` opened, its view's pages read, and back.
+    let open = |state: &mut State, i: usize| {
         state.apply_action(Action::Top);
         for _ in 0..i {
             state.apply_action(Action::Down);
         }
         state.apply_action(Action::Open);
-        shown.push((
-            format!("reconciliation of row {i}"),
-            pages(&mut state, 160, 60, 3),
-        ));
+        let read = pages(state, 160, 60, 3);
         state.apply_action(Action::Back);
+        read
+    };
+    for i in 0..observed.sample.processes.len() {
+        shown.push((format!("reconciliation of row {i}"), open(&mut state, i)));
     }
     state.apply_action(Action::FocusNext);
     for (i, finding) in observed.findings.iter().enumerate() {
-        state.apply_action(Action::Top);
-        for _ in 0..i {
-            state.apply_action(Action::Down);
-        }
-        state.apply_action(Action::Open);
-        shown.push((
-            format!("evidence of finding {i}"),
-            pages(&mut state, 160, 60, 3),
-        ));
-        state.apply_action(Action::Back);
+        shown.push((format!("evidence of finding {i}"), open(&mut state, i)));
         let said = [finding.message.clone()]
             .into_iter()
             .chain(finding.advice())

@@ -247,21 +247,8 @@ fn the_recording_pages_analyze_example_is_what_it_prints() {
     assert!(quoted.len() >= 3, "{block}");
     let scratch = common::Scratch::new("docs-analyze");
     let jsonl = scratch.dir.join("demo.jsonl");
-    let snapshot = strata_output(&[
-        "snapshot",
-        "--demo",
-        "--demo-at",
-        "0",
-        "--demo-speed",
-        "1",
-        "--json",
-        "--count",
-        "121",
-        "--interval",
-        "10",
-    ]);
-    assert!(snapshot.status.success(), "{snapshot:?}");
-    std::fs::write(&jsonl, &snapshot.stdout).expect("demo.jsonl");
+    // The page's first command is the story's: common::snapshot makes it once.
+    std::fs::write(&jsonl, common::snapshot::demo_story()).expect("demo.jsonl");
     let analyze = strata_output(&["analyze", common::utf8(&jsonl)]);
     assert!(analyze.status.success(), "{analyze:?}");
     let printed = String::from_utf8_lossy(&analyze.stdout);

@@ -4,6 +4,16 @@
 use crate::sample::GpuInfo;
 use unicode_width::UnicodeWidthStr;
 
+/// The five figures a line is made of (a copy: the line is drawn every frame).
+#[derive(Clone, Copy)]
+struct Figures {
+    temperature: Option<u32>,
+    power_mw: Option<u32>,
+    power_limit_mw: Option<u32>,
+    sm_clock_mhz: Option<u32>,
+    sm_clock_max_mhz: Option<u32>,
+}
+
 /// The forms, richest first: which parts a line holds and whether the limits come with them.
 const FORMS: [(bool, bool, bool, bool); 5] = [
     // (power, power's limit, clock, clock's most)
@@ -21,26 +31,33 @@ const FORMS: [(bool, bool, bool, bool); 5] = [
 /// clock at its most, the temperature at three digits), so that it holds still while the
 /// figures move under a fixed width.
 pub(crate) fn line(gpu: &GpuInfo, width: usize, ascii: bool) -> String {
-    let widest = GpuInfo {
-        temperature: gpu.temperature.map(|t| t.max(100)),
-        power_mw: gpu
+    let now = Figures {
+        temperature: gpu.temperature,
+        power_mw: gpu.power_mw,
+        power_limit_mw: gpu.power_limit_mw,
+        sm_clock_mhz: gpu.sm_clock_mhz,
+        sm_clock_max_mhz: gpu.sm_clock_max_mhz,
+    };
+    let widest = Figures {
+        temperature: now.temperature.map(|t| t.max(100)),
+        power_mw: now
             .power_mw
-            .map(|p| gpu.power_limit_mw.map_or(p, |l| p.max(l))),
-        sm_clock_mhz: gpu
+            .map(|p| now.power_limit_mw.map_or(p, |l| p.max(l))),
+        sm_clock_mhz: now
             .sm_clock_mhz
-            .map(|c| gpu.sm_clock_max_mhz.map_or(c, |m| c.max(m))),
-        ..gpu.clone()
+            .map(|c| now.sm_clock_max_mhz.map_or(c, |m| c.max(m))),
+        ..now
     };
     FORMS
         .into_iter()
-        .find(|&form| render(&widest, form, ascii).width() <= width)
-        .map(|form| render(gpu, form, ascii))
+        .find(|&form| render(widest, form, ascii).width() <= width)
+        .map(|form| render(now, form, ascii))
         .filter(|line| line.width() <= width)
         .unwrap_or_default()
 }
 
 fn render(
-    gpu: &GpuInfo,
+    gpu: Figures,
     (power, power_limit, clock, clock_max): (bool, bool, bool, bool),
     ascii: bool,
 ) -> String {
