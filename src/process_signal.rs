@@ -8,7 +8,6 @@
 //! process that took the pid meanwhile. Without pidfds the same check is made just before
 //! `kill`.
 
-use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -150,7 +149,7 @@ struct Stat {
 impl Kernel {
     fn stat(&self, pid: u32) -> Result<Stat, Refusal> {
         let path = self.proc_root.join(pid.to_string()).join("stat");
-        match fs::read_to_string(&path) {
+        match crate::source::procfs::read_line_file(&path) {
             Ok(text) => {
                 let (_, state, start_time) = crate::source::procfs::parse_stat(&text);
                 Ok(Stat {
@@ -197,13 +196,15 @@ impl Kernel {
     }
 
     fn owner(&self, target: &Target) -> String {
-        let uid = fs::read_to_string(self.proc_root.join(format!("{}/status", target.pid)))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|v| v.split_whitespace().next().map(str::to_string))
-            });
+        let uid = crate::source::procfs::read_lossy(
+            &self.proc_root.join(format!("{}/status", target.pid)),
+        )
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().next().map(str::to_string))
+        });
         match (&target.user, uid) {
             (Some(user), _) => format!("user {user}"),
             (None, Some(uid)) => format!("uid {uid}"),

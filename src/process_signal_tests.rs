@@ -26,7 +26,7 @@ fn sleeper() -> Child {
 
 fn target_of(child: &Child) -> Target {
     let pid = child.id();
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
     Target {
         pid,
         start_time: crate::source::procfs::parse_stat(&stat).2,
@@ -116,7 +116,7 @@ fn a_defunct_process_is_said_to_be_so() {
     let pid = child.id();
     let mut target = None;
     for _ in 0..200 {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let (_, state, start) = crate::source::procfs::parse_stat(&stat);
         if state.as_deref() == Some("Z") {
             target = start;

@@ -36,7 +36,7 @@ pub(crate) use pause::Pause;
 pub(crate) use record::RecordingShown;
 pub(crate) use record::{RecordRequest, Recorder};
 pub use replay::ReplayView;
-pub(crate) use rows::{process_rows, ProcessRow, ProcessTable};
+pub(crate) use rows::{process_rows, trend, ProcessRow, ProcessTable};
 pub(crate) use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
@@ -271,7 +271,6 @@ impl State {
         match &self.current {
             Some(observed) => process_rows(
                 observed,
-                &self.pipeline.history,
                 (self.process_table.sort, self.process_table.sort_reversed),
                 &self.process_table.sort_memory,
                 &self.process_table.filter.terms,

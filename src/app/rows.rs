@@ -62,8 +62,6 @@ pub(crate) struct ProcessRow<'a> {
     pub(crate) place: String,
     /// Index of its GPU, for ordering by device.
     pub(crate) gpu_index: u32,
-    /// NVML used: the peak of each of the last [`TREND_CELLS`] minutes, oldest first.
-    pub(crate) trend: Vec<Option<u64>>,
     /// The climb flagged for this process on this device, if any: its rate and window
     /// replace the plain trend.
     pub(crate) climb: Option<super::ClimbNote>,
@@ -77,7 +75,6 @@ pub(crate) const TREND_BUCKET: f64 = 60.0;
 /// when `reversed`) through the settled values of `order`.
 pub(crate) fn process_rows<'a>(
     observed: &'a Observed,
-    history: &History,
     (sort, reversed): (SortKey, bool),
     order: &SortMemory,
     filter: &[Term],
@@ -99,11 +96,6 @@ pub(crate) fn process_rows<'a>(
             if !filter.is_empty() && !Subject::of(sample, process, &place).matches_all(filter) {
                 return None;
             }
-            let key = KeyRef::of(process, Metric::Used);
-            let trend = history
-                .get(&key)
-                .map(|s| s.cell_peaks(sample.time, TREND_CELLS, TREND_BUCKET))
-                .unwrap_or_default();
             let climb = super::climbs(&observed.findings)
                 .find(|(f, _)| {
                     f.pid == Some(process.pid)
@@ -115,30 +107,49 @@ pub(crate) fn process_rows<'a>(
                 account,
                 place,
                 gpu_index,
-                trend,
                 climb,
             })
         })
         .collect();
     let down = sort.descending() != reversed;
-    // Ties (and equal settled values) by pid.
-    let settled = |r: &ProcessRow<'_>, key: SortKey| {
-        order.settled(r.process.pid, &r.process.device_uuid, key)
+    // Each row's settled value is looked up once, not at every comparison.
+    let settled = |rows: Vec<ProcessRow<'a>>, key: SortKey| -> Vec<(Option<f64>, ProcessRow<'a>)> {
+        rows.into_iter()
+            .map(|r| (order.settled(r.process.pid, &r.process.device_uuid, key), r))
+            .collect()
     };
+    // Ties (and equal settled values) by pid.
     match sort {
         SortKey::Pid if down => rows.sort_by_key(|r| std::cmp::Reverse(r.process.pid)),
         SortKey::Pid => rows.sort_by_key(|r| r.process.pid),
-        SortKey::Device => rows.sort_by(|a, b| {
-            let place = (a.gpu_index, &a.place).cmp(&(b.gpu_index, &b.place));
-            let place = if down { place.reverse() } else { place };
-            // Within a device, the largest first.
-            place
-                .then_with(|| by_value(settled(a, SortKey::Used), settled(b, SortKey::Used), true))
-                .then(a.process.pid.cmp(&b.process.pid))
-        }),
-        key => rows.sort_by(|a, b| {
-            by_value(settled(a, key), settled(b, key), down).then(a.process.pid.cmp(&b.process.pid))
-        }),
+        SortKey::Device => {
+            let mut keyed = settled(rows, SortKey::Used);
+            keyed.sort_by(|(va, a), (vb, b)| {
+                let place = (a.gpu_index, &a.place).cmp(&(b.gpu_index, &b.place));
+                let place = if down { place.reverse() } else { place };
+                // Within a device, the largest first.
+                place
+                    .then_with(|| by_value(*va, *vb, true))
+                    .then(a.process.pid.cmp(&b.process.pid))
+            });
+            rows = keyed.into_iter().map(|(_, r)| r).collect();
+        }
+        key => {
+            let mut keyed = settled(rows, key);
+            keyed.sort_by(|(va, a), (vb, b)| {
+                by_value(*va, *vb, down).then(a.process.pid.cmp(&b.process.pid))
+            });
+            rows = keyed.into_iter().map(|(_, r)| r).collect();
+        }
     }
     rows
+}
+
+/// NVML used of `process` in `history`: the peak of each of the last [`TREND_CELLS`] minutes
+/// before `time`, oldest first. Worked out for the rows on screen only.
+pub(crate) fn trend(history: &History, process: &ProcessSample, time: f64) -> Vec<Option<u64>> {
+    history
+        .get(&KeyRef::of(process, Metric::Used))
+        .map(|s| s.cell_peaks(time, TREND_CELLS, TREND_BUCKET))
+        .unwrap_or_default()
 }

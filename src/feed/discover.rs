@@ -57,6 +57,21 @@ pub(crate) struct Scanner {
     /// then), not at every scan.
     roots: HashMap<u32, (u64, Option<RootInfo>)>,
     listings: Listings,
+    /// This monitor's own mount namespace and root: a watched process that shares both sees
+    /// the same paths, and its root is not looked into for what was looked up here.
+    own_root: Option<RootKey>,
+}
+
+/// Which tree a process sees: its mount namespace's inode and its root directory's device
+/// and inode. Two processes with the same key resolve every path alike.
+type RootKey = (u64, u64, u64);
+
+/// The tree `proc_dir` (`/proc/PID` or `/proc/self`) sees, when its links can be followed.
+fn root_key(proc_dir: &Path) -> Option<RootKey> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = fs::metadata(proc_dir.join("ns/mnt")).ok()?;
+    let root = fs::metadata(proc_dir.join("root")).ok()?;
+    Some((ns.ino(), root.dev(), root.ino()))
 }
 
 /// The `strata-<uid>` dirs under `/tmp` as of its mtime: those kept, and how many in all.
@@ -68,6 +83,8 @@ struct RootInfo {
     euid: u32,
     nspid: u32,
     environ_dir: Option<PathBuf>,
+    /// The tree it sees (read with the rest, every [`ROOT_REFRESH_SCANS`] scans).
+    root: Option<RootKey>,
 }
 
 /// Scans between two reads of a watched process's status and environment.
@@ -104,10 +121,21 @@ pub(crate) fn open_feed_dir(
     Ok((fd, st, verdict))
 }
 
+/// This process's own directory under `proc_root`.
+fn proc_root_self(proc_root: &Path) -> PathBuf {
+    proc_root.join("self")
+}
+
+/// The directories looked into within one tree this scan, by the tree, the path in it and the
+/// owner it must have: processes that share a tree (all of a node's host processes, or one
+/// container's) cost one look, not one each.
+type InRootDirs = HashMap<(RootKey, PathBuf, u32), Option<Dir>>;
+
 impl Scanner {
     pub(crate) fn new(feed_dir: Option<PathBuf>, proc_root: PathBuf, tmp_root: PathBuf) -> Self {
         // SAFETY: geteuid has no preconditions.
         let euid = unsafe { libc::geteuid() };
+        let own_root = root_key(&proc_root_self(&proc_root));
         Scanner {
             feed_dir,
             proc_root,
@@ -117,6 +145,7 @@ impl Scanner {
             scans: 0,
             roots: HashMap::new(),
             listings: Listings::default(),
+            own_root,
         }
     }
 
@@ -136,11 +165,12 @@ impl Scanner {
         self.scans += 1;
         let mut found = Found::new(is_dead);
         self.roots.retain(|pid, _| watched.contains(pid));
-        // Many watched processes share one feed dir: opened once a scan.
+        // Many watched processes share one feed dir, and one tree: each opened once a scan.
         let mut here_dirs = HashMap::new();
+        let mut in_root = InRootDirs::new();
         for &pid in watched {
             if !connected.contains(&pid) {
-                self.look_up(pid, &mut here_dirs, &mut found);
+                self.look_up(pid, &mut here_dirs, &mut in_root, &mut found);
             }
         }
         self.scan_feed_dirs(&mut found);
@@ -166,6 +196,7 @@ impl Scanner {
                 euid: status.euid?,
                 nspid: status.nspid?,
                 environ_dir: environ_feed_dir(&proc_dir.join("environ")),
+                root: root_key(&proc_dir),
             })
         });
         self.roots.insert(pid, (scans, info.clone()));
@@ -174,11 +205,18 @@ impl Scanner {
 
     /// The paths where a watched process's agent listens: its feed dir in this mount
     /// namespace, then through its root.
-    fn look_up(&mut self, pid: u32, here_dirs: &mut HashMap<PathBuf, Dir>, found: &mut Found) {
+    fn look_up(
+        &mut self,
+        pid: u32,
+        here_dirs: &mut HashMap<PathBuf, Dir>,
+        in_root: &mut InRootDirs,
+        found: &mut Found,
+    ) {
         let Some(RootInfo {
             euid,
             nspid,
             environ_dir,
+            root,
         }) = self.root_info(pid)
         else {
             return;
@@ -197,7 +235,7 @@ impl Scanner {
             None => {
                 let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
                 if let Some(dir) = &dir {
-                    here_dirs.insert(here, dir.clone());
+                    here_dirs.insert(here.clone(), dir.clone());
                 }
                 dir
             }
@@ -208,36 +246,60 @@ impl Scanner {
                 found.socket(&dir, &format!("{nspid}.sock"), nspid, Some(pid));
             }
         }
+        let mut rels = vec![PathBuf::from(format!("tmp/strata-{euid}"))];
+        rels.extend(environ_dir);
+        // A process that sees this monitor's own tree, under its own pid, has its socket where
+        // it was just looked up: its root's copy of that path is the same directory.
+        let same_tree = root.is_some() && root == self.own_root && nspid == pid;
+        rels.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
+        if rels.is_empty() {
+            return;
+        }
         let root_path = self.proc_root.join(pid.to_string()).join("root");
-        let Ok(root) = open_path(&root_path, libc::O_DIRECTORY) else {
-            return; // not ours to see, or gone
-        };
-        self.look_in_root(&root, &root_path, euid, nspid, environ_dir, pid, found);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn look_in_root(
-        &self,
-        root: &OwnedFd,
-        root_path: &Path,
-        euid: u32,
-        nspid: u32,
-        environ_dir: Option<PathBuf>,
-        pid: u32,
-        found: &mut Found,
-    ) {
-        let mut dirs = vec![PathBuf::from(format!("tmp/strata-{euid}"))];
-        dirs.extend(environ_dir);
-        for rel in &dirs {
-            let place = Place::InRoot {
-                root,
-                rel,
-                shown: root_path.join(rel),
+        let mut opened: Option<OwnedFd> = None;
+        for rel in rels {
+            let dir = match root.map(|key| (key, rel.clone(), euid)) {
+                Some(key) => match in_root.get(&key) {
+                    Some(dir) => dir.clone(),
+                    None => {
+                        let Some(dir) =
+                            Self::open_in(&root_path, &mut opened, &rel, euid, pid, found)
+                        else {
+                            return; // not ours to see, or gone
+                        };
+                        in_root.insert(key, dir.clone());
+                        dir
+                    }
+                },
+                // A tree that cannot be named is looked into for this process alone.
+                None => Self::open_in(&root_path, &mut opened, &rel, euid, pid, found).flatten(),
             };
-            if let Some(dir) = open_place(&place, euid, FoundVia::ProcessRoot, pid, found) {
+            if let Some(dir) = dir {
                 found.socket(&dir, &format!("{nspid}.sock"), nspid, Some(pid));
             }
         }
+    }
+
+    /// Opens `rel` within the root at `root_path` (opened once, into `root`, for all the
+    /// paths of one process): `None` when the root cannot be opened (not ours to see, or the
+    /// process is gone), else the directory if there is one.
+    fn open_in(
+        root_path: &Path,
+        root: &mut Option<OwnedFd>,
+        rel: &Path,
+        euid: u32,
+        pid: u32,
+        found: &mut Found,
+    ) -> Option<Option<Dir>> {
+        if root.is_none() {
+            *root = Some(open_path(root_path, libc::O_DIRECTORY).ok()?);
+        }
+        let place = Place::InRoot {
+            root: root.as_ref()?,
+            rel,
+            shown: root_path.join(rel),
+        };
+        Some(open_place(&place, euid, FoundVia::ProcessRoot, pid, found))
     }
 
     /// The feed dirs to scan, each with the uid that must own it.

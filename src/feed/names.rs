@@ -37,7 +37,9 @@ pub(crate) fn parse_status(text: &str) -> ProcStatus {
 }
 
 pub(crate) fn read_status(proc_root: &Path, pid: u32) -> io::Result<ProcStatus> {
-    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("status"))?;
+    // A name that is not UTF-8 is still a process: its bytes become U+FFFD, the rest is read.
+    let raw = fs::read(proc_root.join(pid.to_string()).join("status"))?;
+    let text = String::from_utf8_lossy(&raw);
     Ok(parse_status(&text))
 }
 
@@ -127,6 +129,26 @@ mod tests {
             }
         );
         assert_eq!(parse_status("garbage"), ProcStatus::default());
+    }
+
+    /// A process whose name is not UTF-8 still has its uid and pid read, so its agent's
+    /// socket is looked up like any other.
+    #[test]
+    fn a_status_whose_name_is_not_utf8_is_read() {
+        let root = std::env::temp_dir().join(format!("strata-test-status-{}", std::process::id()));
+        fs::create_dir_all(root.join("77")).expect("mkdir");
+        let mut status = b"Name:\ttrain\xff\n".to_vec();
+        status.extend_from_slice(b"Uid:\t1000\t1000\t1000\t1000\nNSpid:\t77\t5\n");
+        fs::write(root.join("77/status"), status).expect("write");
+        let read = read_status(&root, 77);
+        fs::remove_dir_all(&root).expect("cleanup");
+        assert_eq!(
+            read.expect("read"),
+            ProcStatus {
+                euid: Some(1000),
+                nspid: Some(5)
+            }
+        );
     }
 
     #[test]

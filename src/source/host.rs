@@ -1,16 +1,22 @@
-//! The host side of the node through `sysinfo`: CPU and memory of the machine, and of each
-//! process that holds GPU memory (CPU %, resident memory, time since it started).
+//! The host side of the node: CPU and memory of the machine through `sysinfo` (it reads
+//! `/proc/stat` and `/proc/meminfo`, and nothing else, when asked only for those), and each
+//! GPU process's share of them from the `/proc/PID/stat` that [`ProcFs`] reads once a sample
+//! for its identity (CPU %, resident memory, time since it started).
 //!
-//! CPU use is a difference between two readings, so the `System` is kept from poll to poll:
-//! a process seen for the first time (and the node at the first poll) has no CPU figure yet,
-//! `None`, never 0. A process's share is its CPU time (`sysinfo`'s accumulated time) over the
-//! wall time between two polls: `sysinfo`'s own figure reads 0 at the second reading of a
-//! process that had used no CPU time yet at the first.
+//! sysinfo is not asked for processes: it refreshes every process it has ever seen and lists
+//! each one's threads, where strata needs three numbers of the processes NVML lists, all in
+//! the one `stat` it reads anyway.
+//!
+//! CPU use is a difference between two readings: a process seen for the first time (and the
+//! node at the first poll) has no CPU figure yet, `None`, never 0. A process's share is its
+//! CPU time over the wall time between two polls.
+//!
+//! [`ProcFs`]: super::procfs::ProcFs
 
 use crate::sample::HostMemory;
 use std::collections::HashMap;
 use std::time::Instant;
-use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+use sysinfo::{MemoryRefreshKind, System};
 
 /// What the host says of one process.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -23,14 +29,30 @@ pub(crate) struct ProcessHost {
     pub(crate) elapsed: Option<u64>,
 }
 
+/// One listed process's `stat` figures, as read this sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcessStat {
+    pub(crate) pid: u32,
+    /// Start time, clock ticks after boot: with the pid, which process it is.
+    pub(crate) start_time: u64,
+    /// User plus system CPU time so far, clock ticks.
+    pub(crate) cpu_ticks: Option<u64>,
+    /// Resident memory, bytes.
+    pub(crate) resident: Option<u64>,
+    /// When its `stat` was read.
+    pub(crate) at: Instant,
+}
+
 /// The node's CPU and memory, and its GPU processes' share of them, between polls.
 pub(crate) struct HostReader {
     system: System,
     /// The node's CPU has been read once: the next reading has a difference to show.
     cpu_primed: bool,
-    /// Per pid read at the previous poll: its start time (seconds since the epoch: a reused
-    /// pid is another process), its CPU time (ms) and when it was read.
+    /// Per pid read at the previous poll: its start time (a reused pid is another process),
+    /// its CPU time (ticks) and when it was read.
     seen: HashMap<u32, (u64, u64, Instant)>,
+    /// Clock ticks a second (`sysconf(_SC_CLK_TCK)`), the unit of `stat`'s times.
+    ticks_per_second: u64,
 }
 
 impl std::fmt::Debug for HostReader {
@@ -54,12 +76,32 @@ fn tenths(value: f32) -> f64 {
     (f64::from(value) * 10.0).round() / 10.0
 }
 
+/// Clock ticks a second, the unit of `/proc/PID/stat`'s times (100 on every Linux strata
+/// meets, but asked).
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&hz| hz > 0).unwrap_or(100)
+}
+
+/// Seconds since boot, on the clock `stat`'s start times count on (`CLOCK_BOOTTIME`).
+fn since_boot() -> Option<f64> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec for the call to fill.
+    let done = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };
+    (done == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
+}
+
 impl HostReader {
     pub(crate) fn new() -> Self {
         HostReader {
             system: System::new(),
             cpu_primed: false,
             seen: HashMap::new(),
+            ticks_per_second: ticks_per_second(),
         }
     }
 
@@ -81,52 +123,38 @@ impl HostReader {
         (cpu, memory)
     }
 
-    /// Reads the processes `pids` (as this machine's `/proc` numbers them). A pid that is not
-    /// there is absent from the answer.
-    pub(crate) fn processes(&mut self, pids: &[u32]) -> HashMap<u32, ProcessHost> {
-        // Those read before are read again too, so that the ones that exited are dropped.
-        let mut asked: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
-        asked.extend(self.system.processes().keys().copied());
-        asked.sort_unstable();
-        asked.dedup();
-        self.system.refresh_processes_specifics(
-            ProcessesToUpdate::Some(&asked),
-            true,
-            ProcessRefreshKind::nothing().with_cpu().with_memory(),
-        );
-        let now = Instant::now();
-        let mut out = HashMap::with_capacity(pids.len());
-        let mut seen = HashMap::with_capacity(pids.len());
-        for &pid in pids {
-            let Some(process) = self.system.process(Pid::from_u32(pid)) else {
-                continue;
-            };
-            let (started, cpu_ms) = (process.start_time(), process.accumulated_cpu_time());
-            let cpu_percent = match self.seen.get(&pid) {
-                Some(&(before_start, before_ms, at)) if before_start == started => {
-                    let wall_ms = now.duration_since(at).as_secs_f64() * 1000.0;
-                    let busy_ms = cpu_ms.saturating_sub(before_ms) as f64;
-                    (wall_ms > 0.0).then(|| (busy_ms / wall_ms * 1000.0).round() / 10.0)
+    /// What the host says of the processes read this sample: their share of a core since the
+    /// previous sample, their resident memory and age. Processes not in `read` are forgotten.
+    pub(crate) fn processes(&mut self, read: &[ProcessStat]) -> HashMap<u32, ProcessHost> {
+        let hz = self.ticks_per_second as f64;
+        let boot = since_boot();
+        let mut out = HashMap::with_capacity(read.len());
+        let mut seen = HashMap::with_capacity(read.len());
+        for p in read {
+            let cpu_percent = match (self.seen.get(&p.pid), p.cpu_ticks) {
+                (Some(&(before_start, before_ticks, at)), Some(ticks))
+                    if before_start == p.start_time =>
+                {
+                    let wall = p.at.duration_since(at).as_secs_f64();
+                    let busy = ticks.saturating_sub(before_ticks) as f64 / hz;
+                    (wall > 0.0).then(|| (busy / wall * 1000.0).round() / 10.0)
                 }
                 _ => None,
             };
-            seen.insert(pid, (started, cpu_ms, now));
+            if let Some(ticks) = p.cpu_ticks {
+                seen.insert(p.pid, (p.start_time, ticks, p.at));
+            }
+            let elapsed = boot.map(|boot| (boot - p.start_time as f64 / hz).max(0.0) as u64);
             out.insert(
-                pid,
+                p.pid,
                 ProcessHost {
                     cpu_percent,
-                    memory: Some(process.memory()),
-                    elapsed: Some(process.run_time()),
+                    memory: p.resident,
+                    elapsed,
                 },
             );
         }
         self.seen = seen;
-        // Processes that no longer hold GPU memory but live on are not followed forever.
-        if self.system.processes().len() > 2 * pids.len() + 64 {
-            self.system = System::new();
-            self.seen.clear();
-            self.cpu_primed = false;
-        }
         out
     }
 }
@@ -134,6 +162,7 @@ impl HostReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::procfs::ProcFs;
     use std::time::{Duration, Instant};
 
     /// CPU time (ticks) of `pid`, read from `/proc` directly: the oracle.
@@ -176,9 +205,10 @@ mod tests {
             memory.total > 0 && memory.used <= memory.total,
             "{memory:?}"
         );
-        let bracket = |host: &mut HostReader| {
+        let mut procfs = ProcFs::default();
+        let mut bracket = |host: &mut HostReader| {
             let (before, at_before) = (pids.map(ticks), Instant::now());
-            let read = host.processes(&pids);
+            let read = read(host, &mut procfs, &pids);
             (before, at_before, read, pids.map(ticks), Instant::now())
         };
         let (b1, w_b1, first, a1, w_a1) = bracket(&mut host);
@@ -227,9 +257,63 @@ mod tests {
         }
     }
 
+    /// Reads `pids` as the NVML source does: one `stat` each, through `procfs`.
+    fn read(host: &mut HostReader, procfs: &mut ProcFs, pids: &[u32]) -> HashMap<u32, ProcessHost> {
+        let stats: Vec<ProcessStat> = pids
+            .iter()
+            .filter_map(|&pid| {
+                let who = procfs.identity(pid);
+                Some(ProcessStat {
+                    pid,
+                    start_time: who.start_time?,
+                    cpu_ticks: who.cpu_ticks,
+                    resident: who.resident,
+                    at: Instant::now(),
+                })
+            })
+            .collect();
+        host.processes(&stats)
+    }
+
     #[test]
     fn a_pid_that_is_not_there_is_absent() {
         let mut host = HostReader::new();
-        assert!(host.processes(&[4_000_000_000]).is_empty());
+        assert!(read(&mut host, &mut ProcFs::default(), &[4_000_000_000]).is_empty());
+    }
+
+    /// The resident memory and the age are `/proc`'s own: `statm`'s resident pages and the
+    /// start time against the boot clock, as `ps` reads them.
+    #[test]
+    fn resident_memory_and_age_are_procs() {
+        let me = std::process::id();
+        let mut host = HostReader::new();
+        let statm = std::fs::read_to_string(format!("/proc/{me}/statm")).expect("statm");
+        let resident_pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        let got = read(&mut host, &mut ProcFs::default(), &[me])[&me];
+        let resident = got.memory.expect("resident memory");
+        // The test's own threads allocate meanwhile: within a few MiB of statm's figure.
+        assert!(
+            resident.abs_diff(resident_pages * page) < 64 << 20,
+            "{resident} read, statm says {}",
+            resident_pages * page
+        );
+        let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let start = crate::source::procfs::parse_stat(&stat).2.unwrap() as f64;
+        let hz = ticks_per_second() as f64;
+        let age = uptime - start / hz;
+        let elapsed = got.elapsed.expect("an age") as f64;
+        assert!(
+            (elapsed - age).abs() <= 2.0,
+            "{elapsed} s read, /proc says {age:.1} s"
+        );
     }
 }

@@ -6,10 +6,10 @@
 //! pid 1 is the container's init, not NVML's pid 1, so nothing is looked up at all. A pid
 //! `/proc` hides (`hidepid`, EACCES/EPERM) but `kill(pid, 0)` finds is `hidden`, not gone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::ErrorKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What `/proc` says of one PID, as observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +28,10 @@ pub(crate) struct Identity {
     pub(crate) command: Option<String>,
     /// Where `/proc/PID/exe` points, when readable.
     pub(crate) executable: Option<String>,
+    /// CPU time used so far, user and system, in clock ticks (`stat` fields 14 and 15).
+    pub(crate) cpu_ticks: Option<u64>,
+    /// Resident memory, bytes (`stat` field 24, in pages).
+    pub(crate) resident: Option<u64>,
 }
 
 /// What is read once per process: it cannot change while the process lives (an `exec` keeps
@@ -59,8 +63,19 @@ pub(crate) struct ProcFs {
     users: HashMap<u32, Option<String>>,
     passwd: Option<String>,
     /// User and command line per (pid, start time): they are read once per process, and only
-    /// `stat` (state, start time) is read at every poll.
+    /// `stat` (state, start time, CPU time, resident memory) is read at every poll.
     known: HashMap<(u32, u64), Fixed>,
+    /// Bytes in a page, for `stat`'s resident set.
+    page_size: u64,
+    /// The `stat` files of the processes looked up, kept open and read again in place at each
+    /// sample: one `pread` where opening, reading and closing take three calls and a walk of
+    /// the path. A descriptor names its process, not its number: once that process has
+    /// exited, reading it fails (ESRCH), and the pid is looked up anew.
+    open_stats: HashMap<u32, fs::File>,
+    /// How many `stat` files may be kept open: half of what this process may open beyond a
+    /// reserve, so a node of thousands of processes never starves the monitor of descriptors
+    /// (those past it are opened and closed at each sample).
+    open_budget: usize,
 }
 
 impl Default for ProcFs {
@@ -93,12 +108,37 @@ impl ProcFs {
             users: HashMap::new(),
             passwd: None,
             known: HashMap::new(),
+            page_size: page_size(),
+            open_stats: HashMap::new(),
+            open_budget: open_budget(),
         }
     }
 
     /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
-    pub(crate) fn retain(&mut self, alive: &[(u32, u64)]) {
+    pub(crate) fn retain(&mut self, alive: &HashSet<(u32, u64)>) {
         self.known.retain(|key, _| alive.contains(key));
+        let pids: HashSet<u32> = alive.iter().map(|&(pid, _)| pid).collect();
+        self.open_stats.retain(|pid, _| pids.contains(pid));
+    }
+
+    /// `/proc/PID/stat`, through the descriptor kept for `pid` when there is one (and it still
+    /// names a live process), else opened anew and kept while the budget allows.
+    fn read_stat(&mut self, pid: u32, dir: &Path) -> std::io::Result<String> {
+        if let Some(file) = self.open_stats.get(&pid) {
+            match read_line_at_start(file) {
+                Ok(stat) => return Ok(stat),
+                // Exited (ESRCH), or its pid taken by another: look the number up again.
+                Err(_) => {
+                    self.open_stats.remove(&pid);
+                }
+            }
+        }
+        let file = fs::File::open(dir.join("stat"))?;
+        let stat = read_line_at_start(&file)?;
+        if self.open_stats.len() < self.open_budget {
+            self.open_stats.insert(pid, file);
+        }
+        Ok(stat)
     }
 
     /// Whether this `/proc` shows the initial (host) PID namespace, the one NVML's pids are
@@ -115,15 +155,22 @@ impl ProcFs {
             return Identity::default();
         }
         let dir = self.root.join(pid.to_string());
-        let stat = match fs::read_to_string(dir.join("stat")) {
+        let stat = match self.read_stat(pid, &dir) {
             Ok(stat) => stat,
             Err(e) => {
                 let may_probe = self.may_probe;
                 return absent(e.kind(), || may_probe && exists(pid));
             }
         };
-        let (comm, state, start_time) = parse_stat(&stat);
-        let ppid = parse_ppid(&stat);
+        let Stat {
+            comm,
+            state,
+            ppid,
+            cpu_ticks,
+            start_time,
+            rss_pages,
+        } = Stat::parse(&stat);
+        let resident = rss_pages.map(|pages| pages.saturating_mul(self.page_size));
         if let Some(fixed) = start_time
             .and_then(|t| self.known.get(&(pid, t)))
             .filter(|fixed| fixed.comm == comm)
@@ -138,9 +185,11 @@ impl ProcFs {
                 user: fixed.user.clone(),
                 command: fixed.command.clone(),
                 executable: fixed.executable.clone(),
+                cpu_ticks,
+                resident,
             };
         }
-        let uid = fs::read_to_string(dir.join("status"))
+        let uid = read_lossy(&dir.join("status"))
             .ok()
             .and_then(|s| parse_uid(&s));
         let user = uid.and_then(|uid| self.user_name(uid));
@@ -175,6 +224,8 @@ impl ProcFs {
             user,
             command,
             executable,
+            cpu_ticks,
+            resident,
         }
     }
 
@@ -259,30 +310,134 @@ fn exists(pid: u32) -> bool {
     answer == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// Parses `/proc/PID/stat`: (comm, state letter, start time in clock ticks). The command name
-/// is in parentheses and may itself hold spaces and parentheses, so fields are counted from
-/// the last `)`.
-pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
-    let open = stat.find('(');
-    let close = stat.rfind(')');
-    let (Some(open), Some(close)) = (open, close) else {
-        return (None, None, None);
-    };
-    if close < open {
-        return (None, None, None);
+/// What strata reads of `/proc/PID/stat`, all from the one read a sample makes of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Stat {
+    /// The command name (field 2, without its parentheses).
+    pub(crate) comm: Option<String>,
+    /// The state letter (field 3).
+    pub(crate) state: Option<String>,
+    /// The parent's pid (field 4).
+    pub(crate) ppid: Option<u32>,
+    /// User plus system CPU time, clock ticks (fields 14 and 15).
+    pub(crate) cpu_ticks: Option<u64>,
+    /// When it started, clock ticks after boot (field 22).
+    pub(crate) start_time: Option<u64>,
+    /// Resident set, pages (field 24).
+    pub(crate) rss_pages: Option<u64>,
+}
+
+impl Stat {
+    /// Parses `/proc/PID/stat`. The command name is in parentheses and may itself hold spaces
+    /// and parentheses, so fields are counted from the last `)`; a field that is missing or
+    /// not a number is `None`.
+    pub(crate) fn parse(stat: &str) -> Stat {
+        let open = stat.find('(');
+        let close = stat.rfind(')');
+        let (Some(open), Some(close)) = (open, close) else {
+            return Stat::default();
+        };
+        if close < open {
+            return Stat::default();
+        }
+        // Field N (1-based, as proc(5) numbers them) is at index N - 3 after the `)`.
+        let mut fields = [None::<&str>; 22];
+        for (slot, value) in fields
+            .iter_mut()
+            .zip(stat[close + 1..].split_ascii_whitespace())
+        {
+            *slot = Some(value);
+        }
+        let number = |field: usize| fields[field - 3].and_then(|v| v.parse::<u64>().ok());
+        let cpu_ticks = match (number(14), number(15)) {
+            (Some(user), Some(system)) => Some(user.saturating_add(system)),
+            _ => None,
+        };
+        Stat {
+            comm: Some(stat[open + 1..close].to_string()),
+            state: fields[0].map(str::to_string),
+            ppid: fields[1].and_then(|v| v.parse().ok()),
+            cpu_ticks,
+            start_time: number(22),
+            rss_pages: number(24),
+        }
     }
-    let comm = stat[open + 1..close].to_string();
-    let mut rest = stat[close + 1..].split_whitespace();
-    let state = rest.next().map(str::to_string);
-    // After the state come fields 4..; start time is field 22, i.e. the 19th after state.
-    let start_time = rest.nth(18).and_then(|v| v.parse().ok());
-    (Some(comm), state, start_time)
+}
+
+/// Parses `/proc/PID/stat`: (comm, state letter, start time in clock ticks).
+pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
+    let Stat {
+        comm,
+        state,
+        start_time,
+        ..
+    } = Stat::parse(stat);
+    (comm, state, start_time)
 }
 
 /// The parent's pid from `/proc/PID/stat`: the field after the state.
 pub(crate) fn parse_ppid(stat: &str) -> Option<u32> {
-    let close = stat.rfind(')')?;
-    stat[close + 1..].split_whitespace().nth(1)?.parse().ok()
+    Stat::parse(stat).ppid
+}
+
+/// A one-line `/proc` file (`stat`) in as few calls as the kernel allows: open, one read that
+/// ends at the line's end, close (reading to the end costs `fs::read_to_string` a size query
+/// and a second read).
+pub(crate) fn read_line_file(path: &Path) -> std::io::Result<String> {
+    read_line_at_start(&fs::File::open(path)?)
+}
+
+/// A one-line `/proc` file read from its start (`pread` at offset 0: the kernel writes it
+/// anew for each read from the start, so a descriptor kept open reads the current line).
+fn read_line_at_start(file: &fs::File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1024];
+    let mut len = 0;
+    loop {
+        let n = file.read_at(&mut buf[len..], len as u64)?;
+        len += n;
+        if n == 0 || buf[..len].ends_with(b"\n") {
+            break;
+        }
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+    }
+    buf.truncate(len);
+    // A name may hold any bytes but `/` and NUL: one that is not UTF-8 is still a process.
+    Ok(String::from_utf8(buf)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// A `/proc` text file, read whole. Its process name may hold bytes that are not UTF-8 (any
+/// but `/` and NUL): they become U+FFFD, and the rest of the file is read, not refused.
+pub(crate) fn read_lossy(path: &Path) -> std::io::Result<String> {
+    let raw = fs::read(path)?;
+    Ok(String::from_utf8(raw)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// How many `stat` files [`ProcFs`] keeps open: half of the descriptors this process may
+/// open (its soft `RLIMIT_NOFILE`) past a reserve of 256, at most 16,384. The limit is not
+/// raised: a job `strata run` starts would inherit it.
+fn open_budget() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit for the call to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 0;
+    }
+    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
+    (soft.saturating_sub(256) / 2).min(16_384)
+}
+
+/// Bytes in a page of memory.
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
 }
 
 fn parse_uid(status: &str) -> Option<u32> {
@@ -356,6 +511,90 @@ mod tests {
             "{after:?}"
         );
         assert_eq!(after.command.as_deref(), Some("python3 train.py 300"));
+    }
+
+    /// A process name is any bytes but `/` and NUL: one that is not UTF-8 (a hostile or a
+    /// Latin-1 name) is still a live process with its CPU time and memory, not an invisible one.
+    #[test]
+    fn a_name_that_is_not_utf8_is_still_a_process() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = crate::fixtures::TempDir::new("procfs-utf8");
+        let name = std::ffi::OsStr::from_bytes(b"train\xff\xfe");
+        let link = dir.join(name);
+        std::os::unix::fs::symlink("/bin/sleep", &link).expect("link");
+        let mut child = std::process::Command::new(&link)
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let mut procfs = ProcFs::default();
+        let who = procfs.identity(child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(who.visible && !who.hidden, "{who:?}");
+        assert!(
+            who.start_time.is_some() && who.cpu_ticks.is_some(),
+            "{who:?}"
+        );
+        assert!(who.resident.is_some_and(|r| r > 0), "{who:?}");
+    }
+
+    /// A `stat` kept open is read anew at each look: a busy process's CPU time grows through
+    /// it, and once the process has exited and been reaped the pid reads as gone, not as
+    /// the last line read.
+    #[test]
+    fn a_kept_stat_reads_the_present_and_an_exit() {
+        let mut busy = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh runs");
+        let pid = busy.id();
+        let mut procfs = ProcFs::default();
+        let first = procfs.identity(pid);
+        assert!(procfs.open_stats.contains_key(&pid), "kept open");
+        let before = first.cpu_ticks.expect("CPU time");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let later = loop {
+            let now = procfs.identity(pid);
+            if now.cpu_ticks.expect("CPU time") > before {
+                break now;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no CPU time in a minute"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(later.start_time, first.start_time);
+        let _ = busy.kill();
+        let _ = busy.wait();
+        let gone = procfs.identity(pid);
+        assert!(!gone.visible, "{gone:?}");
+        assert!(!procfs.open_stats.contains_key(&pid), "dropped once gone");
+    }
+
+    #[test]
+    fn every_field_read_is_the_one_proc5_numbers() {
+        // Fields 3.. after the name: 14, 15 (utime, stime) = 30, 12; 22 (start) = 987654;
+        // 24 (rss) = 2500.
+        let stat = "7 (a) b) R 3 7 7 0 -1 4194560 9 0 0 0 30 12 0 0 20 0 8 0 987654 1000 2500 18446744073709551615\n";
+        let got = Stat::parse(stat);
+        assert_eq!(
+            got,
+            Stat {
+                comm: Some("a) b".into()),
+                state: Some("R".into()),
+                ppid: Some(3),
+                cpu_ticks: Some(42),
+                start_time: Some(987_654),
+                rss_pages: Some(2500),
+            }
+        );
+        // Cut short: what is there is read, the rest is unknown, not 0.
+        let short = Stat::parse("7 (a) S 1 7 7 0 -1 0 0 0 0 0 5");
+        assert_eq!(
+            (short.ppid, short.cpu_ticks, short.rss_pages),
+            (Some(1), None, None)
+        );
     }
 
     #[test]

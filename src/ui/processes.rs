@@ -160,9 +160,23 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 None => "?".into(),
             })
     };
+    // Only the lines that can be on screen are worked out: the table scrolls so that the
+    // selected line is the last one shown, and shows fewer lines than the area is high, so
+    // `area.height` lines up to the selected one hold every line it can show.
+    let selected = state.table_index(&entries);
+    let first = selected.map_or(0, |s| (s + 1).saturating_sub(usize::from(area.height)));
+    let on_screen = first..first.saturating_add(usize::from(area.height));
+    let (history, time) = match &state.current {
+        Some(o) => (Some(&state.pipeline.history), o.sample.time),
+        None => (None, 0.0),
+    };
     let table_rows: Vec<Row<'_>> = entries
         .iter()
-        .map(|entry| {
+        .enumerate()
+        .map(|(index, entry)| {
+            if !on_screen.contains(&index) {
+                return Row::default();
+            }
             let (row, member) = match entry {
                 TableEntry::Group(group) => {
                     let findings = state.group_findings(group).len();
@@ -182,7 +196,15 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 f.pid == Some(row.process.pid)
                     && f.device_uuid.as_deref() == Some(row.process.device_uuid.as_str())
             });
-            let mut cells = table_row(row, wide, trend_width as usize, host_ns, forecast, theme);
+            let trend = history.map_or_else(Vec::new, |h| crate::app::trend(h, row.process, time));
+            let mut cells = table_row(
+                row,
+                (&trend, trend_width as usize),
+                wide,
+                host_ns,
+                forecast,
+                theme,
+            );
             if member {
                 cells[0] = Cell::from(format!("└{}", row.process.pid));
             }
@@ -215,7 +237,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         } else {
             theme.dim()
         });
-    let mut table_state = TableState::default().with_selected(state.table_index(&entries));
+    let mut table_state = TableState::default().with_selected(selected);
     frame.render_stateful_widget(table, area, &mut table_state);
     if processes == 0 && state.process_table.filter.is_on() {
         no_match_line(frame, area, state, theme);
@@ -431,8 +453,8 @@ pub(crate) fn climb_rate(climb: &ClimbNote, width: usize) -> String {
 
 fn table_row<'a>(
     row: &ProcessRow<'a>,
+    (trend_cells, trend_width): (&[Option<u64>], usize),
     wide: bool,
-    trend_width: usize,
     host_ns: Option<bool>,
     forecast: Option<&Finding>,
     theme: Theme,
@@ -447,7 +469,7 @@ fn table_row<'a>(
         }
         (None, Some(climb)) => Cell::from(climb_rate(climb, trend_width))
             .style(theme.severity(crate::detect::Severity::Warning)),
-        (None, None) => Cell::from(trend(&row.trend, trend_width, TREND_MIN_RANGE)),
+        (None, None) => Cell::from(trend(trend_cells, trend_width, TREND_MIN_RANGE)),
     };
     let mut cells = vec![Cell::from(p.pid.to_string())];
     let user = crate::text::clean(p.user.as_deref().unwrap_or("n/a")).into_owned();

@@ -307,6 +307,49 @@ fn the_layout_holds_still_while_the_findings_change() {
     assert_eq!(layouts[0], layouts[1]);
 }
 
+/// The table scrolled by its selection, one line at a time to the last and back to the top:
+/// at every step each line it has room for is a process, the selected one among them, and
+/// the lines shown follow one another in the table's order (only the lines on screen are
+/// worked out, and none of them is left blank).
+#[test]
+fn the_table_scrolls_with_its_selection_and_leaves_no_line_blank() {
+    for (w, h) in SIZES {
+        let mut state = shaped(4, 80, 9);
+        let order: Vec<u32> = state.rows().iter().map(|r| r.process.pid).collect();
+        let first = text(&render(&state, w, h));
+        let room = {
+            let s = seen(&first);
+            s.findings_at - s.table_at - 2
+        };
+        assert!(
+            room < order.len(),
+            "{w}x{h}: the table must be cut to scroll:\n{first}"
+        );
+        let mut steps: Vec<Action> = vec![Action::Down; order.len() + 2];
+        steps.extend(vec![Action::Up; order.len() + 2]);
+        for (step, action) in steps.into_iter().enumerate() {
+            state.apply_action(action);
+            let screen = text(&render(&state, w, h));
+            let s = seen(&screen);
+            let what = format!("{w}x{h}, step {step}:\n{screen}");
+            assert_eq!(s.process_rows, room, "{what}");
+            assert_eq!(s.blank_in_table, 0, "{what}");
+            let lines: Vec<&str> = screen.lines().collect();
+            let shown: Vec<u32> = lines[s.table_at + 2..s.findings_at]
+                .iter()
+                .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+                .collect();
+            let at = order
+                .iter()
+                .position(|&p| p == shown[0])
+                .unwrap_or_else(|| panic!("{what}"));
+            assert_eq!(shown, order[at..at + room].to_vec(), "{what}");
+            let picked = state.process_table.selected.as_ref().map(|(pid, _)| *pid);
+            assert!(picked.is_some_and(|p| shown.contains(&p)), "{what}");
+        }
+    }
+}
+
 /// The findings panel focused and scrolled: the selection stays in view and the last line
 /// says how many are above and below.
 #[test]

@@ -18,8 +18,8 @@ mod read;
 mod refusal;
 
 use super::holders::HolderSearch;
-use super::host::HostReader;
-use super::procfs::ProcFs;
+use super::host::{HostReader, ProcessStat};
+use super::procfs::{Identity, ProcFs};
 use super::{Source, SourceError};
 use crate::sample::{NodeSample, ProcessSample};
 use api::Api;
@@ -29,7 +29,7 @@ use nvml_wrapper::{cuda_driver_version_major, cuda_driver_version_minor, Nvml};
 pub(crate) use query::profile_from_name;
 use read::Reader;
 use refusal::Refusal;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -198,10 +198,30 @@ impl Source for NvmlSource {
             .collect();
         let mut gpus = Vec::with_capacity(reads.len());
         let mut processes = Vec::new();
+        // One `stat` read per listed process a sample, whatever number of devices list it:
+        // identity, CPU time and resident memory all come from it.
+        let mut read_now: HashMap<u32, Identity> = HashMap::new();
+        let mut stats: Vec<ProcessStat> = Vec::new();
         for read in reads {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
-                let identity = self.procfs.identity(placed.pid);
+                let identity = match read_now.get(&placed.pid) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let identity = self.procfs.identity(placed.pid);
+                        if let (true, Some(start_time)) = (identity.visible, identity.start_time) {
+                            stats.push(ProcessStat {
+                                pid: placed.pid,
+                                start_time,
+                                cpu_ticks: identity.cpu_ticks,
+                                resident: identity.resident,
+                                at: std::time::Instant::now(),
+                            });
+                        }
+                        read_now.insert(placed.pid, identity.clone());
+                        identity
+                    }
+                };
                 let owner = match (identity.visible, identity.start_time) {
                     (true, Some(start)) => Some(self.owners.of(placed.pid, start)),
                     _ => None,
@@ -229,22 +249,16 @@ impl Source for NvmlSource {
             }
             gpus.push(read.gpu);
         }
-        let alive: Vec<(u32, u64)> = processes
+        let alive: HashSet<(u32, u64)> = processes
             .iter()
             .filter_map(|p| p.start_time.map(|t| (p.pid, t)))
             .collect();
         self.procfs.retain(&alive);
         self.owners.retain(&alive);
         let host_pid_namespace = self.procfs.host_pid_namespace();
-        // Only pids this /proc names as NVML does: elsewhere the number is another process.
-        let mut visible: Vec<u32> = processes
-            .iter()
-            .filter(|p| p.visible)
-            .map(|p| p.pid)
-            .collect();
-        visible.sort_unstable();
-        visible.dedup();
-        let host_use = self.host_stats.processes(&visible);
+        // Only pids this /proc names as NVML does (the others are not `visible`): elsewhere the
+        // number is another process.
+        let host_use = self.host_stats.processes(&stats);
         for p in processes.iter_mut().filter(|p| p.visible) {
             if let Some(host) = host_use.get(&p.pid) {
                 p.cpu_percent = host.cpu_percent;

@@ -75,7 +75,7 @@ impl Owners {
     }
 
     /// Forgets processes not among `alive` (pid, start time).
-    pub(crate) fn retain(&mut self, alive: &[(u32, u64)]) {
+    pub(crate) fn retain(&mut self, alive: &std::collections::HashSet<(u32, u64)>) {
         self.known.retain(|key, _| alive.contains(key));
     }
 
@@ -194,7 +194,7 @@ fn from_environ(owner: &mut Owner, raw: &[u8]) {
 /// One process of a parent chain, from `stat` (parent, comm) and `cmdline`.
 fn look(root: &std::path::Path, pid: u32) -> Option<Ancestor> {
     let dir = root.join(pid.to_string());
-    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    let stat = crate::source::procfs::read_line_file(&dir.join("stat")).ok()?;
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?.to_string();
@@ -262,7 +262,7 @@ mod tests {
         assert!(!owner.unreadable.contains_key("cgroup"));
         // Cached: the same answer without reading again.
         assert_eq!(owners.of(me, 1), owner);
-        owners.retain(&[]);
+        owners.retain(&Default::default());
         assert!(owners.known.is_empty());
     }
 
