@@ -52,10 +52,10 @@ pub(crate) struct Scanner {
     /// many there were in all.
     tmp_dirs: Option<TmpDirs>,
     scans: u64,
-    /// What `/proc/<pid>/status` and `environ` said of each watched pid, and at which scan:
-    /// read again only every [`ROOT_REFRESH_SCANS`] scans (a pid reused meanwhile is caught
-    /// then), not at every scan.
-    roots: HashMap<u32, (u64, Option<RootInfo>)>,
+    /// What `/proc/<pid>/status` and `environ` said of each watched pid, at which scan, and of
+    /// which process (its start time): read once per process where its start time is known,
+    /// else again every [`ROOT_REFRESH_SCANS`] scans (a pid reused meanwhile is caught then).
+    roots: HashMap<u32, (u64, Option<u64>, Option<RootInfo>)>,
     listings: Listings,
     /// This monitor's own mount namespace and root: a watched process that shares both sees
     /// the same paths, and its root is not looked into for what was looked up here.
@@ -82,10 +82,18 @@ type TmpDirs = (SystemTime, Vec<(PathBuf, u32)>, usize);
 struct RootInfo {
     euid: u32,
     nspid: u32,
-    environ_dir: Option<PathBuf>,
-    /// The tree it sees (read with the rest, every [`ROOT_REFRESH_SCANS`] scans).
+    /// The tree it sees.
     root: Option<RootKey>,
+    /// Its feed dir in this mount namespace, and the owner that dir must have.
+    here: PathBuf,
+    owner: u32,
+    /// The dirs to look into within its root (`tmp/strata-<euid>`, its `STRATA_FEED_DIR`),
+    /// less those that are `here` (its tree is this monitor's own).
+    in_root: Vec<PathBuf>,
 }
+
+/// A watched process: its pid, and its start time where known (with the pid, which process).
+pub(crate) type Watched = (u32, Option<u64>);
 
 /// Scans between two reads of a watched process's status and environment.
 const ROOT_REFRESH_SCANS: u64 = 30;
@@ -158,19 +166,20 @@ impl Scanner {
     /// feed dirs, each within its budget. A socket `is_dead` names is no candidate.
     pub(crate) fn scan(
         &mut self,
-        watched: &[u32],
+        watched: &[Watched],
         connected: &HashSet<u32>,
         is_dead: IsDead,
     ) -> Scan {
         self.scans += 1;
         let mut found = Found::new(is_dead);
-        self.roots.retain(|pid, _| watched.contains(pid));
+        let pids: HashSet<u32> = watched.iter().map(|&(pid, _)| pid).collect();
+        self.roots.retain(|pid, _| pids.contains(pid));
         // Many watched processes share one feed dir, and one tree: each opened once a scan.
         let mut here_dirs = HashMap::new();
         let mut in_root = InRootDirs::new();
-        for &pid in watched {
+        for &(pid, start) in watched {
             if !connected.contains(&pid) {
-                self.look_up(pid, &mut here_dirs, &mut in_root, &mut found);
+                self.look_up(pid, start, &mut here_dirs, &mut in_root, &mut found);
             }
         }
         self.scan_feed_dirs(&mut found);
@@ -182,45 +191,28 @@ impl Scanner {
         }
     }
 
-    /// A watched process's identity, read again when the cached one is old.
-    fn root_info(&mut self, pid: u32) -> Option<RootInfo> {
+    /// A watched process's identity: read once for a process whose start time is known (and
+    /// while it cannot be read, again every [`ROOT_REFRESH_SCANS`] scans), else again when the
+    /// cached one is that old.
+    fn root_info(&mut self, pid: u32, start: Option<u64>) -> Option<&RootInfo> {
         let scans = self.scans;
-        if let Some((read_at, info)) = self.roots.get(&pid) {
-            if scans - read_at < ROOT_REFRESH_SCANS {
-                return info.clone();
-            }
-        }
-        let proc_dir = self.proc_root.join(pid.to_string());
-        let info = read_status(&self.proc_root, pid).ok().and_then(|status| {
-            Some(RootInfo {
-                euid: status.euid?,
-                nspid: status.nspid?,
-                environ_dir: environ_feed_dir(&proc_dir.join("environ")),
-                root: root_key(&proc_dir),
-            })
+        let fresh = self.roots.get(&pid).is_some_and(|(read_at, was, info)| {
+            let same = start.is_some() && *was == start && info.is_some();
+            same || (*was == start && scans - read_at < ROOT_REFRESH_SCANS)
         });
-        self.roots.insert(pid, (scans, info.clone()));
-        info
+        if !fresh {
+            let info = self.read_root_info(pid);
+            self.roots.insert(pid, (scans, start, info));
+        }
+        self.roots.get(&pid).and_then(|(_, _, info)| info.as_ref())
     }
 
-    /// The paths where a watched process's agent listens: its feed dir in this mount
-    /// namespace, then through its root.
-    fn look_up(
-        &mut self,
-        pid: u32,
-        here_dirs: &mut HashMap<PathBuf, Dir>,
-        in_root: &mut InRootDirs,
-        found: &mut Found,
-    ) {
-        let Some(RootInfo {
-            euid,
-            nspid,
-            environ_dir,
-            root,
-        }) = self.root_info(pid)
-        else {
-            return;
-        };
+    /// Reads what a watched process's socket is looked up by.
+    fn read_root_info(&self, pid: u32) -> Option<RootInfo> {
+        let proc_dir = self.proc_root.join(pid.to_string());
+        let status = read_status(&self.proc_root, pid).ok()?;
+        let (euid, nspid) = (status.euid?, status.nspid?);
+        let root = root_key(&proc_dir);
         let (here, owner) = match &self.feed_dir {
             Some(dir) => (dir.clone(), self.euid),
             None if self.euid == 0 => (self.tmp_root.join(format!("strata-{euid}")), euid),
@@ -229,29 +221,62 @@ impl Scanner {
                 self.euid,
             ),
         };
-        // A dir that is not one is looked at again for each pid, so that each is told why.
+        let mut in_root = vec![PathBuf::from(format!("tmp/strata-{euid}"))];
+        in_root.extend(environ_feed_dir(&proc_dir.join("environ")));
+        // A process that sees this monitor's own tree, under its own pid, has its socket where
+        // it is looked up here: its root's copy of that path is the same directory.
+        let same_tree = root.is_some() && root == self.own_root && nspid == pid;
+        in_root.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
+        Some(RootInfo {
+            euid,
+            nspid,
+            root,
+            here,
+            owner,
+            in_root,
+        })
+    }
+
+    /// The paths where a watched process's agent listens: its feed dir in this mount
+    /// namespace, then through its root.
+    fn look_up(
+        &mut self,
+        pid: u32,
+        start: Option<u64>,
+        here_dirs: &mut HashMap<PathBuf, Option<Dir>>,
+        in_root: &mut InRootDirs,
+        found: &mut Found,
+    ) {
+        let Some(info) = self.root_info(pid, start) else {
+            return;
+        };
+        let (euid, nspid, root, owner) = (info.euid, info.nspid, info.root, info.owner);
+        let here = info.here.clone();
+        let rels = info.in_root.clone();
+        // A dir that is not one is looked at again for each pid, so that each is told why; one
+        // that is not there is looked for once a scan.
         let dir = match here_dirs.get(&here) {
-            Some(dir) => Some(dir.clone()),
+            Some(dir) => dir.clone(),
             None => {
                 let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
-                if let Some(dir) = &dir {
+                if dir.is_some() || fs::symlink_metadata(&here).is_err() {
                     here_dirs.insert(here.clone(), dir.clone());
                 }
                 dir
             }
         };
         if let Some(dir) = dir {
-            found.socket(&dir, &format!("{pid}.sock"), pid, Some(pid));
-            if nspid != pid {
-                found.socket(&dir, &format!("{nspid}.sock"), nspid, Some(pid));
+            // What the directory's listing, unchanged since, says is not there is not looked
+            // up again: a node of hundreds of processes and no agent costs no call per process.
+            let scans = self.scans;
+            for name_pid in [pid, nspid] {
+                if (name_pid == pid || nspid != pid)
+                    && !self.listings.lacks(&here, &dir.st, name_pid, scans)
+                {
+                    found.socket(&dir, &format!("{name_pid}.sock"), name_pid, Some(pid));
+                }
             }
         }
-        let mut rels = vec![PathBuf::from(format!("tmp/strata-{euid}"))];
-        rels.extend(environ_dir);
-        // A process that sees this monitor's own tree, under its own pid, has its socket where
-        // it was just looked up: its root's copy of that path is the same directory.
-        let same_tree = root.is_some() && root == self.own_root && nspid == pid;
-        rels.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
         if rels.is_empty() {
             return;
         }
@@ -374,6 +399,7 @@ impl Scanner {
                 });
             }
             let dir = Dir {
+                st: dir.st,
                 fd: Rc::clone(&dir.fd),
                 shown: path,
                 expected_uid: owner,

@@ -43,6 +43,7 @@ pub(super) fn open_place(
     }
     let verdict = dir_verdict(&shown, &opened.st, owner);
     Some(Dir {
+        st: opened.st,
         fd: opened.fd,
         shown,
         expected_uid: owner,
@@ -70,6 +71,8 @@ pub(super) struct Found<'a> {
 #[derive(Clone)]
 pub(super) struct Dir {
     pub(crate) fd: Rc<OwnedFd>,
+    /// What `fstat` said of it when it was opened.
+    pub(crate) st: libc::stat,
     pub(crate) shown: PathBuf,
     pub(crate) expected_uid: u32,
     pub(crate) verdict: Result<(), String>,

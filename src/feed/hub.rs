@@ -6,7 +6,7 @@
 
 use super::candidate::FeedKey;
 use super::conn::{Conn, Phase, READ_CHUNK};
-use super::discover::Scanner;
+use super::discover::{Scanner, Watched};
 use super::poller::{wait_readable, Poller};
 use super::state::End;
 use super::state::Feeds;
@@ -62,7 +62,7 @@ struct Shared {
     /// Connections attempted since the start (each a `connect(2)`), and scans run.
     connects: u64,
     scans_run: u64,
-    watched: Vec<u32>,
+    watched: Vec<Watched>,
     scans_requested: u64,
     scans_done: u64,
     /// Connections not yet judged, or whose backlog may still be arriving.
@@ -123,11 +123,13 @@ impl FeedHub {
         })
     }
 
-    /// The host pids NVML lists: for each, also look for its socket through its root.
-    pub(crate) fn watch_pids(&self, pids: &[u32]) {
-        let mut pids: Vec<u32> = pids.to_vec();
+    /// The host pids NVML lists, each with its start time where known: for each, also look
+    /// for its socket through its root. A pid new to the list, or now another process, is
+    /// looked up at once.
+    pub(crate) fn watch_pids(&self, pids: &[Watched]) {
+        let mut pids: Vec<Watched> = pids.to_vec();
         pids.sort_unstable();
-        pids.dedup();
+        pids.dedup_by_key(|&mut (pid, _)| pid);
         pids.truncate(MAX_WATCHED);
         let mut shared = self.inner.lock();
         let new = pids
@@ -351,7 +353,7 @@ impl Hub {
         pending
     }
 
-    fn scan(&mut self, watched: &[u32], requested: Option<u64>, now: Instant) {
+    fn scan(&mut self, watched: &[Watched], requested: Option<u64>, now: Instant) {
         let connected: HashSet<u32> = {
             let shared = self.inner.lock();
             shared

@@ -703,7 +703,7 @@ fn a_job_in_a_container_is_found_through_its_root() {
         hub.collect().is_empty(),
         "nothing before the pid is watched"
     );
-    hub.watch_pids(&[me(), me()]);
+    hub.watch_pids(&[(me(), None), (me(), None)]);
     hub.settle(PATIENCE);
     let records = hub.collect();
     assert_eq!(records.len(), 2, "{records:#?}");
@@ -723,6 +723,40 @@ fn a_job_in_a_container_is_found_through_its_root() {
     }
 }
 
+/// A pid that is now another process (another start time) is looked up by what the new one's
+/// `/proc` says, at once: not by what was read of the old one, until that grew old.
+#[test]
+fn a_pid_taken_by_another_process_is_looked_up_anew_at_once() {
+    let tmp = TempDir::new();
+    let root = tmp.dir("container", 0o755);
+    let feeds = tmp.dir("container/tmp/strata-0", 0o700);
+    let _agent = FakeAgent::serve(feeds.join("8.sock"), vec![hello(8), sample(1, false)]);
+    let proc_root = fake_proc(&tmp, &root, b"");
+    let hub = FeedHub::start(FeedConfig {
+        rescan: Duration::from_secs(3600), // scans only when asked
+        ..config(None, &tmp.dir("host-tmp", 0o755), &proc_root)
+    })
+    .expect("hub");
+    hub.watch_pids(&[(me(), Some(100))]);
+    hub.settle(PATIENCE);
+    assert!(
+        hub.collect().is_empty(),
+        "the first process is 7 in its namespace"
+    );
+    // The pid now names a process that is 8 in its namespace.
+    let status = format!(
+        "Name:\tpython\nPid:\t{}\nUid:\t0\t0\t0\t0\nNSpid:\t{}\t8\n",
+        me(),
+        me()
+    );
+    fs::write(proc_root.join(me().to_string()).join("status"), status).expect("status");
+    hub.watch_pids(&[(me(), Some(200))]);
+    hub.settle(PATIENCE);
+    let records = hub.collect();
+    let feed = only(&records);
+    assert_eq!((feed.pid(), feed.nspid), (Some(me()), Some(8)));
+}
+
 #[test]
 fn a_stale_socket_seen_through_a_process_root_is_not_removed() {
     let tmp = TempDir::new();
@@ -731,7 +765,7 @@ fn a_stale_socket_seen_through_a_process_root_is_not_removed() {
     drop(UnixListener::bind(feeds.join("7.sock")).expect("bind"));
     let proc_root = fake_proc(&tmp, &root, b"");
     let hub = FeedHub::start(config(None, &tmp.dir("host-tmp", 0o755), &proc_root)).expect("hub");
-    hub.watch_pids(&[me()]);
+    hub.watch_pids(&[(me(), None)]);
     for _ in 0..3 {
         hub.settle(PATIENCE);
         std::thread::sleep(STALE_CONFIRM);
@@ -751,7 +785,7 @@ fn the_same_socket_found_twice_is_one_feed_shown_by_its_feed_dir() {
     let _agent = FakeAgent::serve(feeds.join("7.sock"), vec![hello(7), sample(1, false)]);
     let proc_root = fake_proc(&tmp, &root, b"");
     let hub = FeedHub::start(config(Some(&feeds), &tmp.0, &proc_root)).expect("hub");
-    hub.watch_pids(&[me()]);
+    hub.watch_pids(&[(me(), None)]);
     hub.settle(PATIENCE);
     let records = hub.collect();
     let feed = only(&records);

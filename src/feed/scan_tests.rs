@@ -152,7 +152,7 @@ fn a_full_hub_still_takes_a_watched_processs_own_socket() {
         own.join(format!("{}.sock", me())),
         vec![hello(me()), sample(1, false)],
     );
-    hub.watch_pids(&[me()]);
+    hub.watch_pids(&[(me(), None)]);
     let records = super::tests::wait_for(&hub, "the watched process's feed", |r| {
         r.iter().any(|f| f.pid() == Some(me()) && f.hello.is_some())
     });
@@ -177,7 +177,7 @@ fn silent_peers_of_one_dir_hold_few_descriptors() {
         vec![hello(me()), sample(1, false)],
     );
     let hub = FeedHub::start(config(None, &tmp.0, Path::new("/proc"))).expect("hub");
-    hub.watch_pids(&[me()]);
+    hub.watch_pids(&[(me(), None)]);
     let mut most = 0;
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(50));

@@ -150,7 +150,11 @@ type Tracks = [Track; NUMERIC.len()];
 /// The settled sort values of every row on screen, by device and pid.
 #[derive(Debug, Default, Clone)]
 pub struct SortMemory {
-    rows: HashMap<String, HashMap<u32, Tracks>>,
+    /// By device, by pid: the tracks, and the last sample (of [`SortMemory::samples`]) that
+    /// listed the row.
+    rows: HashMap<String, HashMap<u32, (Tracks, u64)>>,
+    /// Samples taken in so far.
+    samples: u64,
 }
 
 /// A row's value under a numeric key, as the sample has it.
@@ -179,27 +183,38 @@ pub(crate) fn value_of(
 impl SortMemory {
     /// Takes in one sample's values; forgets rows no longer listed.
     pub(crate) fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
-        let mut kept: HashMap<String, HashMap<u32, Tracks>> = HashMap::new();
+        // Updated in place (a node's rows stay from sample to sample): no map is built and
+        // no device name copied but for a row new to it.
+        self.samples += 1;
+        let now = self.samples;
         for (index, process) in sample.processes.iter().enumerate() {
-            let mut tracks = self
-                .rows
-                .get_mut(&process.device_uuid)
-                .and_then(|by_pid| by_pid.remove(&process.pid))
-                .unwrap_or_default();
+            if !self.rows.contains_key(&process.device_uuid) {
+                self.rows
+                    .insert(process.device_uuid.clone(), HashMap::new());
+            }
+            let Some(by_pid) = self.rows.get_mut(&process.device_uuid) else {
+                continue;
+            };
+            let (tracks, seen) = by_pid.entry(process.pid).or_default();
+            if *seen == now {
+                // Listed twice on one device: the later record alone, as a new row.
+                *tracks = Tracks::default();
+            }
+            *seen = now;
             for (track, key) in tracks.iter_mut().zip(NUMERIC) {
                 track.push(value_of(sample, account, index, key), key);
             }
-            kept.entry(process.device_uuid.clone())
-                .or_default()
-                .insert(process.pid, tracks);
         }
-        self.rows = kept;
+        for by_pid in self.rows.values_mut() {
+            by_pid.retain(|_, (_, seen)| *seen == now);
+        }
+        self.rows.retain(|_, by_pid| !by_pid.is_empty());
     }
 
     /// The value row (`pid`, `device_uuid`) is ordered by under `key`.
     pub(crate) fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
         let at = NUMERIC.iter().position(|&k| k == key)?;
-        self.rows.get(device_uuid)?.get(&pid)?[at].settled
+        self.rows.get(device_uuid)?.get(&pid)?.0[at].settled
     }
 }
 

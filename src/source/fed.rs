@@ -32,12 +32,13 @@ impl FedSource {
     }
 }
 
-fn visible_pids(sample: &NodeSample) -> Vec<u32> {
-    let mut pids: Vec<u32> = sample
+/// The processes this `/proc` names, each with its start time (which process the pid is).
+fn visible_pids(sample: &NodeSample) -> Vec<(u32, Option<u64>)> {
+    let mut pids: Vec<(u32, Option<u64>)> = sample
         .processes
         .iter()
         .filter(|p| p.visible)
-        .map(|p| p.pid)
+        .map(|p| (p.pid, p.start_time))
         .collect();
     pids.sort_unstable();
     pids.dedup();

@@ -200,13 +200,14 @@ impl Source for NvmlSource {
         let mut processes = Vec::new();
         // One `stat` read per listed process a sample, whatever number of devices list it:
         // identity, CPU time and resident memory all come from it.
-        let mut read_now: HashMap<u32, Identity> = HashMap::new();
+        // Where each pid was first placed in `processes`: a later device's record copies it.
+        let mut first_at: HashMap<u32, usize> = HashMap::new();
         let mut stats: Vec<ProcessStat> = Vec::new();
         for read in reads {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
-                let identity = match read_now.get(&placed.pid) {
-                    Some(known) => known.clone(),
+                let identity = match first_at.get(&placed.pid) {
+                    Some(&at) => identity_of(&processes[at]),
                     None => {
                         let identity = self.procfs.identity(placed.pid);
                         if let (true, Some(start_time)) = (identity.visible, identity.start_time) {
@@ -218,7 +219,7 @@ impl Source for NvmlSource {
                                 at: std::time::Instant::now(),
                             });
                         }
-                        read_now.insert(placed.pid, identity.clone());
+                        first_at.insert(placed.pid, processes.len());
                         identity
                     }
                 };
@@ -296,6 +297,21 @@ impl Source for NvmlSource {
 
     fn label(&self) -> String {
         format!("nvml {}", self.library)
+    }
+}
+
+/// What `/proc` said of a process already placed this sample, for its record on another
+/// device (its CPU time and memory are taken once, from the first).
+fn identity_of(placed: &ProcessSample) -> Identity {
+    Identity {
+        visible: placed.visible,
+        hidden: placed.hidden,
+        state: placed.proc_state.clone(),
+        start_time: placed.start_time,
+        user: placed.user.clone(),
+        command: placed.command.clone(),
+        executable: placed.executable.clone(),
+        ..Identity::default()
     }
 }
 
