@@ -8,12 +8,15 @@
 //! the loop unable to run: their handler restores the terminal with async-signal-safe calls
 //! only (`tcsetattr`, `write`), then lets the signal take its course.
 
+// The changed cells written to the terminal in few bytes.
+mod lean_backend;
+
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;
 use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen,
 };
-use ratatui::backend::CrosstermBackend;
+use lean_backend::LeanBackend;
 use ratatui::Terminal;
 use std::io::{self, Stdout};
 use std::os::raw::c_int;
@@ -98,7 +101,7 @@ fn install_panic_hook() {
 
 /// Restores the terminal when dropped, whatever way the scope ends.
 pub(crate) struct Guard {
-    pub(crate) terminal: Terminal<CrosstermBackend<Stdout>>,
+    pub(crate) terminal: Terminal<LeanBackend<Stdout>>,
 }
 
 impl Drop for Guard {
@@ -121,7 +124,7 @@ pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
         restore();
         return Err(e);
     }
-    match Terminal::new(CrosstermBackend::new(io::stdout())) {
+    match Terminal::new(LeanBackend::new(io::stdout())) {
         Ok(terminal) => Ok(Guard { terminal }),
         Err(e) => {
             restore();

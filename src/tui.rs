@@ -253,10 +253,17 @@ fn run_with(
 
 /// Draws the screen. What the mouse can click is what this frame draws: the table's place
 /// recorded by the last one is forgotten first (a view without the table records none).
+/// Draws a frame and writes what changed. Not `Terminal::draw`: that asks the terminal its
+/// size at every frame (crossterm opens `/dev/tty` for it) and hides the cursor again; here
+/// the size follows the resize events, and the cursor stays hidden from `terminal::enter`.
 fn draw(guard: &mut terminal::Guard, state: &State) -> std::io::Result<()> {
     state.mouse.table.take();
-    guard.terminal.draw(|f| crate::ui::draw(f, state))?;
-    Ok(())
+    let terminal = &mut guard.terminal;
+    let mut frame = terminal.get_frame();
+    crate::ui::draw(&mut frame, state);
+    terminal.flush()?;
+    terminal.swap_buffers();
+    ratatui::backend::Backend::flush(terminal.backend_mut())
 }
 
 /// Starts or stops the recording, as `r` asked.
