@@ -3,6 +3,7 @@
 //! by the parent chain in `/proc`. A worker's own command is never taken for its launcher.
 
 /// What `/proc` says of one process of the chain: its parent, `comm` and argv.
+#[derive(Debug, Clone)]
 pub(crate) struct Ancestor {
     pub(crate) ppid: Option<u32>,
     pub(crate) comm: String,

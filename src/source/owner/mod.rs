@@ -34,6 +34,9 @@ pub struct Owners {
     paths: NamePaths,
     pods: PodIndex,
     known: HashMap<(u32, u64), Known>,
+    /// The parent chain's processes as read this sample: the processes of one job share
+    /// their ancestors, read once, not once per process. Forgotten at each `retain`.
+    ancestors: std::cell::RefCell<HashMap<u32, Option<launcher::Ancestor>>>,
 }
 
 impl Default for Owners {
@@ -49,6 +52,7 @@ impl Owners {
             pods: PodIndex::new(paths.clone()),
             paths,
             known: HashMap::new(),
+            ancestors: Default::default(),
         }
     }
 
@@ -77,6 +81,7 @@ impl Owners {
     /// Forgets processes not among `alive` (pid, start time).
     pub(crate) fn retain(&mut self, alive: &std::collections::HashSet<(u32, u64)>) {
         self.known.retain(|key, _| alive.contains(key));
+        self.ancestors.get_mut().clear();
     }
 
     fn read(&mut self, pid: u32) -> Owner {
@@ -100,7 +105,16 @@ impl Owners {
             }
         }
         let root = self.proc_root.clone();
-        if let Some((launcher_pid, name)) = launcher::find(pid, |p| look(&root, p)) {
+        let ancestors = &self.ancestors;
+        let looked = |p: u32| {
+            if let Some(known) = ancestors.borrow().get(&p) {
+                return known.clone();
+            }
+            let read = look(&root, p);
+            ancestors.borrow_mut().insert(p, read.clone());
+            read
+        };
+        if let Some((launcher_pid, name)) = launcher::find(pid, looked) {
             owner.launcher_pid = Some(launcher_pid);
             owner
                 .source
