@@ -97,7 +97,17 @@ pub struct NvmlPciInfoLegacy {
     pub reserved: [c_uint; 4],
 }
 
+/// `nvmlBAR1Memory_t`: total, free, used.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NvmlBar1Memory {
+    pub bar1_total: c_ulonglong,
+    pub bar1_free: c_ulonglong,
+    pub bar1_used: c_ulonglong,
+}
+
 const _: () = assert!(std::mem::size_of::<NvmlMemory>() == 24);
+const _: () = assert!(std::mem::size_of::<NvmlBar1Memory>() == 24);
 const _: () = assert!(std::mem::size_of::<NvmlMemoryV2>() == 40);
 const _: () = assert!(NVML_MEMORY_V2_VERSION == 0x0200_0028);
 const _: () = assert!(std::mem::size_of::<NvmlUtilization>() == 8);

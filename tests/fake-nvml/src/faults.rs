@@ -32,6 +32,7 @@ pub const DEVICE_CALLS: &[&str] = &[
     "nvmlDeviceGetPciInfo_v3",
     "nvmlDeviceGetPciInfo_v2",
     "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetBAR1MemoryInfo",
     "nvmlDeviceGetCurrPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetMaxPcieLinkGeneration",

@@ -1,7 +1,8 @@
 //! Exported NVML functions about the board around the GPU: its PCI address (all three
-//! layouts), the PCIe link and its traffic, the fan, the temperature thresholds and the video
-//! engines. strata reads only `nvmlDeviceGetPciInfo_v3`; the rest are what other monitors
-//! (nvtop requires every one of them) ask, so that they can run on a fake node beside strata.
+//! layouts), the BAR1 aperture, the PCIe link and its traffic, the fan, the temperature
+//! thresholds and the video engines. strata reads only `nvmlDeviceGetPciInfo_v3`; the rest
+//! are what other monitors ask (nvtop requires all but BAR1; nvitop draws a MIG device's BAR1
+//! and fails without it), so that they can run on a fake node beside strata.
 //!
 //! Safety contract of every `unsafe extern "C"` function here: `device` is any value (unknown
 //! handles are refused) and each other pointer is null or valid for the access NVML's C API
@@ -10,7 +11,7 @@
 
 use std::ffi::c_uint;
 
-use crate::abi::{NvmlDevice, NvmlPciInfo, NvmlPciInfoLegacy};
+use crate::abi::{NvmlBar1Memory, NvmlDevice, NvmlPciInfo, NvmlPciInfoLegacy};
 use crate::codes::{ERROR_INVALID_ARGUMENT, ERROR_NOT_SUPPORTED, ERROR_UNKNOWN};
 use crate::ffi_util::{c_array, guard, put};
 use crate::scenario::{Answer, Scripted};
@@ -134,6 +135,30 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
     pci: *mut NvmlPciInfoLegacy,
 ) -> u32 {
     pci_legacy(device, "nvmlDeviceGetPciInfo_v2", pci)
+}
+
+/// The BAR1 aperture of the GPU, or of the MIG device (its own share).
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(
+    device: NvmlDevice,
+    bar1: *mut NvmlBar1Memory,
+) -> u32 {
+    guard(|| {
+        state::with_device(device, "nvmlDeviceGetBAR1MemoryInfo", false, |ctx| {
+            let memory = match ctx.instance {
+                Some(instance) => instance.bar1_memory.get()?,
+                None => ctx.device.bar1_memory.get()?,
+            };
+            let used = memory.used.at(ctx.poll);
+            let answer = NvmlBar1Memory {
+                bar1_total: memory.total,
+                bar1_free: memory.total.saturating_sub(used),
+                bar1_used: used,
+            };
+            // SAFETY: `bar1` is null or points to an nvmlBAR1Memory_t (contract above).
+            unsafe { put(bar1, answer) }
+        })
+    })
 }
 
 #[no_mangle]

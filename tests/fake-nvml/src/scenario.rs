@@ -101,6 +101,9 @@ pub struct Device {
     /// The SM clock's maximum, MHz (`nvmlDeviceGetMaxClockInfo` with `NVML_CLOCK_SM`).
     #[serde(default = "not_supported")]
     pub sm_clock_max: Answer<u32>,
+    /// The BAR1 aperture, bytes (`nvmlDeviceGetBAR1MemoryInfo`).
+    #[serde(default = "not_supported")]
+    pub bar1_memory: Answer<Bar1Memory>,
     /// The PCIe link, now and at most (`nvmlDevice{Curr,Max}PcieLink{Generation,Width}`).
     #[serde(default = "not_supported")]
     pub pcie_link: Answer<PcieLink>,
@@ -159,6 +162,9 @@ pub struct MigInstance {
     pub memory: Answer<Memory>,
     #[serde(default = "not_supported")]
     pub utilization: Answer<Utilization>,
+    /// The MIG device's share of the BAR1 aperture, bytes (`nvmlDeviceGetBAR1MemoryInfo`).
+    #[serde(default = "not_supported")]
+    pub bar1_memory: Answer<Bar1Memory>,
     #[serde(default = "empty_list")]
     pub compute_processes: Answer<Vec<Process>>,
     #[serde(default = "empty_list")]
@@ -220,6 +226,14 @@ impl Memory {
 pub struct Utilization {
     pub gpu: Scripted<u32>,
     pub memory: Scripted<u32>,
+}
+
+/// The BAR1 aperture (the GPU memory the CPU can map), bytes; free is `total - used`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bar1Memory {
+    pub total: u64,
+    pub used: Scripted<u64>,
 }
 
 /// A GPU's PCIe link: the generation and lane count it runs at, and the most it can.

@@ -20,14 +20,16 @@ const BOARD: &str = r#"{"devices": [
    "fan_speed": [30, 45],
    "temperature_thresholds": {"shutdown": 92, "slowdown": 89},
    "encoder_utilization": [0, 7], "decoder_utilization": 12,
+   "bar1_memory": {"total": 1000, "used": [10, 30]},
    "mig_mode": {"current": 1, "pending": 1}, "max_mig_devices": 7,
    "mig": [{"slot": 0, "uuid": "MIG-a0", "name": "A MIG 1g.10gb", "gpu_instance_id": 9,
-            "compute_instance_id": 0, "memory": {"total": 10, "used": 1}}]},
+            "compute_instance_id": 0, "memory": {"total": 10, "used": 1},
+            "bar1_memory": {"total": 100, "used": 4}}]},
   {"name": "B", "uuid": "GPU-b", "memory": {"total": 100, "used": 10}},
   {"name": "C", "uuid": "GPU-c", "memory": {"total": 100, "used": 10},
    "pcie_link": "NoPermission", "pcie_throughput": "Unknown", "fan_speed": "NoPermission",
    "temperature_thresholds": "NoPermission", "encoder_utilization": "NoPermission",
-   "decoder_utilization": "NoPermission"}
+   "decoder_utilization": "NoPermission", "bar1_memory": "NoPermission"}
 ]}"#;
 
 fn started(text: &str) -> Session {
@@ -261,4 +263,34 @@ fn a_fault_may_name_a_board_call() {
     // SAFETY: a valid out pointer.
     let code = unsafe { nvmlDeviceGetPciInfo_v2(gpu, pci.as_mut_ptr()) };
     assert_eq!(code, SUCCESS, "v2 is its own call");
+}
+
+fn bar1(device: NvmlDevice) -> Result<(u64, u64, u64), u32> {
+    let mut out = NvmlBar1Memory {
+        bar1_total: 0,
+        bar1_free: 0,
+        bar1_used: 0,
+    };
+    // SAFETY: a valid out pointer.
+    match unsafe { nvmlDeviceGetBAR1MemoryInfo(device, &mut out) } {
+        SUCCESS => Ok((out.bar1_total, out.bar1_free, out.bar1_used)),
+        code => Err(code),
+    }
+}
+
+#[test]
+fn bar1_of_a_gpu_follows_its_polls_and_a_mig_device_has_its_own() {
+    let _session = started(BOARD);
+    let gpu = handle(0);
+    let mig = mig_handle(gpu, 0).expect("slot 0");
+    for (poll, used) in [10, 30].into_iter().enumerate() {
+        next_poll(gpu);
+        assert_eq!(bar1(gpu), Ok((1000, 1000 - used, used)), "poll {poll}");
+    }
+    assert_eq!(bar1(mig), Ok((100, 96, 4)), "the MIG device's own share");
+    assert_eq!(bar1(handle(1)), Err(ERROR_NOT_SUPPORTED), "absent");
+    assert_eq!(bar1(handle(2)), Err(ERROR_NO_PERMISSION), "refused");
+    // SAFETY: a null out pointer is refused, not written.
+    let code = unsafe { nvmlDeviceGetBAR1MemoryInfo(gpu, null_mut()) };
+    assert_eq!(code, ERROR_INVALID_ARGUMENT);
 }
