@@ -82,7 +82,32 @@ pub struct NvmlPciInfo {
     pub bus_id: [c_char; 32],
 }
 
+/// The legacy `nvmlPciInfo_t` that `nvmlDeviceGetPciInfo` and `_v2` fill (pynvml's
+/// `nvmlPciInfo_v2_t`): the bus id in the old 16-byte form (`DDDD:BB:DD.F`) first, and four
+/// reserved words where the newer layout has its 32-byte bus id.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NvmlPciInfoLegacy {
+    pub bus_id: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub reserved: [c_uint; 4],
+}
+
+/// `nvmlBAR1Memory_t`: total, free, used.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NvmlBar1Memory {
+    pub bar1_total: c_ulonglong,
+    pub bar1_free: c_ulonglong,
+    pub bar1_used: c_ulonglong,
+}
+
 const _: () = assert!(std::mem::size_of::<NvmlMemory>() == 24);
+const _: () = assert!(std::mem::size_of::<NvmlBar1Memory>() == 24);
 const _: () = assert!(std::mem::size_of::<NvmlMemoryV2>() == 40);
 const _: () = assert!(NVML_MEMORY_V2_VERSION == 0x0200_0028);
 const _: () = assert!(std::mem::size_of::<NvmlUtilization>() == 8);
@@ -90,3 +115,4 @@ const _: () = assert!(std::mem::size_of::<NvmlProcessInfo>() == 24);
 const _: () = assert!(std::mem::size_of::<NvmlProcessInfoV1>() == 16);
 const _: () = assert!(std::mem::size_of::<NvmlProcessUtilizationSample>() == 32);
 const _: () = assert!(std::mem::size_of::<NvmlPciInfo>() == 68);
+const _: () = assert!(std::mem::size_of::<NvmlPciInfoLegacy>() == 52);

@@ -7,20 +7,13 @@
 
 use std::ffi::{c_char, c_uint};
 
-use crate::abi::{
-    NvmlDevice, NvmlMemory, NvmlMemoryV2, NvmlPciInfo, NvmlUtilization, NVML_MEMORY_V2_VERSION,
-};
+use crate::abi::{NvmlDevice, NvmlMemory, NvmlMemoryV2, NvmlUtilization, NVML_MEMORY_V2_VERSION};
 use crate::codes::{
     ERROR_ARGUMENT_VERSION_MISMATCH, ERROR_INVALID_ARGUMENT, ERROR_NOT_SUPPORTED, ERROR_UNKNOWN,
 };
-use crate::ffi_util::{c_array, guard, put, put_str};
+use crate::ffi_util::{guard, put, put_str};
 use crate::scenario::MemoryAt;
 use crate::state::{self, Ctx};
-use crate::validate::{bus_id_of, parse_bus_id};
-
-/// PCI device id answered for every GPU (H100 SXM5's `0x2330` from vendor `0x10DE`).
-const PCI_DEVICE_ID: c_uint = 0x2330_10DE;
-const PCI_SUBSYSTEM_ID: c_uint = 0x16C1_10DE;
 
 fn memory_of(ctx: &Ctx) -> Result<MemoryAt, u32> {
     let memory = match ctx.instance {
@@ -279,35 +272,6 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
             let max = *ctx.device.sm_clock_max.get()?;
             // SAFETY: `mhz` is null or points to an unsigned int, as NVML asks of the caller.
             unsafe { put(mhz, max) }
-        })
-    })
-}
-
-/// PCI info of the GPU (a MIG device answers its parent's).
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut NvmlPciInfo) -> u32 {
-    guard(|| {
-        state::with_device(device, "nvmlDeviceGetPciInfo_v3", false, |ctx| {
-            let bus_id = bus_id_of(ctx.device, ctx.gpu_index);
-            let location = parse_bus_id(&bus_id).ok_or(ERROR_UNKNOWN)?;
-            let legacy = format!(
-                "{:04X}:{:02X}:{:02X}.{:X}",
-                location.domain & 0xFFFF,
-                location.bus,
-                location.device,
-                location.function
-            );
-            let answer = NvmlPciInfo {
-                bus_id_legacy: c_array(&legacy),
-                domain: location.domain,
-                bus: location.bus,
-                device: location.device,
-                pci_device_id: PCI_DEVICE_ID,
-                pci_sub_system_id: PCI_SUBSYSTEM_ID,
-                bus_id: c_array(&bus_id),
-            };
-            // SAFETY: `pci` is null or points to an nvmlPciInfo_t (contract above).
-            unsafe { put(pci, answer) }
         })
     })
 }

@@ -6,6 +6,7 @@
 mod abi;
 mod codes;
 mod faults;
+mod ffi_board;
 mod ffi_device;
 mod ffi_mig;
 mod ffi_process;

@@ -101,6 +101,27 @@ pub struct Device {
     /// The SM clock's maximum, MHz (`nvmlDeviceGetMaxClockInfo` with `NVML_CLOCK_SM`).
     #[serde(default = "not_supported")]
     pub sm_clock_max: Answer<u32>,
+    /// The BAR1 aperture, bytes (`nvmlDeviceGetBAR1MemoryInfo`).
+    #[serde(default = "not_supported")]
+    pub bar1_memory: Answer<Bar1Memory>,
+    /// The PCIe link, now and at most (`nvmlDevice{Curr,Max}PcieLink{Generation,Width}`).
+    #[serde(default = "not_supported")]
+    pub pcie_link: Answer<PcieLink>,
+    /// PCIe traffic, KB/s (`nvmlDeviceGetPcieThroughput`).
+    #[serde(default = "not_supported")]
+    pub pcie_throughput: Answer<PcieThroughput>,
+    /// The fan's speed, percent of its maximum (`nvmlDeviceGetFanSpeed`).
+    #[serde(default = "not_supported")]
+    pub fan_speed: Answer<Scripted<u32>>,
+    /// The shutdown and slowdown temperatures, °C (`nvmlDeviceGetTemperatureThreshold`).
+    #[serde(default = "not_supported")]
+    pub temperature_thresholds: Answer<TemperatureThresholds>,
+    /// The video encoder's utilization, percent (`nvmlDeviceGetEncoderUtilization`).
+    #[serde(default = "not_supported")]
+    pub encoder_utilization: Answer<Scripted<u32>>,
+    /// The video decoder's utilization, percent (`nvmlDeviceGetDecoderUtilization`).
+    #[serde(default = "not_supported")]
+    pub decoder_utilization: Answer<Scripted<u32>>,
     #[serde(default = "not_supported")]
     pub mig_mode: Answer<MigMode>,
     #[serde(default = "zero_mig_devices")]
@@ -141,6 +162,9 @@ pub struct MigInstance {
     pub memory: Answer<Memory>,
     #[serde(default = "not_supported")]
     pub utilization: Answer<Utilization>,
+    /// The MIG device's share of the BAR1 aperture, bytes (`nvmlDeviceGetBAR1MemoryInfo`).
+    #[serde(default = "not_supported")]
+    pub bar1_memory: Answer<Bar1Memory>,
     #[serde(default = "empty_list")]
     pub compute_processes: Answer<Vec<Process>>,
     #[serde(default = "empty_list")]
@@ -202,6 +226,40 @@ impl Memory {
 pub struct Utilization {
     pub gpu: Scripted<u32>,
     pub memory: Scripted<u32>,
+}
+
+/// The BAR1 aperture (the GPU memory the CPU can map), bytes; free is `total - used`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bar1Memory {
+    pub total: u64,
+    pub used: Scripted<u64>,
+}
+
+/// A GPU's PCIe link: the generation and lane count it runs at, and the most it can.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieLink {
+    pub generation: Scripted<u32>,
+    pub width: Scripted<u32>,
+    pub max_generation: u32,
+    pub max_width: u32,
+}
+
+/// PCIe traffic over NVML's last sampling window, KB/s each way.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieThroughput {
+    pub tx: Scripted<u32>,
+    pub rx: Scripted<u32>,
+}
+
+/// The temperatures at which the GPU shuts down and slows down, °C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemperatureThresholds {
+    pub shutdown: u32,
+    pub slowdown: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

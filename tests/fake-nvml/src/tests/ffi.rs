@@ -7,6 +7,7 @@ use super::ffi_support::*;
 use super::{minimal, GIB};
 use crate::abi::*;
 use crate::codes::*;
+use crate::ffi_board::*;
 use crate::ffi_device::*;
 use crate::ffi_mig::*;
 use crate::ffi_process::*;

@@ -1,5 +1,6 @@
 //! Tests of the scenario format and of the exported functions, called as C would call them.
 
+mod board;
 mod faults;
 mod ffi;
 mod ffi_support;
