@@ -52,8 +52,12 @@ echo "== samples by thread"
 report --no-children --sort comm -g none --percent-limit 0.5 | grep -E '^ +[0-9]'
 echo
 echo "== collector thread, top $top by inclusive time (--children)"
+# Inlined frames and the thread's own plumbing (its start, the closure that runs the loop)
+# hold every sample: left out, so the list starts at the work.
 report --children --comm strata-collecto --sort symbol -g none --percent-limit 0 \
-  | grep -E '^ +[0-9]' | head -n "$top"
+  | grep -E '^ +[0-9]' | grep -v '(inlined)' \
+  | grep -vE 'clone3|start_thread|thread_start|call_once|catch_unwind|begin_short_backtrace|spawn_collector' \
+  | head -n "$top"
 echo
 echo "== collector thread, top $top by self time (--no-children)"
 report --no-children --comm strata-collecto --sort symbol -g none --percent-limit 0 \
