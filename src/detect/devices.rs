@@ -70,8 +70,11 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
             );
             continue;
         }
-        problems(out, &format!("GPU {}", gpu.index), uuid, &gpu.problems);
-        for m in &gpu.mig {
+        // Named only where NVML refused something: most GPUs have nothing to say.
+        if !gpu.problems.is_empty() {
+            problems(out, &format!("GPU {}", gpu.index), uuid, &gpu.problems);
+        }
+        for m in gpu.mig.iter().filter(|m| !m.problems.is_empty()) {
             problems(
                 out,
                 &device_name(sample, &m.uuid),
@@ -81,14 +84,18 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
         }
         for device in judged(gpu, gpu_account) {
             let uuid = device.uuid;
-            let place = device_name(sample, uuid);
+            let place = || device_name(sample, uuid);
             match device.layers {
                 Err(gap) if gap.is_contradiction() => out.raise(
                     FindingKind::InconsistentCounters,
                     Severity::Warning,
                     Some(uuid),
                     None,
-                    format!("{place}: {}; layers not shown this instant", gap.describe()),
+                    format!(
+                        "{}: {}; layers not shown this instant",
+                        place(),
+                        gap.describe()
+                    ),
                     Evidence::InconsistentCounters(Contradiction::from(gap)),
                 ),
                 Ok(layers) if !device.repeats_instances && device.known => {
@@ -100,6 +107,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     if let Some(unexplained) =
                         unexplained_bytes(layers.other, device.memory, &listed)
                     {
+                        let place = place();
                         out.raise(
                             FindingKind::UnexplainedUsage,
                             Severity::Warning,

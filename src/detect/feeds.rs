@@ -13,14 +13,15 @@ use crate::sample::NodeSample;
 pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Findings) {
     for record in &sample.feeds {
         let pid = record.pid();
-        let who = pid.map_or_else(|| "a feed".to_string(), |p| format!("feed of PID {p}"));
+        // Named only where a finding says it: most feeds raise none.
+        let who = || pid.map_or_else(|| "a feed".to_string(), |p| format!("feed of PID {p}"));
         match &record.state {
             FeedState::Refused { reason } => out.raise(
                 FindingKind::RefusedFeed,
                 Severity::Warning,
                 None,
                 pid,
-                format!("{who} refused ({}): {reason}", record.socket),
+                format!("{} refused ({}): {reason}", who(), record.socket),
                 Evidence::RefusedFeed(Refused {
                     socket: record.socket.clone(),
                 }),
@@ -30,7 +31,7 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
                 Severity::Warning,
                 None,
                 pid,
-                format!("{who} dropped: {reason}"),
+                format!("{} dropped: {reason}", who()),
                 Evidence::RefusedFeed(Refused {
                     socket: record.socket.clone(),
                 }),
@@ -45,7 +46,8 @@ pub(super) fn detect(sample: &NodeSample, attachment: &Attachment, out: &mut Fin
                 None,
                 pid,
                 format!(
-                    "{who} sent {} line(s) that were skipped: {} malformed, {} oversized, {} unknown version, {} invalid, {} over the rate limit",
+                    "{} sent {} line(s) that were skipped: {} malformed, {} oversized, {} unknown version, {} invalid, {} over the rate limit",
+                    who(),
                     c.bad(),
                     c.malformed,
                     c.oversized,

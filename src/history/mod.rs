@@ -64,6 +64,22 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// A number of its own for each metric, for a key's hash.
+    fn code(self) -> u64 {
+        match self {
+            Metric::Used => 0,
+            Metric::Layer(layer) => 1 + layer as u64,
+            Metric::Allocated => 16,
+            Metric::Reserved => 17,
+            Metric::InactiveSplit => 18,
+            Metric::PeakAllocated => 19,
+            Metric::OutsidePool => 20,
+            Metric::Retries => 21,
+            Metric::Ooms => 22,
+            Metric::Sm => 23,
+        }
+    }
+
     fn scale(self) -> Scale {
         match self {
             Metric::Retries | Metric::Ooms | Metric::Sm => Scale::Unit,
@@ -168,15 +184,19 @@ impl std::hash::Hash for KeyRef<'_> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         match *self {
             KeyRef::Device(uuid, m) => {
-                state.write_u8(0);
+                state.write_u64(m.code());
                 uuid.hash(state);
-                m.hash(state);
             }
+            // Two words: the PID with the metric and whether the start time is known, then
+            // the start time (each write is a round of the hasher).
             KeyRef::Process(pid, start_time, _, m) => {
-                state.write_u8(1);
-                pid.hash(state);
-                start_time.hash(state);
-                m.hash(state);
+                state.write_u64(
+                    u64::from(pid)
+                        | m.code() << 32
+                        | u64::from(start_time.is_some()) << 40
+                        | 1 << 48,
+                );
+                state.write_u64(start_time.unwrap_or(0));
             }
         }
     }

@@ -117,6 +117,11 @@ pub(super) fn idle(
         let mut peak = 0;
         for chunk in sm.chunks(now, window, 5) {
             peak = peak.max(chunk?.max);
+            // Busy at some moment: not idle over this window, whatever its mean (which
+            // walks the raw ring, and so is read only of a window that may be idle).
+            if peak > IDLE_PEAK_PCT {
+                return None;
+            }
         }
         let mean = match raw_mean(sm, now, window) {
             Some(mean) => mean,

@@ -265,6 +265,31 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
     Ok(())
 }
 
+/// Per figure of a reading, where it is a peak, the place in [`state::PEAKS`] of the figure
+/// it is the peak of (the first, as a search of it would find): looked up, not searched,
+/// for each figure of each reading.
+const PEAK_OF: [Option<usize>; state::STATS_INTS] = {
+    let mut table = [None; state::STATS_INTS];
+    let mut i = state::PEAKS.len();
+    while i > 0 {
+        i -= 1;
+        table[state::PEAKS[i].0] = Some(i);
+    }
+    table
+};
+
+/// Per figure of a reading, where it is said against a reference ([`state::RATIOS`], the
+/// first that names it), the reference figure.
+const RATIO_TO: [Option<usize>; state::STATS_INTS] = {
+    let mut table = [None; state::STATS_INTS];
+    let mut i = state::RATIOS.len();
+    while i > 0 {
+        i -= 1;
+        table[state::RATIOS[i].0] = Some(state::RATIOS[i].1);
+    }
+    table
+};
+
 /// One reading of a feed device, at `place` among its readings (0: the latest), into `out`
 /// (a reading decoded before, whose buffers are reused).
 fn stats(
@@ -283,14 +308,8 @@ fn stats(
     let mut before = [0u64; state::STATS_INTS];
     for k in 0..state::STATS_INTS {
         before[k] = slots.ints[k].last();
-        let of = state::PEAKS
-            .iter()
-            .position(|&(peak, _)| peak == k)
-            .and_then(|i| real[i]);
-        let reference = state::RATIOS
-            .iter()
-            .find(|&&(of, _)| of == k)
-            .and_then(|&(_, r)| ints[r].map(|now| (before[r], now)));
+        let of = PEAK_OF[k].and_then(|i| real[i]);
+        let reference = RATIO_TO[k].and_then(|r| ints[r].map(|now| (before[r], now)));
         ints[k] =
             slots.ints[k].get_peak(of, reference, col::STATS + k, &mut r.control, &mut r.cols)?;
         let allocated = ints[2].unwrap_or(0);

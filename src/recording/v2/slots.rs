@@ -168,6 +168,7 @@ impl IntSlot {
 
     /// [`IntSlot::get`] of a peak written by [`IntSlot::put_peak`] with `of`.
     /// A figure written by [`IntSlot::put_ratio`] is read with its `reference`.
+    #[inline]
     pub(crate) fn get_peak(
         &mut self,
         of: Option<u64>,
@@ -176,8 +177,32 @@ impl IntSlot {
         control: &mut Reader<'_>,
         cols: &mut ColumnsIn<'_>,
     ) -> Result<Option<u64>> {
+        // Most figures of most readings are as before, unknown, or one step on: read here,
+        // where the call inlines, without the cost of a call for each.
+        match control.byte()? {
+            int_code::SAME => Ok(Some(self.base)),
+            int_code::UNKNOWN => Ok(None),
+            int_code::STEP => {
+                self.base = self.base.wrapping_add(self.step as u64);
+                Ok(Some(self.base))
+            }
+            code => self.get_coded(code, of, reference, column, cols),
+        }
+    }
+
+    /// [`IntSlot::get_peak`] of a figure said with `code`, other than the three it reads
+    /// itself.
+    #[inline(never)]
+    fn get_coded(
+        &mut self,
+        code: u8,
+        of: Option<u64>,
+        reference: Reference,
+        column: usize,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<u64>> {
         use int_code::*;
-        let d = match control.byte()? {
+        let d = match code {
             RUNNING_MAX => {
                 let of = of
                     .ok_or_else(|| super::wire::WireError("a peak of a figure not known".into()))?;
