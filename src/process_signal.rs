@@ -151,11 +151,11 @@ impl Kernel {
         let path = self.proc_root.join(pid.to_string()).join("stat");
         match crate::source::procfs::read_line_file(&path) {
             Ok(text) => {
-                let (_, state, start_time) = crate::source::procfs::parse_stat(&text);
+                let read = crate::source::procfs::Stat::parse(&text);
                 Ok(Stat {
-                    state,
-                    start_time,
-                    ppid: crate::source::procfs::parse_ppid(&text),
+                    state: read.state,
+                    start_time: read.start_time,
+                    ppid: read.ppid,
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Refusal::Gone(pid)),

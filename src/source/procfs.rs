@@ -375,11 +375,6 @@ pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<
     (comm, state, start_time)
 }
 
-/// The parent's pid from `/proc/PID/stat`: the field after the state.
-pub(crate) fn parse_ppid(stat: &str) -> Option<u32> {
-    Stat::parse(stat).ppid
-}
-
 /// A one-line `/proc` file (`stat`) in as few calls as the kernel allows: open, one read that
 /// ends at the line's end, close (reading to the end costs `fs::read_to_string` a size query
 /// and a second read).
@@ -468,8 +463,8 @@ mod tests {
         assert_eq!(comm.as_deref(), Some("python (rank 0)"));
         assert_eq!(state.as_deref(), Some("S"));
         assert_eq!(start, Some(987_654));
-        assert_eq!(parse_ppid(stat), Some(1));
-        assert_eq!(parse_ppid("nonsense"), None);
+        assert_eq!(Stat::parse(stat).ppid, Some(1));
+        assert_eq!(Stat::parse("nonsense").ppid, None);
     }
 
     /// A wrapper that `exec`s its job keeps its PID and start time: what it runs is read

@@ -209,14 +209,8 @@ fn from_environ(owner: &mut Owner, raw: &[u8]) {
 fn look(root: &std::path::Path, pid: u32) -> Option<Ancestor> {
     let dir = root.join(pid.to_string());
     let stat = crate::source::procfs::read_line_file(&dir.join("stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat.get(open + 1..close)?.to_string();
-    let ppid = stat
-        .get(close + 1..)?
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok());
+    let crate::source::procfs::Stat { comm, ppid, .. } = crate::source::procfs::Stat::parse(&stat);
+    let comm = comm?;
     let argv = std::fs::read(dir.join("cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
