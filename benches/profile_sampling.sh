@@ -3,10 +3,12 @@
 # code with line tables, not stripped) on the fake NVML node of 8 GPUs x 64 processes
 # (benches/fake_node.py --vitals, 512 real `sleep` processes), in tmux at 120x40 with a 1 s
 # interval, under `perf record -g` (frame pointers are not kept, so DWARF unwinding) for SECS
-# seconds (default 20). Prints the top entries by inclusive time (`perf report --children`)
-# of the collector thread alone (its name, `strata-collector`, is cut by the kernel to 15
-# characters: `strata-collecto`), then its top entries by self time (`--no-children`), and
-# what share of the process's samples each thread took.
+# seconds (default 20), recording the collector thread alone (`perf record -t`; its name,
+# `strata-collector`, is cut by the kernel to 15 characters: `strata-collecto`). Prints its
+# top user-space entries by inclusive time (`perf report --children`, inline frames folded,
+# the thread's own start-up frames left out: every sample passes through them), then by self
+# time (`--no-children`), each in % of the thread's samples, and the share spent in the
+# kernel; then, from a second, process-wide recording of SECS/4 seconds, each thread's share.
 # Usage: benches/profile_sampling.sh [SECS] [TOP]   (default 20 10)
 # Needs: perf (linux-perf), tmux; perf_event_paranoid <= 1 or root. Build first:
 #   cargo build --profile profiling && CARGO_TARGET_DIR=target/fake-nvml cargo build --release -p strata-fake-nvml
@@ -24,7 +26,7 @@ pids=()
 cleanup() {
   tmux -L "$sock" kill-server 2>/dev/null || true
   [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
-  rm -rf "$work"
+  [ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
 for _ in $(seq 512); do sleep 100000 & pids+=($!); done
@@ -35,6 +37,7 @@ tmux -L "$sock" new-session -d -x 120 -y 40 \
 pid=$(tmux -L "$sock" display-message -p '#{pane_pid}')
 # The collector thread exists once the monitor has started: wait for it (an event, bounded).
 collector=
+# (a path /proc/PID/task/TID/comm: TID is the thread perf records)
 for _ in $(seq 200); do
   collector=$(grep -lx 'strata-collecto' /proc/"$pid"/task/*/comm 2>/dev/null | head -1 || true)
   [ -n "$collector" ] && break
@@ -43,22 +46,31 @@ done
 [ -n "$collector" ] || { echo "no strata-collector thread in pid $pid" >&2; exit 1; }
 echo "== strata $("$bin" --version | head -1), 8 GPUs x 64 processes, perf record -g for ${secs} s"
 echo "   load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-perf record -q -g --call-graph dwarf,16384 -F 499 -p "$pid" -o "$work/perf.data" -- sleep "$secs" 2>"$work/record.err" \
-  || { cat "$work/record.err" >&2; exit 1; }
+tid=$(basename "$(dirname "$collector")")
+record() { # OUT SECONDS perf-target...
+  local out=$1 for=$2
+  shift 2
+  perf record -q -g --call-graph dwarf,16384 -F 499 "$@" -o "$out" -- sleep "$for" 2>"$work/record.err" \
+    || { cat "$work/record.err" >&2; exit 1; }
+}
+record "$work/collector.data" "$secs" -t "$tid"
 echo "   load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
-report() { perf report -i "$work/perf.data" --stdio --percentage relative 2>/dev/null "$@"; }
+# The rows of a report: "children% self% [.] symbol", trailing columns trimmed.
+rows() { perf report --stdio --no-inline -g none --percent-limit 0 "$@" 2>/dev/null \
+  | grep -E '^ +[0-9]' | sed -E 's/[ -]+$//'; }
+start_frames='thread_start|clone3|start_thread|__rust_begin_short_backtrace|call_once\{\{vtable\.shim\}\}'
 echo
-echo "== samples by thread"
-report --no-children --sort comm -g none --percent-limit 0.5 | grep -E '^ +[0-9]'
-echo
-echo "== collector thread, top $top by inclusive time (--children)"
-# Inlined frames and the thread's own plumbing (its start, the closure that runs the loop)
-# hold every sample: left out, so the list starts at the work.
-report --children --comm strata-collecto --sort symbol -g none --percent-limit 0 \
-  | grep -E '^ +[0-9]' | grep -v '(inlined)' \
-  | grep -vE 'clone3|start_thread|thread_start|call_once|catch_unwind|begin_short_backtrace|spawn_collector' \
-  | head -n "$top"
+echo "== collector thread (tid $tid), top $top by inclusive time (--children), % of its samples"
+rows -i "$work/collector.data" --children --sort symbol | grep -F '[.]' | grep -vE "$start_frames" \
+  | head -n "$top" || true   # head closes the pipe early: not a failure
 echo
 echo "== collector thread, top $top by self time (--no-children)"
-report --no-children --comm strata-collecto --sort symbol -g none --percent-limit 0 \
-  | grep -E '^ +[0-9]' | head -n "$top"
+rows -i "$work/collector.data" --no-children --sort symbol | head -n "$top" || true
+echo
+echo "== collector thread, in the kernel (self time of [k] entries)"
+rows -i "$work/collector.data" --no-children --sort symbol | grep -F '[k]' \
+  | awk '{ s += $1 } END { printf "   %.1f%%\n", s }'
+echo
+echo "== every thread, share of the process's samples over $(( (secs + 3) / 4 )) s"
+record "$work/process.data" $(( (secs + 3) / 4 )) -p "$pid"
+rows -i "$work/process.data" --no-children --sort comm
