@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where the monitor's sampling thread spends its time: strata (the `profiling` build: release
-# code with line tables, not stripped) on the fake NVML node of 8 GPUs x 64 processes
-# (benches/fake_node.py --vitals, 512 real `sleep` processes), in tmux at 120x40 with a 1 s
+# code with line tables, not stripped) on the fake NVML node of 8 GPUs x PER_GPU processes
+# (benches/fake_node.py --vitals, 8 x PER_GPU real `sleep` processes), in tmux at 120x40 with a 1 s
 # interval, under `perf record -g` (frame pointers are not kept, so DWARF unwinding) for SECS
 # seconds (default 20), recording the collector thread alone (`perf record -t`; its name,
 # `strata-collector`, is cut by the kernel to 15 characters: `strata-collecto`). Prints its
@@ -9,13 +9,15 @@
 # the thread's own start-up frames left out: every sample passes through them), then by self
 # time (`--no-children`), each in % of the thread's samples, and the share spent in the
 # kernel; then, from a second, process-wide recording of SECS/4 seconds, each thread's share.
-# Usage: benches/profile_sampling.sh [SECS] [TOP]   (default 20 10)
+# Usage: benches/profile_sampling.sh [SECS] [TOP] [PER_GPU]   (default 20 10 64: PER_GPU processes
+#        on each of the 8 GPUs; 512 for the big inference node)
 # Needs: perf (linux-perf), tmux; perf_event_paranoid <= 1 or root. Build first:
 #   cargo build --profile profiling && CARGO_TARGET_DIR=target/fake-nvml cargo build --release -p strata-fake-nvml
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 top=${2:-10}
+per_gpu=${3:-64}
 bin=${STRATA_BIN:-target/profiling/strata}
 lib=target/fake-nvml/release/libnvidia_ml.so
 [ -x "$bin" ] && [ -f "$lib" ] || { echo "build first (see the header of $0)" >&2; exit 1; }
@@ -29,9 +31,9 @@ cleanup() {
   [ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 512); do sleep 100000 & pids+=($!); done
+for _ in $(seq $((8 * per_gpu))); do sleep 100000 & pids+=($!); done
 echo "${pids[@]}" >"$work/pids"
-python3 benches/fake_node.py "$work/node.json" --vitals --gpus 8 --per-gpu 64 --pids "$work/pids"
+python3 benches/fake_node.py "$work/node.json" --vitals --gpus 8 --per-gpu "$per_gpu" --pids "$work/pids"
 tmux -L "$sock" new-session -d -x 120 -y 40 \
   "exec env STRATA_FAKE_NVML_SCENARIO=$work/node.json $PWD/$bin --interval 1 --nvml-lib $PWD/$lib"
 pid=$(tmux -L "$sock" display-message -p '#{pane_pid}')
@@ -44,9 +46,12 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 [ -n "$collector" ] || { echo "no strata-collector thread in pid $pid" >&2; exit 1; }
-echo "== strata $("$bin" --version | head -1), 8 GPUs x 64 processes, perf record -g for ${secs} s"
+echo "== strata $("$bin" --version | head -1), 8 GPUs x $per_gpu processes, perf record -g for ${secs} s"
 echo "   load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 tid=$(basename "$(dirname "$collector")")
+# The steady state: the first sample's first looks at every process (status, cmdline, exe)
+# are a start-up cost, left out of the recording.
+sleep "${WARM:-5}"
 record() { # OUT SECONDS perf-target...
   local out=$1 for=$2
   shift 2

@@ -11,6 +11,7 @@ use crate::record::live::{LiveRecorder, News};
 use crate::replay::source::ReplaySource;
 use crate::replay::Played;
 use crate::sample::NodeSample;
+use crate::source::demand::{Demand, Wanted};
 use crate::source::{Schedule, Source, SourceError};
 use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::{Event as TermEvent, EventStream};
@@ -146,18 +147,24 @@ fn listen_for_signals(tx: mpsc::UnboundedSender<ReceivedSignal>) -> std::io::Res
 /// Runs the monitor over `source`, one sample per interval, until the user quits or a signal
 /// arrives. The terminal is restored on every way out; a signal whose default is to end the
 /// process then ends it, as it would have without strata catching it.
-pub fn run(source: Box<dyn Source>, state: State, interval: Duration) -> anyhow::Result<()> {
-    run_with(state, move |tx| spawn_collector(source, interval, tx))
+pub fn run(mut source: Box<dyn Source>, state: State, interval: Duration) -> anyhow::Result<()> {
+    // After each frame the screen tells the source whose figures it shows.
+    let demand = Demand::default();
+    source.set_demand(demand.clone());
+    run_with(state, Some(demand), move |tx| {
+        spawn_collector(source, interval, tx)
+    })
 }
 
 /// Runs the monitor over a replay, driven by [`spawn_player`], as [`run`] does.
 pub fn replay(source: ReplaySource, state: State) -> anyhow::Result<()> {
-    run_with(state, move |tx| spawn_player(source, tx))
+    run_with(state, None, move |tx| spawn_player(source, tx))
 }
 
 /// The event loop, fed by the thread `spawn` starts.
 fn run_with(
     mut state: State,
+    demand: Option<Demand>,
     spawn: impl FnOnce(mpsc::Sender<Event>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -234,6 +241,13 @@ fn run_with(
                 state.refresh(Instant::now());
                 draw(&mut guard, &state)?;
                 drawn = Instant::now();
+                if let Some(demand) = &demand {
+                    demand.set(
+                        state
+                            .wanted(recorder.is_some())
+                            .map_or(Wanted::Everything, Wanted::Pids),
+                    );
+                }
             }
         }
         // Quitting while recording finishes the file, and says where it is once the screen

@@ -1,6 +1,7 @@
 //! The monitor's state and how events change it. No drawing, no terminal: testable alone.
 
 mod attach;
+mod demand;
 mod filter;
 mod findings;
 mod freshness;

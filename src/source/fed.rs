@@ -65,4 +65,8 @@ impl Source for FedSource {
     fn label(&self) -> String {
         format!("{} + feeds", self.inner.label())
     }
+
+    fn set_demand(&mut self, demand: super::demand::Demand) {
+        self.inner.set_demand(demand);
+    }
 }

@@ -3,10 +3,12 @@
 //! without a GPU; so does the replay of a recording (`replay::source`), which hands the
 //! monitor its samples and its seeks by a path of its own.
 
+pub mod demand;
 pub mod demo;
 pub mod fed;
 pub(crate) mod holders;
 pub(crate) mod host;
+pub(crate) mod liveness;
 pub mod nvml;
 pub mod owner;
 pub(crate) mod procfs;
@@ -54,6 +56,10 @@ pub trait Source: Send {
 
     /// A short description for the header: `demo`, `nvml`.
     fn label(&self) -> String;
+
+    /// From now on, reads the figures of the processes `demand` names (a source that reads
+    /// every process anyway ignores it).
+    fn set_demand(&mut self, _demand: demand::Demand) {}
 }
 
 /// Sampling at a fixed rate, as the monitor, `record` and `serve` do: each sample is due one

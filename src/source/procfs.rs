@@ -11,6 +11,8 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use super::liveness::Liveness;
+
 /// What `/proc` says of one PID, as observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Identity {
@@ -76,7 +78,19 @@ pub(crate) struct ProcFs {
     /// reserve, so a node of thousands of processes never starves the monitor of descriptors
     /// (those past it are opened and closed at each sample).
     open_budget: usize,
+    /// Which of the processes looked up have exited, for [`ProcFs::identity_lean`]; `None`
+    /// where this `/proc` is not the one the monitor's own pids are numbered in (another
+    /// root, another PID namespace): every process is then read at every sample.
+    liveness: Option<Liveness>,
+    /// The start time `stat` last gave for each pid.
+    last_read: HashMap<u32, u64>,
+    /// Samples so far ([`ProcFs::next_sample`]).
+    round: u64,
 }
+
+/// A process off the screen is still read once every this many samples: what its `stat`
+/// alone tells (an `exec` that kept the pid, the parent) is never older than that.
+pub(crate) const READ_EVERY: u64 = 30;
 
 impl Default for ProcFs {
     fn default() -> Self {
@@ -102,7 +116,6 @@ impl ProcFs {
         let may_probe =
             self_namespace.as_deref() == Some(INITIAL_PID_NAMESPACE) && host_pids != Some(false);
         ProcFs {
-            root,
             host_pids,
             may_probe,
             users: HashMap::new(),
@@ -111,7 +124,71 @@ impl ProcFs {
             page_size: page_size(),
             open_stats: HashMap::new(),
             open_budget: open_budget(),
+            liveness: (may_probe && root == Path::new("/proc"))
+                .then(|| Liveness::new(open_budget())),
+            last_read: HashMap::new(),
+            round: 0,
+            root,
         }
+    }
+
+    /// Starts a sample: asks which of the processes watched have exited since the last.
+    pub(crate) fn next_sample(&mut self) {
+        self.round += 1;
+        if let Some(liveness) = &mut self.liveness {
+            liveness.poll();
+        }
+    }
+
+    /// [`ProcFs::identity`], or, when `figures` are not wanted (the process is off the
+    /// screen), what was read of it before, while its descriptor says it still runs: who it
+    /// is (user, command, start time), without what only a read at this sample could tell
+    /// (state, parent, CPU time, resident memory: `None`). It is read anyway at its first
+    /// look, once every [`READ_EVERY`] samples, once it has exited (for the zombie rule), and
+    /// wherever descriptors cannot say whether it runs.
+    pub(crate) fn identity_lean(&mut self, pid: u32, figures: bool) -> Identity {
+        let due = (self.round + u64::from(pid)).is_multiple_of(READ_EVERY);
+        if !figures && !due {
+            if let Some(identity) = self.unread(pid) {
+                return identity;
+            }
+        }
+        if let Some(liveness) = &mut self.liveness {
+            liveness.watch(pid);
+        }
+        let identity = self.identity(pid);
+        match identity.start_time {
+            Some(start) if identity.visible => {
+                self.last_read.insert(pid, start);
+            }
+            _ => {
+                self.last_read.remove(&pid);
+            }
+        }
+        identity
+    }
+
+    /// What is known of `pid` without reading it, if its descriptor says the process read
+    /// last still runs.
+    fn unread(&self, pid: u32) -> Option<Identity> {
+        if !self.liveness.as_ref()?.lives(pid) {
+            return None;
+        }
+        let &start_time = self.last_read.get(&pid)?;
+        let fixed = self.known.get(&(pid, start_time))?;
+        Some(Identity {
+            visible: true,
+            hidden: false,
+            state: None,
+            start_time: Some(start_time),
+            ppid: None,
+            uid: fixed.uid,
+            user: fixed.user.clone(),
+            command: fixed.command.clone(),
+            executable: fixed.executable.clone(),
+            cpu_ticks: None,
+            resident: None,
+        })
     }
 
     /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
@@ -119,6 +196,10 @@ impl ProcFs {
         self.known.retain(|key, _| alive.contains(key));
         let pids: HashSet<u32> = alive.iter().map(|&(pid, _)| pid).collect();
         self.open_stats.retain(|pid, _| pids.contains(pid));
+        self.last_read.retain(|pid, _| pids.contains(pid));
+        if let Some(liveness) = &mut self.liveness {
+            liveness.retain(&pids);
+        }
     }
 
     /// `/proc/PID/stat`, through the descriptor kept for `pid` when there is one (and it still
@@ -455,6 +536,77 @@ fn user_from_passwd(passwd: &str, uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Off the screen, a running process is not read again: who it is stays, what only a
+    /// read tells is `None`; once it exits (defunct, then reaped) it is read, and seen so.
+    #[test]
+    fn a_process_off_the_screen_is_read_only_when_due_or_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let mut procfs = ProcFs::default();
+        // A sample whose rotation does not fall on `pid`.
+        let next = |procfs: &mut ProcFs| loop {
+            procfs.next_sample();
+            if !(procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
+                break;
+            }
+        };
+        next(&mut procfs);
+        let first = procfs.identity_lean(pid, false);
+        assert!(
+            first.visible && first.cpu_ticks.is_some(),
+            "a first look reads: {first:?}"
+        );
+        next(&mut procfs);
+        let lean = procfs.identity_lean(pid, false);
+        let shown = procfs.identity_lean(pid, true);
+        assert!(
+            shown.cpu_ticks.is_some() && shown.state.is_some(),
+            "{shown:?}"
+        );
+        if procfs.liveness.is_none() {
+            // Another PID namespace than the host's: nothing says the process still runs,
+            // so it is read at every sample.
+            assert!(lean.cpu_ticks.is_some(), "{lean:?}");
+        } else {
+            assert!(lean.visible, "{lean:?}");
+            assert_eq!(
+                (lean.cpu_ticks, lean.resident, &lean.state),
+                (None, None, &None)
+            );
+            assert_eq!(lean.start_time, first.start_time);
+            assert_eq!(lean.command, first.command);
+            // Due in the rotation: read though off the screen.
+            loop {
+                procfs.next_sample();
+                if (procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
+                    break;
+                }
+            }
+            assert!(procfs.identity_lean(pid, false).cpu_ticks.is_some());
+        }
+        child.kill().expect("kill");
+        // Defunct until waited for: its exit is the event waited on.
+        for _ in 0..10_000 {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if Stat::parse(&stat).state.as_deref() == Some("Z") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        next(&mut procfs);
+        let defunct = procfs.identity_lean(pid, false);
+        assert_eq!(defunct.state.as_deref(), Some("Z"), "{defunct:?}");
+        child.wait().expect("reaped");
+        next(&mut procfs);
+        assert!(
+            !procfs.identity_lean(pid, false).visible,
+            "an exited, reaped pid is gone"
+        );
+    }
 
     #[test]
     fn stat_with_parentheses_and_spaces_in_the_name() {

@@ -17,6 +17,7 @@ mod query;
 mod read;
 mod refusal;
 
+use super::demand::Demand;
 use super::holders::HolderSearch;
 use super::host::{HostReader, ProcessStat};
 use super::procfs::{Identity, ProcFs};
@@ -61,6 +62,8 @@ pub struct NvmlSource {
     interval: f64,
     /// Latest process-utilization timestamp seen per GPU, so each poll asks only for new ones.
     utilization_seen: HashMap<u32, u64>,
+    /// Whose figures the screen shows: the others' `stat` is not read at every sample.
+    demand: Demand,
 }
 
 // SAFETY: `Nvml` holds a loaded library and plain function pointers (as does `Api`); NVML is
@@ -159,6 +162,7 @@ impl NvmlSource {
             host: host_name(),
             interval,
             utilization_seen: HashMap::new(),
+            demand: Demand::default(),
         }
     }
 }
@@ -166,6 +170,8 @@ impl NvmlSource {
 impl Source for NvmlSource {
     fn sample(&mut self) -> Result<NodeSample, SourceError> {
         let started = std::time::Instant::now();
+        self.procfs.next_sample();
+        let wanted = self.demand.wanted();
         self.gpus.refresh(&self.nvml);
         let mut problems = BTreeMap::new();
         if let Some(refusal) = &self.gpus.count_refused {
@@ -209,7 +215,9 @@ impl Source for NvmlSource {
                 let identity = match first_at.get(&placed.pid) {
                     Some(&at) => identity_of(&processes[at]),
                     None => {
-                        let identity = self.procfs.identity(placed.pid);
+                        let identity = self
+                            .procfs
+                            .identity_lean(placed.pid, wanted.wants(placed.pid));
                         if let (true, Some(start_time)) = (identity.visible, identity.start_time) {
                             stats.push(ProcessStat {
                                 pid: placed.pid,
@@ -297,6 +305,10 @@ impl Source for NvmlSource {
 
     fn label(&self) -> String {
         format!("nvml {}", self.library)
+    }
+
+    fn set_demand(&mut self, demand: Demand) {
+        self.demand = demand;
     }
 }
 

@@ -1,0 +1,94 @@
+//! What the screen as last drawn needs read of the processes at the next sample (the event
+//! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows, the one selected, the one a detail
+//! view shows; every process when the order itself needs their host figures, a view shows
+//! them all, or a recording keeps them.
+
+use super::{State, TableLine, View};
+use crate::present::sort::SortKey;
+use std::collections::HashSet;
+
+impl State {
+    /// The pids whose figures the next sample must read, `recording` while a recording
+    /// started here (`r`) takes every sample whole; `None`: every process's.
+    pub(crate) fn wanted(&self, recording: bool) -> Option<HashSet<u32>> {
+        let needs_all_figures = matches!(
+            self.process_table.sort,
+            SortKey::Cpu | SortKey::HostMemory | SortKey::Elapsed
+        );
+        if recording || needs_all_figures || matches!(self.view, View::Group { .. }) {
+            return None;
+        }
+        let mut pids: HashSet<u32> = HashSet::new();
+        if let Some(table) = self.mouse.table.borrow().as_ref() {
+            pids.extend(table.lines.iter().filter_map(|line| match line {
+                TableLine::Process(pid, _) => Some(*pid),
+                TableLine::Group(..) => None,
+            }));
+        }
+        if let Some((pid, _)) = &self.process_table.selected {
+            pids.insert(*pid);
+        }
+        if let View::Detail { pid, .. } = &self.view {
+            pids.insert(*pid);
+        }
+        Some(pids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::TableDrawn;
+    use crate::pipeline::Pipeline;
+
+    fn state() -> State {
+        State::new(Pipeline::new(None), "demo".into(), 1.0)
+    }
+
+    fn drawn(state: &State, pids: &[u32]) {
+        *state.mouse.table.borrow_mut() = Some(TableDrawn {
+            left: 0,
+            width: 80,
+            top: 3,
+            lines: pids
+                .iter()
+                .map(|&pid| TableLine::Process(pid, "GPU-0".into()))
+                .chain([TableLine::Group("alice".into(), "GPU-0".into())])
+                .collect(),
+        });
+    }
+
+    #[test]
+    fn the_rows_drawn_and_the_selection_are_wanted_and_no_other() {
+        let mut state = state();
+        drawn(&state, &[10, 11]);
+        state.process_table.selected = Some((99, "GPU-1".into()));
+        assert_eq!(
+            state.wanted(false),
+            Some([10, 11, 99].into_iter().collect())
+        );
+        state.view = View::Detail {
+            pid: 7,
+            device_uuid: "GPU-0".into(),
+        };
+        assert!(state.wanted(false).is_some_and(|pids| pids.contains(&7)));
+    }
+
+    #[test]
+    fn an_order_by_host_figures_a_group_view_or_a_recording_wants_everything() {
+        let mut state = state();
+        drawn(&state, &[10]);
+        assert_eq!(state.wanted(true), None, "a recording keeps every process");
+        for key in [SortKey::Cpu, SortKey::HostMemory, SortKey::Elapsed] {
+            state.process_table.sort = key;
+            assert_eq!(state.wanted(false), None, "{key:?}");
+        }
+        state.process_table.sort = SortKey::Used;
+        assert_eq!(state.wanted(false), Some([10].into_iter().collect()));
+        state.view = View::Group {
+            key: "alice".into(),
+            device_uuid: "GPU-0".into(),
+        };
+        assert_eq!(state.wanted(false), None);
+    }
+}
