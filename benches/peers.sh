@@ -7,7 +7,9 @@
 # with real processes: "N GPUs x M processes" means M processes on EACH GPU, each a distinct
 # real `sleep` (so /proc names it): 8 x 64 is 512 PIDs, 8 x 512 is 4096. "8 x 7 MIG, 64
 # processes": each of the 8 GPUs in MIG mode with 7 GPU instances (1g.10gb), its 64 processes
-# spread over them. The figures stand still (the node is not busy).
+# spread over them. The figures stand still (the node is not busy), but in "8 x 64, busy"
+# (fake_node.py --busy): every process's memory saw-tooths and utilisation moves at every
+# poll, as on a node at work, so the bytes to the terminal are those of a moving screen.
 #
 # Each size is one node; its tools run one after another on it (strata, nvtop, nvitop,
 # gpustat; not interleaved), each once, in a fresh tmux server at COLSxROWS (120x40), 1 s
@@ -22,7 +24,8 @@
 # `capture-pane` every 50 ms. A cell reads `CPU % · RSS MiB · B/s · first-frame s`; a tool
 # that cannot run a row says why instead.
 #
-# Usage: benches/peers.sh [SECS] [SIZE...]   SIZE: 1x1 8x8 8x64 8x7mig 8x512 (the default: all)
+# Usage: benches/peers.sh [SECS] [SIZE...]   SIZE: 1x1 8x8 8x64 8x64busy 8x7mig 8x512
+#        (the default: all)
 # Needs: tmux, python3 with venv; build first:
 #   cargo build --release && CARGO_TARGET_DIR=target/fake-nvml cargo build --release -p strata-fake-nvml
 # nvtop 3.0.1 is Debian's (bookworm), in its `contrib` section: add `contrib` to the
@@ -36,7 +39,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift $(( $# < 1 ? $# : 1 ))
 sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(1x1 8x8 8x64 8x7mig 8x512)
+[ ${#sizes[@]} -gt 0 ] || sizes=(1x1 8x8 8x64 8x64busy 8x7mig 8x512)
 bin=${STRATA_BIN:-target/release/strata}
 lib=target/fake-nvml/release/libnvidia_ml.so
 nvtop=${NVTOP:-$(command -v nvtop || true)}
@@ -106,6 +109,7 @@ EOF
 label() {
   case $1 in
     *mig) echo "${1%%x*} GPUs × 7 MIG, ${per} processes" ;;
+    *busy) echo "${1%%x*} GPUs × ${per} processes, busy" ;;
     1x1) echo "1 GPU × 1 process" ;;
     *) echo "${1%%x*} GPUs × ${1#*x} processes" ;;
   esac
@@ -116,13 +120,14 @@ rows=()
 for size in "${sizes[@]}"; do
   gpus=${size%%x*}
   case $size in
-    *mig) per=64; mig=--mig ;;
-    *) per=${size#*x}; mig= ;;
+    *mig) per=64; mig=--mig; busy= ;;
+    *busy) per=${size#*x}; per=${per%busy}; mig=; busy=--busy ;;
+    *) per=${size#*x}; mig=; busy= ;;
   esac
   [[ $gpus =~ ^[0-9]+$ && $per =~ ^[0-9]+$ ]] || { echo "bad size $size (e.g. 8x64, 8x7mig)" >&2; exit 2; }
   for _ in $(seq $(( gpus * per ))); do sleep 100000 & sleepers+=($!); done
   echo "${sleepers[@]}" >"$work/pids"
-  python3 benches/fake_node.py "$work/node.json" --vitals $mig --gpus "$gpus" --per-gpu "$per" --pids "$work/pids"
+  python3 benches/fake_node.py "$work/node.json" --vitals $mig $busy --gpus "$gpus" --per-gpu "$per" --pids "$work/pids"
   row="| $(label "$size") |"
   for tool in strata nvtop nvitop gpustat; do
     echo "$size: $tool ($secs s)" >&2

@@ -170,6 +170,12 @@ fn run_with(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Before the first frame nothing is on the screen: the first sample reads whom it must
+    // look at anyway, and not who owns each (unless the sort, a filter or a grouping from the
+    // command line wants every process).
+    if let Some(demand) = &demand {
+        demand.set(state.wanted(false).map_or(Wanted::Everything, Wanted::Pids));
+    }
     let died_of = runtime.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
         spawn(tx)?;

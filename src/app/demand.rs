@@ -1,7 +1,7 @@
 //! What the screen as last drawn needs read of the processes at the next sample (the event
 //! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows, the one selected, the one a detail
-//! view shows; every process when the order itself needs their host figures, a view shows
-//! them all, or a recording keeps them.
+//! view shows; every process when the order itself needs their host figures, a filter or a
+//! grouping reads them all, a view shows them all, or a recording keeps them.
 
 use super::{State, TableLine, View};
 use crate::present::sort::SortKey;
@@ -15,7 +15,10 @@ impl State {
             self.process_table.sort,
             SortKey::Cpu | SortKey::HostMemory | SortKey::Elapsed
         );
-        if recording || needs_all_figures || matches!(self.view, View::Group { .. }) {
+        // A filter (`/`) and a grouping (`g`) read every process's owner and figures.
+        let every_row = self.process_table.filter.is_on()
+            || self.process_table.group_by != crate::accounting::GroupBy::None;
+        if recording || needs_all_figures || every_row || matches!(self.view, View::Group { .. }) {
             return None;
         }
         let mut pids: HashSet<u32> = HashSet::new();
@@ -75,7 +78,7 @@ mod tests {
     }
 
     #[test]
-    fn an_order_by_host_figures_a_group_view_or_a_recording_wants_everything() {
+    fn an_order_by_host_figures_a_filter_a_grouping_or_a_recording_wants_everything() {
         let mut state = state();
         drawn(&state, &[10]);
         assert_eq!(state.wanted(true), None, "a recording keeps every process");
@@ -84,6 +87,14 @@ mod tests {
             assert_eq!(state.wanted(false), None, "{key:?}");
         }
         state.process_table.sort = SortKey::Used;
+        assert_eq!(state.wanted(false), Some([10].into_iter().collect()));
+        state.process_table.group_by = crate::accounting::GroupBy::User;
+        assert_eq!(state.wanted(false), None, "a grouping sums every row");
+        state.process_table.group_by = crate::accounting::GroupBy::None;
+        state.process_table.filter.terms =
+            crate::app::filter::parse("owner:alice").expect("a filter");
+        assert_eq!(state.wanted(false), None, "a filter matches every row");
+        state.process_table.filter.terms.clear();
         assert_eq!(state.wanted(false), Some([10].into_iter().collect()));
         state.view = View::Group {
             key: "alice".into(),

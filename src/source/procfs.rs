@@ -673,6 +673,15 @@ mod tests {
             .arg("30")
             .spawn()
             .expect("sleep runs");
+        // Between fork and exec the child has no command line and no memory of its own yet:
+        // wait for the exec (an event; bounded), not a time.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        for _ in 0..10_000 {
+            if fs::read(&cmdline).is_ok_and(|c| !c.is_empty()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut procfs = ProcFs::default();
         let who = procfs.identity(child.id());
         let _ = child.kill();

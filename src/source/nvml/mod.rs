@@ -231,8 +231,14 @@ impl Source for NvmlSource {
                         identity
                     }
                 };
+                // Who owns it (its cgroup, environment and launcher: three reads and more at
+                // its first look) is read for a process the screen wants; off the screen it is
+                // what was read before, if anything.
                 let owner = match (identity.visible, identity.start_time) {
-                    (true, Some(start)) => Some(self.owners.of(placed.pid, start)),
+                    (true, Some(start)) if wanted.wants(placed.pid) => {
+                        Some(self.owners.of(placed.pid, start))
+                    }
+                    (true, Some(start)) => self.owners.cached(placed.pid, start),
                     _ => None,
                 };
                 processes.push(ProcessSample {

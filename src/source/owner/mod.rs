@@ -78,6 +78,14 @@ impl Owners {
         owner
     }
 
+    /// The owner of a process already read by [`Owners::of`], without reading anything: `None`
+    /// for one never read (off the screen since it started).
+    pub(crate) fn cached(&self, pid: u32, start_time: u64) -> Option<Arc<Owner>> {
+        self.known
+            .get(&(pid, start_time))
+            .map(|known| Arc::clone(&known.owner))
+    }
+
     /// Forgets processes not among `alive` (pid, start time).
     pub(crate) fn retain(&mut self, alive: &std::collections::HashSet<(u32, u64)>) {
         self.known.retain(|key, _| alive.contains(key));
