@@ -90,6 +90,14 @@ impl State {
         out
     }
 
+    /// How many lines [`State::table`] has, without lending them where it is not grouped.
+    pub(crate) fn table_len(&self) -> usize {
+        match (&self.current, self.process_table.group_by) {
+            (Some(observed), GroupBy::None) => self.process_table.row_count(observed),
+            _ => self.table().len(),
+        }
+    }
+
     fn picked(&self) -> Option<Picked> {
         match (
             &self.process_table.selected_group,

@@ -36,7 +36,7 @@ pub(crate) use pause::Pause;
 pub(crate) use record::RecordingShown;
 pub(crate) use record::{RecordRequest, Recorder};
 pub use replay::ReplayView;
-pub(crate) use rows::{process_rows, trend, ProcessRow, ProcessTable};
+pub(crate) use rows::{trend, ProcessRow, ProcessTable};
 pub(crate) use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
@@ -221,9 +221,22 @@ impl State {
         self.process_table
             .sort_memory
             .observe(&observed.sample, &observed.account);
-        self.current = Some(observed);
+        self.show(Some(observed));
         self.shown(arrived);
         self.offer_replay_checkpoint();
+    }
+
+    /// Puts `observed` on screen: the rows of the sample before are not lent out again.
+    pub(super) fn show(&mut self, observed: Option<Observed>) {
+        self.current = observed;
+        self.process_table.samples_shown += 1;
+    }
+
+    /// The sample shown, to change in place (a test's findings): as if a new one came.
+    #[cfg(test)]
+    pub(crate) fn current_mut(&mut self) -> Option<&mut Observed> {
+        self.process_table.samples_shown += 1;
+        self.current.as_mut()
     }
 
     /// A new sample is on screen since `arrived`: the selections follow it.
@@ -269,12 +282,7 @@ impl State {
     /// The process rows the filter shows (`/`), in the current sort order.
     pub(crate) fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
-            Some(observed) => process_rows(
-                observed,
-                (self.process_table.sort, self.process_table.sort_reversed),
-                &self.process_table.sort_memory,
-                &self.process_table.filter.terms,
-            ),
+            Some(observed) => self.process_table.rows(observed),
             None => Vec::new(),
         }
     }

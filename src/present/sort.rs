@@ -12,7 +12,7 @@
 use crate::accounting::NodeAccount;
 use crate::layers::Layer;
 use crate::sample::NodeSample;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// What the process table is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,11 +150,22 @@ type Tracks = [Track; NUMERIC.len()];
 /// The settled sort values of every row on screen, by device and pid.
 #[derive(Debug, Default, Clone)]
 pub struct SortMemory {
-    /// By device, by pid: the tracks, and the last sample (of [`SortMemory::samples`]) that
-    /// listed the row.
-    rows: HashMap<String, HashMap<u32, (Tracks, u64)>>,
+    /// By device (a node has a few: found by a scan, from the last one found), by pid: the
+    /// tracks, and the last sample (of [`SortMemory::samples`]) that listed the row.
+    rows: Vec<(String, ByPid)>,
     /// Samples taken in so far.
     samples: u64,
+}
+
+/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost).
+type ByPid = hashbrown::HashMap<u32, (Tracks, u64)>;
+
+/// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
+fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize> {
+    match rows.get(from) {
+        Some((d, _)) if d == uuid => Some(from),
+        _ => rows.iter().position(|(d, _)| d == uuid),
+    }
 }
 
 /// A row's value under a numeric key, as the sample has it.
@@ -187,12 +198,17 @@ impl SortMemory {
         // no device name copied but for a row new to it.
         self.samples += 1;
         let now = self.samples;
+        let mut at = 0;
         for (index, process) in sample.processes.iter().enumerate() {
-            if !self.rows.contains_key(&process.device_uuid) {
-                self.rows
-                    .insert(process.device_uuid.clone(), HashMap::new());
-            }
-            let Some(by_pid) = self.rows.get_mut(&process.device_uuid) else {
+            at = match device_at(&self.rows, &process.device_uuid, at) {
+                Some(at) => at,
+                None => {
+                    self.rows
+                        .push((process.device_uuid.clone(), ByPid::default()));
+                    self.rows.len() - 1
+                }
+            };
+            let Some((_, by_pid)) = self.rows.get_mut(at) else {
                 continue;
             };
             let (tracks, seen) = by_pid.entry(process.pid).or_default();
@@ -205,16 +221,23 @@ impl SortMemory {
                 track.push(value_of(sample, account, index, key), key);
             }
         }
-        for by_pid in self.rows.values_mut() {
+        for (_, by_pid) in &mut self.rows {
             by_pid.retain(|_, (_, seen)| *seen == now);
         }
-        self.rows.retain(|_, by_pid| !by_pid.is_empty());
+        self.rows.retain(|(_, by_pid)| !by_pid.is_empty());
     }
 
-    /// The value row (`pid`, `device_uuid`) is ordered by under `key`.
-    pub(crate) fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
-        let at = NUMERIC.iter().position(|&k| k == key)?;
-        self.rows.get(device_uuid)?.get(&pid)?.0[at].settled
+    /// The value each row, given as (pid, device uuid), is ordered by under `key`: for rows
+    /// asked one after another, each device found from the last row's.
+    pub(crate) fn settled_each(&self, key: SortKey) -> impl FnMut(u32, &str) -> Option<f64> + '_ {
+        let track = NUMERIC.iter().position(|&k| k == key);
+        let mut at = 0;
+        move |pid, device_uuid| {
+            let track = track?;
+            at = device_at(&self.rows, device_uuid, at)?;
+            let (_, by_pid) = self.rows.get(at)?;
+            by_pid.get(&pid)?.0.get(track)?.settled
+        }
     }
 }
 
