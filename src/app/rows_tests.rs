@@ -99,7 +99,28 @@ fn the_rows_kept_follow_every_sample_order_filter_and_finding() {
     s.on_sample(sample);
     same_as_afresh(&s, "a process gone");
     assert!(s.rows().iter().all(|r| r.process.pid != gone));
-    // The findings changed where the sample shown is: the climbs on the rows follow.
+    // The findings changed where the sample shown is: the climbs on the rows follow, to
+    // another process, then away.
+    let (pid, device) = s
+        .rows()
+        .iter()
+        .find(|r| r.climb.is_none())
+        .map(|r| (r.process.pid, r.process.device_uuid.clone()))
+        .expect("a row without a climb");
+    if let Some(o) = s.current_mut() {
+        let climb = o
+            .findings
+            .iter_mut()
+            .find(|f| ClimbNote::of(f).is_some())
+            .expect("a climb at 925 s");
+        climb.pid = Some(pid);
+        climb.device_uuid = Some(device);
+    }
+    same_as_afresh(&s, "a climb moved to another process");
+    assert!(s
+        .rows()
+        .iter()
+        .any(|r| r.process.pid == pid && r.climb.is_some()));
     if let Some(o) = s.current_mut() {
         o.findings.retain(|f| ClimbNote::of(f).is_none());
     }
