@@ -10,9 +10,9 @@
 //! redraw.
 
 use crate::accounting::NodeAccount;
+use crate::accounting::ProcessLayers;
 use crate::layers::Layer;
-use crate::sample::NodeSample;
-use std::collections::VecDeque;
+use crate::sample::{NodeSample, ProcessSample};
 
 /// What the process table is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +110,13 @@ fn floor(key: SortKey) -> f64 {
 }
 
 /// One key's recent values of one row, and the value the row is ordered by.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Track {
-    recent: VecDeque<f64>,
+    /// The last [`WINDOW`] values at most, a ring from `oldest`, held inline: a node's
+    /// thousands of rows each have a track per key, all updated at every sample.
+    recent: [f64; WINDOW],
+    oldest: usize,
+    len: usize,
     settled: Option<f64>,
 }
 
@@ -120,17 +124,24 @@ impl Track {
     fn push(&mut self, value: Option<f64>, key: SortKey) {
         match value {
             Some(v) => {
-                if self.recent.len() == WINDOW {
-                    self.recent.pop_front();
+                if self.len == WINDOW {
+                    self.recent[self.oldest] = v;
+                    self.oldest = (self.oldest + 1) % WINDOW;
+                } else {
+                    self.recent[(self.oldest + self.len) % WINDOW] = v;
+                    self.len += 1;
                 }
-                self.recent.push_back(v);
             }
             // A gap: the peak comes from what is still known, until the window runs dry.
-            None => {
-                self.recent.pop_front();
+            None if self.len > 0 => {
+                self.oldest = (self.oldest + 1) % WINDOW;
+                self.len -= 1;
             }
+            None => {}
         }
-        let peak = self.recent.iter().copied().reduce(f64::max);
+        let peak = (0..self.len)
+            .map(|i| self.recent[(self.oldest + i) % WINDOW])
+            .reduce(f64::max);
         self.settled = match (self.settled, peak) {
             (Some(settled), Some(peak)) => {
                 let step = (HYSTERESIS * settled.abs()).max(floor(key));
@@ -169,14 +180,7 @@ fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize>
 }
 
 /// A row's value under a numeric key, as the sample has it.
-pub(crate) fn value_of(
-    sample: &NodeSample,
-    account: &NodeAccount,
-    index: usize,
-    key: SortKey,
-) -> Option<f64> {
-    let process = sample.processes.get(index)?;
-    let layers = &account.processes.get(index)?.layers;
+fn value(process: &ProcessSample, layers: &ProcessLayers, key: SortKey) -> Option<f64> {
     let bytes = |v: Option<u64>| v.map(|v| v as f64);
     match key {
         SortKey::Used => bytes(process.used),
@@ -217,8 +221,10 @@ impl SortMemory {
                 *tracks = Tracks::default();
             }
             *seen = now;
+            // Without its account (never, as the pipeline makes them), a gap in every key.
+            let layers = account.processes.get(index).map(|a| &a.layers);
             for (track, key) in tracks.iter_mut().zip(NUMERIC) {
-                track.push(value_of(sample, account, index, key), key);
+                track.push(layers.and_then(|l| value(process, l, key)), key);
             }
         }
         for (_, by_pid) in &mut self.rows {
