@@ -121,6 +121,16 @@ struct Track {
 }
 
 impl Track {
+    /// The values in the window (the ring in two runs, no division per value).
+    fn window(&self) -> impl Iterator<Item = &f64> {
+        let end = self.oldest + self.len;
+        let (first, second) = match end.checked_sub(WINDOW) {
+            Some(wrapped) => (&self.recent[self.oldest..], &self.recent[..wrapped]),
+            None => (&self.recent[self.oldest..end], &self.recent[..0]),
+        };
+        first.iter().chain(second)
+    }
+
     fn push(&mut self, value: Option<f64>, key: SortKey) {
         match value {
             Some(v) => {
@@ -139,9 +149,7 @@ impl Track {
             }
             None => {}
         }
-        let peak = (0..self.len)
-            .map(|i| self.recent[(self.oldest + i) % WINDOW])
-            .reduce(f64::max);
+        let peak = self.window().copied().reduce(f64::max);
         self.settled = match (self.settled, peak) {
             (Some(settled), Some(peak)) => {
                 let step = (HYSTERESIS * settled.abs()).max(floor(key));
