@@ -300,11 +300,13 @@ impl State {
             self.clamp_table_selection();
             return;
         }
-        let rows = self.rows();
-        let keep = self.selected_index(&rows).is_some();
-        let first = rows
-            .first()
-            .map(|r| (r.process.pid, r.process.device_uuid.clone()));
+        let Some(observed) = &self.current else {
+            self.process_table.selected = None;
+            return;
+        };
+        let (first, keep) = self
+            .process_table
+            .first_and_holding(observed, self.process_table.selected.as_ref());
         if !keep || !self.process_table.selection_moved {
             self.process_table.selected = first;
         }

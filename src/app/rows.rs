@@ -310,6 +310,28 @@ impl ProcessTable {
         })
     }
 
+    /// The first row's process, and whether the process `selected` is among the rows:
+    /// what keeping the selection needs, without lending every row.
+    pub(crate) fn first_and_holding(
+        &self,
+        observed: &Observed,
+        selected: Option<&(u32, String)>,
+    ) -> (Option<(u32, String)>, bool) {
+        let process = |at: &RowAt| observed.sample.processes.get(at.index);
+        self.with_rows(observed, |rows| {
+            let first = rows
+                .first()
+                .and_then(process)
+                .map(|p| (p.pid, p.device_uuid.clone()));
+            let holding = selected.is_some_and(|(pid, uuid)| {
+                rows.iter()
+                    .filter_map(process)
+                    .any(|p| p.pid == *pid && p.device_uuid == *uuid)
+            });
+            (first, holding)
+        })
+    }
+
     /// How many rows [`ProcessTable::rows`] holds, without lending them.
     pub(crate) fn row_count(&self, observed: &Observed) -> usize {
         self.with_rows(observed, <[RowAt]>::len)

@@ -211,6 +211,8 @@ impl SortMemory {
         self.samples += 1;
         let now = self.samples;
         let mut at = 0;
+        // Rows this sample lists, each once: when every row kept is one, none is forgotten.
+        let mut listed = 0;
         for (index, process) in sample.processes.iter().enumerate() {
             at = match device_at(&self.rows, &process.device_uuid, at) {
                 Some(at) => at,
@@ -227,6 +229,8 @@ impl SortMemory {
             if *seen == now {
                 // Listed twice on one device: the later record alone, as a new row.
                 *tracks = Tracks::default();
+            } else {
+                listed += 1;
             }
             *seen = now;
             // Without its account (never, as the pipeline makes them), a gap in every key.
@@ -234,6 +238,15 @@ impl SortMemory {
             for (track, key) in tracks.iter_mut().zip(NUMERIC) {
                 track.push(layers.and_then(|l| value(process, l, key)), key);
             }
+        }
+        if listed
+            == self
+                .rows
+                .iter()
+                .map(|(_, by_pid)| by_pid.len())
+                .sum::<usize>()
+        {
+            return;
         }
         for (_, by_pid) in &mut self.rows {
             by_pid.retain(|_, (_, seen)| *seen == now);
