@@ -38,6 +38,9 @@ pub struct ProcessTable {
     pub(crate) samples_shown: u64,
     /// The rows of the sample shown, in order, as last worked out.
     pub(crate) cache: RefCell<RowCache>,
+    /// The groups (`g`) of the sample shown, the largest used first, as last worked out: for
+    /// the sample (of `samples_shown`) and the grouping they were.
+    pub(crate) groups: RefCell<Option<(u64, GroupBy, Vec<crate::accounting::GroupRow>)>>,
 }
 
 impl Default for ProcessTable {
@@ -53,6 +56,7 @@ impl Default for ProcessTable {
             filter: super::filter::Filter::default(),
             samples_shown: 0,
             cache: RefCell::new(RowCache::default()),
+            groups: RefCell::new(None),
         }
     }
 }
@@ -330,6 +334,27 @@ impl ProcessTable {
             });
             (first, holding)
         })
+    }
+
+    /// The groups of `observed`, the sample shown, under the grouping in force, the largest
+    /// used first (then by key): worked out again only for another sample or grouping.
+    pub(crate) fn groups(&self, observed: &Observed) -> Vec<crate::accounting::GroupRow> {
+        let mut kept = self.groups.borrow_mut();
+        match &*kept {
+            Some((sample, by, groups)) if *sample == self.samples_shown && *by == self.group_by => {
+                groups.clone()
+            }
+            _ => {
+                let mut groups = crate::accounting::groups(
+                    &observed.sample,
+                    &observed.account.processes,
+                    self.group_by,
+                );
+                groups.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.key.cmp(&b.key)));
+                *kept = Some((self.samples_shown, self.group_by, groups.clone()));
+                groups
+            }
+        }
     }
 
     /// How many rows [`ProcessTable::rows`] holds, without lending them.

@@ -127,3 +127,50 @@ fn the_rows_kept_follow_every_sample_order_filter_and_finding() {
     same_as_afresh(&s, "climbs cleared");
     assert!(s.rows().iter().all(|r| r.climb.is_none()));
 }
+
+/// The table's lines as text: a group by its key, device and sums, a process by its row.
+fn lines(s: &State) -> Vec<String> {
+    s.table()
+        .iter()
+        .map(|e| match e {
+            crate::app::TableEntry::Group(g) => format!("G {g:?}"),
+            crate::app::TableEntry::Process { row, member } => {
+                format!("{member} {}", seen(std::slice::from_ref(row)).join(""))
+            }
+        })
+        .collect()
+}
+
+/// The grouped table's lines equal those worked out with nothing kept.
+#[track_caller]
+fn same_groups_as_afresh(s: &State, step: &str) {
+    let kept = lines(s);
+    *s.process_table.groups.borrow_mut() = None;
+    assert_eq!(kept, lines(s), "{step}");
+}
+
+#[test]
+fn the_groups_kept_follow_every_sample_and_grouping() {
+    let mut s = State::new(Pipeline::new(None), "demo".into(), 1.0);
+    let mut t = 0.0;
+    while t <= 905.0 {
+        s.on_sample(node_at(0, t, 10.0));
+        t += 10.0;
+    }
+    for _ in 0..5 {
+        s.apply_action(Action::CycleGroup);
+        same_groups_as_afresh(&s, &format!("grouped by {:?}", s.process_table.group_by));
+    }
+    // By user, then samples whose groups change: a member gone, the sums moving.
+    for _ in 0..4 {
+        s.apply_action(Action::CycleGroup);
+    }
+    let before = lines(&s);
+    let mut sample = node_at(0, 915.0, 10.0);
+    sample.processes.remove(0);
+    s.on_sample(sample);
+    same_groups_as_afresh(&s, "a member gone");
+    assert_ne!(lines(&s), before, "the groups changed with the sample");
+    s.on_sample(node_at(0, 925.0, 10.0));
+    same_groups_as_afresh(&s, "the next sample");
+}
