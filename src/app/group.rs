@@ -51,12 +51,7 @@ impl State {
                 .map(|row| TableEntry::Process { row, member: false })
                 .collect();
         }
-        let mut groups = crate::accounting::groups(
-            &observed.sample,
-            &observed.account.processes,
-            self.process_table.group_by,
-        );
-        groups.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.key.cmp(&b.key)));
+        let groups = self.process_table.groups(observed);
         let mut out = Vec::new();
         let mut placed = vec![false; rows.len()];
         for group in groups {
@@ -88,6 +83,14 @@ impl State {
             }
         }
         out
+    }
+
+    /// How many lines [`State::table`] has, without lending them where it is not grouped.
+    pub(crate) fn table_len(&self) -> usize {
+        match (&self.current, self.process_table.group_by) {
+            (Some(observed), GroupBy::None) => self.process_table.row_count(observed),
+            _ => self.table().len(),
+        }
     }
 
     fn picked(&self) -> Option<Picked> {

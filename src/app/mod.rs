@@ -37,7 +37,7 @@ pub(crate) use pause::Pause;
 pub(crate) use record::RecordingShown;
 pub(crate) use record::{RecordRequest, Recorder};
 pub use replay::ReplayView;
-pub(crate) use rows::{process_rows, trend, ProcessRow, ProcessTable};
+pub(crate) use rows::{trend, ProcessRow, ProcessTable};
 pub(crate) use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
@@ -222,9 +222,22 @@ impl State {
         self.process_table
             .sort_memory
             .observe(&observed.sample, &observed.account);
-        self.current = Some(observed);
+        self.show(Some(observed));
         self.shown(arrived);
         self.offer_replay_checkpoint();
+    }
+
+    /// Puts `observed` on screen: the rows of the sample before are not lent out again.
+    pub(super) fn show(&mut self, observed: Option<Observed>) {
+        self.current = observed;
+        self.process_table.samples_shown += 1;
+    }
+
+    /// The sample shown, to change in place (a test's findings): as if a new one came.
+    #[cfg(test)]
+    pub(crate) fn current_mut(&mut self) -> Option<&mut Observed> {
+        self.process_table.samples_shown += 1;
+        self.current.as_mut()
     }
 
     /// A new sample is on screen since `arrived`: the selections follow it.
@@ -270,12 +283,7 @@ impl State {
     /// The process rows the filter shows (`/`), in the current sort order.
     pub(crate) fn rows(&self) -> Vec<ProcessRow<'_>> {
         match &self.current {
-            Some(observed) => process_rows(
-                observed,
-                (self.process_table.sort, self.process_table.sort_reversed),
-                &self.process_table.sort_memory,
-                &self.process_table.filter.terms,
-            ),
+            Some(observed) => self.process_table.rows(observed),
             None => Vec::new(),
         }
     }
@@ -293,11 +301,13 @@ impl State {
             self.clamp_table_selection();
             return;
         }
-        let rows = self.rows();
-        let keep = self.selected_index(&rows).is_some();
-        let first = rows
-            .first()
-            .map(|r| (r.process.pid, r.process.device_uuid.clone()));
+        let Some(observed) = &self.current else {
+            self.process_table.selected = None;
+            return;
+        };
+        let (first, keep) = self
+            .process_table
+            .first_and_holding(observed, self.process_table.selected.as_ref());
         if !keep || !self.process_table.selection_moved {
             self.process_table.selected = first;
         }

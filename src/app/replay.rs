@@ -30,7 +30,7 @@ impl State {
         self.pipeline = model.pipeline;
         self.last_known = model.last_known;
         self.process_table.sort_memory = model.sort_memory;
-        self.current = model.current;
+        self.show(model.current);
         self.shown(now);
         if let Some(replay) = &mut self.replay {
             replay.status = replay.control.status();

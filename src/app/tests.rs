@@ -142,7 +142,7 @@ fn finding(kind: FindingKind, pid: Option<u32>, severity: Severity, since: f64) 
 
 /// The demo at 905 s, with its findings replaced by `findings` as if a sample brought them.
 fn with_findings(s: &mut State, findings: Vec<Finding>) {
-    if let Some(o) = s.current.as_mut() {
+    if let Some(o) = s.current_mut() {
         o.findings = findings;
     }
     s.follow_findings();

@@ -10,9 +10,9 @@
 //! redraw.
 
 use crate::accounting::NodeAccount;
+use crate::accounting::ProcessLayers;
 use crate::layers::Layer;
-use crate::sample::NodeSample;
-use std::collections::{HashMap, VecDeque};
+use crate::sample::{NodeSample, ProcessSample};
 
 /// What the process table is ordered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,27 +110,46 @@ fn floor(key: SortKey) -> f64 {
 }
 
 /// One key's recent values of one row, and the value the row is ordered by.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Track {
-    recent: VecDeque<f64>,
+    /// The last [`WINDOW`] values at most, a ring from `oldest`, held inline: a node's
+    /// thousands of rows each have a track per key, all updated at every sample.
+    recent: [f64; WINDOW],
+    oldest: usize,
+    len: usize,
     settled: Option<f64>,
 }
 
 impl Track {
+    /// The values in the window (the ring in two runs, no division per value).
+    fn window(&self) -> impl Iterator<Item = &f64> {
+        let end = self.oldest + self.len;
+        let (first, second) = match end.checked_sub(WINDOW) {
+            Some(wrapped) => (&self.recent[self.oldest..], &self.recent[..wrapped]),
+            None => (&self.recent[self.oldest..end], &self.recent[..0]),
+        };
+        first.iter().chain(second)
+    }
+
     fn push(&mut self, value: Option<f64>, key: SortKey) {
         match value {
             Some(v) => {
-                if self.recent.len() == WINDOW {
-                    self.recent.pop_front();
+                if self.len == WINDOW {
+                    self.recent[self.oldest] = v;
+                    self.oldest = (self.oldest + 1) % WINDOW;
+                } else {
+                    self.recent[(self.oldest + self.len) % WINDOW] = v;
+                    self.len += 1;
                 }
-                self.recent.push_back(v);
             }
             // A gap: the peak comes from what is still known, until the window runs dry.
-            None => {
-                self.recent.pop_front();
+            None if self.len > 0 => {
+                self.oldest = (self.oldest + 1) % WINDOW;
+                self.len -= 1;
             }
+            None => {}
         }
-        let peak = self.recent.iter().copied().reduce(f64::max);
+        let peak = self.window().copied().reduce(f64::max);
         self.settled = match (self.settled, peak) {
             (Some(settled), Some(peak)) => {
                 let step = (HYSTERESIS * settled.abs()).max(floor(key));
@@ -150,22 +169,26 @@ type Tracks = [Track; NUMERIC.len()];
 /// The settled sort values of every row on screen, by device and pid.
 #[derive(Debug, Default, Clone)]
 pub struct SortMemory {
-    /// By device, by pid: the tracks, and the last sample (of [`SortMemory::samples`]) that
-    /// listed the row.
-    rows: HashMap<String, HashMap<u32, (Tracks, u64)>>,
+    /// By device (a node has a few: found by a scan, from the last one found), by pid: the
+    /// tracks, and the last sample (of [`SortMemory::samples`]) that listed the row.
+    rows: Vec<(String, ByPid)>,
     /// Samples taken in so far.
     samples: u64,
 }
 
+/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost).
+type ByPid = hashbrown::HashMap<u32, (Tracks, u64)>;
+
+/// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
+fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize> {
+    match rows.get(from) {
+        Some((d, _)) if d == uuid => Some(from),
+        _ => rows.iter().position(|(d, _)| d == uuid),
+    }
+}
+
 /// A row's value under a numeric key, as the sample has it.
-pub(crate) fn value_of(
-    sample: &NodeSample,
-    account: &NodeAccount,
-    index: usize,
-    key: SortKey,
-) -> Option<f64> {
-    let process = sample.processes.get(index)?;
-    let layers = &account.processes.get(index)?.layers;
+fn value(process: &ProcessSample, layers: &ProcessLayers, key: SortKey) -> Option<f64> {
     let bytes = |v: Option<u64>| v.map(|v| v as f64);
     match key {
         SortKey::Used => bytes(process.used),
@@ -187,34 +210,61 @@ impl SortMemory {
         // no device name copied but for a row new to it.
         self.samples += 1;
         let now = self.samples;
+        let mut at = 0;
+        // Rows this sample lists, each once: when every row kept is one, none is forgotten.
+        let mut listed = 0;
         for (index, process) in sample.processes.iter().enumerate() {
-            if !self.rows.contains_key(&process.device_uuid) {
-                self.rows
-                    .insert(process.device_uuid.clone(), HashMap::new());
-            }
-            let Some(by_pid) = self.rows.get_mut(&process.device_uuid) else {
+            at = match device_at(&self.rows, &process.device_uuid, at) {
+                Some(at) => at,
+                None => {
+                    self.rows
+                        .push((process.device_uuid.clone(), ByPid::default()));
+                    self.rows.len() - 1
+                }
+            };
+            let Some((_, by_pid)) = self.rows.get_mut(at) else {
                 continue;
             };
             let (tracks, seen) = by_pid.entry(process.pid).or_default();
             if *seen == now {
                 // Listed twice on one device: the later record alone, as a new row.
                 *tracks = Tracks::default();
+            } else {
+                listed += 1;
             }
             *seen = now;
+            // Without its account (never, as the pipeline makes them), a gap in every key.
+            let layers = account.processes.get(index).map(|a| &a.layers);
             for (track, key) in tracks.iter_mut().zip(NUMERIC) {
-                track.push(value_of(sample, account, index, key), key);
+                track.push(layers.and_then(|l| value(process, l, key)), key);
             }
         }
-        for by_pid in self.rows.values_mut() {
+        if listed
+            == self
+                .rows
+                .iter()
+                .map(|(_, by_pid)| by_pid.len())
+                .sum::<usize>()
+        {
+            return;
+        }
+        for (_, by_pid) in &mut self.rows {
             by_pid.retain(|_, (_, seen)| *seen == now);
         }
-        self.rows.retain(|_, by_pid| !by_pid.is_empty());
+        self.rows.retain(|(_, by_pid)| !by_pid.is_empty());
     }
 
-    /// The value row (`pid`, `device_uuid`) is ordered by under `key`.
-    pub(crate) fn settled(&self, pid: u32, device_uuid: &str, key: SortKey) -> Option<f64> {
-        let at = NUMERIC.iter().position(|&k| k == key)?;
-        self.rows.get(device_uuid)?.get(&pid)?.0[at].settled
+    /// The value each row, given as (pid, device uuid), is ordered by under `key`: for rows
+    /// asked one after another, each device found from the last row's.
+    pub(crate) fn settled_each(&self, key: SortKey) -> impl FnMut(u32, &str) -> Option<f64> + '_ {
+        let track = NUMERIC.iter().position(|&k| k == key);
+        let mut at = 0;
+        move |pid, device_uuid| {
+            let track = track?;
+            at = device_at(&self.rows, device_uuid, at)?;
+            let (_, by_pid) = self.rows.get(at)?;
+            by_pid.get(&pid)?.0.get(track)?.settled
+        }
     }
 }
 

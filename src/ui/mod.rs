@@ -144,7 +144,7 @@ fn draw_main(
     // The table's rule and header, and a row per line of it. A filter (`/`) narrows what the
     // table shows, not the node's shape: the rows are shared as if every process were shown,
     // so that the GPU panels do not change form while the user types.
-    let shown = state.table().len();
+    let shown = state.table_len();
     let lines = if state.process_table.filter.terms.is_empty() {
         shown
     } else {

@@ -474,7 +474,9 @@ fn table_row<'a>(
     let mut cells = vec![Cell::from(p.pid.to_string())];
     let user = crate::text::clean(p.user.as_deref().unwrap_or("n/a")).into_owned();
     cells.push(Cell::from(fit(&user, if wide { 9 } else { 8 })));
-    cells.push(Cell::from(crate::text::clean(&row.place).into_owned()));
+    cells.push(Cell::from(
+        crate::text::clean(&row.place.to_string()).into_owned(),
+    ));
     cells.push(Cell::from(figure(p.used, wide)));
     cells.push(Cell::from(figure(layers.live, wide)));
     cells.push(Cell::from(figure(layers.cached, wide)));

@@ -120,7 +120,7 @@ fn shaped(gpus: usize, processes: usize, findings_shown: usize) -> State {
 }
 
 fn set_findings(state: &mut State, count: usize) {
-    if let Some(observed) = state.current.as_mut() {
+    if let Some(observed) = state.current_mut() {
         observed.findings = findings(count);
     }
 }

@@ -551,7 +551,7 @@ fn evidence_of_a_cleared_finding_says_so() {
     state.apply_action(Action::Open);
     let screen = text(&render(&state, 120, 40));
     assert!(screen.contains("still raised at 09:15:05 UTC"), "{screen}");
-    if let Some(o) = state.current.as_mut() {
+    if let Some(o) = state.current_mut() {
         o.findings.retain(|f| f.kind != FindingKind::Climb);
     }
     let screen = text(&render(&state, 120, 40));
