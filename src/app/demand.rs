@@ -1,5 +1,6 @@
 //! What the screen as last drawn needs read of the processes at the next sample (the event
-//! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows, the one selected, the one a detail
+//! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows and a
+//! screen's worth above and two below them, the one selected, the one a detail
 //! view shows; every process when the order itself needs their host figures, a filter or a
 //! grouping reads them all, a view shows them all, or a recording keeps them.
 
@@ -27,6 +28,21 @@ impl State {
                 TableLine::Process(pid, _) => Some(*pid),
                 TableLine::Group(..) => None,
             }));
+            // And a screen's worth of rows above and two below: where a scroll or a change in
+            // the order brings the next rows from, so that they come with their figures.
+            if let Some(observed) = &self.current {
+                let first = table.lines.iter().find_map(|line| match line {
+                    TableLine::Process(pid, uuid) => Some((*pid, uuid.as_str())),
+                    TableLine::Group(..) => None,
+                });
+                let height = table.lines.len();
+                pids.extend(self.process_table.pids_around(
+                    observed,
+                    first,
+                    height,
+                    height.saturating_mul(3),
+                ));
+            }
         }
         if let Some((pid, _)) = &self.process_table.selected {
             pids.insert(*pid);
@@ -75,6 +91,35 @@ mod tests {
             device_uuid: "GPU-0".into(),
         };
         assert!(state.wanted(false).is_some_and(|pids| pids.contains(&7)));
+    }
+
+    /// Beside the rows drawn: a screen's worth above and two below, in the table's order,
+    /// and no other row.
+    #[test]
+    fn the_rows_near_the_screen_are_wanted_too() {
+        let mut state = state();
+        state.on_sample(crate::source::demo::node_at(7, 600.0, 1.0));
+        let order: Vec<(u32, String)> = state
+            .rows()
+            .iter()
+            .map(|r| (r.process.pid, r.process.device_uuid.clone()))
+            .collect();
+        assert!(
+            order.len() >= 6,
+            "the demo node has rows enough: {}",
+            order.len()
+        );
+        // One line drawn, the second row: the first above it, and three below.
+        *state.mouse.table.borrow_mut() = Some(TableDrawn {
+            left: 0,
+            width: 80,
+            top: 3,
+            lines: vec![TableLine::Process(order[1].0, order[1].1.clone())],
+        });
+        state.process_table.selected = None;
+        let wanted = state.wanted(false).expect("some pids");
+        let expected: HashSet<u32> = order[0..4].iter().map(|(pid, _)| *pid).collect();
+        assert_eq!(wanted, expected);
     }
 
     #[test]

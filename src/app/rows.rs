@@ -357,6 +357,33 @@ impl ProcessTable {
         }
     }
 
+    /// The pids of the rows from `before` rows above the one of process `first` (the first
+    /// row when it is not among them) to `after` rows below it, without lending every row.
+    pub(crate) fn pids_around(
+        &self,
+        observed: &Observed,
+        first: Option<(u32, &str)>,
+        before: usize,
+        after: usize,
+    ) -> Vec<u32> {
+        let process = |at: &RowAt| observed.sample.processes.get(at.index);
+        self.with_rows(observed, |rows| {
+            let start = first
+                .and_then(|(pid, uuid)| {
+                    rows.iter().position(|r| {
+                        process(r).is_some_and(|p| p.pid == pid && p.device_uuid == uuid)
+                    })
+                })
+                .unwrap_or(0);
+            let end = start.saturating_add(after).min(rows.len());
+            rows[start.saturating_sub(before)..end]
+                .iter()
+                .filter_map(process)
+                .map(|p| p.pid)
+                .collect()
+        })
+    }
+
     /// How many rows [`ProcessTable::rows`] holds, without lending them.
     pub(crate) fn row_count(&self, observed: &Observed) -> usize {
         self.with_rows(observed, <[RowAt]>::len)

@@ -110,11 +110,11 @@ impl HostColumn {
 const OWNER_WIDTH: u16 = 20;
 
 /// The owner in a few words, cut to the column; blank where nothing names one, `n/a` where it
-/// cannot be known (an invisible process, an unreadable cgroup).
+/// is not known (an invisible process, an unreadable cgroup, one not read yet: off the screen
+/// until now).
 fn owner_cell(p: &ProcessSample) -> String {
     let text = match p.owner.as_deref() {
         Some(owner) => owner.short().unwrap_or_default(),
-        None if p.visible => String::new(),
         None => "n/a".into(),
     };
     crate::present::fit(&crate::text::clean(&text), usize::from(OWNER_WIDTH))
@@ -196,6 +196,18 @@ pub(crate) fn header_figures(sample: &NodeSample) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An owner not read (a process off the screen until now) is not known: `n/a`, never the
+    /// blank that says nothing names one.
+    #[test]
+    fn an_owner_not_read_is_not_shown_as_none() {
+        let mut p = crate::fixtures::process(42, "GPU-0", Some(1 << 30));
+        p.visible = true;
+        p.owner = None;
+        assert_eq!(owner_cell(&p).trim(), "n/a");
+        p.owner = Some(std::sync::Arc::new(crate::sample::owner::Owner::default()));
+        assert_eq!(owner_cell(&p).trim(), "", "read, and nothing names one");
+    }
 
     #[test]
     fn times_fit_six_characters_at_every_scale() {
