@@ -224,6 +224,7 @@ impl Pipeline {
         let time = sample.time;
         let history = &mut self.history;
         history.begin(time, sample.interval);
+        let mut place = 0;
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
             let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial, acc.processes_known)];
             devices.extend(
@@ -233,11 +234,14 @@ impl Pipeline {
                     .map(|(m, macc)| (&m.uuid, &macc.layers, &macc.partial, macc.processes_known)),
             );
             for (uuid, layers, partial, processes_known) in devices {
+                // Written through the device's handles, as a process's series are.
+                let handles = self.handles.device(place, uuid);
+                place += 1;
                 let layers = layers.as_ref().ok();
-                history.record(
+                history.record_through(
+                    &mut handles[0],
                     KeyRef::Device(uuid, Metric::Used),
-                    time,
-                    layers.map(|l| l.occupied()),
+                    std::iter::once((time, layers.map(|l| l.occupied()))),
                 );
                 // `free` is the total less `Used`; every other layer has its own series. A
                 // layer only partly known (a feed gone stale) is a gap, not a dip; so is
@@ -248,10 +252,15 @@ impl Pipeline {
                         .and_then(|l| l.get(layer))
                         .filter(|_| !partial.contains(&layer))
                         .filter(|_| layer != Layer::Other || processes_known);
-                    history.record(KeyRef::Device(uuid, Metric::Layer(layer)), time, value);
+                    history.record_through(
+                        &mut handles[1 + layer as usize],
+                        KeyRef::Device(uuid, Metric::Layer(layer)),
+                        std::iter::once((time, value)),
+                    );
                 }
             }
         }
+        self.handles.devices_listed(place);
         self.handles.listed(sample.processes.len());
         for (place, (p, acc)) in sample.processes.iter().zip(&account.processes).enumerate() {
             let key = |metric| KeyRef::of(p, metric);

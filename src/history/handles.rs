@@ -1,8 +1,9 @@
 //! Series found once and written at every sample: a [`Handle`] is a series' place in the
-//! history, and [`Handles`] keeps those of each process a sample lists from one sample to
-//! the next, so that a process's series are found by their names only when it is new at
-//! its place in the samples (or a series of it was let go), not some ten times a sample.
+//! history, and [`Handles`] keeps those of each device and process a sample lists from one
+//! sample to the next, so that their series are found by their names only when one is new
+//! at its place in the samples (or a series of it was let go), not at every sample.
 
+use crate::layers::Layer;
 use crate::sample::ProcessSample;
 
 /// A series' place in the history, and which series held it when the handle was got: a
@@ -17,6 +18,18 @@ pub(crate) struct Handle {
 /// six figures (allocated, reserved, inactive split, peak allocated, retries, OOMs) and
 /// the bytes outside its pool, in that order.
 pub(crate) const PROCESS_SERIES: usize = 9;
+
+/// The series a device's sample writes: its occupied bytes, then each layer in the order
+/// of [`Layer::ALL`] at `1 + layer as usize` (free, the total less the occupied, has none).
+pub(crate) const DEVICE_SERIES: usize = 1 + Layer::ALL.len();
+
+/// The handles of the device last listed at one place of the samples (a GPU, then each of
+/// its MIG instances).
+#[derive(Debug, Clone, Default)]
+struct DeviceHandles {
+    uuid: String,
+    series: [Option<Handle>; DEVICE_SERIES],
+}
 
 /// The handles of the process last listed at one place of the samples.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +46,7 @@ struct ProcessHandles {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Handles {
     places: Vec<ProcessHandles>,
+    devices: Vec<DeviceHandles>,
 }
 
 impl Handles {
@@ -62,5 +76,28 @@ impl Handles {
     /// Keeps the places of a sample that lists `processes`, letting go of those past it.
     pub(crate) fn listed(&mut self, processes: usize) {
         self.places.truncate(processes);
+    }
+
+    /// The handles of the device `uuid`, at `place` among the devices a sample lists:
+    /// those got at that place before if the same device was there, otherwise none yet.
+    pub(crate) fn device(
+        &mut self,
+        place: usize,
+        uuid: &str,
+    ) -> &mut [Option<Handle>; DEVICE_SERIES] {
+        if self.devices.len() <= place {
+            self.devices.resize_with(place + 1, DeviceHandles::default);
+        }
+        let held = &mut self.devices[place];
+        if held.uuid != uuid {
+            uuid.clone_into(&mut held.uuid);
+            held.series = [None; DEVICE_SERIES];
+        }
+        &mut held.series
+    }
+
+    /// Keeps the places of a sample that lists `devices`, letting go of those past it.
+    pub(crate) fn devices_listed(&mut self, devices: usize) {
+        self.devices.truncate(devices);
     }
 }

@@ -366,3 +366,33 @@ fn a_handle_to_a_series_let_go_does_not_write_its_successor() {
     );
     assert_ne!(handle, Some(first));
 }
+
+/// A device's handles are kept at its place while the same device is there; another
+/// device at that place starts with none, and writes its own series.
+#[test]
+fn a_device_at_a_place_writes_its_own_series() {
+    let mut h = History::default();
+    let mut handles = Handles::default();
+    let key = |uuid| KeyRef::Device(uuid, Metric::Used);
+    for (t, uuid, value) in [
+        (0.0, "GPU-a", 1u64 << 30),
+        (1.0, "GPU-a", 2 << 30),
+        (2.0, "GPU-b", 7 << 30),
+    ] {
+        h.begin(t, 1.0);
+        let slots = handles.device(0, uuid);
+        assert_eq!(
+            slots[0].is_some(),
+            t == 1.0,
+            "kept only for the same device, at {t}"
+        );
+        h.record_through(&mut slots[0], key(uuid), std::iter::once((t, Some(value))));
+        handles.devices_listed(1);
+    }
+    assert_eq!(
+        h.get(&key("GPU-a")).map(Series::raw).map(|r| r.count()),
+        Some(2)
+    );
+    assert_eq!(h.get(&key("GPU-a")).and_then(Series::last), Some(2 << 30));
+    assert_eq!(h.get(&key("GPU-b")).and_then(Series::last), Some(7 << 30));
+}
