@@ -447,6 +447,11 @@ impl History {
         }
     }
 
+    /// Whether any process's step-end readings are kept.
+    pub(crate) fn keeps_steps(&self) -> bool {
+        !self.steps.is_empty()
+    }
+
     /// The step-end readings of a process, where it reports steps.
     pub(crate) fn steps(&self, id: &ProcessId) -> Option<&Steps> {
         self.steps.get(id).map(|(s, _)| s)
