@@ -101,10 +101,11 @@ impl<'a> KeyRef<'a> {
 /// The value of `key` in `map`, `new` put in first where there is none (a key made only
 /// then).
 fn slot<'m, V>(map: &'m mut ByProcess<V>, key: KeyRef<'_>, new: V) -> Option<&'m mut V> {
-    if !map.contains_key(&key) {
-        map.insert(key.to_key(), new);
-    }
-    map.get_mut(&key)
+    // One search, found or not (a search to ask and another to take would be two).
+    Some(match map.entry_ref(&key) {
+        hashbrown::hash_map::EntryRef::Occupied(found) => found.into_mut(),
+        hashbrown::hash_map::EntryRef::Vacant(room) => room.insert_with_key(key.to_key(), new),
+    })
 }
 
 impl hashbrown::Equivalent<ProcessKey> for KeyRef<'_> {

@@ -7,7 +7,7 @@ use crate::detect::{
     detect_history_keyed, detect_instant, headroom_of, headrooms, settle, sort_findings, ClimbHold,
     Finding, FindingTracker, Headroom, Remembered, WarmUp,
 };
-use crate::history::{History, KeyRef, Metric};
+use crate::history::{Handles, History, KeyRef, Metric};
 use crate::layers::Layer;
 use crate::sample::derived::{make_raw, FeedShape};
 use crate::sample::NodeSample;
@@ -103,6 +103,8 @@ pub struct Pipeline {
     pub(crate) tracker: FindingTracker,
     pub(crate) hold: ClimbHold,
     pub history: History,
+    /// Where each listed process's series are in the history, kept from sample to sample.
+    pub(crate) handles: Handles,
     /// What the detectors need that a later sample may not carry (an OOM's report).
     pub(crate) remembered: Remembered,
     /// The warm-up verdicts said.
@@ -121,6 +123,7 @@ impl Pipeline {
             tracker: FindingTracker::default(),
             hold: ClimbHold::default(),
             history: History::default(),
+            handles: Handles::default(),
             remembered: Remembered::default(),
             warm_up: WarmUp::default(),
             headrooms: true,
@@ -221,6 +224,7 @@ impl Pipeline {
         let time = sample.time;
         let history = &mut self.history;
         history.begin(time, sample.interval);
+        let mut place = 0;
         for (gpu, acc) in sample.gpus.iter().zip(&account.gpus) {
             let mut devices = vec![(&gpu.uuid, &acc.layers, &acc.partial, acc.processes_known)];
             devices.extend(
@@ -230,11 +234,14 @@ impl Pipeline {
                     .map(|(m, macc)| (&m.uuid, &macc.layers, &macc.partial, macc.processes_known)),
             );
             for (uuid, layers, partial, processes_known) in devices {
+                // Written through the device's handles, as a process's series are.
+                let handles = self.handles.device(place, uuid);
+                place += 1;
                 let layers = layers.as_ref().ok();
-                history.record(
+                history.record_through(
+                    &mut handles[0],
                     KeyRef::Device(uuid, Metric::Used),
-                    time,
-                    layers.map(|l| l.occupied()),
+                    std::iter::once((time, layers.map(|l| l.occupied()))),
                 );
                 // `free` is the total less `Used`; every other layer has its own series. A
                 // layer only partly known (a feed gone stale) is a gap, not a dip; so is
@@ -245,15 +252,25 @@ impl Pipeline {
                         .and_then(|l| l.get(layer))
                         .filter(|_| !partial.contains(&layer))
                         .filter(|_| layer != Layer::Other || processes_known);
-                    history.record(KeyRef::Device(uuid, Metric::Layer(layer)), time, value);
+                    history.record_through(
+                        &mut handles[1 + layer as usize],
+                        KeyRef::Device(uuid, Metric::Layer(layer)),
+                        std::iter::once((time, value)),
+                    );
                 }
             }
         }
-        for (p, acc) in sample.processes.iter().zip(&account.processes) {
+        self.handles.devices_listed(place);
+        self.handles.listed(sample.processes.len());
+        for (place, (p, acc)) in sample.processes.iter().zip(&account.processes).enumerate() {
             let key = |metric| KeyRef::of(p, metric);
-            history.record(key(Metric::Used), time, p.used);
+            // Each series written through its handle: found by its name only the first time.
+            let [used, sm, allocated, reserved, inactive_split, peak_allocated, retries, ooms, outside_pool] =
+                self.handles.of(place, p);
+            let now = |value| std::iter::once((time, value));
+            history.record_through(used, key(Metric::Used), now(p.used));
             if p.sm_util.is_some() || history.get(&key(Metric::Sm)).is_some() {
-                history.record(key(Metric::Sm), time, p.sm_util.map(u64::from));
+                history.record_through(sm, key(Metric::Sm), now(p.sm_util.map(u64::from)));
             }
             let Some(feed) = &p.feed else { continue };
             // The allocator's figures at the instant the agent read them; a feed met for the
@@ -277,18 +294,23 @@ impl Pipeline {
                 }
             }
             // Each series found once for all the readings.
-            let figures: [(Metric, Figure); 6] = [
-                (Metric::Allocated, |s| Some(s.allocated)),
-                (Metric::Reserved, |s| s.reserved),
-                (Metric::InactiveSplit, |s| s.inactive_split),
-                (Metric::PeakAllocated, |s| s.peak_allocated),
-                (Metric::Retries, |s| s.alloc_retries),
-                (Metric::Ooms, |s| s.ooms),
+            let figures: [(Metric, Figure, _); 6] = [
+                (Metric::Allocated, |s| Some(s.allocated), allocated),
+                (Metric::Reserved, |s| s.reserved, reserved),
+                (Metric::InactiveSplit, |s| s.inactive_split, inactive_split),
+                (Metric::PeakAllocated, |s| s.peak_allocated, peak_allocated),
+                (Metric::Retries, |s| s.alloc_retries, retries),
+                (Metric::Ooms, |s| s.ooms, ooms),
             ];
-            for (metric, figure) in figures {
-                history.record_all(key(metric), readings().map(|s| (s.time, figure(s))));
+            for (metric, figure, handle) in figures {
+                let points = readings().map(|s| (s.time, figure(s)));
+                history.record_through(handle, key(metric), points);
             }
-            history.record(key(Metric::OutsidePool), time, acc.layers.outside_pool);
+            history.record_through(
+                outside_pool,
+                key(Metric::OutsidePool),
+                now(acc.layers.outside_pool),
+            );
         }
     }
 }

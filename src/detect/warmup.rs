@@ -68,6 +68,11 @@ impl WarmUp {
         headroom: impl Fn(usize) -> Option<Headroom>,
         findings: &mut Vec<Finding>,
     ) {
+        // Nothing said, and no process's steps kept: no process has a verdict to find (nor
+        // a name to be made for the search, at every sample).
+        if self.said.is_empty() && !history.keeps_steps() {
+            return;
+        }
         let now = sample.time;
         for (i, p) in sample.processes.iter().enumerate() {
             if p.feed.is_none() {

@@ -119,15 +119,16 @@ impl History {
 
     pub(super) fn bytes(&self) -> usize {
         self.held
-            + self.series.capacity() * slot::<SeriesKey, Box<Entry>>()
+            + self.series.capacity() * slot::<SeriesKey, usize>()
+            + self.entries.capacity() * size_of::<Option<Box<Entry>>>()
+            + self.free.capacity() * size_of::<usize>()
             + self.steps.capacity() * slot::<ProcessId, (Steps, u64)>()
     }
 
     /// Counts the entries' bytes afresh.
     pub(super) fn recount(&mut self) {
         self.held = self
-            .series
-            .iter()
+            .entries()
             .map(|(k, e)| entry_heap(k, &e.series))
             .sum::<usize>()
             + self
@@ -155,7 +156,7 @@ impl History {
         if self.budget.thinning > 1 && self.bytes() < low {
             self.budget.thinning /= 2;
             let thinning = self.budget.thinning;
-            for e in self.series.values_mut() {
+            for e in self.entries.iter_mut().flatten() {
                 e.series.thin(thinning);
             }
         }
@@ -168,8 +169,7 @@ impl History {
         // Not written by the last sample: gone (or its feed has).
         let last = self.generation.saturating_sub(1);
         let mut gone: Vec<(u64, Option<SeriesKey>, Option<ProcessId>)> = self
-            .series
-            .iter()
+            .entries()
             .filter(|(_, e)| e.seen < last)
             .map(|(k, e)| (e.seen, Some(k.clone()), None))
             .chain(
@@ -197,7 +197,7 @@ impl History {
         while self.bytes() > self.budget.limit && self.budget.thinning < MOST_THINNING {
             self.budget.thinning *= 2;
             let thinning = self.budget.thinning;
-            for e in self.series.values_mut() {
+            for e in self.entries.iter_mut().flatten() {
                 e.series.thin(thinning);
             }
             self.recount();
@@ -205,8 +205,7 @@ impl History {
         if self.bytes() > self.budget.limit {
             self.budget.full = true;
             let mut newest: Vec<(u64, SeriesKey)> = self
-                .series
-                .iter()
+                .entries()
                 .filter(|(k, _)| matches!(k, SeriesKey::Process(..)))
                 .map(|(k, e)| (e.born, k.clone()))
                 .collect();
@@ -225,9 +224,13 @@ impl History {
     }
 
     fn drop_series(&mut self, key: &SeriesKey) -> bool {
-        let Some((key, e)) = self.series.remove_entry(key) else {
+        let Some((key, place)) = self.series.remove_entry(key) else {
             return false;
         };
+        let Some(e) = self.entries.get_mut(place).and_then(Option::take) else {
+            return false;
+        };
+        self.free.push(place);
         self.held = self.held.saturating_sub(entry_heap(&key, &e.series));
         true
     }

@@ -8,18 +8,21 @@
 
 mod blocks;
 mod budget;
+mod handles;
 mod series;
 mod steps;
 
 pub(crate) use budget::BUDGET_BYTES;
+pub(crate) use handles::{Handle, Handles};
 pub(crate) use series::{Scale, Series, Span, FOLD_1, RAW_SECS};
 pub(crate) use steps::{StepPoint, Steps};
 
 use crate::layers::Layer;
 use std::collections::HashMap;
 
-/// The series' table: found by a borrowed name ([`KeyRef`]).
-type SeriesTable = hashbrown::HashMap<SeriesKey, Box<Entry>>;
+/// The series' table: found by a borrowed name ([`KeyRef`]), each at its place in
+/// [`History::entries`].
+type SeriesTable = hashbrown::HashMap<SeriesKey, usize>;
 
 /// A process on a device, across samples: the start time tells a reused PID apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -219,8 +222,13 @@ impl hashbrown::Equivalent<SeriesKey> for KeyRef<'_> {
 /// within a budget of bytes ([`Budget`]).
 #[derive(Debug, Clone)]
 pub struct History {
-    /// Boxed, so that the table's spare slots cost a key and a pointer, not a series.
     series: SeriesTable,
+    /// The series at their places, each kept there from when it is made to when it is let
+    /// go, so that a [`Handle`] finds it again without the table. Boxed, so that a spare
+    /// place costs a pointer, not a series.
+    entries: Vec<Option<Box<Entry>>>,
+    /// Places let go, to be used again.
+    free: Vec<usize>,
     generation: u64,
     /// Slot length and time of slot 0, set by the first sample.
     clock: Option<(f64, f64)>,
@@ -238,7 +246,14 @@ struct Entry {
     series: Series,
     seen: u64,
     born: u64,
+    /// Which series this is of those any history made ([`MADE`]).
+    serial: u64,
 }
+
+/// Series made by every history so far: each one's number tells it from any other, the one
+/// made at its place before it or one of another history (a copy's series are the same
+/// series, and share their numbers).
+static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Samples without an update after which a series is forgotten: its process has gone.
 pub(crate) const FORGET_AFTER: u64 = 900;
@@ -256,6 +271,8 @@ impl History {
     pub(crate) fn with_budget(limit: usize) -> Self {
         History {
             series: SeriesTable::default(),
+            entries: Vec::new(),
+            free: Vec::new(),
             generation: 0,
             clock: None,
             steps: HashMap::new(),
@@ -278,12 +295,33 @@ impl History {
         self.generation += 1;
         if self.generation.is_multiple_of(SWEEP_EVERY) {
             let now = self.generation;
-            self.series
-                .retain(|_, e| now.saturating_sub(e.seen) <= FORGET_AFTER);
+            let (entries, free) = (&mut self.entries, &mut self.free);
+            self.series.retain(|_, &mut place| {
+                let kept = entries[place]
+                    .as_ref()
+                    .is_some_and(|e| now.saturating_sub(e.seen) <= FORGET_AFTER);
+                if !kept {
+                    entries[place] = None;
+                    free.push(place);
+                }
+                kept
+            });
             self.steps
                 .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
             if self.series.capacity() > 4 * self.series.len().max(64) {
                 self.series.shrink_to_fit();
+            }
+            // The places past the last series held go (and are no longer free).
+            while self.entries.last().is_some_and(Option::is_none) {
+                self.entries.pop();
+            }
+            let held = self.entries.len();
+            self.free.retain(|&place| place < held);
+            if self.entries.capacity() > 4 * held.max(64) {
+                self.entries.shrink_to_fit();
+            }
+            if self.free.capacity() > 4 * self.free.len().max(64) {
+                self.free.shrink_to_fit();
             }
             if self.steps.capacity() > 4 * self.steps.len().max(64) {
                 self.steps.shrink_to_fit();
@@ -305,24 +343,57 @@ impl History {
     pub(crate) fn record_all(
         &mut self,
         key: impl AsKey,
+        points: impl Iterator<Item = (f64, Option<u64>)>,
+    ) {
+        self.record_placed(key, points);
+    }
+
+    /// [`History::record_all`] through `handle`: the series it holds written without
+    /// finding it by its name, where it still holds one (the handle of a series let go
+    /// since finds nothing); otherwise the series is found (or made) by `key`, and
+    /// `handle` holds it for the next time. A handle is only ever used with the key it
+    /// was got for.
+    pub(crate) fn record_through(
+        &mut self,
+        handle: &mut Option<Handle>,
+        key: impl AsKey,
         mut points: impl Iterator<Item = (f64, Option<u64>)>,
     ) {
+        if let Some(held) = *handle {
+            let generation = self.generation;
+            if let Some(entry) = self
+                .entries
+                .get_mut(held.place)
+                .and_then(|e| e.as_deref_mut())
+                .filter(|e| e.serial == held.serial)
+            {
+                self.held = write(entry, &mut points, generation, self.held);
+                return;
+            }
+        }
+        *handle = self.record_placed(key, points);
+    }
+
+    /// [`History::record_all`], returning where the series written is (none where it was
+    /// not kept: no point, or no room).
+    fn record_placed(
+        &mut self,
+        key: impl AsKey,
+        mut points: impl Iterator<Item = (f64, Option<u64>)>,
+    ) -> Option<Handle> {
         let key = key.as_key();
         let generation = self.generation;
-        if let Some(entry) = self.series.get_mut(&key) {
-            let before = entry.series.footprint();
-            for (time, value) in points {
-                entry.series.push(time, value);
-            }
-            self.held = (self.held + entry.series.footprint()).saturating_sub(before);
-            entry.seen = generation;
-            return;
+        if let Some(&place) = self.series.get(&key) {
+            let entry = self.entries[place].as_deref_mut()?;
+            self.held = write(entry, &mut points, generation, self.held);
+            return Some(Handle {
+                place,
+                serial: entry.serial,
+            });
         }
-        let Some((time, value)) = points.next() else {
-            return;
-        };
+        let (time, value) = points.next()?;
         if matches!(key, KeyRef::Process(..)) && !self.room(time) {
-            return;
+            return None;
         }
         let (step, origin) = self.clock.unwrap_or((1.0, time));
         let scale = key.metric().scale();
@@ -333,14 +404,25 @@ impl History {
         }
         let key = key.to_key();
         self.held += entry_heap(&key, &series);
-        self.series.insert(
-            key,
-            Box::new(Entry {
-                series,
-                seen: generation,
-                born: generation,
-            }),
-        );
+        let serial = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let entry = Some(Box::new(Entry {
+            series,
+            seen: generation,
+            born: generation,
+            serial,
+        }));
+        let place = match self.free.pop() {
+            Some(place) => {
+                self.entries[place] = entry;
+                place
+            }
+            None => {
+                self.entries.push(entry);
+                self.entries.len() - 1
+            }
+        };
+        self.series.insert(key, place);
+        Some(Handle { place, serial })
     }
 
     /// Records one step-end reading of a process.
@@ -365,6 +447,11 @@ impl History {
         }
     }
 
+    /// Whether any process's step-end readings are kept.
+    pub(crate) fn keeps_steps(&self) -> bool {
+        !self.steps.is_empty()
+    }
+
     /// The step-end readings of a process, where it reports steps.
     pub(crate) fn steps(&self, id: &ProcessId) -> Option<&Steps> {
         self.steps.get(id).map(|(s, _)| s)
@@ -372,12 +459,27 @@ impl History {
 
     /// The series of a name, owned ([`SeriesKey`]) or borrowed ([`KeyRef`]).
     pub(crate) fn get(&self, key: &(impl AsKey + ?Sized)) -> Option<&Series> {
-        self.series.get(&key.as_key()).map(|e| &e.series)
+        self.entry(*self.series.get(&key.as_key())?)
+            .map(|e| &e.series)
+    }
+
+    /// The entry at a place.
+    fn entry(&self, place: usize) -> Option<&Entry> {
+        self.entries.get(place)?.as_deref()
     }
 
     /// Every series, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
-        self.series.iter().map(|(k, e)| (k, &e.series))
+        self.series
+            .iter()
+            .filter_map(|(k, &place)| Some((k, &self.entry(place)?.series)))
+    }
+
+    /// Every entry with its key, in no particular order.
+    fn entries(&self) -> impl Iterator<Item = (&SeriesKey, &Entry)> {
+        self.series
+            .iter()
+            .filter_map(|(k, &place)| Some((k, self.entry(place)?)))
     }
 
     pub fn len(&self) -> usize {
@@ -408,6 +510,22 @@ impl History {
         });
         self.bytes().saturating_sub(whole) + beside
     }
+}
+
+/// Writes `points` to an entry seen at `generation`: what the history holds, `held` before,
+/// after.
+fn write(
+    entry: &mut Entry,
+    points: &mut impl Iterator<Item = (f64, Option<u64>)>,
+    generation: u64,
+    held: usize,
+) -> usize {
+    let before = entry.series.footprint();
+    for (time, value) in points {
+        entry.series.push(time, value);
+    }
+    entry.seen = generation;
+    (held + entry.series.footprint()).saturating_sub(before)
 }
 
 /// Bytes an entry holds outside its table slot: itself with its rings, and its key's text.

@@ -150,6 +150,29 @@ pub(crate) struct Series {
     pub(crate) dropped: u64,
 }
 
+/// `x.round() as i64` where `x` is finite (`None` where it is not), without a call: on a
+/// target without SSE4.1 `round` is a library function, and a series rounds at every value
+/// written. Truncating is one instruction, and what it cut off (exactly: below 2^52 the
+/// subtraction loses nothing) says which way to round, halves away from zero as `round`.
+fn nearest(x: f64) -> Option<i64> {
+    if !x.is_finite() {
+        return None;
+    }
+    // At 2^52 and beyond every float is a whole number (`as` saturates, as after `round`).
+    if x.abs() >= 4_503_599_627_370_496.0 {
+        return Some(x as i64);
+    }
+    let whole = x as i64;
+    let cut = x - whole as f64;
+    Some(if cut >= 0.5 {
+        whole + 1
+    } else if cut <= -0.5 {
+        whole - 1
+    } else {
+        whole
+    })
+}
+
 fn capacity(secs: f64, step: f64) -> usize {
     ((secs / step).ceil() as usize).clamp(16, 1 << 16)
 }
@@ -172,6 +195,7 @@ fn span_of(stored: [u32; 3], scale: Scale) -> Option<Span> {
     })
 }
 
+#[cfg(test)]
 fn fold_raw(values: impl Iterator<Item = u32>) -> [u32; 3] {
     let mut out = [GAP; 3];
     for v in values.filter(|&v| v != GAP) {
@@ -275,8 +299,7 @@ impl Series {
     }
 
     fn slot(&self, time: f64) -> Option<i64> {
-        let s = ((time - self.origin) / self.step).round();
-        s.is_finite().then_some(s as i64)
+        nearest((time - self.origin) / self.step)
     }
 
     /// The time of a slot.
@@ -335,14 +358,15 @@ impl Series {
     /// Folds raw block `block` (slots `block * FOLD_1 ..`) into the first tier, and the first
     /// tier's block it closes into the second.
     fn fold_block(&mut self, block: i64) {
-        let from = block * FOLD_1;
-        // Only the block's own slots are walked (they are consecutive), not the whole ring.
-        let folded = fold_raw(
-            self.raw
-                .iter_from(from)
-                .take_while(|(s, _)| s.div_euclid(FOLD_1) == block)
-                .map(|(_, v)| v),
-        );
+        // The block is the raw head's (the slot pushed next opens another): its slots are
+        // the ring's last, from the block's first on, or the ring's first where it was
+        // emptied inside the block.
+        let held = self.raw.items.len();
+        let first = self.raw.first().unwrap_or(block * FOLD_1);
+        let skip = usize::try_from(block * FOLD_1 - first)
+            .unwrap_or(0)
+            .min(held);
+        let folded = fold_items(self.raw.items.range(skip..held));
         if let Some(head) = self.tier_1.head {
             let group = head.div_euclid(FOLD_2);
             if block.div_euclid(FOLD_2) != group {

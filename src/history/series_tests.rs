@@ -85,6 +85,21 @@ fn chunks_come_from_the_finest_tier_that_holds_the_window() {
 }
 
 proptest::proptest! {
+    /// A slot is found by rounding as `f64::round` does (halves away from zero), for any
+    /// float: whole numbers and halves, tiny and huge ones, and those that are not finite.
+    #[test]
+    fn slots_round_as_round_does(
+        whole in -(1i64 << 54)..(1i64 << 54),
+        part in proptest::sample::select(vec![0.0, 0.5, -0.5, 0.499_999_999_999_999_94, 0.25, -0.75]),
+        any in proptest::num::f64::ANY,
+    ) {
+        let expected = |x: f64| x.round().is_finite().then(|| x.round() as i64);
+        let near = whole as f64 + part;
+        for x in [any, near, any / 1e300, any * 1e300, near.next_up(), near.next_down()] {
+            proptest::prop_assert_eq!(nearest(x), expected(x), "{:e}", x);
+        }
+    }
+
     /// The edges read alone are the first and last chunks read whole, from every tier,
     /// with gaps and windows that begin before the series.
     #[test]

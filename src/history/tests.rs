@@ -265,3 +265,134 @@ fn points_written_at_once_are_the_points_written_one_by_one() {
         );
     }
 }
+
+/// A history written through handles is the history written by names: the same series
+/// and points, the same footprint, with processes that come, change places, and sleep long
+/// enough for their series to be forgotten (their places then held by others), then come
+/// back to handles that hold series let go.
+#[test]
+fn series_written_through_handles_are_those_written_by_name() {
+    let (mut named, mut handled) = (History::default(), History::default());
+    let mut handles = Handles::default();
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |below: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % below
+    };
+    let metrics = [Metric::Used, Metric::Allocated, Metric::Reserved];
+    let sleeper = KeyRef::Process(0, Some(0), "GPU-0", Metric::Used);
+    for t in 0..3_000u32 {
+        let time = f64::from(t);
+        named.begin(time, 1.0);
+        handled.begin(time, 1.0);
+        if t == 1_999 {
+            assert!(handled.get(&sleeper).is_none(), "forgotten while asleep");
+        }
+        // A few processes, mostly at the same places, now and then another at a place;
+        // every third asleep for a thousand samples.
+        let listed = 1 + next(6) as usize;
+        handles.listed(listed);
+        for place in 0..listed {
+            let pid = if next(20) == 0 {
+                next(12) as u32
+            } else {
+                place as u32
+            };
+            if (t / 1_000) % 2 == 1 && pid % 3 == 0 {
+                continue;
+            }
+            let process = crate::sample::ProcessSample {
+                start_time: Some(u64::from(pid)),
+                ..crate::fixtures::process(pid, &format!("GPU-{}", pid % 2), None)
+            };
+            let slots = handles.of(place, &process);
+            for (i, metric) in metrics.into_iter().enumerate() {
+                let value = (next(9) != 0).then(|| next(1 << 34));
+                let key = KeyRef::of(&process, metric);
+                named.record(key, time, value);
+                handled.record_through(&mut slots[i], key, std::iter::once((time, value)));
+            }
+        }
+    }
+    assert!(handled.get(&sleeper).is_some(), "back");
+    assert_eq!(named.len(), handled.len());
+    assert_eq!(named.footprint(), handled.footprint());
+    for (key, series) in named.iter() {
+        let other = handled.get(key).expect("the same series");
+        assert_eq!(
+            series.raw().collect::<Vec<_>>(),
+            other.raw().collect::<Vec<_>>(),
+            "{key:?}"
+        );
+    }
+}
+
+/// A handle to a series let go finds nothing, not the series made at its place since:
+/// the write goes to the series named.
+#[test]
+fn a_handle_to_a_series_let_go_does_not_write_its_successor() {
+    let mut h = History::default();
+    let gone = KeyRef::Process(1, Some(1), "GPU-0", Metric::Used);
+    let next = KeyRef::Process(2, Some(2), "GPU-0", Metric::Used);
+    let mut handle = None;
+    h.begin(0.0, 1.0);
+    h.record_through(&mut handle, gone, std::iter::once((0.0, Some(1 << 20))));
+    let first = handle.expect("a handle to the series made");
+    // Forgotten, and its place taken by a new series.
+    for t in 1..=FORGET_AFTER + SWEEP_EVERY {
+        h.begin(t as f64, 1.0);
+    }
+    assert!(h.get(&gone).is_none(), "forgotten");
+    let mut other = None;
+    let t = (FORGET_AFTER + SWEEP_EVERY) as f64;
+    h.record_through(&mut other, next, std::iter::once((t, Some(5 << 20))));
+    assert_eq!(
+        other.map(|o| o.place),
+        Some(first.place),
+        "the place used again"
+    );
+    h.record_through(&mut handle, gone, std::iter::once((t, Some(9 << 20))));
+    assert_eq!(
+        h.get(&next).and_then(Series::last),
+        Some(5 << 20),
+        "untouched"
+    );
+    assert_eq!(
+        h.get(&gone).and_then(Series::last),
+        Some(9 << 20),
+        "made again"
+    );
+    assert_ne!(handle, Some(first));
+}
+
+/// A device's handles are kept at its place while the same device is there; another
+/// device at that place starts with none, and writes its own series.
+#[test]
+fn a_device_at_a_place_writes_its_own_series() {
+    let mut h = History::default();
+    let mut handles = Handles::default();
+    let key = |uuid| KeyRef::Device(uuid, Metric::Used);
+    for (t, uuid, value) in [
+        (0.0, "GPU-a", 1u64 << 30),
+        (1.0, "GPU-a", 2 << 30),
+        (2.0, "GPU-b", 7 << 30),
+    ] {
+        h.begin(t, 1.0);
+        let slots = handles.device(0, uuid);
+        assert_eq!(
+            slots[0].is_some(),
+            t == 1.0,
+            "kept only for the same device, at {t}"
+        );
+        h.record_through(&mut slots[0], key(uuid), std::iter::once((t, Some(value))));
+        handles.devices_listed(1);
+    }
+    assert_eq!(
+        h.get(&key("GPU-a")).map(Series::raw).map(|r| r.count()),
+        Some(2)
+    );
+    assert_eq!(h.get(&key("GPU-a")).and_then(Series::last), Some(2 << 30));
+    assert_eq!(h.get(&key("GPU-b")).and_then(Series::last), Some(7 << 30));
+}

@@ -1,0 +1,103 @@
+//! Series found once and written at every sample: a [`Handle`] is a series' place in the
+//! history, and [`Handles`] keeps those of each device and process a sample lists from one
+//! sample to the next, so that their series are found by their names only when one is new
+//! at its place in the samples (or a series of it was let go), not at every sample.
+
+use crate::layers::Layer;
+use crate::sample::ProcessSample;
+
+/// A series' place in the history, and which series held it when the handle was got: a
+/// series let go (its place since held by another, or by none) is not found through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handle {
+    pub(super) place: usize,
+    pub(super) serial: u64,
+}
+
+/// The series a process's sample writes: NVML's used, SM utilisation, the allocator's
+/// six figures (allocated, reserved, inactive split, peak allocated, retries, OOMs) and
+/// the bytes outside its pool, in that order.
+pub(crate) const PROCESS_SERIES: usize = 9;
+
+/// The series a device's sample writes: its occupied bytes, then each layer in the order
+/// of [`Layer::ALL`] at `1 + layer as usize` (free, the total less the occupied, has none).
+pub(crate) const DEVICE_SERIES: usize = 1 + Layer::ALL.len();
+
+/// The handles of the device last listed at one place of the samples (a GPU, then each of
+/// its MIG instances).
+#[derive(Debug, Clone, Default)]
+struct DeviceHandles {
+    uuid: String,
+    series: [Option<Handle>; DEVICE_SERIES],
+}
+
+/// The handles of the process last listed at one place of the samples.
+#[derive(Debug, Clone, Default)]
+struct ProcessHandles {
+    pid: u32,
+    start_time: Option<u64>,
+    device_uuid: String,
+    /// Per series of [`PROCESS_SERIES`], its handle, once got.
+    series: [Option<Handle>; PROCESS_SERIES],
+}
+
+/// The handles of each process the samples list, by its place in the list: the same
+/// process is almost always at the same place from one sample to the next.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Handles {
+    places: Vec<ProcessHandles>,
+    devices: Vec<DeviceHandles>,
+}
+
+impl Handles {
+    /// The handles of `process`, listed at `place`: those got at that place before if the
+    /// same process (PID, start time and device) was there, otherwise none yet.
+    pub(crate) fn of(
+        &mut self,
+        place: usize,
+        process: &ProcessSample,
+    ) -> &mut [Option<Handle>; PROCESS_SERIES] {
+        if self.places.len() <= place {
+            self.places.resize_with(place + 1, ProcessHandles::default);
+        }
+        let held = &mut self.places[place];
+        if held.pid != process.pid
+            || held.start_time != process.start_time
+            || held.device_uuid != process.device_uuid
+        {
+            held.pid = process.pid;
+            held.start_time = process.start_time;
+            held.device_uuid.clone_from(&process.device_uuid);
+            held.series = [None; PROCESS_SERIES];
+        }
+        &mut held.series
+    }
+
+    /// Keeps the places of a sample that lists `processes`, letting go of those past it.
+    pub(crate) fn listed(&mut self, processes: usize) {
+        self.places.truncate(processes);
+    }
+
+    /// The handles of the device `uuid`, at `place` among the devices a sample lists:
+    /// those got at that place before if the same device was there, otherwise none yet.
+    pub(crate) fn device(
+        &mut self,
+        place: usize,
+        uuid: &str,
+    ) -> &mut [Option<Handle>; DEVICE_SERIES] {
+        if self.devices.len() <= place {
+            self.devices.resize_with(place + 1, DeviceHandles::default);
+        }
+        let held = &mut self.devices[place];
+        if held.uuid != uuid {
+            uuid.clone_into(&mut held.uuid);
+            held.series = [None; DEVICE_SERIES];
+        }
+        &mut held.series
+    }
+
+    /// Keeps the places of a sample that lists `devices`, letting go of those past it.
+    pub(crate) fn devices_listed(&mut self, devices: usize) {
+        self.devices.truncate(devices);
+    }
+}
