@@ -274,7 +274,7 @@ impl ProcFs {
             .ok()
             .and_then(|s| parse_uid(&s));
         let user = uid.and_then(|uid| self.user_name(uid));
-        let command = fs::read(dir.join("cmdline"))
+        let command = read_proc(&dir.join("cmdline"))
             .ok()
             .map(|raw| {
                 let text = String::from_utf8_lossy(&raw);
@@ -485,10 +485,21 @@ fn read_line_at_start(file: &fs::File) -> std::io::Result<String> {
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
+/// A `/proc` file, read whole: into a page-sized buffer, in one `read` and the one that finds
+/// its end, where `fs::read` asks the size first (a `/proc` file says 0) and then reads in
+/// steps growing from 32 bytes. A longer file (a large environment) is read on to its end.
+pub(crate) fn read_proc(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut raw = Vec::with_capacity(4096);
+    file.read_to_end(&mut raw)?;
+    Ok(raw)
+}
+
 /// A `/proc` text file, read whole. Its process name may hold bytes that are not UTF-8 (any
 /// but `/` and NUL): they become U+FFFD, and the rest of the file is read, not refused.
 pub(crate) fn read_lossy(path: &Path) -> std::io::Result<String> {
-    let raw = fs::read(path)?;
+    let raw = read_proc(path)?;
     Ok(String::from_utf8(raw)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
@@ -536,6 +547,20 @@ fn user_from_passwd(passwd: &str, uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file read through one page-sized buffer is read whole, shorter or longer than it.
+    #[test]
+    fn a_proc_file_is_read_whole_whatever_its_length() {
+        let dir = crate::fixtures::TempDir::new("procfs-read");
+        for len in [0, 1, 4095, 4096, 4097, 70_000] {
+            let path = dir.join(format!("f{len}"));
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            fs::write(&path, &bytes).expect("write");
+            assert_eq!(read_proc(&path).expect("read"), bytes, "{len} bytes");
+        }
+        let status = read_lossy(Path::new("/proc/self/status")).expect("status");
+        assert!(status.contains("\nUid:"), "{status}");
+    }
 
     /// Off the screen, a running process is not read again: who it is stays, what only a
     /// read tells is `None`; once it exits (defunct, then reaped) it is read, and seen so.

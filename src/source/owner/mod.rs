@@ -95,7 +95,7 @@ impl Owners {
     fn read(&mut self, pid: u32) -> Owner {
         let dir = self.proc_root.join(pid.to_string());
         let mut owner = Owner::default();
-        match std::fs::read_to_string(dir.join("cgroup")) {
+        match crate::source::procfs::read_lossy(&dir.join("cgroup")) {
             Ok(text) => self.apply_cgroup(&mut owner, &cgroup::parse(&text)),
             Err(e) => {
                 owner.kind = OwnerKind::Unknown;
@@ -104,7 +104,7 @@ impl Owners {
                     .insert("cgroup".into(), reason(&e, "/proc/PID/cgroup"));
             }
         }
-        match std::fs::read(dir.join("environ")) {
+        match crate::source::procfs::read_proc(&dir.join("environ")) {
             Ok(raw) => from_environ(&mut owner, &raw),
             Err(e) => {
                 owner
@@ -219,7 +219,7 @@ fn look(root: &std::path::Path, pid: u32) -> Option<Ancestor> {
     let stat = crate::source::procfs::read_line_file(&dir.join("stat")).ok()?;
     let crate::source::procfs::Stat { comm, ppid, .. } = crate::source::procfs::Stat::parse(&stat);
     let comm = comm?;
-    let argv = std::fs::read(dir.join("cmdline"))
+    let argv = crate::source::procfs::read_proc(&dir.join("cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
                 .filter(|a| !a.is_empty())
