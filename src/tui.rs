@@ -156,6 +156,16 @@ pub fn run(mut source: Box<dyn Source>, state: State, interval: Duration) -> any
     })
 }
 
+/// Tells the source what the screen as drawn wants read at the next sample (`recording`:
+/// while a recording started with `r` runs).
+fn tell(demand: &Demand, state: &State, recording: bool) {
+    demand.set(
+        state
+            .wanted(recording)
+            .map_or(Wanted::Everything, Wanted::Pids),
+    );
+}
+
 /// Runs the monitor over a replay, driven by [`spawn_player`], as [`run`] does.
 pub fn replay(source: ReplaySource, state: State) -> anyhow::Result<()> {
     run_with(state, None, move |tx| spawn_player(source, tx))
@@ -174,7 +184,7 @@ fn run_with(
     // look at anyway, and not who owns each (unless the sort, a filter or a grouping from the
     // command line wants every process).
     if let Some(demand) = &demand {
-        demand.set(state.wanted(false).map_or(Wanted::Everything, Wanted::Pids));
+        tell(demand, &state, false);
     }
     let died_of = runtime.block_on(async move {
         let (tx, mut rx) = mpsc::channel::<Event>(1024);
@@ -248,11 +258,7 @@ fn run_with(
                 draw(&mut guard, &state)?;
                 drawn = Instant::now();
                 if let Some(demand) = &demand {
-                    demand.set(
-                        state
-                            .wanted(recorder.is_some())
-                            .map_or(Wanted::Everything, Wanted::Pids),
-                    );
+                    tell(demand, &state, recorder.is_some());
                 }
             }
         }

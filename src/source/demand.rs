@@ -36,10 +36,7 @@ impl Wanted {
 impl Demand {
     /// Sets what the next samples must read.
     pub fn set(&self, wanted: Wanted) {
-        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if *held != wanted {
-            *held = wanted;
-        }
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = wanted;
     }
 
     /// What a sample starting now must read.

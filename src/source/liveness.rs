@@ -153,12 +153,9 @@ impl Liveness {
 /// A new epoll set, closed on `exec`.
 fn epoll_create() -> std::io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by the kernel, is open and owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    owned(i64::from(unsafe {
+        libc::epoll_create1(libc::EPOLL_CLOEXEC)
+    }))
 }
 
 /// A descriptor for the process `pid` names now (pidfds are closed on `exec`).
@@ -168,7 +165,11 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
         .filter(|&p| p > 0)
         .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    owned(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })
+}
+
+/// The descriptor a system call just returned, or its error (`-1`: errno).
+fn owned(fd: i64) -> std::io::Result<OwnedFd> {
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -178,7 +179,7 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::process::Command;
 
@@ -279,7 +280,7 @@ mod tests {
     }
 
     /// Waits (bounded by the event, with a generous cap) until `/proc` shows `pid` defunct.
-    fn wait_defunct(pid: u32) {
+    pub(crate) fn wait_defunct(pid: u32) {
         for _ in 0..10_000 {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             if crate::source::procfs::Stat::parse(&stat).state.as_deref() == Some("Z") {

@@ -115,6 +115,7 @@ impl ProcFs {
         );
         let may_probe =
             self_namespace.as_deref() == Some(INITIAL_PID_NAMESPACE) && host_pids != Some(false);
+        let budget = open_budget();
         ProcFs {
             host_pids,
             may_probe,
@@ -123,9 +124,8 @@ impl ProcFs {
             known: HashMap::new(),
             page_size: page_size(),
             open_stats: HashMap::new(),
-            open_budget: open_budget(),
-            liveness: (may_probe && root == Path::new("/proc"))
-                .then(|| Liveness::new(open_budget())),
+            open_budget: budget,
+            liveness: (may_probe && root == Path::new("/proc")).then(|| Liveness::new(budget)),
             last_read: HashMap::new(),
             round: 0,
             root,
@@ -615,13 +615,7 @@ mod tests {
         }
         child.kill().expect("kill");
         // Defunct until waited for: its exit is the event waited on.
-        for _ in 0..10_000 {
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if Stat::parse(&stat).state.as_deref() == Some("Z") {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        crate::source::liveness::tests::wait_defunct(pid);
         next(&mut procfs);
         let defunct = procfs.identity_lean(pid, false);
         assert_eq!(defunct.state.as_deref(), Some("Z"), "{defunct:?}");
