@@ -6,7 +6,7 @@
 //! After a pause, the queued samples are applied a slice at a time between events, so keys
 //! are answered while the monitor catches up.
 
-use crate::app::{key_action, RecordRequest, State};
+use crate::app::{key_action, FirstScreen, RecordRequest, State};
 use crate::record::live::{LiveRecorder, News};
 use crate::replay::source::ReplaySource;
 use crate::replay::Played;
@@ -157,13 +157,22 @@ pub fn run(mut source: Box<dyn Source>, state: State, interval: Duration) -> any
 }
 
 /// Tells the source what the screen as drawn wants read at the next sample (`recording`:
-/// while a recording started with `r` runs).
+/// while a recording started with `r` runs); before the first sample, what the first screen
+/// will show.
 fn tell(demand: &Demand, state: &State, recording: bool) {
-    demand.set(
-        state
-            .wanted(recording)
-            .map_or(Wanted::Everything, Wanted::Pids),
-    );
+    let wanted = match state.wanted(recording) {
+        None => Wanted::Everything,
+        Some(pids) if state.current.is_some() => Wanted::Pids(pids),
+        Some(pids) => {
+            let rows = crossterm::terminal::size().map_or(50, |(_, rows)| usize::from(rows));
+            match state.first_screen(rows) {
+                FirstScreen::Drawn => Wanted::Pids(pids),
+                FirstScreen::Largest(n) => Wanted::Largest(n),
+                FirstScreen::Unknown => Wanted::Everything,
+            }
+        }
+    };
+    demand.set(wanted);
 }
 
 /// Runs the monitor over a replay, driven by [`spawn_player`], as [`run`] does.

@@ -8,7 +8,31 @@ use super::{State, TableLine, View};
 use crate::present::sort::SortKey;
 use std::collections::HashSet;
 
+/// Before any sample has been drawn, which processes the first screen will show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstScreen {
+    /// A sample has been taken in: [`State::wanted`] says what the screen shows.
+    Drawn,
+    /// The table in its default order (used, largest first): its first rows are the records
+    /// that hold the most, this many of them (three screens' worth, as near the screen).
+    Largest(usize),
+    /// Another order: its first rows are not known before the figures are, so every process.
+    Unknown,
+}
+
 impl State {
+    /// What the first screen, `rows` lines high, will show of the processes, while no sample
+    /// has been taken in.
+    pub(crate) fn first_screen(&self, rows: usize) -> FirstScreen {
+        if self.current.is_some() {
+            FirstScreen::Drawn
+        } else if self.process_table.sort == SortKey::Used && !self.process_table.sort_reversed {
+            FirstScreen::Largest(rows.saturating_mul(3))
+        } else {
+            FirstScreen::Unknown
+        }
+    }
+
     /// The pids whose figures the next sample must read, `recording` while a recording
     /// started here (`r`) takes every sample whole; `None`: every process's.
     pub(crate) fn wanted(&self, recording: bool) -> Option<HashSet<u32>> {
@@ -120,6 +144,22 @@ mod tests {
         let wanted = state.wanted(false).expect("some pids");
         let expected: HashSet<u32> = order[0..4].iter().map(|(pid, _)| *pid).collect();
         assert_eq!(wanted, expected);
+    }
+
+    /// Before the first sample, the default order names its first rows by what they hold;
+    /// another order cannot, and wants every process; once a sample is in, the rows say.
+    #[test]
+    fn the_first_screen_is_the_largest_holders_in_the_default_order_only() {
+        let mut state = state();
+        assert_eq!(state.first_screen(40), FirstScreen::Largest(120));
+        state.process_table.sort_reversed = true;
+        assert_eq!(state.first_screen(40), FirstScreen::Unknown);
+        state.process_table.sort_reversed = false;
+        state.process_table.sort = SortKey::Pid;
+        assert_eq!(state.first_screen(40), FirstScreen::Unknown);
+        state.process_table.sort = SortKey::Used;
+        state.on_sample(crate::source::demo::node_at(7, 600.0, 1.0));
+        assert_eq!(state.first_screen(40), FirstScreen::Drawn);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod attach;
 mod demand;
+pub(crate) use demand::FirstScreen;
 mod filter;
 mod findings;
 mod freshness;

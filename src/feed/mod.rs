@@ -18,6 +18,7 @@ mod limits;
 mod listing;
 mod names;
 mod poller;
+pub(crate) mod procfile;
 mod protocol;
 mod state;
 mod trust;

@@ -2,13 +2,13 @@
 //! `/proc/<pid>/status` and its `STRATA_FEED_DIR`, and the check of a feed dir. Pure or
 //! read-only; the scan that uses them is in [`super::discover`].
 
-use std::fs;
-use std::io::{self, Read};
+use super::procfile::{read_proc, read_proc_up_to};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 /// `/proc/<pid>/environ` is read up to this many bytes.
-const MAX_ENVIRON_BYTES: u64 = 256 * 1024;
+const MAX_ENVIRON_BYTES: usize = 256 * 1024;
 
 /// What `/proc/<pid>/status` says that discovery and trust need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub(crate) fn parse_status(text: &str) -> ProcStatus {
 
 pub(crate) fn read_status(proc_root: &Path, pid: u32) -> io::Result<ProcStatus> {
     // A name that is not UTF-8 is still a process: its bytes become U+FFFD, the rest is read.
-    let raw = fs::read(proc_root.join(pid.to_string()).join("status"))?;
+    let raw = read_proc(&proc_root.join(pid.to_string()).join("status"))?;
     let text = String::from_utf8_lossy(&raw);
     Ok(parse_status(&text))
 }
@@ -80,12 +80,7 @@ pub(crate) fn dir_verdict(dir: &Path, st: &libc::stat, expected: u32) -> Result<
 /// `STRATA_FEED_DIR` of a process, relative to its root; `None` if unset, unreadable, not
 /// absolute, or climbing with `..`.
 pub(crate) fn environ_feed_dir(path: &Path) -> Option<PathBuf> {
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .ok()?
-        .take(MAX_ENVIRON_BYTES)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    let bytes = read_proc_up_to(path, MAX_ENVIRON_BYTES).ok()?;
     environ_value(&bytes)
 }
 
@@ -109,6 +104,7 @@ pub(crate) fn environ_value(bytes: &[u8]) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn status_gives_effective_uid_and_innermost_pid() {

@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use super::liveness::Liveness;
+pub(crate) use crate::feed::procfile::{read_lossy, read_proc};
 
 /// What `/proc` says of one PID, as observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,6 +48,10 @@ struct Fixed {
     user: Option<String>,
     command: Option<String>,
     executable: Option<String>,
+    /// Whether `status` and `cmdline` were read (uid, user, command): a first look at a
+    /// process off the screen reads `stat` and where `exe` points alone, and the rest when
+    /// the process is wanted or due ([`ProcFs::identity_lean`]).
+    whole: bool,
 }
 
 /// The inode of the initial PID namespace (`PROC_PID_INIT_INO` in the kernel).
@@ -146,6 +151,11 @@ impl ProcFs {
     /// (state, parent, CPU time, resident memory: `None`). It is read anyway at its first
     /// look, once every [`READ_EVERY`] samples, once it has exited (for the zombie rule), and
     /// wherever descriptors cannot say whether it runs.
+    ///
+    /// A first look off the screen reads `stat` and where `exe` points, not `status` and
+    /// `cmdline`: its user and command are `None` until it is wanted or due (within
+    /// [`READ_EVERY`] samples), so that the first sample of a node of thousands of processes
+    /// reads what its first screen shows, and the rest at a few calls each.
     pub(crate) fn identity_lean(&mut self, pid: u32, figures: bool) -> Identity {
         let due = (self.round + u64::from(pid)).is_multiple_of(READ_EVERY);
         if !figures && !due {
@@ -156,7 +166,10 @@ impl ProcFs {
         if let Some(liveness) = &mut self.liveness {
             liveness.watch(pid);
         }
-        let identity = self.identity(pid);
+        // Read before and not now readable from its descriptor (exited, or no descriptors
+        // here): whole, for the rules that judge a process gone or defunct.
+        let whole = figures || due || self.last_read.contains_key(&pid);
+        let identity = self.read_identity(pid, whole);
         match identity.start_time {
             Some(start) if identity.visible => {
                 self.last_read.insert(pid, start);
@@ -232,6 +245,12 @@ impl ProcFs {
     /// `visible: false`, and `hidden` when it exists all the same; in another PID namespace
     /// nothing is looked up (the number would name another process).
     pub(crate) fn identity(&mut self, pid: u32) -> Identity {
+        self.read_identity(pid, true)
+    }
+
+    /// [`ProcFs::identity`]; without `whole`, a process not read before gets `stat` and its
+    /// executable read, not its user and command (`None`, see [`ProcFs::identity_lean`]).
+    fn read_identity(&mut self, pid: u32, whole: bool) -> Identity {
         if self.host_pids == Some(false) {
             return Identity::default();
         }
@@ -254,7 +273,7 @@ impl ProcFs {
         let resident = rss_pages.map(|pages| pages.saturating_mul(self.page_size));
         if let Some(fixed) = start_time
             .and_then(|t| self.known.get(&(pid, t)))
-            .filter(|fixed| fixed.comm == comm)
+            .filter(|fixed| fixed.comm == comm && (fixed.whole || !whole))
         {
             return Identity {
                 visible: true,
@@ -266,6 +285,35 @@ impl ProcFs {
                 user: fixed.user.clone(),
                 command: fixed.command.clone(),
                 executable: fixed.executable.clone(),
+                cpu_ticks,
+                resident,
+            };
+        }
+        if !whole {
+            let executable = fs::read_link(dir.join("exe"))
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned());
+            if let Some(t) = start_time {
+                let fixed = Fixed {
+                    comm,
+                    uid: None,
+                    user: None,
+                    command: None,
+                    executable: executable.clone(),
+                    whole: false,
+                };
+                self.known.insert((pid, t), fixed);
+            }
+            return Identity {
+                visible: true,
+                hidden: false,
+                state,
+                start_time,
+                ppid,
+                uid: None,
+                user: None,
+                command: None,
+                executable,
                 cpu_ticks,
                 resident,
             };
@@ -292,6 +340,7 @@ impl ProcFs {
                 user: user.clone(),
                 command: command.clone(),
                 executable: executable.clone(),
+                whole: true,
             };
             self.known.insert((pid, t), fixed);
         }
@@ -485,25 +534,6 @@ fn read_line_at_start(file: &fs::File) -> std::io::Result<String> {
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
-/// A `/proc` file, read whole: into a page-sized buffer, in one `read` and the one that finds
-/// its end, where `fs::read` asks the size first (a `/proc` file says 0) and then reads in
-/// steps growing from 32 bytes. A longer file (a large environment) is read on to its end.
-pub(crate) fn read_proc(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = fs::File::open(path)?;
-    let mut raw = Vec::with_capacity(4096);
-    file.read_to_end(&mut raw)?;
-    Ok(raw)
-}
-
-/// A `/proc` text file, read whole. Its process name may hold bytes that are not UTF-8 (any
-/// but `/` and NUL): they become U+FFFD, and the rest of the file is read, not refused.
-pub(crate) fn read_lossy(path: &Path) -> std::io::Result<String> {
-    let raw = read_proc(path)?;
-    Ok(String::from_utf8(raw)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
-}
-
 /// How many `stat` files [`ProcFs`] keeps open: half of the descriptors this process may
 /// open (its soft `RLIMIT_NOFILE`) past a reserve of 256, at most 16,384. The limit is not
 /// raised: a job `strata run` starts would inherit it.
@@ -548,22 +578,6 @@ fn user_from_passwd(passwd: &str, uid: u32) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// A file read through one page-sized buffer is read whole, shorter or longer than it.
-    #[test]
-    fn a_proc_file_is_read_whole_whatever_its_length() {
-        let dir = crate::fixtures::TempDir::new("procfs-read");
-        for len in [0, 1, 4095, 4096, 4097, 70_000] {
-            let path = dir.join(format!("f{len}"));
-            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            fs::write(&path, &bytes).expect("write");
-            assert_eq!(read_proc(&path).expect("read"), bytes, "{len} bytes");
-        }
-        let status = read_lossy(Path::new("/proc/self/status")).expect("status");
-        assert!(status.contains("\nUid:"), "{status}");
-    }
-
-    /// Off the screen, a running process is not read again: who it is stays, what only a
-    /// read tells is `None`; once it exits (defunct, then reaped) it is read, and seen so.
     #[test]
     fn a_process_off_the_screen_is_read_only_when_due_or_exited() {
         let mut child = std::process::Command::new("sleep")
@@ -625,6 +639,85 @@ mod tests {
             !procfs.identity_lean(pid, false).visible,
             "an exited, reaped pid is gone"
         );
+    }
+
+    /// A first look off the screen reads `stat` and the executable, not the user and command
+    /// line; wanted, or due in the rotation, the process is read whole, and stays so.
+    #[test]
+    fn a_first_look_off_the_screen_leaves_user_and_command_for_later() {
+        // Between fork and exec a child has no command line: wait for the exec (an event;
+        // bounded), not a time.
+        let spawn = |arg: &str| {
+            let child = std::process::Command::new("sleep")
+                .arg(arg)
+                .spawn()
+                .expect("sleep");
+            let cmdline = format!("/proc/{}/cmdline", child.id());
+            for _ in 0..10_000 {
+                if fs::read(&cmdline).is_ok_and(|c| !c.is_empty()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            child
+        };
+        let child = spawn("300");
+        let pid = child.id();
+        let mut procfs = ProcFs::default();
+        let next = |procfs: &mut ProcFs| loop {
+            procfs.next_sample();
+            if !(procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
+                break;
+            }
+        };
+        next(&mut procfs);
+        let first = procfs.identity_lean(pid, false);
+        assert!(first.visible && first.start_time.is_some(), "{first:?}");
+        assert!(
+            first.cpu_ticks.is_some() && first.state.is_some(),
+            "{first:?}"
+        );
+        assert_eq!(
+            (&first.uid, &first.user, &first.command),
+            (&None, &None, &None)
+        );
+        assert!(
+            first
+                .executable
+                .as_deref()
+                .is_some_and(|e| e.ends_with("sleep")),
+            "the executable is read at the first look: {first:?}"
+        );
+        next(&mut procfs);
+        let shown = procfs.identity_lean(pid, true);
+        assert!(
+            shown.uid.is_some() && shown.user.is_some(),
+            "wanted, it is read whole: {shown:?}"
+        );
+        assert_eq!(shown.command.as_deref(), Some("sleep 300"));
+        next(&mut procfs);
+        let again = procfs.identity_lean(pid, false);
+        assert_eq!(again.command.as_deref(), Some("sleep 300"), "{again:?}");
+        assert_eq!(again.user, shown.user);
+        // Another process, first looked at off the screen, then due: read whole.
+        let other = spawn("301");
+        let other_pid = other.id();
+        next(&mut procfs);
+        assert_eq!(procfs.identity_lean(other_pid, false).command, None);
+        loop {
+            procfs.next_sample();
+            if (procfs.round + u64::from(other_pid)).is_multiple_of(READ_EVERY) {
+                break;
+            }
+        }
+        assert_eq!(
+            procfs.identity_lean(other_pid, false).command.as_deref(),
+            Some("sleep 301")
+        );
+        for mut c in [child, other] {
+            c.kill().expect("kill");
+            c.wait().expect("reaped");
+        }
     }
 
     #[test]

@@ -202,6 +202,13 @@ impl Source for NvmlSource {
                 gpu::read(&reader, slot, seen)
             })
             .collect();
+        // Before the first frame, the records it will show first: named now that they are listed.
+        let wanted = wanted.resolve(
+            reads
+                .iter()
+                .flat_map(|read| read.placed.iter())
+                .map(|placed| (placed.pid, placed.holding.used)),
+        );
         let mut gpus = Vec::with_capacity(reads.len());
         let mut processes = Vec::new();
         // One `stat` read per listed process a sample, whatever number of devices list it:
