@@ -14,7 +14,9 @@ pub(crate) enum FirstScreen {
     /// A sample has been taken in: [`State::wanted`] says what the screen shows.
     Drawn,
     /// The table in its default order (used, largest first): its first rows are the records
-    /// that hold the most, this many of them (three screens' worth, as near the screen).
+    /// that hold the most, as many as the screen has lines (the first sample has no history,
+    /// so the order is the figures' own, ties by pid; the next sample wants the rows near the
+    /// screen too).
     Largest(usize),
     /// Another order: its first rows are not known before the figures are, so every process.
     Unknown,
@@ -27,7 +29,7 @@ impl State {
         if self.current.is_some() {
             FirstScreen::Drawn
         } else if self.process_table.sort == SortKey::Used && !self.process_table.sort_reversed {
-            FirstScreen::Largest(rows.saturating_mul(3))
+            FirstScreen::Largest(rows)
         } else {
             FirstScreen::Unknown
         }
@@ -151,7 +153,7 @@ mod tests {
     #[test]
     fn the_first_screen_is_the_largest_holders_in_the_default_order_only() {
         let mut state = state();
-        assert_eq!(state.first_screen(40), FirstScreen::Largest(120));
+        assert_eq!(state.first_screen(40), FirstScreen::Largest(40));
         state.process_table.sort_reversed = true;
         assert_eq!(state.first_screen(40), FirstScreen::Unknown);
         state.process_table.sort_reversed = false;

@@ -23,7 +23,7 @@ pub enum Wanted {
     Pids(HashSet<u32>),
     /// Before the first frame: the pids of the `n` records (a process on a device) that hold
     /// the most GPU memory, the larger first and among equals the lower pid: what a table in
-    /// its default order (used, largest first) shows first, `n` being a few screens of rows.
+    /// its default order (used, largest first) shows first, `n` being the screen's lines.
     Largest(usize),
 }
 
