@@ -6,7 +6,7 @@
 
 use super::{State, TableLine, View};
 use crate::present::sort::SortKey;
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 /// Before any sample has been drawn, which processes the first screen will show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

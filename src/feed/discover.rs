@@ -15,7 +15,7 @@ use super::found::{open_place, Dir, Found, IsDead, Place};
 use super::listing::{self, Listings, Opened};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -84,12 +84,13 @@ struct RootInfo {
     nspid: u32,
     /// The tree it sees.
     root: Option<RootKey>,
-    /// Its feed dir in this mount namespace, and the owner that dir must have.
-    here: PathBuf,
+    /// Its feed dir in this mount namespace, and the owner that dir must have (shared: each
+    /// scan looks it up for every watched process).
+    here: Rc<Path>,
     owner: u32,
     /// The dirs to look into within its root (`tmp/strata-<euid>`, its `STRATA_FEED_DIR`),
     /// less those that are `here` (its tree is this monitor's own).
-    in_root: Vec<PathBuf>,
+    in_root: Rc<[PathBuf]>,
 }
 
 /// A watched process: its pid, and its start time where known (with the pid, which process).
@@ -227,6 +228,7 @@ impl Scanner {
         // it is looked up here: its root's copy of that path is the same directory.
         let same_tree = root.is_some() && root == self.own_root && nspid == pid;
         in_root.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
+        let (here, in_root) = (Rc::from(here), Rc::from(in_root));
         Some(RootInfo {
             euid,
             nspid,
@@ -251,21 +253,17 @@ impl Scanner {
             return;
         };
         let (euid, nspid, root, owner) = (info.euid, info.nspid, info.root, info.owner);
-        let here = info.here.clone();
-        let rels = info.in_root.clone();
+        let here = Rc::clone(&info.here);
+        let rels = Rc::clone(&info.in_root);
         // A dir that is not one is looked at again for each pid, so that each is told why; one
         // that is not there is looked for once a scan.
-        let dir = match here_dirs.get(&here) {
-            Some(dir) => dir.clone(),
-            None => {
-                let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
-                if dir.is_some() || fs::symlink_metadata(&here).is_err() {
-                    here_dirs.insert(here.clone(), dir.clone());
-                }
-                dir
+        if !here_dirs.contains_key(&*here) {
+            let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
+            if dir.is_some() || fs::symlink_metadata(&here).is_err() {
+                here_dirs.insert(here.to_path_buf(), dir);
             }
-        };
-        if let Some(dir) = dir {
+        }
+        if let Some(Some(dir)) = here_dirs.get(&*here) {
             // What the directory's listing, unchanged since, says is not there is not looked
             // up again: a node of hundreds of processes and no agent costs no call per process.
             let scans = self.scans;
@@ -273,7 +271,7 @@ impl Scanner {
                 if (name_pid == pid || nspid != pid)
                     && !self.listings.lacks(&here, &dir.st, name_pid, scans)
                 {
-                    found.socket(&dir, &format!("{name_pid}.sock"), name_pid, Some(pid));
+                    found.socket(dir, &format!("{name_pid}.sock"), name_pid, Some(pid));
                 }
             }
         }
@@ -282,13 +280,13 @@ impl Scanner {
         }
         let root_path = self.proc_root.join(pid.to_string()).join("root");
         let mut opened: Option<OwnedFd> = None;
-        for rel in rels {
+        for rel in rels.iter() {
             let dir = match root.map(|key| (key, rel.clone(), euid)) {
                 Some(key) => match in_root.get(&key) {
                     Some(dir) => dir.clone(),
                     None => {
                         let Some(dir) =
-                            Self::open_in(&root_path, &mut opened, &rel, euid, pid, found)
+                            Self::open_in(&root_path, &mut opened, rel, euid, pid, found)
                         else {
                             return; // not ours to see, or gone
                         };
@@ -297,7 +295,7 @@ impl Scanner {
                     }
                 },
                 // A tree that cannot be named is looked into for this process alone.
-                None => Self::open_in(&root_path, &mut opened, &rel, euid, pid, found).flatten(),
+                None => Self::open_in(&root_path, &mut opened, rel, euid, pid, found).flatten(),
             };
             if let Some(dir) = dir {
                 found.socket(&dir, &format!("{nspid}.sock"), nspid, Some(pid));

@@ -354,7 +354,7 @@ impl Hub {
     }
 
     fn scan(&mut self, watched: &[Watched], requested: Option<u64>, now: Instant) {
-        let connected: HashSet<u32> = {
+        let connected: hashbrown::HashSet<u32> = {
             let shared = self.inner.lock();
             shared
                 .feeds

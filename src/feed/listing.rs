@@ -6,7 +6,7 @@
 use super::candidate::FeedKey;
 use super::fd::{fstat, fstatat, open_in_root, open_path};
 use super::names::socket_pid;
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! made from the monitor) wants everything, which is also what a source assumes until told
 //! otherwise.
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 use std::sync::{Arc, Mutex};
 
 /// The processes whose figures are wanted at the next sample, shared by the screen (which

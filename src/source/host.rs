@@ -14,7 +14,7 @@
 //! [`ProcFs`]: super::procfs::ProcFs
 
 use crate::sample::HostMemory;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::time::Instant;
 use sysinfo::{MemoryRefreshKind, System};
 

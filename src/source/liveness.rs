@@ -7,7 +7,7 @@
 //! one epoll set, so a sample's question costs one call that returns the exited only, however
 //! many run.
 
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// The descriptors kept, and what the last poll said.

@@ -6,7 +6,7 @@
 //! pid 1 is the container's init, not NVML's pid 1, so nothing is looked up at all. A pid
 //! `/proc` hides (`hidepid`, EACCES/EPERM) but `kill(pid, 0)` finds is `hidden`, not gone.
 
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@ pub(crate) use launcher::Ancestor;
 pub(crate) use names::{NamePaths, PodIndex};
 
 use crate::sample::owner::{from, Owner, OwnerKind};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ impl Owners {
     }
 
     /// Forgets processes not among `alive` (pid, start time).
-    pub(crate) fn retain(&mut self, alive: &std::collections::HashSet<(u32, u64)>) {
+    pub(crate) fn retain(&mut self, alive: &hashbrown::HashSet<(u32, u64)>) {
         self.known.retain(|key, _| alive.contains(key));
         self.ancestors.get_mut().clear();
     }
