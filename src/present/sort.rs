@@ -117,6 +117,9 @@ struct Track {
     recent: [f64; WINDOW],
     oldest: usize,
     len: usize,
+    /// The largest value in the window, kept as values come and go: the window is read
+    /// again only when the value leaving it was the largest.
+    peak: Option<f64>,
     settled: Option<f64>,
 }
 
@@ -134,22 +137,39 @@ impl Track {
     fn push(&mut self, value: Option<f64>, key: SortKey) {
         match value {
             Some(v) => {
-                if self.len == WINDOW {
+                let left = if self.len == WINDOW {
+                    let left = self.recent[self.oldest];
                     self.recent[self.oldest] = v;
                     self.oldest = (self.oldest + 1) % WINDOW;
+                    Some(left)
                 } else {
                     self.recent[(self.oldest + self.len) % WINDOW] = v;
                     self.len += 1;
-                }
+                    None
+                };
+                self.peak = match (self.peak, left) {
+                    (Some(peak), _) if v >= peak => Some(v),
+                    (None, None) => Some(v),
+                    // The largest is still in the window.
+                    (Some(peak), None) => Some(peak),
+                    (Some(peak), Some(left)) if left < peak => Some(peak),
+                    _ => self.window().copied().reduce(f64::max),
+                };
             }
             // A gap: the peak comes from what is still known, until the window runs dry.
             None if self.len > 0 => {
+                let left = self.recent[self.oldest];
                 self.oldest = (self.oldest + 1) % WINDOW;
                 self.len -= 1;
+                // Unless a larger value stays, the window is read again.
+                let larger_stays = self.peak.is_some_and(|peak| left < peak);
+                if !larger_stays {
+                    self.peak = self.window().copied().reduce(f64::max);
+                }
             }
             None => {}
         }
-        let peak = self.window().copied().reduce(f64::max);
+        let peak = self.peak;
         self.settled = match (self.settled, peak) {
             (Some(settled), Some(peak)) => {
                 let step = (HYSTERESIS * settled.abs()).max(floor(key));
@@ -271,6 +291,24 @@ impl SortMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The peak kept as values come and go is the window's largest, read afresh, through
+        /// any run of values (repeats, rises, falls) and gaps.
+        #[test]
+        fn the_kept_peak_is_the_windows_largest(
+            values in proptest::collection::vec(
+                proptest::option::weighted(0.8, proptest::sample::select(vec![0.0, 1.0, 2.0, 5.0, 1e9, 3e9])),
+                0..60,
+            )
+        ) {
+            let mut kept = Track::default();
+            for value in values {
+                kept.push(value, SortKey::Used);
+                proptest::prop_assert_eq!(kept.peak, kept.window().copied().reduce(f64::max));
+            }
+        }
+    }
 
     fn settle(values: &[Option<f64>]) -> Vec<Option<f64>> {
         let mut track = Track::default();
