@@ -80,6 +80,40 @@ pub(crate) fn read(
     window: f64,
     n: usize,
 ) -> Result<Climb, &'static str> {
+    let Shape {
+        rate,
+        first,
+        last,
+        n,
+    } = shaped(series, now, window, n)?;
+    let (start, from) = onset(
+        series,
+        now,
+        window / n as f64,
+        rate,
+        first.max(0.0) as u64,
+        window,
+    );
+    Ok(Climb {
+        rate,
+        start,
+        from,
+        to: last.max(0.0) as u64,
+        window,
+    })
+}
+
+/// What [`read`] finds before it looks for the onset: whether the window climbs, at what
+/// rate, from and to which floor, in how many chunks.
+struct Shape {
+    rate: f64,
+    first: f64,
+    last: f64,
+    n: usize,
+}
+
+/// [`read`] but for the onset: all a confirmation needs.
+fn shaped(series: &Series, now: f64, window: f64, n: usize) -> Result<Shape, &'static str> {
     // No chunk narrower than the points it is made of.
     let n = n.min((window / series.resolution(window)).floor() as usize);
     if n < 4 {
@@ -125,20 +159,11 @@ pub(crate) fn read(
     if floors.windows(2).any(|w| w[1] - w[0] > 0.5 * rise) {
         return Err("one step");
     }
-    let (start, from) = onset(
-        series,
-        now,
-        window / n as f64,
+    Ok(Shape {
         rate,
-        first.max(0.0) as u64,
-        window,
-    );
-    Ok(Climb {
-        rate,
-        start,
-        from,
-        to: last.max(0.0) as u64,
-        window,
+        first,
+        last,
+        n,
     })
 }
 
@@ -317,7 +342,8 @@ fn windows(series: &Series, now: f64, open: [bool; WINDOWS.len()]) -> Option<Cli
         .filter(|&(_, open)| open)
         .find_map(|(&(window, n), _)| {
             let c = climb(series, now, window, n)?;
-            climb(series, now - CONFIRM_SECS, window, n)?;
+            // Held a minute before too: its shape alone (its onset is not read).
+            shaped(series, now - CONFIRM_SECS, window, n).ok()?;
             Some(c)
         })
 }
