@@ -27,8 +27,9 @@ pub(super) struct Blocks<T: Copy> {
     shift: u32,
     /// [`Blocks::bytes`], kept as the memory changes (a block made or let go, the tail
     /// grown) rather than worked out at each of the history's writes, which ask it before
-    /// and after.
-    bytes: usize,
+    /// and after. A `u32` beside `shift`, where it costs no room: a ring holds at most
+    /// 2^16 items of a few bytes.
+    bytes: u32,
 }
 
 /// What it holds, without [`Blocks::bytes`]: a copy holds the same with less room in its
@@ -76,8 +77,9 @@ impl<T: Copy> Blocks<T> {
 
     /// Works [`Blocks::bytes`] out again, after the memory changed.
     fn count_bytes(&mut self) {
-        self.bytes = self.blocks.len() * self.block_bytes()
+        let bytes = self.blocks.len() * self.block_bytes()
             + self.tail.capacity() * std::mem::size_of::<T>();
+        self.bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
     }
 
     fn block(&self) -> usize {
@@ -141,7 +143,7 @@ impl<T: Copy> Blocks<T> {
         while self.skip >= block && !self.blocks.is_empty() {
             self.blocks.pop_front();
             self.skip -= block;
-            self.bytes -= self.block_bytes();
+            self.bytes = self.bytes.saturating_sub(self.block_bytes() as u32);
         }
         if self.blocks.is_empty() && self.skip > 0 {
             self.tail.drain(..self.skip);
@@ -172,12 +174,12 @@ impl<T: Copy> Blocks<T> {
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
     pub(crate) fn bytes(&self) -> usize {
         debug_assert_eq!(
-            self.bytes,
+            self.bytes as usize,
             self.blocks.len() * self.block_bytes()
                 + self.tail.capacity() * std::mem::size_of::<T>(),
             "the bytes kept are the bytes held"
         );
-        self.bytes
+        self.bytes as usize
     }
 
     /// The most [`Blocks::bytes`] says for a ring of `capacity` items: every item of the
@@ -388,7 +390,7 @@ mod tests {
                 prop_assert_eq!(blocks.back(), deque.back());
                 for b in copies.iter().map(|(b, _)| b).chain(std::iter::once(&blocks)) {
                     prop_assert_eq!(
-                        b.bytes,
+                        b.bytes as usize,
                         b.blocks.len() * b.block_bytes() + b.tail.capacity() * 4,
                         "the bytes kept are the bytes held"
                     );

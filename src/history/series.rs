@@ -144,13 +144,16 @@ pub(crate) struct Series {
     raw: Ring<u32>,
     tier_1: Ring<[u32; 3]>,
     tier_2: Ring<[u32; 3]>,
-    /// The slot of the first value since the rings were last empty.
-    began: Option<i64>,
-    /// A value (as stored) that every known slot from a slot on holds, up to the newest: a
-    /// running summary kept as values are written, so a read of a window over which the
-    /// series has not moved (a counter at 0, a figure that holds) is answered without
-    /// folding it ([`Series::steady_span`]).
-    steady: Option<Steady>,
+    /// The slot of the first value since the rings were last empty (`i64::MIN` before any:
+    /// a plain number, where an `Option` would cost the room the steady run takes).
+    began: i64,
+    /// A value (as stored; [`GAP`]: none) that every known slot from `steady_since` on
+    /// holds, up to the newest: a running summary kept as values are written, so a read of
+    /// a window over which the series has not moved (a counter at 0, a figure that holds) is
+    /// answered without folding it ([`Series::steady_span`]). Apart, not an `Option` of a
+    /// pair: the value fits beside `scale` where it costs no room.
+    steady_value: u32,
+    steady_since: i64,
     /// Out-of-order values dropped.
     pub(crate) dropped: u64,
 }
@@ -262,13 +265,6 @@ fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
     out
 }
 
-/// See [`Series::steady`]: every known slot from `since` on holds `value`.
-#[derive(Debug, Clone, Copy)]
-struct Steady {
-    value: u32,
-    since: i64,
-}
-
 impl Series {
     /// An empty series with slots of `step` seconds from `origin`.
     #[cfg(test)]
@@ -291,8 +287,9 @@ impl Series {
             raw: Ring::new(raw),
             tier_1: Ring::new(tier_1),
             tier_2: Ring::new(tier_2),
-            began: None,
-            steady: None,
+            began: i64::MIN,
+            steady_value: GAP,
+            steady_since: 0,
             dropped: 0,
         }
     }
@@ -343,8 +340,8 @@ impl Series {
                     self.raw.clear();
                     self.tier_1.clear();
                     self.tier_2.clear();
-                    self.began = Some(slot);
-                    self.steady = None;
+                    self.began = slot;
+                    self.steady_value = GAP;
                 } else {
                     for missing in head + 1..slot {
                         self.advance(missing, GAP);
@@ -354,21 +351,19 @@ impl Series {
                 self.keep_steady(slot, stored);
             }
             None => {
-                self.began = Some(slot);
+                self.began = slot;
                 self.advance(slot, stored);
                 self.keep_steady(slot, stored);
             }
         }
     }
 
-    /// Keeps [`Series::steady`] true of a value just written at `slot`, the newest: a gap
+    /// Keeps [`Series::steady_value`] true of a value just written at `slot`, the newest: a gap
     /// leaves it as it was; another value starts a new run there.
     fn keep_steady(&mut self, slot: i64, stored: u32) {
-        if stored != GAP && self.steady.is_none_or(|s| s.value != stored) {
-            self.steady = Some(Steady {
-                value: stored,
-                since: slot,
-            });
+        if stored != GAP && self.steady_value != stored {
+            self.steady_value = stored;
+            self.steady_since = slot;
         }
     }
 
@@ -377,18 +372,19 @@ impl Series {
     /// from a second-tier point's width before the window on), and its newest slot, known,
     /// stands in the window. `None` where it must be read.
     pub(crate) fn steady_span(&self, end: f64, window: f64) -> Option<Span> {
-        let steady = self.steady?;
+        let (value, since) = (self.steady_value, self.steady_since);
         let head = self.raw.head?;
-        if self.raw.items.back() != Some(&steady.value) || window.is_nan() || window <= 0.0 {
+        if value == GAP || self.raw.items.back() != Some(&value) || window.is_nan() || window <= 0.0
+        {
             return None;
         }
         let start = end - window;
         let at = self.time_of(head);
         // A point stands at the end of the slots it folds: the first read may begin up to
         // a second-tier point's width before the window (and a slot's rounding before that).
-        let reaches = self.time_of(steady.since + FOLD_1 * FOLD_2 + 1);
+        let reaches = self.time_of(since + FOLD_1 * FOLD_2 + 1);
         (at >= start && at <= end && reaches <= start).then(|| {
-            let v = self.scale.decode(steady.value)?;
+            let v = self.scale.decode(value)?;
             Some(Span {
                 min: v,
                 max: v,
@@ -459,7 +455,7 @@ impl Series {
         .into_iter()
         .flatten()
         .min()?;
-        Some(self.time_of(held.max(self.began.unwrap_or(held))))
+        Some(self.time_of(held.max(self.began)))
     }
 
     /// How many raw slots are held.
