@@ -271,10 +271,11 @@ pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample
     let mut unlisted = Vec::new();
     let mut matched: Vec<(usize, usize, usize, f64)> = Vec::new();
     let mut held: Vec<usize> = Vec::new();
+    let by_pid = Positions::of(&sample.processes);
     for (feed_index, record) in sample.feeds.iter().enumerate() {
         let Some(pid) = record.pid() else { continue };
         held.clear();
-        held.extend(positions(&sample.processes, pid));
+        held.extend(by_pid.of_pid(pid));
         if let Some(reason) = refusal(record) {
             for &i in &held {
                 if unspoken(&statuses, &pending_at, i) {
@@ -361,7 +362,7 @@ pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample
     // so.
     for entry in &sample.feed_scan.suspicious {
         for &pid in &entry.pids {
-            for i in positions(&sample.processes, pid) {
+            for i in by_pid.of_pid(pid) {
                 if unspoken(&statuses, &pending_at, i) {
                     statuses[i] = FeedStatus::Refused {
                         reason: entry.describe(),
@@ -428,13 +429,29 @@ fn pending(hello: &Hello) -> FeedStatus {
     FeedStatus::Pending { reason, kind }
 }
 
-fn positions(processes: &[ProcessSample], pid: u32) -> Vec<usize> {
-    processes
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.pid == pid)
-        .map(|(i, _)| i)
-        .collect()
+/// Where each pid stands in a sample's process list: sorted once a sample, so each feed
+/// finds its process without a pass over the list.
+pub(super) struct Positions(Vec<(u32, usize)>);
+
+impl Positions {
+    pub(super) fn of(processes: &[ProcessSample]) -> Positions {
+        let mut at: Vec<(u32, usize)> = processes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.pid, i))
+            .collect();
+        at.sort_unstable();
+        Positions(at)
+    }
+
+    /// The places of `pid`'s processes, in the list's order.
+    pub(super) fn of_pid(&self, pid: u32) -> impl Iterator<Item = usize> + '_ {
+        let from = self.0.partition_point(|&(p, _)| p < pid);
+        self.0[from..]
+            .iter()
+            .take_while(move |&&(p, _)| p == pid)
+            .map(|&(_, i)| i)
+    }
 }
 
 /// Judges a feed's statistics against the sample's instant and NVML's per-process reading.

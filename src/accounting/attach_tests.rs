@@ -464,3 +464,24 @@ fn feeds_reused_from_other_samples_are_the_feeds_made_new() {
     assert_eq!(again.statuses[1], FeedStatus::Absent);
     assert!(matches!(again.statuses[0], FeedStatus::Fresh { .. }));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Each pid's places found in the sorted index are its places in the list, in order:
+    /// pids listed once, several times (one a device), or not at all.
+    #[test]
+    fn a_pid_s_positions_are_where_the_list_has_it(
+        pids in proptest::collection::vec(0u32..12, 0..50),
+        asked in proptest::collection::vec(0u32..14, 1..10),
+    ) {
+        let processes: Vec<ProcessSample> = pids
+            .iter()
+            .map(|&pid| process(pid, "GPU-test-0", Some(GIB)))
+            .collect();
+        let index = Positions::of(&processes);
+        for pid in asked {
+            let plainly: Vec<usize> = (0..processes.len()).filter(|&i| processes[i].pid == pid).collect();
+            proptest::prop_assert_eq!(index.of_pid(pid).collect::<Vec<_>>(), plainly);
+        }
+    }
+}

@@ -293,10 +293,12 @@ pub fn account(
             .filter(|(p, _)| p.device_uuid == uuid)
             .collect()
     };
+    let holders = holders(sample);
     let gpus = sample
         .gpus
         .iter()
-        .map(|gpu| {
+        .enumerate()
+        .map(|(g, gpu)| {
             let mut mig: Vec<Option<MigAccount>> = vec![None; gpu.mig.len()];
             for members in gpu_instances(&gpu.mig) {
                 let on: Vec<(&ProcessSample, &ProcessAccount)> = members
@@ -322,7 +324,12 @@ pub fn account(
                 .processes
                 .iter()
                 .zip(&processes)
-                .filter(|(p, _)| gpu.holds(&p.device_uuid));
+                .zip(&holders)
+                .filter(|((p, _), held)| match held {
+                    Some(mask) => mask & (1 << g) != 0,
+                    None => gpu.holds(&p.device_uuid),
+                })
+                .map(|(on, _)| on);
             let known = gpu.processes_known && gpu.mig.iter().all(|m| m.processes_known);
             let context_source = least_exact(on_gpu.clone().map(|(_, a)| a));
             let Partition { layers, partial } =
@@ -337,6 +344,31 @@ pub fn account(
         })
         .collect();
     NodeAccount { gpus, processes }
+}
+
+/// Which of the sample's GPUs hold each process's device (a bit per GPU, in order; `None`
+/// past 64 GPUs, where each GPU is asked), worked out once a process rather than once a
+/// process and GPU, and once a run of processes on one device: a sample lists a device's
+/// processes together, and a UUID compared is most of the cost.
+fn holders(sample: &NodeSample) -> Vec<Option<u64>> {
+    let mut out = Vec::with_capacity(sample.processes.len());
+    let mut before: Option<(&str, Option<u64>)> = None;
+    for p in &sample.processes {
+        let mask = match before {
+            Some((uuid, mask)) if uuid == p.device_uuid => mask,
+            _ => (sample.gpus.len() <= 64).then(|| {
+                sample
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, gpu)| gpu.holds(&p.device_uuid))
+                    .fold(0u64, |mask, (g, _)| mask | 1 << g)
+            }),
+        };
+        before = Some((&p.device_uuid, mask));
+        out.push(mask);
+    }
+    out
 }
 
 #[cfg(test)]

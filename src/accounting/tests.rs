@@ -442,3 +442,42 @@ fn other_is_an_upper_bound_where_the_process_list_is_unread() {
     assert_eq!(gpu.bounds().get(&Layer::Other), Some(&Bound::Upper));
     assert!(!gpu.processes_known);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// The GPUs that hold each process, worked out once a run of processes, are the GPUs
+    /// asked one by one: processes in any order, on GPUs, MIG instances, devices no GPU
+    /// lists, and a UUID two GPUs both claim.
+    #[test]
+    fn each_process_s_holders_are_the_gpus_that_hold_its_device(
+        on in proptest::collection::vec(0usize..7, 0..40),
+    ) {
+        let mut sample = node();
+        for i in 0..3u32 {
+            let mut g = gpu(i, memory(80 * GIB, 10 * GIB));
+            if i == 1 {
+                g.mig.push(mig("MIG-a", "1g.10gb", memory(10 * GIB, GIB)));
+                g.mig.push(mig("MIG-b", "1g.10gb", memory(10 * GIB, GIB)));
+            }
+            if i == 2 {
+                // Claims GPU 0's UUID as an instance of its own: both hold it.
+                g.mig.push(mig("GPU-test-0", "1g.10gb", memory(10 * GIB, GIB)));
+            }
+            sample.gpus.push(g);
+        }
+        let uuids = ["GPU-test-0", "GPU-test-1", "GPU-test-2", "MIG-a", "MIG-b", "GPU-elsewhere", "GPU-test-0"];
+        sample.processes = on
+            .iter()
+            .enumerate()
+            .map(|(k, &d)| process(100 + k as u32, uuids[d], Some(GIB)))
+            .collect();
+        let masks = holders(&sample);
+        proptest::prop_assert_eq!(masks.len(), sample.processes.len());
+        for (p, mask) in sample.processes.iter().zip(masks) {
+            for (g, gpu) in sample.gpus.iter().enumerate() {
+                let mask = mask.expect("a few GPUs: a mask");
+                proptest::prop_assert_eq!(mask & (1 << g) != 0, gpu.holds(&p.device_uuid), "{} on GPU {}", p.device_uuid, g);
+            }
+        }
+    }
+}

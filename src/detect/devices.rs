@@ -99,13 +99,15 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                     Evidence::InconsistentCounters(Contradiction::from(gap)),
                 ),
                 Ok(layers) if !device.repeats_instances && device.known => {
-                    let listed: Vec<&ProcessSample> = device
-                        .members
-                        .iter()
-                        .flat_map(|m| sample.processes_on(m))
-                        .collect();
+                    let listed = || {
+                        device
+                            .members
+                            .iter()
+                            .flat_map(|m| sample.processes_on(m))
+                            .collect::<Vec<&ProcessSample>>()
+                    };
                     if let Some(unexplained) =
-                        unexplained_bytes(layers.other, device.memory, &listed)
+                        unexplained_bytes(layers.other, device.memory, listed)
                     {
                         let place = place();
                         out.raise(
@@ -133,13 +135,26 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
 
 /// Bytes of `other` beyond the driver's reservation and the listed holders that are not
 /// visible (already reported on their own), if enough to report. Nothing is unexplained when
-/// a listed process's usage is not reported: its bytes are in `other` too.
-fn unexplained_bytes(
+/// a listed process's usage is not reported: its bytes are in `other` too. The holders are
+/// listed only where `other` beyond the reservation is enough to report: most devices'
+/// `other` is not, whoever holds what.
+fn unexplained_bytes<'a>(
     other: Option<u64>,
     memory: Option<&DeviceMemory>,
-    listed: &[&ProcessSample],
+    listed: impl FnOnce() -> Vec<&'a ProcessSample>,
 ) -> Option<u64> {
     let memory = memory?;
+    let other = other?;
+    let reserved = memory.driver_reserved.unwrap_or(0);
+    let threshold = if memory.driver_reserved.is_some() {
+        UNEXPLAINED_MIN_BYTES
+    } else {
+        UNEXPLAINED_MIN_BYTES_NO_RESERVED
+    };
+    if other.saturating_sub(reserved) < threshold {
+        return None;
+    }
+    let listed = listed();
     if listed.iter().any(|p| p.used.is_none()) {
         return None;
     }
@@ -148,12 +163,6 @@ fn unexplained_bytes(
         .filter(|p| !p.visible && p.feed.is_none())
         .filter_map(|p| p.used)
         .sum();
-    let explained = invisible.saturating_add(memory.driver_reserved.unwrap_or(0));
-    let unexplained = other?.saturating_sub(explained);
-    let threshold = if memory.driver_reserved.is_some() {
-        UNEXPLAINED_MIN_BYTES
-    } else {
-        UNEXPLAINED_MIN_BYTES_NO_RESERVED
-    };
+    let unexplained = other.saturating_sub(invisible.saturating_add(reserved));
     (unexplained >= threshold).then_some(unexplained)
 }

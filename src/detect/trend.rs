@@ -80,6 +80,40 @@ pub(crate) fn read(
     window: f64,
     n: usize,
 ) -> Result<Climb, &'static str> {
+    let Shape {
+        rate,
+        first,
+        last,
+        n,
+    } = shaped(series, now, window, n)?;
+    let (start, from) = onset(
+        series,
+        now,
+        window / n as f64,
+        rate,
+        first.max(0.0) as u64,
+        window,
+    );
+    Ok(Climb {
+        rate,
+        start,
+        from,
+        to: last.max(0.0) as u64,
+        window,
+    })
+}
+
+/// What [`read`] finds before it looks for the onset: whether the window climbs, at what
+/// rate, from and to which floor, in how many chunks.
+struct Shape {
+    rate: f64,
+    first: f64,
+    last: f64,
+    n: usize,
+}
+
+/// [`read`] but for the onset: all a confirmation needs.
+fn shaped(series: &Series, now: f64, window: f64, n: usize) -> Result<Shape, &'static str> {
     // No chunk narrower than the points it is made of.
     let n = n.min((window / series.resolution(window)).floor() as usize);
     if n < 4 {
@@ -125,20 +159,11 @@ pub(crate) fn read(
     if floors.windows(2).any(|w| w[1] - w[0] > 0.5 * rise) {
         return Err("one step");
     }
-    let (start, from) = onset(
-        series,
-        now,
-        window / n as f64,
+    Ok(Shape {
         rate,
-        first.max(0.0) as u64,
-        window,
-    );
-    Ok(Climb {
-        rate,
-        start,
-        from,
-        to: last.max(0.0) as u64,
-        window,
+        first,
+        last,
+        n,
     })
 }
 
@@ -266,6 +291,12 @@ pub(crate) fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
         .iter()
         .map(|&(w, n)| w / n as f64)
         .fold(f64::INFINITY, f64::min);
+    //
+    // Then each window alone, the same way: its last chunk holds every raw slot of the last
+    // three quarters of its width (as its own, or folded into a point that stands in it),
+    // so its floor is at most theirs. A saw-tooth whose trough came round within a window's
+    // last chunk is ruled out of that window without its chunks cut.
+    let mut open = [true; WINDOWS.len()];
     if let Some(at) = series.last_time() {
         if at <= now && at >= now - shortest_chunk {
             let lowest = series.chunks(now, longest, 1)[0]?.min;
@@ -275,18 +306,46 @@ pub(crate) fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
             if lately.is_some_and(|l| l.saturating_sub(lowest) < MIN_RISE) {
                 return None;
             }
+            let floors = series.trailing_floors(now, LAST_CHUNK_HELD);
+            for (open, floor) in open.iter_mut().zip(floors) {
+                *open = floor.is_none_or(|l| l.saturating_sub(lowest) >= MIN_RISE);
+            }
         }
     }
-    every_window(series, now)
+    windows(series, now, open)
 }
 
+/// Seconds before now whose raw slots each window's last chunk surely holds: three
+/// quarters of the chunk's width (the quarter left is far wider than any rounding of a
+/// chunk's edge), ascending as [`Series::trailing_floors`] reads them.
+const LAST_CHUNK_HELD: [f64; WINDOWS.len()] = {
+    let mut out = [0.0; WINDOWS.len()];
+    let mut i = 0;
+    while i < WINDOWS.len() {
+        out[i] = 0.75 * WINDOWS[i].0 / WINDOWS[i].1 as f64;
+        i += 1;
+    }
+    out
+};
+
 /// [`climbing_at`], read in every window without ruling any series out first.
+#[cfg(test)]
 fn every_window(series: &Series, now: f64) -> Option<Climb> {
-    WINDOWS.iter().find_map(|&(window, n)| {
-        let c = climb(series, now, window, n)?;
-        climb(series, now - CONFIRM_SECS, window, n)?;
-        Some(c)
-    })
+    windows(series, now, [true; WINDOWS.len()])
+}
+
+/// The first of the windows left `open` in which the series climbs, now and a minute before.
+fn windows(series: &Series, now: f64, open: [bool; WINDOWS.len()]) -> Option<Climb> {
+    WINDOWS
+        .iter()
+        .zip(open)
+        .filter(|&(_, open)| open)
+        .find_map(|(&(window, n), _)| {
+            let c = climb(series, now, window, n)?;
+            // Held a minute before too: its shape alone (its onset is not read).
+            shaped(series, now - CONFIRM_SECS, window, n).ok()?;
+            Some(c)
+        })
 }
 
 /// How long a climb, once seen, is held through readings that miss it while its series has

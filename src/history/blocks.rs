@@ -16,7 +16,6 @@ fn block_shift(capacity: usize) -> u32 {
 /// Items the first block makes room for at first; it grows by half again up to a block.
 pub(super) const FIRST_ROOM: usize = 4;
 
-#[derive(Debug, Clone)]
 pub(super) struct Blocks<T: Copy> {
     /// Full blocks, shared by copies; the first's `skip` items are gone.
     blocks: VecDeque<Arc<[T]>>,
@@ -26,6 +25,41 @@ pub(super) struct Blocks<T: Copy> {
     skip: usize,
     len: usize,
     shift: u32,
+    /// [`Blocks::bytes`], kept as the memory changes (a block made or let go, the tail
+    /// grown) rather than worked out at each of the history's writes, which ask it before
+    /// and after. A `u32` beside `shift`, where it costs no room: a ring holds at most
+    /// 2^16 items of a few bytes.
+    bytes: u32,
+}
+
+/// What it holds, without [`Blocks::bytes`]: a copy holds the same with less room in its
+/// tail, and reads the same.
+impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Blocks<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blocks")
+            .field("blocks", &self.blocks)
+            .field("tail", &self.tail)
+            .field("skip", &self.skip)
+            .field("len", &self.len)
+            .field("shift", &self.shift)
+            .finish()
+    }
+}
+
+impl<T: Copy> Clone for Blocks<T> {
+    fn clone(&self) -> Self {
+        // A copy's tail holds its items and no more room: its own bytes.
+        let mut copy = Blocks {
+            blocks: self.blocks.clone(),
+            tail: self.tail.clone(),
+            skip: self.skip,
+            len: self.len,
+            shift: self.shift,
+            bytes: 0,
+        };
+        copy.count_bytes();
+        copy
+    }
 }
 
 impl<T: Copy> Blocks<T> {
@@ -37,7 +71,15 @@ impl<T: Copy> Blocks<T> {
             skip: 0,
             len: 0,
             shift: block_shift(capacity),
+            bytes: 0,
         }
+    }
+
+    /// Works [`Blocks::bytes`] out again, after the memory changed.
+    fn count_bytes(&mut self) {
+        let bytes = self.blocks.len() * self.block_bytes()
+            + self.tail.capacity() * std::mem::size_of::<T>();
+        self.bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
     }
 
     fn block(&self) -> usize {
@@ -53,6 +95,7 @@ impl<T: Copy> Blocks<T> {
         self.tail = Vec::new();
         self.skip = 0;
         self.len = 0;
+        self.bytes = 0;
     }
 
     /// What a full block costs.
@@ -65,6 +108,7 @@ impl<T: Copy> Blocks<T> {
         if self.tail.len() == block {
             let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
             self.blocks.push_back(Arc::from(full));
+            self.count_bytes();
         }
         if self.tail.len() == self.tail.capacity() {
             // The first block grows by half again, as the ring's memory follows what it
@@ -76,6 +120,7 @@ impl<T: Copy> Blocks<T> {
             };
             self.tail
                 .reserve_exact(room.min(block - self.tail.len()).max(1));
+            self.count_bytes();
         }
         self.tail.push(value);
         self.len += 1;
@@ -98,6 +143,7 @@ impl<T: Copy> Blocks<T> {
         while self.skip >= block && !self.blocks.is_empty() {
             self.blocks.pop_front();
             self.skip -= block;
+            self.bytes = self.bytes.saturating_sub(self.block_bytes() as u32);
         }
         if self.blocks.is_empty() && self.skip > 0 {
             self.tail.drain(..self.skip);
@@ -127,7 +173,13 @@ impl<T: Copy> Blocks<T> {
 
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
     pub(crate) fn bytes(&self) -> usize {
-        self.blocks.len() * self.block_bytes() + self.tail.capacity() * std::mem::size_of::<T>()
+        debug_assert_eq!(
+            self.bytes as usize,
+            self.blocks.len() * self.block_bytes()
+                + self.tail.capacity() * std::mem::size_of::<T>(),
+            "the bytes kept are the bytes held"
+        );
+        self.bytes as usize
     }
 
     /// The most [`Blocks::bytes`] says for a ring of `capacity` items: every item of the
@@ -336,6 +388,13 @@ mod tests {
                 }
                 prop_assert_eq!(blocks.len(), deque.len());
                 prop_assert_eq!(blocks.back(), deque.back());
+                for b in copies.iter().map(|(b, _)| b).chain(std::iter::once(&blocks)) {
+                    prop_assert_eq!(
+                        b.bytes as usize,
+                        b.blocks.len() * b.block_bytes() + b.tail.capacity() * 4,
+                        "the bytes kept are the bytes held"
+                    );
+                }
                 prop_assert!(blocks.bytes() >= blocks.len() * 4);
             }
             for (b, d) in copies.iter().chain(std::iter::once(&(blocks, deque))) {

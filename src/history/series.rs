@@ -144,8 +144,16 @@ pub(crate) struct Series {
     raw: Ring<u32>,
     tier_1: Ring<[u32; 3]>,
     tier_2: Ring<[u32; 3]>,
-    /// The slot of the first value since the rings were last empty.
-    began: Option<i64>,
+    /// The slot of the first value since the rings were last empty (`i64::MIN` before any:
+    /// a plain number, where an `Option` would cost the room the steady run takes).
+    began: i64,
+    /// A value (as stored; [`GAP`]: none) that every known slot from `steady_since` on
+    /// holds, up to the newest: a running summary kept as values are written, so a read of
+    /// a window over which the series has not moved (a counter at 0, a figure that holds) is
+    /// answered without folding it ([`Series::steady_span`]). Apart, not an `Option` of a
+    /// pair: the value fits beside `scale` where it costs no room.
+    steady_value: u32,
+    steady_since: i64,
     /// Out-of-order values dropped.
     pub(crate) dropped: u64,
 }
@@ -279,7 +287,9 @@ impl Series {
             raw: Ring::new(raw),
             tier_1: Ring::new(tier_1),
             tier_2: Ring::new(tier_2),
-            began: None,
+            began: i64::MIN,
+            steady_value: GAP,
+            steady_since: 0,
             dropped: 0,
         }
     }
@@ -322,6 +332,7 @@ impl Series {
                 if let Some(last) = self.raw.items.back_mut() {
                     *last = stored;
                 }
+                self.keep_steady(slot, stored);
             }
             Some(head) => {
                 // Slots with nothing sampled are gaps; a long silence restarts the rings.
@@ -329,19 +340,57 @@ impl Series {
                     self.raw.clear();
                     self.tier_1.clear();
                     self.tier_2.clear();
-                    self.began = Some(slot);
+                    self.began = slot;
+                    self.steady_value = GAP;
                 } else {
                     for missing in head + 1..slot {
                         self.advance(missing, GAP);
                     }
                 }
                 self.advance(slot, stored);
+                self.keep_steady(slot, stored);
             }
             None => {
-                self.began = Some(slot);
+                self.began = slot;
                 self.advance(slot, stored);
+                self.keep_steady(slot, stored);
             }
         }
+    }
+
+    /// Keeps [`Series::steady_value`] true of a value just written at `slot`, the newest: a gap
+    /// leaves it as it was; another value starts a new run there.
+    fn keep_steady(&mut self, slot: i64, stored: u32) {
+        if stored != GAP && self.steady_value != stored {
+            self.steady_value = stored;
+            self.steady_since = slot;
+        }
+    }
+
+    /// `chunks(end, window, 1)[0]` where it is known without a read: the series has held
+    /// one value over the whole window (every known slot that any point read for it folds,
+    /// from a second-tier point's width before the window on), and its newest slot, known,
+    /// stands in the window. `None` where it must be read.
+    pub(crate) fn steady_span(&self, end: f64, window: f64) -> Option<Span> {
+        let (value, since) = (self.steady_value, self.steady_since);
+        let head = self.raw.head?;
+        if value == GAP || self.raw.items.back() != Some(&value) || window.is_nan() || window <= 0.0
+        {
+            return None;
+        }
+        let start = end - window;
+        let at = self.time_of(head);
+        // A point stands at the end of the slots it folds: the first read may begin up to
+        // a second-tier point's width before the window (and a slot's rounding before that).
+        let reaches = self.time_of(since + FOLD_1 * FOLD_2 + 1);
+        (at >= start && at <= end && reaches <= start).then(|| {
+            let v = self.scale.decode(value)?;
+            Some(Span {
+                min: v,
+                max: v,
+                last: v,
+            })
+        })?
     }
 
     /// Appends a raw slot, folding the block it closes into the tiers.
@@ -406,7 +455,7 @@ impl Series {
         .into_iter()
         .flatten()
         .min()?;
-        Some(self.time_of(held.max(self.began.unwrap_or(held))))
+        Some(self.time_of(held.max(self.began)))
     }
 
     /// How many raw slots are held.
@@ -473,6 +522,11 @@ impl Series {
     /// value within it (`None` where nothing is known), from the finest tier that holds the
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
     pub(crate) fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+        if n == 1 {
+            if let Some(span) = self.steady_span(end, window) {
+                return vec![Some(span)];
+            }
+        }
         self.chunks_between(end, window, n, f64::NEG_INFINITY, f64::INFINITY)
     }
 
@@ -691,6 +745,53 @@ impl Series {
             ]
             .into_iter(),
         )
+    }
+
+    /// The least known value of the raw slots within each of the last `spans` seconds up to
+    /// `end` (slots at `end - span` or later, and not after `end`; `spans` ascending), read
+    /// in one pass from the newest slot back: `None` where the raw ring holds no known value
+    /// there. A span reaching past the raw ring reads the slots it holds. Any chunk of a
+    /// window that holds those slots (as its own, or folded into a tier's points) has a
+    /// floor at most this: a bound that rules a window out without cutting it.
+    pub(crate) fn trailing_floors<const N: usize>(
+        &self,
+        end: f64,
+        spans: [f64; N],
+    ) -> [Option<u64>; N] {
+        debug_assert!(spans.windows(2).all(|w| w[0] <= w[1]), "spans ascending");
+        let mut out = [None; N];
+        let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+            return out;
+        };
+        // The newest slot not after `end` (the head may stand up to half a step past it).
+        let mut past = head + 1;
+        while past > first && self.time_of(past - 1) > end {
+            past -= 1;
+        }
+        let index = |slot: i64| (slot - first) as usize;
+        let mut least = GAP;
+        for (floor, span) in out.iter_mut().zip(spans) {
+            let from = end - span;
+            // The first slot at `from` or later: estimated, then walked to exactly.
+            let estimate = ((from - self.origin) / self.step).ceil();
+            let mut lo = if estimate.is_finite() {
+                (estimate as i64).clamp(first, past)
+            } else {
+                first
+            };
+            while lo > first && self.time_of(lo - 1) >= from {
+                lo -= 1;
+            }
+            while lo < past && self.time_of(lo) < from {
+                lo += 1;
+            }
+            if lo < past {
+                least = least.min(self.fold_stored(index(lo)..index(past))[0]);
+                past = lo;
+            }
+            *floor = self.scale.decode(least);
+        }
+        out
     }
 
     /// [`Series::fold_slots`] slot by slot, with no tier read: what it must equal.

@@ -309,3 +309,123 @@ fn thinning_keeps_the_newest_and_lets_the_memory_go() {
     }
     assert_eq!(s.len(), 900);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// The least of the last seconds read in one pass is the least of the raw values in
+    /// each span, read plainly: with gaps, rewritten and late slots, silences, a thinned
+    /// ring, any step, and an end between slots or past the newest.
+    #[test]
+    fn trailing_floors_are_the_least_of_each_span(
+        pushes in proptest::collection::vec((0u64..40, 0u32..1000, 0u8..10), 1..1_500),
+        step in proptest::sample::select(vec![0.5, 1.0, 1.7]),
+        thinning in proptest::sample::select(vec![1u32, 2, 8]),
+        spans in proptest::collection::vec(0.0f64..1_200.0, 4),
+        end_shift in -30.0f64..5.0,
+    ) {
+        let mut s = Series::thinned(Scale::Unit, step, 0.0, thinning);
+        let mut t = 0.0;
+        for (advance, value, kind) in pushes {
+            t += step * match kind {
+                0 => 0.0,
+                1 => -3.0,
+                2 => advance as f64,
+                3 if advance == 0 => 200_000.0,
+                _ => 1.0,
+            };
+            s.push(t, (kind != 4 && !value.is_multiple_of(13)).then_some(u64::from(value)));
+        }
+        let end = s.last_time().unwrap_or(0.0) + end_shift;
+        let mut spans: Vec<f64> = spans;
+        spans.sort_by(f64::total_cmp);
+        let spans = [spans[0], spans[1], spans[2], spans[3]];
+        let plainly = spans.map(|span| {
+            s.raw()
+                .filter(|&(time, _)| time >= end - span && time <= end)
+                .filter_map(|(_, v)| v)
+                .min()
+        });
+        proptest::prop_assert_eq!(s.trailing_floors(end, spans), plainly);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// A window's one chunk answered from the running summary of a steady value is the
+    /// chunk read: over series that hold a value for long runs, with gaps, a head rewritten,
+    /// late slots and silences, thinned or whole, at any step, ending between slots, past
+    /// the newest or before it, and windows from seconds to hours.
+    #[test]
+    fn a_steady_span_is_the_chunk_read(
+        runs in proptest::collection::vec((1u64..4_000, 0u32..4, 0u8..12), 1..12),
+        step in proptest::sample::select(vec![0.5, 1.0, 1.7]),
+        thinning in proptest::sample::select(vec![1u32, 4]),
+        reads in proptest::collection::vec((-300.0f64..300.0, -300.0f64..30.0, 0.0f64..9_000.0), 1..20),
+    ) {
+        let mut s = Series::thinned(Scale::Kib, step, 0.0, thinning);
+        let mut t = 0.0;
+        for (length, value, kind) in runs {
+            let began = t;
+            for i in 0..length {
+                let v = match kind {
+                    // Now and then a gap, or (rarely) another value for a slot.
+                    0 if i % 7 == 3 => None,
+                    1 if i % 501 == 250 => Some(u64::from(value + 1) << 20),
+                    _ => Some(u64::from(value) << 20),
+                };
+                s.push(t, v);
+                t += step * match kind {
+                    2 if i + 1 == length => 0.0,
+                    3 if i + 1 == length => -2.0,
+                    4 if i + 1 == length => 200_000.0,
+                    5 if i % 97 == 0 => 5.0,
+                    _ => 1.0,
+                };
+            }
+            // Windows that begin about where this run began (where a fold may reach a
+            // value before it), and anywhere.
+            let newest = s.last_time().unwrap_or(0.0);
+            for &(near, shift, anywhere) in &reads {
+                let end = newest + shift;
+                for window in [end - began + near, anywhere] {
+                    if let Some(span) = s.steady_span(end, window) {
+                        let read = s.chunks_between(end, window, 1, f64::NEG_INFINITY, f64::INFINITY);
+                        proptest::prop_assert_eq!(Some(span), read[0], "{} s to {}", window, end);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A counter that held its value answers a window from its summary; one that moved in it,
+/// or whose newest slot is a gap, is read.
+#[test]
+fn a_steady_span_needs_the_whole_window_unmoved() {
+    let mut s = Series::new(Scale::Unit, 1.0, 0.0);
+    for t in 0..3_600 {
+        s.push(f64::from(t), Some(if t < 1_000 { 1 } else { 4 }));
+    }
+    let steady = Span {
+        min: 4,
+        max: 4,
+        last: 4,
+    };
+    assert_eq!(s.steady_span(3_599.0, 600.0), Some(steady));
+    assert_eq!(s.steady_span(3_599.0, 2_000.0), Some(steady));
+    // The window reaches the run's start, or a point that folds a slot before it.
+    assert_eq!(s.steady_span(3_599.0, 2_610.0), None);
+    assert_eq!(s.steady_span(3_599.0, 2_550.0), None);
+    assert_eq!(s.chunks(3_599.0, 2_610.0, 1)[0].map(|c| c.min), Some(1));
+    // The newest slot after the window's end, or before its start.
+    assert_eq!(s.steady_span(3_500.0, 600.0), None);
+    assert_eq!(s.steady_span(4_300.0, 600.0), None);
+    // A gap as the newest value: read.
+    s.push(3_600.0, None);
+    assert_eq!(s.steady_span(3_600.0, 600.0), None);
+    s.push(3_601.0, Some(4));
+    assert_eq!(s.steady_span(3_601.0, 600.0), Some(steady));
+    // The newest slot rewritten with another value: a run of its own from there.
+    s.push(3_601.2, Some(5));
+    assert_eq!(s.steady_span(3_601.0, 600.0), None);
+}

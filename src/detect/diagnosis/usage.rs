@@ -112,6 +112,17 @@ pub(super) fn idle(
     let Some(sm) = series(history, id, Metric::Sm) else {
         return;
     };
+    // Busy at some moment of the shortest window (one read of it whole, where its chunks
+    // would be read one by one): not idle over it, nor over any longer one.
+    if sm
+        .chunks(now, IDLE_SECS, 1)
+        .first()
+        .copied()
+        .flatten()
+        .is_some_and(|c| c.max > IDLE_PEAK_PCT)
+    {
+        return;
+    }
     // The peak and the mean over a window, where every chunk of it is known and idle.
     let idle_over = |window: f64| -> Option<(u64, f64)> {
         let mut peak = 0;

@@ -265,6 +265,38 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
     Ok(())
 }
 
+/// A reading's integer figures as they are read, in order.
+struct Figures {
+    ints: [Option<u64>; state::STATS_INTS],
+    /// The figures as they are, once read: what the peaks are peaks of.
+    real: [Option<u64>; 5],
+    /// Each figure's last known value before this reading: what a ratio is taken from.
+    before: [u64; state::STATS_INTS],
+}
+
+impl Figures {
+    /// Reads figure `K`: after every figure before it, as a peak is of one of them and a
+    /// ratio to one.
+    #[inline(always)]
+    fn read<const K: usize>(&mut self, r: &mut In<'_>, slots: &mut StatsSlots) -> Result<()> {
+        self.before[K] = slots.ints[K].last();
+        let of = PEAK_OF[K].and_then(|i| self.real[i]);
+        let reference = RATIO_TO[K].and_then(|f| self.ints[f].map(|now| (self.before[f], now)));
+        self.ints[K] =
+            slots.ints[K].get_peak(of, reference, col::STATS + K, &mut r.control, &mut r.cols)?;
+        let allocated = self.ints[2].unwrap_or(0);
+        match K {
+            2 => self.real[0] = self.ints[2],
+            3 => self.real[1] = self.ints[3],
+            4 => self.real[2] = self.ints[4].map(|d| allocated.wrapping_add(d)),
+            5 => self.real[3] = self.ints[5],
+            6 => self.real[4] = self.ints[6].map(|d| allocated.wrapping_sub(d)),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 /// Per figure of a reading, where it is a peak, the place in [`state::PEAKS`] of the figure
 /// it is the peak of (the first, as a search of it would find): looked up, not searched,
 /// for each figure of each reading.
@@ -301,27 +333,21 @@ fn stats(
 ) -> Result<()> {
     let known =
         |v: Option<u64>| v.ok_or_else(|| WireError("a known statistic said as unknown".into()));
-    let mut ints = [None; state::STATS_INTS];
-    // The figures as they are, once read: what the peaks are peaks of.
-    let mut real = [None; 5];
-    // Each figure's last known value before this reading: what a ratio is taken from.
-    let mut before = [0u64; state::STATS_INTS];
-    for k in 0..state::STATS_INTS {
-        before[k] = slots.ints[k].last();
-        let of = PEAK_OF[k].and_then(|i| real[i]);
-        let reference = RATIO_TO[k].and_then(|r| ints[r].map(|now| (before[r], now)));
-        ints[k] =
-            slots.ints[k].get_peak(of, reference, col::STATS + k, &mut r.control, &mut r.cols)?;
-        let allocated = ints[2].unwrap_or(0);
-        match k {
-            2 => real[0] = ints[2],
-            3 => real[1] = ints[3],
-            4 => real[2] = ints[4].map(|d| allocated.wrapping_add(d)),
-            5 => real[3] = ints[5],
-            6 => real[4] = ints[6].map(|d| allocated.wrapping_sub(d)),
-            _ => {}
-        }
+    let mut figures = Figures {
+        ints: [None; state::STATS_INTS],
+        real: [None; 5],
+        before: [0u64; state::STATS_INTS],
+    };
+    // Each figure read by a copy of its own, its peak, ratio and place in the figures known
+    // as it is compiled: the figures of every reading of every feed are most of a read.
+    macro_rules! read_figures {
+        ($($k:literal)*) => {
+            $(figures.read::<$k>(r, slots)?;)*
+        };
     }
+    const _: () = assert!(state::STATS_INTS == 20, "one read_figures! entry a figure");
+    read_figures!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19);
+    let Figures { ints, real, .. } = figures;
     let base = col::STATS + state::STATS_INTS;
     let time = slots.floats[0]
         .get_near_place(

@@ -168,7 +168,7 @@ impl IntSlot {
 
     /// [`IntSlot::get`] of a peak written by [`IntSlot::put_peak`] with `of`.
     /// A figure written by [`IntSlot::put_ratio`] is read with its `reference`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get_peak(
         &mut self,
         of: Option<u64>,
