@@ -119,6 +119,15 @@ fn shaped(series: &Series, now: f64, window: f64, n: usize) -> Result<Shape, &'s
     if n < 4 {
         return Err("few chunks");
     }
+    // A series that began after the first chunk (a warm-up, a process younger than the
+    // window) leaves it empty, so uncovered: said before any read, as at every judgement of
+    // a node's first minutes (a step past the chunk's edge, clear of its rounding).
+    if series
+        .first_time()
+        .is_none_or(|t| t > now - window + window / n as f64 + series.step())
+    {
+        return Err("not covered");
+    }
     // The rise from the first chunk's floor to the last's, read first and alone: most series
     // are flat, and this rules them out at a fraction of the cost of every chunk.
     match series.edges(now, window, n) {
