@@ -54,6 +54,33 @@ struct Fixed {
     whole: bool,
 }
 
+impl Fixed {
+    /// A visible process's identity: who it is, from this, with what a read of its `stat`
+    /// told at this sample (`None` where it was not read).
+    fn identity(
+        &self,
+        state: Option<String>,
+        start_time: Option<u64>,
+        ppid: Option<u32>,
+        cpu_ticks: Option<u64>,
+        resident: Option<u64>,
+    ) -> Identity {
+        Identity {
+            visible: true,
+            hidden: false,
+            state,
+            start_time,
+            ppid,
+            uid: self.uid,
+            user: self.user.clone(),
+            command: self.command.clone(),
+            executable: self.executable.clone(),
+            cpu_ticks,
+            resident,
+        }
+    }
+}
+
 /// The inode of the initial PID namespace (`PROC_PID_INIT_INO` in the kernel).
 const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
 
@@ -189,19 +216,7 @@ impl ProcFs {
         }
         let &start_time = self.last_read.get(&pid)?;
         let fixed = self.known.get(&(pid, start_time))?;
-        Some(Identity {
-            visible: true,
-            hidden: false,
-            state: None,
-            start_time: Some(start_time),
-            ppid: None,
-            uid: fixed.uid,
-            user: fixed.user.clone(),
-            command: fixed.command.clone(),
-            executable: fixed.executable.clone(),
-            cpu_ticks: None,
-            resident: None,
-        })
+        Some(fixed.identity(None, Some(start_time), None, None, None))
     }
 
     /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
@@ -275,88 +290,46 @@ impl ProcFs {
             .and_then(|t| self.known.get(&(pid, t)))
             .filter(|fixed| fixed.comm == comm && (fixed.whole || !whole))
         {
-            return Identity {
-                visible: true,
-                hidden: false,
-                state,
-                start_time,
-                ppid,
-                uid: fixed.uid,
-                user: fixed.user.clone(),
-                command: fixed.command.clone(),
-                executable: fixed.executable.clone(),
-                cpu_ticks,
-                resident,
-            };
+            return fixed.identity(state, start_time, ppid, cpu_ticks, resident);
         }
-        if !whole {
-            let executable = fs::read_link(dir.join("exe"))
+        let executable = fs::read_link(dir.join("exe"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
+        let fixed = if whole {
+            let uid = read_lossy(&dir.join("status"))
                 .ok()
-                .map(|p| p.to_string_lossy().into_owned());
-            if let Some(t) = start_time {
-                let fixed = Fixed {
-                    comm,
-                    uid: None,
-                    user: None,
-                    command: None,
-                    executable: executable.clone(),
-                    whole: false,
-                };
-                self.known.insert((pid, t), fixed);
+                .and_then(|s| parse_uid(&s));
+            let command = read_proc(&dir.join("cmdline"))
+                .ok()
+                .map(|raw| {
+                    let text = String::from_utf8_lossy(&raw);
+                    text.trim_end_matches('\0').replace('\0', " ")
+                })
+                .filter(|c| !c.is_empty())
+                .or_else(|| comm.as_ref().map(|c| format!("[{c}]")));
+            Fixed {
+                uid,
+                user: uid.and_then(|uid| self.user_name(uid)),
+                command,
+                executable,
+                comm,
+                whole: true,
             }
-            return Identity {
-                visible: true,
-                hidden: false,
-                state,
-                start_time,
-                ppid,
+        } else {
+            Fixed {
                 uid: None,
                 user: None,
                 command: None,
                 executable,
-                cpu_ticks,
-                resident,
-            };
-        }
-        let uid = read_lossy(&dir.join("status"))
-            .ok()
-            .and_then(|s| parse_uid(&s));
-        let user = uid.and_then(|uid| self.user_name(uid));
-        let command = read_proc(&dir.join("cmdline"))
-            .ok()
-            .map(|raw| {
-                let text = String::from_utf8_lossy(&raw);
-                text.trim_end_matches('\0').replace('\0', " ")
-            })
-            .filter(|c| !c.is_empty())
-            .or_else(|| comm.as_ref().map(|c| format!("[{c}]")));
-        let executable = fs::read_link(dir.join("exe"))
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned());
-        if let Some(t) = start_time {
-            let fixed = Fixed {
                 comm,
-                uid,
-                user: user.clone(),
-                command: command.clone(),
-                executable: executable.clone(),
-                whole: true,
-            };
+                whole: false,
+            }
+        };
+        let identity = fixed.identity(state, start_time, ppid, cpu_ticks, resident);
+        if let Some(t) = start_time {
             self.known.insert((pid, t), fixed);
         }
-        Identity {
-            visible: true,
-            hidden: false,
-            state,
-            start_time,
-            ppid,
-            uid,
-            user,
-            command,
-            executable,
-            cpu_ticks,
-            resident,
-        }
+        identity
     }
 
     /// The root of the `/proc` read (for the search of open device files).
@@ -578,21 +551,45 @@ fn user_from_passwd(passwd: &str, uid: u32) -> Option<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_process_off_the_screen_is_read_only_when_due_or_exited() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("300")
+    /// Waits for `child`'s `exec`: between fork and exec a child has no command line and no
+    /// memory of its own yet. An event, waited for within a cap, not a time.
+    fn wait_exec(child: &std::process::Child) {
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        for _ in 0..10_000 {
+            if fs::read(&cmdline).is_ok_and(|c| !c.is_empty()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// `sleep ARG`, once it runs as `sleep`.
+    fn sleeping(arg: &str) -> std::process::Child {
+        let child = std::process::Command::new("sleep")
+            .arg(arg)
             .spawn()
             .expect("sleep");
+        wait_exec(&child);
+        child
+    }
+
+    /// Starts samples until one whose rotation falls on `pid` (`due`), or does not.
+    fn sample_until(procfs: &mut ProcFs, pid: u32, due: bool) {
+        loop {
+            procfs.next_sample();
+            if (procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) == due {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn a_process_off_the_screen_is_read_only_when_due_or_exited() {
+        let mut child = sleeping("300");
         let pid = child.id();
         let mut procfs = ProcFs::default();
         // A sample whose rotation does not fall on `pid`.
-        let next = |procfs: &mut ProcFs| loop {
-            procfs.next_sample();
-            if !(procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
-                break;
-            }
-        };
+        let next = |procfs: &mut ProcFs| sample_until(procfs, pid, false);
         next(&mut procfs);
         let first = procfs.identity_lean(pid, false);
         assert!(
@@ -619,12 +616,7 @@ mod tests {
             assert_eq!(lean.start_time, first.start_time);
             assert_eq!(lean.command, first.command);
             // Due in the rotation: read though off the screen.
-            loop {
-                procfs.next_sample();
-                if (procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
-                    break;
-                }
-            }
+            sample_until(&mut procfs, pid, true);
             assert!(procfs.identity_lean(pid, false).cpu_ticks.is_some());
         }
         child.kill().expect("kill");
@@ -645,31 +637,10 @@ mod tests {
     /// line; wanted, or due in the rotation, the process is read whole, and stays so.
     #[test]
     fn a_first_look_off_the_screen_leaves_user_and_command_for_later() {
-        // Between fork and exec a child has no command line: wait for the exec (an event;
-        // bounded), not a time.
-        let spawn = |arg: &str| {
-            let child = std::process::Command::new("sleep")
-                .arg(arg)
-                .spawn()
-                .expect("sleep");
-            let cmdline = format!("/proc/{}/cmdline", child.id());
-            for _ in 0..10_000 {
-                if fs::read(&cmdline).is_ok_and(|c| !c.is_empty()) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            child
-        };
-        let child = spawn("300");
+        let child = sleeping("300");
         let pid = child.id();
         let mut procfs = ProcFs::default();
-        let next = |procfs: &mut ProcFs| loop {
-            procfs.next_sample();
-            if !(procfs.round + u64::from(pid)).is_multiple_of(READ_EVERY) {
-                break;
-            }
-        };
+        let next = |procfs: &mut ProcFs| sample_until(procfs, pid, false);
         next(&mut procfs);
         let first = procfs.identity_lean(pid, false);
         assert!(first.visible && first.start_time.is_some(), "{first:?}");
@@ -700,16 +671,11 @@ mod tests {
         assert_eq!(again.command.as_deref(), Some("sleep 300"), "{again:?}");
         assert_eq!(again.user, shown.user);
         // Another process, first looked at off the screen, then due: read whole.
-        let other = spawn("301");
+        let other = sleeping("301");
         let other_pid = other.id();
-        next(&mut procfs);
+        sample_until(&mut procfs, other_pid, false);
         assert_eq!(procfs.identity_lean(other_pid, false).command, None);
-        loop {
-            procfs.next_sample();
-            if (procfs.round + u64::from(other_pid)).is_multiple_of(READ_EVERY) {
-                break;
-            }
-        }
+        sample_until(&mut procfs, other_pid, true);
         assert_eq!(
             procfs.identity_lean(other_pid, false).command.as_deref(),
             Some("sleep 301")
@@ -785,15 +751,7 @@ mod tests {
             .arg("30")
             .spawn()
             .expect("sleep runs");
-        // Between fork and exec the child has no command line and no memory of its own yet:
-        // wait for the exec (an event; bounded), not a time.
-        let cmdline = format!("/proc/{}/cmdline", child.id());
-        for _ in 0..10_000 {
-            if fs::read(&cmdline).is_ok_and(|c| !c.is_empty()) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_exec(&child);
         let mut procfs = ProcFs::default();
         let who = procfs.identity(child.id());
         let _ = child.kill();
