@@ -382,7 +382,7 @@ impl Series {
         let at = self.time_of(head);
         // A point stands at the end of the slots it folds: the first read may begin up to
         // a second-tier point's width before the window (and a slot's rounding before that).
-        let reaches = self.time_of(since + FOLD_1 * FOLD_2 + 1);
+        let reaches = self.time_of(since.saturating_add(FOLD_1 * FOLD_2 + 1));
         (at >= start && at <= end && reaches <= start).then(|| {
             let v = self.scale.decode(value)?;
             Some(Span {

@@ -429,3 +429,16 @@ fn a_steady_span_needs_the_whole_window_unmoved() {
     s.push(3_601.2, Some(5));
     assert_eq!(s.steady_span(3_601.0, 600.0), None);
 }
+
+/// A run of one value at the last slot a time can name (a time past 2^63 steps saturates to
+/// it) still answers a one-chunk read ending there: the run's reach saturates, it does not
+/// overflow.
+#[test]
+fn a_steady_run_at_the_last_slot_is_read_without_overflow() {
+    let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+    s.push(1e30, Some(5 << 20));
+    // Slot i64::MAX stands at 2^63; a minute before it rounds to 2^63 too.
+    let end = 2f64.powi(63);
+    let chunk = s.chunks(end, 60.0, 1)[0];
+    assert_eq!(chunk.map(|c| c.max), Some(5 << 20));
+}
