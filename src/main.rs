@@ -25,6 +25,13 @@ static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
 
 fn main() -> ExitCode {
     let cli = Cli::from_env();
+    // While this process has one thread: the sampler's descriptors then cost no wait.
+    if matches!(
+        cli.command,
+        None | Some(Command::Serve(_) | Command::Record(_) | Command::Snapshot(_))
+    ) {
+        strata::source::reserve_descriptors();
+    }
     let result = match cli.command {
         None => monitor(&cli.source, &cli.monitor),
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),

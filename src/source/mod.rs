@@ -97,6 +97,12 @@ impl Schedule {
     }
 }
 
+/// Makes room, before any thread starts, for the descriptors a sampling source keeps (see
+/// `procfs::reserve_descriptors`): the monitor, `serve`, `record` and `snapshot` call it first.
+pub fn reserve_descriptors() {
+    procfs::reserve_descriptors();
+}
+
 #[cfg(test)]
 mod schedule_tests {
     use super::Schedule;
