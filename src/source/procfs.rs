@@ -528,7 +528,8 @@ fn open_budget() -> usize {
 /// kernel doubles the table as descriptors are opened, and in a process of several threads
 /// each doubling waits for an RCU grace period (`expand_fdtable`): 5 to 26 ms each here,
 /// 56 ms of the first sample of 512 processes. Called before any thread starts, it waits for
-/// none. The table is the kernel's memory: 8 bytes a slot, 256 KiB at most.
+/// none. The table is the kernel's memory, 8 bytes a slot: 512 KiB at most (the budget of
+/// 16,384 each, rounded up to a power of two).
 pub(crate) fn reserve_descriptors() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -635,10 +636,8 @@ mod tests {
             rlim_max: 0,
         };
         // SAFETY: `limit` is a valid rlimit for the call to fill.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
+        let asked = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        assert_eq!(asked, 0);
         let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
         reserve_descriptors();
         let want = (open_budget() * 2 + 256).min(soft);
