@@ -162,9 +162,8 @@ pub fn run(mut source: Box<dyn Source>, state: State, interval: Duration) -> any
 fn tell(demand: &Demand, state: &State, recording: bool) {
     let wanted = match state.wanted(recording) {
         None => Wanted::Everything,
-        Some(pids) if state.current.is_some() => Wanted::Pids(pids),
         Some(pids) => {
-            let rows = crossterm::terminal::size().map_or(50, |(_, rows)| usize::from(rows));
+            let rows = || crossterm::terminal::size().map_or(50, |(_, rows)| usize::from(rows));
             match state.first_screen(rows) {
                 FirstScreen::Drawn => Wanted::Pids(pids),
                 FirstScreen::Largest(n) => Wanted::Largest(n),
@@ -189,9 +188,9 @@ fn run_with(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // Before the first frame nothing is on the screen: the first sample reads whom it must
-    // look at anyway, and not who owns each (unless the sort, a filter or a grouping from the
-    // command line wants every process).
+    // Before the first frame nothing is on the screen: the first sample reads whole the rows
+    // the first screen will show (`State::first_screen`), and the others at a first look
+    // (unless the sort, a filter or a grouping from the command line wants every process).
     if let Some(demand) = &demand {
         tell(demand, &state, false);
     }

@@ -23,13 +23,13 @@ pub(crate) enum FirstScreen {
 }
 
 impl State {
-    /// What the first screen, `rows` lines high, will show of the processes, while no sample
-    /// has been taken in.
-    pub(crate) fn first_screen(&self, rows: usize) -> FirstScreen {
+    /// What the first screen, `rows()` lines high (asked only before the first sample), will
+    /// show of the processes, while no sample has been taken in.
+    pub(crate) fn first_screen(&self, rows: impl FnOnce() -> usize) -> FirstScreen {
         if self.current.is_some() {
             FirstScreen::Drawn
         } else if self.process_table.sort == SortKey::Used && !self.process_table.sort_reversed {
-            FirstScreen::Largest(rows)
+            FirstScreen::Largest(rows())
         } else {
             FirstScreen::Unknown
         }
@@ -153,15 +153,15 @@ mod tests {
     #[test]
     fn the_first_screen_is_the_largest_holders_in_the_default_order_only() {
         let mut state = state();
-        assert_eq!(state.first_screen(40), FirstScreen::Largest(40));
+        assert_eq!(state.first_screen(|| 40), FirstScreen::Largest(40));
         state.process_table.sort_reversed = true;
-        assert_eq!(state.first_screen(40), FirstScreen::Unknown);
+        assert_eq!(state.first_screen(|| 40), FirstScreen::Unknown);
         state.process_table.sort_reversed = false;
         state.process_table.sort = SortKey::Pid;
-        assert_eq!(state.first_screen(40), FirstScreen::Unknown);
+        assert_eq!(state.first_screen(|| 40), FirstScreen::Unknown);
         state.process_table.sort = SortKey::Used;
         state.on_sample(crate::source::demo::node_at(7, 600.0, 1.0));
-        assert_eq!(state.first_screen(40), FirstScreen::Drawn);
+        assert_eq!(state.first_screen(|| 40), FirstScreen::Drawn);
     }
 
     #[test]
