@@ -511,16 +511,31 @@ fn read_line_at_start(file: &fs::File) -> std::io::Result<String> {
 /// open (its soft `RLIMIT_NOFILE`) past a reserve of 256, at most 16,384. The limit is not
 /// raised: a job `strata run` starts would inherit it.
 fn open_budget() -> usize {
+    soft_descriptor_limit().map_or(0, budget_within)
+}
+
+/// [`open_budget`] under the soft limit `soft`.
+fn budget_within(soft: usize) -> usize {
+    (soft.saturating_sub(256) / 2).min(16_384)
+}
+
+/// The most descriptors the sampler holds under the soft limit `soft`: a pidfd and a kept
+/// `stat` per process within the budget each, and the reserve.
+fn descriptors_held(soft: usize) -> usize {
+    (budget_within(soft) * 2 + 256).min(soft)
+}
+
+/// This process's soft `RLIMIT_NOFILE`; `None` where it cannot be read.
+fn soft_descriptor_limit() -> Option<usize> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `limit` is a valid rlimit for the call to fill.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return 0;
+        return None;
     }
-    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
-    (soft.saturating_sub(256) / 2).min(16_384)
+    Some(usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX))
 }
 
 /// Grows this process's descriptor table now, to hold every descriptor the sampler may keep
@@ -531,16 +546,10 @@ fn open_budget() -> usize {
 /// none. The table is the kernel's memory, 8 bytes a slot: 512 KiB at most (the budget of
 /// 16,384 each, rounded up to a power of two).
 pub(crate) fn reserve_descriptors() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit for the call to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    let Some(soft) = soft_descriptor_limit() else {
         return;
-    }
-    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
-    let highest = (open_budget() * 2 + 256).min(soft).saturating_sub(1);
+    };
+    let highest = descriptors_held(soft).saturating_sub(1);
     let (Ok(highest), Ok(null)) = (i32::try_from(highest), fs::File::open("/dev/null")) else {
         return;
     };
@@ -631,14 +640,7 @@ mod tests {
                 })
                 .expect("FDSize")
         };
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `limit` is a valid rlimit for the call to fill.
-        let asked = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-        assert_eq!(asked, 0);
-        let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
+        let soft = soft_descriptor_limit().expect("the soft descriptor limit");
         reserve_descriptors();
         let want = (open_budget() * 2 + 256).min(soft);
         assert!(fd_size() >= want, "{} < {want}", fd_size());
