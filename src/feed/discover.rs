@@ -15,6 +15,7 @@ use super::found::{open_place, Dir, Found, IsDead, Place};
 use super::listing::{self, Listings, Opened};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
+use hashbrown::hash_map::EntryRef;
 use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -257,13 +258,18 @@ impl Scanner {
         let rels = Rc::clone(&info.in_root);
         // A dir that is not one is looked at again for each pid, so that each is told why; one
         // that is not there is looked for once a scan.
-        if !here_dirs.contains_key(&*here) {
-            let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
-            if dir.is_some() || fs::symlink_metadata(&here).is_err() {
-                here_dirs.insert(here.to_path_buf(), dir);
+        let dir = match here_dirs.entry_ref(&*here) {
+            EntryRef::Occupied(kept) => kept.into_mut().as_ref(),
+            EntryRef::Vacant(place) => {
+                let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
+                if dir.is_some() || fs::symlink_metadata(&here).is_err() {
+                    place.insert(dir).as_ref()
+                } else {
+                    None
+                }
             }
-        }
-        if let Some(Some(dir)) = here_dirs.get(&*here) {
+        };
+        if let Some(dir) = dir {
             // What the directory's listing, unchanged since, says is not there is not looked
             // up again: a node of hundreds of processes and no agent costs no call per process.
             let scans = self.scans;
