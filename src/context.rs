@@ -64,16 +64,15 @@ impl ContextSource {
 }
 
 /// A process on a device, across samples. The start time tells a reused PID apart.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ProcessKey {
     pid: u32,
     start_time: Option<u64>,
     device_uuid: String,
 }
 
-/// A [`ProcessKey`] borrowed from a process sample: hashed as the key is (the same fields in
-/// the same order, a `&str` as its `String`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A [`ProcessKey`] borrowed from a process sample, hashed as the key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct KeyRef<'a> {
     pid: u32,
     start_time: Option<u64>,
@@ -106,6 +105,27 @@ fn slot<'m, V>(map: &'m mut ByProcess<V>, key: KeyRef<'_>, new: V) -> Option<&'m
         hashbrown::hash_map::EntryRef::Occupied(found) => found.into_mut(),
         hashbrown::hash_map::EntryRef::Vacant(room) => room.insert_with_key(key.to_key(), new),
     })
+}
+
+// A key hashes as its borrowed form. The PID and start time tell processes apart almost
+// always (only one on several GPUs shares them, told apart then by the comparison), so the
+// device's UUID is left out of the hash: a sample looks up each listed process.
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(u64::from(self.pid) | u64::from(self.start_time.is_some()) << 32);
+        state.write_u64(self.start_time.unwrap_or(0));
+    }
+}
+
+impl std::hash::Hash for ProcessKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        KeyRef {
+            pid: self.pid,
+            start_time: self.start_time,
+            device_uuid: &self.device_uuid,
+        }
+        .hash(state);
+    }
 }
 
 impl hashbrown::Equivalent<ProcessKey> for KeyRef<'_> {
@@ -182,10 +202,16 @@ impl ContextEstimator {
         let count = self.observed;
         let poll = sample.poll_secs.filter(|s| s.is_finite() && *s >= 0.0);
         let reading_from = now - poll.unwrap_or(0.0);
+        // Processes listed that were listed in the sample before: when every one kept is,
+        // none is forgotten.
+        let mut kept = 0;
         for (process, status) in sample.processes.iter().zip(statuses) {
             let key = KeyRef::of(process);
-            if let Some(learned) = self.learned.get_mut(&key) {
-                learned.seen = now;
+            // A node without feeds learns nothing: no search for what cannot be there.
+            if !self.learned.is_empty() {
+                if let Some(learned) = self.learned.get_mut(&key) {
+                    learned.seen = now;
+                }
             }
             let current = process.used.map(|used| Reading {
                 from: reading_from,
@@ -194,7 +220,10 @@ impl ContextEstimator {
             });
             // Listed: it waits for the next sample with this reading, or without one with
             // the reading it had.
-            let earlier = slot(&mut self.pending, key, (None, count)).and_then(|pending| {
+            let earlier = slot(&mut self.pending, key, (None, u64::MAX)).and_then(|pending| {
+                if pending.1 == count - 1 {
+                    kept += 1;
+                }
                 pending.1 = count;
                 match current {
                     Some(current) => pending.0.replace(current),
@@ -226,7 +255,7 @@ impl ContextEstimator {
                 self.pair(key, current, &feed.stats, now);
             }
         }
-        self.forget(now, count);
+        self.forget(now, count, kept);
     }
 
     /// Learns from one NVML reading if the feed sample brackets it with an unchanged pool.
@@ -268,7 +297,9 @@ impl ContextEstimator {
         }
     }
 
-    fn forget(&mut self, now: f64, count: u64) {
+    /// Forgets what was learned of processes unlisted for long, and the readings of those
+    /// unlisted now; `kept` of the readings were listed before and now.
+    fn forget(&mut self, now: f64, count: u64, kept: usize) {
         self.learned
             .retain(|_, l| now - l.seen <= FORGET_AFTER_SECS || now < l.seen);
         if self.learned.len() > MAX_REMEMBERED {
@@ -283,7 +314,12 @@ impl ContextEstimator {
             }
         }
         // A reading waits for one sample only: it pairs with the next feed or never (a
-        // process still listed keeps its reading through samples without one).
+        // process still listed keeps its reading through samples without one). Every
+        // reading kept was listed in the sample before (the last retain saw to it): when
+        // each of them is listed now and nothing new came, there is nothing to let go.
+        if kept == self.pending.len() {
+            return;
+        }
         self.pending.retain(|_, (_, listed)| *listed == count);
     }
 
@@ -385,6 +421,39 @@ mod tests {
         assert_eq!(
             c.estimate(&s.processes[0]),
             Some((GIB, ContextSource::Estimated))
+        );
+    }
+
+    /// A reading waits one sample: a process unlisted for a sample (another listed in its
+    /// place) pairs its old reading with nothing when it is listed again.
+    #[test]
+    fn a_reading_of_a_process_unlisted_since_pairs_with_nothing() {
+        let mut c = ContextEstimator::learning();
+        // Feed read before NVML: cannot pair yet.
+        let s = at(
+            fed(21 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 999.6)),
+            1000.0,
+        );
+        c.observe(&s, &FRESH);
+        let mut other = at(node(), 1001.0);
+        other.processes.push(process(11, "GPU-test-0", Some(GIB)));
+        c.observe(&other, &[FeedStatus::Absent]);
+        // This feed brackets the reading at 1000, not the one at 1002.
+        let s = at(
+            fed(22 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 1001.6)),
+            1002.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(c.estimate(&s.processes[0]), None);
+        // Listed at each sample, the reading pairs.
+        let s = at(
+            fed(22 * GIB, stats(8 * GIB, 20 * GIB, 990.0, 1002.6)),
+            1003.0,
+        );
+        c.observe(&s, &FRESH);
+        assert_eq!(
+            c.estimate(&s.processes[0]),
+            Some((2 * GIB, ContextSource::Estimated))
         );
     }
 
