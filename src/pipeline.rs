@@ -166,8 +166,13 @@ impl Pipeline {
         };
         let mut findings = Vec::new();
         if history {
-            let (found, climbs) =
-                detect_history_keyed(&sample, &account, &self.history, &self.remembered);
+            let (found, climbs) = detect_history_keyed(
+                &sample,
+                &account,
+                &self.history,
+                &self.handles,
+                &self.remembered,
+            );
             findings = found;
             self.hold
                 .apply(&mut findings, climbs, &self.history, sample.time);
@@ -320,6 +325,88 @@ mod tests {
     use super::*;
     use crate::fixtures::*;
     use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello};
+
+    /// A series found through the handles of the sample just recorded is the one its name
+    /// finds, at the process's place and at any other (where it falls back to the name),
+    /// through processes that come, go and change places.
+    #[test]
+    fn a_series_found_through_its_handle_is_the_one_its_name_finds() {
+        let mut pipeline = Pipeline::new(None);
+        let lists: [&[u32]; 4] = [&[10, 11, 12], &[11, 10, 12], &[12, 13], &[10, 12, 13]];
+        for (i, pids) in lists.into_iter().enumerate() {
+            let mut sample = node();
+            sample.time += i as f64;
+            sample.gpus.push(gpu(0, memory(80 * GIB, 48 * GIB)));
+            for &pid in pids {
+                let mut p = process(pid, "GPU-test-0", Some(u64::from(pid) * GIB));
+                // One process without SM figures: its series is never written.
+                if pid == 12 {
+                    p.sm_util = None;
+                }
+                sample.processes.push(p);
+            }
+            // PID 10 is fed: its allocator's series are written too.
+            sample.feeds.push(FeedRecord {
+                hello: Some(
+                    Hello {
+                        pid: 10,
+                        devices: vec![FeedDevice {
+                            index: 0,
+                            uuid: Some("GPU-test-0".into()),
+                            ..FeedDevice::default()
+                        }],
+                        ..Hello::default()
+                    }
+                    .into(),
+                ),
+                devices: vec![DeviceFeed {
+                    latest: crate::sample::AllocatorStats {
+                        alloc_retries: Some(0),
+                        ooms: Some(0),
+                        peak_allocated: Some(5 * GIB),
+                        inactive_split: Some(GIB),
+                        ..stats(4 * GIB, 8 * GIB, 990.0, sample.time - 0.2)
+                    },
+                    earlier: Vec::new(),
+                }],
+                ..feed_record(10, 0)
+            });
+            let observed = pipeline.ingest(sample);
+            let history = &pipeline.history;
+            let mut found = 0;
+            for p in &observed.sample.processes {
+                for metric in [
+                    Metric::Used,
+                    Metric::Sm,
+                    Metric::Allocated,
+                    Metric::Reserved,
+                    Metric::InactiveSplit,
+                    Metric::PeakAllocated,
+                    Metric::Retries,
+                    Metric::Ooms,
+                    Metric::OutsidePool,
+                ] {
+                    let key = crate::history::KeyRef::of(p, metric);
+                    let named = history.get(&key);
+                    found += usize::from(named.is_some());
+                    for place in 0..=pids.len() {
+                        let listed = history.get_listed(&pipeline.handles, place, key);
+                        assert!(
+                            std::ptr::eq(
+                                listed.map_or(std::ptr::null(), |s| s as *const _),
+                                named.map_or(std::ptr::null(), |s| s as *const _)
+                            ),
+                            "sample {i}, PID {}, {metric:?}, place {place}",
+                            p.pid
+                        );
+                    }
+                }
+            }
+            // Used for each, SM for each but PID 12, and PID 10's allocator's seven.
+            let fed = if pids.contains(&10) { 7 } else { 0 };
+            assert_eq!(found, 2 * pids.len() - 1 + fed, "sample {i}");
+        }
+    }
 
     /// While a GPU's process list is unread, its `other` holds the unlisted processes'
     /// memory: the history has a gap there, not a climb of theirs; read again, it is kept.

@@ -20,7 +20,7 @@ use super::judged::judged;
 use super::trend::climbing;
 use super::{device_name, Findings};
 use crate::accounting::NodeAccount;
-use crate::history::{History, KeyRef, Metric, ProcessId, Series, SeriesKey};
+use crate::history::{Handles, History, KeyRef, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::NodeSample;
 use climbs::Climber;
@@ -126,12 +126,15 @@ pub(super) fn detect(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &History,
+    handles: &Handles,
     memory: &OomMemory,
     out: &mut Findings,
 ) {
     let now = sample.time;
     let mut climbing_devices: Vec<&str> = Vec::new();
-    for (p, acc) in sample.processes.iter().zip(&account.processes) {
+    for (place, (p, acc)) in sample.processes.iter().zip(&account.processes).enumerate() {
+        // The series the sample's own writes got: found through their handles.
+        let listed = |metric| history.get_listed(handles, place, KeyRef::of(p, metric));
         let id = ProcessId::of(p);
         let place = device_name(sample, &p.device_uuid);
         let who = format!("PID {} on {place}", p.pid);
@@ -143,7 +146,7 @@ pub(super) fn detect(
                 feed.stats
                     .reserved
                     .is_none()
-                    .then(|| series(history, &id, Metric::Used).and_then(|s| climbing(s, now)))
+                    .then(|| listed(Metric::Used).and_then(|s| climbing(s, now)))
                     .flatten()
                     .map(|c| {
                         (
@@ -154,7 +157,7 @@ pub(super) fn detect(
                     })
             })
         } else if p.visible {
-            series(history, &id, Metric::Used)
+            listed(Metric::Used)
                 .and_then(|s| climbing(s, now))
                 .map(|c| (Cause::Unattributed, c, Metric::Used))
         } else {
@@ -187,7 +190,7 @@ pub(super) fn detect(
             pressure::fragmentation(out, now, history, &id, &who, &feed.stats, &setup);
             pressure::retries(out, now, history, &id, &who);
         }
-        usage::idle(out, now, history, &id, p, &who);
+        usage::idle(out, now, || listed(Metric::Sm), &id, p, &who);
     }
     oom::ooms(sample, history, memory, out);
     for (gpu, gpu_account) in sample.gpus.iter().zip(&account.gpus) {

@@ -317,7 +317,8 @@ pub fn detect_history(
     account: &NodeAccount,
     history: &crate::history::History,
 ) -> Vec<Finding> {
-    detect_history_keyed(sample, account, history, &Remembered::default()).0
+    let handles = crate::history::Handles::default();
+    detect_history_keyed(sample, account, history, &handles, &Remembered::default()).0
 }
 
 /// What the detectors read that a sample may no longer carry, remembered by the pipeline:
@@ -334,16 +335,24 @@ impl Remembered {
     }
 }
 
-/// [`detect_history`] with what the pipeline remembers, and the series each climb reads
-/// (for [`ClimbHold`]).
+/// [`detect_history`] with what the pipeline remembers and the handles its writes of this
+/// sample got, and the series each climb reads (for [`ClimbHold`]).
 pub(crate) fn detect_history_keyed(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &crate::history::History,
+    handles: &crate::history::Handles,
     remembered: &Remembered,
 ) -> (Vec<Finding>, Vec<(usize, SeriesKey)>) {
     let mut out = Findings::new(sample.time);
-    diagnosis::detect(sample, account, history, &remembered.ooms, &mut out);
+    diagnosis::detect(
+        sample,
+        account,
+        history,
+        handles,
+        &remembered.ooms,
+        &mut out,
+    );
     (out.list, out.climbs)
 }
 

@@ -3,6 +3,7 @@
 //! sample to the next, so that their series are found by their names only when one is new
 //! at its place in the samples (or a series of it was let go), not at every sample.
 
+use super::{KeyRef, Metric};
 use crate::layers::Layer;
 use crate::sample::ProcessSample;
 
@@ -18,6 +19,22 @@ pub(crate) struct Handle {
 /// six figures (allocated, reserved, inactive split, peak allocated, retries, OOMs) and
 /// the bytes outside its pool, in that order.
 pub(crate) const PROCESS_SERIES: usize = 9;
+
+/// Where a process's series of `metric` is among its [`PROCESS_SERIES`], if it has one.
+fn process_series(metric: Metric) -> Option<usize> {
+    Some(match metric {
+        Metric::Used => 0,
+        Metric::Sm => 1,
+        Metric::Allocated => 2,
+        Metric::Reserved => 3,
+        Metric::InactiveSplit => 4,
+        Metric::PeakAllocated => 5,
+        Metric::Retries => 6,
+        Metric::Ooms => 7,
+        Metric::OutsidePool => 8,
+        Metric::Layer(_) => return None,
+    })
+}
 
 /// The series a device's sample writes: its occupied bytes, then each layer in the order
 /// of [`Layer::ALL`] at `1 + layer as usize` (free, the total less the occupied, has none).
@@ -71,6 +88,20 @@ impl Handles {
             held.series = [None; PROCESS_SERIES];
         }
         &mut held.series
+    }
+
+    /// The handle the sample last recorded got for the series `key` names, where the
+    /// process it listed at `place` is `key`'s: what a reader of that sample's processes
+    /// finds their series through, without a search.
+    pub(crate) fn of_listed(&self, place: usize, key: KeyRef<'_>) -> Option<Handle> {
+        let KeyRef::Process(pid, start_time, device_uuid, metric) = key else {
+            return None;
+        };
+        let held = self.places.get(place)?;
+        if held.pid != pid || held.start_time != start_time || held.device_uuid != device_uuid {
+            return None;
+        }
+        held.series[process_series(metric)?]
     }
 
     /// Keeps the places of a sample that lists `processes`, letting go of those past it.

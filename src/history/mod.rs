@@ -464,6 +464,23 @@ impl History {
     }
 
     /// The entry at a place.
+    /// The series `key` names, found through `handles` where the process the sample last
+    /// recorded listed at `place` is `key`'s (no search of the table), else by its name.
+    pub(crate) fn get_listed(
+        &self,
+        handles: &Handles,
+        place: usize,
+        key: KeyRef<'_>,
+    ) -> Option<&Series> {
+        let through = handles
+            .of_listed(place, key)
+            .and_then(|held| self.entry(held.place).filter(|e| e.serial == held.serial));
+        match through {
+            Some(entry) => Some(&entry.series),
+            None => self.get(&key),
+        }
+    }
+
     fn entry(&self, place: usize) -> Option<&Entry> {
         self.entries.get(place)?.as_deref()
     }

@@ -1,7 +1,6 @@
 //! How a device's memory is used: live tensors at what the device can give them (capacity),
 //! and processes holding memory with their SMs idle.
 
-use super::series;
 use crate::detect::evidence::units::{Bytes, Pct, Secs};
 use crate::detect::evidence::{Capacity, Evidence, Idle};
 use crate::detect::{FindingKind, Findings, Severity};
@@ -97,10 +96,10 @@ fn raw_mean(series: &Series, end: f64, window: f64) -> Option<f64> {
 /// kernel at 1 %, so 0 % throughout would miss a notebook left open). Where the raw readings
 /// do not reach over a window (the longer ones, a thinned history), its peaks stand for its
 /// mean: none above [`IDLE_MEAN_PCT`].
-pub(super) fn idle(
+pub(super) fn idle<'h>(
     out: &mut Findings,
     now: f64,
-    history: &History,
+    sm: impl FnOnce() -> Option<&'h Series>,
     id: &ProcessId,
     p: &ProcessSample,
     who: &str,
@@ -109,7 +108,7 @@ pub(super) fn idle(
     if !p.visible || held < IDLE_MIN_BYTES {
         return;
     }
-    let Some(sm) = series(history, id, Metric::Sm) else {
+    let Some(sm) = sm() else {
         return;
     };
     // Busy at some moment of the shortest window (one read of it whole, where its chunks
