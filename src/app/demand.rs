@@ -1,8 +1,9 @@
 //! What the screen as last drawn needs read of the processes at the next sample (the event
 //! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows and a
 //! screen's worth above and two below them, the one selected, the one a detail
-//! view shows; every process when the order itself needs their host figures, a filter or a
-//! grouping reads them all, a view shows them all, or a recording keeps them.
+//! view shows, those a finding names (its evidence says who they are); every process when
+//! the order itself needs their host figures, a filter or a grouping reads them all, a view
+//! shows them all, or a recording keeps them.
 
 use super::{State, TableLine, View};
 use crate::present::sort::SortKey;
@@ -76,6 +77,9 @@ impl State {
         if let View::Detail { pid, .. } = &self.view {
             pids.insert(*pid);
         }
+        if let Some(observed) = &self.current {
+            pids.extend(observed.findings.iter().filter_map(|f| f.pid));
+        }
         Some(pids)
     }
 }
@@ -117,6 +121,33 @@ mod tests {
             device_uuid: "GPU-0".into(),
         };
         assert!(state.wanted(false).is_some_and(|pids| pids.contains(&7)));
+    }
+
+    /// A process a finding names is wanted, on the screen or not: its evidence says who it
+    /// is.
+    #[test]
+    fn the_processes_findings_name_are_wanted() {
+        let mut state = state();
+        state.on_sample(crate::source::demo::node_at(7, 600.0, 1.0));
+        drawn(&state, &[10]);
+        state.process_table.selected = None;
+        if let Some(o) = state.current_mut() {
+            o.findings = [Some(4242), None]
+                .into_iter()
+                .map(|pid| crate::detect::Finding {
+                    kind: crate::detect::FindingKind::IdleHolder,
+                    severity: crate::detect::Severity::Info,
+                    device_uuid: Some("GPU-0".into()),
+                    pid,
+                    since: 0.0,
+                    message: String::new(),
+                    evidence: crate::detect::Evidence::Untyped(serde_json::json!({})),
+                })
+                .collect();
+        }
+        let wanted = state.wanted(false).expect("some pids");
+        assert!(wanted.contains(&4242), "{wanted:?}");
+        assert!(wanted.contains(&10), "{wanted:?}");
     }
 
     /// Beside the rows drawn: a screen's worth above and two below, in the table's order,

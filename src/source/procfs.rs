@@ -120,8 +120,8 @@ pub(crate) struct ProcFs {
     round: u64,
 }
 
-/// A process off the screen is still read once every this many samples: what its `stat`
-/// alone tells (an `exec` that kept the pid, the parent) is never older than that.
+/// A process off the screen still has its `stat` read once every this many samples: what
+/// it alone tells (an `exec` that kept the pid, the parent) is never older than that.
 pub(crate) const READ_EVERY: u64 = 30;
 
 impl Default for ProcFs {
@@ -179,10 +179,12 @@ impl ProcFs {
     /// look, once every [`READ_EVERY`] samples, once it has exited (for the zombie rule), and
     /// wherever descriptors cannot say whether it runs.
     ///
-    /// A first look off the screen reads `stat` and where `exe` points, not `status` and
-    /// `cmdline`: its user and command are `None` until it is wanted or due (within
-    /// [`READ_EVERY`] samples), so that the first sample of a node of thousands of processes
-    /// reads what its first screen shows, and the rest at a few calls each.
+    /// Off the screen, a process is read through `stat` and where `exe` points, not `status`
+    /// and `cmdline`: its user and command are `None` until it is wanted (a row drawn, a
+    /// finding naming it, a filter, a recording), so that a node of thousands of processes
+    /// reads what its screen shows, and the rest at a few calls each. Once read whole it
+    /// stays so. Where its descriptor cannot vouch that the process read before still runs
+    /// (it exited, or no descriptors here), it is read whole.
     pub(crate) fn identity_lean(&mut self, pid: u32, figures: bool) -> Identity {
         let due = (self.round + u64::from(pid)).is_multiple_of(READ_EVERY);
         if !figures && !due {
@@ -190,12 +192,13 @@ impl ProcFs {
                 return identity;
             }
         }
+        // Read before and not vouched for by the descriptor kept since (exited, or no
+        // descriptors here): whole, for the rules that judge a process gone or defunct.
+        let vouched = self.liveness.as_ref().is_some_and(|l| l.lives(pid));
+        let whole = figures || (self.last_read.contains_key(&pid) && !vouched);
         if let Some(liveness) = &mut self.liveness {
             liveness.watch(pid);
         }
-        // Read before and not now readable from its descriptor (exited, or no descriptors
-        // here): whole, for the rules that judge a process gone or defunct.
-        let whole = figures || due || self.last_read.contains_key(&pid);
         let identity = self.read_identity(pid, whole);
         match identity.start_time {
             Some(start) if identity.visible => {
@@ -697,7 +700,7 @@ mod tests {
     }
 
     /// A first look off the screen reads `stat` and the executable, not the user and command
-    /// line; wanted, or due in the rotation, the process is read whole, and stays so.
+    /// line, nor does the rotation; wanted, the process is read whole, and stays so.
     #[test]
     fn a_first_look_off_the_screen_leaves_user_and_command_for_later() {
         let child = sleeping("300");
@@ -733,14 +736,21 @@ mod tests {
         let again = procfs.identity_lean(pid, false);
         assert_eq!(again.command.as_deref(), Some("sleep 300"), "{again:?}");
         assert_eq!(again.user, shown.user);
-        // Another process, first looked at off the screen, then due: read whole.
+        // Another process, first looked at off the screen, then due: its `stat` is read,
+        // its user and command still not; wanted, they are.
         let other = sleeping("301");
         let other_pid = other.id();
         sample_until(&mut procfs, other_pid, false);
         assert_eq!(procfs.identity_lean(other_pid, false).command, None);
         sample_until(&mut procfs, other_pid, true);
+        let due = procfs.identity_lean(other_pid, false);
+        assert!(due.cpu_ticks.is_some(), "{due:?}");
+        if procfs.liveness.is_some() {
+            assert_eq!((&due.user, &due.command), (&None, &None), "{due:?}");
+        }
+        sample_until(&mut procfs, other_pid, false);
         assert_eq!(
-            procfs.identity_lean(other_pid, false).command.as_deref(),
+            procfs.identity_lean(other_pid, true).command.as_deref(),
             Some("sleep 301")
         );
         for mut c in [child, other] {
