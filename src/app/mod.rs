@@ -220,9 +220,7 @@ impl State {
     fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
         remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
-        let table = &mut self.process_table;
-        table.sort_memory.follow(table.sort);
-        table
+        self.process_table
             .sort_memory
             .observe(&observed.sample, &observed.account);
         self.show(Some(observed));

@@ -257,11 +257,10 @@ fn ordered(
         let mut settled = order.settled_each(key);
         rows.into_iter()
             .map(|r| {
-                let layers = observed.account.processes.get(r.index).map(|a| &a.layers);
                 let value = sample
                     .processes
                     .get(r.index)
-                    .and_then(|p| settled(p, layers));
+                    .and_then(|p| settled(p.pid, &p.device_uuid));
                 (value, r)
             })
             .collect()

@@ -3,12 +3,11 @@
 //! instant's, so two processes whose memory saw-tooths past each other do not swap rows every
 //! second.
 //!
-//! Per row, under the key the table is ordered by, the settled value is the peak of its last
-//! [`WINDOW`] samples (a saw-tooth's peak holds still; a rise shows at once), and it moves
-//! only when that peak departs from it by more than [`HYSTERESIS`] (or a small absolute
-//! step). Rows are then sorted strictly by it, unknown values last, ties by pid: a total
-//! order, the same at every redraw. Only the key in force is kept: a key chosen orders the
-//! rows by their instant values until the next sample, and its window fills from there.
+//! Per row and sort key the settled value is the peak of its last [`WINDOW`] samples (a
+//! saw-tooth's peak holds still; a rise shows at once), and it moves only when that peak
+//! departs from it by more than [`HYSTERESIS`] (or a small absolute step). Rows are then
+//! sorted strictly by it, unknown values last, ties by pid: a total order, the same at every
+//! redraw.
 
 use crate::accounting::NodeAccount;
 use crate::accounting::ProcessLayers;
@@ -89,6 +88,18 @@ pub(crate) const WINDOW: usize = 10;
 /// How far (relative) a row's peak must move from its settled value before the row moves.
 pub(crate) const HYSTERESIS: f64 = 0.05;
 
+/// The numeric keys, in the order of a row's [`Tracks`].
+const NUMERIC: [SortKey; 8] = [
+    SortKey::Used,
+    SortKey::Live,
+    SortKey::Fragmented,
+    SortKey::Cached,
+    SortKey::Sm,
+    SortKey::Cpu,
+    SortKey::HostMemory,
+    SortKey::Elapsed,
+];
+
 /// Below this a difference never moves a row, by key: 64 MiB, 2 points of percent, 1 s.
 fn floor(key: SortKey) -> f64 {
     match key {
@@ -102,7 +113,7 @@ fn floor(key: SortKey) -> f64 {
 #[derive(Debug, Clone, Copy, Default)]
 struct Track {
     /// The last [`WINDOW`] values at most, a ring from `oldest`, held inline: a node's
-    /// thousands of rows each have a track, all updated at every sample.
+    /// thousands of rows each have a track per key, all updated at every sample.
     recent: [f64; WINDOW],
     oldest: usize,
     len: usize,
@@ -173,42 +184,20 @@ impl Track {
     }
 }
 
-/// The settled sort values of every row on screen, by device and pid, under the key the
-/// table is ordered by.
-#[derive(Debug, Clone)]
+type Tracks = [Track; NUMERIC.len()];
+
+/// The settled sort values of every row on screen, by device and pid.
+#[derive(Debug, Default, Clone)]
 pub struct SortMemory {
-    /// The key whose values the tracks hold ([`SortMemory::follow`]); `None` for an order
-    /// no value decides (by pid), which keeps nothing.
-    key: Option<SortKey>,
     /// By device (a node has a few: found by a scan, from the last one found), by pid: the
-    /// track, and the last sample (of [`SortMemory::samples`]) that listed the row.
+    /// tracks, and the last sample (of [`SortMemory::samples`]) that listed the row.
     rows: Vec<(String, ByPid)>,
     /// Samples taken in so far.
     samples: u64,
 }
 
-impl Default for SortMemory {
-    fn default() -> Self {
-        SortMemory {
-            key: tracked(SortKey::Used),
-            rows: Vec::new(),
-            samples: 0,
-        }
-    }
-}
-
 /// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost).
-type ByPid = hashbrown::HashMap<u32, (Track, u64)>;
-
-/// The key whose values order the table under `key`: the GPU order puts the largest used
-/// first within a device; the pid order needs no value.
-fn tracked(key: SortKey) -> Option<SortKey> {
-    match key {
-        SortKey::Device => Some(SortKey::Used),
-        SortKey::Pid => None,
-        key => Some(key),
-    }
-}
+type ByPid = hashbrown::HashMap<u32, (Tracks, u64)>;
 
 /// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
 fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize> {
@@ -235,23 +224,11 @@ fn value(process: &ProcessSample, layers: &ProcessLayers, key: SortKey) -> Optio
 }
 
 impl SortMemory {
-    /// Keeps the values of the order `key` from the next sample on. Another key than the
-    /// one kept starts afresh: a node's thousands of rows keep one key's window, not every
-    /// key's, and until a sample comes the rows are ordered by their instant values.
-    pub(crate) fn follow(&mut self, key: SortKey) {
-        let key = tracked(key);
-        if key != self.key {
-            self.key = key;
-            self.rows.clear();
-        }
-    }
-
-    /// Takes in one sample's values under the key followed; forgets rows no longer listed.
+    /// Takes in one sample's values; forgets rows no longer listed.
     pub(crate) fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
         // Updated in place (a node's rows stay from sample to sample): no map is built and
         // no device name copied but for a row new to it.
         self.samples += 1;
-        let Some(key) = self.key else { return };
         let now = self.samples;
         let mut at = 0;
         // Rows this sample lists, each once: when every row kept is one, none is forgotten.
@@ -268,17 +245,19 @@ impl SortMemory {
             let Some((_, by_pid)) = self.rows.get_mut(at) else {
                 continue;
             };
-            let (track, seen) = by_pid.entry(process.pid).or_default();
+            let (tracks, seen) = by_pid.entry(process.pid).or_default();
             if *seen == now {
                 // Listed twice on one device: the later record alone, as a new row.
-                *track = Track::default();
+                *tracks = Tracks::default();
             } else {
                 listed += 1;
             }
             *seen = now;
-            // Without its account (never, as the pipeline makes them), a gap.
+            // Without its account (never, as the pipeline makes them), a gap in every key.
             let layers = account.processes.get(index).map(|a| &a.layers);
-            track.push(layers.and_then(|l| value(process, l, key)), key);
+            for (track, key) in tracks.iter_mut().zip(NUMERIC) {
+                track.push(layers.and_then(|l| value(process, l, key)), key);
+            }
         }
         if listed
             == self
@@ -295,24 +274,16 @@ impl SortMemory {
         self.rows.retain(|(_, by_pid)| !by_pid.is_empty());
     }
 
-    /// The value each row is ordered by under `key`: its settled value where this memory
-    /// follows `key`, its instant value where it does not yet (the order was changed since
-    /// the last sample). Rows asked one after another find each device from the last row's.
-    pub(crate) fn settled_each(
-        &self,
-        key: SortKey,
-    ) -> impl FnMut(&ProcessSample, Option<&ProcessLayers>) -> Option<f64> + '_ {
-        let key = tracked(key);
-        let kept = key.is_some() && key == self.key;
+    /// The value each row, given as (pid, device uuid), is ordered by under `key`: for rows
+    /// asked one after another, each device found from the last row's.
+    pub(crate) fn settled_each(&self, key: SortKey) -> impl FnMut(u32, &str) -> Option<f64> + '_ {
+        let track = NUMERIC.iter().position(|&k| k == key);
         let mut at = 0;
-        move |process, layers| {
-            let key = key?;
-            if !kept {
-                return value(process, layers?, key);
-            }
-            at = device_at(&self.rows, &process.device_uuid, at)?;
+        move |pid, device_uuid| {
+            let track = track?;
+            at = device_at(&self.rows, device_uuid, at)?;
             let (_, by_pid) = self.rows.get(at)?;
-            by_pid.get(&process.pid)?.0.settled
+            by_pid.get(&pid)?.0.get(track)?.settled
         }
     }
 }
@@ -337,89 +308,6 @@ mod tests {
                 proptest::prop_assert_eq!(kept.peak, kept.window().copied().reduce(f64::max));
             }
         }
-    }
-
-    /// A sample of two processes on one device, with the used and SM figures given, and
-    /// its account (layers unknown: no feed).
-    fn two(used: [u64; 2], sm: [u32; 2]) -> (NodeSample, NodeAccount) {
-        use crate::fixtures::{node, process};
-        let mut sample = node();
-        for (i, (used, sm)) in used.into_iter().zip(sm).enumerate() {
-            let mut p = process(10 + i as u32, "GPU-0", Some(used));
-            p.sm_util = Some(sm);
-            sample.processes.push(p);
-        }
-        let account = NodeAccount {
-            gpus: Vec::new(),
-            processes: sample
-                .processes
-                .iter()
-                .map(|_| crate::accounting::ProcessAccount {
-                    layers: ProcessLayers::default(),
-                    feed_status: crate::accounting::FeedStatus::Absent,
-                    context_source: None,
-                })
-                .collect(),
-        };
-        (sample, account)
-    }
-
-    fn values(
-        memory: &SortMemory,
-        key: SortKey,
-        (sample, account): &(NodeSample, NodeAccount),
-    ) -> Vec<Option<f64>> {
-        let mut settled = memory.settled_each(key);
-        sample
-            .processes
-            .iter()
-            .zip(&account.processes)
-            .map(|(p, a)| settled(p, Some(&a.layers)))
-            .collect()
-    }
-
-    /// Only the key in force keeps a window: another key orders by the instant's values
-    /// until a sample comes under it, and its window starts there.
-    #[test]
-    fn a_key_chosen_orders_by_the_instant_until_its_window_starts() {
-        let mut memory = SortMemory::default();
-        let peak = two([8 * GIB as u64, 2 * GIB as u64], [90, 10]);
-        let after = two([4 * GIB as u64, 3 * GIB as u64], [20, 60]);
-        memory.observe(&peak.0, &peak.1);
-        memory.observe(&after.0, &after.1);
-        // Used is kept: the first row's peak holds.
-        assert_eq!(
-            values(&memory, SortKey::Used, &after),
-            [Some(8.0 * GIB), Some(3.0 * GIB)]
-        );
-        assert_eq!(
-            values(&memory, SortKey::Device, &after),
-            [Some(8.0 * GIB), Some(3.0 * GIB)]
-        );
-        // SM was not kept: its values are the instant's, not the window's peak of 90.
-        assert_eq!(
-            values(&memory, SortKey::Sm, &after),
-            [Some(20.0), Some(60.0)]
-        );
-        // Followed from the next sample on, the window starts there.
-        memory.follow(SortKey::Sm);
-        memory.observe(&after.0, &after.1);
-        memory.observe(&peak.0, &peak.1);
-        memory.observe(&after.0, &after.1);
-        assert_eq!(
-            values(&memory, SortKey::Sm, &after),
-            [Some(90.0), Some(60.0)]
-        );
-        // And Used is now the instant's.
-        assert_eq!(
-            values(&memory, SortKey::Used, &after),
-            [Some(4.0 * GIB), Some(3.0 * GIB)]
-        );
-        // The pid order keeps nothing and asks for no value.
-        memory.follow(SortKey::Pid);
-        memory.observe(&after.0, &after.1);
-        assert!(memory.rows.is_empty());
-        assert_eq!(values(&memory, SortKey::Pid, &after), [None, None]);
     }
 
     fn settle(values: &[Option<f64>]) -> Vec<Option<f64>> {
