@@ -211,12 +211,14 @@ impl Source for NvmlSource {
                 .map(|placed| (placed.pid, placed.holding.used)),
         );
         let mut gpus = Vec::with_capacity(reads.len());
-        let mut processes = Vec::new();
+        // Each sized once for the records listed: not grown (and copied) a doubling at a time.
+        let listed: usize = reads.iter().map(|read| read.placed.len()).sum();
+        let mut processes = Vec::with_capacity(listed);
         // One `stat` read per listed process a sample, whatever number of devices list it:
         // identity, CPU time and resident memory all come from it.
         // Where each pid was first placed in `processes`: a later device's record copies it.
-        let mut first_at: HashMap<u32, usize> = HashMap::new();
-        let mut stats: Vec<ProcessStat> = Vec::new();
+        let mut first_at: HashMap<u32, usize> = HashMap::with_capacity(listed);
+        let mut stats: Vec<ProcessStat> = Vec::with_capacity(listed);
         for read in reads {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
