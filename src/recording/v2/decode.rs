@@ -276,14 +276,23 @@ struct Figures {
 
 impl Figures {
     /// Reads figure `K`: after every figure before it, as a peak is of one of them and a
-    /// ratio to one.
+    /// ratio to one. Its code is the `K`th of `codes` (the reading's codes, read in one go)
+    /// where those were there, or read now.
     #[inline(always)]
-    fn read<const K: usize>(&mut self, r: &mut In<'_>, slots: &mut StatsSlots) -> Result<()> {
+    fn read<const K: usize>(
+        &mut self,
+        r: &mut In<'_>,
+        codes: Option<&[u8; state::STATS_INTS]>,
+        slots: &mut StatsSlots,
+    ) -> Result<()> {
         self.before[K] = slots.ints[K].last();
         let of = PEAK_OF[K].and_then(|i| self.real[i]);
         let reference = RATIO_TO[K].and_then(|f| self.ints[f].map(|now| (self.before[f], now)));
-        self.ints[K] =
-            slots.ints[K].get_peak(of, reference, col::STATS + K, &mut r.control, &mut r.cols)?;
+        let code = match codes {
+            Some(codes) => codes[K],
+            None => r.control.byte()?,
+        };
+        self.ints[K] = slots.ints[K].get_code(code, of, reference, col::STATS + K, &mut r.cols)?;
         let allocated = self.ints[2].unwrap_or(0);
         match K {
             2 => self.real[0] = self.ints[2],
@@ -338,11 +347,16 @@ fn stats(
         real: [None; 5],
         before: [0u64; state::STATS_INTS],
     };
+    // The figures' codes are the next control bytes, one a figure and nothing between
+    // them (a figure's payload is in its column): read in one go where the record holds
+    // them all, or each as its figure is read where it ends early (as it then fails, where
+    // it fails).
+    let codes = r.control.array::<{ state::STATS_INTS }>();
     // Each figure read by a copy of its own, its peak, ratio and place in the figures known
     // as it is compiled: the figures of every reading of every feed are most of a read.
     macro_rules! read_figures {
         ($($k:literal)*) => {
-            $(figures.read::<$k>(r, slots)?;)*
+            $(figures.read::<$k>(r, codes.as_ref(), slots)?;)*
         };
     }
     const _: () = assert!(state::STATS_INTS == 20, "one read_figures! entry a figure");
