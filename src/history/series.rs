@@ -98,6 +98,7 @@ impl<T: Copy> Ring<T> {
     }
 
     /// Bytes of the items' memory, as allocated.
+    #[inline]
     fn bytes(&self) -> usize {
         self.items.bytes()
     }
@@ -850,6 +851,7 @@ impl Series {
     }
 
     /// Bytes this series holds: itself, and its rings' memory as allocated.
+    #[inline]
     pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.raw.bytes() + self.tier_1.bytes() + self.tier_2.bytes()
     }
