@@ -245,25 +245,28 @@ fn whole_blocks(coarser: &Ring<[u32; 3]>, fold: i64, from: i64, to: i64) -> Opti
     (past.saturating_sub(first) >= 1 && first >= coarser.first()?).then_some((first, past))
 }
 
-/// [`fold_spans`] of a tier's points from `from` up to (not including) `below`.
+/// [`fold_spans`] of a tier's points from `from` up to (not including) `below`: the ring's
+/// items between the places of those slots (its slots are consecutive), folded a block at a
+/// time rather than item by item.
 fn fold_run(ring: &Ring<[u32; 3]>, from: i64, below: i64) -> [u32; 3] {
-    fold_spans(
-        ring.iter_from(from)
-            .take_while(|&(p, _)| p < below)
-            .map(|(_, v)| v),
-    )
+    let (Some(first), held) = (ring.first(), ring.items.len()) else {
+        return [GAP; 3];
+    };
+    let place = |slot: i64| usize::try_from(slot.saturating_sub(first)).map_or(0, |i| i.min(held));
+    let (start, end) = (place(from), place(below));
+    fold_spans(ring.items.range(start..end.max(start)).copied())
 }
 
 fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
-    let mut out = [GAP; 3];
-    for v in values.filter(|v| v[0] != GAP) {
-        if out[0] == GAP {
-            out = v;
+    values.fold([GAP; 3], |out, v| {
+        if v[0] == GAP {
+            out
+        } else if out[0] == GAP {
+            v
         } else {
-            out = [out[0].min(v[0]), out[1].max(v[1]), v[2]];
+            [out[0].min(v[0]), out[1].max(v[1]), v[2]]
         }
-    }
-    out
+    })
 }
 
 impl Series {
@@ -420,11 +423,10 @@ impl Series {
         if let Some(head) = self.tier_1.head {
             let group = head.div_euclid(FOLD_2);
             if block.div_euclid(FOLD_2) != group {
-                let spans = fold_spans(
-                    self.tier_1
-                        .iter_from(group * FOLD_2)
-                        .take_while(|(s, _)| s.div_euclid(FOLD_2) == group)
-                        .map(|(_, v)| v),
+                let spans = fold_run(
+                    &self.tier_1,
+                    group * FOLD_2,
+                    (group + 1).saturating_mul(FOLD_2),
                 );
                 self.tier_2.push(group, spans);
             }
