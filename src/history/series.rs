@@ -555,6 +555,26 @@ impl Series {
         from: f64,
         to: f64,
     ) -> Vec<Option<Span>> {
+        self.chunks_read(end, window, n, from, to, false)
+    }
+
+    /// [`Series::chunks`] with a tier's points each put in its chunk one by one (no run
+    /// found at a chunk's edges, no group read from the second tier): what it must equal.
+    #[cfg(test)]
+    pub(crate) fn chunks_plainly(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+        self.chunks_read(end, window, n, f64::NEG_INFINITY, f64::INFINITY, true)
+    }
+
+    /// [`Series::chunks_between`]; `plainly`: [`Series::chunks_plainly`].
+    fn chunks_read(
+        &self,
+        end: f64,
+        window: f64,
+        n: usize,
+        from: f64,
+        to: f64,
+        plainly: bool,
+    ) -> Vec<Option<Span>> {
         let mut out = vec![None; n];
         if n == 0 || window.is_nan() || window <= 0.0 {
             return out;
@@ -630,16 +650,52 @@ impl Series {
         // window, and on while they are.
         let ends = |p: i64, points: i64| self.time_of((p + 1) * points - 1);
         let first_point = from_slot.div_euclid(points);
-        if n == 1 && points == FOLD_1 {
-            // One chunk (a window's lowest, a counter's rise): the points in it are a run,
-            // its whole groups read from the second tier.
-            put(to, self.fold_tier_1(first_point, from, to));
-        } else {
+        if plainly {
             for (p, v) in ring
                 .iter_from(first_point)
                 .take_while(|(p, _)| ends(*p, points) <= to)
             {
                 put(ends(p, points), v);
+            }
+        } else if n == 1 && points == FOLD_1 {
+            // One chunk (a window's lowest, a counter's rise): the points in it are a run,
+            // its whole groups read from the second tier.
+            put(to, self.fold_tier_1(first_point, from, to));
+        } else if let (Some(held), Some(head)) = (ring.first(), ring.head) {
+            // Each chunk's points found at its edges, then folded from the ring as one run
+            // (as the raw slots are above): the chunk a point falls in, as `put` reads it
+            // (None outside [from, to]), never falls as the points go on.
+            let chunk = |p: i64| {
+                let time = ends(p, points);
+                (time >= from && time <= to).then(|| {
+                    if n == 1 {
+                        0
+                    } else {
+                        (((time - start) / width) as usize).min(n - 1)
+                    }
+                })
+            };
+            let mut p = first_point.max(held);
+            while p <= head && ends(p, points) < from {
+                p += 1;
+            }
+            while p <= head {
+                let Some(i) = chunk(p) else { break };
+                // The first point past this chunk: estimated from its edge (a point stands
+                // at its last slot), then walked to exactly, within the ring.
+                let edge = start + (i + 1) as f64 * width;
+                let estimate = ((((edge - self.origin) / self.step + 1.0) / points as f64).ceil()
+                    as i64)
+                    .saturating_sub(1);
+                let mut past = estimate.clamp(p + 1, head + 1);
+                while past > p + 1 && chunk(past - 1) != Some(i) {
+                    past -= 1;
+                }
+                while past <= head && chunk(past) == Some(i) {
+                    past += 1;
+                }
+                put(ends(past - 1, points), fold_run(ring, p, past));
+                p = past;
             }
         }
         // What the second tier has not folded yet: the first tier's open group.
