@@ -13,6 +13,8 @@ const GAP: u32 = u32::MAX;
 /// How many raw slots make one point of the first tier, and first-tier points the second.
 pub(crate) const FOLD_1: i64 = 10;
 pub(crate) const FOLD_2: i64 = 12;
+/// Chunks a read folds on the stack (more, on the heap): every window the climbs cut.
+const FEW_CHUNKS: usize = 16;
 /// Seconds each ring covers.
 pub(crate) const RAW_SECS: f64 = 900.0;
 const TIER_1_SECS: f64 = 7200.0;
@@ -526,11 +528,27 @@ impl Series {
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
     pub(crate) fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
         if n == 1 {
-            if let Some(span) = self.steady_span(end, window) {
-                return vec![Some(span)];
-            }
+            return vec![self.chunk(end, window)];
         }
         self.chunks_between(end, window, n, f64::NEG_INFINITY, f64::INFINITY)
+    }
+
+    /// `chunks(end, window, 1)[0]`, with nothing allocated: a window's lowest, highest and
+    /// last, as the detectors ask of most series at every judgement.
+    pub(crate) fn chunk(&self, end: f64, window: f64) -> Option<Span> {
+        if let Some(span) = self.steady_span(end, window) {
+            return Some(span);
+        }
+        let mut out = [None];
+        self.chunks_read(
+            end,
+            window,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            false,
+            &mut out,
+        );
+        out[0]
     }
 
     /// The first and the last of the chunks [`Series::chunks`] cuts, reading only their
@@ -541,9 +559,20 @@ impl Series {
         }
         let width = window / n as f64;
         let start = end - window;
-        let first = self.chunks_between(end, window, n, start, start + width)[0];
-        let last = self.chunks_between(end, window, n, end - width, end)[n - 1];
-        (first, last)
+        // A few chunks on the stack, as the climbs cut their windows (more on the heap).
+        let mut few = [None; FEW_CHUNKS];
+        let mut many = Vec::new();
+        let out = if n <= FEW_CHUNKS {
+            &mut few[..n]
+        } else {
+            many.resize(n, None);
+            &mut many[..]
+        };
+        self.chunks_read(end, window, start, start + width, false, out);
+        let first = out[0];
+        out.fill(None);
+        self.chunks_read(end, window, end - width, end, false, out);
+        (first, out[n - 1])
     }
 
     /// [`Series::chunks`], reading only the points from `from` to `to`.
@@ -555,29 +584,41 @@ impl Series {
         from: f64,
         to: f64,
     ) -> Vec<Option<Span>> {
-        self.chunks_read(end, window, n, from, to, false)
+        let mut out = vec![None; n];
+        self.chunks_read(end, window, from, to, false, &mut out);
+        out
     }
 
     /// [`Series::chunks`] with a tier's points each put in its chunk one by one (no run
     /// found at a chunk's edges, no group read from the second tier): what it must equal.
     #[cfg(test)]
     pub(crate) fn chunks_plainly(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
-        self.chunks_read(end, window, n, f64::NEG_INFINITY, f64::INFINITY, true)
+        let mut out = vec![None; n];
+        self.chunks_read(
+            end,
+            window,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            true,
+            &mut out,
+        );
+        out
     }
 
-    /// [`Series::chunks_between`]; `plainly`: [`Series::chunks_plainly`].
+    /// [`Series::chunks_between`] into `out` (one place a chunk, each `None`); `plainly`:
+    /// [`Series::chunks_plainly`].
     fn chunks_read(
         &self,
         end: f64,
         window: f64,
-        n: usize,
         from: f64,
         to: f64,
         plainly: bool,
-    ) -> Vec<Option<Span>> {
-        let mut out = vec![None; n];
+        out: &mut [Option<Span>],
+    ) {
+        let n = out.len();
         if n == 0 || window.is_nan() || window <= 0.0 {
-            return out;
+            return;
         }
         let start = end - window;
         let width = window / n as f64;
@@ -588,7 +629,7 @@ impl Series {
             // Each chunk's slots found at its edges, then folded from the ring in one pass (a
             // gap is the largest u32: it never wins a min, and is skipped for the max).
             let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
-                return out;
+                return;
             };
             // The chunk a slot's time falls in, as `put` reads it; None outside [from, to].
             let chunk = |slot: i64| {
@@ -615,11 +656,19 @@ impl Series {
                 out[i] = self.fold_slots(range);
                 slot = past;
             }
-            return out;
+            return;
         }
         // Folded as stored (min, max, last; a gap never counts), decoded once at the end:
         // decoding is monotonic, so the fold is the same as of the decoded spans.
-        let mut folded = vec![[GAP; 3]; n];
+        // Folded as stored per chunk: a few on the stack, more on the heap.
+        let mut few = [[GAP; 3]; FEW_CHUNKS];
+        let mut many = Vec::new();
+        let folded = if n <= FEW_CHUNKS {
+            &mut few[..n]
+        } else {
+            many.resize(n, [GAP; 3]);
+            &mut many[..]
+        };
         let mut put = |time: f64, v: [u32; 3]| {
             if time < from || time > to || v[0] == GAP {
                 return;
@@ -716,10 +765,9 @@ impl Series {
                 put(self.time_of(slot), [v, v, v]);
             }
         }
-        for (o, f) in out.iter_mut().zip(folded) {
-            *o = span_of(f, self.scale);
+        for (o, f) in out.iter_mut().zip(folded.iter()) {
+            *o = span_of(*f, self.scale);
         }
-        out
     }
 
     /// The first tier's points from `first` on that stand in `[from, to]` (at the end of

@@ -101,14 +101,15 @@ proptest::proptest! {
     }
 
     /// The edges read alone are the first and last chunks read whole, from every tier,
-    /// with gaps and windows that begin before the series.
+    /// with gaps and windows that begin before the series, cut in few chunks (folded on the
+    /// stack) or many.
     #[test]
     fn edges_are_the_first_and_last_chunks(
         len in 1u64..12_000,
         gap_every in 2u64..500,
         end_back in 0u64..900,
         window in 30u64..30_000,
-        n in 1usize..12,
+        n in 1usize..40,
     ) {
         let mut s = Series::new(Scale::Unit, 1.0, 0.0);
         for i in 0..len {
