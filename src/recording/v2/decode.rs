@@ -236,8 +236,15 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
             fs.ooms = r.blob()?;
         }
         let mut counters = [0u64; 9];
+        // Their codes are the next control bytes, as a reading's figures' are (see `stats`).
+        let codes = r.control.array::<9>();
         for (k, c) in counters.iter_mut().enumerate() {
-            *c = r.known(&mut fs.counters[k], col::COUNTERS + k)?;
+            *c = match codes {
+                Some(codes) => fs.counters[k]
+                    .get_code(codes[k], None, None, col::COUNTERS + k, &mut r.cols)?
+                    .ok_or_else(|| WireError("a known number said as unknown".into()))?,
+                None => r.known(&mut fs.counters[k], col::COUNTERS + k)?,
+            };
         }
         let last_heard =
             fs.last_heard
