@@ -118,7 +118,7 @@ pub(super) fn series<'a>(
 /// The change of a counter over a window ending now: its last value less its least, or
 /// `None` where it is not known; a counter that reset (a restart) counts from its reset.
 pub(super) fn counter_rise(series: &Series, now: f64, window: f64) -> Option<u64> {
-    let span = series.chunks(now, window, 1)[0]?;
+    let span = series.chunk(now, window)?;
     Some(span.last.saturating_sub(span.min))
 }
 

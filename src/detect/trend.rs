@@ -308,8 +308,9 @@ pub(crate) fn climbing_at(series: &Series, now: f64) -> Option<Climb> {
     let mut open = [true; WINDOWS.len()];
     if let Some(at) = series.last_time() {
         if at <= now && at >= now - shortest_chunk {
-            let lowest = series.chunks(now, longest, 1)[0]?.min;
-            let lately = series.chunks(now, shortest_chunk / 2.0, 1)[0]
+            let lowest = series.chunk(now, longest)?.min;
+            let lately = series
+                .chunk(now, shortest_chunk / 2.0)
                 .map(|c| c.min)
                 .or(series.last());
             if lately.is_some_and(|l| l.saturating_sub(lowest) < MIN_RISE) {

@@ -103,7 +103,24 @@ impl<T: Copy> Blocks<T> {
         self.block() * std::mem::size_of::<T>() + BLOCK_OVERHEAD
     }
 
+    /// Appends an item: in place in the tail where it has room short of a block (most
+    /// writes, inlined where a ring writes), or through [`Blocks::push_back_growing`].
+    #[inline]
     pub(crate) fn push_back(&mut self, value: T) {
+        let held = self.tail.len();
+        if held < self.tail.capacity() && held < self.block() {
+            self.tail.push(value);
+            self.len += 1;
+            return;
+        }
+        self.push_back_growing(value);
+    }
+
+    /// [`Blocks::push_back`] where the tail is a full block (made a shared one) or has no
+    /// room left (grown).
+    #[cold]
+    #[inline(never)]
+    fn push_back_growing(&mut self, value: T) {
         let block = self.block();
         if self.tail.len() == block {
             let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
@@ -126,8 +143,22 @@ impl<T: Copy> Blocks<T> {
         self.len += 1;
     }
 
-    /// Lets the oldest `n` items go (all of them, at most).
+    /// Lets the oldest `n` items go (all of them, at most): where they are all in the first
+    /// block and it keeps some, only counted as gone (most drops, inlined where a ring
+    /// writes), or through [`Blocks::drop_front_freeing`].
+    #[inline]
     pub(crate) fn drop_front(&mut self, n: usize) {
+        if n < self.len && !self.blocks.is_empty() && self.skip + n < self.block() {
+            self.len -= n;
+            self.skip += n;
+            return;
+        }
+        self.drop_front_freeing(n);
+    }
+
+    /// [`Blocks::drop_front`] where a block or the tail's items go, or all of them.
+    #[inline(never)]
+    fn drop_front_freeing(&mut self, n: usize) {
         let n = n.min(self.len);
         self.len -= n;
         if self.len == 0 {
@@ -172,6 +203,7 @@ impl<T: Copy> Blocks<T> {
     }
 
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
+    #[inline]
     pub(crate) fn bytes(&self) -> usize {
         debug_assert_eq!(
             self.bytes as usize,

@@ -13,6 +13,8 @@ const GAP: u32 = u32::MAX;
 /// How many raw slots make one point of the first tier, and first-tier points the second.
 pub(crate) const FOLD_1: i64 = 10;
 pub(crate) const FOLD_2: i64 = 12;
+/// Chunks a read folds on the stack (more, on the heap): every window the climbs cut.
+const FEW_CHUNKS: usize = 16;
 /// Seconds each ring covers.
 pub(crate) const RAW_SECS: f64 = 900.0;
 const TIER_1_SECS: f64 = 7200.0;
@@ -98,6 +100,7 @@ impl<T: Copy> Ring<T> {
     }
 
     /// Bytes of the items' memory, as allocated.
+    #[inline]
     fn bytes(&self) -> usize {
         self.items.bytes()
     }
@@ -244,25 +247,28 @@ fn whole_blocks(coarser: &Ring<[u32; 3]>, fold: i64, from: i64, to: i64) -> Opti
     (past.saturating_sub(first) >= 1 && first >= coarser.first()?).then_some((first, past))
 }
 
-/// [`fold_spans`] of a tier's points from `from` up to (not including) `below`.
+/// [`fold_spans`] of a tier's points from `from` up to (not including) `below`: the ring's
+/// items between the places of those slots (its slots are consecutive), folded a block at a
+/// time rather than item by item.
 fn fold_run(ring: &Ring<[u32; 3]>, from: i64, below: i64) -> [u32; 3] {
-    fold_spans(
-        ring.iter_from(from)
-            .take_while(|&(p, _)| p < below)
-            .map(|(_, v)| v),
-    )
+    let (Some(first), held) = (ring.first(), ring.items.len()) else {
+        return [GAP; 3];
+    };
+    let place = |slot: i64| usize::try_from(slot.saturating_sub(first)).map_or(0, |i| i.min(held));
+    let (start, end) = (place(from), place(below));
+    fold_spans(ring.items.range(start..end.max(start)).copied())
 }
 
 fn fold_spans(values: impl Iterator<Item = [u32; 3]>) -> [u32; 3] {
-    let mut out = [GAP; 3];
-    for v in values.filter(|v| v[0] != GAP) {
-        if out[0] == GAP {
-            out = v;
+    values.fold([GAP; 3], |out, v| {
+        if v[0] == GAP {
+            out
+        } else if out[0] == GAP {
+            v
         } else {
-            out = [out[0].min(v[0]), out[1].max(v[1]), v[2]];
+            [out[0].min(v[0]), out[1].max(v[1]), v[2]]
         }
-    }
-    out
+    })
 }
 
 impl Series {
@@ -419,11 +425,10 @@ impl Series {
         if let Some(head) = self.tier_1.head {
             let group = head.div_euclid(FOLD_2);
             if block.div_euclid(FOLD_2) != group {
-                let spans = fold_spans(
-                    self.tier_1
-                        .iter_from(group * FOLD_2)
-                        .take_while(|(s, _)| s.div_euclid(FOLD_2) == group)
-                        .map(|(_, v)| v),
+                let spans = fold_run(
+                    &self.tier_1,
+                    group * FOLD_2,
+                    (group + 1).saturating_mul(FOLD_2),
                 );
                 self.tier_2.push(group, spans);
             }
@@ -523,11 +528,27 @@ impl Series {
     /// whole window. Chunks are whole points of that tier, so a chunk never straddles two.
     pub(crate) fn chunks(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
         if n == 1 {
-            if let Some(span) = self.steady_span(end, window) {
-                return vec![Some(span)];
-            }
+            return vec![self.chunk(end, window)];
         }
         self.chunks_between(end, window, n, f64::NEG_INFINITY, f64::INFINITY)
+    }
+
+    /// `chunks(end, window, 1)[0]`, with nothing allocated: a window's lowest, highest and
+    /// last, as the detectors ask of most series at every judgement.
+    pub(crate) fn chunk(&self, end: f64, window: f64) -> Option<Span> {
+        if let Some(span) = self.steady_span(end, window) {
+            return Some(span);
+        }
+        let mut out = [None];
+        self.chunks_read(
+            end,
+            window,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            false,
+            &mut out,
+        );
+        out[0]
     }
 
     /// The first and the last of the chunks [`Series::chunks`] cuts, reading only their
@@ -538,9 +559,20 @@ impl Series {
         }
         let width = window / n as f64;
         let start = end - window;
-        let first = self.chunks_between(end, window, n, start, start + width)[0];
-        let last = self.chunks_between(end, window, n, end - width, end)[n - 1];
-        (first, last)
+        // A few chunks on the stack, as the climbs cut their windows (more on the heap).
+        let mut few = [None; FEW_CHUNKS];
+        let mut many = Vec::new();
+        let out = if n <= FEW_CHUNKS {
+            &mut few[..n]
+        } else {
+            many.resize(n, None);
+            &mut many[..]
+        };
+        self.chunks_read(end, window, start, start + width, false, out);
+        let first = out[0];
+        out.fill(None);
+        self.chunks_read(end, window, end - width, end, false, out);
+        (first, out[n - 1])
     }
 
     /// [`Series::chunks`], reading only the points from `from` to `to`.
@@ -553,8 +585,40 @@ impl Series {
         to: f64,
     ) -> Vec<Option<Span>> {
         let mut out = vec![None; n];
+        self.chunks_read(end, window, from, to, false, &mut out);
+        out
+    }
+
+    /// [`Series::chunks`] with a tier's points each put in its chunk one by one (no run
+    /// found at a chunk's edges, no group read from the second tier): what it must equal.
+    #[cfg(test)]
+    pub(crate) fn chunks_plainly(&self, end: f64, window: f64, n: usize) -> Vec<Option<Span>> {
+        let mut out = vec![None; n];
+        self.chunks_read(
+            end,
+            window,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            true,
+            &mut out,
+        );
+        out
+    }
+
+    /// [`Series::chunks_between`] into `out` (one place a chunk, each `None`); `plainly`:
+    /// [`Series::chunks_plainly`].
+    fn chunks_read(
+        &self,
+        end: f64,
+        window: f64,
+        from: f64,
+        to: f64,
+        plainly: bool,
+        out: &mut [Option<Span>],
+    ) {
+        let n = out.len();
         if n == 0 || window.is_nan() || window <= 0.0 {
-            return out;
+            return;
         }
         let start = end - window;
         let width = window / n as f64;
@@ -565,7 +629,7 @@ impl Series {
             // Each chunk's slots found at its edges, then folded from the ring in one pass (a
             // gap is the largest u32: it never wins a min, and is skipped for the max).
             let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
-                return out;
+                return;
             };
             // The chunk a slot's time falls in, as `put` reads it; None outside [from, to].
             let chunk = |slot: i64| {
@@ -592,11 +656,19 @@ impl Series {
                 out[i] = self.fold_slots(range);
                 slot = past;
             }
-            return out;
+            return;
         }
         // Folded as stored (min, max, last; a gap never counts), decoded once at the end:
         // decoding is monotonic, so the fold is the same as of the decoded spans.
-        let mut folded = vec![[GAP; 3]; n];
+        // Folded as stored per chunk: a few on the stack, more on the heap.
+        let mut few = [[GAP; 3]; FEW_CHUNKS];
+        let mut many = Vec::new();
+        let folded = if n <= FEW_CHUNKS {
+            &mut few[..n]
+        } else {
+            many.resize(n, [GAP; 3]);
+            &mut many[..]
+        };
         let mut put = |time: f64, v: [u32; 3]| {
             if time < from || time > to || v[0] == GAP {
                 return;
@@ -627,16 +699,52 @@ impl Series {
         // window, and on while they are.
         let ends = |p: i64, points: i64| self.time_of((p + 1) * points - 1);
         let first_point = from_slot.div_euclid(points);
-        if n == 1 && points == FOLD_1 {
-            // One chunk (a window's lowest, a counter's rise): the points in it are a run,
-            // its whole groups read from the second tier.
-            put(to, self.fold_tier_1(first_point, from, to));
-        } else {
+        if plainly {
             for (p, v) in ring
                 .iter_from(first_point)
                 .take_while(|(p, _)| ends(*p, points) <= to)
             {
                 put(ends(p, points), v);
+            }
+        } else if n == 1 && points == FOLD_1 {
+            // One chunk (a window's lowest, a counter's rise): the points in it are a run,
+            // its whole groups read from the second tier.
+            put(to, self.fold_tier_1(first_point, from, to));
+        } else if let (Some(held), Some(head)) = (ring.first(), ring.head) {
+            // Each chunk's points found at its edges, then folded from the ring as one run
+            // (as the raw slots are above): the chunk a point falls in, as `put` reads it
+            // (None outside [from, to]), never falls as the points go on.
+            let chunk = |p: i64| {
+                let time = ends(p, points);
+                (time >= from && time <= to).then(|| {
+                    if n == 1 {
+                        0
+                    } else {
+                        (((time - start) / width) as usize).min(n - 1)
+                    }
+                })
+            };
+            let mut p = first_point.max(held);
+            while p <= head && ends(p, points) < from {
+                p += 1;
+            }
+            while p <= head {
+                let Some(i) = chunk(p) else { break };
+                // The first point past this chunk: estimated from its edge (a point stands
+                // at its last slot), then walked to exactly, within the ring.
+                let edge = start + (i + 1) as f64 * width;
+                let estimate = ((((edge - self.origin) / self.step + 1.0) / points as f64).ceil()
+                    as i64)
+                    .saturating_sub(1);
+                let mut past = estimate.clamp(p + 1, head + 1);
+                while past > p + 1 && chunk(past - 1) != Some(i) {
+                    past -= 1;
+                }
+                while past <= head && chunk(past) == Some(i) {
+                    past += 1;
+                }
+                put(ends(past - 1, points), fold_run(ring, p, past));
+                p = past;
             }
         }
         // What the second tier has not folded yet: the first tier's open group.
@@ -657,10 +765,9 @@ impl Series {
                 put(self.time_of(slot), [v, v, v]);
             }
         }
-        for (o, f) in out.iter_mut().zip(folded) {
-            *o = span_of(f, self.scale);
+        for (o, f) in out.iter_mut().zip(folded.iter()) {
+            *o = span_of(*f, self.scale);
         }
-        out
     }
 
     /// The first tier's points from `first` on that stand in `[from, to]` (at the end of
@@ -850,6 +957,7 @@ impl Series {
     }
 
     /// Bytes this series holds: itself, and its rings' memory as allocated.
+    #[inline]
     pub(crate) fn footprint(&self) -> usize {
         std::mem::size_of::<Self>() + self.raw.bytes() + self.tier_1.bytes() + self.tier_2.bytes()
     }

@@ -101,14 +101,15 @@ proptest::proptest! {
     }
 
     /// The edges read alone are the first and last chunks read whole, from every tier,
-    /// with gaps and windows that begin before the series.
+    /// with gaps and windows that begin before the series, cut in few chunks (folded on the
+    /// stack) or many.
     #[test]
     fn edges_are_the_first_and_last_chunks(
         len in 1u64..12_000,
         gap_every in 2u64..500,
         end_back in 0u64..900,
         window in 30u64..30_000,
-        n in 1usize..12,
+        n in 1usize..40,
     ) {
         let mut s = Series::new(Scale::Unit, 1.0, 0.0);
         for i in 0..len {
@@ -441,4 +442,45 @@ fn a_steady_run_at_the_last_slot_is_read_without_overflow() {
     let end = 2f64.powi(63);
     let chunk = s.chunks(end, 60.0, 1)[0];
     assert_eq!(chunk.map(|c| c.max), Some(5 << 20));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// The chunks of a window read from a tier (each chunk's points found at its edges and
+    /// folded as a run) are its points put in their chunks one by one: over series with
+    /// gaps, runs of gaps, silences, late and rewritten slots, thinned or whole, at any step
+    /// and origin, in windows of either tier, ending between slots, past the newest or
+    /// before it, cut in one chunk or many.
+    #[test]
+    fn a_tier_read_by_runs_is_its_points_read_one_by_one(
+        len in 900u64..16_000,
+        gap_every in 2u64..400,
+        silence in proptest::sample::select(vec![0u64, 700, 5_000, 200_000]),
+        step in proptest::sample::select(vec![0.5, 1.0, 1.7]),
+        origin in proptest::sample::select(vec![0.0, 0.3, -17.0, 1.7e9]),
+        thinning in proptest::sample::select(vec![1u32, 3]),
+        reads in proptest::collection::vec((-2_000.0f64..600.0, 901.0f64..90_000.0, 1usize..130), 1..12),
+    ) {
+        let mut s = Series::thinned(Scale::Unit, step, origin, thinning);
+        let mut slot = 0u64;
+        for i in 0..len {
+            let v = (i * 7919 + i / 97 * 31) % 5_000;
+            s.push(origin + slot as f64 * step, (!i.is_multiple_of(gap_every)).then_some(v));
+            // Now and then a slot rewritten or written late, and one silence.
+            if i % 1_013 == 500 {
+                s.push(origin + slot as f64 * step, Some(v + 1));
+                s.push(origin + slot.saturating_sub(3) as f64 * step, Some(v));
+            }
+            slot += if i == len / 2 { silence.max(1) } else { 1 };
+        }
+        let newest = origin + slot as f64 * step;
+        for (back, window, n) in reads {
+            let end = newest + back;
+            proptest::prop_assert_eq!(
+                s.chunks(end, window, n),
+                s.chunks_plainly(end, window, n),
+                "end {} window {} n {}", end, window, n
+            );
+        }
+    }
 }

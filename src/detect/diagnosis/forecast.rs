@@ -76,14 +76,14 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
         (Cause::Live, Some((p, stats))) if stats.reserved.is_some() => {
             let series = history.get(&KeyRef::of(p, Metric::Allocated))?;
             let window = PEAK_SECS.min(series.reach()[0]);
-            let sampled = series.chunks(now, window, 1)[0]?.max.max(stats.allocated);
+            let sampled = series.chunk(now, window)?.max.max(stats.allocated);
             // The allocator's own peak where its counter rose within the window: exact, and
             // this climb's (a counter flat over it was set earlier: an old spike).
             let counter = climber
                 .process
                 .and_then(|(p, _)| history.get(&KeyRef::of(p, Metric::PeakAllocated)));
             let rose = counter
-                .and_then(|c| c.chunks(now, window, 1)[0])
+                .and_then(|c| c.chunk(now, window))
                 .is_some_and(|c| c.max > c.min);
             let (level, level_source, pace) = match stats.peak_allocated {
                 Some(own) if rose && own > sampled => (
@@ -98,7 +98,7 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
             let splits = climber
                 .process
                 .and_then(|(p, _)| history.get(&KeyRef::of(p, Metric::InactiveSplit)))
-                .and_then(|s| s.chunks(now, window, 1)[0])
+                .and_then(|s| s.chunk(now, window))
                 .map_or(0, |c| c.max)
                 .max(stats.inactive_split.unwrap_or(0));
             // A pool of unknown size (XLA's cuda_async): how much of it is reusable is unknown.
@@ -118,7 +118,7 @@ fn room(sample: &NodeSample, history: &History, found: &Found, climber: &Climber
             // memory; its peak over the window must fit in that.
             let series = history.get(&found.key)?;
             let window = PEAK_SECS.min(series.reach()[0]);
-            let sampled = series.chunks(now, window, 1)[0]?.max;
+            let sampled = series.chunk(now, window)?.max;
             let last = series.last()?;
             Some(Room {
                 level: sampled.max(last),
@@ -283,7 +283,7 @@ pub(crate) fn headroom(
     let now = sample.time;
     let reach = series.reach()[0];
     let span = reach + series.step() * crate::history::FOLD_1 as f64;
-    let sampled = series.chunks(now, span, 1)[0]?.max;
+    let sampled = series.chunk(now, span)?.max;
     let window = (now - series.first_time()?).clamp(0.0, span);
     let sampled = sampled.max(stats.allocated);
     let (peak, peak_source) = match stats.peak_allocated {

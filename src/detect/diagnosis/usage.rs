@@ -114,10 +114,7 @@ pub(super) fn idle<'h>(
     // Busy at some moment of the shortest window (one read of it whole, where its chunks
     // would be read one by one): not idle over it, nor over any longer one.
     if sm
-        .chunks(now, IDLE_SECS, 1)
-        .first()
-        .copied()
-        .flatten()
+        .chunk(now, IDLE_SECS)
         .is_some_and(|c| c.max > IDLE_PEAK_PCT)
     {
         return;

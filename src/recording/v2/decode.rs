@@ -236,8 +236,15 @@ fn feeds(state: &mut State, r: &mut In<'_>, time: f64, out: &mut Vec<FeedRecord>
             fs.ooms = r.blob()?;
         }
         let mut counters = [0u64; 9];
+        // Their codes are the next control bytes, as a reading's figures' are (see `stats`).
+        let codes = r.control.array::<9>();
         for (k, c) in counters.iter_mut().enumerate() {
-            *c = r.known(&mut fs.counters[k], col::COUNTERS + k)?;
+            *c = match codes {
+                Some(codes) => fs.counters[k]
+                    .get_code(codes[k], None, None, col::COUNTERS + k, &mut r.cols)?
+                    .ok_or_else(|| WireError("a known number said as unknown".into()))?,
+                None => r.known(&mut fs.counters[k], col::COUNTERS + k)?,
+            };
         }
         let last_heard =
             fs.last_heard
@@ -276,14 +283,23 @@ struct Figures {
 
 impl Figures {
     /// Reads figure `K`: after every figure before it, as a peak is of one of them and a
-    /// ratio to one.
+    /// ratio to one. Its code is the `K`th of `codes` (the reading's codes, read in one go)
+    /// where those were there, or read now.
     #[inline(always)]
-    fn read<const K: usize>(&mut self, r: &mut In<'_>, slots: &mut StatsSlots) -> Result<()> {
+    fn read<const K: usize>(
+        &mut self,
+        r: &mut In<'_>,
+        codes: Option<&[u8; state::STATS_INTS]>,
+        slots: &mut StatsSlots,
+    ) -> Result<()> {
         self.before[K] = slots.ints[K].last();
         let of = PEAK_OF[K].and_then(|i| self.real[i]);
         let reference = RATIO_TO[K].and_then(|f| self.ints[f].map(|now| (self.before[f], now)));
-        self.ints[K] =
-            slots.ints[K].get_peak(of, reference, col::STATS + K, &mut r.control, &mut r.cols)?;
+        let code = match codes {
+            Some(codes) => codes[K],
+            None => r.control.byte()?,
+        };
+        self.ints[K] = slots.ints[K].get_code(code, of, reference, col::STATS + K, &mut r.cols)?;
         let allocated = self.ints[2].unwrap_or(0);
         match K {
             2 => self.real[0] = self.ints[2],
@@ -338,11 +354,16 @@ fn stats(
         real: [None; 5],
         before: [0u64; state::STATS_INTS],
     };
+    // The figures' codes are the next control bytes, one a figure and nothing between
+    // them (a figure's payload is in its column): read in one go where the record holds
+    // them all, or each as its figure is read where it ends early (as it then fails, where
+    // it fails).
+    let codes = r.control.array::<{ state::STATS_INTS }>();
     // Each figure read by a copy of its own, its peak, ratio and place in the figures known
     // as it is compiled: the figures of every reading of every feed are most of a read.
     macro_rules! read_figures {
         ($($k:literal)*) => {
-            $(figures.read::<$k>(r, slots)?;)*
+            $(figures.read::<$k>(r, codes.as_ref(), slots)?;)*
         };
     }
     const _: () = assert!(state::STATS_INTS == 20, "one read_figures! entry a figure");

@@ -177,9 +177,24 @@ impl IntSlot {
         control: &mut Reader<'_>,
         cols: &mut ColumnsIn<'_>,
     ) -> Result<Option<u64>> {
+        let code = control.byte()?;
+        self.get_code(code, of, reference, column, cols)
+    }
+
+    /// [`IntSlot::get_peak`] of a figure whose code was read already (with those of the
+    /// figures beside it, in one read).
+    #[inline(always)]
+    pub(crate) fn get_code(
+        &mut self,
+        code: u8,
+        of: Option<u64>,
+        reference: Reference,
+        column: usize,
+        cols: &mut ColumnsIn<'_>,
+    ) -> Result<Option<u64>> {
         // Most figures of most readings are as before, unknown, or one step on: read here,
         // where the call inlines, without the cost of a call for each.
-        match control.byte()? {
+        match code {
             int_code::SAME => Ok(Some(self.base)),
             int_code::UNKNOWN => Ok(None),
             int_code::STEP => {

@@ -85,6 +85,16 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// The next `N` bytes, where that many are left (`None`, reading nothing, where not):
+    /// one bounds check for a run of bytes that are each read alone otherwise.
+    #[inline(always)]
+    pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let end = self.pos.checked_add(N)?;
+        let out: [u8; N] = self.bytes.get(self.pos..end)?.try_into().ok()?;
+        self.pos = end;
+        Some(out)
+    }
+
     /// A varint length, then that many bytes.
     pub(crate) fn chunk(&mut self) -> Result<&'a [u8]> {
         let n = self.varint()?;
@@ -392,5 +402,19 @@ mod tests {
             assert_eq!(r.get(w), Ok(v));
         }
         assert!(r.get(8).is_err(), "past the end");
+    }
+
+    #[test]
+    fn a_run_of_bytes_is_read_whole_or_not_at_all() {
+        let bytes = [1u8, 2, 3, 4, 5];
+        let mut r = Reader::new(&bytes);
+        assert_eq!(r.byte(), Ok(1));
+        assert_eq!(r.array::<3>(), Some([2, 3, 4]));
+        // One byte left: a run of two reads nothing, and the byte is still there.
+        assert_eq!(r.array::<2>(), None);
+        assert_eq!(r.byte(), Ok(5));
+        assert!(r.is_empty());
+        assert_eq!(r.array::<0>(), Some([]));
+        assert_eq!(r.array::<1>(), None);
     }
 }
