@@ -17,12 +17,17 @@ use std::io::{self, Write};
 /// crossterm's backend, drawing changed cells in fewer bytes.
 pub(crate) struct LeanBackend<W: Write> {
     inner: CrosstermBackend<W>,
+    /// Where the wide characters written stand, by their first column: a cell written over
+    /// half of one leaves the other half to the terminal, which blanks it with the pen in
+    /// use (a bold, a background), where ratatui's buffer holds a plain blank.
+    wide: std::collections::HashSet<(u16, u16)>,
 }
 
 impl<W: Write> LeanBackend<W> {
     pub(crate) fn new(writer: W) -> Self {
         LeanBackend {
             inner: CrosstermBackend::new(writer),
+            wide: std::collections::HashSet::new(),
         }
     }
 }
@@ -120,6 +125,38 @@ impl<W: Write> Backend for LeanBackend<W> {
         // it); after any other, not known, and the next cell is reached by an absolute move.
         let mut cursor: Option<Position> = None;
         for (x, y, cell) in content {
+            let symbol = cell.symbol();
+            let narrow = unicode_width::UnicodeWidthStr::width(symbol) == 1;
+            // A wide character starting here (a narrow cell breaks it) or in the next column
+            // (a wide one breaks it): the next column is first written blank and plain, which
+            // breaks it with the plain pen; the cell then covers or leaves that blank.
+            let breaks =
+                self.wide.contains(&(x, y)) || (!narrow && self.wide.contains(&(x + 1, y)));
+            if breaks {
+                match cursor {
+                    Some(at) if at.y == y && at.x == x + 1 => {}
+                    Some(at) if at.y == y && at.x < x + 1 => {
+                        write!(bytes, "\x1b[{}C", x + 1 - at.x)?;
+                    }
+                    _ => write!(bytes, "\x1b[{};{}H", y + 1, x + 2)?,
+                }
+                if look != PLAIN || underline != Color::Reset {
+                    bytes.extend_from_slice(b"\x1b[0m");
+                    look = PLAIN;
+                    underline = Color::Reset;
+                }
+                bytes.push(b' ');
+                write!(bytes, "\x1b[2D")?;
+                cursor = Some(Position { x, y });
+            }
+            self.wide.remove(&(x, y));
+            self.wide.remove(&(x + 1, y));
+            if x > 0 {
+                self.wide.remove(&(x - 1, y));
+            }
+            if !narrow {
+                self.wide.insert((x, y));
+            }
             match cursor {
                 Some(at) if at.y == y && at.x == x => {}
                 Some(at) if at.y == y && at.x < x => {
@@ -149,9 +186,7 @@ impl<W: Write> Backend for LeanBackend<W> {
                 )?;
                 underline = cell.underline_color;
             }
-            let symbol = cell.symbol();
             bytes.extend_from_slice(symbol.as_bytes());
-            let narrow = unicode_width::UnicodeWidthStr::width(symbol) == 1;
             cursor = narrow.then(|| Position { x: x + 1, y });
         }
         if look != PLAIN || underline != Color::Reset {
@@ -177,10 +212,12 @@ impl<W: Write> Backend for LeanBackend<W> {
     }
 
     fn clear(&mut self) -> io::Result<()> {
+        self.wide.clear();
         self.inner.clear()
     }
 
     fn clear_region(&mut self, clear_type: ClearType) -> io::Result<()> {
+        self.wide.clear();
         self.inner.clear_region(clear_type)
     }
 
@@ -428,6 +465,33 @@ mod tests {
                     prop_assert_eq!(got.inverse(), m.contains(Modifier::REVERSED), "{}", at);
                 }
             }
+        }
+    }
+
+    /// A cell written over the first half of a wide character (a wide one, or a narrow one
+    /// with a background) leaves the terminal to blank its second half: it is blanked plain,
+    /// as the frame has it, not with the new cell's bold or background.
+    #[test]
+    fn a_wide_character_broken_leaves_a_plain_blank() {
+        let row = |lead: usize, symbol: &str, style: Style| {
+            let mut buf = Buffer::empty(Rect::new(0, 0, W, H));
+            buf.set_string(0, 0, "a".repeat(lead), Style::default());
+            buf.set_string(lead as u16, 0, symbol, style);
+            buf
+        };
+        let bold_red = Style::default().bg(Color::Red).add_modifier(Modifier::BOLD);
+        for next in [row(21, "中", bold_red), row(22, "a", bold_red)] {
+            let frames = [row(22, "中", Style::default()), next];
+            let bytes = lean(&frames);
+            let mut parser = vt100::Parser::new(H, W, 0);
+            parser.process(&bytes);
+            let after = parser.screen().cell(0, 23).expect("a cell");
+            assert_eq!(
+                (after.contents().trim(), after.bgcolor(), after.bold()),
+                ("", vt100::Color::Default, false),
+                "{:?}",
+                String::from_utf8_lossy(&bytes)
+            );
         }
     }
 
