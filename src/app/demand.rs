@@ -1,7 +1,8 @@
 //! What the screen as last drawn needs read of the processes at the next sample (the event
 //! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows and a
 //! screen's worth above and two below them, the one selected, the one a detail
-//! view shows, those a finding names (its evidence says who they are); every process when
+//! view shows, the one the finding selected or whose evidence is open names (the evidence
+//! says who it is); every process when
 //! the order itself needs their host figures, a filter or a grouping reads them all, a view
 //! shows them all, or a recording keeps them.
 
@@ -77,9 +78,17 @@ impl State {
         if let View::Detail { pid, .. } = &self.view {
             pids.insert(*pid);
         }
-        if let Some(observed) = &self.current {
-            pids.extend(observed.findings.iter().filter_map(|f| f.pid));
-        }
+        // The finding selected and the one whose evidence is open: the evidence says who
+        // the process is (the others' lines name only its pid).
+        let selected = self
+            .selected_finding_index()
+            .and_then(|i| self.findings().get(i))
+            .and_then(|f| f.pid);
+        let open = match &self.view {
+            View::Evidence(id) => id.pid,
+            _ => None,
+        };
+        pids.extend(selected.into_iter().chain(open));
         Some(pids)
     }
 }
@@ -123,16 +132,16 @@ mod tests {
         assert!(state.wanted(false).is_some_and(|pids| pids.contains(&7)));
     }
 
-    /// A process a finding names is wanted, on the screen or not: its evidence says who it
-    /// is.
+    /// The process the finding selected names is wanted, on the screen or not, and so is
+    /// the one whose evidence is open: the evidence says who it is. Another finding's is not.
     #[test]
-    fn the_processes_findings_name_are_wanted() {
+    fn the_process_of_the_finding_selected_or_open_is_wanted() {
         let mut state = state();
         state.on_sample(crate::source::demo::node_at(7, 600.0, 1.0));
         drawn(&state, &[10]);
         state.process_table.selected = None;
         if let Some(o) = state.current_mut() {
-            o.findings = [Some(4242), None]
+            o.findings = [Some(4242), None, Some(4343), Some(4444)]
                 .into_iter()
                 .map(|pid| crate::detect::Finding {
                     kind: crate::detect::FindingKind::IdleHolder,
@@ -145,9 +154,22 @@ mod tests {
                 })
                 .collect();
         }
+        state.follow_findings();
         let wanted = state.wanted(false).expect("some pids");
-        assert!(wanted.contains(&4242), "{wanted:?}");
+        assert!(wanted.contains(&4242), "the first is selected: {wanted:?}");
         assert!(wanted.contains(&10), "{wanted:?}");
+        assert!(
+            !wanted.contains(&4343) && !wanted.contains(&4444),
+            "{wanted:?}"
+        );
+        state.view = View::Evidence(crate::app::findings::FindingId {
+            kind: crate::detect::FindingKind::IdleHolder,
+            device_uuid: Some("GPU-0".into()),
+            pid: Some(4444),
+        });
+        let wanted = state.wanted(false).expect("some pids");
+        assert!(wanted.contains(&4444), "its evidence is open: {wanted:?}");
+        assert!(!wanted.contains(&4343), "{wanted:?}");
     }
 
     /// Beside the rows drawn: a screen's worth above and two below, in the table's order,
