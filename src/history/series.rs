@@ -323,6 +323,13 @@ impl Series {
         self.origin + slot as f64 * self.step
     }
 
+    /// The time of the last slot a tier's point `p` folds (`points` slots a point): where
+    /// the point stands. Worked in floats, exact below 2^53 as the slot is: the point of
+    /// `i64::MAX` has its last slot past it.
+    fn end_of(&self, p: i64, points: i64) -> f64 {
+        self.origin + ((p as f64 + 1.0) * points as f64 - 1.0) * self.step
+    }
+
     /// Records a value (`None`: unknown) at `time`. A time in the slot already last written
     /// replaces that value; an older one is dropped and counted; a later one leaves gaps for
     /// the slots between.
@@ -631,20 +638,26 @@ impl Series {
             let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
                 return;
             };
+            // Walked in wider integers: the slot past the newest may be one past `i64::MAX`.
+            let (first, head) = (i128::from(first), i128::from(head));
+            let time_of = |slot: i128| self.origin + slot as f64 * self.step;
             // The chunk a slot's time falls in, as `put` reads it; None outside [from, to].
-            let chunk = |slot: i64| {
-                let time = self.time_of(slot);
+            let chunk = |slot: i128| {
+                let time = time_of(slot);
                 (time >= from && time <= to).then(|| (((time - start) / width) as usize).min(n - 1))
             };
-            let mut slot = from_slot.max(first);
-            while slot <= head && chunk(slot).is_none() && self.time_of(slot) < from {
+            let mut slot = i128::from(from_slot).max(first);
+            while slot <= head && chunk(slot).is_none() && time_of(slot) < from {
                 slot += 1;
             }
             while slot <= head {
                 let Some(i) = chunk(slot) else { break };
                 // The first slot past this chunk: estimated, then walked to exactly.
                 let edge = start + (i + 1) as f64 * width;
-                let mut past = (((edge - self.origin) / self.step).ceil() as i64).max(slot + 1);
+                // (Within the ring: past the newest every slot is this chunk's, as the
+                // estimate is its edge.)
+                let mut past =
+                    (((edge - self.origin) / self.step).ceil() as i128).clamp(slot + 1, head + 1);
                 while past > slot + 1 && chunk(past - 1) != Some(i) {
                     past -= 1;
                 }
@@ -697,7 +710,7 @@ impl Series {
         };
         // A point stands at the end of the slots it folds: the first that can be in the
         // window, and on while they are.
-        let ends = |p: i64, points: i64| self.time_of((p + 1) * points - 1);
+        let ends = |p: i64, points: i64| self.end_of(p, points);
         let first_point = from_slot.div_euclid(points);
         if plainly {
             for (p, v) in ring
@@ -749,7 +762,10 @@ impl Series {
         }
         // What the second tier has not folded yet: the first tier's open group.
         if points == FOLD_1 * FOLD_2 {
-            let folded_to = self.tier_2.head.map_or(i64::MIN, |h| (h + 1) * FOLD_2);
+            let folded_to = self
+                .tier_2
+                .head
+                .map_or(i64::MIN, |h| (h + 1).saturating_mul(FOLD_2));
             for (p, v) in self
                 .tier_1
                 .iter_from(folded_to.max(from_slot.div_euclid(FOLD_1)))
@@ -775,7 +791,7 @@ impl Series {
     /// them read from the second tier (each is the fold of exactly those points, written
     /// when its group closed), the points at either end from the first.
     fn fold_tier_1(&self, first: i64, from: f64, to: f64) -> [u32; 3] {
-        let ends = |p: i64| self.time_of((p + 1) * FOLD_1 - 1);
+        let ends = |p: i64| self.end_of(p, FOLD_1);
         let (Some(held), Some(head)) = (self.tier_1.first(), self.tier_1.head) else {
             return [GAP; 3];
         };
@@ -814,7 +830,7 @@ impl Series {
     /// [`Series::fold_tier_1`] point by point, with no group read: what it must equal.
     #[cfg(test)]
     fn fold_tier_1_plainly(&self, first: i64, from: f64, to: f64) -> [u32; 3] {
-        let ends = |p: i64| self.time_of((p + 1) * FOLD_1 - 1);
+        let ends = |p: i64| self.end_of(p, FOLD_1);
         fold_spans(
             self.tier_1
                 .iter_from(first)
@@ -839,7 +855,12 @@ impl Series {
         };
         let end = range.end.min(self.raw.items.len());
         let start = range.start.min(end);
-        let (from, to) = (first + start as i64, first + end as i64);
+        // `to` is past the newest slot: at `i64::MAX` it stays there, which leaves the
+        // (never whole) last block out as one past it would.
+        let (from, to) = (
+            first.saturating_add(start as i64),
+            first.saturating_add(end as i64),
+        );
         let Some((lowest, below)) = whole_blocks(&self.tier_1, FOLD_1, from, to) else {
             return fold_items(self.raw.items.range(start..end));
         };

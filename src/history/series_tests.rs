@@ -484,3 +484,25 @@ proptest::proptest! {
         }
     }
 }
+
+/// Values up to the last slot a time can name (2^63 steps; a time past it saturates there),
+/// read over windows of every tier and cut in one chunk or many: the walks past the newest
+/// slot and a point's last slot are worked out without overflow.
+#[test]
+fn windows_ending_at_the_last_slot_are_read_without_overflow() {
+    let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+    let top = 2f64.powi(63);
+    for k in (0..40).rev() {
+        s.push(top - f64::from(k) * 4096.0, Some(5 << 20));
+    }
+    s.push(1e30, Some(6 << 20));
+    for window in [60.0, 1_000.0, 7_200.0, 100_000.0, 1e7] {
+        // (Times this far out are 2,048 s apart: a window's chunks may fall together.)
+        for n in [1, 2, 5, 40] {
+            assert_eq!(s.chunks(top, window, n).len(), n);
+            let _ = s.edges(top, window, n);
+        }
+        let whole = s.chunks(top, window, 1)[0];
+        assert_eq!(whole.map(|c| c.last), Some(6 << 20), "{window} s");
+    }
+}
