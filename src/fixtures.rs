@@ -2,7 +2,9 @@
 #![doc(hidden)]
 
 use crate::accounting::attach::{judge, Attachment, FeedStatus, STALE_INTERVALS};
-use crate::sample::feed::{FeedCounters, FeedRecord, FeedState, FoundVia, Hello, PeerCred};
+use crate::sample::feed::{
+    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
+};
 use crate::sample::{
     AllocatorStats, ContextKind, DeviceMemory, FeedSample, GpuInfo, GpuSample, MigInfo, MigSample,
     NodeSample, ProcessSample,
@@ -176,6 +178,27 @@ pub fn feed_record(pid: u32, uid: u32) -> FeedRecord {
         counters: FeedCounters::default(),
         connected_at: None,
         last_heard: None,
+    }
+}
+
+/// [`feed_record`] of `pid` (run by root) whose hello names device 0 as `GPU-test-0` (as
+/// [`gpu`]`(0, ..)` makes it), with `latest` and the readings before it.
+pub fn feed_on_gpu_0(pid: u32, latest: AllocatorStats, earlier: Vec<AllocatorStats>) -> FeedRecord {
+    FeedRecord {
+        hello: Some(
+            Hello {
+                pid,
+                devices: vec![FeedDevice {
+                    index: 0,
+                    uuid: Some("GPU-test-0".into()),
+                    ..FeedDevice::default()
+                }],
+                ..Hello::default()
+            }
+            .into(),
+        ),
+        devices: vec![DeviceFeed { latest, earlier }],
+        ..feed_record(pid, 0)
     }
 }
 

@@ -324,7 +324,6 @@ impl Pipeline {
 mod tests {
     use super::*;
     use crate::fixtures::*;
-    use crate::sample::feed::{DeviceFeed, FeedDevice, FeedRecord, Hello};
 
     /// A series found through the handles of the sample just recorded is the one its name
     /// finds, at the process's place and at any other (where it falls back to the name),
@@ -346,31 +345,14 @@ mod tests {
                 sample.processes.push(p);
             }
             // PID 10 is fed: its allocator's series are written too.
-            sample.feeds.push(FeedRecord {
-                hello: Some(
-                    Hello {
-                        pid: 10,
-                        devices: vec![FeedDevice {
-                            index: 0,
-                            uuid: Some("GPU-test-0".into()),
-                            ..FeedDevice::default()
-                        }],
-                        ..Hello::default()
-                    }
-                    .into(),
-                ),
-                devices: vec![DeviceFeed {
-                    latest: crate::sample::AllocatorStats {
-                        alloc_retries: Some(0),
-                        ooms: Some(0),
-                        peak_allocated: Some(5 * GIB),
-                        inactive_split: Some(GIB),
-                        ..stats(4 * GIB, 8 * GIB, 990.0, sample.time - 0.2)
-                    },
-                    earlier: Vec::new(),
-                }],
-                ..feed_record(10, 0)
-            });
+            let latest = crate::sample::AllocatorStats {
+                alloc_retries: Some(0),
+                ooms: Some(0),
+                peak_allocated: Some(5 * GIB),
+                inactive_split: Some(GIB),
+                ..stats(4 * GIB, 8 * GIB, 990.0, sample.time - 0.2)
+            };
+            sample.feeds.push(feed_on_gpu_0(10, latest, Vec::new()));
             let observed = pipeline.ingest(sample);
             let history = &pipeline.history;
             let mut found = 0;
@@ -457,25 +439,11 @@ mod tests {
                 )
             })
             .collect();
-        sample.feeds.push(FeedRecord {
-            hello: Some(
-                Hello {
-                    pid: 7,
-                    devices: vec![FeedDevice {
-                        index: 0,
-                        uuid: Some("GPU-test-0".into()),
-                        ..FeedDevice::default()
-                    }],
-                    ..Hello::default()
-                }
-                .into(),
-            ),
-            devices: vec![DeviceFeed {
-                latest: stats(4 * GIB, 8 * GIB, 990.0, 999.8),
-                earlier,
-            }],
-            ..feed_record(7, 0)
-        });
+        sample.feeds.push(feed_on_gpu_0(
+            7,
+            stats(4 * GIB, 8 * GIB, 990.0, 999.8),
+            earlier,
+        ));
         let mut pipeline = Pipeline::new(None);
         let observed = pipeline.ingest(sample);
         let p = &observed.sample.processes[0];

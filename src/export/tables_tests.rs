@@ -1,9 +1,6 @@
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
-use crate::sample::feed::{
-    DeviceFeed, FeedCounters, FeedDevice, FeedRecord, FeedState, FoundVia, Hello, PeerCred,
-};
 use crate::sample::NodeSample;
 
 fn owned(cells: &[Cell]) -> Vec<Cell<'static>> {
@@ -150,38 +147,6 @@ fn every_layer_of_every_device_is_a_row_and_unknown_is_null() {
         .all(|r| float_of(at(&DEVICES, r, "time_unix_s")) == 1000.0));
 }
 
-/// A torch feed of process `pid` on GPU-test-0: `latest` and the readings before it.
-fn feed_record(pid: u32, latest: AllocatorStats, earlier: Vec<AllocatorStats>) -> FeedRecord {
-    FeedRecord {
-        socket: format!("/tmp/strata-0/{pid}.sock"),
-        found_via: FoundVia::FeedDir,
-        peer: Some(PeerCred {
-            pid,
-            uid: 0,
-            gid: 0,
-        }),
-        nspid: Some(pid),
-        state: FeedState::Connected,
-        hello: Some(
-            Hello {
-                pid,
-                devices: vec![FeedDevice {
-                    index: 0,
-                    uuid: Some("GPU-test-0".into()),
-                    ..FeedDevice::default()
-                }],
-                ..Hello::default()
-            }
-            .into(),
-        ),
-        devices: vec![DeviceFeed { latest, earlier }],
-        ooms: Vec::new(),
-        counters: FeedCounters::default(),
-        connected_at: None,
-        last_heard: None,
-    }
-}
-
 fn fed_sample(time: f64, latest: AllocatorStats, earlier: Vec<AllocatorStats>) -> NodeSample {
     let mut sample = node();
     sample.time = time;
@@ -192,7 +157,7 @@ fn fed_sample(time: f64, latest: AllocatorStats, earlier: Vec<AllocatorStats>) -
     let mut quiet = process(8, "GPU-test-0", None);
     quiet.sm_util = None;
     sample.processes.push(quiet);
-    sample.feeds.push(feed_record(7, latest, earlier));
+    sample.feeds.push(feed_on_gpu_0(7, latest, earlier));
     sample
 }
 
