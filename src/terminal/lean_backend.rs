@@ -149,12 +149,14 @@ impl<W: Write> Backend for LeanBackend<W> {
                 write!(bytes, "\x1b[2D")?;
                 cursor = Some(Position { x, y });
             }
+            // What this cell overwrites: a wide character starting here, one covering this
+            // column from the one before, and, if the cell is wide, one starting next.
             self.wide.remove(&(x, y));
-            self.wide.remove(&(x + 1, y));
             if x > 0 {
                 self.wide.remove(&(x - 1, y));
             }
             if !narrow {
+                self.wide.remove(&(x + 1, y));
                 self.wide.insert((x, y));
             }
             match cursor {
@@ -480,8 +482,16 @@ mod tests {
             buf
         };
         let bold_red = Style::default().bg(Color::Red).add_modifier(Modifier::BOLD);
-        for next in [row(21, "中", bold_red), row(22, "a", bold_red)] {
-            let frames = [row(22, "中", Style::default()), next];
+        let wide = row(22, "中", Style::default());
+        // Broken at once; or after a frame that changed only the column before it.
+        let mut before = wide.clone();
+        before.set_string(21, 0, "b", Style::default());
+        let sequences = [
+            vec![wide.clone(), row(21, "中", bold_red)],
+            vec![wide.clone(), row(22, "a", bold_red)],
+            vec![wide, before, row(21, "中", bold_red)],
+        ];
+        for frames in sequences {
             let bytes = lean(&frames);
             let mut parser = vt100::Parser::new(H, W, 0);
             parser.process(&bytes);
