@@ -133,13 +133,7 @@ impl<W: Write> Backend for LeanBackend<W> {
             let breaks =
                 self.wide.contains(&(x, y)) || (!narrow && self.wide.contains(&(x + 1, y)));
             if breaks {
-                match cursor {
-                    Some(at) if at.y == y && at.x == x + 1 => {}
-                    Some(at) if at.y == y && at.x < x + 1 => {
-                        write!(bytes, "\x1b[{}C", x + 1 - at.x)?;
-                    }
-                    _ => write!(bytes, "\x1b[{};{}H", y + 1, x + 2)?,
-                }
+                move_to(&mut bytes, cursor, x + 1, y)?;
                 if look != PLAIN || underline != Color::Reset {
                     bytes.extend_from_slice(b"\x1b[0m");
                     look = PLAIN;
@@ -159,13 +153,7 @@ impl<W: Write> Backend for LeanBackend<W> {
                 self.wide.remove(&(x + 1, y));
                 self.wide.insert((x, y));
             }
-            match cursor {
-                Some(at) if at.y == y && at.x == x => {}
-                Some(at) if at.y == y && at.x < x => {
-                    write!(bytes, "\x1b[{}C", x - at.x)?;
-                }
-                _ => write!(bytes, "\x1b[{};{}H", y + 1, x + 1)?,
-            }
+            move_to(&mut bytes, cursor, x, y)?;
             let next = Look {
                 fg: cell.fg,
                 bg: cell.bg,
@@ -237,6 +225,16 @@ impl<W: Write> Backend for LeanBackend<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         Backend::flush(&mut self.inner)
+    }
+}
+
+/// Moves from `cursor` (where known) to column `x` of row `y`: nowhere if there already, a
+/// relative move forward along the row, else an absolute one.
+fn move_to(bytes: &mut Vec<u8>, cursor: Option<Position>, x: u16, y: u16) -> io::Result<()> {
+    match cursor {
+        Some(at) if at.y == y && at.x == x => Ok(()),
+        Some(at) if at.y == y && at.x < x => write!(bytes, "\x1b[{}C", x - at.x),
+        _ => write!(bytes, "\x1b[{};{}H", y + 1, x + 1),
     }
 }
 
