@@ -1,10 +1,9 @@
 //! What the screen as last drawn needs read of the processes at the next sample (the event
 //! loop hands it to the source as a `source::demand::Wanted`): the rows the table shows and a
-//! screen's worth above and two below them, the one selected, the one a detail
-//! view shows, the one the finding selected or whose evidence is open names (the evidence
-//! says who it is); every process when
-//! the order itself needs their host figures, a filter or a grouping reads them all, a view
-//! shows them all, or a recording keeps them.
+//! screen's worth above and two below them, the one selected, the one a detail view shows,
+//! the one the finding selected or whose evidence is open names (the evidence says who it
+//! is); every process when the order itself needs their host figures, a filter or a grouping
+//! reads them all, a view shows them all, or a recording keeps them.
 
 use super::{State, TableLine, View};
 use crate::present::sort::SortKey;

@@ -180,10 +180,10 @@ impl ProcFs {
     /// wherever descriptors cannot say whether it runs.
     ///
     /// Off the screen, a process is read through `stat` and where `exe` points, not `status`
-    /// and `cmdline`: its user and command are `None` until it is wanted (a row drawn, a
-    /// finding naming it, a filter, a recording), so that a node of thousands of processes
-    /// reads what its screen shows, and the rest at a few calls each. Once read whole it
-    /// stays so. Where its descriptor cannot vouch that the process read before still runs
+    /// and `cmdline`: its user and command are `None` until it is wanted (a row drawn, the
+    /// finding selected naming it, a filter, a recording), so that a node of thousands of
+    /// processes reads what its screen shows, and the rest at a few calls each. Once read
+    /// whole it stays so. Where its descriptor cannot vouch that the process read before still runs
     /// (it exited, or no descriptors here), it is read whole.
     pub(crate) fn identity_lean(&mut self, pid: u32, figures: bool) -> Identity {
         let due = (self.round + u64::from(pid)).is_multiple_of(READ_EVERY);
