@@ -7,6 +7,7 @@
 
 pub(crate) mod derived;
 pub mod feed;
+pub mod pool;
 pub(crate) mod fields;
 pub(crate) mod owner;
 
