@@ -176,6 +176,8 @@ impl Node {
                 },
                 connected_at: Some(T0 - 59.0),
                 last_heard: Some(time - 0.2),
+                segments: None,
+                sites: None,
             });
         }
         for g in 0..self.gpus {

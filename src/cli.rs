@@ -471,6 +471,10 @@ pub enum Command {
     Run(RunArgs),
     /// Start the allocator feed in a running Python 3.14+ process (sys.remote_exec).
     Attach(AttachArgs),
+    /// Which lines of a fed PyTorch job's code hold its GPU memory: its agent records the
+    /// allocator's history for --seconds (torch 2.1+, Python stacks only, put back as the job
+    /// had it), then prints the sites of live blocks and of what grew over the window.
+    Sites(SitesArgs),
     /// Judge a recording as the monitor would have: findings with when each was first raised
     /// and last seen.
     Analyze(AnalyzeArgs),
@@ -721,6 +725,27 @@ pub struct AttachArgs {
     /// Seconds to wait for the agent to report that it started.
     #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_nonnegative)]
     pub wait: f64,
+
+    #[command(flatten)]
+    pub feeds: FeedArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SitesArgs {
+    /// The process (as this machine sees it) whose agent is asked.
+    pub pid: u32,
+
+    /// How long to record, in seconds (1 to 600).
+    #[arg(long, default_value_t = 60, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub seconds: u32,
+
+    /// Sites listed per device, live and grown (1 to 50).
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub top: u32,
+
+    /// Print the summary as one JSON object (the agent's `sites` message).
+    #[arg(long)]
+    pub json: bool,
 
     #[command(flatten)]
     pub feeds: FeedArgs,

@@ -191,6 +191,7 @@ fn taken(command: &str) -> Vec<&'static str> {
         "export" => vec!["to", "force", "context-mib"],
         "run" => vec!["feed-interval", "feed-dir"],
         "attach" => vec!["feed-interval", "wait", "feed-dir"],
+        "sites" => vec!["seconds", "top", "json", "feed-dir"],
         "doctor" => vec!["json", "listen", "timeout", "nvml-lib", "feed-dir"],
         "completions" => vec![],
         "man" => vec!["dir"],

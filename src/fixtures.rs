@@ -178,6 +178,8 @@ pub fn feed_record(pid: u32, uid: u32) -> FeedRecord {
         counters: FeedCounters::default(),
         connected_at: None,
         last_heard: None,
+        segments: None,
+        sites: None,
     }
 }
 

@@ -37,6 +37,13 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
         Some(Command::Run(args)) => return run(&args),
         Some(Command::Attach(args)) => attach(&args),
+        Some(Command::Sites(args)) => strata::sites::run(&strata::sites::SitesAsk {
+            pid: args.pid,
+            seconds: args.seconds,
+            top: args.top,
+            json: args.json,
+            feed_dir: args.feeds.feed_dir.clone(),
+        }),
         Some(Command::Analyze(args)) if args.report_at.is_some() => {
             let at = args.report_at.unwrap_or_default();
             let context = args.context.context_bytes();

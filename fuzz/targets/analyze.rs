@@ -162,6 +162,8 @@ fn sample(plan: &mut Plan, time: f64) -> NodeSample {
                     counters: Default::default(),
                     connected_at: None,
                     last_heard: None,
+                    segments: None,
+                    sites: None,
                 });
             }
         }

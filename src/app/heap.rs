@@ -8,6 +8,10 @@ use crate::sample::feed::{
     CutShort, DeviceFeed, FeedDevice, FeedScan, FeedState, Hello, OomReport, SuspiciousEntry,
 };
 pub(crate) use crate::sample::fields::Heap;
+use crate::sample::pool::{
+    DeviceSegments, DeviceSites, FreeBucket, PoolMap, RunState, SegmentStrip, SegmentsReport,
+    SiteGrowth, SiteLive, SitesReport,
+};
 use crate::sample::{
     AllocatorStats, DeviceFileScan, DeviceHolder, FeedRecord, FeedSample, GpuSample, MigSample,
     NodeSample,
@@ -208,8 +212,99 @@ impl Heap for FeedRecord {
             counters: _,
             connected_at: _,
             last_heard: _,
+            segments,
+            sites,
         } = self;
-        socket.heap() + state.heap() + hello.heap() + devices.heap() + ooms.heap()
+        socket.heap()
+            + state.heap()
+            + hello.heap()
+            + devices.heap()
+            + ooms.heap()
+            + segments.heap()
+            + sites.heap()
+    }
+}
+
+impl Heap for SegmentsReport {
+    fn heap(&self) -> usize {
+        let SegmentsReport {
+            time: _,
+            took: _,
+            devices,
+        } = self;
+        devices.heap()
+    }
+}
+
+impl Heap for DeviceSegments {
+    fn heap(&self) -> usize {
+        let DeviceSegments {
+            index: _,
+            pools,
+            strips,
+            strips_left_out: _,
+        } = self;
+        pools.heap() + strips.heap()
+    }
+}
+
+impl Heap for PoolMap {
+    fn heap(&self) -> usize {
+        self.pool.heap() + self.free_blocks.capacity() * size_of::<FreeBucket>()
+    }
+}
+
+impl Heap for SegmentStrip {
+    fn heap(&self) -> usize {
+        self.pool.heap() + self.runs.capacity() * size_of::<(u64, RunState)>()
+    }
+}
+
+impl Heap for SitesReport {
+    fn heap(&self) -> usize {
+        let SitesReport {
+            time: _,
+            id: _,
+            state: _,
+            reason,
+            started: _,
+            seconds: _,
+            window: _,
+            history,
+            entries: _,
+            dropped: _,
+            cost: _,
+            stopped,
+            devices,
+        } = self;
+        reason.heap() + history.heap() + stopped.heap() + devices.heap()
+    }
+}
+
+impl Heap for DeviceSites {
+    fn heap(&self) -> usize {
+        let DeviceSites {
+            index: _,
+            live,
+            live_bytes: _,
+            live_blocks: _,
+            live_unattributed: _,
+            growth,
+            growth_bytes: _,
+        } = self;
+        live.heap() + growth.heap()
+    }
+}
+
+impl Heap for SiteLive {
+    fn heap(&self) -> usize {
+        self.site.heap() + self.via.heap()
+    }
+}
+
+impl Heap for SiteGrowth {
+    fn heap(&self) -> usize {
+        self.site.heap() + self.via.heap()
     }
 }
 
@@ -245,8 +340,10 @@ impl Heap for Hello {
             error,
             agent_copy,
             agent_path,
+            requests,
         } = self;
-        state.heap()
+        requests.heap()
+            + state.heap()
             + error.heap()
             + agent_copy.heap()
             + agent_path.heap()

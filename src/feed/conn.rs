@@ -263,6 +263,8 @@ pub(crate) fn on_line(
             *settled |= !backlog;
             feeds.apply_oom(&key, report);
         }
+        Message::Segments(report) => feeds.apply_segments(&key, report),
+        Message::Sites(report) => feeds.apply_sites(&key, report),
         Message::Bye { reason } => {
             return Some(End::Closed {
                 reason: format!("bye: {reason}"),

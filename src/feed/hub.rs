@@ -8,9 +8,11 @@ use super::candidate::FeedKey;
 use super::conn::{Conn, Phase, READ_CHUNK};
 use super::discover::{Scanner, Watched};
 use super::poller::{wait_readable, Poller};
+use super::protocol::PROTOCOL;
 use super::state::End;
 use super::state::Feeds;
 use crate::sample::feed::{FeedRecord, FeedScan, FeedState};
+use crate::sample::pool::{SitesReport, SitesState};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -28,6 +30,10 @@ const QUIET: Duration = Duration::from_millis(100);
 const COALESCE: Duration = Duration::from_millis(50);
 /// Watched pids kept.
 const MAX_WATCHED: usize = 4096;
+/// The longest sites window a request asks for, seconds (PROTOCOL.md).
+pub(crate) const MAX_SITES_SECONDS: u32 = 600;
+/// How long past a window's end its summary is waited for before another may be asked.
+const SITES_GRACE: f64 = 30.0;
 
 /// Where and how often to look for feeds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +73,8 @@ struct Shared {
     scans_done: u64,
     /// Connections not yet judged, or whose backlog may still be arriving.
     unsettled: usize,
+    /// Lines to write to agents (requests), for the hub's thread.
+    requests: Vec<(FeedKey, Vec<u8>)>,
     stop: bool,
 }
 
@@ -108,6 +116,7 @@ impl FeedHub {
                 scans_requested: 0,
                 scans_done: 0,
                 unsettled: 0,
+                requests: Vec::new(),
                 stop: false,
             }),
             changed: Condvar::new(),
@@ -147,6 +156,124 @@ impl FeedHub {
     /// recently closed). `earlier` and `ooms` carry what arrived since the previous call.
     pub(crate) fn collect(&self) -> Vec<FeedRecord> {
         self.inner.lock().feeds.collect()
+    }
+
+    /// Asks the agent of `pid` (as this monitor sees it) for a sites window (PROTOCOL.md,
+    /// "Inside the pool"); its answer arrives as the feed's `sites`. The request's id, or why
+    /// it cannot be asked, in one line.
+    pub(crate) fn ask_sites(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
+        let mut shared = self.inner.lock();
+        let now = wall_clock();
+        let (key, feed) = shared
+            .feeds
+            .map
+            .iter()
+            .find(|(_, f)| f.judged && f.peer.is_some_and(|p| p.pid == pid))
+            .ok_or_else(|| {
+                format!("PID {pid} has no allocator feed: start it under `strata run`")
+            })?;
+        let hello = match (&feed.state, &feed.hello) {
+            (FeedState::Connected, Some(hello)) => hello,
+            (FeedState::Connected, None) => {
+                return Err(format!("PID {pid}'s agent has not said hello yet"))
+            }
+            (
+                FeedState::Refused { reason }
+                | FeedState::Dropped { reason }
+                | FeedState::Closed { reason },
+                _,
+            ) => return Err(format!("PID {pid}'s feed is not connected ({reason})")),
+        };
+        if !hello.answers("sites") {
+            let version = hello
+                .agent_version
+                .as_deref()
+                .unwrap_or("of an unknown version");
+            return Err(format!(
+                "PID {pid}'s agent ({version}) takes no requests: start the job under this strata's `strata run` for sites"
+            ));
+        }
+        if let Some(running) = feed
+            .sites
+            .as_deref()
+            .filter(|s| s.state == SitesState::Running)
+        {
+            let ends = running.started.unwrap_or(running.time) + running.seconds.unwrap_or(0.0);
+            // A window whose end has long passed without a word is not waited on.
+            if now < ends + SITES_GRACE {
+                return Err(format!(
+                    "a sites window is already running on PID {pid} (ends in {:.0} s)",
+                    (ends - now).max(0.0)
+                ));
+            }
+        }
+        let id = request_id(now);
+        let line = serde_json::json!({
+            "v": PROTOCOL,
+            "type": "sites_request",
+            "id": id,
+            "seconds": seconds.clamp(1, MAX_SITES_SECONDS),
+            "top": top.clamp(1, crate::sample::pool::MAX_SITES as u32),
+        });
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        let key = *key;
+        shared.requests.push((key, bytes));
+        drop(shared);
+        self.wake();
+        Ok(id)
+    }
+
+    /// Waits for the end of sites window `id` on `pid`'s feed (done, refused or failed), at
+    /// most `timeout`; `on_running` is told once when the agent says it has begun. The
+    /// final report, or why there is none (the feed closed, the time ran out).
+    pub(crate) fn wait_sites(
+        &self,
+        pid: u32,
+        id: u64,
+        timeout: Duration,
+        mut on_running: impl FnMut(&SitesReport),
+    ) -> Result<Arc<SitesReport>, String> {
+        let deadline = Instant::now() + timeout;
+        let mut told = false;
+        let mut shared = self.inner.lock();
+        loop {
+            let feed = shared
+                .feeds
+                .map
+                .values()
+                .find(|f| f.judged && f.peer.is_some_and(|p| p.pid == pid));
+            let Some(feed) = feed else {
+                return Err(format!(
+                    "PID {pid}'s feed went away before the window ended"
+                ));
+            };
+            if let Some(report) = feed.sites.as_ref().filter(|s| s.id == id) {
+                if report.state != SitesState::Running {
+                    return Ok(Arc::clone(report));
+                }
+                if !told {
+                    told = true;
+                    on_running(report);
+                }
+            }
+            if !feed.is_connected() {
+                return Err(format!(
+                    "PID {pid}'s feed closed before the window ended (the job exited?)"
+                ));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || shared.stop {
+                return Err(format!(
+                    "no answer from PID {pid}'s agent in {} s",
+                    timeout.as_secs()
+                ));
+            }
+            shared = match self.inner.changed.wait_timeout(shared, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
     }
 
     /// What the latest scan met that is not a feed: dirs cut short, suspicious entries.
@@ -281,6 +408,7 @@ impl Hub {
             if let Some((requested, watched)) = due {
                 self.scan(&watched, requested, now);
             }
+            self.send_requests();
             let timeout = self.timeout(Instant::now());
             self.poller.wait(timeout, &mut ready);
             keys.clear();
@@ -295,6 +423,46 @@ impl Hub {
             let pending = self.service(&keys);
             if !keys.is_empty() && !pending {
                 wait_readable(&self.wake, COALESCE); // a caller's wake-up ends it at once
+            }
+        }
+    }
+
+    /// Writes the requests callers queued, each to its agent's connection. A request that
+    /// cannot be written is said on the feed as a failed window, never dropped silently.
+    fn send_requests(&mut self) {
+        let requests = std::mem::take(&mut self.inner.lock().requests);
+        for (key, line) in requests {
+            let sent = match self.conns.get(&key) {
+                // One short line: a socket whose buffer cannot take it has an agent that does
+                // not read, and the request is not queued behind it.
+                Some(conn) => match (&conn.stream).write(&line) {
+                    Ok(n) if n == line.len() => Ok(()),
+                    Ok(_) => Err("the agent's socket took part of the request".to_string()),
+                    Err(e) => Err(format!("could not write to the agent: {e}")),
+                },
+                None => Err("the agent's connection closed before the request".to_string()),
+            };
+            if let Err(reason) = sent {
+                let id = serde_json::from_slice::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v["id"].as_u64())
+                    .unwrap_or(0);
+                let failed = crate::sample::pool::SitesReport {
+                    time: wall_clock(),
+                    id,
+                    state: SitesState::Failed,
+                    reason: Some(reason),
+                    started: None,
+                    seconds: None,
+                    window: None,
+                    history: None,
+                    entries: None,
+                    dropped: None,
+                    cost: Default::default(),
+                    stopped: None,
+                    devices: Vec::new(),
+                };
+                self.inner.lock().feeds.apply_sites(&key, failed);
             }
         }
     }
@@ -399,6 +567,14 @@ impl Hub {
     }
 }
 
+/// A request's id: from the clock and this process, so that two monitors asking one agent
+/// tell their answers apart; within 2^53 (a JSON number any reader keeps exact).
+fn request_id(now: f64) -> u64 {
+    let micros = (now * 1e6) as u64;
+    let mixed = micros ^ (u64::from(std::process::id()) << 20);
+    (mixed & ((1 << 53) - 1)).max(1)
+}
+
 fn wall_clock() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -420,3 +596,7 @@ mod scan_tests;
 #[cfg(test)]
 #[path = "stream_tests.rs"]
 mod stream_tests;
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod request_tests;

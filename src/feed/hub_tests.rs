@@ -54,8 +54,13 @@ pub(super) enum Step {
     /// Waits until the test opens the gate: what comes after it is sent when the test says,
     /// not after a time the test would have to outrun.
     Await(Gate),
+    /// Reads one line the monitor wrote and answers it with the lines the function makes.
+    Reply(Answer),
     Close,
 }
+
+/// How a fake agent answers a line the monitor wrote.
+pub(super) type Answer = Arc<dyn Fn(&str) -> Vec<String> + Send + Sync>;
 
 /// A gate a fake agent's script waits at ([`Step::Await`]) until the test opens it.
 #[derive(Clone, Default)]
@@ -134,6 +139,20 @@ fn play(mut stream: UnixStream, script: &[Step], stop: &AtomicBool) {
             }
             Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
             Step::Await(gate) => gate.pass(stop),
+            Step::Reply(answer) => {
+                let mut line = String::new();
+                let Ok(reader) = stream.try_clone() else {
+                    return;
+                };
+                if BufReader::new(reader).read_line(&mut line).is_err() {
+                    return;
+                }
+                for out in answer(line.trim_end()) {
+                    if stream.write_all(format!("{out}\n").as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            }
             Step::Close => return,
         }
     }

@@ -20,6 +20,7 @@ mod names;
 mod poller;
 pub(crate) mod procfile;
 mod protocol;
+mod protocol_pool;
 mod state;
 mod trust;
 

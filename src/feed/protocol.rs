@@ -14,6 +14,8 @@ pub(crate) const MAX_LINE_BYTES: usize = 65_536;
 pub(crate) const MAX_DEVICES: usize = 64;
 /// Strings from the agent are cut to this many characters.
 const MAX_STRING_CHARS: usize = 256;
+/// `requests` (the request types an agent answers) keeps at most this many.
+const MAX_REQUEST_KINDS: usize = 8;
 /// `settings` keeps at most this many entries.
 const MAX_MAP_ENTRIES: usize = 32;
 /// The protocol version this monitor reads (every message's `v`).
@@ -35,6 +37,10 @@ pub(crate) enum Message {
     Bye {
         reason: String,
     },
+    /// A segment map from the agent's latest allocator snapshot.
+    Segments(crate::sample::pool::SegmentsReport),
+    /// Where a sites window stands, or its summary.
+    Sites(crate::sample::pool::SitesReport),
     /// The agent will not be read: it said it is busy (too many monitors) before closing,
     /// or its hello speaks another protocol version. The reason is shown on the feed.
     Refuse(String),
@@ -108,6 +114,8 @@ struct WireHello {
     agent_copy: Option<String>,
     #[serde(default)]
     agent_path: Option<String>,
+    #[serde(default)]
+    requests: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -243,6 +251,12 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<Message, Bad> {
         "hello" => hello(serde_json::from_slice(line).map_err(invalid)?).map(Message::Hello),
         "sample" => sample(serde_json::from_slice(line).map_err(invalid)?),
         "oom" => oom(serde_json::from_slice(line).map_err(invalid)?),
+        "segments" => {
+            super::protocol_pool::segments(serde_json::from_slice(line).map_err(invalid)?)
+                .map(Message::Segments)
+        }
+        "sites" => super::protocol_pool::sites(serde_json::from_slice(line).map_err(invalid)?)
+            .map(Message::Sites),
         "bye" => {
             let bye: WireBye = serde_json::from_slice(line).map_err(invalid)?;
             let reason = clip(bye.reason.unwrap_or_default());
@@ -307,6 +321,13 @@ fn hello(wire: WireHello) -> Result<Hello, Bad> {
         error: wire.error.map(clip),
         agent_copy: wire.agent_copy.map(|s| clip_to(s, 32)),
         agent_path: wire.agent_path.map(clip),
+        requests: wire
+            .requests
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_REQUEST_KINDS)
+            .map(|r| clip_to(r, 32))
+            .collect(),
     })
 }
 

@@ -5,6 +5,7 @@ use crate::sample::feed::{
     AllocatorStats, DeviceFeed, FeedCounters, FeedRecord, FeedState, FoundVia, Hello, OomReport,
     PeerCred,
 };
+use crate::sample::pool::{SegmentsReport, SitesReport};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,8 @@ pub(crate) struct Feed {
     devices: Vec<DeviceState>,
     ooms: VecDeque<OomReport>,
     last_oom: Option<OomReport>,
+    pub(crate) segments: Option<std::sync::Arc<SegmentsReport>>,
+    pub(crate) sites: Option<std::sync::Arc<SitesReport>>,
     earlier: usize,
     pub(crate) counters: FeedCounters,
     pub(crate) connected_at: Option<f64>,
@@ -80,6 +83,8 @@ impl Feed {
             devices: Vec::new(),
             ooms: VecDeque::new(),
             last_oom: None,
+            segments: None,
+            sites: None,
             earlier: 0,
             counters: FeedCounters::default(),
             connected_at: None,
@@ -190,6 +195,24 @@ impl Feeds {
         feed.ooms.push_back(report);
     }
 
+    /// Keeps the latest segment map.
+    pub(crate) fn apply_segments(&mut self, key: &FeedKey, report: SegmentsReport) {
+        if let Some(feed) = self.map.get_mut(key) {
+            feed.segments = Some(std::sync::Arc::new(report));
+        }
+    }
+
+    /// Keeps the latest word on a sites window: a newer window's, or a later state of the
+    /// same one (running, then done). A backlog's older report does not replace a newer one.
+    pub(crate) fn apply_sites(&mut self, key: &FeedKey, report: SitesReport) {
+        if let Some(feed) = self.map.get_mut(key) {
+            let older = feed.sites.as_ref().is_some_and(|s| s.time > report.time);
+            if !older {
+                feed.sites = Some(std::sync::Arc::new(report));
+            }
+        }
+    }
+
     /// Records how a connection ended.
     pub(crate) fn finish(&mut self, key: FeedKey, end: End, now: Instant) {
         let refused = matches!(end, End::Refused(_));
@@ -227,6 +250,8 @@ impl Feeds {
         feed.devices.clear();
         feed.ooms.clear();
         feed.last_oom = None;
+        feed.segments = None;
+        feed.sites = None;
     }
 
     /// The judged feeds as records, handing out what arrived since the previous call.
@@ -263,6 +288,8 @@ impl Feeds {
                 counters: feed.counters,
                 connected_at: feed.connected_at,
                 last_heard: feed.last_heard,
+                segments: feed.segments.clone(),
+                sites: feed.sites.clone(),
             });
         }
         records

@@ -58,6 +58,8 @@ pub fn make_raw(sample: &mut NodeSample) -> FeedShape {
                     counters: Default::default(),
                     connected_at: None,
                     last_heard: None,
+                    segments: None,
+                    sites: None,
                 });
                 records.len() - 1
             }

@@ -175,6 +175,16 @@ pub struct Hello {
     pub agent_copy: Option<String>,
     #[serde(default)]
     pub agent_path: Option<String>,
+    /// The requests it answers (`sites`); empty for an agent that reads none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+}
+
+impl Hello {
+    /// Whether it answers requests of this type.
+    pub(crate) fn answers(&self, request: &str) -> bool {
+        self.requests.iter().any(|r| r == request)
+    }
 }
 
 /// The framework's report of an out-of-memory error.
@@ -293,6 +303,13 @@ pub struct FeedRecord {
     pub connected_at: Option<f64>,
     /// When the monitor last received a line from it.
     pub last_heard: Option<f64>,
+    /// The latest segment map it sent (a `segments` message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<std::sync::Arc<crate::sample::pool::SegmentsReport>>,
+    /// The latest sites window it reported on, or this monitor's own word on a request it
+    /// could not send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<std::sync::Arc<crate::sample::pool::SitesReport>>,
 }
 
 impl FeedRecord {

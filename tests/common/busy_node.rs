@@ -192,6 +192,8 @@ impl Node {
                 },
                 connected_at: Some(T0 - 59.0),
                 last_heard: Some(time - 0.2 + 0.01 * noise(u64::from(i), k).abs()),
+                segments: None,
+                sites: None,
                 ..feed_record(pid, 1000)
             });
         }

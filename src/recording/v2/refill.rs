@@ -66,6 +66,8 @@ impl Refill for FeedRecord {
             counters,
             connected_at,
             last_heard,
+            segments,
+            sites,
         } = from;
         self.socket.clone_from(socket);
         self.found_via = *found_via;
@@ -77,6 +79,8 @@ impl Refill for FeedRecord {
         self.counters = *counters;
         self.connected_at = *connected_at;
         self.last_heard = *last_heard;
+        self.segments.clone_from(segments);
+        self.sites.clone_from(sites);
     }
 }
 

@@ -281,7 +281,8 @@ pub(crate) fn process_rest(p: &ProcessSample) -> ProcessSample {
     rest
 }
 
-/// A feed without its readings, OOM reports, counters and last word.
+/// A feed without its readings, OOM reports, counters and last word. Its segment map and
+/// sites stay in the rest: they change once a minute at most.
 pub(crate) fn feed_rest(f: &FeedRecord) -> FeedRecord {
     let FeedRecord {
         socket,
@@ -295,6 +296,8 @@ pub(crate) fn feed_rest(f: &FeedRecord) -> FeedRecord {
         counters: _,
         connected_at,
         last_heard: _,
+        segments,
+        sites,
     } = f;
     FeedRecord {
         socket: socket.clone(),
@@ -308,6 +311,8 @@ pub(crate) fn feed_rest(f: &FeedRecord) -> FeedRecord {
         counters: FeedCounters::default(),
         connected_at: *connected_at,
         last_heard: None,
+        segments: segments.clone(),
+        sites: sites.clone(),
     }
 }
 

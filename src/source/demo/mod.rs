@@ -355,6 +355,8 @@ fn feed_record(
         },
         connected_at: Some(epoch + actor.started_at),
         last_heard: Some(time),
+        segments: None,
+        sites: None,
     })
 }
 
