@@ -295,7 +295,12 @@ fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
     let mut common = common.clone();
     common.interval.interval = Some(settings.interval);
     let common = &common;
-    let source = open_source(common, 0.0)?.boxed();
+    let opened = open_source(common, 0.0)?;
+    let asker = match &opened {
+        Opened::Fed(fed) => Some(fed.sites_asker()?),
+        Opened::Plain(_) => None,
+    };
+    let source = opened.boxed();
     need_terminal()?;
     let mut state = State::new(
         pipeline(common.context_bytes()),
@@ -314,6 +319,9 @@ fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
             wait: Duration::from_secs(10),
         });
     }
+    if let Some(asker) = asker {
+        state.sites.asker = Box::new(asker);
+    }
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval()))
 }
 
@@ -331,6 +339,9 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<()> {
     state.replay = Some(strata::app::ReplayView::new(source.control()));
     state.attach.attacher = Box::new(strata::launch::offer::NoAttacher(
         "a replay shows the past: attach to a running process from the live monitor",
+    ));
+    state.sites.asker = Box::new(strata::app::NoSitesAsker(
+        "a replay shows the past: ask a running job from the live monitor (the recording keeps the sites it was sent)",
     ));
     let control = source.control();
     let result = strata::tui::replay(source, state);

@@ -36,6 +36,8 @@ pub enum Action {
     Signal,
     /// `a`: attach the allocator feed to the selected Python process.
     Attach,
+    /// `w`: where in the selected process's code its memory is held (allocation sites).
+    Sites,
     /// `o` (and `g` outside a replay): group the process table by owner, the next way.
     CycleGroup,
     /// `y`: confirm (in the signal dialog).
@@ -74,6 +76,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Char('K') | KeyCode::F(9) => Action::Signal,
         KeyCode::Char('a') => Action::Attach,
+        KeyCode::Char('w') => Action::Sites,
         KeyCode::Char('S') => Action::ReverseSort,
         KeyCode::Char('y') => Action::Yes,
         KeyCode::Char('n') => Action::No,
@@ -197,6 +200,7 @@ impl State {
             }
             Action::Signal => self.open_kill_dialog(),
             Action::Attach => self.open_attach(),
+            Action::Sites => self.open_sites(),
             Action::Report => self.write_report(),
             Action::Record => self.record_key(),
             Action::Filter => self.open_filter(),
@@ -275,7 +279,7 @@ impl State {
             // The help screen has a couple of dozen lines: scroll within them.
             View::Help => self.views.help_scroll = scroll_view(self.views.help_scroll, HELP_LINES),
             // Drawing clamps these to the lines there are.
-            View::Detail { .. } => {
+            View::Detail { .. } | View::Sites { .. } => {
                 self.views.detail_scroll = scroll_view(self.views.detail_scroll, DETAIL_LINES)
             }
             View::Evidence(_) => {

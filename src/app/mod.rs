@@ -16,6 +16,7 @@ mod record;
 mod replay;
 mod report;
 mod rows;
+mod sites;
 mod strata;
 
 pub(crate) use crate::present::shown::{remember_last_known, LastKnown};
@@ -39,6 +40,7 @@ pub(crate) use record::RecordingShown;
 pub(crate) use record::{RecordRequest, Recorder};
 pub use replay::ReplayView;
 pub(crate) use rows::{trend, ProcessRow, ProcessTable};
+pub use sites::{NoSitesAsker, Sites, SitesAsker};
 pub(crate) use strata::{strata_devices, StrataDevice, StrataView, Zoom};
 
 use crate::detect::Finding;
@@ -66,6 +68,11 @@ pub enum View {
     Help,
     /// The evidence of one finding.
     Evidence(FindingId),
+    /// Which lines of one process's code hold its memory (`w`), and its segment map.
+    Sites {
+        pid: u32,
+        device_uuid: String,
+    },
     /// Every device's layers stacked over time.
     Strata,
     /// One group of the grouped table (`g`): its sums, members and findings.
@@ -150,6 +157,8 @@ pub struct State {
     pub kill: Kill,
     /// `a`: the offer, an attach under way, and what attaches.
     pub attach: Attach,
+    /// `w`: what asks agents for sites windows, and the last one asked.
+    pub sites: Sites,
     /// `r`: the recording in progress, its prompt, and what the event loop is asked.
     pub(crate) recorder: Recorder,
     /// The outcome of the last key that did something out of sight (a signal sent or
@@ -190,6 +199,7 @@ impl State {
             mouse: Mouse::default(),
             kill: Kill::default(),
             attach: Attach::default(),
+            sites: Sites::default(),
             recorder: Recorder::default(),
             notice: None,
             quit: false,

@@ -209,7 +209,7 @@ impl State {
                 }
                 self.apply_action(action);
             }
-            View::Help | View::Detail { .. } | View::Evidence(_) => {
+            View::Help | View::Detail { .. } | View::Sites { .. } | View::Evidence(_) => {
                 for _ in 0..WHEEL_LINES {
                     self.apply_action(action);
                 }

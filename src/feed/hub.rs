@@ -162,66 +162,15 @@ impl FeedHub {
     /// "Inside the pool"); its answer arrives as the feed's `sites`. The request's id, or why
     /// it cannot be asked, in one line.
     pub(crate) fn ask_sites(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
-        let mut shared = self.inner.lock();
-        let now = wall_clock();
-        let (key, feed) = shared
-            .feeds
-            .map
-            .iter()
-            .find(|(_, f)| f.judged && f.peer.is_some_and(|p| p.pid == pid))
-            .ok_or_else(|| {
-                format!("PID {pid} has no allocator feed: start it under `strata run`")
-            })?;
-        let hello = match (&feed.state, &feed.hello) {
-            (FeedState::Connected, Some(hello)) => hello,
-            (FeedState::Connected, None) => {
-                return Err(format!("PID {pid}'s agent has not said hello yet"))
-            }
-            (
-                FeedState::Refused { reason }
-                | FeedState::Dropped { reason }
-                | FeedState::Closed { reason },
-                _,
-            ) => return Err(format!("PID {pid}'s feed is not connected ({reason})")),
-        };
-        if !hello.answers("sites") {
-            let version = hello
-                .agent_version
-                .as_deref()
-                .unwrap_or("of an unknown version");
-            return Err(format!(
-                "PID {pid}'s agent ({version}) takes no requests: start the job under this strata's `strata run` for sites"
-            ));
-        }
-        if let Some(running) = feed
-            .sites
-            .as_deref()
-            .filter(|s| s.state == SitesState::Running)
-        {
-            let ends = running.started.unwrap_or(running.time) + running.seconds.unwrap_or(0.0);
-            // A window whose end has long passed without a word is not waited on.
-            if now < ends + SITES_GRACE {
-                return Err(format!(
-                    "a sites window is already running on PID {pid} (ends in {:.0} s)",
-                    (ends - now).max(0.0)
-                ));
-            }
-        }
-        let id = request_id(now);
-        let line = serde_json::json!({
-            "v": PROTOCOL,
-            "type": "sites_request",
-            "id": id,
-            "seconds": seconds.clamp(1, MAX_SITES_SECONDS),
-            "top": top.clamp(1, crate::sample::pool::MAX_SITES as u32),
-        });
-        let mut bytes = line.to_string().into_bytes();
-        bytes.push(b'\n');
-        let key = *key;
-        shared.requests.push((key, bytes));
-        drop(shared);
-        self.wake();
-        Ok(id)
+        ask_sites(&self.inner, &self.wake, pid, seconds, top)
+    }
+
+    /// A handle that asks this hub's agents for sites from another thread (the monitor's).
+    pub fn asker(&self) -> io::Result<HubAsker> {
+        Ok(HubAsker {
+            inner: Arc::clone(&self.inner),
+            wake: self.wake.try_clone()?,
+        })
     }
 
     /// Waits for the end of sites window `id` on `pid`'s feed (done, refused or failed), at
@@ -564,6 +513,91 @@ impl Hub {
         shared.unsettled = self.conns.values().filter(|c| !c.settled).count();
         drop(shared);
         inner.changed.notify_all();
+    }
+}
+
+fn ask_sites(
+    inner: &Inner,
+    wake: &UnixStream,
+    pid: u32,
+    seconds: u32,
+    top: u32,
+) -> Result<u64, String> {
+    let mut shared = inner.lock();
+    let now = wall_clock();
+    let (key, feed) = shared
+        .feeds
+        .map
+        .iter()
+        .find(|(_, f)| f.judged && f.peer.is_some_and(|p| p.pid == pid))
+        .ok_or_else(|| format!("PID {pid} has no allocator feed: start it under `strata run`"))?;
+    let hello = match (&feed.state, &feed.hello) {
+        (FeedState::Connected, Some(hello)) => hello,
+        (FeedState::Connected, None) => {
+            return Err(format!("PID {pid}'s agent has not said hello yet"))
+        }
+        (
+            FeedState::Refused { reason }
+            | FeedState::Dropped { reason }
+            | FeedState::Closed { reason },
+            _,
+        ) => return Err(format!("PID {pid}'s feed is not connected ({reason})")),
+    };
+    if !hello.answers("sites") {
+        let version = hello
+            .agent_version
+            .as_deref()
+            .unwrap_or("of an unknown version");
+        return Err(format!(
+                "PID {pid}'s agent ({version}) takes no requests: start the job under this strata's `strata run` for sites"
+            ));
+    }
+    if let Some(running) = feed
+        .sites
+        .as_deref()
+        .filter(|s| s.state == SitesState::Running)
+    {
+        let ends = running.started.unwrap_or(running.time) + running.seconds.unwrap_or(0.0);
+        // A window whose end has long passed without a word is not waited on.
+        if now < ends + SITES_GRACE {
+            return Err(format!(
+                "a sites window is already running on PID {pid} (ends in {:.0} s)",
+                (ends - now).max(0.0)
+            ));
+        }
+    }
+    let id = request_id(now);
+    let line = serde_json::json!({
+        "v": PROTOCOL,
+        "type": "sites_request",
+        "id": id,
+        "seconds": seconds.clamp(1, MAX_SITES_SECONDS),
+        "top": top.clamp(1, crate::sample::pool::MAX_SITES as u32),
+    });
+    let mut bytes = line.to_string().into_bytes();
+    bytes.push(b'\n');
+    let key = *key;
+    shared.requests.push((key, bytes));
+    drop(shared);
+    let _ = (&*wake).write(&[1]); // full: a wake-up is pending anyway
+    Ok(id)
+}
+
+/// Asks a hub's agents for sites windows from another thread: the monitor's `w`.
+pub struct HubAsker {
+    inner: Arc<Inner>,
+    wake: UnixStream,
+}
+
+impl std::fmt::Debug for HubAsker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HubAsker")
+    }
+}
+
+impl crate::app::SitesAsker for HubAsker {
+    fn ask(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
+        ask_sites(&self.inner, &self.wake, pid, seconds, top)
     }
 }
 

@@ -26,4 +26,4 @@ mod trust;
 
 /// The feed dir rules, for `strata doctor`: the check a dir must pass, and where root looks.
 pub(crate) use discover::{open_feed_dir, tmp_feed_dirs};
-pub use hub::{FeedConfig, FeedHub};
+pub use hub::{FeedConfig, FeedHub, HubAsker};

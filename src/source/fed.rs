@@ -16,6 +16,13 @@ pub struct FedSource {
 }
 
 impl FedSource {
+    /// What asks this source's agents for sites windows, from the monitor's thread.
+    pub fn sites_asker(&self) -> anyhow::Result<crate::feed::HubAsker> {
+        self.hub
+            .asker()
+            .map_err(|e| anyhow::anyhow!("cannot ask allocator feeds: {e}"))
+    }
+
     pub fn new(inner: Box<dyn Source>, hub: FeedHub) -> Self {
         FedSource {
             inner,

@@ -117,6 +117,9 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
         View::Detail { pid, device_uuid } => {
             detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
         }
+        View::Sites { pid, device_uuid } => {
+            detail::pool::draw_sites(frame, body, state, observed, *pid, device_uuid, theme)
+        }
         View::Help => help::draw_help(frame, body, state, theme),
         View::Evidence(id) => evidence::draw_evidence(frame, body, state, observed, id, theme),
         View::Strata => strata::draw_strata(frame, body, state, observed, theme),
@@ -173,6 +176,8 @@ mod picture;
 mod tests;
 #[cfg(test)]
 mod tests_layout;
+#[cfg(test)]
+mod tests_sites;
 #[cfg(test)]
 mod tests_strata_and_evidence;
 #[cfg(test)]

@@ -4,6 +4,7 @@
 mod feed;
 mod history;
 mod owner;
+pub(crate) mod pool;
 
 use super::theme::Theme;
 use crate::accounting::{FeedStatus, ProcessAccount};
@@ -461,5 +462,6 @@ fn reconcile(
     }
     owner::section(rows, p, theme);
     feed::section(rows, observed, p, theme);
+    pool::section(rows, observed, p, theme);
     history::section(rows, state, observed, p, theme);
 }

@@ -1,0 +1,257 @@
+//! `w` and the sites view: what it asks, and what it draws of a window and a segment map.
+
+use super::tests::{demo_state, render, text};
+use crate::app::{Action, SitesAsker, State, View};
+use crate::sample::pool::{
+    DeviceSegments, DeviceSites, FreeBucket, Pinned, PoolMap, RunState, SegmentStrip,
+    SegmentsReport, SiteGrowth, SiteLive, SitesCost, SitesReport, SitesState,
+};
+use std::sync::{Arc, Mutex};
+
+/// Says yes, and keeps what it was asked.
+#[derive(Debug, Clone, Default)]
+struct Recorded(Arc<Mutex<Vec<(u32, u32, u32)>>>);
+
+impl SitesAsker for Recorded {
+    fn ask(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
+        self.0.lock().unwrap().push((pid, seconds, top));
+        Ok(7)
+    }
+}
+
+/// The demo with the fragmenting job (PID 60112) selected, its agent answering requests.
+fn fragmenting() -> (State, Recorded) {
+    let mut state = demo_state(false);
+    let asked = Recorded::default();
+    state.sites.asker = Box::new(asked.clone());
+    state.apply_action(Action::Down);
+    state.apply_action(Action::Down);
+    let observed = state.current.as_mut().expect("a sample");
+    for record in &mut observed.sample.feeds {
+        if record.pid() == Some(60112) {
+            let mut hello = (**record.hello.as_ref().expect("a hello")).clone();
+            hello.requests = vec!["sites".into()];
+            record.hello = Some(Arc::new(hello));
+        }
+    }
+    (state, asked)
+}
+
+fn record_of(state: &mut State, pid: u32) -> &mut crate::sample::FeedRecord {
+    let observed = state.current.as_mut().expect("a sample");
+    observed
+        .sample
+        .feeds
+        .iter_mut()
+        .find(|r| r.pid() == Some(pid))
+        .expect("its feed")
+}
+
+fn segments(time: f64) -> SegmentsReport {
+    let gib = 1u64 << 30;
+    let mib = 1u64 << 20;
+    SegmentsReport {
+        time,
+        took: Some(0.004),
+        devices: vec![DeviceSegments {
+            index: 0,
+            pools: vec![PoolMap {
+                pool: "large".into(),
+                expandable: false,
+                segments: 12,
+                reserved: 24 * gib,
+                live: 63 * mib,
+                pending_free: 0,
+                free: 24 * gib - 63 * mib,
+                largest_free: 600 * mib,
+                free_blocks: vec![FreeBucket {
+                    at_least: 512 * mib,
+                    blocks: 1,
+                    bytes: 24 * gib - 63 * mib,
+                }],
+                pinned: Pinned {
+                    segments: 12,
+                    reserved: 24 * gib,
+                    live: 63 * mib,
+                },
+            }],
+            strips: vec![SegmentStrip {
+                pool: "large".into(),
+                expandable: false,
+                size: 2 * gib,
+                live: 5 * mib,
+                free: 2 * gib - 5 * mib,
+                largest_free: 600 * mib,
+                pinned: true,
+                runs: vec![
+                    (gib, RunState::Free),
+                    (5 * mib, RunState::Live),
+                    (gib - 5 * mib, RunState::Free),
+                ],
+            }],
+            strips_left_out: 11,
+        }],
+    }
+}
+
+fn done(time: f64) -> SitesReport {
+    let mib = 1u64 << 20;
+    SitesReport {
+        time,
+        id: 7,
+        state: SitesState::Done,
+        reason: None,
+        started: Some(time - 60.0),
+        seconds: Some(60.0),
+        window: Some(60.0),
+        history: Some("agent".into()),
+        entries: Some(2400),
+        dropped: Some(0),
+        cost: SitesCost {
+            cpu: Some(0.018),
+            gil_max: Some(0.0031),
+            snapshot: Some(0.006),
+        },
+        stopped: None,
+        devices: vec![DeviceSites {
+            index: 0,
+            live: vec![SiteLive {
+                site: "train.py:118 in evaluate\u{1b}]0;owned\u{7}".into(),
+                via: vec!["train.py:40 in main".into()],
+                bytes: 610 * mib,
+                count: 61,
+            }],
+            live_bytes: 700 * mib,
+            live_blocks: 70,
+            live_unattributed: 90 * mib,
+            growth: vec![SiteGrowth {
+                site: "train.py:118 in evaluate".into(),
+                via: vec![],
+                bytes: 610 * mib,
+                allocs: 600,
+                frees: 539,
+            }],
+            growth_bytes: 610 * mib,
+        }],
+    }
+}
+
+#[test]
+fn w_asks_the_selected_fed_process_and_opens_its_sites_view() {
+    let (mut state, asked) = fragmenting();
+    state.apply_action(Action::Sites);
+    assert!(
+        matches!(state.view, View::Sites { pid: 60112, .. }),
+        "{:?}",
+        state.view
+    );
+    assert_eq!(asked.0.lock().unwrap().as_slice(), &[(60112, 60, 20)]);
+    let screen = text(&render(&state, 120, 40));
+    assert!(
+        screen.contains("asked PID 60112's agent for a 60 s window"),
+        "{screen}"
+    );
+    assert!(screen.contains("No window yet"), "{screen}");
+
+    // Esc goes back; w from the reconciliation asks too.
+    state.apply_action(Action::Back);
+    state.apply_action(Action::Open);
+    state.apply_action(Action::Sites);
+    assert_eq!(asked.0.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn a_window_that_runs_is_shown_not_asked_again_until_w_in_its_view() {
+    let (mut state, asked) = fragmenting();
+    let now = state.current.as_ref().unwrap().sample.time;
+    record_of(&mut state, 60112).sites = Some(Arc::new(SitesReport {
+        state: SitesState::Running,
+        started: Some(now - 20.0),
+        window: None,
+        devices: Vec::new(),
+        ..done(now - 20.0)
+    }));
+    state.apply_action(Action::Sites);
+    assert!(
+        asked.0.lock().unwrap().is_empty(),
+        "a running window is not asked again"
+    );
+    let screen = text(&render(&state, 120, 40));
+    assert!(screen.contains("the summary comes in 40s"), "{screen}");
+    state.apply_action(Action::Sites);
+    assert_eq!(
+        asked.0.lock().unwrap().len(),
+        1,
+        "w in the view asks for another"
+    );
+}
+
+#[test]
+fn the_sites_view_draws_the_summary_and_the_segment_map_clean_at_every_size() {
+    let (mut state, _) = fragmenting();
+    let now = state.current.as_ref().unwrap().sample.time;
+    let record = record_of(&mut state, 60112);
+    record.sites = Some(Arc::new(done(now - 5.0)));
+    record.segments = Some(Arc::new(segments(now - 30.0)));
+    state.apply_action(Action::Sites);
+    let wide = text(&render(&state, 160, 48));
+    for wanted in [
+        "grew over the window on cuda:0: 610 MiB in all",
+        "+  610 MiB     539/600    freed  train.py:118 in evaluate",
+        "90.0 MiB from before recording began (no site)",
+        "12 segments, 24.0 GiB; largest free block 600 MiB; 12 pinned (24.0 GiB) by 63.0 MiB live",
+        "2.00 GiB large pinned",
+        "… 11 more segments not drawn",
+        "longest GIL hold 3.1 ms",
+    ] {
+        assert!(wide.contains(wanted), "{wanted}\n{wide}");
+    }
+    assert!(wide.contains(".#."), "the pinning block is drawn: {wide}");
+    for (w, h) in [(80, 24), (120, 40), (160, 48)] {
+        let buffer = render(&state, w, h);
+        let screen = text(&buffer);
+        assert!(
+            !screen.contains('\u{1b}') && !screen.contains('\u{7}'),
+            "{screen}"
+        );
+        if (w, h) == (120, 40) {
+            insta::assert_snapshot!(screen);
+        }
+    }
+    // The reconciliation says what the map says, in a line, and the key.
+    state.apply_action(Action::Back);
+    state.apply_action(Action::Open);
+    let detail = text(&render(&state, 160, 48));
+    assert!(detail.contains("largest free block 600 MiB"), "{detail}");
+    assert!(
+        detail.contains("w: which lines of its code hold the memory"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn w_on_a_process_without_a_feed_says_why_and_asks_nothing() {
+    let (mut state, asked) = fragmenting();
+    // The unfed process: the first row that has no feed.
+    for _ in 0..10 {
+        state.apply_action(Action::Up);
+    }
+    let unfed = state
+        .current
+        .as_ref()
+        .unwrap()
+        .sample
+        .processes
+        .iter()
+        .find(|p| p.feed.is_none())
+        .map(|p| (p.pid, p.device_uuid.clone()))
+        .expect("the demo has an unfed process");
+    state.view = View::Detail {
+        pid: unfed.0,
+        device_uuid: unfed.1,
+    };
+    state.apply_action(Action::Sites);
+    assert!(asked.0.lock().unwrap().is_empty());
+    let screen = text(&render(&state, 120, 40));
+    assert!(screen.contains("has no allocator feed"), "{screen}");
+}
