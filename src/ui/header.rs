@@ -177,7 +177,6 @@ pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, them
                         "g group",
                     ),
                     Hint::new("a attach", "a attach"),
-                    Hint::new("w sites", "w sites"),
                     Hint::new(format!("r {record}"), format!("r {rec}")),
                     Hint::new("R report", "R report"),
                     Hint::new("↑↓ jk move", "↑↓ move"),
@@ -200,7 +199,17 @@ pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, them
                 Hint::new(format!("p {pause}"), format!("p {pause}")),
                 Hint::kept("? help"),
             ],
-            View::Detail { .. } | View::Evidence(_) => vec![
+            View::Detail { .. } => vec![
+                Hint::kept("esc back"),
+                Hint::new("↑↓ scroll", "↑↓ scroll"),
+                Hint::new("w sites", "w sites"),
+                Hint::new("K signal", "K signal"),
+                Hint::new("v strata", "v strata"),
+                Hint::kept("q quit"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::kept("? help"),
+            ],
+            View::Evidence(_) => vec![
                 Hint::kept("esc back"),
                 Hint::new("↑↓ scroll", "↑↓ scroll"),
                 Hint::new("K signal", "K signal"),

@@ -76,6 +76,13 @@ fn pieces(state: &State, theme: Theme) -> Vec<Piece> {
             "attach the allocator feed to the selected Python 3.14+ process without one \
              (strata attach, after y); why not, if it cannot work, in the footer",
         ),
+        entry(
+            "w",
+            "sites: which lines of a fed torch job's code hold its memory. Its agent records \
+             the allocator's history for 60 s (Python stacks; put back as the job had it), then \
+             the view shows what grew and what is live by site, and the segment map; w there \
+             asks again",
+        ),
         entry("Enter", "a process's reconciliation, or a finding's evidence"),
         entry(
             "p",
