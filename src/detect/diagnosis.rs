@@ -23,6 +23,7 @@ use crate::accounting::NodeAccount;
 use crate::history::{Handles, History, KeyRef, Metric, ProcessId, Series, SeriesKey};
 use crate::layers::Layer;
 use crate::sample::NodeSample;
+use crate::units::bytes;
 use climbs::Climber;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -70,6 +71,9 @@ impl Cause {
 pub(super) struct Setup {
     pub(super) framework: Option<String>,
     pub(super) expandable_segments: Option<bool>,
+    /// The pinned segments of the process's device in the agent's latest segment map, and
+    /// when it was taken.
+    pub(super) pinned: Option<(crate::sample::pool::Pinned, f64)>,
 }
 
 impl Setup {
@@ -80,9 +84,35 @@ impl Setup {
             .and_then(|record| record.hello.as_ref())
             .and_then(|hello| hello.settings.get("expandable_segments"))
             .and_then(serde_json::Value::as_bool);
+        let pinned = sample
+            .feeds
+            .get(feed.feed)
+            .and_then(|record| record.segments.as_deref())
+            .and_then(|map| {
+                map.devices
+                    .iter()
+                    .find(|d| d.index == feed.stats.index)
+                    .map(|d| (d.pinned(), map.time))
+            });
         Setup {
             framework: Some(feed.framework.clone()).filter(|f| !f.is_empty()),
             expandable_segments,
+            pinned,
+        }
+    }
+
+    /// `; 12 segments (24.0 GiB) are pinned by 63.0 MiB of live tensors`, where the map says
+    /// any are.
+    pub(super) fn pinned_words(&self) -> String {
+        match self.pinned {
+            Some((p, _)) if p.segments > 0 => format!(
+                "; {} segment{} ({}) pinned by {} of live tensors",
+                p.segments,
+                if p.segments == 1 { "" } else { "s" },
+                bytes(p.reserved),
+                bytes(p.live)
+            ),
+            _ => String::new(),
         }
     }
 }
@@ -181,6 +211,7 @@ pub(super) fn detect(
                 device: &p.device_uuid,
                 who: &who,
                 process: Some((p, acc.feed_status.is_usable())),
+                grew: p.feed.as_ref().and_then(|f| climbs::grew_most(sample, f)),
             };
             climbs::raise(out, now, &climber, &found);
             forecast::forecast(out, sample, history, &found, &climber);
@@ -220,6 +251,7 @@ pub(super) fn detect(
                     device: uuid,
                     who: &place,
                     process: None,
+                    grew: None,
                 };
                 climbs::raise(out, now, &climber, &found);
                 forecast::forecast(out, sample, history, &found, &climber);

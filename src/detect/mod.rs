@@ -623,4 +623,6 @@ mod tests_forecast;
 #[cfg(test)]
 mod tests_grouping;
 #[cfg(test)]
+mod tests_pool;
+#[cfg(test)]
 mod tests_scored;

@@ -38,7 +38,7 @@ fn paragraph(out: &mut String, text: &str) {
 
 /// The monitor's keys, as `app/keys.rs` maps them: each key by the name the test of this
 /// page gives it (`tests::key_name`).
-pub(super) const KEYS: [(&[&str], &str); 25] = [
+pub(super) const KEYS: [(&[&str], &str); 26] = [
     (&["q", "F10", "Ctrl-C"], "quit"),
     (&["Ctrl-Z"], "stop strata and give the terminal back, as in a shell (fg resumes)"),
     (
@@ -69,6 +69,10 @@ pub(super) const KEYS: [(&[&str], &str); 25] = [
     (
         &["a"],
         "attach the allocator feed to the selected Python 3.14+ process",
+    ),
+    (
+        &["w"],
+        "sites: which lines of a fed torch job's code hold its memory (its agent records 60 s of the allocator's history), and its segment map",
     ),
     (
         &["o"],

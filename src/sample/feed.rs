@@ -303,12 +303,12 @@ pub struct FeedRecord {
     pub connected_at: Option<f64>,
     /// When the monitor last received a line from it.
     pub last_heard: Option<f64>,
-    /// The latest segment map it sent (a `segments` message).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The latest segment map it sent (a `segments` message); null before the first.
+    #[serde(default)]
     pub segments: Option<std::sync::Arc<crate::sample::pool::SegmentsReport>>,
     /// The latest sites window it reported on, or this monitor's own word on a request it
-    /// could not send.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// could not send; null before the first.
+    #[serde(default)]
     pub sites: Option<std::sync::Arc<crate::sample::pool::SitesReport>>,
 }
 

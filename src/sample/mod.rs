@@ -7,9 +7,9 @@
 
 pub(crate) mod derived;
 pub mod feed;
-pub mod pool;
 pub(crate) mod fields;
 pub(crate) mod owner;
+pub mod pool;
 
 pub use derived::{make_raw, FeedShape};
 pub use feed::{AllocatorStats, FeedRecord, FeedScan};

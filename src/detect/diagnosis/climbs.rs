@@ -8,7 +8,8 @@ use crate::detect::evidence::{self, Evidence};
 use crate::detect::trend::{climbing, floor_rate, Climb, WINDOWS};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, SeriesKey, Steps};
-use crate::sample::ProcessSample;
+use crate::sample::pool::SitesState;
+use crate::sample::{FeedSample, NodeSample, ProcessSample};
 use crate::units::{bytes, duration};
 
 /// A climb found, with what it reads and, where the process reports steps, its pace per step.
@@ -31,6 +32,37 @@ pub(crate) struct Climber<'a> {
     pub(crate) device: &'a str,
     pub(crate) who: &'a str,
     pub(crate) process: Option<(&'a ProcessSample, bool)>,
+    /// The site that grew most in the process's latest sites window on its device.
+    pub(crate) grew: Option<Grew<'a>>,
+}
+
+/// The site that grew most over a sites window (`strata sites`, `w`).
+pub(crate) struct Grew<'a> {
+    pub(crate) site: &'a str,
+    pub(crate) bytes: u64,
+    pub(crate) window: f64,
+    /// When the window ended.
+    pub(crate) end: f64,
+}
+
+/// The site that grew most over the latest finished sites window of this feed's device.
+pub(crate) fn grew_most<'a>(sample: &'a NodeSample, feed: &FeedSample) -> Option<Grew<'a>> {
+    let report = sample.feeds.get(feed.feed)?.sites.as_deref()?;
+    if report.state != SitesState::Done {
+        return None;
+    }
+    let device = report
+        .devices
+        .iter()
+        .find(|d| d.index == feed.stats.index)?;
+    let top = device.growth.iter().max_by_key(|g| g.bytes)?;
+    let window = report.window?;
+    (top.bytes > 0).then_some(Grew {
+        site: &top.site,
+        bytes: top.bytes,
+        window,
+        end: report.time,
+    })
 }
 
 impl Climber<'_> {
@@ -51,6 +83,20 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
         Some(WarmUp::Ended { step, time, how }) => Some((step, time, how)),
         _ => None,
     };
+    // A window that ended during the climb, of live tensors: where they grew. An older
+    // window says nothing of this climb.
+    let grew = climber
+        .grew
+        .as_ref()
+        .filter(|g| cause == Cause::Live && g.end >= climb.start);
+    let site = grew.map_or_else(String::new, |g| {
+        format!(
+            "; grew most at {} (+{} over {})",
+            g.site,
+            bytes(g.bytes),
+            duration(g.window)
+        )
+    });
     let evidence = Evidence::Climb(evidence::Climb {
         bytes_per_step: found
             .per_step
@@ -59,6 +105,9 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
         cause: cause.name().to_string(),
         duration_secs: Secs((now - climb.start).round()),
         from_bytes: Bytes(climb.from),
+        grew_most_at: grew.map(|g| g.site.to_string()).into(),
+        grew_most_bytes: grew.map(|g| Bytes(g.bytes)).into(),
+        grew_most_window_secs: grew.map(|g| Secs(g.window.round())).into(),
         rate_mib_per_min: MibPerMin((rate * 10.0).round() / 10.0),
         series: metric_name(found.key.metric()).to_string(),
         start: Time(climb.start),
@@ -75,7 +124,7 @@ pub(super) fn raise(out: &mut Findings, now: f64, climber: &Climber, found: &Fou
         Some(climber.device),
         climber.pid(),
         format!(
-            "{who}: {} {:+.0} MiB/min{per_step} for {} ({} → {})",
+            "{who}: {} {:+.0} MiB/min{per_step} for {} ({} → {}){site}",
             cause.says(),
             rate,
             duration(now - climb.start),

@@ -230,8 +230,14 @@ pub(super) fn ooms(sample: &NodeSample, history: &History, memory: &OomMemory, o
             Some(&p.device_uuid),
             Some(p.pid),
             format!(
-                "PID {} on {place} ran out of memory{when}: {}",
-                p.pid, c.why
+                "PID {} on {place} ran out of memory{when}: {}{}",
+                p.pid,
+                c.why,
+                if c.class == "fragmentation" {
+                    setup.pinned_words()
+                } else {
+                    String::new()
+                }
             ),
             Evidence::Oom(evidence::Oom {
                 allocated: Bytes(feed.stats.allocated),
@@ -246,8 +252,12 @@ pub(super) fn ooms(sample: &NodeSample, history: &History, memory: &OomMemory, o
                 needed_bytes: c.needed.map(Bytes),
                 ooms_in_window: counted.map(Count),
                 ooms_total: feed.stats.ooms.map(Count),
+                pinned_live: setup.pinned.map(|(p, _)| Bytes(p.live)).into(),
+                pinned_reserved: setup.pinned.map(|(p, _)| Bytes(p.reserved)).into(),
+                pinned_segments: setup.pinned.map(|(p, _)| Count(p.segments)).into(),
                 requested: report.and_then(|r| r.requested).map(Bytes),
                 reserved: feed.stats.reserved.map(Bytes),
+                segment_map_time: setup.pinned.map(|(_, t)| Time(t)).into(),
                 time: report.map(|r| Time(r.time)),
             }),
         );

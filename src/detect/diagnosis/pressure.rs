@@ -9,7 +9,7 @@
 //! allocator retries), whatever the pace.
 
 use super::{counter_rise, series};
-use crate::detect::evidence::units::{Bytes, Count, PerMin, Secs, Share};
+use crate::detect::evidence::units::{Bytes, Count, PerMin, Secs, Share, Time};
 use crate::detect::evidence::{self, Evidence, Retries};
 use crate::detect::{FindingKind, Findings, Severity};
 use crate::history::{History, Metric, ProcessId, Series};
@@ -180,11 +180,12 @@ pub(super) fn fragmentation(
         Some(&id.device_uuid),
         Some(id.pid),
         format!(
-            "{who}: fragmentation: {} of the {} pool is in free split pieces ({:.0}%, {}): allocations of other sizes cannot use them",
+            "{who}: fragmentation: {} of the {} pool is in free split pieces ({:.0}%, {}): allocations of other sizes cannot use them{}",
             bytes(now_split),
             bytes(reserved_now),
             share_now * 100.0,
-            said.join("; ")
+            said.join("; "),
+            setup.pinned_words()
         ),
         Evidence::Fragmentation(evidence::Fragmentation {
             expandable_segments: setup.expandable_segments.into(),
@@ -193,9 +194,13 @@ pub(super) fn fragmentation(
             growth_window_secs: Secs(growth_window),
             inactive_split_bytes: Bytes(now_split),
             largest_free_block: stats.largest_free_block.map(Bytes),
+            pinned_live: setup.pinned.map(|(p, _)| Bytes(p.live)).into(),
+            pinned_reserved: setup.pinned.map(|(p, _)| Bytes(p.reserved)).into(),
+            pinned_segments: setup.pinned.map(|(p, _)| Count(p.segments)).into(),
             reason: reasons.into_iter().map(str::to_string).collect(),
             reserved_bytes: Bytes(reserved_now),
             retries_in_window: retries.map(Count),
+            segment_map_time: setup.pinned.map(|(_, t)| Time(t)).into(),
             share: Share(rounded(share_now)),
             share_before: share_before.map(rounded).map(Share),
             share_floor: floor_share.map(rounded).map(Share),

@@ -17,6 +17,16 @@ evidence! {
         pub(crate) cause: String,
         pub(crate) duration_secs: Secs,
         pub(crate) from_bytes: Bytes,
+        /// The allocation site that grew most over the process's latest sites window
+        /// (`strata sites`, `w`) that overlaps the climb: `train.py:118 in evaluate`.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) grew_most_at: IfKnown<String>,
+        /// What it allocated in that window and still held at its end.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) grew_most_bytes: IfKnown<Bytes>,
+        /// The window's length.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) grew_most_window_secs: IfKnown<Secs>,
         pub rate_mib_per_min: MibPerMin,
         /// The series that climbs: `allocated`, `reserved`, `used`...
         pub(crate) series: String,
@@ -50,10 +60,21 @@ evidence! {
         pub(crate) growth_window_secs: Secs,
         pub(crate) inactive_split_bytes: Bytes,
         pub(crate) largest_free_block: Option<Bytes>,
+        /// Segments held by a small share of live bytes (three quarters or more free), in
+        /// the agent's latest segment map: their count, size and live bytes, and when.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_live: IfKnown<Bytes>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_reserved: IfKnown<Bytes>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_segments: IfKnown<Count>,
         /// `growing`, `sitting`, `retries`.
         pub(crate) reason: Vec<String>,
         pub(crate) reserved_bytes: Bytes,
         pub(crate) retries_in_window: Option<Count>,
+        /// When the agent took the snapshot the pinned figures come from.
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) segment_map_time: IfKnown<Time>,
         pub(crate) share: Share,
         pub(crate) share_before: Option<Share>,
         pub(crate) share_floor: Option<Share>,
@@ -86,8 +107,18 @@ evidence! {
         pub(crate) needed_bytes: Option<Bytes>,
         pub(crate) ooms_in_window: Option<Count>,
         pub(crate) ooms_total: Option<Count>,
+        /// Segments pinned by a small share of live bytes in the agent's latest segment map
+        /// (see [`Fragmentation`]).
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_live: IfKnown<Bytes>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_reserved: IfKnown<Bytes>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) pinned_segments: IfKnown<Count>,
         pub(crate) requested: Option<Bytes>,
         pub(crate) reserved: Option<Bytes>,
+        #[serde(default, skip_serializing_if = "IfKnown::is_none")]
+        pub(crate) segment_map_time: IfKnown<Time>,
         /// When the agent reported it.
         pub(crate) time: Option<Time>,
     }

@@ -20,6 +20,9 @@ fn every_unit_is_named_beside_its_value() {
         cause: "live".into(),
         duration_secs: Secs(800.0),
         from_bytes: Bytes(7_091_363_840),
+        grew_most_at: IfKnown(Some("train.py:118 in evaluate".into())),
+        grew_most_bytes: IfKnown(Some(Bytes(639_631_360))),
+        grew_most_window_secs: IfKnown(Some(Secs(60.0))),
         rate_mib_per_min: MibPerMin(635.8),
         series: "allocated".into(),
         start: Time(1_767_258_105.0),
@@ -41,6 +44,8 @@ fn every_unit_is_named_beside_its_value() {
     assert_eq!(find(&shown, "warm_up_end_step"), "40 steps");
     assert_eq!(find(&shown, "window_secs"), "n/a", "not a number: null");
     assert!(shown.iter().all(|r| r.1 != "warm_up_end"), "absent: no row");
+    assert_eq!(find(&shown, "grew_most_at"), "train.py:118 in evaluate");
+    assert_eq!(find(&shown, "grew_most_bytes"), "610 MiB (639,631,360 B)");
 
     let oom = Evidence::Oom(Oom {
         allocated: Bytes(2048),
@@ -55,8 +60,12 @@ fn every_unit_is_named_beside_its_value() {
         needed_bytes: None,
         ooms_in_window: None,
         ooms_total: Some(Count(3)),
+        pinned_live: IfKnown(None),
+        pinned_reserved: IfKnown(None),
+        pinned_segments: IfKnown(None),
         requested: Some(Bytes(2_684_354_560)),
         reserved: None,
+        segment_map_time: IfKnown(None),
         time: None,
     });
     let shown = rows(&oom, NOW);
