@@ -19,8 +19,19 @@ pub struct Cli {
     pub source: SourceArgs,
     #[command(flatten)]
     pub monitor: MonitorArgs,
+    #[command(flatten)]
+    pub live: LiveArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// What only the live monitor does (not `strata replay`): it acts on running jobs.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LiveArgs {
+    /// When a climb of live tensors is first raised on a fed torch job, ask its agent for a
+    /// sites window on its own (as `w` does), once per climb: which lines grew.
+    #[arg(long)]
+    pub sites_on_climb: bool,
 }
 
 // The options come in groups, each flattened only into the commands that read it, so that a
@@ -30,7 +41,8 @@ pub struct Cli {
 //   the demo's, NVML's, the feeds', the context's and the interval's options;
 // - `ContextArgs` alone: the commands that judge a recording (analyze, export, replay);
 // - `FeedArgs`: where the agents' feeds are (run, attach, doctor), `NvmlArgs` (doctor);
-// - `MonitorArgs`: how the monitor looks and what it shows (the monitor and replay).
+// - `MonitorArgs`: how the monitor looks and what it shows (the monitor and replay);
+// - `LiveArgs`: what the live monitor alone does to running jobs.
 
 /// The monitor's own options: how it looks and what it shows, for the live monitor and for
 /// `strata replay` alike.

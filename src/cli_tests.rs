@@ -170,7 +170,7 @@ fn taken(command: &str) -> Vec<&'static str> {
     const RING: [&str; 3] = ["ring", "ring-size", "evidence-size"];
     const VIEW: [&str; 7] = ["user", "pid", "gpu", "no-mouse", "theme", "ascii", "config"];
     let mut own: Vec<&'static str> = match command {
-        "strata" => [DEMO.as_slice(), &SOURCE, &VIEW].concat(),
+        "strata" => [DEMO.as_slice(), &SOURCE, &VIEW, &["sites-on-climb"]].concat(),
         "snapshot" => [&DEMO[..], &SOURCE, &["json", "report", "count", "group-by"]].concat(),
         "serve" => [
             &DEMO[..],

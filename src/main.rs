@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use strata::app::State;
 use strata::cli::{
-    AttachArgs, Cli, Command, ConfigArgs, MonitorArgs, RecordArgs, ReplayArgs, RunArgs, ServeArgs,
-    SnapshotArgs, SourceArgs, ThemeArg,
+    AttachArgs, Cli, Command, ConfigArgs, LiveArgs, MonitorArgs, RecordArgs, ReplayArgs, RunArgs,
+    ServeArgs, SnapshotArgs, SourceArgs, ThemeArg,
 };
 use strata::config::{Config, ConfigError, Overrides, Palette, Settings};
 use strata::feed::{FeedConfig, FeedHub};
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         strata::source::reserve_descriptors();
     }
     let result = match cli.command {
-        None => monitor(&cli.source, &cli.monitor),
+        None => monitor(&cli.source, &cli.monitor, &cli.live),
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
         Some(Command::Run(args)) => return run(&args),
         Some(Command::Attach(args)) => attach(&args),
@@ -290,7 +290,7 @@ fn config(args: &ConfigArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
+fn monitor(common: &SourceArgs, view: &MonitorArgs, live: &LiveArgs) -> anyhow::Result<()> {
     let settings = settings(view, common.interval.interval)?;
     let mut common = common.clone();
     common.interval.interval = Some(settings.interval);
@@ -322,6 +322,7 @@ fn monitor(common: &SourceArgs, view: &MonitorArgs) -> anyhow::Result<()> {
     if let Some(asker) = asker {
         state.sites.asker = Box::new(asker);
     }
+    state.sites.on_climb = live.sites_on_climb;
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval()))
 }
 

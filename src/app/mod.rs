@@ -235,6 +235,7 @@ impl State {
             .observe(&observed.sample, &observed.account);
         self.show(Some(observed));
         self.shown(arrived);
+        self.sites_on_climb();
         self.offer_replay_checkpoint();
     }
 

@@ -5,6 +5,8 @@
 //! answer comes with the samples, so nothing here waits.
 
 use super::{Focus, Notice, State, View};
+use crate::detect::evidence::Evidence;
+use crate::detect::FindingKind;
 use crate::sample::pool::SitesState;
 
 /// The window `w` asks for, seconds.
@@ -34,6 +36,11 @@ pub struct Sites {
     pub asker: Box<dyn SitesAsker>,
     /// The pid and request id of the last window asked from here.
     pub(crate) asked: Option<(u32, u64)>,
+    /// `--sites-on-climb`: ask on its own when a climb of live tensors is first raised.
+    pub on_climb: bool,
+    /// The live climbs raised (pid, device) whose window was asked: once per episode, until
+    /// the climb is no longer raised.
+    climbs_asked: std::collections::HashSet<(u32, String)>,
 }
 
 impl Default for Sites {
@@ -43,11 +50,61 @@ impl Default for Sites {
                 "the demo node's processes are simulated: there is no job to record",
             )),
             asked: None,
+            on_climb: false,
+            climbs_asked: std::collections::HashSet::new(),
         }
     }
 }
 
 impl State {
+    /// `--sites-on-climb`: for each climb of live tensors raised now whose process's agent
+    /// answers requests, a window asked once per episode (the climb raised without a break).
+    pub(super) fn sites_on_climb(&mut self) {
+        if !self.sites.on_climb {
+            return;
+        }
+        let Some(observed) = &self.current else {
+            return;
+        };
+        let climbing: Vec<(u32, String)> = observed
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Climb)
+            .filter(|f| matches!(&f.evidence, Evidence::Climb(e) if e.cause == "live"))
+            .filter_map(|f| Some((f.pid?, f.device_uuid.clone()?)))
+            .collect();
+        self.sites
+            .climbs_asked
+            .retain(|episode| climbing.contains(episode));
+        for (pid, device) in climbing {
+            if self.sites.climbs_asked.contains(&(pid, device.clone())) {
+                continue;
+            }
+            let answers = observed
+                .sample
+                .feeds
+                .iter()
+                .find(|r| r.pid() == Some(pid))
+                .and_then(|r| r.hello.as_ref())
+                .is_some_and(|h| h.answers("sites"));
+            if !answers {
+                continue;
+            }
+            self.sites.climbs_asked.insert((pid, device));
+            let said = match self.sites.asker.ask(pid, SITES_SECONDS, SITES_TOP) {
+                Ok(id) => {
+                    self.sites.asked = Some((pid, id));
+                    format!("live tensors of PID {pid} climbing: asked its agent for a {SITES_SECONDS} s sites window (w shows it)")
+                }
+                Err(why) => format!("live tensors of PID {pid} climbing: no sites window: {why}"),
+            };
+            self.notice = Some(Notice {
+                text: said,
+                alert: false,
+            });
+        }
+    }
+
     /// `w`: opens the sites view of the selected process and asks for a window, unless one
     /// runs already (then the view shows it).
     pub(super) fn open_sites(&mut self) {

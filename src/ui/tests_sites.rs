@@ -255,3 +255,89 @@ fn w_on_a_process_without_a_feed_says_why_and_asks_nothing() {
     let screen = text(&render(&state, 120, 40));
     assert!(screen.contains("has no allocator feed"), "{screen}");
 }
+
+/// A job on an 80 GiB GPU whose agent answers requests, its live tensors `live` at `time`.
+fn leaking_node(time: f64, live: u64) -> crate::sample::NodeSample {
+    use crate::fixtures::*;
+    use crate::sample::DeviceMemory;
+    const GIB: u64 = 1 << 30;
+    let reserved = live + 2 * GIB;
+    let used = reserved + GIB;
+    let mut s = node();
+    s.time = time;
+    s.interval = 5.0;
+    s.gpus.push(gpu(
+        0,
+        DeviceMemory {
+            total: 80 * GIB,
+            used,
+            free: 80 * GIB - 512 * (1 << 20) - used,
+            driver_reserved: Some(512 * (1 << 20)),
+        },
+    ));
+    s.processes.push(process(4242, "GPU-test-0", Some(used)));
+    let mut record = feed_on_gpu_0(4242, stats(live, reserved, 0.0, time - 0.2), Vec::new());
+    let mut hello = (**record.hello.as_ref().unwrap()).clone();
+    hello.framework = Some("torch".into());
+    hello.backend = Some("native".into());
+    hello.interval = Some(0.5);
+    hello.requests = vec!["sites".into()];
+    record.hello = Some(Arc::new(hello));
+    record.connected_at = Some(0.0);
+    record.last_heard = Some(time - 0.2);
+    s.feeds.push(record);
+    s
+}
+
+/// `--sites-on-climb`: a climb of live tensors gets one window, asked when it is first
+/// raised, however long it lasts; a new climb after it ends gets another. Off, none.
+#[test]
+fn sites_on_climb_asks_once_per_climb_of_live_tensors() {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let rate = 600.0 * (1u64 << 20) as f64 / 60.0;
+    for on in [true, false] {
+        let mut state = State::new(crate::pipeline::Pipeline::new(None), "test".into(), 5.0);
+        let asked = Recorded::default();
+        state.sites.asker = Box::new(asked.clone());
+        state.sites.on_climb = on;
+        let mut raised_at = None;
+        // Flat for 2 minutes, climbing for 15, flat for 20 (the climb ends), climbing again.
+        let live = |t: f64| {
+            let climb = |from: f64, to: f64| rate * (t.min(to) - from).max(0.0);
+            20.0 * GIB + climb(120.0, 1020.0) + climb(2220.0, 3120.0)
+        };
+        let mut asks_at_first_end = None;
+        for k in 0..=(3120 / 5) {
+            let t = 5.0 * f64::from(k);
+            state.on_sample(leaking_node(1000.0 + t, live(t) as u64));
+            let climbing = state
+                .current
+                .as_ref()
+                .unwrap()
+                .findings
+                .iter()
+                .any(|f| f.kind == crate::detect::FindingKind::Climb);
+            if climbing && raised_at.is_none() {
+                raised_at = Some(t);
+                let n = asked.0.lock().unwrap().len();
+                assert_eq!(
+                    n,
+                    usize::from(on),
+                    "asked as the climb is first raised, at {t}"
+                );
+            }
+            if t == 2200.0 {
+                asks_at_first_end = Some(asked.0.lock().unwrap().len());
+            }
+        }
+        assert!(raised_at.is_some(), "the leak is a climb");
+        let asks = asked.0.lock().unwrap().clone();
+        if on {
+            assert_eq!(asks_at_first_end, Some(1), "one window for the first climb");
+            assert_eq!(asks.len(), 2, "and one for the second: {asks:?}");
+            assert!(asks.iter().all(|&(pid, s, _)| pid == 4242 && s == 60));
+        } else {
+            assert!(asks.is_empty(), "off: never asked");
+        }
+    }
+}

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_strata_global_optspecs
-    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= user= pid= gpu= no-mouse theme= ascii config= h/help V/version
+    string join \n demo demo-speed= demo-at= demo-seed= nvml-lib= feed-dir= context-mib= interval= user= pid= gpu= no-mouse theme= ascii config= sites-on-climb h/help V/version
 end
 
 function __fish_strata_needs_command
@@ -40,6 +40,7 @@ complete -c strata -n "__fish_strata_needs_command" -l config -d 'The config fil
 complete -c strata -n "__fish_strata_needs_command" -l demo -d 'Watch the built-in simulated training node instead of this machine\'s GPUs'
 complete -c strata -n "__fish_strata_needs_command" -l no-mouse -d 'Leave the mouse to the terminal (its own text selection) instead of clicks and the wheel in strata'
 complete -c strata -n "__fish_strata_needs_command" -l ascii -d 'Draw with ASCII only: no block, braille or box-drawing glyphs, for poor terminals and fonts'
+complete -c strata -n "__fish_strata_needs_command" -l sites-on-climb -d 'When a climb of live tensors is first raised on a fed torch job, ask its agent for a sites window on its own (as `w` does), once per climb: which lines grew'
 complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c strata -n "__fish_strata_needs_command" -s V -l version -d 'Print version'
 complete -c strata -n "__fish_strata_needs_command" -f -a "snapshot" -d 'Print one sample of the node: every layer and finding'
