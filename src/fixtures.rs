@@ -271,3 +271,97 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A segment map of device 0 taken at `time`: 12 segments of 2 GiB in the large pool, each
+/// pinned by a few MiB of live blocks, one drawn as a strip; 600 MiB the largest free block.
+pub fn segment_map(time: f64) -> crate::sample::pool::SegmentsReport {
+    use crate::sample::pool::*;
+    let mib = 1u64 << 20;
+    let gib = 1u64 << 30;
+    SegmentsReport {
+        time,
+        took: Some(0.004),
+        devices: vec![DeviceSegments {
+            index: 0,
+            pools: vec![PoolMap {
+                pool: "large".into(),
+                expandable: false,
+                segments: 12,
+                reserved: 24 * gib,
+                live: 63 * mib,
+                pending_free: 0,
+                free: 24 * gib - 63 * mib,
+                largest_free: 600 * mib,
+                free_blocks: vec![FreeBucket {
+                    at_least: 512 * mib,
+                    blocks: 1,
+                    bytes: 24 * gib - 63 * mib,
+                }],
+                pinned: Pinned {
+                    segments: 12,
+                    reserved: 24 * gib,
+                    live: 63 * mib,
+                },
+            }],
+            strips: vec![SegmentStrip {
+                pool: "large".into(),
+                expandable: false,
+                size: 2 * gib,
+                live: 5 * mib,
+                free: 2 * gib - 5 * mib,
+                largest_free: 600 * mib,
+                pinned: true,
+                runs: vec![
+                    (gib, RunState::Free),
+                    (5 * mib, RunState::Live),
+                    (gib - 5 * mib, RunState::Free),
+                ],
+            }],
+            strips_left_out: 11,
+        }],
+    }
+}
+
+/// A finished 60 s sites window of device 0 that ended at `end`: `site` grew by `grew` bytes
+/// (600 allocations, 539 freed) and holds them live.
+pub fn sites_window(end: f64, site: &str, grew: u64) -> crate::sample::pool::SitesReport {
+    use crate::sample::pool::*;
+    SitesReport {
+        time: end,
+        id: 7,
+        state: SitesState::Done,
+        reason: None,
+        started: Some(end - 60.0),
+        seconds: Some(60.0),
+        window: Some(60.0),
+        history: Some("agent".into()),
+        entries: Some(2400),
+        dropped: Some(0),
+        cost: SitesCost {
+            cpu: Some(0.018),
+            gil_max: Some(0.0031),
+            snapshot: Some(0.006),
+        },
+        stopped: None,
+        devices: vec![DeviceSites {
+            index: 0,
+            live: vec![SiteLive {
+                site: site.into(),
+                via: vec!["train.py:40 in main".into()],
+                bytes: grew,
+                count: 61,
+            }],
+            live_bytes: grew + (90 << 20),
+            live_blocks: 70,
+            live_unattributed: 90 << 20,
+            growth: vec![SiteGrowth {
+                site: site.into(),
+                via: vec![],
+                bytes: grew,
+                allocs: 600,
+                frees: 539,
+            }],
+            growth_bytes: grew,
+        }],
+    }
+}

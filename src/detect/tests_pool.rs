@@ -5,10 +5,7 @@ use super::tests_defects::{fed_node, pool};
 use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
-use crate::sample::pool::{
-    DeviceSegments, DeviceSites, Pinned, PoolMap, SegmentsReport, SiteGrowth, SitesCost,
-    SitesReport, SitesState,
-};
+use crate::sample::pool::{DeviceSites, SiteGrowth, SitesCost, SitesReport, SitesState};
 use std::sync::Arc;
 
 fn of_kind(findings: &[Finding], kind: FindingKind) -> Option<&Finding> {
@@ -131,31 +128,7 @@ fn a_window_from_before_the_climb_or_of_another_device_says_nothing_of_it() {
 #[test]
 fn fragmentation_names_the_segments_its_live_blocks_pin() {
     let gib = GIB;
-    let map = |time: f64| SegmentsReport {
-        time,
-        took: None,
-        devices: vec![DeviceSegments {
-            index: 0,
-            pools: vec![PoolMap {
-                pool: "large".into(),
-                expandable: false,
-                segments: 30,
-                reserved: 60 * gib,
-                live: 30 * gib,
-                pending_free: 0,
-                free: 30 * gib,
-                largest_free: 600 * MIB,
-                free_blocks: Vec::new(),
-                pinned: Pinned {
-                    segments: 12,
-                    reserved: 24 * gib,
-                    live: 63 * MIB,
-                },
-            }],
-            strips: Vec::new(),
-            strips_left_out: 30,
-        }],
-    };
+    let map = segment_map;
     let mut pipeline = Pipeline::new(None);
     let mut found = None;
     for k in 0..=(25 * 12) {

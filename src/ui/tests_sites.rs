@@ -2,10 +2,8 @@
 
 use super::tests::{demo_state, render, text};
 use crate::app::{Action, SitesAsker, State, View};
-use crate::sample::pool::{
-    DeviceSegments, DeviceSites, FreeBucket, Pinned, PoolMap, RunState, SegmentStrip,
-    SegmentsReport, SiteGrowth, SiteLive, SitesCost, SitesReport, SitesState,
-};
+use crate::fixtures::{segment_map, sites_window};
+use crate::sample::pool::{SitesReport, SitesState};
 use std::sync::{Arc, Mutex};
 
 /// Says yes, and keeps what it was asked.
@@ -47,95 +45,6 @@ fn record_of(state: &mut State, pid: u32) -> &mut crate::sample::FeedRecord {
         .expect("its feed")
 }
 
-fn segments(time: f64) -> SegmentsReport {
-    let gib = 1u64 << 30;
-    let mib = 1u64 << 20;
-    SegmentsReport {
-        time,
-        took: Some(0.004),
-        devices: vec![DeviceSegments {
-            index: 0,
-            pools: vec![PoolMap {
-                pool: "large".into(),
-                expandable: false,
-                segments: 12,
-                reserved: 24 * gib,
-                live: 63 * mib,
-                pending_free: 0,
-                free: 24 * gib - 63 * mib,
-                largest_free: 600 * mib,
-                free_blocks: vec![FreeBucket {
-                    at_least: 512 * mib,
-                    blocks: 1,
-                    bytes: 24 * gib - 63 * mib,
-                }],
-                pinned: Pinned {
-                    segments: 12,
-                    reserved: 24 * gib,
-                    live: 63 * mib,
-                },
-            }],
-            strips: vec![SegmentStrip {
-                pool: "large".into(),
-                expandable: false,
-                size: 2 * gib,
-                live: 5 * mib,
-                free: 2 * gib - 5 * mib,
-                largest_free: 600 * mib,
-                pinned: true,
-                runs: vec![
-                    (gib, RunState::Free),
-                    (5 * mib, RunState::Live),
-                    (gib - 5 * mib, RunState::Free),
-                ],
-            }],
-            strips_left_out: 11,
-        }],
-    }
-}
-
-fn done(time: f64) -> SitesReport {
-    let mib = 1u64 << 20;
-    SitesReport {
-        time,
-        id: 7,
-        state: SitesState::Done,
-        reason: None,
-        started: Some(time - 60.0),
-        seconds: Some(60.0),
-        window: Some(60.0),
-        history: Some("agent".into()),
-        entries: Some(2400),
-        dropped: Some(0),
-        cost: SitesCost {
-            cpu: Some(0.018),
-            gil_max: Some(0.0031),
-            snapshot: Some(0.006),
-        },
-        stopped: None,
-        devices: vec![DeviceSites {
-            index: 0,
-            live: vec![SiteLive {
-                site: "train.py:118 in evaluate\u{1b}]0;owned\u{7}".into(),
-                via: vec!["train.py:40 in main".into()],
-                bytes: 610 * mib,
-                count: 61,
-            }],
-            live_bytes: 700 * mib,
-            live_blocks: 70,
-            live_unattributed: 90 * mib,
-            growth: vec![SiteGrowth {
-                site: "train.py:118 in evaluate".into(),
-                via: vec![],
-                bytes: 610 * mib,
-                allocs: 600,
-                frees: 539,
-            }],
-            growth_bytes: 610 * mib,
-        }],
-    }
-}
-
 #[test]
 fn w_asks_the_selected_fed_process_and_opens_its_sites_view() {
     let (mut state, asked) = fragmenting();
@@ -169,7 +78,7 @@ fn a_window_that_runs_is_shown_not_asked_again_until_w_in_its_view() {
         started: Some(now - 20.0),
         window: None,
         devices: Vec::new(),
-        ..done(now - 20.0)
+        ..sites_window(now - 20.0, "train.py:118 in evaluate", 610 << 20)
     }));
     state.apply_action(Action::Sites);
     assert!(
@@ -191,8 +100,12 @@ fn the_sites_view_draws_the_summary_and_the_segment_map_clean_at_every_size() {
     let (mut state, _) = fragmenting();
     let now = state.current.as_ref().unwrap().sample.time;
     let record = record_of(&mut state, 60112);
-    record.sites = Some(Arc::new(done(now - 5.0)));
-    record.segments = Some(Arc::new(segments(now - 30.0)));
+    record.sites = Some(Arc::new(sites_window(
+        now - 5.0,
+        "train.py:118 in evaluate\u{1b}]0;owned\u{7}",
+        610 << 20,
+    )));
+    record.segments = Some(Arc::new(segment_map(now - 30.0)));
     state.apply_action(Action::Sites);
     let wide = text(&render(&state, 160, 48));
     for wanted in [

@@ -506,3 +506,31 @@ fn the_demos_vitals_cost_under_a_fifth_of_its_recording() {
         100.0 * (with as f64 / without as f64 - 1.0)
     );
 }
+
+/// A feed's segment map and sites window, new ones arriving now and then, read back from
+/// both formats as they were written (format 2 keeps them in the feed's rest).
+#[test]
+fn segment_maps_and_sites_windows_read_back_from_both_formats() {
+    let mut written = demo(0.0, 40, 10.0);
+    for (k, s) in written.iter_mut().enumerate() {
+        let Some(feed) = s.feeds.first_mut() else {
+            continue;
+        };
+        if k >= 5 {
+            let at = s.time - (k % 6) as f64 * 10.0;
+            feed.segments = Some(std::sync::Arc::new(crate::fixtures::segment_map(at)));
+        }
+        if k >= 20 {
+            let end = s.time - (k % 10) as f64 * 10.0;
+            feed.sites = Some(std::sync::Arc::new(crate::fixtures::sites_window(
+                end,
+                "train.py:118 in evaluate",
+                610 << 20,
+            )));
+        }
+    }
+    assert!(written
+        .iter()
+        .any(|s| s.feeds.iter().any(|f| f.sites.is_some())));
+    same_as_format_1(&written);
+}
