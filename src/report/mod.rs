@@ -13,6 +13,7 @@ pub mod chart;
 mod findings;
 pub(crate) mod markdown;
 mod oom;
+mod pool;
 mod process;
 #[cfg(test)]
 mod tests;

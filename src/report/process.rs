@@ -333,6 +333,7 @@ fn fed(
     row(out, "OOMs", &code(names.ooms), &count(stats.ooms), counters);
     out.push('\n');
     unreported(out, stats);
+    super::pool::section(out, s, feed, clock);
 }
 
 /// Why the feed left figures out, as the agent said.

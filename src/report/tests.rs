@@ -34,6 +34,16 @@ fn hostile() -> (NodeSample, String) {
         hello.framework_version = Some("2.5\u{200b}|1".into());
         hello.backend = Some("native|`x`".into());
     }
+    // What the job's own code says of its sites: its file and function names.
+    let time = sample.time;
+    sample.feeds[fed].sites = Some(std::sync::Arc::new(crate::fixtures::sites_window(
+        time - 5.0,
+        COMMAND,
+        610 << 20,
+    )));
+    sample.feeds[fed].segments = Some(std::sync::Arc::new(crate::fixtures::segment_map(
+        time - 30.0,
+    )));
     for p in sample.processes.iter_mut().filter(|p| p.pid == pid) {
         p.command = Some(COMMAND.into());
         p.user = Some("ro|ot\r[x]".into());
@@ -125,6 +135,15 @@ fn hostile_strings_are_text_in_the_report_never_markup() {
         .find(|r| r.first() == Some(&pid) && r.len() == 8)
         .unwrap_or_else(|| panic!("no process row for {pid}: {cells:?}"));
     assert_eq!(row[4], command, "the command cell: {row:?}");
+    // The sites of its window: the site one cell, whole; the segment map beside them.
+    let site = cells
+        .iter()
+        .find(|r| r.len() == 3 && r[0] == command && r[1].starts_with("610 MiB"))
+        .unwrap_or_else(|| panic!("no growth row of the site: {cells:?}"));
+    assert_eq!(site[2], "600 (539)");
+    assert!(cells.iter().any(|r| r.len() == 7
+        && r[0] == "large"
+        && r[6] == "12 (24.0 GiB (25,769,803,776 B)) by 63.0 MiB (66,060,288 B) live"));
     assert_eq!(row[1], "ro|ot\u{fffd}[x]");
     assert!(
         row[5].starts_with("torch</td><script> 2.5\u{fffd}|1"),
