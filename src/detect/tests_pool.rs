@@ -6,6 +6,7 @@ use super::*;
 use crate::fixtures::*;
 use crate::pipeline::Pipeline;
 use crate::sample::pool::{DeviceSites, SiteGrowth, SitesCost, SitesReport, SitesState};
+use crate::sample::AllocatorStats;
 use std::sync::Arc;
 
 fn of_kind(findings: &[Finding], kind: FindingKind) -> Option<&Finding> {
@@ -161,5 +162,43 @@ fn fragmentation_names_the_segments_its_live_blocks_pin() {
             .ends_with("; 12 segments (24.0 GiB) pinned by 63.0 MiB of live tensors"),
         "{}",
         f.message
+    );
+}
+
+/// At a torch OOM (its observer's statistics) the pool beyond live tensors is split pieces by
+/// construction: said so where torch does not count them (expandable segments), and not
+/// claimed of statistics read at another time.
+#[test]
+fn at_a_torch_oom_what_the_pool_holds_beyond_live_tensors_is_split_pieces() {
+    let at_oom = AllocatorStats {
+        inactive_split: None,
+        ..pool(22 * GIB, 36 * GIB, 0)
+    };
+    let report = crate::sample::feed::OomReport {
+        time: 1000.0,
+        seq: 1,
+        index: 0,
+        requested: Some(12 * GIB),
+        device_free: Some(6 * GIB),
+        device_total: Some(45 * GIB),
+        stats: Some(at_oom.clone()),
+    };
+    let (class, why) = diagnosis::classify(Some(&report), &at_oom);
+    assert_eq!(class, "fragmentation", "{why}");
+    assert!(
+        why.contains(
+            "14.0 GiB free in the pool, all of it in pieces of segments that hold live tensors"
+        ),
+        "{why}"
+    );
+    // The same figures read later, not at the OOM: only what they are.
+    let later = crate::sample::feed::OomReport {
+        stats: None,
+        ..report
+    };
+    let (_, why) = diagnosis::classify(Some(&later), &at_oom);
+    assert!(
+        why.contains("14.0 GiB free in the pool") && !why.contains("all of it in pieces"),
+        "{why}"
     );
 }

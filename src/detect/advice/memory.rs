@@ -39,7 +39,7 @@ pub(super) fn by_kind(kind: FindingKind) -> Vec<String> {
         K::Climb => vec![
             "Look at which layer climbs in the evidence view: live (tensors kept across steps), cached (a widening mix of shapes) or outside_pool.".into(),
         ],
-        K::Fragmentation => reshape(Some("torch"), None, None),
+        K::Fragmentation => reshape(Some("torch"), None, None, None),
         K::AllocRetries => retries(None),
         K::Oom => vec![format!(
             "If live tensors filled the device, lower the peak with {LEVERS}; if not, it was fragmentation: try {EXPANDABLE}."
@@ -95,7 +95,14 @@ fn climb(e: &Climb) -> Vec<String> {
 
 /// Fragmentation's remedies for a job of `framework` whose `expandable_segments` is as said;
 /// `fit` a sentence of the amounts (an OOM's), said before the remedies that follow the first.
-fn reshape(framework: Option<&str>, expandable: Option<bool>, fit: Option<String>) -> Vec<String> {
+/// `pinned`: the segments the agent's map says a few live bytes keep (a clause), where known:
+/// the remedy before the last resort is then to place long-lived tensors first.
+fn reshape(
+    framework: Option<&str>,
+    expandable: Option<bool>,
+    fit: Option<String>,
+    pinned: Option<String>,
+) -> Vec<String> {
     let shapes = "bucket variable-length batches to a few shapes and run the largest shape first";
     // Why the setting helps: the amounts where an OOM gives them.
     let why = fit
@@ -108,8 +115,12 @@ fn reshape(framework: Option<&str>, expandable: Option<bool>, fit: Option<String
         out.extend(fit.map(|f| format!("{f}.")));
         out
     } else {
-        let last_resort =
-            format!("failing that, {shapes}; `max_split_size_mb` is the last resort.");
+        let last_resort = match pinned {
+            Some(pinned) => format!(
+                "failing that, allocate long-lived tensors before the short-lived ones ({pinned}: `w` shows which lines hold them); `max_split_size_mb` is the last resort."
+            ),
+            None => format!("failing that, {shapes}; `max_split_size_mb` is the last resort."),
+        };
         match expandable {
             Some(true) => vec![
                 format!("The job already runs with `expandable_segments:True`: make the shapes repeat, {shapes}."),
@@ -141,7 +152,13 @@ fn capitalised(s: String) -> String {
 }
 
 fn fragmentation(e: &Fragmentation) -> Vec<String> {
-    reshape(e.framework.0.as_deref(), e.expandable_segments.0, None)
+    let pinned = pinned(e.pinned_segments.0, e.pinned_reserved.0, e.pinned_live.0);
+    reshape(
+        e.framework.0.as_deref(),
+        e.expandable_segments.0,
+        None,
+        pinned,
+    )
 }
 
 fn retries(e: Option<&Retries>) -> Vec<String> {
@@ -197,10 +214,35 @@ fn oom(e: &Oom) -> Vec<String> {
                 )),
                 _ => None,
             };
-            reshape(e.framework.0.as_deref(), e.expandable_segments.0, fit)
+            let pinned = pinned(e.pinned_segments.0, e.pinned_reserved.0, e.pinned_live.0);
+            reshape(
+                e.framework.0.as_deref(),
+                e.expandable_segments.0,
+                fit,
+                pinned,
+            )
         }
         _ => uncertain(e),
     }
+}
+
+/// Segments pinned by a few live bytes, as a clause of the remedy: `12 segments (24.0 GiB)
+/// are kept by 63.0 MiB of them`.
+fn pinned(
+    segments: Option<crate::detect::evidence::units::Count>,
+    reserved: Option<crate::detect::evidence::units::Bytes>,
+    live: Option<crate::detect::evidence::units::Bytes>,
+) -> Option<String> {
+    let (n, reserved, live) = (segments?.0, reserved?.0, live?.0);
+    (n > 0).then(|| {
+        format!(
+            "{n} segment{} ({}) {} kept by {} of them",
+            if n == 1 { "" } else { "s" },
+            bytes(reserved),
+            if n == 1 { "is" } else { "are" },
+            bytes(live)
+        )
+    })
 }
 
 /// An OOM that could not be classed: the remedy of each class, on the condition that tells

@@ -71,6 +71,7 @@ fn fragmentation(expandable: Option<bool>, framework: Option<&str>) -> Vec<Strin
     });
     e.expandable_segments = IfKnown(expandable);
     e.framework = IfKnown(framework.map(str::to_string));
+    e.pinned_segments = IfKnown(None);
     advice(FindingKind::Fragmentation, &Evidence::Fragmentation(e))
 }
 
@@ -84,6 +85,17 @@ fn fragmentation_advice_follows_the_allocators_settings() {
     );
     assert!(off[1].contains("max_split_size_mb"), "{off:?}");
     assert!(off[1].contains("largest shape first"), "{off:?}");
+    // Pinned segments in the agent's map: long-lived tensors first, before the last resort.
+    let mut e = example(|e| match e {
+        Evidence::Fragmentation(f) => Some(f.clone()),
+        _ => None,
+    });
+    e.expandable_segments = IfKnown(Some(false));
+    let pinned = advice(FindingKind::Fragmentation, &Evidence::Fragmentation(e));
+    assert!(
+        pinned[1].contains("allocate long-lived tensors before the short-lived ones (2 segments (4.00 GiB) are kept by 63.0 MiB of them"),
+        "{pinned:?}"
+    );
 
     let on = fragmentation(Some(true), Some("torch"));
     assert!(
@@ -136,13 +148,27 @@ fn an_oom_of_fragmentation_says_the_memory_was_there_and_follows_the_settings() 
         "{off:?}"
     );
     e.expandable_segments = IfKnown(Some(true));
-    let on = advice(FindingKind::Oom, &Evidence::Oom(e));
+    let on = advice(FindingKind::Oom, &Evidence::Oom(e.clone()));
     assert!(
         on[0].starts_with("The job already runs with `expandable_segments:True`"),
         "{on:?}"
     );
     assert!(on[1].starts_with("The 62.0 GiB it needed fit"), "{on:?}");
     assert!(on[1].contains("does not measure fragmentation"), "{on:?}");
+    // The segments the agent's map says a few live bytes pin: the remedy before the last
+    // resort. Without a map, the shapes.
+    e.expandable_segments = IfKnown(Some(false));
+    let pinned = advice(FindingKind::Oom, &Evidence::Oom(e.clone()));
+    assert!(
+        pinned[1].starts_with("Failing that, allocate long-lived tensors before the short-lived ones (12 segments (24.0 GiB) are kept by 63.0 MiB of them: `w` shows which lines hold them)"),
+        "{pinned:?}"
+    );
+    e.pinned_segments = IfKnown(None);
+    let unpinned = advice(FindingKind::Oom, &Evidence::Oom(e));
+    assert!(
+        unpinned[1].starts_with("Failing that, bucket variable-length batches"),
+        "{unpinned:?}"
+    );
 }
 
 #[test]

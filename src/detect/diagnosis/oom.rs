@@ -48,7 +48,11 @@ pub(crate) fn classify(
 }
 
 pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomClass {
-    let stats = report.and_then(|r| r.stats.as_ref()).unwrap_or(stats);
+    // Statistics read at the OOM (only torch's OOM observer sends them): torch had already
+    // released every wholly free cached segment before it raised, so what its pool held
+    // beyond live tensors then was free pieces inside segments that hold live blocks.
+    let at_oom = report.and_then(|r| r.stats.as_ref());
+    let stats = at_oom.unwrap_or(stats);
     let live = stats.allocated;
     let split = stats.inactive_split;
     let Some(reserved) = stats.reserved else {
@@ -70,6 +74,12 @@ pub(crate) fn judge(report: Option<&OomReport>, stats: &AllocatorStats) -> OomCl
             "{} in free split pieces, {} cached",
             bytes(s),
             bytes(cached)
+        ),
+        // Under expandable segments torch does not count split pieces: at the OOM they are
+        // what the pool holds beyond live tensors all the same.
+        None if at_oom.is_some() => format!(
+            "{} free in the pool, all of it in pieces of segments that hold live tensors: torch releases every wholly free segment before it raises",
+            bytes(reserved.saturating_sub(live))
         ),
         None => format!("{} free in the pool", bytes(reserved.saturating_sub(live))),
     };
