@@ -472,7 +472,8 @@ pub enum Command {
     /// Start the allocator feed in a running Python 3.14+ process (sys.remote_exec).
     Attach(AttachArgs),
     /// Judge a recording as the monitor would have: findings with when each was first raised
-    /// and last seen.
+    /// and last seen. Or read a PyTorch memory snapshot (`_dump_snapshot`): its segment map,
+    /// the code that holds the memory, its OOMs.
     Analyze(AnalyzeArgs),
     /// Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling
     /// every --interval on its own (a scrape never waits on NVML).
@@ -641,10 +642,13 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
     /// The recording: format 2 (what `strata record` writes) or JSON lines (`strata snapshot
-    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin.
+    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin. Or a PyTorch
+    /// memory snapshot, what `torch.cuda.memory._dump_snapshot()` writes, plain or gzip
+    /// (told by its content, or a name ending .pickle or .pkl).
     pub file: PathBuf,
 
-    /// Print JSON: {"findings": [...]} with each finding's evidence.
+    /// Print JSON: {"findings": [...]} with each finding's evidence; for a PyTorch snapshot,
+    /// `strata.torch_snapshot/1` (its segment map, sites, OOMs and findings).
     #[arg(long)]
     pub json: bool,
 

@@ -37,6 +37,16 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
         Some(Command::Run(args)) => return run(&args),
         Some(Command::Attach(args)) => attach(&args),
+        // A PyTorch snapshot file (`_dump_snapshot`), told by its content or its name.
+        Some(Command::Analyze(args)) if strata::torchsnap::is_snapshot_file(&args.file) => {
+            return ExitCode::from(strata::torchsnap::command::analyze_args(
+                &args.file,
+                args.json,
+                args.report_at.is_some(),
+                args.every_sample,
+                args.context.context_bytes().is_some(),
+            ));
+        }
         Some(Command::Analyze(args)) if args.report_at.is_some() => {
             let at = args.report_at.unwrap_or_default();
             let context = args.context.context_bytes();
