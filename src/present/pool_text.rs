@@ -95,15 +95,15 @@ pub(crate) fn bar(runs: &[(u64, RunState)], width: usize) -> String {
     out
 }
 
-/// `3 segs (6.00 GiB) by 52.0 MiB live`, or `-` when none are pinned.
+/// `3 (6.00 GiB) by 52.0 MiB`: pinned segments, their size, the live bytes that pin them;
+/// `-` when none are pinned.
 pub(crate) fn pinned_words(p: &Pinned) -> String {
     if p.segments == 0 {
         return "-".into();
     }
-    let plural = if p.segments == 1 { "seg" } else { "segs" };
     format!(
-        "{} {plural} ({}) by {} live",
-        p.segments,
+        "{} ({}) by {}",
+        grouped(p.segments),
         bytes(p.reserved),
         bytes(p.live)
     )
@@ -121,7 +121,7 @@ fn pool_name(pool: &str, expandable: bool) -> String {
 
 fn pool_row(p: &PoolMap) -> String {
     format!(
-        "  {:<10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+        "  {:<10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
         pool_name(&p.pool, p.expandable),
         grouped(p.segments),
         bytes(p.reserved),
@@ -159,8 +159,15 @@ pub(crate) fn device_segments(d: &DeviceSegments, width: usize) -> Vec<String> {
         bytes(d.largest_free())
     )];
     out.push(format!(
-        "  {:<10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
-        "pool", "segs", "reserved", "live", "pending", "free", "largest", "pinned (free ≥ 3/4)"
+        "  {:<10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+        "pool",
+        "segs",
+        "reserved",
+        "live",
+        "pending",
+        "free",
+        "largest",
+        "pinned: segs (size) by live"
     ));
     out.extend(d.pools.iter().map(pool_row));
     for p in &d.pools {
@@ -209,10 +216,10 @@ pub(crate) fn segments(report: &SegmentsReport, width: usize) -> Vec<String> {
     out
 }
 
-/// `12.3 MiB  ×40  site`, the site cut to what is left of the width.
+/// The figures, then the site cut to what is left of the width (16 cells at least).
 fn site_row(figures: &str, site: &str, width: usize) -> String {
-    let room = width.saturating_sub(figures.width() + 1).max(16);
-    format!("{figures} {}", fit(site, room))
+    let room = width.saturating_sub(figures.width()).max(16);
+    format!("{figures}{}", fit(site, room))
 }
 
 fn via_rows(via: &[String], width: usize, out: &mut Vec<String>) {
@@ -244,7 +251,7 @@ pub(crate) fn device_sites(d: &DeviceSites, top: usize, window: bool, width: usi
     if !d.live.is_empty() {
         out.push(format!("  {:>10} {:>8}  live at", "bytes", "blocks"));
         for s in d.live.iter().take(top) {
-            let figures = format!("  {:>10} {:>8} ", bytes(s.bytes), grouped(s.count));
+            let figures = format!("  {:>10} {:>8}  ", bytes(s.bytes), grouped(s.count));
             out.push(site_row(&figures, &s.site, width));
             via_rows(&s.via, width, &mut out);
         }
@@ -264,7 +271,7 @@ pub(crate) fn device_sites(d: &DeviceSites, top: usize, window: bool, width: usi
             ));
             for g in d.growth.iter().take(top) {
                 let figures = format!(
-                    "  {:>10} {:>8} {:>8} ",
+                    "  {:>10} {:>8} {:>8}  ",
                     bytes(g.bytes),
                     grouped(g.allocs),
                     grouped(g.frees)

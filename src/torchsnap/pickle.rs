@@ -48,6 +48,15 @@ pub(crate) enum Value {
 }
 
 impl Value {
+    /// What it is with its article: `an int`, `a list`, `None`.
+    pub(crate) fn a_kind(&self) -> String {
+        match self.kind() {
+            "None" => "None".into(),
+            k @ "int" => format!("an {k}"),
+            k => format!("a {k}"),
+        }
+    }
+
     /// What it is, in Python's words.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
@@ -124,6 +133,11 @@ pub(crate) struct Pickle {
 }
 
 impl Pickle {
+    /// Values held.
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
     pub(crate) fn get(&self, id: Id) -> &Value {
         // Every id handed out is an index of `values`; `None` stands in were one not.
         self.values.get(id as usize).unwrap_or(&Value::None)

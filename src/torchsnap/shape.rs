@@ -196,7 +196,7 @@ impl Reader<'_> {
         match self.int(v).and_then(|i| u64::try_from(i).ok()) {
             Some(u) => Ok(Some(u)),
             None => Err(ShapeError::Field(format!(
-                "{}: `{key}` is {}, not a byte count or address",
+                "{}: `{key}` is {}, where a non-negative int is expected",
                 place(),
                 describe(self.p, v)
             ))),
@@ -240,9 +240,9 @@ impl Reader<'_> {
             Value::None => return Ok(None),
             other => {
                 return Err(ShapeError::Field(format!(
-                    "{}: `frames` is a {}, not a list",
+                    "{}: `frames` is {}, not a list",
                     place(),
-                    other.kind()
+                    other.a_kind()
                 )))
             }
         };
@@ -261,9 +261,9 @@ impl Reader<'_> {
         for &f in items {
             if !matches!(self.p.get(f), Value::Dict(_)) {
                 return Err(ShapeError::Field(format!(
-                    "{}: a frame is a {}, not a dict",
+                    "{}: a frame is {}, not a dict",
                     place(),
-                    self.p.get(f).kind()
+                    self.p.get(f).a_kind()
                 )));
             }
             let file = self.text(self.p.field(f, "filename"));
@@ -286,9 +286,9 @@ impl Reader<'_> {
         let place = || format!("segment {n}");
         if !matches!(self.p.get(seg), Value::Dict(_)) {
             return Err(ShapeError::Field(format!(
-                "{}: a {}, not a dict",
+                "{}: {}, not a dict",
                 place(),
-                self.p.get(seg).kind()
+                self.p.get(seg).a_kind()
             )));
         }
         let device = self.required(seg, "device", &place)?;
@@ -336,9 +336,9 @@ impl Reader<'_> {
             Some(Value::List(items)) => items,
             Some(other) => {
                 return Err(ShapeError::Field(format!(
-                    "{}: `blocks` is a {}, not a list",
+                    "{}: `blocks` is {}, not a list",
                     place(),
-                    other.kind()
+                    other.a_kind()
                 )))
             }
             None => {
@@ -360,9 +360,9 @@ impl Reader<'_> {
             let place = || format!("segment {n}, block {i}");
             if !matches!(self.p.get(b), Value::Dict(_)) {
                 return Err(ShapeError::Field(format!(
-                    "{}: a {}, not a dict",
+                    "{}: {}, not a dict",
                     place(),
-                    self.p.get(b).kind()
+                    self.p.get(b).a_kind()
                 )));
             }
             let size = self.required(b, "size", &place)?;
@@ -398,8 +398,8 @@ impl Reader<'_> {
             Value::List(items) => items,
             other => {
                 return Err(ShapeError::Field(format!(
-                    "the trace of device {device} is a {}, not a list",
-                    other.kind()
+                    "the trace of device {device} is {}, not a list",
+                    other.a_kind()
                 )))
             }
         };
@@ -415,9 +415,9 @@ impl Reader<'_> {
             let place = || format!("device {device}, trace entry {i}");
             if !matches!(self.p.get(e), Value::Dict(_)) {
                 return Err(ShapeError::Field(format!(
-                    "{}: a {}, not a dict",
+                    "{}: {}, not a dict",
                     place(),
-                    self.p.get(e).kind()
+                    self.p.get(e).a_kind()
                 )));
             }
             let action = match self.p.field(e, "action").and_then(|a| self.p.str(a)) {
@@ -478,7 +478,7 @@ fn describe(p: &Pickle, id: Id) -> String {
     match p.get(id) {
         Value::Int(i) => format!("{i}"),
         Value::Big => "an int beyond 64 bits".into(),
-        other => format!("a {}", other.kind()),
+        other => other.a_kind(),
     }
 }
 
@@ -522,8 +522,8 @@ pub(crate) fn read(p: &Pickle, limits: Limits) -> Result<Snapshot, ShapeError> {
         }
         other => {
             return Err(ShapeError::NotSnapshot(format!(
-                "a pickle of a {}, not a PyTorch memory snapshot (a dict with `segments`)",
-                other.kind()
+                "a pickle of {}, not a PyTorch memory snapshot (a dict with `segments`)",
+                other.a_kind()
             )))
         }
     };
@@ -531,8 +531,8 @@ pub(crate) fn read(p: &Pickle, limits: Limits) -> Result<Snapshot, ShapeError> {
         Value::List(items) => items,
         other => {
             return Err(ShapeError::Field(format!(
-                "`segments` is a {}, not a list",
-                other.kind()
+                "`segments` is {}, not a list",
+                other.a_kind()
             )))
         }
     };
@@ -555,8 +555,8 @@ pub(crate) fn read(p: &Pickle, limits: Limits) -> Result<Snapshot, ShapeError> {
             Value::None => &[],
             other => {
                 return Err(ShapeError::Field(format!(
-                    "`device_traces` is a {}, not a list",
-                    other.kind()
+                    "`device_traces` is {}, not a list",
+                    other.a_kind()
                 )))
             }
         };
