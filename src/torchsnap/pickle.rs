@@ -134,6 +134,7 @@ pub(crate) struct Pickle {
 
 impl Pickle {
     /// Values held.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
@@ -206,6 +207,10 @@ impl<R: Read> Input<R> {
                     return Ok(n > 0);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // A compressed stream cut short.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(PickleError::Truncated(self.pos()))
+                }
                 Err(e) => return Err(PickleError::Io(e.to_string())),
             }
         }
