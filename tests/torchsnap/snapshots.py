@@ -152,7 +152,7 @@ def fragmented_oom():
     b.segment(0, addr, [(256 * MiB, "active_allocated", None)])
     addr += 256 * MiB
     # The small pool: 2 MiB segments split into many blocks.
-    for i in range(3):
+    for _ in range(3):
         blocks = []
         for j in range(8):
             blocks.append((128 * KiB, "active_allocated", native if j % 3 == 0 else grads))
