@@ -5,7 +5,8 @@
 use super::shape::{Action, BlockState, Entry, Segment, Stacks};
 use super::sites::{Site, SiteTable};
 use crate::sample::pool::{DeviceSites, SiteGrowth, SiteLive, MAX_SITES};
-use std::collections::{BTreeMap, HashMap};
+use hashbrown::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// The top `MAX_SITES` by bytes, ties by site text.
@@ -41,16 +42,49 @@ impl Via {
     }
 }
 
+/// Bytes summed by site: first by the site of each stack (no text copied per block), then
+/// merged by the site's text.
+#[derive(Default)]
+struct Sums {
+    by_stack: HashMap<*const Site, (Rc<Site>, Sum)>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sum {
+    bytes: u64,
+    count: u64,
+    frees: u64,
+}
+
+impl Sums {
+    fn at(&mut self, site: &Rc<Site>) -> &mut Sum {
+        &mut self
+            .by_stack
+            .entry(Rc::as_ptr(site))
+            .or_insert_with(|| (site.clone(), Sum::default()))
+            .1
+    }
+
+    /// By the site's text: its figures summed, its `via` that of the most bytes.
+    fn merged(self) -> Vec<(String, Vec<String>, Sum)> {
+        let mut by_text: HashMap<String, (Sum, Via)> = HashMap::new();
+        for (site, sum) in self.by_stack.into_values() {
+            let (total, via) = by_text.entry(site.site.clone()).or_default();
+            total.bytes += sum.bytes;
+            total.count += sum.count;
+            total.frees += sum.frees;
+            via.add(&site, sum.bytes);
+        }
+        by_text
+            .into_iter()
+            .map(|(text, (sum, via))| (text, via.most(), sum))
+            .collect()
+    }
+}
+
 /// Live blocks of one device by site.
 fn live(device: &mut DeviceSites, segs: &[&Segment], stacks: &Stacks, table: &mut SiteTable) {
-    #[derive(Default)]
-    struct Sum {
-        bytes: u64,
-        count: u64,
-        via: Via,
-    }
-    let mut sums: HashMap<Rc<str>, Sum> = HashMap::new();
-    let mut names: HashMap<String, Rc<str>> = HashMap::new();
+    let mut sums = Sums::default();
     for b in segs
         .iter()
         .flat_map(|s| &s.blocks)
@@ -62,21 +96,16 @@ fn live(device: &mut DeviceSites, segs: &[&Segment], stacks: &Stacks, table: &mu
             device.live_unattributed += b.size;
             continue;
         };
-        let site = table.get(stacks, stack);
-        let key = names
-            .entry(site.site.clone())
-            .or_insert_with(|| Rc::from(site.site.as_str()))
-            .clone();
-        let sum = sums.entry(key).or_default();
+        let sum = sums.at(&table.get(stacks, stack));
         sum.bytes += b.size;
         sum.count += 1;
-        sum.via.add(&site, b.size);
     }
     let all = sums
+        .merged()
         .into_iter()
-        .map(|(site, s)| SiteLive {
-            site: site.to_string(),
-            via: s.via.most(),
+        .map(|(site, via, s)| SiteLive {
+            site,
+            via,
             bytes: s.bytes,
             count: s.count,
         })
@@ -86,16 +115,9 @@ fn live(device: &mut DeviceSites, segs: &[&Segment], stacks: &Stacks, table: &mu
 
 /// Growth over one device's trace: allocations not freed by its end, by site.
 fn growth(device: &mut DeviceSites, entries: &[Entry], stacks: &Stacks, table: &mut SiteTable) {
-    #[derive(Default)]
-    struct Sum {
-        bytes: u64,
-        allocs: u64,
-        frees: u64,
-        via: Via,
-    }
     // Each address's allocation in the window, not yet freed: its size and site.
     let mut open: HashMap<u64, (u64, Rc<Site>)> = HashMap::new();
-    let mut sums: HashMap<String, Sum> = HashMap::new();
+    let mut sums = Sums::default();
     for e in entries {
         match e.action {
             Action::Alloc => {
@@ -103,11 +125,11 @@ fn growth(device: &mut DeviceSites, entries: &[Entry], stacks: &Stacks, table: &
                     continue;
                 };
                 let site = table.get(stacks, stack);
-                sums.entry(site.site.clone()).or_default().allocs += 1;
+                sums.at(&site).count += 1;
                 // An address holds one allocation: a second one means the first was freed,
                 // whatever the trace kept of it.
                 if let Some((_, before)) = open.insert(addr, (size, site)) {
-                    sums.entry(before.site.clone()).or_default().frees += 1;
+                    sums.at(&before).frees += 1;
                 }
             }
             // A free completed without its request seen ends the allocation too; one whose
@@ -115,26 +137,25 @@ fn growth(device: &mut DeviceSites, entries: &[Entry], stacks: &Stacks, table: &
             Action::FreeRequested | Action::FreeCompleted => {
                 let Some(addr) = e.addr else { continue };
                 if let Some((_, site)) = open.remove(&addr) {
-                    sums.entry(site.site.clone()).or_default().frees += 1;
+                    sums.at(&site).frees += 1;
                 }
             }
             _ => {}
         }
     }
-    for (size, site) in open.values() {
-        let sum = sums.entry(site.site.clone()).or_default();
-        sum.bytes += size;
-        sum.via.add(site, *size);
+    for (size, site) in open.into_values() {
+        sums.at(&site).bytes += size;
     }
-    device.growth_bytes = sums.values().map(|s| s.bytes).sum();
-    let all = sums
+    let merged = sums.merged();
+    device.growth_bytes = merged.iter().map(|(_, _, s)| s.bytes).sum();
+    let all = merged
         .into_iter()
-        .filter(|(_, s)| s.bytes > 0)
-        .map(|(site, s)| SiteGrowth {
-            via: s.via.most(),
+        .filter(|(_, _, s)| s.bytes > 0)
+        .map(|(site, via, s)| SiteGrowth {
             site,
+            via,
             bytes: s.bytes,
-            allocs: s.allocs,
+            allocs: s.count,
             frees: s.frees,
         })
         .collect();

@@ -72,6 +72,11 @@ pub fn is_snapshot_file(path: &Path) -> bool {
     if name.ends_with(".pickle") || name.ends_with(".pkl") {
         return true;
     }
+    // Only a regular file is looked into: the bytes read of a FIFO would be lost to the
+    // recording's reader.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut file) = std::fs::File::open(path) else {
         return false;
     };

@@ -6,7 +6,7 @@
 //! one line of error.
 
 use super::pickle::{Id, Pickle, Value};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::rc::Rc;
 
 /// How much a snapshot may hold.
@@ -166,6 +166,8 @@ struct Reader<'a> {
     entries: usize,
     stacks: Stacks,
     by_list: HashMap<Id, StackId>,
+    /// Each distinct frame dict read once (torch shares them between tracebacks).
+    by_frame: HashMap<Id, Frame>,
     texts: HashMap<Id, Rc<str>>,
     empty: Rc<str>,
 }
@@ -259,6 +261,10 @@ impl Reader<'_> {
         }
         let start = self.stacks.frames.len();
         for &f in items {
+            if let Some(frame) = self.by_frame.get(&f) {
+                self.stacks.frames.push(frame.clone());
+                continue;
+            }
             if !matches!(self.p.get(f), Value::Dict(_)) {
                 return Err(ShapeError::Field(format!(
                     "{}: a frame is {}, not a dict",
@@ -274,7 +280,9 @@ impl Reader<'_> {
                 .and_then(|l| self.int(l))
                 .and_then(|l| i64::try_from(l).ok())
                 .unwrap_or(0);
-            self.stacks.frames.push(Frame { file, line, name });
+            let frame = Frame { file, line, name };
+            self.by_frame.insert(f, frame.clone());
+            self.stacks.frames.push(frame);
         }
         let id = StackId::try_from(self.stacks.spans.len()).unwrap_or(StackId::MAX);
         self.stacks.spans.push((start, self.stacks.frames.len()));
@@ -497,6 +505,7 @@ pub(crate) fn read(p: &Pickle, limits: Limits) -> Result<Snapshot, ShapeError> {
         entries: 0,
         stacks: Stacks::default(),
         by_list: HashMap::new(),
+        by_frame: HashMap::new(),
         texts: HashMap::new(),
         empty: Rc::from(""),
     };

@@ -5,6 +5,7 @@
 
 use super::shape::{Frame, StackId, Stacks};
 use crate::sample::pool::MAX_SITE_CHARS;
+use std::rc::Rc;
 
 /// A function name is cut at this many characters.
 const MAX_FUNCTION_CHARS: usize = 128;
@@ -75,13 +76,13 @@ pub(crate) struct Site {
     pub(crate) via: Vec<String>,
 }
 
-/// The site of a stack of frames, innermost first.
-pub(crate) fn site_of(frames: &[Frame]) -> Site {
-    let mut own = frames.iter().filter(|f| job_frame(&f.file));
-    match own.next() {
+/// The site of a stack of frames, innermost first, `own` telling the job's frames.
+fn site_with(frames: &[Frame], mut own: impl FnMut(&Frame) -> bool) -> Site {
+    let mut mine = frames.iter().filter(|f| own(f));
+    match mine.next() {
         Some(first) => Site {
             site: site_text(first),
-            via: own.take(VIA).map(site_text).collect(),
+            via: mine.take(VIA).map(site_text).collect(),
         },
         None => Site {
             site: NO_JOB_FRAME.into(),
@@ -90,36 +91,45 @@ pub(crate) fn site_of(frames: &[Frame]) -> Site {
     }
 }
 
-/// Each stack's site, worked out once.
+/// The site of a stack of frames, innermost first.
+pub(crate) fn site_of(frames: &[Frame]) -> Site {
+    site_with(frames, |f| job_frame(&f.file))
+}
+
+/// Each stack's site, worked out once; each file judged once (frames share their file's
+/// text, so its place names it).
 pub(crate) struct SiteTable {
-    sites: Vec<Option<std::rc::Rc<Site>>>,
+    sites: Vec<Option<Rc<Site>>>,
+    own: hashbrown::HashMap<*const u8, bool>,
 }
 
 impl SiteTable {
     pub(crate) fn new(stacks: &Stacks) -> Self {
         SiteTable {
             sites: vec![None; stacks.len()],
+            own: hashbrown::HashMap::new(),
         }
     }
 
-    pub(crate) fn get(&mut self, stacks: &Stacks, id: StackId) -> std::rc::Rc<Site> {
-        let slot = self.sites.get_mut(id as usize);
-        match slot {
-            Some(Some(site)) => site.clone(),
-            Some(empty) => {
-                let site = std::rc::Rc::new(site_of(stacks.get(id)));
-                *empty = Some(site.clone());
-                site
-            }
-            None => std::rc::Rc::new(site_of(stacks.get(id))),
+    pub(crate) fn get(&mut self, stacks: &Stacks, id: StackId) -> Rc<Site> {
+        if let Some(Some(site)) = self.sites.get(id as usize) {
+            return site.clone();
         }
+        let own = &mut self.own;
+        let site = Rc::new(site_with(stacks.get(id), |f| {
+            *own.entry(f.file.as_ptr())
+                .or_insert_with(|| job_frame(&f.file))
+        }));
+        if let Some(slot) = self.sites.get_mut(id as usize) {
+            *slot = Some(site.clone());
+        }
+        site
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::rc::Rc;
 
     fn frame(file: &str, line: i64, name: &str) -> Frame {
         Frame {

@@ -263,6 +263,10 @@ fn a_huge_declared_string_costs_only_the_bytes_that_are_there() {
     bytes.extend((1u32 << 20).to_le_bytes());
     bytes.extend(b"abc");
     assert!(matches!(decode(&bytes), Err(PickleError::Truncated(_))));
+    // LONG4 declaring an int of 2^31 - 1 bytes: refused before anything is read.
+    let mut bytes = vec![0x80, 4, 0x8b];
+    bytes.extend(i32::MAX.to_le_bytes());
+    assert!(matches!(decode(&bytes), Err(PickleError::LongInt { .. })));
     // BINBYTES8: the same bound.
     let mut bytes = vec![0x80, 4, 0x8e];
     bytes.extend(u64::MAX.to_le_bytes());

@@ -4,6 +4,7 @@ snapshot to time strata on (standard library only):
 
     python3 tests/torchsnap/make_fixtures.py                   # the fixtures, in this directory
     python3 tests/torchsnap/make_fixtures.py --large N PATH    # N trace entries into PATH
+    python3 tests/torchsnap/make_fixtures.py --distinct N PATH # the same, a traceback each
 
 The fixtures: fragmented_oom.pickle (snapshots.fragmented_oom(), as `_dump_snapshot` writes
 it), the same gzip-compressed, and fragmented_oom.expected.json (what the reduction must say of
@@ -36,9 +37,10 @@ def fixtures():
         f.write("\n")
 
 
-def large(entries, path):
+def large(entries, path, distinct=False):
     """A snapshot of `entries` trace entries on one device: 500 distinct tracebacks of 20 to 40
-    frames, allocations and frees of a training loop, 2,000 segments."""
+    frames (with `distinct`, one of its own for each allocation, of frames drawn from 5,000),
+    allocations and frees of a training loop, 2,000 segments."""
     rng = random.Random(35)
     b = snapshots.Builder()
     stacks = []
@@ -63,14 +65,20 @@ def large(entries, path):
         else:
             size = rng.randint(1, 4096) * 512
             a = addr + n * 4 * MiB
-            b.event(0, "alloc", a, size, rng.choice(stacks))
+            if distinct:
+                depth = rng.randint(20, 40)
+                stack = b.stack(*[job(rng.randint(1, 5000), "f", "mod%d.py" % rng.randint(0, 99))
+                                  for _ in range(depth)] + [("<unique>", n, "entry")])
+            else:
+                stack = rng.choice(stacks)
+            b.event(0, "alloc", a, size, stack)
             live.append((a, size))
     b.event(0, "oom", size=2 * GiB, stack=stacks[0], device_free=100 * MiB)
     snapshots.dump(b.snapshot(), path)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--large":
-        large(int(sys.argv[2]), sys.argv[3])
+    if len(sys.argv) == 4 and sys.argv[1] in ("--large", "--distinct"):
+        large(int(sys.argv[2]), sys.argv[3], distinct=sys.argv[1] == "--distinct")
     else:
         fixtures()
