@@ -33,7 +33,7 @@ pub const SCHEMA: &str = "strata.torch_snapshot/1";
 /// strings, nesting; segments, blocks, trace entries, frames, devices.
 const PICKLE_LIMITS: pickle::Limits = pickle::Limits {
     bytes: 2 << 30,
-    values: 1 << 26,
+    values: 1 << 25,
     string: 1 << 20,
     strings: 512 << 20,
     depth: 32,

@@ -33,19 +33,24 @@ pub(crate) struct Frame {
 /// A stack's place in [`Stacks`].
 pub(crate) type StackId = u32;
 
-/// Every distinct stack, innermost frame first.
+/// Every distinct stack, innermost frame first: each as a run of places in the table of
+/// distinct frames (torch shares a frame between the tracebacks that hold it).
 #[derive(Debug, Default)]
 pub(crate) struct Stacks {
-    frames: Vec<Frame>,
+    table: Vec<Frame>,
+    places: Vec<u32>,
     spans: Vec<(usize, usize)>,
 }
 
 impl Stacks {
-    pub(crate) fn get(&self, id: StackId) -> &[Frame] {
+    /// The frames of a stack, innermost first.
+    pub(crate) fn get(&self, id: StackId) -> impl Iterator<Item = &Frame> + '_ {
         self.spans
             .get(id as usize)
-            .and_then(|&(start, end)| self.frames.get(start..end))
+            .and_then(|&(start, end)| self.places.get(start..end))
             .unwrap_or(&[])
+            .iter()
+            .filter_map(|&i| self.table.get(i as usize))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -166,8 +171,9 @@ struct Reader<'a> {
     entries: usize,
     stacks: Stacks,
     by_list: HashMap<Id, StackId>,
-    /// Each distinct frame dict read once (torch shares them between tracebacks).
-    by_frame: HashMap<Id, Frame>,
+    /// Each distinct frame dict read once (torch shares them between tracebacks): its place
+    /// in the table.
+    by_frame: HashMap<Id, u32>,
     texts: HashMap<Id, Rc<str>>,
     empty: Rc<str>,
 }
@@ -175,9 +181,9 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn int(&self, id: Id) -> Option<i128> {
         match self.p.get(id) {
-            Value::Int(i) => Some((*i).into()),
-            Value::UInt(u) => Some((*u).into()),
-            Value::Bool(b) => Some((*b).into()),
+            Value::Int(i) => Some(i.into()),
+            Value::UInt(u) => Some(u.into()),
+            Value::Bool(b) => Some(b.into()),
             _ => None,
         }
     }
@@ -218,7 +224,7 @@ impl Reader<'_> {
             return t.clone();
         }
         let t: Rc<str> = match self.p.get(id) {
-            Value::Str(s) => Rc::from(&**s),
+            Value::Str(s) => Rc::from(s),
             _ => self.empty.clone(),
         };
         self.texts.insert(id, t.clone());
@@ -259,10 +265,10 @@ impl Reader<'_> {
                 self.limits.frames
             )));
         }
-        let start = self.stacks.frames.len();
+        let start = self.stacks.places.len();
         for &f in items {
-            if let Some(frame) = self.by_frame.get(&f) {
-                self.stacks.frames.push(frame.clone());
+            if let Some(&place) = self.by_frame.get(&f) {
+                self.stacks.places.push(place);
                 continue;
             }
             if !matches!(self.p.get(f), Value::Dict(_)) {
@@ -280,12 +286,13 @@ impl Reader<'_> {
                 .and_then(|l| self.int(l))
                 .and_then(|l| i64::try_from(l).ok())
                 .unwrap_or(0);
-            let frame = Frame { file, line, name };
-            self.by_frame.insert(f, frame.clone());
-            self.stacks.frames.push(frame);
+            let place = u32::try_from(self.stacks.table.len()).unwrap_or(u32::MAX);
+            self.stacks.table.push(Frame { file, line, name });
+            self.by_frame.insert(f, place);
+            self.stacks.places.push(place);
         }
         let id = StackId::try_from(self.stacks.spans.len()).unwrap_or(StackId::MAX);
-        self.stacks.spans.push((start, self.stacks.frames.len()));
+        self.stacks.spans.push((start, self.stacks.places.len()));
         self.by_list.insert(list, id);
         Ok(Some(id))
     }
@@ -313,7 +320,7 @@ impl Reader<'_> {
         let address = self.u64_field(seg, "address", &place)?.unwrap_or(0);
         let total_size = self.required(seg, "total_size", &place)?;
         let pool = match self.p.field(seg, "segment_type").map(|t| self.p.get(t)) {
-            Some(Value::Str(s)) if &**s == "large" || &**s == "small" => s.to_string(),
+            Some(Value::Str(s)) if s == "large" || s == "small" => s.to_string(),
             Some(other) => {
                 let shown = match other {
                     Value::Str(s) => {
@@ -336,7 +343,7 @@ impl Reader<'_> {
         };
         // Absent in files of torch before expandable segments: not expandable.
         let expandable = match self.p.field(seg, "is_expandable").map(|v| self.p.get(v)) {
-            Some(Value::Bool(b)) => *b,
+            Some(Value::Bool(b)) => b,
             _ => false,
         };
         let list = self.p.field(seg, "blocks");
@@ -585,7 +592,7 @@ pub(crate) fn read(p: &Pickle, limits: Limits) -> Result<Snapshot, ShapeError> {
     out.expandable_setting = settings
         .and_then(|s| p.field(s, "expandable_segments"))
         .and_then(|v| match p.get(v) {
-            Value::Bool(b) => Some(*b),
+            Value::Bool(b) => Some(b),
             _ => None,
         });
     out.stacks = std::mem::take(&mut r.stacks);

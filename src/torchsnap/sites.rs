@@ -77,8 +77,11 @@ pub(crate) struct Site {
 }
 
 /// The site of a stack of frames, innermost first, `own` telling the job's frames.
-fn site_with(frames: &[Frame], mut own: impl FnMut(&Frame) -> bool) -> Site {
-    let mut mine = frames.iter().filter(|f| own(f));
+fn site_with<'a>(
+    frames: impl IntoIterator<Item = &'a Frame>,
+    mut own: impl FnMut(&Frame) -> bool,
+) -> Site {
+    let mut mine = frames.into_iter().filter(|f| own(f));
     match mine.next() {
         Some(first) => Site {
             site: site_text(first),
@@ -92,7 +95,7 @@ fn site_with(frames: &[Frame], mut own: impl FnMut(&Frame) -> bool) -> Site {
 }
 
 /// The site of a stack of frames, innermost first.
-pub(crate) fn site_of(frames: &[Frame]) -> Site {
+pub(crate) fn site_of<'a>(frames: impl IntoIterator<Item = &'a Frame>) -> Site {
     site_with(frames, |f| job_frame(&f.file))
 }
 

@@ -173,7 +173,7 @@ fn a_snapshot_decodes_with_addresses_beyond_i64_and_shared_frames() {
     assert_eq!(snap.segments[0].pool, "small");
     let stacks: Vec<_> = snap.segments[0].blocks.iter().map(|b| b.stack).collect();
     assert_eq!(stacks, [Some(0), Some(0)], "one stack, read once");
-    assert_eq!(snap.stacks.get(0)[0].line, 3);
+    assert_eq!(snap.stacks.get(0).next().map(|f| f.line), Some(3));
     assert!(!snap.has_traces);
 }
 

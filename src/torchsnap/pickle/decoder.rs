@@ -1,13 +1,16 @@
 //! The decoder's state and the operations of its opcodes: the arena of values, the stack, the
 //! marks, the memo, the strings seen once; each within its bound.
 
-use super::{Id, Limits, PickleError, Value};
+use super::{Id, Limits, PickleError, Slot, CONTAINER_WEIGHT, STRING_WEIGHT};
 use std::hash::BuildHasher;
 
 /// The decoder's state: the arena, the stack, the marks, the memo, the strings seen.
 pub(super) struct Decoder {
     pub(super) limits: Limits,
-    pub(super) values: Vec<Value>,
+    pub(super) values: Vec<Slot>,
+    pub(super) texts: Vec<Box<str>>,
+    pub(super) lists: Vec<Vec<Id>>,
+    pub(super) dicts: Vec<Vec<(Id, Id)>>,
     /// Each value's nesting: 0 for a scalar, 1 + its deepest item for a container.
     pub(super) depths: Vec<u8>,
     /// Values and container slots held.
@@ -16,8 +19,8 @@ pub(super) struct Decoder {
     pub(super) stack: Vec<Id>,
     pub(super) marks: Vec<usize>,
     pub(super) memo: hashbrown::HashMap<u32, Id>,
-    /// Distinct strings, by hash of their text.
-    pub(super) strings: hashbrown::HashTable<Id>,
+    /// Distinct strings, by hash of their text: (the value, its place in `texts`).
+    pub(super) strings: hashbrown::HashTable<(Id, u32)>,
     pub(super) hasher: hashbrown::DefaultHashBuilder,
     pub(super) scratch: Vec<u8>,
 }
@@ -27,6 +30,9 @@ impl Decoder {
         Decoder {
             limits,
             values: Vec::new(),
+            texts: Vec::new(),
+            lists: Vec::new(),
+            dicts: Vec::new(),
             depths: Vec::new(),
             held: 0,
             text: 0,
@@ -48,7 +54,7 @@ impl Decoder {
     }
 
     /// A new value in the arena, not on the stack.
-    pub(super) fn alloc(&mut self, value: Value) -> Result<Id, PickleError> {
+    pub(super) fn alloc(&mut self, value: Slot) -> Result<Id, PickleError> {
         self.count(1)?;
         let id = Id::try_from(self.values.len())
             .map_err(|_| PickleError::TooManyValues(self.limits.values))?;
@@ -57,7 +63,7 @@ impl Decoder {
         Ok(id)
     }
 
-    pub(super) fn push(&mut self, value: Value) -> Result<(), PickleError> {
+    pub(super) fn push(&mut self, value: Slot) -> Result<(), PickleError> {
         let id = self.alloc(value)?;
         self.stack.push(id);
         Ok(())
@@ -76,14 +82,13 @@ impl Decoder {
             }
         };
         let hash = self.hasher.hash_one(text);
-        let values = &self.values;
+        let texts = &self.texts;
         let found = self
             .strings
-            .find(
-                hash,
-                |&id| matches!(&values[id as usize], Value::Str(s) if **s == *text),
-            )
-            .copied();
+            .find(hash, |&(_, t)| {
+                texts.get(t as usize).is_some_and(|s| **s == *text)
+            })
+            .map(|&(id, _)| id);
         let id = match found {
             Some(id) => {
                 // Its place on the stack is held like any value's.
@@ -95,13 +100,15 @@ impl Decoder {
                 if self.text > self.limits.strings {
                     return Err(PickleError::TooMuchText(self.limits.strings));
                 }
-                let id = self.alloc(Value::Str(text.into()))?;
-                let (values, hasher) = (&self.values, &self.hasher);
-                self.strings
-                    .insert_unique(hash, id, |&id| match &values[id as usize] {
-                        Value::Str(s) => hasher.hash_one(&**s),
-                        _ => 0,
-                    });
+                self.count(STRING_WEIGHT - 1)?;
+                let t = u32::try_from(self.texts.len())
+                    .map_err(|_| PickleError::TooManyValues(self.limits.values))?;
+                self.texts.push(text.into());
+                let id = self.alloc(Slot::Str(t))?;
+                let (texts, hasher) = (&self.texts, &self.hasher);
+                self.strings.insert_unique(hash, (id, t), |&(_, t)| {
+                    texts.get(t as usize).map_or(0, |s| hasher.hash_one(&**s))
+                });
                 id
             }
         };
@@ -161,23 +168,51 @@ impl Decoder {
         Ok(())
     }
 
-    pub(super) fn new_container(&mut self, value: Value, items: &[Id]) -> Result<(), PickleError> {
-        self.count(items.len() as u64)?;
-        self.push(value)?;
-        let id = self.stack.last().copied().unwrap_or_default();
-        self.deepen(id, items)
+    /// A new list (or tuple) of `items`, on the stack.
+    pub(super) fn new_list(&mut self, items: Vec<Id>, tuple: bool) -> Result<(), PickleError> {
+        self.count(CONTAINER_WEIGHT - 1 + items.len() as u64)?;
+        let i = u32::try_from(self.lists.len())
+            .map_err(|_| PickleError::TooManyValues(self.limits.values))?;
+        let id = self.alloc(if tuple { Slot::Tuple(i) } else { Slot::List(i) })?;
+        self.deepen(id, &items)?;
+        self.lists.push(items);
+        self.stack.push(id);
+        Ok(())
+    }
+
+    /// A new dict of `items` (key, value, key, value...), on the stack.
+    pub(super) fn new_dict(&mut self, at: u64, items: Vec<Id>) -> Result<(), PickleError> {
+        if items.len() % 2 != 0 {
+            return Err(PickleError::Malformed {
+                at,
+                why: "a dict's items are not pairs",
+            });
+        }
+        self.count(CONTAINER_WEIGHT - 1 + items.len() as u64 / 2)?;
+        let i = u32::try_from(self.dicts.len())
+            .map_err(|_| PickleError::TooManyValues(self.limits.values))?;
+        let id = self.alloc(Slot::Dict(i))?;
+        self.deepen(id, &items)?;
+        self.dicts
+            .push(items.chunks_exact(2).map(|p| (p[0], p[1])).collect());
+        self.stack.push(id);
+        Ok(())
     }
 
     pub(super) fn append(&mut self, at: u64, items: Vec<Id>) -> Result<(), PickleError> {
         let target = self.target(at)?;
         self.count(items.len() as u64)?;
         self.deepen(target, &items)?;
-        match self.values.get_mut(target as usize) {
-            Some(Value::List(list)) => {
+        let list = match self.values.get(target as usize) {
+            Some(Slot::List(i)) => self.lists.get_mut(*i as usize),
+            _ => None,
+        };
+        match list {
+            Some(list) => {
                 list.extend(items);
                 Ok(())
             }
-            _ => Err(PickleError::Malformed {
+            None => Err(PickleError::Malformed {
                 at,
                 why: "APPEND to something that is not a list",
             }),
@@ -194,15 +229,27 @@ impl Decoder {
         let target = self.target(at)?;
         self.count(items.len() as u64 / 2)?;
         self.deepen(target, &items)?;
-        match self.values.get_mut(target as usize) {
-            Some(Value::Dict(dict)) => {
+        let dict = match self.values.get(target as usize) {
+            Some(Slot::Dict(i)) => self.dicts.get_mut(*i as usize),
+            _ => None,
+        };
+        match dict {
+            Some(dict) => {
                 dict.extend(items.chunks_exact(2).map(|p| (p[0], p[1])));
                 Ok(())
             }
-            _ => Err(PickleError::Malformed {
+            None => Err(PickleError::Malformed {
                 at,
                 why: "SETITEM to something that is not a dict",
             }),
+        }
+    }
+
+    /// The text of a value, if it is a string.
+    pub(super) fn text_of(&self, id: Id) -> Option<&str> {
+        match self.values.get(id as usize) {
+            Some(Slot::Str(t)) => self.texts.get(*t as usize).map(|s| &**s),
+            _ => None,
         }
     }
 
@@ -235,19 +282,19 @@ impl Decoder {
     /// A little-endian two's complement int (LONG1, LONG4).
     pub(super) fn int_le(&mut self, bytes: &[u8]) -> Result<(), PickleError> {
         let value = match bytes.len() {
-            0 => Value::Int(0),
+            0 => Slot::Int(0),
             1..=8 => {
                 let negative = bytes[bytes.len() - 1] & 0x80 != 0;
                 let mut raw = [if negative { 0xff } else { 0 }; 8];
                 raw[..bytes.len()].copy_from_slice(bytes);
-                Value::Int(i64::from_le_bytes(raw))
+                Slot::Int(i64::from_le_bytes(raw))
             }
             9 if bytes[8] == 0 => {
                 let mut raw = [0; 8];
                 raw.copy_from_slice(&bytes[..8]);
-                Value::UInt(u64::from_le_bytes(raw))
+                Slot::UInt(u64::from_le_bytes(raw))
             }
-            _ => Value::Big,
+            _ => Slot::Big,
         };
         self.push(value)
     }

@@ -31,9 +31,26 @@ use std::io::Read;
 /// A value's place in the arena.
 pub(crate) type Id = u32;
 
-/// One value of the pickle.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+/// One value of the pickle, as the arena holds it: 16 bytes, a string or a container by its
+/// place in a table of its own.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Slot {
+    None,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Big,
+    Float(f64),
+    Str(u32),
+    Bytes(u64),
+    List(u32),
+    Tuple(u32),
+    Dict(u32),
+}
+
+/// One value of the pickle, as it is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Value<'a> {
     None,
     Bool(bool),
     Int(i64),
@@ -42,15 +59,15 @@ pub(crate) enum Value {
     /// An int beyond 64 bits: its value is not kept.
     Big,
     Float(f64),
-    Str(Box<str>),
+    Str(&'a str),
     /// Bytes: only their length is kept.
     Bytes(u64),
-    List(Vec<Id>),
-    Tuple(Vec<Id>),
-    Dict(Vec<(Id, Id)>),
+    List(&'a [Id]),
+    Tuple(&'a [Id]),
+    Dict(&'a [(Id, Id)]),
 }
 
-impl Value {
+impl Value<'_> {
     /// What it is with its article: `an int`, `a list`, `None`.
     pub(crate) fn a_kind(&self) -> String {
         match self.kind() {
@@ -75,6 +92,12 @@ impl Value {
         }
     }
 }
+
+/// What one value weighs against [`Limits::values`]: a scalar or a place on the stack 1, a
+/// string 4 (its text's box and its entry in the table of strings), a container 3 (its own
+/// vector), each item in a container 1 more.
+pub(super) const STRING_WEIGHT: u64 = 4;
+pub(super) const CONTAINER_WEIGHT: u64 = 3;
 
 /// How much a pickle may hold.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +154,10 @@ pub(crate) enum PickleError {
 /// A decoded pickle: its values and the root.
 #[derive(Debug, Default)]
 pub(crate) struct Pickle {
-    values: Vec<Value>,
+    values: Vec<Slot>,
+    strings: Vec<Box<str>>,
+    lists: Vec<Vec<Id>>,
+    dicts: Vec<Vec<(Id, Id)>>,
     pub(crate) root: Id,
 }
 
@@ -142,9 +168,34 @@ impl Pickle {
         self.values.len()
     }
 
-    pub(crate) fn get(&self, id: Id) -> &Value {
-        // Every id handed out is an index of `values`; `None` stands in were one not.
-        self.values.get(id as usize).unwrap_or(&Value::None)
+    pub(crate) fn get(&self, id: Id) -> Value<'_> {
+        // Every id handed out is a place in `values`, and every slot's in its table; `None`
+        // stands in were one not.
+        match self.values.get(id as usize).copied().unwrap_or(Slot::None) {
+            Slot::None => Value::None,
+            Slot::Bool(b) => Value::Bool(b),
+            Slot::Int(i) => Value::Int(i),
+            Slot::UInt(u) => Value::UInt(u),
+            Slot::Big => Value::Big,
+            Slot::Float(f) => Value::Float(f),
+            Slot::Bytes(n) => Value::Bytes(n),
+            Slot::Str(i) => self
+                .strings
+                .get(i as usize)
+                .map_or(Value::None, |s| Value::Str(s)),
+            Slot::List(i) => self
+                .lists
+                .get(i as usize)
+                .map_or(Value::None, |l| Value::List(l)),
+            Slot::Tuple(i) => self
+                .lists
+                .get(i as usize)
+                .map_or(Value::None, |l| Value::Tuple(l)),
+            Slot::Dict(i) => self
+                .dicts
+                .get(i as usize)
+                .map_or(Value::None, |d| Value::Dict(d)),
+        }
     }
 
     /// The string of a value, if it is one.
@@ -208,6 +259,9 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
                 })?;
                 return Ok(Pickle {
                     values: d.values,
+                    strings: d.texts,
+                    lists: d.lists,
+                    dicts: d.dicts,
                     root,
                 });
             }
@@ -233,20 +287,20 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
             b'1' => {
                 d.pop_mark(at)?;
             }
-            b'N' => d.push(Value::None)?,
-            0x88 => d.push(Value::Bool(true))?,
-            0x89 => d.push(Value::Bool(false))?,
+            b'N' => d.push(Slot::None)?,
+            0x88 => d.push(Slot::Bool(true))?,
+            0x89 => d.push(Slot::Bool(false))?,
             b'J' => {
                 let v = i32::from_le_bytes(input.array::<4>()?);
-                d.push(Value::Int(v.into()))?;
+                d.push(Slot::Int(v.into()))?;
             }
             b'K' => {
                 let v = input.byte()?;
-                d.push(Value::Int(v.into()))?;
+                d.push(Slot::Int(v.into()))?;
             }
             b'M' => {
                 let v = u16::from_le_bytes(input.array::<2>()?);
-                d.push(Value::Int(v.into()))?;
+                d.push(Slot::Int(v.into()))?;
             }
             0x8a | 0x8b => {
                 let len: u64 = if op == 0x8a {
@@ -269,7 +323,7 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
             }
             b'G' => {
                 let v = f64::from_be_bytes(input.array::<8>()?);
-                d.push(Value::Float(v))?;
+                d.push(Slot::Float(v))?;
             }
             0x8c | b'X' | 0x8d => {
                 let len: u64 = match op {
@@ -303,11 +357,11 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
                     });
                 }
                 input.skip(len)?;
-                d.push(Value::Bytes(len))?;
+                d.push(Slot::Bytes(len))?;
             }
-            b'}' => d.new_container(Value::Dict(Vec::new()), &[])?,
-            b']' => d.new_container(Value::List(Vec::new()), &[])?,
-            b')' => d.new_container(Value::Tuple(Vec::new()), &[])?,
+            b'}' => d.new_dict(at, Vec::new())?,
+            b']' => d.new_list(Vec::new(), false)?,
+            b')' => d.new_list(Vec::new(), true)?,
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
                 let mut items = Vec::with_capacity(n);
@@ -315,26 +369,19 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
                     items.push(d.pop(at)?);
                 }
                 items.reverse();
-                d.new_container(Value::Tuple(items.clone()), &items)?;
+                d.new_list(items, true)?;
             }
             b't' => {
                 let items = d.pop_mark(at)?;
-                d.new_container(Value::Tuple(items.clone()), &items)?;
+                d.new_list(items, true)?;
             }
             b'l' => {
                 let items = d.pop_mark(at)?;
-                d.new_container(Value::List(items.clone()), &items)?;
+                d.new_list(items, false)?;
             }
             b'd' => {
                 let items = d.pop_mark(at)?;
-                if items.len() % 2 != 0 {
-                    return Err(PickleError::Malformed {
-                        at,
-                        why: "a dict's items are not pairs",
-                    });
-                }
-                let pairs = items.chunks_exact(2).map(|p| (p[0], p[1])).collect();
-                d.new_container(Value::Dict(pairs), &items)?;
+                d.new_dict(at, items)?;
             }
             b'a' => {
                 let item = d.pop(at)?;
@@ -387,14 +434,12 @@ pub(crate) fn decode<R: Read>(input: R, limits: Limits) -> Result<Pickle, Pickle
                     n.checked_sub(2).and_then(|i| d.stack.get(i)),
                     d.stack.last(),
                 ) {
-                    (Some(&m), Some(&g)) => {
-                        match (d.values.get(m as usize), d.values.get(g as usize)) {
-                            (Some(Value::Str(m)), Some(Value::Str(g))) => {
-                                format!("STACK_GLOBAL {}", class_name(m.as_bytes(), g.as_bytes()))
-                            }
-                            _ => "STACK_GLOBAL".into(),
+                    (Some(&m), Some(&g)) => match (d.text_of(m), d.text_of(g)) {
+                        (Some(m), Some(g)) => {
+                            format!("STACK_GLOBAL {}", class_name(m.as_bytes(), g.as_bytes()))
                         }
-                    }
+                        _ => "STACK_GLOBAL".into(),
+                    },
                     _ => "STACK_GLOBAL".into(),
                 };
                 return Err(PickleError::Class { what, at });
