@@ -42,7 +42,7 @@ pub(crate) fn pinned(seg: &Segment, f: &Figures) -> bool {
 
 /// The order of pools: large before small (another name after both), not expandable before
 /// expandable.
-fn pool_order(pool: &str, expandable: bool) -> (u8, String, bool) {
+fn pool_order(pool: &str, expandable: bool) -> PoolKey {
     let rank = match pool {
         "large" => 0,
         "small" => 1,
@@ -118,9 +118,14 @@ pub(crate) fn reduce(segments: &[Segment]) -> Vec<DeviceSegments> {
         .collect()
 }
 
+/// A pool's place in the order of pools.
+type PoolKey = (u8, String, bool);
+/// Free blocks by bucket: (blocks, bytes).
+type Buckets = BTreeMap<u64, (u64, u64)>;
+
 fn device(index: u32, segs: &[&Segment]) -> DeviceSegments {
-    let mut pools: BTreeMap<(u8, String, bool), PoolMap> = BTreeMap::new();
-    let mut buckets: BTreeMap<(u8, String, bool), BTreeMap<u64, (u64, u64)>> = BTreeMap::new();
+    let mut pools: BTreeMap<PoolKey, PoolMap> = BTreeMap::new();
+    let mut buckets: BTreeMap<PoolKey, Buckets> = BTreeMap::new();
     let mut drawn: Vec<(&Segment, Figures, bool)> = Vec::with_capacity(segs.len());
     for &seg in segs {
         let f = figures(seg);

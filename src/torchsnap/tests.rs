@@ -192,7 +192,7 @@ fn every_bad_input_is_one_error_that_says_what() {
                 b"os\nsystem\n",
                 &[b'(', b'X', 2, 0, 0, 0],
                 b"id",
-                &[b't', b'R', b'.'],
+                b"tR.",
             ]
             .concat(),
             "GLOBAL os.system",
@@ -334,7 +334,7 @@ fn a_self_referencing_list_is_read_and_refused_by_its_shape() {
     // l = []; l.append(l): the memo makes a cycle, which the shape never follows.
     let bytes = [0x80, 4, b']', 0x94, b'h', 0, b'a', b'.'];
     let p = decode(&bytes).expect("decoded");
-    assert!(matches!(p.get(p.root), Value::List(items) if items == &[p.root]));
+    assert!(matches!(p.get(p.root), Value::List(items) if items == [p.root]));
     let err = shape::read(&p, SHAPE_LIMITS).expect_err("not a snapshot");
     assert!(matches!(err, ShapeError::NotSnapshot(_)), "{err}");
     // A segments list that holds the root dict itself: a field of the wrong shape.
@@ -654,7 +654,7 @@ fn an_oom_is_worked_back_to_the_pool_it_failed_in() {
         stack: Some(0),
     };
     // At the snapshot: no event after it.
-    let at = ooms::ooms(0, &[oom.clone()], &segs, &st, Some(false));
+    let at = ooms::ooms(0, std::slice::from_ref(&oom), &segs, &st, Some(false));
     assert_eq!(at.len(), 1);
     let o = &at[0];
     assert_eq!(

@@ -182,7 +182,7 @@ impl Decoder {
 
     /// A new dict of `items` (key, value, key, value...), on the stack.
     pub(super) fn new_dict(&mut self, at: u64, items: Vec<Id>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(PickleError::Malformed {
                 at,
                 why: "a dict's items are not pairs",
@@ -220,7 +220,7 @@ impl Decoder {
     }
 
     pub(super) fn set_items(&mut self, at: u64, items: Vec<Id>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(PickleError::Malformed {
                 at,
                 why: "a dict's items are not pairs",
