@@ -95,18 +95,22 @@ pub(crate) fn bar(runs: &[(u64, RunState)], width: usize) -> String {
     out
 }
 
-/// `3 (6.00 GiB) by 52.0 MiB`: pinned segments, their size, the live bytes that pin them;
-/// `-` when none are pinned.
-pub(crate) fn pinned_words(p: &Pinned) -> String {
+/// `12 segments (24.0 GiB) pinned by 114 MiB live`; `None` when none is pinned.
+pub(crate) fn pinned_words(p: &Pinned) -> Option<String> {
     if p.segments == 0 {
-        return "-".into();
+        return None;
     }
-    format!(
-        "{} ({}) by {}",
+    let plural = if p.segments == 1 {
+        "segment"
+    } else {
+        "segments"
+    };
+    Some(format!(
+        "{} {plural} ({}) pinned by {} live",
         grouped(p.segments),
         bytes(p.reserved),
         bytes(p.live)
-    )
+    ))
 }
 
 /// A pool's name: `large`, `small expandable`.
@@ -121,7 +125,7 @@ fn pool_name(pool: &str, expandable: bool) -> String {
 
 fn pool_row(p: &PoolMap) -> String {
     format!(
-        "  {:<10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+        "  {:<10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>13}",
         pool_name(&p.pool, p.expandable),
         grouped(p.segments),
         bytes(p.reserved),
@@ -129,7 +133,6 @@ fn pool_row(p: &PoolMap) -> String {
         bytes(p.pending_free),
         bytes(p.free),
         bytes(p.largest_free),
-        pinned_words(&p.pinned)
     )
 }
 
@@ -159,17 +162,19 @@ pub(crate) fn device_segments(d: &DeviceSegments, width: usize) -> Vec<String> {
         bytes(d.largest_free())
     )];
     out.push(format!(
-        "  {:<10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
-        "pool",
-        "segs",
-        "reserved",
-        "live",
-        "pending",
-        "free",
-        "largest",
-        "pinned: segs (size) by live"
+        "  {:<10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>13}",
+        "pool", "segs", "reserved", "live", "pending", "free", "largest free"
     ));
     out.extend(d.pools.iter().map(pool_row));
+    // Segments that live blocks hold with at least three quarters of them free.
+    for p in &d.pools {
+        if let Some(words) = pinned_words(&p.pinned) {
+            out.push(format!(
+                "  pinned, {}: {words}",
+                pool_name(&p.pool, p.expandable)
+            ));
+        }
+    }
     for p in &d.pools {
         if p.free_blocks.is_empty() {
             continue;

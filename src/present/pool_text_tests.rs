@@ -121,7 +121,10 @@ fn a_segment_map_is_a_table_a_histogram_and_bars() {
             .starts_with("device 3: 24.0 GiB reserved in 12 segments, largest free block 1.00 GiB"),
         "{text}"
     );
-    assert!(text.contains("12 (24.0 GiB) by 60.0 MiB"), "{text}");
+    assert!(
+        text.contains("pinned, large: 12 segments (24.0 GiB) pinned by 60.0 MiB live"),
+        "{text}"
+    );
     assert!(text.contains("≥1.00 GiB ×12 (13.0 GiB)"), "{text}");
     assert!(text.contains("segments drawn: 1 of 12"), "{text}");
     let strip = lines.iter().find(|l| l.contains('[')).expect("a strip");

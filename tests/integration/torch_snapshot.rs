@@ -151,7 +151,7 @@ fn the_text_says_the_map_the_sites_the_ooms_and_the_findings() {
     for said in [
         "PyTorch memory snapshot",
         "device 0: 26.3 GiB reserved in 20 segments, largest free block 1.12 GiB",
-        "12 (24.0 GiB) by 114 MiB",
+        "pinned, large: 12 segments (24.0 GiB) pinned by 114 MiB live",
         "pinned [",
         "/home/user/job/model.py:42 in forward",
         "grew: ",
