@@ -488,7 +488,8 @@ pub enum Command {
     /// had it), then prints the sites of live blocks and of what grew over the window.
     Sites(SitesArgs),
     /// Judge a recording as the monitor would have: findings with when each was first raised
-    /// and last seen.
+    /// and last seen. Or read a PyTorch memory snapshot (`_dump_snapshot`): its segment map,
+    /// the code that holds the memory, its OOMs.
     Analyze(AnalyzeArgs),
     /// Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling
     /// every --interval on its own (a scrape never waits on NVML).
@@ -657,10 +658,13 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
     /// The recording: format 2 (what `strata record` writes) or JSON lines (`strata snapshot
-    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin.
+    /// --json --count N`), plain or compressed (zstd, gzip); `-` reads stdin. Or a PyTorch
+    /// memory snapshot, what `torch.cuda.memory._dump_snapshot()` writes, plain or gzip
+    /// (told by its content, or a name ending .pickle or .pkl).
     pub file: PathBuf,
 
-    /// Print JSON: {"findings": [...]} with each finding's evidence.
+    /// Print JSON: {"findings": [...]} with each finding's evidence; for a PyTorch snapshot,
+    /// `strata.torch_snapshot/1` (its segment map, sites, OOMs and findings).
     #[arg(long)]
     pub json: bool,
 

@@ -69,6 +69,9 @@ pub mod serve;
 pub mod sites;
 // `strata snapshot --json`: one instant as one JSON object.
 pub mod snapshot;
+// `strata analyze FILE.pickle`: PyTorch snapshot files read and reduced to the segment map and
+// allocation sites.
+pub mod torchsnap;
 
 // The shell: the commands, the terminal and the process around them.
 

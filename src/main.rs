@@ -44,6 +44,16 @@ fn main() -> ExitCode {
             json: args.json,
             feed_dir: args.feeds.feed_dir.clone(),
         }),
+        // A PyTorch snapshot file (`_dump_snapshot`), told by its content or its name.
+        Some(Command::Analyze(args)) if strata::torchsnap::is_snapshot_file(&args.file) => {
+            return ExitCode::from(strata::torchsnap::command::analyze_args(
+                &args.file,
+                args.json,
+                args.report_at.is_some(),
+                args.every_sample,
+                args.context.context_bytes().is_some(),
+            ));
+        }
         Some(Command::Analyze(args)) if args.report_at.is_some() => {
             let at = args.report_at.unwrap_or_default();
             let context = args.context.context_bytes();
@@ -320,10 +330,20 @@ fn monitor(common: &SourceArgs, view: &MonitorArgs, live: &LiveArgs) -> anyhow::
         });
     }
     if let Some(asker) = asker {
-        state.sites.asker = Box::new(asker);
+        state.sites.asker = Box::new(HubSites(asker));
     }
     state.sites.on_climb = live.sites_on_climb;
     strata::tui::run(source, state, Duration::from_secs_f64(common.interval()))
+}
+
+/// `w` asks the feed hub's agents: the monitor's trait over the hub's handle.
+#[derive(Debug)]
+struct HubSites(strata::feed::HubAsker);
+
+impl strata::app::SitesAsker for HubSites {
+    fn ask(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
+        self.0.ask(pid, seconds, top)
+    }
 }
 
 /// `strata replay FILE`: the monitor over a recording. A file that cannot be replayed is

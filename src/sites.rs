@@ -6,8 +6,6 @@
 use crate::feed::{FeedConfig, FeedHub};
 use crate::sample::pool::{SitesReport, SitesState};
 use crate::text::clean;
-use crate::units::bytes;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,90 +70,25 @@ fn running_line(pid: u32, r: &SitesReport) -> String {
     }
 }
 
-/// A done window as text: its length and cost, then per device the sites that grew over it
-/// and those that hold the most now.
+/// A done window as text: who, how it was recorded, then per device the sites that hold the
+/// most now and those that grew over the window (the lines `strata analyze FILE.pickle` and
+/// the monitor's view draw).
 pub fn text(pid: u32, r: &SitesReport) -> String {
-    let mut out = String::new();
-    let window = r.window.map_or("n/a".into(), |w| format!("{w:.0} s"));
-    let entries = r.entries.map_or("n/a".into(), |e| e.to_string());
-    let dropped = match r.dropped {
-        Some(0) => "none dropped".to_string(),
-        Some(d) => format!("{d} dropped (the ring was full: growth is partial)"),
-        None => "dropped n/a".to_string(),
-    };
     let history = match r.history.as_deref() {
         Some("job") => "the job's own history",
-        Some("agent") => "recorded by the agent for this window",
+        Some("agent") => "history recorded by the agent for this window",
         _ => "history n/a",
     };
-    let _ = writeln!(
-        out,
-        "sites of PID {pid}: window {window} ({history}), {entries} trace entries, {dropped}"
-    );
-    let secs = |s: Option<f64>| s.map_or("n/a".into(), |s| format!("{:.1} ms", s * 1e3));
-    let _ = writeln!(
-        out,
-        "cost to the job: reduction {} of CPU, longest GIL hold {}, snapshot {}",
-        secs(r.cost.cpu),
-        secs(r.cost.gil_max),
-        secs(r.cost.snapshot)
-    );
-    if let Some(stopped) = &r.stopped {
-        let _ = writeln!(out, "stopped early: {}", clean(stopped));
-    }
-    for d in &r.devices {
-        let _ = writeln!(
-            out,
-            "\ncuda:{}: {} live in {} blocks{}",
-            d.index,
-            bytes(d.live_bytes),
-            d.live_blocks,
-            if d.live_unattributed > 0 {
-                format!(
-                    " ({} allocated before recording began: no site)",
-                    bytes(d.live_unattributed)
-                )
-            } else {
-                String::new()
-            }
-        );
-        let _ = writeln!(
-            out,
-            "  grew over the window: {} in all",
-            bytes(d.growth_bytes)
-        );
-        for g in &d.growth {
-            let _ = writeln!(
-                out,
-                "    +{:>10}  {:>6} allocs {:>6} freed  {}",
-                bytes(g.bytes),
-                g.allocs,
-                g.frees,
-                site_line(&g.site, &g.via)
-            );
-        }
-        let _ = writeln!(out, "  live now, by site:");
-        for s in &d.live {
-            let _ = writeln!(
-                out,
-                "    {:>11}  {:>6} blocks         {}",
-                bytes(s.bytes),
-                s.count,
-                site_line(&s.site, &s.via)
-            );
-        }
+    let mut out = format!("sites of PID {pid} ({history})\n");
+    for line in crate::present::pool_text::sites(r, usize::MAX, WIDTH) {
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }
 
-fn site_line(site: &str, via: &[String]) -> String {
-    let mut line = clean(site).into_owned();
-    for v in via {
-        line.push_str(" < ");
-        line.push_str(&clean(v));
-    }
-    line
-}
+/// The width the text is cut to: a site is one line, whatever its length.
+const WIDTH: usize = 160;
 
 #[cfg(test)]
 mod tests {
@@ -207,19 +140,16 @@ mod tests {
     fn the_text_names_the_site_its_growth_and_the_cost_and_is_clean() {
         let t = text(42, &done());
         assert!(
-            t.contains("window 60 s (recorded by the agent for this window)"),
+            t.starts_with("sites of PID 42 (history recorded by the agent for this window)\n"),
             "{t}"
         );
-        assert!(t.contains("+   610 MiB"), "{t}");
+        assert!(t.contains("window 60s, 1,200 entries, 0 dropped"), "{t}");
         assert!(
-            t.contains("train.py:118 in evaluate\u{FFFD}[2J < train.py:30 in main"),
+            t.contains("610 MiB      600      539  train.py:118 in evaluate"),
             "{t}"
         );
-        assert!(
-            t.contains("61.0 MiB allocated before recording began"),
-            "{t}"
-        );
-        assert!(t.contains("longest GIL hold 2.1 ms"), "{t}");
+        assert!(t.contains("via train.py:30 in main"), "{t}");
+        assert!(t.contains("61.0 MiB of them with no frames"), "{t}");
         assert!(
             !t.contains('\x1b'),
             "a site from the job never reaches the terminal raw"
@@ -233,7 +163,7 @@ mod tests {
         r.cost = Default::default();
         r.window = None;
         let t = text(42, &r);
-        assert!(t.contains("window n/a") && t.contains("dropped n/a"), "{t}");
-        assert!(t.contains("reduction n/a of CPU"), "{t}");
+        assert!(t.contains("window n/a") && t.contains("n/a dropped"), "{t}");
+        assert!(t.contains("cost: n/a CPU"), "{t}");
     }
 }

@@ -595,8 +595,9 @@ impl std::fmt::Debug for HubAsker {
     }
 }
 
-impl crate::app::SitesAsker for HubAsker {
-    fn ask(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
+impl HubAsker {
+    /// As [`FeedHub::ask_sites`].
+    pub fn ask(&self, pid: u32, seconds: u32, top: u32) -> Result<u64, String> {
         ask_sites(&self.inner, &self.wake, pid, seconds, top)
     }
 }

@@ -5,6 +5,7 @@
 pub(crate) mod evidence;
 mod format;
 mod names;
+pub(crate) mod pool_text;
 pub(crate) mod shown;
 pub(crate) mod sort;
 

@@ -58,6 +58,7 @@ mod snapshot_cli;
 mod snapshot_groups;
 mod strata_run;
 mod systemd_unit;
+mod torch_snapshot;
 mod tui_attach_tmux;
 mod tui_feeds_tmux;
 mod tui_filter_tmux;

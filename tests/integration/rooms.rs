@@ -74,6 +74,11 @@ const RULES: &[Rule] = &[
         "`analyze` reads a recording and judges it as the model does; `--report-at` writes the report",
     ),
     (
+        "torchsnap",
+        &[MODEL, WORDS],
+        "`torchsnap` reads a PyTorch snapshot file and reduces it to `sample::pool`'s shapes: it imports `sample`, the model (an OOM classed as the detector classes it) and the words",
+    ),
+    (
         "export",
         &[MODEL, WORDS, &["version", "recording", "analyze"]],
         "`export` tables a recording in `analyze`'s pass",
@@ -113,6 +118,11 @@ const RULES: &[Rule] = &[
         "`process_signal` reads `/proc` through `source::procfs`",
     ),
     ("launch", &[&["text"]], "`launch` imports only `text`"),
+    (
+        "sites",
+        &[&["feed", "sample", "present", "text", "units"]],
+        "`sites.rs` asks an agent through `feed` and prints its answer in the words of `present`",
+    ),
     (
         "doctor",
         &[&["sample", "text", "cli", "version", "source", "feed", "launch", "serve"]],
