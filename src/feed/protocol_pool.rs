@@ -4,7 +4,7 @@
 
 use super::protocol::{Bad, MAX_DEVICES};
 use crate::sample::pool::{
-    DeviceSegments, DeviceSites, SegmentsReport, SitesReport, MAX_RUNS, MAX_SITES, MAX_SITE_CHARS,
+    DeviceSegments, DeviceSites, SegmentsReport, SitesReport, MAX_RUNS, MAX_SITES, MAX_SITE_TEXT_CHARS,
     MAX_STRIPS,
 };
 
@@ -167,9 +167,9 @@ fn site_text(site: &mut String, via: &mut Vec<String>) -> Result<(), Bad> {
     if via.len() > MAX_VIA {
         return Err(Bad::Invalid);
     }
-    clip(site, MAX_SITE_CHARS);
+    clip(site, MAX_SITE_TEXT_CHARS);
     for v in via {
-        clip(v, MAX_SITE_CHARS);
+        clip(v, MAX_SITE_TEXT_CHARS);
     }
     Ok(())
 }

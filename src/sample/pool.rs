@@ -15,8 +15,12 @@ pub const MAX_STRIPS: usize = 32;
 pub const MAX_RUNS: usize = 64;
 /// Most sites a device's list carries, live or growth.
 pub const MAX_SITES: usize = 50;
-/// Longest site text, in characters.
+/// Longest FILE of a site, in characters: a longer one has its start cut to `...`.
 pub const MAX_SITE_CHARS: usize = 256;
+/// Longest FUNCTION of a site, in characters.
+pub const MAX_FUNCTION_CHARS: usize = 128;
+/// Longest whole site (`FILE:LINE in FUNCTION`), in characters: what a reader keeps.
+pub const MAX_SITE_TEXT_CHARS: usize = MAX_SITE_CHARS + MAX_FUNCTION_CHARS + 32;
 
 /// A segment is pinned when live blocks hold something of it and its free part is at least
 /// this share of it (`free * PINNED_FREE_DEN >= size * PINNED_FREE_NUM`): a long-lived
