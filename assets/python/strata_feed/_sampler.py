@@ -170,18 +170,23 @@ class Sampler(object):
                 self.error = "agent error: %s: %s" % (type(e).__name__, e)
             return True
         if self.tasks:
-            run, done, _ = self.tasks[0]
+            run, done, halted = self.tasks[0]
             try:
-                more = run.step()
-            except Exception as e:
-                more = False
-                self.error = "agent error: %s: %s" % (type(e).__name__, e)
-            if not more:
-                self.tasks.popleft()
-                try:
+                if not run.step():
+                    self.tasks.popleft()
                     done()
-                except Exception as e:
-                    self.error = "agent error: %s: %s" % (type(e).__name__, e)
+            except Exception as e:
+                # A summary cut by an error of the agent's is not sent as if whole.
+                err = "agent error: %s: %s" % (type(e).__name__, e)
+                if self.tasks and self.tasks[0][0] is run:
+                    self.tasks.popleft()
+                    run.stop()
+                    if halted is not None:
+                        try:
+                            halted(err)
+                        except Exception:
+                            pass
+                self.error = err
             return True
         return False
 
