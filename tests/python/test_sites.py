@@ -211,6 +211,33 @@ class WindowTest(SitesCase):
         self.assertEqual(done["devices"][0]["growth"], [])
         self.assertEqual(done["dropped"], 600 - 42)
 
+    def test_dropped_counts_only_the_window_on_a_device_the_last_sample_missed(self):
+        # The device gets its context after the agent's last sample: its allocations before
+        # the window are not the window's (its counts are read then, not taken as 0).
+        j = self.sites_job()
+        wait_until(lambda: j.eval("(lambda s: s is not None and s.frameworks.reader is not None)"
+                                  "(strata_feed._current().sampler)"), what="the reader")
+        j.do("import time; s = strata_feed._current().sampler; s.warm_until = None; s.base_interval = s.interval = 3600.0;"
+             " s.next_tick = time.monotonic() + 3600")
+        j.do("jobcode.keep(1 << 20)")
+        m = self.monitor(j.pid)
+        self.start_window(m, 10, seconds=1)
+        done = m.sites_state(10, "done", "failed")
+        self.assertEqual(done["dropped"], 0)
+        self.assertEqual(done["devices"][0]["live_unattributed"], 1 << 20)
+
+    def test_a_request_right_after_the_jobs_init_is_not_refused_for_it(self):
+        # The agent has not looked since the job initialised CUDA: it looks at the request.
+        j = self.sites_job(init=False)
+        wait_until(lambda: j.eval("strata_feed._current().sampler is not None"), what="the sampler")
+        j.do("import time; strata_feed._core.Agent.framework_init_hint = lambda self: None;"
+             " s = strata_feed._current().sampler; s.base_interval = s.interval = 3600.0;"
+             " s.next_tick = time.monotonic() + 3600")
+        j.do("torch.cuda.init(); jobcode.keep(1 << 20)")
+        m = self.monitor(j.pid)
+        self.start_window(m, 11, seconds=1)
+        self.assertEqual(m.sites_state(11, "done", "failed")["state"], "done")
+
     def test_a_second_window_is_refused_and_exit_puts_history_back(self):
         j = self.sites_job()
         j.do("jobcode.keep(1 << 20)")
@@ -231,6 +258,31 @@ class WindowTest(SitesCase):
         self.assertEqual(types[-1], "bye")
         self.assertLess(m.snapshot().index(failed), len(types) - 1)
         self.assertEqual(self.agent_calls(), ["_record_memory_history all", "_record_memory_history None"])
+
+    def test_the_window_ends_before_bye_when_the_serving_thread_sees_the_stop_first(self):
+        # At exit the serving thread may wake (any event) and see the stop before the
+        # sampler has put history back and said so: it must wait for the sampler's last
+        # words. Here the sampler wakes it itself, then waits until the feed is closed
+        # (or half a second).
+        j = self.sites_job()
+        j.do("exec(%r)" % (
+            "import strata_feed._sites as S, time\n"
+            "A = strata_feed._current()\n"
+            "orig = S.SitesWindow.halt\n"
+            "def halt(self, why):\n"
+            "    A.wake()\n"
+            "    end = time.monotonic() + 0.5\n"
+            "    while not A.done and time.monotonic() < end:\n"
+            "        time.sleep(0.005)\n"
+            "    orig(self, why)\n"
+            "S.SitesWindow.halt = halt\n"))
+        m = self.monitor(j.pid)
+        self.start_window(m, 9, seconds=600)
+        self.assertEqual(j.finish(), 0)
+        failed = m.sites_state(9, "failed", "done")
+        self.assertRegex(failed["reason"], r"^the job exited [0-9.]+ s into the window; history turned off$")
+        m.wait_eof()
+        self.assertEqual(m.snapshot()[-1]["type"], "bye")
 
     def test_a_window_after_a_window(self):
         j = self.sites_job()

@@ -381,6 +381,11 @@ class Agent(object):
                 s = self.sampler
                 if s is not None:
                     s.halt_soon()  # started by this thread after stop() looked: it ends too
+                    # Its last words (a sites window the stop ended, history put back) go
+                    # out before bye: this thread may have seen `stopping` first.
+                    t = s.thread
+                    if t is not None and not t.is_current() and t.is_alive() and not self.hub.lost:
+                        t.join(1.0)
                 with self.serving:
                     try:
                         if not self.done:

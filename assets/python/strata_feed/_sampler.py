@@ -154,6 +154,10 @@ class Sampler(object):
         end, one slice of a task. False when there is none."""
         reqs = self.agent.take_requests()
         if reqs:
+            if self.frameworks.reader is None:
+                # The job may have initialised its framework since the last look: look now,
+                # so that a request right after its init is not refused for it.
+                self._tick()
             for rid, seconds, top in reqs:
                 try:
                     self._sites().request(rid, seconds, top)

@@ -18,7 +18,7 @@ import math
 import sys
 import time
 
-from . import _segmap, _slices
+from . import MAX_DEVICES, _segmap, _slices
 from ._reading import count, text, version_tuple
 from ._wire import LINE_LIMIT, encode
 
@@ -430,7 +430,7 @@ class SitesWindow(object):
             return
         w = Window()
         w.id, w.seconds, w.top = rid, seconds, top
-        w.devices = list(reader.devices)
+        w.devices = self._context_devices(torch, reader)
         if job_history:
             w.history = "job"
         else:
@@ -460,6 +460,20 @@ class SitesWindow(object):
             return not on()
         except Exception:
             return False
+
+    @staticmethod
+    def _context_devices(torch, reader):
+        """The devices that hold a context now (the last sample's list may be older): one
+        without had no allocation, so its counts were 0."""
+        has = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+        out = []
+        for i in range(min(reader.count or 0, MAX_DEVICES)):
+            try:
+                if has is None or has(i):
+                    out.append(i)
+            except Exception:
+                pass
+        return out
 
     def _counts(self, devices):
         """{device: (allocations, frees)} from memory_stats, or None when it has no counts."""
@@ -505,7 +519,7 @@ class SitesWindow(object):
             self._fail(w, "torch is gone from the process")
             return []
         rec, snap, on = calls
-        now_devices = sorted(set(w.devices) | set(reader.devices))
+        now_devices = sorted(set(w.devices) | set(self._context_devices(torch, reader)))
         after = self._counts(now_devices)
         end_mono = time.monotonic()
         snapshot, err, took = None, None, None
