@@ -6,12 +6,13 @@ delays nothing but the next sample.
 
 It also answers the monitors' requests (a sites window, _sites) and makes the summaries of
 snapshots (the segment map, _segmap): long passes run as tasks, a slice at a time between
-its samples, the GIL given up after each slice (_slices).
+its samples, the GIL given up after each slice (_slices.give_up_gil).
 """
 
 import time
 
 from . import _context, _frameworks, _steps
+from ._slices import give_up_gil
 from ._threads import Thread, Wake, deque, name_os_thread
 from ._wire import LINE_LIMIT, encode
 
@@ -131,7 +132,7 @@ class Sampler(object):
                     self._tick()
                     continue
                 if self._work(now):
-                    time.sleep(0)  # the GIL given up between two slices of work
+                    give_up_gil()  # between two slices of work
                     continue
                 timeout = self.next_tick - now
                 due = self.sites.due_at() if self.sites is not None else None
