@@ -414,6 +414,31 @@ class ReductionTest(SitesCase):
         self.assertGreaterEqual(r["ran_between"], (r["slices"] - 1) // 2, r)
         self.assertEqual([g["site"] for g in r["growth"]][:1], [r["live"][0]["site"]])
 
+    def test_the_jobs_older_entries_cost_no_long_slice(self):
+        # A job's own ring holds mostly entries from before the window: they are passed
+        # over in slices too, and the walk ends at those well before the window.
+        j = self.sites_job()
+        j.do("exec(%r)" % (
+            "def older_entries():\n"
+            "    import time\n"
+            "    from strata_feed import _sites, _slices\n"
+            "    torch.cuda.memory._record_memory_history(max_entries=200000)\n"
+            "    jobcode.churn(30000, 4096)\n"
+            "    time.sleep(1.1)\n"
+            "    since = time.time() * 1e6\n"
+            "    jobcode.leak(10, 8192)\n"
+            "    snap = torch.cuda.memory._snapshot()\n"
+            "    red = _sites.Reduction(snap, since)\n"
+            "    clock = _slices.Clock()\n"
+            "    run = _slices.Run(red.run(clock), clock, record=True).to_end()\n"
+            "    return {'walked': red.walked(), 'trace': len(snap['device_traces'][0]),\n"
+            "            'cpu': max(c for _, c in run.record), 'growth': red.devices(5)[0]['growth']}\n"))
+        r = j.eval("older_entries()")
+        self.assertGreater(r["trace"], 90000)
+        self.assertEqual(r["walked"], 11)  # the 10 allocations and the snapshot's own entry
+        self.assertLess(r["cpu"], 5e6)
+        self.assertEqual([(g["site"], g["bytes"]) for g in r["growth"]], [(self.site("LEAK", "leak"), 10 * 8192)])
+
     def test_a_tiny_budget_stops_and_what_it_found_is_true(self):
         j = self.sites_job()
         j.do("exec(%r)" % GIL_CHECK)

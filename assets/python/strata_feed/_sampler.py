@@ -207,8 +207,13 @@ class Sampler(object):
 
         line = fit_sites(msg)
         if line is None:
+            # Never seen: even without sites it does not fit. The asker still gets an end.
             self.agent.hub.oversized += 1
-        elif keep:
+            if msg.get("state") in ("running", "failed"):
+                return
+            line = fit_sites({"v": 1, "type": "sites", "time": msg.get("time"), "id": msg.get("id"),
+                              "state": "failed", "reason": "the summary does not fit the 64 KiB line"})
+        if keep:
             self.agent.post_kept(("sites", msg.get("id")), line)
         else:
             self.agent.post_live(line)

@@ -125,7 +125,7 @@ class Sites(object):
 
 class _Dev(object):
     __slots__ = ("index", "live", "live_bytes", "live_blocks", "unattributed", "growth", "trace",
-                 "pos", "freed_later", "walked", "held", "timed_out")
+                 "pos", "freed_later", "walked", "held")
 
     def __init__(self, index):
         self.index = index
@@ -137,7 +137,6 @@ class _Dev(object):
         self.freed_later = set()
         self.walked = 0  # trace entries of the window walked
         self.held = 0  # of them, allocations and free requests (what memory_stats counts)
-        self.timed_out = False
 
 
 class Reduction(object):
@@ -206,11 +205,17 @@ class Reduction(object):
                 self.total += len(trace)
                 walking.append(d)
         since = self.since_us
+        # Entries this much older than the window end a device's walk: the trace is in time
+        # order, but its clock is approximate (converted from the TSC), so those just before
+        # the window's start are skipped one by one.
+        older = None if since is None else since - 1e6
         while walking:
             for d in list(walking):
                 trace, freed_later, growth = d.trace, d.freed_later, d.growth
                 stop = max(0, d.pos - ROUND_ROBIN)
                 while d.pos > stop:
+                    if due():
+                        yield
                     d.pos -= 1
                     e = trace[d.pos]
                     if not isinstance(e, dict):
@@ -219,6 +224,9 @@ class Reduction(object):
                     if since is not None:
                         if isinstance(t, (int, float)) and not isinstance(t, bool):
                             if t < since:
+                                if t < older:
+                                    d.pos = 0
+                                    break
                                 continue
                         else:
                             self.untimed += 1
@@ -248,8 +256,6 @@ class Reduction(object):
                         if action == "free_requested":
                             d.held += 1
                         freed_later.add(e.get("addr"))
-                    if due():
-                        yield
                 if d.pos == 0:
                     walking.remove(d)
         self.phase = "done"

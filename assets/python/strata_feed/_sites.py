@@ -131,8 +131,10 @@ class SitesWindow(object):
                 return
             w.history = "agent"
             reader.sites_recording = True
-        w.before = self._counts(w.devices)
+        # Then the counts: an event between them is in the window and counted (dropped
+        # never counts one the trace holds as lost).
         w.started = time.time()
+        w.before = self._counts(w.devices)
         w.since_us = w.started * 1e6 if job_history else None
         w.start_mono = time.monotonic()
         w.end_mono = w.start_mono + seconds
