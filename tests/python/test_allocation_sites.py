@@ -307,6 +307,8 @@ class WindowTest(SitesCase):
         j.do("torch._stub.complete(a); jobcode.keep(3 << 20)")
         # Freed in the window, still waiting on a stream: not growth, and pending in the map.
         j.do("b = torch._stub.allocate(0, 5 << 20); torch._stub.free(b, pending=True)")
+        # An out-of-memory entry (a size, no address) is no allocation.
+        self.assertRegex(j.do("torch._stub.oom(0, 1 << 40)", ok=False), "^err OutOfMemoryError")
         self.within_window(m, 8)
         self.assertEqual(j.eval("jobcode.held[-1][3].addr == a[3].addr"), True)
         done = m.sites_state(8, "done", "failed")
