@@ -14,6 +14,11 @@
 # run time (a new hello with them), and JAX with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async
 # (reserved and the largest free block null with their reason, allocated kept) when $PY has a
 # CUDA jax. These read the feed socket directly.
+# Then sites windows on real jobs (a third table): a job that records no history, asked for a
+# window over the feed socket while it leaks from one line (that line is the top growth site
+# with the bytes leaked; history off and the ring empty after; trace times are unix µs; the
+# window's segment map adds up to torch's reserved), and a job that records its own history
+# (left on, its entries from before the window kept, only the window's growth counted).
 # Prints a table; exit status 0 when every check holds.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -261,4 +266,160 @@ for r in [("agent check", "got", "want", "")] + rows:
 sys.exit(1 if failures else 0)
 PYEOF
 agent_status=$?
-[ "$status" -eq 0 ] && [ "$agent_status" -eq 0 ]
+
+# -- sites windows on real jobs ------------------------------------------------------------
+cat > "$work/sites_job.py" <<'PYEOF'
+import json, os, sys, time
+import torch
+kind, work = sys.argv[1], sys.argv[2]
+MiB = 1 << 20
+def flag(name):
+    open(os.path.join(work, "%s-%s" % (kind, name)), "w").close()
+def wait(name):
+    path = os.path.join(work, "%s-%s" % (kind, name))
+    end = time.time() + 120
+    while not os.path.exists(path) and time.time() < end:
+        time.sleep(0.01)
+def line_of(marker):
+    return [i for i, l in enumerate(open(__file__), 1) if marker in l and "append" in l][0]
+torch.cuda.init()
+torch.cuda.set_device(0)
+out = {"pid": os.getpid(), "file": os.path.abspath(__file__), "torch": torch.__version__}
+if kind == "ownhist":
+    torch.cuda.memory._record_memory_history(context="alloc", max_entries=50000)
+early = [torch.empty(64 * MiB, dtype=torch.uint8, device="cuda") for _ in range(2)]
+torch.cuda.synchronize()
+flag("ready")
+wait("running")
+leaked = []
+for i in range(8):
+    leaked.append(torch.empty(32 * MiB, dtype=torch.uint8, device="cuda"))  # SITES-LEAK
+    for _ in range(200):
+        t = torch.empty(MiB, dtype=torch.uint8, device="cuda")
+        del t
+torch.cuda.synchronize()
+out["leak_line"] = line_of("SITES-LEAK")
+out["reserved"] = torch.cuda.memory_reserved(0)
+out["allocated"] = torch.cuda.memory_allocated(0)
+wait("done")
+out["history_after"] = torch._C._cuda_isHistoryEnabled()
+snap = torch.cuda.memory._snapshot()
+trace = snap["device_traces"][0] if snap["device_traces"] else []
+out["trace_after"] = len(trace)
+out["now_us"] = time.time() * 1e6
+out["last_time_us"] = trace[-1].get("time_us") if trace else None
+out["early_allocs_in_trace"] = sum(1 for e in trace if e.get("action") == "alloc" and e.get("size") == 64 * MiB)
+json.dump(out, open(os.path.join(work, kind + ".json"), "w"))
+time.sleep(4)
+PYEOF
+cat > "$work/sites_read.py" <<'PYEOF'
+import json, os, socket, sys, time
+sock, work, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+s = socket.socket(socket.AF_UNIX); s.connect(sock); s.settimeout(0.2)
+buf, msgs, end, asked = b"", [], time.time() + 90, False
+running = done = None
+while time.time() < end:
+    sampled = any(m.get("type") == "sample" and m.get("devices") for m in msgs)
+    if not asked and sampled and os.path.exists(os.path.join(work, kind + "-ready")):
+        s.sendall(b'{"v":1,"type":"sites_request","id":42,"seconds":4,"top":10}\n')
+        asked = True
+    try:
+        data = s.recv(65536)
+    except socket.timeout:
+        data = None
+    if data == b"":
+        break
+    if data:
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        for l in lines:
+            m = json.loads(l)
+            msgs.append(m)
+            if m.get("type") == "sites" and m.get("id") == 42:
+                if m["state"] == "running":
+                    open(os.path.join(work, kind + "-running"), "w").close()
+                elif m["state"] in ("done", "failed", "refused"):
+                    done = m
+                    open(os.path.join(work, kind + "-running"), "w").close()
+    if done is not None and any(m.get("type") == "segments" and m.get("time") == done.get("time") for m in msgs):
+        break
+    if done is not None and done["state"] != "done":
+        break
+open(os.path.join(work, kind + "-done"), "w").close()
+with open(os.path.join(work, kind + ".feed"), "w") as f:
+    for m in msgs:
+        f.write(json.dumps(m) + "\n")
+PYEOF
+sites_run() {  # sites_run KIND: the job under strata run, a window asked over its socket
+  local kind=$1
+  rm -f "$work/$kind".json "$work/$kind"-ready "$work/$kind"-running "$work/$kind"-done
+  "$STRATA" run -- "$PY" "$work/sites_job.py" "$kind" "$work" > "$work/$kind.out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 300); do [ -S "$STRATA_FEED_DIR/$pid.sock" ] && break; sleep 0.1; done
+  "$PY" "$work/sites_read.py" "$STRATA_FEED_DIR/$pid.sock" "$work" "$kind" 2>> "$work/$kind.out"
+  wait "$pid"
+}
+sites_run agenthist
+sites_run ownhist
+
+"$PY" - "$work" <<'PYEOF'
+import json, os, sys
+work = sys.argv[1]
+MiB = 1 << 20
+rows, failures = [], []
+def check(what, got, want, ok):
+    rows.append((what, got, want, "ok" if ok else "FAIL"))
+    if not ok:
+        failures.append(what)
+def load(kind):
+    try:
+        job = json.load(open(os.path.join(work, kind + ".json")))
+    except (OSError, ValueError):
+        job = {}
+    try:
+        feed = [json.loads(l) for l in open(os.path.join(work, kind + ".feed")) if l.strip()]
+    except OSError:
+        feed = []
+    done = next((m for m in feed if m.get("type") == "sites" and m.get("id") == 42 and m.get("state") != "running"), {})
+    segs = next((m for m in feed if m.get("type") == "segments" and m.get("time") == done.get("time")), {})
+    return job, done, segs
+for kind, history in (("agenthist", "agent"), ("ownhist", "job")):
+    job, done, segs = load(kind)
+    check(kind + ": window done", done.get("state"), "done (" + str(done.get("reason")) + ")", done.get("state") == "done")
+    if done.get("state") != "done":
+        continue
+    check(kind + ": history", done.get("history"), history, done.get("history") == history)
+    dev = next((d for d in done.get("devices", []) if d["index"] == 0), {})
+    top = (dev.get("growth") or [{}])[0]
+    site = "%s:%s in <module>" % (job.get("file"), job.get("leak_line"))
+    check(kind + ": top growth site", top.get("site"), site, top.get("site") == site)
+    check(kind + ": its bytes", top.get("bytes"), 8 * 32 * MiB, top.get("bytes") == 8 * 32 * MiB)
+    check(kind + ": churn not growth", dev.get("growth_bytes"), 8 * 32 * MiB, dev.get("growth_bytes") == 8 * 32 * MiB)
+    check(kind + ": dropped", done.get("dropped"), 0, done.get("dropped") == 0)
+    c = done.get("cost") or {}
+    rows.append((kind + ": cost", "cpu %.1f ms, gil_max %.2f ms, snapshot %.1f ms, %d entries"
+                 % (1e3 * (c.get("cpu") or 0), 1e3 * (c.get("gil_max") or 0), 1e3 * (c.get("snapshot") or 0),
+                    done.get("entries") or 0), "measured", ""))
+    pools = next((d["pools"] for d in segs.get("devices", []) if d["index"] == 0), [])
+    check(kind + ": segment map reserved", sum(p["reserved"] for p in pools), job.get("reserved"),
+          sum(p["reserved"] for p in pools) == job.get("reserved"))
+    check(kind + ": segment map live", sum(p["live"] for p in pools), job.get("allocated"),
+          sum(p["live"] for p in pools) == job.get("allocated"))
+    if history == "agent":
+        check("agenthist: history off after", job.get("history_after"), False, job.get("history_after") is False)
+        check("agenthist: ring empty after", job.get("trace_after"), 0, job.get("trace_after") == 0)
+        check("agenthist: earlier blocks unattributed", dev.get("live_unattributed"), 2 * 64 * MiB,
+              dev.get("live_unattributed") == 2 * 64 * MiB)
+    else:
+        check("ownhist: history still on", job.get("history_after"), True, job.get("history_after") is True)
+        check("ownhist: its earlier entries kept", job.get("early_allocs_in_trace"), 2, job.get("early_allocs_in_trace") == 2)
+        # The window is cut from the job's trace by time_us, taken as unix microseconds.
+        check("ownhist: trace time is unix us", job.get("last_time_us"), "within 10 s of time.time()",
+              job.get("last_time_us") is not None and abs(job["last_time_us"] - job["now_us"]) < 10e6)
+w = [max(len(str(c)) for c in col) for col in zip(*([("sites check", "got", "want", "")] + rows))]
+for r in [("sites check", "got", "want", "")] + rows:
+    print("  ".join(str(c).ljust(n) for c, n in zip(r, w)))
+sys.exit(1 if failures else 0)
+PYEOF
+sites_status=$?
+[ "$status" -eq 0 ] && [ "$agent_status" -eq 0 ] && [ "$sites_status" -eq 0 ]

@@ -309,6 +309,22 @@ class Monitor(object):
         with self.cond:
             return list(self.msgs)
 
+    def send(self, obj):
+        """A line to the agent: a dict is sent as JSON, bytes as they are."""
+        data = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
+        self.sock.sendall(data)
+
+    def sites(self, rid, seconds=1, top=20, **extra):
+        """Asks for a sites window."""
+        msg = {"v": 1, "type": "sites_request", "id": rid, "seconds": seconds, "top": top}
+        msg.update(extra)
+        self.send(msg)
+
+    def sites_state(self, rid, *states):
+        """The first `sites` message of request rid in one of the states."""
+        return self.wait(lambda m: m.get("type") == "sites" and m.get("id") == rid and m.get("state") in states,
+                         what="sites %s of request %d" % ("/".join(states), rid))
+
     def types(self):
         return [m.get("type") for m in self.msgs][-20:]
 

@@ -34,6 +34,7 @@ SWEEP_FIRST = 1.0  # seconds after start of the first look for sockets of dead p
 SWEEP_PERIOD = 60.0  # ...and between looks
 LOOK_MAX = 2.0  # seconds the serving thread waits at most: it then checks its descriptors
 LOST = "descriptors lost: the job closed or replaced them"  # why it stopped; info()'s error
+MAX_REQUESTS = 16  # sites requests waiting for the sampler, at most
 _FRAMEWORKS = ("torch", "jax", "cupy")
 
 
@@ -84,7 +85,8 @@ class Agent(object):
         self.seq = 0  # the last seq given out (under self.lock)
         self.lock = _thread.allocate_lock()  # seq, outbox and hello, shared between threads
         self.serving = _thread.allocate_lock()  # held by the serving thread but in its waits
-        self.outbox = deque()  # ("hello" | "line", payload) for the server
+        self.outbox = deque()  # ("hello" | "line" | "live" | "kept", payload) for the server
+        self.requests = deque()  # (id, seconds, top) of sites requests, for the sampler
         self.pending = deque(maxlen=256)  # oom lines from the job's threads
         self.stopping = None  # the bye reason once asked to stop
         self.pausing = False  # threads stopping for a fork
@@ -102,7 +104,9 @@ class Agent(object):
             "python": sys.version.split()[0],
             "executable": sys.executable or None,
             "started": self.started,
+            "requests": ["sites"],  # the requests this agent answers (PROTOCOL.md, "Requests")
         }
+        self.hub.on_request = self._on_request
 
     # -- life -----------------------------------------------------------------------------
 
@@ -222,6 +226,63 @@ class Agent(object):
             self.outbox.append(("line", line))
         self.wake()
 
+    def post_live(self, line):
+        """A line for every monitor connected now, not kept (a sites window begins)."""
+        with self.lock:
+            self.outbox.append(("live", line))
+        self.wake()
+
+    def post_kept(self, key, line):
+        """A line for every monitor, kept as the latest of its key for those to come (the
+        segment map, a sites window's outcome)."""
+        with self.lock:
+            self.outbox.append(("kept", (key, line)))
+        self.wake()
+
+    def take_requests(self):
+        """The requests the monitors made since the last call (the sampler's thread)."""
+        if not self.requests:
+            return ()
+        with self.lock:
+            out = list(self.requests)
+            self.requests.clear()
+        return out
+
+    def _on_request(self, msg):
+        """A `sites_request` from a monitor of this user (the serving thread): checked, then
+        handed to the sampler, which alone calls torch. A request without a usable id cannot
+        be answered and is dropped."""
+        rid = msg.get("id")
+        if isinstance(rid, bool) or not isinstance(rid, int) or not 0 < rid < 1 << 63:
+            return
+        seconds = msg.get("seconds", 60)
+        top = msg.get("top", 20)
+        reason = None
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 1 <= seconds <= 600:
+            reason = "invalid request: seconds must be a number from 1 to 600"
+        elif isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 50:
+            reason = "invalid request: top must be an integer from 1 to 50"
+        else:
+            if self.sampler is None and self.stopping is None:
+                self._detect(time.monotonic())  # a framework imported since the last look
+            if self.sampler is None:
+                reason = "sites: needs torch (no framework imported yet)"
+        if reason is None:
+            with self.lock:
+                if len(self.requests) < MAX_REQUESTS:
+                    self.requests.append((rid, seconds, top))
+                    reason = False
+            if reason is None:
+                reason = "sites: too many requests waiting"
+        if reason:
+            line = encode({"v": PROTOCOL, "type": "sites", "time": time.time(), "id": rid, "state": "refused",
+                           "reason": reason})
+            self.hub.publish_kept(("sites", rid), line)
+            return
+        s = self.sampler
+        if s is not None:
+            s.wake()
+
     def post_oom(self, msg):
         """An oom message built on the job's thread: number it, queue it, wake the agent."""
         with self.lock:
@@ -320,6 +381,11 @@ class Agent(object):
                 s = self.sampler
                 if s is not None:
                     s.halt_soon()  # started by this thread after stop() looked: it ends too
+                    # Its last words (a sites window the stop ended, history put back) go
+                    # out before bye: this thread may have seen `stopping` first.
+                    t = s.thread
+                    if t is not None and not t.is_current() and t.is_alive() and not self.hub.lost:
+                        t.join(1.0)
                 with self.serving:
                     try:
                         if not self.done:
@@ -373,8 +439,16 @@ class Agent(object):
         for kind, payload in items:
             if kind == "hello":
                 hub.set_hello(None)
+            elif kind == "kept":
+                key, line = payload
+                if len(line) > LINE_LIMIT:
+                    hub.oversized += 1
+                else:
+                    hub.publish_kept(key, line)
             elif len(payload) > LINE_LIMIT:
                 hub.oversized += 1
+            elif kind == "live":
+                hub.publish_live(payload)
             else:
                 hub.publish(payload)
 

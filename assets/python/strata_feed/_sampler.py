@@ -3,12 +3,17 @@
 It is the only thread of the agent's that calls into a framework. What it reads it hands to
 the serving thread (Agent.set_hello, Agent.post_line), so a framework call that blocks here
 delays nothing but the next sample.
+
+It also answers the monitors' requests (a sites window, _sites) and makes the summaries of
+snapshots (the segment map, _segmap): long passes run as tasks, a slice at a time between
+its samples, the GIL given up after each slice (_slices.give_up_gil).
 """
 
 import time
 
 from . import _context, _frameworks, _steps
-from ._threads import Thread, Wake, name_os_thread
+from ._slices import give_up_gil
+from ._threads import Thread, Wake, deque, name_os_thread
 from ._wire import LINE_LIMIT, encode
 
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
@@ -61,6 +66,8 @@ class Sampler(object):
         self.wait_key = None
         self.error = None
         self.next_tick = 0.0
+        self.sites = None  # the SitesWindow, made at the first request
+        self.tasks = deque()  # (Run, done(), halted(reason) or None): sliced passes to make
 
     # -- life -----------------------------------------------------------------------------
 
@@ -124,12 +131,121 @@ class Sampler(object):
                 if now >= self.next_tick or self._init_pending(now):
                     self._tick()
                     continue
+                if self._work(now):
+                    give_up_gil()  # between two slices of work
+                    continue
                 timeout = self.next_tick - now
+                due = self.sites.due_at() if self.sites is not None else None
+                if due is not None:
+                    timeout = min(timeout, due - now)
                 if self.init_hint is not None:
                     timeout = min(timeout, INIT_POLL)
                 self.event.wait(timeout)
         except BaseException:
             pass
+        try:
+            self._halted()
+        except BaseException:
+            pass
+
+    # -- requests and sliced work ---------------------------------------------------------
+
+    def _work(self, now):
+        """One bounded piece of work besides sampling: the monitors' requests, a window's
+        end, one slice of a task. False when there is none."""
+        reqs = self.agent.take_requests()
+        if reqs:
+            if self.frameworks.reader is None:
+                # The job may have initialised its framework since the last look: look now,
+                # so that a request right after its init is not refused for it.
+                self._tick()
+            for rid, seconds, top in reqs:
+                try:
+                    self._sites().request(rid, seconds, top)
+                except Exception as e:
+                    from ._sites import refusal
+
+                    self.post_sites(refusal(rid, "agent error: %s: %s" % (type(e).__name__, e)), True)
+            return True
+        due = self.sites.due_at() if self.sites is not None else None
+        if due is not None and now >= due:
+            try:
+                self.tasks.extend(self.sites.finish())
+            except Exception as e:
+                self.error = "agent error: %s: %s" % (type(e).__name__, e)
+            return True
+        if self.tasks:
+            run, done, halted = self.tasks[0]
+            try:
+                if not run.step():
+                    self.tasks.popleft()
+                    done()
+            except Exception as e:
+                # A summary cut by an error of the agent's is not sent as if whole.
+                err = "agent error: %s: %s" % (type(e).__name__, e)
+                if self.tasks and self.tasks[0][0] is run:
+                    self.tasks.popleft()
+                    run.stop()
+                    if halted is not None:
+                        try:
+                            halted(err)
+                        except Exception:
+                            pass
+                self.error = err
+            return True
+        return False
+
+    def _sites(self):
+        if self.sites is None:
+            from ._sites import SitesWindow
+
+            self.sites = SitesWindow(self, self.post_sites, self.post_segments)
+        return self.sites
+
+    def post_sites(self, msg, keep):
+        from ._sites import fit_sites
+
+        line = fit_sites(msg)
+        if line is None:
+            # Never seen: even without sites it does not fit. The asker still gets an end.
+            self.agent.hub.oversized += 1
+            if msg.get("state") in ("running", "failed"):
+                return
+            line = fit_sites({"v": 1, "type": "sites", "time": msg.get("time"), "id": msg.get("id"),
+                              "state": "failed", "reason": "the summary does not fit the 64 KiB line"})
+        if keep:
+            self.agent.post_kept(("sites", msg.get("id")), line)
+        else:
+            self.agent.post_live(line)
+
+    def post_segments(self, line):
+        self.agent.post_kept(("segments",), line)
+
+    def _halted(self):
+        """The thread ends. When the agent stops (not for a fork: the window goes on after
+        it), a window recording puts history back and says why it ended; the passes being
+        made end where they are."""
+        why = self.agent.stopping
+        if why is None:
+            return
+        why = {"exit": "the job exited", "stop": "the feed was stopped"}.get(why, "the feed ended (%s)" % why)
+        if self.sites is not None:
+            self.sites.halt(why)
+        while self.tasks:
+            run, _, halted = self.tasks.popleft()
+            run.stop()
+            if halted is not None:
+                halted("%s while the window's summary was made" % why)
+
+    def _snapshot_task(self):
+        """After a sample: the segment map of the snapshot it took, if it took one."""
+        take = getattr(self.frameworks.reader, "take_segments", None)
+        got = take() if take is not None else None
+        if got is not None:
+            from ._sites import segment_run
+
+            segments, when, took = got
+            self.tasks.append(segment_run(segments, when, took, None, self.post_segments))
 
     def _init_pending(self, now):
         h = self.init_hint
@@ -170,6 +286,7 @@ class Sampler(object):
             # Step-end readings once this reader has read (it knows the devices), and only
             # while this agent runs.
             steps.reader = reader if entries and self.agent.stopping is None else None
+            self._snapshot_task()
             self.error = None
         except Exception as e:
             self.error = "agent error: %s: %s" % (type(e).__name__, e)

@@ -16,6 +16,11 @@ closed, the wake-up pipe's write end before each write. One that is no longer wh
 never used again (forget_all). The two ends of the pipe share one identity: only the agent's
 own descriptors could be mistaken for each other, never a file of the job's.
 
+Monitors write requests (PROTOCOL.md, "Requests"): a line of at most REQUEST_LIMIT bytes
+(a longer one is dropped up to its newline), answered only for a peer of the agent's own
+euid or root (SO_PEERCRED, read at accept). The hub only parses a request and hands it on
+(on_request); the answers come back as lines like any other.
+
 select.poll rather than epoll: an epoll object is a descriptor too, with no detach() (a
 stale one closes its number when it is collected) and no identity to check (every epoll,
 eventfd or timerfd has the same inode). A poll object holds no descriptor; for the few
@@ -28,6 +33,7 @@ import _socket
 import os
 import select
 import stat
+import sys
 import time
 
 from ._threads import deque
@@ -36,6 +42,8 @@ QUEUE_LIMIT = 4 * 1024 * 1024  # live bytes waiting for one monitor before it is
 BACKLOG_BYTES = 4 * 1024 * 1024
 BACKLOG_SECONDS = 15 * 60
 MAX_CONNECTIONS = 256
+REQUEST_LIMIT = 4096  # bytes of a monitor's line, its newline included
+KEPT_SITES = 16  # outcomes of sites windows kept for monitors to come (the latest)
 _BACKLOG_TAIL = b',"backlog":true}\n'
 _NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 _SEND_BATCH = 64
@@ -84,8 +92,19 @@ def busy_line(now):
     ).encode()
 
 
+def peer_trusted(sock):
+    """Whether the peer of a Unix socket runs as this process's euid or as root."""
+    try:
+        cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        uid = int.from_bytes(cred[4:8], sys.byteorder)  # struct ucred: pid, uid, gid
+    except (OSError, AttributeError, ValueError):
+        return False
+    return uid == 0 or uid == os.geteuid()
+
+
 class Conn(object):
-    __slots__ = ("sock", "fd", "ident", "queue", "offset", "pending", "allow", "want_write")
+    __slots__ = ("sock", "fd", "ident", "queue", "offset", "pending", "allow", "want_write", "inbuf",
+                 "skipping", "trusted")
 
     def __init__(self, sock, ident):
         self.sock = sock
@@ -96,6 +115,31 @@ class Conn(object):
         self.pending = 0  # bytes waiting
         self.allow = QUEUE_LIMIT
         self.want_write = False
+        self.inbuf = b""  # the start of the monitor's line being read
+        self.skipping = False  # the line being read is too long: dropped up to its newline
+        self.trusted = False  # its requests are answered
+
+    def lines(self, data):
+        """The complete lines of at most REQUEST_LIMIT bytes that data completes."""
+        out = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                rest = data[start:]
+                if not self.skipping:
+                    if len(self.inbuf) + len(rest) >= REQUEST_LIMIT:
+                        self.inbuf, self.skipping = b"", True
+                    else:
+                        self.inbuf += rest
+                return out
+            piece = data[start:nl]
+            if self.skipping:
+                self.skipping = False
+            elif len(self.inbuf) + len(piece) < REQUEST_LIMIT:
+                out.append(self.inbuf + piece)
+            self.inbuf = b""
+            start = nl + 1
 
     def enqueue(self, line):
         self.queue.append(line)
@@ -154,6 +198,10 @@ class Hub(object):
         self.refused_busy = 0  # monitors turned away at the connection limit
         self.accepted = 0  # connections accepted over the agent's life
         self.oversized = 0  # messages not sent: over the line limit
+        self.kept = {}  # key -> backlog-form line: the latest segment map, sites outcomes
+        self.on_request = None  # (request dict) -> None, on this thread
+        self.requests = 0  # request lines read from trusted monitors
+        self.untrusted = 0  # request lines from other users, not answered
 
     # -- setting up and tearing down ------------------------------------------------------
 
@@ -315,6 +363,7 @@ class Hub(object):
         self.poll = None
         self.backlog = deque()
         self.backlog_bytes = 0
+        self.kept = {}
 
     # -- events ---------------------------------------------------------------------------
 
@@ -343,6 +392,7 @@ class Hub(object):
             try:
                 s.setblocking(False)
                 c = Conn(s, identity(fd))
+                c.trusted = peer_trusted(s)
                 self.conns[c.fd] = c
                 self.poll.register(c.fd, _IN)
             except Exception:
@@ -358,6 +408,8 @@ class Hub(object):
             if hello is not None:
                 c.enqueue(hello)
             for _, line in self.backlog:
+                c.enqueue(line)
+            for line in self.kept.values():
                 c.enqueue(line)
             c.allow = QUEUE_LIMIT + c.pending
             self._flush(c)
@@ -379,7 +431,7 @@ class Hub(object):
 
     def _on_conn(self, c, mask):
         if mask & (_IN | _ERR):
-            # Monitors never write; read and discard, close on EOF.
+            # A monitor writes requests, a line each; close on EOF.
             try:
                 data = c.sock.recv(65536)
             except (BlockingIOError, InterruptedError):
@@ -389,8 +441,33 @@ class Hub(object):
             if data == b"":
                 self._close(c.fd)
                 return
+            if data:
+                for line in c.lines(data):
+                    self._on_line(c, line)
+                if c.fd not in self.conns:
+                    return
         if mask & _OUT:
             self._flush(c)
+
+    def _on_line(self, c, line):
+        """A request line: parsed, and handed on when it is one the agent answers."""
+        import json
+
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(msg, dict) or msg.get("v") != 1 or msg.get("type") != "sites_request":
+            return  # anything else is ignored, as before requests existed
+        if not c.trusted:
+            self.untrusted += 1
+            return
+        self.requests += 1
+        if self.on_request is not None:
+            try:
+                self.on_request(msg)
+            except Exception:
+                pass
 
     def _flush(self, c):
         if not c.flush():
@@ -462,6 +539,20 @@ class Hub(object):
         ):
             _, old = self.backlog.popleft()
             self.backlog_bytes -= len(old)
+
+    def publish_live(self, line):
+        """To every monitor connected now; not kept."""
+        self._send_all(line)
+
+    def publish_kept(self, key, line):
+        """To every monitor now, and kept as the latest line of its key for those to come
+        (after the backlog): one segment map, the outcomes of the last KEPT_SITES windows."""
+        self._send_all(line)
+        self.kept.pop(key, None)
+        self.kept[key] = backlog_form(line)
+        sites = [k for k in self.kept if k[0] == "sites"]
+        for k in sites[: max(0, len(sites) - KEPT_SITES)]:
+            del self.kept[k]
 
     def _send_all(self, line):
         for fd, c in list(self.conns.items()):

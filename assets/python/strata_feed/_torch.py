@@ -113,6 +113,8 @@ class TorchReader(object):
         self.snap_next = 0.0
         self.snap_off = None
         self.snap_traces = None  # whether memory_snapshot takes include_traces
+        self.snap_taken = None  # (segments, time, seconds) of the last snapshot, for its map
+        self.sites_recording = False  # the agent records history for a sites window now
 
     # -- before init ----------------------------------------------------------------------
 
@@ -386,6 +388,11 @@ class TorchReader(object):
         mono = time.monotonic()
         if mono < self.snap_next:
             return
+        if self.sites_recording:
+            # History is on for the agent's own window: its snapshot comes at the window's end
+            # (and a snapshot now would convert the ring under the GIL). The last measure stays.
+            self.snap_next = mono + SNAPSHOT_MIN_PERIOD / 6
+            return
         history = self._history_on(torch)
         if history is not False:
             # A snapshot while the job records its history converts that history under the
@@ -421,7 +428,13 @@ class TorchReader(object):
                         if size > largest.get(dev, 0):
                             largest[dev] = size
             self.lfb, self.lfb_time = largest, now
+            self.snap_taken = (segments, now, d)
         timer.excluded_ns += time.thread_time_ns() - cpu0
+
+    def take_segments(self):
+        """The last snapshot's segments, once, for the segment map (_segmap)."""
+        got, self.snap_taken = self.snap_taken, None
+        return got
 
     def on_oom(self, device, alloc_size, device_total, device_free):
         """On the job's allocating thread: the stats at that instant, sent at once."""

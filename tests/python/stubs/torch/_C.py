@@ -50,7 +50,12 @@ def _accelerator_setAllocatorSettings(env):
 
 
 def _cuda_isHistoryEnabled():
-    return _state().recording
+    # torch reads the calling thread's current device (cudaGetDevice): before the job's
+    # CUDA init that would initialise the runtime (on a machine without a driver it raises).
+    st = _state()
+    if not st.initialised and _s.on_agent_thread():
+        _s.violation("torch._C._cuda_isHistoryEnabled before CUDA init")
+    return st.recording
 
 
 def _trim():

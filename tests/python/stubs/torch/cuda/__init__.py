@@ -199,16 +199,13 @@ def memory_snapshot(mempool_id=None, include_traces=True):
     _s.trace("memory_snapshot")
     if not include_traces:
         _s.trace("memory_snapshot include_traces=False")
-    if st.recording:
-        st.history.append("snapshot")  # as torch 2.15 records a snapshot event
+    if st.fail_snapshot:
+        raise RuntimeError(st.fail_snapshot)
     delay = float(os.environ.get("STRATA_STUB_SNAPSHOT_DELAY") or 0)
     if delay:
         time.sleep(delay)  # holding the GIL would be truer; sleeping is enough to be slow
-    with st._lock:
-        segs = []
-        for d in st.DEVICES:
-            segs.extend(d.snapshot_segments())
-        return segs
+    segments, _ = st.snapshot(include_traces)
+    return segments
 
 
 def empty_cache():
