@@ -54,6 +54,7 @@ mod serve_cli;
 mod serve_exposition;
 mod serve_idle;
 mod serve_prometheus;
+mod sites_e2e;
 mod snapshot_cli;
 mod snapshot_groups;
 mod strata_run;
