@@ -131,6 +131,9 @@ fn the_sites_view_draws_the_summary_and_the_segment_map_clean_at_every_size() {
         if (w, h) == (120, 40) {
             insta::assert_snapshot!(screen);
         }
+        if (w, h) == (80, 24) {
+            insta::assert_snapshot!("sites_view_80x24", screen);
+        }
     }
     // The reconciliation says what the map says, in a line, and the key.
     state.apply_action(Action::Back);

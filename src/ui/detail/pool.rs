@@ -173,7 +173,7 @@ fn body(
         }
     }
     rows.blank();
-    rows.text(format!("segment map of {device}"), theme.table_header());
+    rows.text("segment map".into(), theme.table_header());
     let Some(report) = record.segments.as_deref() else {
         rows.text(
             "  n/a: the agent has sent no segment map (it takes a snapshot at most once a minute, never while the job records its own history)".into(),
