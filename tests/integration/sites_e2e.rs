@@ -1,5 +1,5 @@
 //! Allocation sites end to end: a job (the recording torch stub) that leaks from one line of
-//! its own file; `strata sites` asks its agent for a window and names that line with what it
+//! its own file, under `strata run`; `strata sites` asks its agent for a window and names that line with what it
 //! grew; the monitor's `w` asks the same agent and shows the window it runs.
 
 use crate::common;
@@ -30,11 +30,12 @@ def churn(n):
         torch._stub.free(h)
 ";
 
-fn leaky_job(scratch: &Scratch) -> Job {
+/// The leaking job, its agent started by `strata run` (`under_run`) or by the job itself.
+fn leaky_job(scratch: &Scratch, under_run: bool) -> Job {
     let dir = scratch.path("job");
     std::fs::create_dir_all(&dir).expect("job dir");
     std::fs::write(dir.join("leaky.py"), LEAKY).expect("leaky.py");
-    let mut job = Job::start(&scratch.feeds(), &[], false);
+    let mut job = Job::start(&scratch.feeds(), &[], under_run);
     job.run("import torch");
     job.run("torch.cuda.init(); torch._stub.touch(0)");
     job.run(&format!(
@@ -50,7 +51,7 @@ fn leaky_job(scratch: &Scratch) -> Job {
 #[test]
 fn strata_sites_names_the_line_that_leaks_and_what_it_grew() {
     let scratch = Scratch::new("sites-cli");
-    let mut job = leaky_job(&scratch);
+    let mut job = leaky_job(&scratch, true);
     let mut sites = Command::new(strata())
         .args([
             "sites",
@@ -151,7 +152,7 @@ fn strata_sites_names_the_line_that_leaks_and_what_it_grew() {
 #[test]
 fn w_in_the_monitor_asks_the_agent_and_shows_its_window() {
     let scratch = Scratch::new("sites-tui");
-    let job = leaky_job(&scratch);
+    let job = leaky_job(&scratch, false);
     let used = 4 * MIB + 2 * MIB + GIB;
     let scenario = one_gpu(vec![holder(job.pid, json!(used))], json!(used));
     let command = monitor_command_line(&scenario_file(&scratch, &scenario), &scratch.feeds());
