@@ -94,7 +94,10 @@ fn a_sites_report_is_read_with_its_texts_cut() {
         panic!("sites did not parse");
     };
     let site = &report.devices[0].live[0].site;
-    assert_eq!(site.chars().count(), crate::sample::pool::MAX_SITE_TEXT_CHARS);
+    assert_eq!(
+        site.chars().count(),
+        crate::sample::pool::MAX_SITE_TEXT_CHARS
+    );
     assert!(report.stopped.as_ref().is_some_and(|s| s.len() <= 256));
     assert_eq!(report.dropped, None, "unknown stays unknown");
 

@@ -4,8 +4,8 @@
 
 use super::protocol::{Bad, MAX_DEVICES};
 use crate::sample::pool::{
-    DeviceSegments, DeviceSites, SegmentsReport, SitesReport, MAX_RUNS, MAX_SITES, MAX_SITE_TEXT_CHARS,
-    MAX_STRIPS,
+    DeviceSegments, DeviceSites, SegmentsReport, SitesReport, MAX_RUNS, MAX_SITES,
+    MAX_SITE_TEXT_CHARS, MAX_STRIPS,
 };
 
 /// Pools a device may have: large and small, each expandable or not.
