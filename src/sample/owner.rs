@@ -91,6 +91,20 @@ pub struct Owner {
     /// Slurm: the job's user, from the environ (`SLURM_JOB_USER`).
     #[serde(default)]
     pub(crate) slurm_user: Option<String>,
+    /// The process's place in a distributed job, from its environ as the launcher set it:
+    /// `RANK` (torchrun, DeepSpeed, Accelerate) or else `SLURM_PROCID`; `LOCAL_RANK` or else
+    /// `SLURM_LOCALID`; `WORLD_SIZE` or else `SLURM_NTASKS`. Decimal numbers only.
+    #[serde(default)]
+    pub rank: Option<String>,
+    #[serde(default)]
+    pub local_rank: Option<String>,
+    #[serde(default)]
+    pub world_size: Option<String>,
+    /// The run a rank belongs to across nodes where no Slurm job names it: torchrun's
+    /// `TORCHELASTIC_RUN_ID` (its `--rdzv-id`; not the default `none`), else the rendezvous
+    /// `MASTER_ADDR:MASTER_PORT` every rank of one job shares.
+    #[serde(default)]
+    pub run_id: Option<String>,
     /// The systemd service the process runs in (`train.service`).
     #[serde(default)]
     pub(crate) unit: Option<String>,
@@ -164,6 +178,10 @@ impl Owner {
             "slurm_step" => &mut self.slurm_step,
             "slurm_task" => &mut self.slurm_task,
             "slurm_user" => &mut self.slurm_user,
+            "rank" => &mut self.rank,
+            "local_rank" => &mut self.local_rank,
+            "world_size" => &mut self.world_size,
+            "run_id" => &mut self.run_id,
             "unit" => &mut self.unit,
             "launcher" => &mut self.launcher,
             _ => return,

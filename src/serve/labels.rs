@@ -101,7 +101,9 @@ pub(super) fn process_labels(sample: &NodeSample, p: &ProcessSample) -> Labels {
 }
 
 /// Who owns a process, as labels every per-process series carries: the Kubernetes
-/// namespace, pod and container, and the Slurm job; empty (the same as absent to PromQL)
+/// namespace, pod and container, the Slurm job, and its place in a distributed job (`rank`,
+/// `local_rank`, `world_size`, and `run`: torchrun's run id or rendezvous address), by
+/// which a fleet joins a job's ranks across nodes; empty (the same as absent to PromQL)
 /// where nothing names one. One value each per process, so they add no series.
 pub(super) fn owner_labels(owner: Option<&crate::sample::owner::Owner>) -> Labels {
     let text =
@@ -111,5 +113,15 @@ pub(super) fn owner_labels(owner: Option<&crate::sample::owner::Owner>) -> Label
         ("pod", text(owner.and_then(|o| o.pod.as_ref()))),
         ("container", text(owner.and_then(|o| o.container.as_ref()))),
         ("slurm_job", text(owner.and_then(|o| o.slurm_job.as_ref()))),
+        ("rank", text(owner.and_then(|o| o.rank.as_ref()))),
+        (
+            "local_rank",
+            text(owner.and_then(|o| o.local_rank.as_ref())),
+        ),
+        (
+            "world_size",
+            text(owner.and_then(|o| o.world_size.as_ref())),
+        ),
+        ("run", text(owner.and_then(|o| o.run_id.as_ref()))),
     ]
 }

@@ -236,11 +236,27 @@ fn process_series_carry_their_owner() {
             want(owner.and_then(|o| o.slurm_job.as_ref())),
             "{pid}"
         );
+        for (key, value) in [
+            ("rank", owner.and_then(|o| o.rank.as_ref())),
+            ("local_rank", owner.and_then(|o| o.local_rank.as_ref())),
+            ("world_size", owner.and_then(|o| o.world_size.as_ref())),
+            ("run", owner.and_then(|o| o.run_id.as_ref())),
+        ] {
+            assert_eq!(got(key), want(value), "{pid} {key}");
+        }
         if let Some(o) = owner {
             kinds.insert(o.kind.as_str());
         }
     }
     assert!(kinds.contains("pod") && kinds.contains("slurm") && kinds.contains("container"));
+    // The demo's two training ranks say which they are.
+    let ranks: Vec<String> = e
+        .select("strata_process_used_bytes", &[("slurm_job", "81234")])
+        .iter()
+        .map(|s| s.0.get("rank").cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    assert!(ranks.contains(&"0".to_string()) && ranks.contains(&"1".to_string()));
     // A pod's memory, summed by PromQL's way: every series of its pod.
     let by_pod: f64 = e
         .select("strata_process_used_bytes", &[("pod", "t5-3b-0")])

@@ -38,6 +38,9 @@ fn trainer(rank: &str) -> Owner {
         ("slurm_task", rank, from::CGROUP),
         ("slurm_user", "mlteam", from::ENVIRON),
         ("launcher", "torchrun", from::PROCESS_TREE),
+        ("rank", rank, from::ENVIRON),
+        ("local_rank", rank, from::ENVIRON),
+        ("world_size", "2", from::ENVIRON),
     ]);
     o.launcher_pid = Some(TORCHRUN_PID);
     o.source

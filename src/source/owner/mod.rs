@@ -176,19 +176,30 @@ impl Owners {
     }
 }
 
-/// Slurm's variables in a process's environment, where the cgroup did not name the job
-/// (a cluster without Slurm's cgroup plugin), and the job's user always.
+/// The variables of a process's environment that name its owner: Slurm's, where the cgroup
+/// did not name the job (a cluster without Slurm's cgroup plugin), the job's user always, and
+/// the launcher's rank, world size and run (torchrun, DeepSpeed, Accelerate and Slurm set
+/// them in every worker).
 fn from_environ(owner: &mut Owner, raw: &[u8]) {
+    const WANTED: [&str; 12] = [
+        "SLURM_JOB_ID",
+        "SLURM_STEP_ID",
+        "SLURM_JOB_USER",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_NTASKS",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "TORCHELASTIC_RUN_ID",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ];
     let mut vars: HashMap<&str, String> = HashMap::new();
     for entry in raw.split(|b| *b == 0) {
         let text = String::from_utf8_lossy(entry);
         if let Some((key, value)) = text.split_once('=') {
-            for wanted in [
-                "SLURM_JOB_ID",
-                "SLURM_STEP_ID",
-                "SLURM_JOB_USER",
-                "SLURM_PROCID",
-            ] {
+            for wanted in WANTED {
                 if key == wanted && !value.is_empty() && value.len() <= 256 {
                     vars.insert(wanted, value.to_string());
                 }
@@ -201,8 +212,8 @@ fn from_environ(owner: &mut Owner, raw: &[u8]) {
             if let Some(step) = vars.remove("SLURM_STEP_ID") {
                 owner.set("slurm_step", step, from::ENVIRON);
             }
-            if let Some(task) = vars.remove("SLURM_PROCID") {
-                owner.set("slurm_task", task, from::ENVIRON);
+            if let Some(task) = vars.get("SLURM_PROCID") {
+                owner.set("slurm_task", task.clone(), from::ENVIRON);
             }
         }
     }
@@ -210,6 +221,35 @@ fn from_environ(owner: &mut Owner, raw: &[u8]) {
         if let Some(user) = vars.remove("SLURM_JOB_USER") {
             owner.set("slurm_user", user, from::ENVIRON);
         }
+    }
+    // A launcher's own variable first, Slurm's where the launcher is srun itself.
+    let number = |value: Option<&String>| {
+        value
+            .filter(|v| v.len() <= 10 && v.bytes().all(|b| b.is_ascii_digit()))
+            .cloned()
+    };
+    let first = |ours: &str, slurm: &str| number(vars.get(ours)).or(number(vars.get(slurm)));
+    for (field, ours, slurm) in [
+        ("rank", "RANK", "SLURM_PROCID"),
+        ("local_rank", "LOCAL_RANK", "SLURM_LOCALID"),
+        ("world_size", "WORLD_SIZE", "SLURM_NTASKS"),
+    ] {
+        if let Some(value) = first(ours, slurm) {
+            owner.set(field, value, from::ENVIRON);
+        }
+    }
+    let run = vars
+        .get("TORCHELASTIC_RUN_ID")
+        .filter(|id| id.as_str() != "none")
+        .cloned()
+        .or_else(
+            || match (vars.get("MASTER_ADDR"), vars.get("MASTER_PORT")) {
+                (Some(addr), Some(port)) => Some(format!("{addr}:{port}")),
+                _ => None,
+            },
+        );
+    if let Some(run) = run {
+        owner.set("run_id", run, from::ENVIRON);
     }
 }
 
@@ -267,6 +307,50 @@ mod tests {
         let mut owner = Owner::default();
         from_environ(&mut owner, b"SLURM_JOB_USER=x\0");
         assert_eq!(owner.slurm_user, None);
+    }
+
+    #[test]
+    fn a_rank_world_size_and_run_from_the_launchers_environment() {
+        // torchrun: its own variables; the run is its rendezvous id.
+        let mut owner = Owner::default();
+        from_environ(
+            &mut owner,
+            b"RANK=17\0LOCAL_RANK=1\0WORLD_SIZE=512\0TORCHELASTIC_RUN_ID=llm-a\0MASTER_ADDR=n0\0MASTER_PORT=29500\0",
+        );
+        let got = |o: &Owner| {
+            [&o.rank, &o.local_rank, &o.world_size, &o.run_id]
+                .map(|v| v.as_deref().map(str::to_string))
+        };
+        let some = |v: &str| Some(v.to_string());
+        assert_eq!(
+            got(&owner),
+            [some("17"), some("1"), some("512"), some("llm-a")]
+        );
+        assert_eq!(owner.source["rank"], "environ");
+        // torchrun's default id `none` names no run: the rendezvous address does.
+        let mut owner = Owner::default();
+        from_environ(
+            &mut owner,
+            b"RANK=3\0TORCHELASTIC_RUN_ID=none\0MASTER_ADDR=10.0.0.1\0MASTER_PORT=29500\0",
+        );
+        assert_eq!(owner.run_id.as_deref(), Some("10.0.0.1:29500"));
+        // srun without a launcher: Slurm's own variables; the launcher's win where both are.
+        let mut owner = Owner::default();
+        from_environ(
+            &mut owner,
+            b"SLURM_JOB_ID=9\0SLURM_PROCID=40\0SLURM_LOCALID=0\0SLURM_NTASKS=64\0",
+        );
+        assert_eq!(got(&owner), [some("40"), some("0"), some("64"), None]);
+        let mut owner = Owner::default();
+        from_environ(&mut owner, b"SLURM_PROCID=5\0RANK=6\0");
+        assert_eq!(owner.rank.as_deref(), Some("6"));
+        // Not a number, or too long for one: no rank, and no run from half an address.
+        let mut owner = Owner::default();
+        from_environ(
+            &mut owner,
+            b"RANK=\x1b[31m\0LOCAL_RANK=99999999999\0WORLD_SIZE=-1\0MASTER_ADDR=n0\0",
+        );
+        assert_eq!(got(&owner), [None, None, None, None]);
     }
 
     #[test]

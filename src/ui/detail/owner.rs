@@ -26,6 +26,10 @@ fn fields(owner: &Owner) -> Vec<(&'static str, &'static str, String)> {
     put("slurm step", "slurm_step", &owner.slurm_step);
     put("slurm task", "slurm_task", &owner.slurm_task);
     put("slurm user", "slurm_user", &owner.slurm_user);
+    put("rank", "rank", &owner.rank);
+    put("local rank", "local_rank", &owner.local_rank);
+    put("world size", "world_size", &owner.world_size);
+    put("run", "run_id", &owner.run_id);
     put("unit", "unit", &owner.unit);
     let launcher = owner
         .launcher_pid
