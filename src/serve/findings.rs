@@ -38,6 +38,58 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
         counts,
     );
 
+    // By device: the same counts where a finding names a device (a node's own findings, a
+    // feed dir's, have none and are counted above only). Bounded by devices × kinds; the
+    // fleet ranks devices by these without reading every process's series.
+    let by_device = Ints::default();
+    let mut counted: std::collections::BTreeMap<(&str, String, &'static str), i64> =
+        std::collections::BTreeMap::new();
+    for finding in &observed.findings {
+        if let Some(uuid) = &finding.device_uuid {
+            *counted
+                .entry((
+                    uuid.as_str(),
+                    finding.kind.name(),
+                    severity_name(finding.severity),
+                ))
+                .or_default() += 1;
+        }
+    }
+    for ((uuid, kind, severity), n) in counted {
+        let mut labels = device_labels(sample, uuid);
+        labels.push(("kind", kind));
+        labels.push(("severity", severity.to_string()));
+        by_device.get_or_create(&labels).set(n);
+    }
+    registry.register(
+        "strata_device_findings",
+        "Active findings that name a device, by kind and severity (absent where none)",
+        by_device,
+    );
+
+    // Each OOM forecast's time left: one series per forecast (a climbing process).
+    let forecast = Floats::default();
+    for finding in &observed.findings {
+        let Evidence::OomForecast(evidence) = &finding.evidence else {
+            continue;
+        };
+        let eta = evidence.eta_secs.0;
+        if !eta.is_finite() {
+            continue;
+        }
+        let mut labels = match &finding.device_uuid {
+            Some(uuid) => device_labels(sample, uuid),
+            None => Vec::new(),
+        };
+        labels.extend(process_names(sample, finding));
+        forecast.get_or_create(&labels).set(eta);
+    }
+    registry.register(
+        "strata_oom_forecast_seconds",
+        "Time left before an OOM forecast runs out of memory at its climb's present rate",
+        forecast,
+    );
+
     let climb = Floats::default();
     for finding in &observed.findings {
         let Evidence::Climb(evidence) = &finding.evidence else {
@@ -51,20 +103,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
             Some(uuid) => device_labels(sample, uuid),
             None => Vec::new(),
         };
-        if let Some(pid) = finding.pid {
-            labels.push(("pid", pid.to_string()));
-            let process = sample.processes.iter().find(|p| {
-                p.pid == pid && finding.device_uuid.as_deref() == Some(p.device_uuid.as_str())
-            });
-            if let Some(p) = process {
-                if let Some(user) = &p.user {
-                    labels.push(("user", label_text(user, COMMAND_CHARS)));
-                }
-                if let Some(command) = &p.command {
-                    labels.push(("command", label_text(command, COMMAND_CHARS)));
-                }
-            }
-        }
+        labels.extend(process_names(sample, finding));
         for (name, value) in [("series", &evidence.series), ("cause", &evidence.cause)] {
             labels.push((name, label_text(value, 32)));
         }
@@ -77,4 +116,27 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
         "How fast a climbing series rises (a climb finding's rate), bytes a second; series: allocated, reserved, used...; cause: the layer that grows",
         climb,
     );
+}
+
+/// A finding's process as labels: `pid`, and its `user` and `command` where known.
+fn process_names(
+    sample: &crate::sample::NodeSample,
+    finding: &crate::detect::Finding,
+) -> super::labels::Labels {
+    let mut labels = Vec::new();
+    if let Some(pid) = finding.pid {
+        labels.push(("pid", pid.to_string()));
+        let process = sample.processes.iter().find(|p| {
+            p.pid == pid && finding.device_uuid.as_deref() == Some(p.device_uuid.as_str())
+        });
+        if let Some(p) = process {
+            if let Some(user) = &p.user {
+                labels.push(("user", label_text(user, COMMAND_CHARS)));
+            }
+            if let Some(command) = &p.command {
+                labels.push(("command", label_text(command, COMMAND_CHARS)));
+            }
+        }
+    }
+    labels
 }

@@ -213,7 +213,11 @@ pub fn node_at(seed: u64, story_secs: f64, interval: f64) -> NodeSample {
     NodeSample {
         time: DEMO_EPOCH + story_secs,
         interval,
-        host: "demo-node".into(),
+        host: if seed == 0 {
+            "demo-node".into()
+        } else {
+            format!("demo-node-{seed}")
+        },
         demo: true,
         driver_version: Some("550.90.07".into()),
         cuda_driver_version: Some("12.4".into()),
