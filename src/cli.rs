@@ -494,6 +494,10 @@ pub enum Command {
     /// Serve the layers and findings as Prometheus metrics at http://ADDR/metrics, sampling
     /// every --interval on its own (a scrape never waits on NVML).
     Serve(ServeArgs),
+    /// Every node's devices, layers and findings in one view, from Prometheus (which scrapes
+    /// `strata serve` on each node) or, for a few nodes, from their endpoints directly; a job's
+    /// ranks across nodes with the ones that stand apart (`rank_outlier`).
+    Fleet(FleetArgs),
     /// Append raw samples to FILE, one per interval, until stopped (TERM, HUP, INT) or
     /// --duration: recording format 2 (zstd) unless the name says JSON lines (.jsonl plain,
     /// .jsonl.zst, .gz gzip); with --ring, a flight record in the directory FILE; with
@@ -765,6 +769,62 @@ pub struct SitesArgs {
 
     #[command(flatten)]
     pub feeds: FeedArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("fleet_source").required(true).args(["prometheus", "endpoints", "endpoints_file"])))]
+pub struct FleetArgs {
+    /// Prometheus's base URL (http:// or https://): it scrapes `strata serve` on every node.
+    /// Credentials from --basic-auth-file or --bearer-token-file, or the environment
+    /// (STRATA_PROMETHEUS_BASIC_AUTH=user:password, STRATA_PROMETHEUS_TOKEN), never here.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+
+    /// Read these `strata serve` endpoints directly (HOST:PORT,...), for a few nodes; past a
+    /// few dozen, Prometheus is the way.
+    #[arg(long, value_name = "LIST")]
+    pub endpoints: Option<String>,
+
+    /// Read the endpoints listed in FILE (one a line; `#` starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub endpoints_file: Option<PathBuf>,
+
+    /// Print the fleet once as JSON (schema strata.fleet/1) and exit.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Seconds between refreshes of the view.
+    #[arg(long, default_value_t = 15.0, value_name = "SECS", value_parser = parse_interval)]
+    pub refresh: f64,
+
+    /// How often Prometheus scrapes the nodes (or, with --endpoints, --refresh): a node whose
+    /// sample is older than three of these is shown stale.
+    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    pub scrape_interval: Option<f64>,
+
+    /// Seconds one request may take, connect to last byte.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS", value_parser = parse_interval)]
+    pub timeout: f64,
+
+    /// Endpoints read at once (--endpoints).
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub concurrency: u32,
+
+    /// Trust the CA certificates in this PEM file instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+
+    /// A file with one line, user:password, for Prometheus's basic auth.
+    #[arg(long, value_name = "FILE", conflicts_with = "bearer_token_file")]
+    pub basic_auth_file: Option<PathBuf>,
+
+    /// A file with the bearer token for Prometheus.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+
+    /// The command that opens a node's live view, `{node}` replaced by its name.
+    #[arg(long, default_value = "ssh -t {node} strata", value_name = "CMD")]
+    pub ssh_command: String,
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,8 @@ pub mod recording;
 pub mod report;
 // `strata serve`: the layers and findings as Prometheus metrics over HTTP.
 pub mod serve;
+// `strata fleet`: many nodes' `strata serve`, through Prometheus or their endpoints.
+pub mod fleet;
 // `strata sites PID`: which lines of a job's code hold its memory, from its agent.
 pub mod sites;
 // `strata snapshot --json`: one instant as one JSON object.

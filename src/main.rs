@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Some(Command::Snapshot(args)) => snapshot(&args.source, &args),
         Some(Command::Run(args)) => return run(&args),
         Some(Command::Attach(args)) => attach(&args),
+        Some(Command::Fleet(args)) => return strata::fleet::run(&args),
         Some(Command::Sites(args)) => strata::sites::run(&strata::sites::SitesAsk {
             pid: args.pid,
             seconds: args.seconds,

@@ -296,7 +296,7 @@ const EXAMPLES: [(&str, &str, &str); 14] = [
 ];
 
 /// The environment variables strata reads.
-pub(super) const ENVIRONMENT: [(&str, &str); 9] = [
+pub(super) const ENVIRONMENT: [(&str, &str); 11] = [
     (
         "STRATA_NVML_LIB",
         "the NVML library to load, as --nvml-lib (set but empty: unset)",
@@ -312,6 +312,14 @@ pub(super) const ENVIRONMENT: [(&str, &str); 9] = [
     (
         "STRATA_DEV_DIR",
         "where the GPUs' device files are looked for when finding who holds a zombie context (default /dev; for tests)",
+    ),
+    (
+        "STRATA_PROMETHEUS_BASIC_AUTH",
+        "strata fleet: user:password for Prometheus's basic auth, where --basic-auth-file is not given",
+    ),
+    (
+        "STRATA_PROMETHEUS_TOKEN",
+        "strata fleet: the bearer token for Prometheus, where --bearer-token-file is not given",
     ),
     (
         "XDG_CONFIG_HOME",

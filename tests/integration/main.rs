@@ -32,6 +32,7 @@ mod feeds_context_e2e;
 mod feeds_dirs;
 mod feeds_e2e;
 mod feeds_trust;
+mod fleet_endpoints;
 mod fuzz_feeds_corpus;
 mod grafana_dashboard;
 mod layer_names;

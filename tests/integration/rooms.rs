@@ -124,6 +124,11 @@ const RULES: &[Rule] = &[
         "`sites.rs` asks an agent through `feed` and prints its answer in the words of `present`",
     ),
     (
+        "fleet",
+        &[&["cli", "terminal", "text", "units"]],
+        "`fleet` reads many nodes' `strata serve` (through Prometheus or their endpoints) and draws them: it imports `cli.rs`'s options, `terminal.rs`, `text` and `units`, nothing of the node's model",
+    ),
+    (
         "doctor",
         &[&["sample", "text", "cli", "version", "source", "feed", "launch", "serve"]],
         "`doctor` checks through the monitor's own code (`source::nvml::probe` and the source's errors, `source::procfs`, the feed dir rules of `feed`, `launch`, `serve`'s address), for the options `cli.rs` parses",

@@ -1,0 +1,173 @@
+//! `strata fleet`: every node's devices, layers and findings in one view, read from Prometheus
+//! (which scrapes `strata serve` on each node) or from a few `strata serve` endpoints
+//! directly, and the finding no node can make alone: a job's rank that stands apart.
+//!
+//! A source ([`prometheus`], [`endpoints`]) gives targets and series; [`build`] turns them
+//! into the [`model::Fleet`] the same way for both; [`view`] draws it; [`screen`] runs the
+//! terminal. Nothing here scrapes on a schedule of its own or stores anything: each refresh
+//! is one read.
+
+pub mod build;
+pub mod endpoints;
+pub mod expo;
+pub mod http;
+pub mod model;
+pub mod prometheus;
+mod screen;
+pub mod view;
+
+use crate::cli::FleetArgs;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// One sample of one series: its metric's name, its labels (`instance` among them) and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// What one read of a source gives: its targets, their series, and what went wrong that is
+/// not one target's (a partial answer, a query refused).
+#[derive(Debug, Default)]
+pub struct Read {
+    pub targets: Vec<build::Target>,
+    pub series: Vec<Series>,
+    pub problems: Vec<String>,
+}
+
+/// The most a response may hold: a Prometheus answer for a large fleet runs to tens of MB.
+const RESPONSE_LIMIT: u64 = 256 << 20;
+/// The most one endpoint's `/metrics` may hold.
+const ENDPOINT_LIMIT: u64 = 16 << 20;
+
+/// Where the fleet is read from.
+pub enum Source {
+    Prometheus {
+        client: http::Client,
+        base: String,
+    },
+    Endpoints {
+        client: http::Client,
+        endpoints: Vec<String>,
+        concurrency: usize,
+    },
+}
+
+impl Source {
+    pub fn from_args(args: &FleetArgs) -> Result<Source, String> {
+        let timeout = Duration::from_secs_f64(args.timeout);
+        if let Some(base) = &args.prometheus {
+            if !(base.starts_with("http://") || base.starts_with("https://")) {
+                return Err(format!(
+                    "--prometheus {}: not an http:// or https:// URL (hint: http://prometheus:9090)",
+                    crate::text::clean(base)
+                ));
+            }
+            let auth = http::Auth::from(
+                args.basic_auth_file.as_deref(),
+                args.bearer_token_file.as_deref(),
+            )?;
+            let client = http::Client::new(timeout, RESPONSE_LIMIT, args.ca.as_deref(), auth)?;
+            return Ok(Source::Prometheus {
+                client,
+                base: base.clone(),
+            });
+        }
+        let list = match (&args.endpoints, &args.endpoints_file) {
+            (Some(list), _) => list.clone(),
+            (None, Some(file)) => std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read --endpoints-file {}: {e}", file.display()))?,
+            (None, None) => {
+                return Err(
+                    "no source (hint: --prometheus URL, or --endpoints HOST:PORT,...)".into(),
+                )
+            }
+        };
+        let endpoints = endpoints::parse_list(&list)?;
+        // strata serve's endpoints carry no credentials; a CA is still honoured for https.
+        let client = http::Client::new(
+            timeout,
+            ENDPOINT_LIMIT,
+            args.ca.as_deref(),
+            http::Auth::None,
+        )?;
+        Ok(Source::Endpoints {
+            client,
+            endpoints,
+            concurrency: args.concurrency as usize,
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Source::Prometheus { base, .. } => format!("prometheus {}", crate::text::clean(base)),
+            Source::Endpoints { endpoints, .. } => format!("{} endpoints", endpoints.len()),
+        }
+    }
+
+    /// One read of the fleet. `Err` when the source could not be read at all.
+    pub fn read(&self, scrape_interval: f64) -> Result<model::Fleet, String> {
+        let now = now();
+        let read = match self {
+            Source::Prometheus { client, base } => prometheus::read(client, base, now)?,
+            Source::Endpoints {
+                client,
+                endpoints,
+                concurrency,
+            } => endpoints::read(client, endpoints, *concurrency),
+        };
+        let built = build::build(&read.targets, &read.series, scrape_interval);
+        Ok(build::fleet(self.describe(), now, built, read.problems))
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `strata fleet`: exit status 0 when the fleet was read, 1 when it could not be (one line on
+/// stderr, with a hint).
+pub fn run(args: &FleetArgs) -> ExitCode {
+    let source = match Source::from_args(args) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("strata fleet: {why}");
+            return ExitCode::from(1);
+        }
+    };
+    let scrape_interval = args.scrape_interval.unwrap_or(match source {
+        Source::Prometheus { .. } => 15.0,
+        Source::Endpoints { .. } => args.refresh,
+    });
+    if args.json {
+        return match source.read(scrape_interval) {
+            Ok(fleet) => {
+                println!("{}", serde_json::to_string(&fleet).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                let out = serde_json::json!({"schema": "strata.fleet/1", "error": why});
+                println!("{out}");
+                eprintln!("strata fleet: {why}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    match screen::run(
+        source,
+        scrape_interval,
+        args.refresh,
+        args.ssh_command.clone(),
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata fleet: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

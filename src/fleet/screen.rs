@@ -1,0 +1,127 @@
+//! The fleet's terminal: a reader thread reads the source every refresh (or at `r`), the
+//! screen draws what it last read. The terminal is restored on every way out, as the node
+//! monitor's is (`crate::terminal`).
+
+use super::model::Fleet;
+use super::view::{draw, FleetView};
+use super::Source;
+use crate::terminal::{self, ReceivedSignal};
+use crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
+use futures::StreamExt;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+enum Event {
+    Read(Box<Result<Fleet, String>>),
+    Terminal(TermEvent),
+    Signal(ReceivedSignal),
+    Tick,
+    InputClosed,
+}
+
+pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let died_of = runtime.block_on(async move {
+        let (tx, mut rx) = mpsc::channel::<Result<Fleet, String>>(4);
+        let (again_tx, again_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("strata-fleet-reader".into())
+            .spawn(move || loop {
+                let read = source.read(scrape_interval);
+                if tx.blocking_send(read).is_err() {
+                    return;
+                }
+                // Until the next refresh, or sooner when asked.
+                match again_rx.recv_timeout(Duration::from_secs_f64(refresh)) {
+                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            })?;
+        let (signal_tx, mut signals) = mpsc::unbounded_channel();
+        for (signo, action) in terminal::received_signals() {
+            let mut stream = signal(SignalKind::from_raw(signo))?;
+            let tx = signal_tx.clone();
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    if tx.send(action).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let mut guard = terminal::enter(false)?;
+        let mut input = EventStream::new();
+        let mut view = FleetView::new(ssh);
+        view.now = super::now();
+        let mut died_of = None;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            paint(&mut guard, &view)?;
+            let event = tokio::select! {
+                biased;
+                Some(action) = signals.recv() => Event::Signal(action),
+                e = input.next() => match e {
+                    Some(Ok(e)) => Event::Terminal(e),
+                    Some(Err(_)) | None => Event::InputClosed,
+                },
+                Some(read) = rx.recv() => Event::Read(Box::new(read)),
+                _ = tick.tick() => Event::Tick,
+            };
+            view.now = super::now();
+            match event {
+                Event::Signal(ReceivedSignal::Die(signo)) => {
+                    died_of = Some(signo);
+                    break;
+                }
+                Event::Signal(ReceivedSignal::Quit) => break,
+                Event::Signal(ReceivedSignal::Suspend) => terminal::suspend(&mut guard)?,
+                Event::Signal(ReceivedSignal::Continue) => terminal::reenter(&mut guard)?,
+                Event::InputClosed => break,
+                Event::Terminal(TermEvent::Key(k)) if k.kind != KeyEventKind::Release => {
+                    let ctrl_c = k.code == crossterm::event::KeyCode::Char('c')
+                        && k.modifiers
+                            .contains(crossterm::event::KeyModifiers::CONTROL);
+                    if ctrl_c {
+                        break;
+                    }
+                    view.key(k.code);
+                }
+                Event::Terminal(TermEvent::Resize(..)) => {
+                    guard.terminal.autoresize()?;
+                }
+                Event::Terminal(_) | Event::Tick => {}
+                Event::Read(read) => match *read {
+                    Ok(fleet) => {
+                        view.fleet = Some(fleet);
+                        view.error = None;
+                    }
+                    Err(why) => view.error = Some(why),
+                },
+            }
+            if view.quit {
+                break;
+            }
+            if std::mem::take(&mut view.refresh_now) {
+                let _ = again_tx.send(());
+            }
+        }
+        drop(guard);
+        anyhow::Ok(died_of)
+    })?;
+    if let Some(signo) = died_of {
+        terminal::die_of(signo);
+    }
+    Ok(())
+}
+
+fn paint(guard: &mut terminal::Guard, view: &FleetView) -> std::io::Result<()> {
+    let terminal = &mut guard.terminal;
+    let mut frame = terminal.get_frame();
+    draw(&mut frame, view);
+    terminal.flush()?;
+    terminal.swap_buffers();
+    ratatui::backend::Backend::flush(terminal.backend_mut())
+}

@@ -1,0 +1,672 @@
+//! The fleet's screen: a row per device (or per node that is down or stale), ranked by
+//! urgency; a row per job (`g`); a node's devices and the line to its live view (Enter).
+//! Pure: state in, frame out, as the node monitor's screens are tested.
+
+use super::model::{Device, Fleet, Job, Node, NodeState, Urgency};
+use crate::text::clean;
+use crate::units::{bytes, duration};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Devices,
+    Jobs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    Urgency,
+    Node,
+    Used,
+}
+
+impl Sort {
+    fn next(self) -> Sort {
+        match self {
+            Sort::Urgency => Sort::Node,
+            Sort::Node => Sort::Used,
+            Sort::Used => Sort::Urgency,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Sort::Urgency => "urgency",
+            Sort::Node => "node",
+            Sort::Used => "used %",
+        }
+    }
+}
+
+/// What the screen shows and where the user is in it.
+pub struct FleetView {
+    pub fleet: Option<Fleet>,
+    /// The last read's failure, while the fleet shown (if any) is older.
+    pub error: Option<String>,
+    /// Unix seconds now, for ages.
+    pub now: f64,
+    pub mode: Mode,
+    pub sort: Sort,
+    pub reversed: bool,
+    pub filter: String,
+    pub typing: bool,
+    pub selected: usize,
+    /// The node open (its instance), Enter on a row.
+    pub open: Option<String>,
+    pub ssh_command: String,
+    pub quit: bool,
+    pub refresh_now: bool,
+}
+
+impl FleetView {
+    pub fn new(ssh_command: String) -> FleetView {
+        FleetView {
+            fleet: None,
+            error: None,
+            now: 0.0,
+            mode: Mode::Devices,
+            sort: Sort::Urgency,
+            reversed: false,
+            filter: String::new(),
+            typing: false,
+            selected: 0,
+            open: None,
+            ssh_command,
+            quit: false,
+            refresh_now: false,
+        }
+    }
+
+    /// The device rows, in the order shown: (node, device), `None` for a node down or stale.
+    pub fn device_rows(&self) -> Vec<(&Node, Option<&Device>)> {
+        let Some(fleet) = &self.fleet else {
+            return Vec::new();
+        };
+        let filter = self.filter.to_lowercase();
+        let mut rows: Vec<(&Node, Option<&Device>)> = Vec::new();
+        for node in &fleet.nodes {
+            if node.state != NodeState::Up || node.devices.is_empty() {
+                rows.push((node, None));
+            } else {
+                rows.extend(node.devices.iter().map(|d| (node, Some(d))));
+            }
+        }
+        rows.retain(|(n, d)| {
+            filter.is_empty()
+                || n.name.to_lowercase().contains(&filter)
+                || n.instance.to_lowercase().contains(&filter)
+                || d.is_some_and(|d| {
+                    d.name
+                        .as_deref()
+                        .unwrap_or("")
+                        .to_lowercase()
+                        .contains(&filter)
+                        || d.findings.iter().any(|f| f.kind.contains(&filter))
+                })
+        });
+        let used_share = |d: Option<&Device>| {
+            d.and_then(|d| Some(d.used()? as f64 / d.total.filter(|t| *t > 0)? as f64))
+                .unwrap_or(-1.0)
+        };
+        match self.sort {
+            Sort::Urgency => rows.sort_by(|a, b| {
+                Urgency::cmp_desc(&Urgency::of(a.0, a.1), &Urgency::of(b.0, b.1))
+                    .then_with(|| a.0.name.cmp(&b.0.name))
+            }),
+            Sort::Node => rows.sort_by(|a, b| {
+                a.0.name
+                    .cmp(&b.0.name)
+                    .then_with(|| gpu_order(a.1).cmp(&gpu_order(b.1)))
+            }),
+            Sort::Used => rows.sort_by(|a, b| used_share(b.1).total_cmp(&used_share(a.1))),
+        }
+        if self.reversed {
+            rows.reverse();
+        }
+        rows
+    }
+
+    pub fn job_rows(&self) -> Vec<&Job> {
+        let Some(fleet) = &self.fleet else {
+            return Vec::new();
+        };
+        let filter = self.filter.to_lowercase();
+        let mut rows: Vec<&Job> = fleet
+            .jobs
+            .iter()
+            .filter(|j| filter.is_empty() || j.key.to_lowercase().contains(&filter))
+            .collect();
+        if self.reversed {
+            rows.reverse();
+        }
+        rows
+    }
+
+    fn row_count(&self) -> usize {
+        match self.mode {
+            Mode::Devices => self.device_rows().len(),
+            Mode::Jobs => self.job_rows().len(),
+        }
+    }
+
+    /// A key: what it changes. Returns whether to draw again.
+    pub fn key(&mut self, code: crossterm::event::KeyCode) -> bool {
+        use crossterm::event::KeyCode as K;
+        if self.typing {
+            match code {
+                K::Enter => self.typing = false,
+                K::Esc => {
+                    self.typing = false;
+                    self.filter.clear();
+                }
+                K::Backspace => {
+                    self.filter.pop();
+                }
+                K::Char(c) if !c.is_control() && self.filter.chars().count() < 64 => {
+                    self.filter.push(c)
+                }
+                _ => return false,
+            }
+            self.selected = 0;
+            return true;
+        }
+        if self.open.is_some() {
+            match code {
+                K::Esc | K::Backspace | K::Left | K::Char('q') => self.open = None,
+                K::Char('r') => self.refresh_now = true,
+                _ => return false,
+            }
+            return true;
+        }
+        let rows = self.row_count();
+        match code {
+            K::Char('q') => self.quit = true,
+            K::Down | K::Char('j') => {
+                self.selected = (self.selected + 1).min(rows.saturating_sub(1))
+            }
+            K::Up | K::Char('k') => self.selected = self.selected.saturating_sub(1),
+            K::PageDown => self.selected = (self.selected + 20).min(rows.saturating_sub(1)),
+            K::PageUp => self.selected = self.selected.saturating_sub(20),
+            K::Home => self.selected = 0,
+            K::End => self.selected = rows.saturating_sub(1),
+            K::Char('s') => {
+                self.sort = self.sort.next();
+                self.selected = 0;
+            }
+            K::Char('S') => self.reversed = !self.reversed,
+            K::Char('/') => {
+                self.typing = true;
+                self.filter.clear();
+            }
+            K::Char('g') => {
+                self.mode = match self.mode {
+                    Mode::Devices => Mode::Jobs,
+                    Mode::Jobs => Mode::Devices,
+                };
+                self.selected = 0;
+            }
+            K::Char('r') => self.refresh_now = true,
+            K::Esc => self.filter.clear(),
+            K::Enter if self.mode == Mode::Devices => {
+                let instance = self
+                    .device_rows()
+                    .get(self.selected)
+                    .map(|(n, _)| n.instance.clone());
+                self.open = instance;
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The line that opens a node's live view.
+    pub fn ssh_line(&self, node: &Node) -> String {
+        // A node's name is from outside: only a host name's characters go into a command.
+        let safe: String = node
+            .name
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+            .collect();
+        self.ssh_command.replace("{node}", &safe)
+    }
+}
+
+fn gpu_order(d: Option<&Device>) -> (u64, String) {
+    d.map_or((0, String::new()), |d| {
+        (d.gpu.parse().unwrap_or(u64::MAX), d.uuid.clone())
+    })
+}
+
+/// The layers in the bar's order, their letter and colour.
+const LAYERS: [(&str, char, Color); 8] = [
+    ("context", 'x', Color::Magenta),
+    ("outside_pool", 'o', Color::Yellow),
+    ("live", 'L', Color::Green),
+    ("fragmented", 'f', Color::Red),
+    ("cached", 'c', Color::Cyan),
+    ("unattributed", 'u', Color::Gray),
+    ("other", 'u', Color::DarkGray),
+    ("free", '.', Color::Reset),
+];
+
+/// A device's layers as a bar of `width` cells, each layer's share of its total; `n/a`
+/// where its layers are unknown.
+fn bar(d: &Device, width: usize) -> Vec<Span<'static>> {
+    let total: u64 = d.total.unwrap_or_else(|| d.layers.values().sum());
+    if d.layers.is_empty() || total == 0 {
+        return vec![Span::raw(format!("{:<width$}", "n/a"))];
+    }
+    let mut spans = Vec::new();
+    let mut drawn = 0usize;
+    let mut acc = 0u64;
+    for (name, letter, color) in LAYERS {
+        let Some(b) = d.layers.get(name) else {
+            continue;
+        };
+        acc += b;
+        let end = ((acc as f64 / total as f64) * width as f64).round() as usize;
+        let cells = end.min(width).saturating_sub(drawn);
+        if cells > 0 {
+            spans.push(Span::styled(
+                letter.to_string().repeat(cells),
+                Style::new().fg(color),
+            ));
+            drawn += cells;
+        }
+    }
+    if drawn < width {
+        spans.push(Span::raw(" ".repeat(width - drawn)));
+    }
+    spans
+}
+
+fn pad(text: &str, width: usize) -> String {
+    let mut out: String = text.chars().take(width).collect();
+    let n = out.chars().count();
+    if n < width {
+        out.push_str(&" ".repeat(width - n));
+    }
+    out
+}
+
+fn age(secs: Option<f64>) -> String {
+    secs.map_or("n/a".into(), crate::units::age)
+}
+
+/// Draws the fleet.
+pub fn draw(frame: &mut Frame, v: &FleetView) {
+    let area = frame.area();
+    if area.width < 60 || area.height < 10 {
+        frame.render_widget(
+            Paragraph::new(format!(
+                "strata fleet needs 60x10; this terminal is {}x{}",
+                area.width, area.height
+            )),
+            area,
+        );
+        return;
+    }
+    let findings = v
+        .fleet
+        .as_ref()
+        .map_or(0, |f| f.findings.len() + f.problems.len());
+    let notes = (findings + usize::from(v.error.is_some())).min(5) as u16;
+    let [head, notes_area, body, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(notes),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(header(v)), head);
+    frame.render_widget(Paragraph::new(note_lines(v)), notes_area);
+    if let Some(instance) = &v.open {
+        node_detail(frame, v, instance, body);
+    } else {
+        match v.mode {
+            Mode::Devices => devices(frame, v, body),
+            Mode::Jobs => jobs(frame, v, body),
+        }
+    }
+    frame.render_widget(Paragraph::new(footer(v)), foot);
+}
+
+fn header(v: &FleetView) -> Line<'static> {
+    let Some(f) = &v.fleet else {
+        return Line::from(match &v.error {
+            Some(_) => "strata fleet · not read".to_string(),
+            None => "strata fleet · reading…".to_string(),
+        });
+    };
+    let count = |s: NodeState| f.nodes.iter().filter(|n| n.state == s).count();
+    let devices: usize = f.nodes.iter().map(|n| n.devices.len()).sum();
+    let mut text = format!(
+        "strata fleet · {} · {} nodes: {} up",
+        f.source,
+        f.nodes.len(),
+        count(NodeState::Up)
+    );
+    for (s, word) in [(NodeState::Down, "down"), (NodeState::Stale, "stale")] {
+        if count(s) > 0 {
+            text.push_str(&format!(", {} {word}", count(s)));
+        }
+    }
+    text.push_str(&format!(
+        " · {devices} devices · read {} ago",
+        crate::units::age((v.now - f.time).max(0.0))
+    ));
+    Line::from(Span::styled(
+        text,
+        Style::new().add_modifier(Modifier::BOLD),
+    ))
+}
+
+fn note_lines(v: &FleetView) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if let Some(e) = &v.error {
+        let shown = if v.fleet.is_some() {
+            format!(
+                "not refreshed: {} (the figures below are from the last read)",
+                clean(e)
+            )
+        } else {
+            format!("cannot read the fleet: {}", clean(e))
+        };
+        out.push(Line::from(Span::styled(shown, Style::new().fg(Color::Red))));
+    }
+    if let Some(f) = &v.fleet {
+        for finding in &f.findings {
+            out.push(Line::from(Span::styled(
+                format!("rank_outlier · {}", clean(&finding.message)),
+                Style::new().fg(Color::Yellow),
+            )));
+        }
+        for p in &f.problems {
+            out.push(Line::from(Span::styled(
+                format!("partial: {}", clean(p)),
+                Style::new().fg(Color::Red),
+            )));
+        }
+    }
+    out
+}
+
+fn selected_style(selected: bool) -> Style {
+    if selected {
+        Style::new().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::new()
+    }
+}
+
+/// The device table's column widths at `width` cells: the bar takes what is left, and is
+/// left out where under 8 cells remain (an 80-column terminal).
+struct Columns {
+    node: usize,
+    gpu: usize,
+    bar: usize,
+    used: usize,
+    worst: usize,
+    oom: usize,
+}
+
+impl Columns {
+    fn at(width: usize) -> Columns {
+        let (node, gpu, used, oom, age) = (18, 8, 22, 9, 6);
+        let worst = if width >= 110 { 28 } else { 20 };
+        let left = width.saturating_sub(node + gpu + used + worst + oom + age);
+        let bar = if left >= 9 { (left - 1).min(40) } else { 0 };
+        Columns {
+            node,
+            gpu,
+            bar,
+            used,
+            worst,
+            oom,
+        }
+    }
+}
+
+/// A cell of `width`: the text cut to leave one blank before the next column.
+fn cell(text: &str, width: usize) -> String {
+    pad(text, width.saturating_sub(1)) + " "
+}
+
+fn devices(frame: &mut Frame, v: &FleetView, area: Rect) {
+    let rows = v.device_rows();
+    let c = Columns::at(usize::from(area.width));
+    let mut head = cell("NODE", c.node) + &cell("GPU", c.gpu);
+    if c.bar > 0 {
+        head += &cell("LAYERS", c.bar + 1);
+    }
+    head +=
+        &(cell("USED / TOTAL", c.used) + &cell("WORST", c.worst) + &cell("OOM IN", c.oom) + "AGE");
+    let mut lines = vec![Line::from(Span::styled(
+        head,
+        Style::new().add_modifier(Modifier::BOLD),
+    ))];
+    let visible = usize::from(area.height).saturating_sub(1);
+    let first = v.selected.saturating_sub(visible.saturating_sub(1));
+    for (i, (node, device)) in rows.iter().enumerate().skip(first).take(visible) {
+        let style = selected_style(i == v.selected);
+        let mut spans = vec![Span::styled(cell(&node.name, c.node), style)];
+        match device {
+            None => {
+                let (word, color) = match node.state {
+                    NodeState::Down => ("DOWN", Color::Red),
+                    NodeState::Stale => ("STALE", Color::Yellow),
+                    NodeState::Up => ("no devices", Color::Reset),
+                };
+                spans.push(Span::styled(
+                    format!(
+                        "{word}: {}",
+                        clean(node.why.as_deref().unwrap_or("no GPU listed"))
+                    ),
+                    Style::new().fg(color),
+                ));
+            }
+            Some(d) => {
+                let gpu = if d.mig {
+                    format!("{} mig", d.gpu)
+                } else {
+                    d.gpu.clone()
+                };
+                spans.push(Span::raw(cell(&gpu, c.gpu)));
+                if c.bar > 0 {
+                    spans.extend(bar(d, c.bar));
+                    spans.push(Span::raw(" "));
+                }
+                let used = match (d.used(), d.total) {
+                    (Some(u), Some(t)) => format!("{} / {}", bytes(u), bytes(t)),
+                    (None, Some(t)) => format!("n/a / {}", bytes(t)),
+                    _ => "n/a".into(),
+                };
+                spans.push(Span::raw(cell(&used, c.used)));
+                let worst = d.worst().map_or(String::from("—"), |f| {
+                    let kind = f.kind.replace('_', " ");
+                    if f.count > 1 {
+                        format!("{} {kind} ×{}", f.severity, f.count)
+                    } else {
+                        format!("{} {kind}", f.severity)
+                    }
+                });
+                let wcolor = match d.worst().map(|f| f.severity.as_str()) {
+                    Some("critical") => Color::Red,
+                    Some("warning") => Color::Yellow,
+                    _ => Color::Reset,
+                };
+                spans.push(Span::styled(cell(&worst, c.worst), Style::new().fg(wcolor)));
+                spans.push(Span::raw(cell(
+                    &d.oom_eta_secs.map_or("—".into(), duration),
+                    c.oom,
+                )));
+                spans.push(Span::raw(age(node.age_secs)));
+            }
+        }
+        lines.push(Line::from(spans));
+    }
+    if rows.is_empty() && v.fleet.is_some() {
+        lines.push(Line::from(if v.filter.is_empty() {
+            "no node has strata serve's metrics".to_string()
+        } else {
+            format!("nothing matches /{}", clean(&v.filter))
+        }));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn spread_cell(j: &Job, figure: &str) -> String {
+    j.spread.get(figure).map_or("n/a".into(), |s| {
+        format!(
+            "{} {} {}",
+            crate::units::short_bytes(s.least as u64),
+            crate::units::short_bytes(s.median as u64),
+            crate::units::short_bytes(s.most as u64)
+        )
+    })
+}
+
+fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
+    let rows = v.job_rows();
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "{}{}{}{}{}{}{}",
+            pad("JOB", 20),
+            pad("PROCS", 7),
+            pad("NODES", 7),
+            pad("LIVE least med most", 22),
+            pad("RESERVED", 22),
+            pad("OUTSIDE POOL", 22),
+            "CLIMBING"
+        ),
+        Style::new().add_modifier(Modifier::BOLD),
+    ))];
+    let visible = usize::from(area.height).saturating_sub(1);
+    let first = v.selected.saturating_sub(visible.saturating_sub(1));
+    let outliers: Vec<&str> = v
+        .fleet
+        .iter()
+        .flat_map(|f| f.findings.iter().map(|x| x.job.as_str()))
+        .collect();
+    for (i, j) in rows.iter().enumerate().skip(first).take(visible) {
+        let climbing = if j.climbing.is_empty() {
+            "—".to_string()
+        } else if outliers.contains(&j.key.as_str()) {
+            format!("{} (outlier)", j.climbing.len())
+        } else {
+            format!("{} of {}", j.climbing.len(), j.processes)
+        };
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{}{}{}{}{}{}{}",
+                pad(&clean(&j.key), 20),
+                pad(&j.processes.to_string(), 7),
+                pad(&j.nodes.to_string(), 7),
+                pad(&spread_cell(j, "live"), 22),
+                pad(&spread_cell(j, "reserved"), 22),
+                pad(&spread_cell(j, "outside_pool"), 22),
+                climbing
+            ),
+            selected_style(i == v.selected),
+        )));
+    }
+    if rows.is_empty() && v.fleet.is_some() {
+        lines.push(Line::from(
+            "no job: no process names a Slurm job or a torchrun run (rank labels come from strata serve's per-process series)",
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
+    let Some(node) = v
+        .fleet
+        .as_ref()
+        .and_then(|f| f.nodes.iter().find(|n| n.instance == instance))
+    else {
+        frame.render_widget(Paragraph::new("that node is no longer in the fleet"), area);
+        return;
+    };
+    let state = match node.state {
+        NodeState::Up => "up".to_string(),
+        NodeState::Down => format!("DOWN: {}", clean(node.why.as_deref().unwrap_or(""))),
+        NodeState::Stale => format!("STALE: {}", clean(node.why.as_deref().unwrap_or(""))),
+    };
+    let mut lines = vec![
+        Line::from(Span::styled(
+            format!("{} ({}) · {state}", node.name, clean(&node.instance)),
+            Style::new().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!(
+            "strata {} · sample age {}",
+            node.version.as_deref().unwrap_or("n/a"),
+            age(node.age_secs)
+        )),
+        Line::from(format!("live view: {}", v.ssh_line(node))),
+        Line::from(""),
+    ];
+    for d in &node.devices {
+        lines.push(Line::from(format!(
+            "GPU {}{} {} · {}",
+            d.gpu,
+            if d.mig { " (MIG)" } else { "" },
+            d.name.as_deref().unwrap_or(""),
+            clean(&d.uuid)
+        )));
+        let mut layers: Vec<String> = Vec::new();
+        for (name, _, _) in LAYERS {
+            if let Some(b) = d.layers.get(name) {
+                layers.push(format!("{name} {}", bytes(*b)));
+            }
+        }
+        lines.push(Line::from(format!(
+            "  {}",
+            if layers.is_empty() {
+                "layers n/a".to_string()
+            } else {
+                layers.join(" · ")
+            }
+        )));
+        for f in &d.findings {
+            lines.push(Line::from(format!(
+                "  {} {} ×{}",
+                f.severity, f.kind, f.count
+            )));
+        }
+        if let Some(eta) = d.oom_eta_secs {
+            lines.push(Line::from(format!("  OOM forecast in {}", duration(eta))));
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+        area,
+    );
+}
+
+fn footer(v: &FleetView) -> Line<'static> {
+    if v.typing {
+        return Line::from(format!("/{}▏  Enter keep · Esc clear", v.filter));
+    }
+    if v.open.is_some() {
+        return Line::from("Esc back · r refresh · q back");
+    }
+    let mut text = format!(
+        "q quit · ↑↓ move · Enter node · g {} · s sort: {}{} · / filter · r refresh",
+        match v.mode {
+            Mode::Devices => "jobs",
+            Mode::Jobs => "devices",
+        },
+        v.sort.name(),
+        if v.reversed { " (reversed)" } else { "" }
+    );
+    if !v.filter.is_empty() {
+        text.push_str(&format!(" · filter /{} (Esc clears)", clean(&v.filter)));
+    }
+    Line::from(text)
+}
