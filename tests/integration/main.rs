@@ -39,6 +39,7 @@ mod mig_compute_instances;
 mod nvml_host;
 mod nvml_source;
 mod owner_cgroup;
+mod prometheus_rules;
 mod record_cli;
 mod record_fed;
 mod record_reencode;
