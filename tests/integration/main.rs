@@ -34,6 +34,7 @@ mod feeds_e2e;
 mod feeds_trust;
 mod fuzz_feeds_corpus;
 mod grafana_dashboard;
+mod kubernetes_assets;
 mod layer_names;
 mod mig_compute_instances;
 mod nvml_host;
