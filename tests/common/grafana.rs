@@ -1,9 +1,20 @@
-//! The Grafana dashboard in `assets/grafana/`, read by the tests.
+//! The Grafana dashboards in `assets/grafana/`, read by the tests: `strata.json` (a node's
+//! layers, from strata serve's metrics) and `strata-fleet.json` (the fleet ranked by urgency,
+//! from the recording rules of `assets/prometheus/strata-rules.yml`).
 use serde_json::Value;
 
+fn read(name: &str) -> Value {
+    let path = format!("{}/assets/grafana/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 pub fn dashboard() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/grafana/strata.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("the dashboard")).expect("JSON")
+    read("strata.json")
+}
+
+pub fn fleet_dashboard() -> Value {
+    read("strata-fleet.json")
 }
 
 /// Every PromQL expression: the panels' targets, with their legends, and the variables'

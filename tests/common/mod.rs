@@ -7,9 +7,11 @@
 //! test's skip where this machine lacks what it needs ([`skip`], [`can_mount_tmpfs`]).
 //! The submodules hold what one kind of test needs: the fake NVML library ([`fake_nvml`]),
 //! Python jobs with the agent ([`feeds`]), tmux panes ([`tmux`]), `strata doctor`
-//! ([`doctor`]), `strata serve`'s text format ([`exposition`]), the Grafana dashboard
-//! ([`grafana`]), snapshots ([`snapshot`]), the oracles read from a scenario ([`oracle`]),
-//! the corpus's scoring ([`corpus`]) and a busy synthetic node ([`busy_node`]).
+//! ([`doctor`]), `strata serve`'s text format ([`exposition`]), the Grafana dashboards
+//! ([`grafana`]), a real Prometheus ([`prometheus`]), the names in PromQL ([`promql`]), the
+//! Prometheus rule files ([`rules`]), snapshots ([`snapshot`]), the oracles read from a
+//! scenario ([`oracle`]), the corpus's scoring ([`corpus`]) and a busy synthetic node
+//! ([`busy_node`]).
 #![allow(dead_code)]
 
 pub mod busy_node;
@@ -21,6 +23,9 @@ pub mod feeds;
 pub mod grafana;
 pub mod oracle;
 mod process;
+pub mod prometheus;
+pub mod promql;
+pub mod rules;
 mod scratch;
 pub mod snapshot;
 pub mod tmux;

@@ -1,122 +1,21 @@
-//! The Grafana dashboard (`assets/grafana/strata.json`) asks only for what `strata serve`
-//! exports: every metric a PromQL expression or variable names is in the exposition of
-//! `strata serve --demo` (with samples), every label it groups, matches or shows exists on
-//! those metrics (or is one Prometheus adds: instance, job), and every `$variable` is
-//! defined. (tests/integration/serve_prometheus.rs runs each expression through a real Prometheus.)
+//! The Grafana dashboards ask only for what exists. `assets/grafana/strata.json`: every
+//! metric a PromQL expression or variable names is in the exposition of `strata serve --demo`
+//! (with samples), every label it groups, matches or shows exists on those metrics (or is one
+//! Prometheus adds: instance, job). `assets/grafana/strata-fleet.json`: every name with a
+//! colon is a recording rule of `assets/prometheus/strata-rules.yml`, every label one that
+//! rule can carry, and its device table ranks by urgency. In both, every `$variable` is
+//! defined. (tests/integration/serve_prometheus.rs runs the first's expressions through a
+//! real Prometheus; tests/integration/prometheus_rules.rs the fleet's, with the rules loaded.)
 
 use crate::common;
 
 use common::exposition::{Exposition, Server};
-use common::grafana::{dashboard, expressions};
-use std::collections::BTreeSet;
+use common::grafana::{dashboard, expressions, fleet_dashboard};
+use common::promql::names;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Labels Prometheus attaches to every scraped series.
 const TARGET_LABELS: [&str; 2] = ["instance", "job"];
-
-fn is_ident(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == ':'
-}
-
-/// The expression with string literals emptied (their contents are not names).
-fn without_strings(expr: &str) -> String {
-    let mut out = String::new();
-    let mut quote = None;
-    let mut escaped = false;
-    for c in expr.chars() {
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                    out.push(c);
-                }
-            }
-            None => {
-                if c == '"' || c == '\'' || c == '`' {
-                    quote = Some(c);
-                }
-                out.push(c);
-            }
-        }
-    }
-    out
-}
-
-/// Identifiers with where each starts.
-fn idents(expr: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in expr
-        .char_indices()
-        .chain(std::iter::once((expr.len(), ' ')))
-    {
-        match (start, is_ident(c)) {
-            (None, true) if !c.is_ascii_digit() && c != '$' => start = Some(i),
-            (Some(s), false) => {
-                // A `$var` is a variable, not a name.
-                if s == 0 || !expr[..s].ends_with('$') {
-                    out.push((s, expr[s..i].to_string()));
-                }
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Metric names, and label names (matched in `{}`, or listed after by/without/on/ignoring/
-/// group_left/group_right, or label_values' second argument).
-fn names(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
-    let stripped = without_strings(expr);
-    let mut metrics = BTreeSet::new();
-    let mut labels = BTreeSet::new();
-    let tokens = idents(&stripped);
-    for (i, (at, name)) in tokens.iter().enumerate() {
-        let after = stripped[at + name.len()..].trim_start();
-        if name.starts_with("strata_") && !after.starts_with(['=', '!']) {
-            metrics.insert(name.clone());
-            continue;
-        }
-        if ["=~", "!~", "!=", "="]
-            .iter()
-            .any(|op| after.starts_with(op))
-            && !after.starts_with("==")
-        {
-            labels.insert(name.clone());
-            continue;
-        }
-        let grouping = [
-            "by",
-            "without",
-            "on",
-            "ignoring",
-            "group_left",
-            "group_right",
-        ];
-        if grouping.contains(&name.as_str()) && after.starts_with('(') {
-            let list = &after[1..after.find(')').expect("a closed list")];
-            labels.extend(
-                list.split(',')
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string),
-            );
-        }
-        if name == "label_values" {
-            if let Some((_, label)) = tokens
-                .get(i + 1..)
-                .and_then(|rest| rest.iter().find(|(a, _)| stripped[..*a].ends_with(", ")))
-            {
-                labels.insert(label.clone());
-            }
-        }
-    }
-    (metrics, labels)
-}
 
 /// The labels a legend shows: `{{label}}`.
 fn legend_labels(legend: &str) -> BTreeSet<String> {
@@ -191,9 +90,120 @@ fn the_dashboard_names_only_metrics_and_labels_that_strata_serve_exports() {
     }
 }
 
+/// Labels the recording rules make themselves (with label_replace, whose strings the name
+/// scanner does not read).
+const RULE_MADE_LABELS: [&str; 1] = ["device_type"];
+
+/// The labels a recording rule's series can carry: those its expression names, and those of
+/// the metrics and rules it reads (more than it keeps, which is enough to catch a name that
+/// none of them has).
+fn rule_labels(
+    record: &str,
+    exprs: &BTreeMap<String, String>,
+    e: &Exposition,
+    seen: &mut BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = TARGET_LABELS
+        .iter()
+        .chain(RULE_MADE_LABELS.iter())
+        .map(|l| l.to_string())
+        .collect();
+    if !seen.insert(record.to_string()) {
+        return out;
+    }
+    let (metrics, labels) = names(&exprs[record]);
+    out.extend(labels);
+    for metric in metrics {
+        if exprs.contains_key(&metric) {
+            out.extend(rule_labels(&metric, exprs, e, seen));
+        } else {
+            out.extend(labels_of(e, &metric));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_fleet_dashboard_reads_recording_rules_with_their_labels() {
+    let dashboard = fleet_dashboard();
+    let records: BTreeMap<String, String> = common::rules::rules("strata-rules.yml")
+        .into_iter()
+        .map(|r| (r.name, r.expr))
+        .collect();
+    let server = Server::start(&["--demo", "--demo-at", "905"], &[]);
+    let e = server.metrics();
+    let exprs = expressions(&dashboard);
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let mut named = BTreeSet::new();
+    for (expr, _) in &exprs {
+        let (metrics, labels) = names(expr);
+        assert!(!metrics.is_empty(), "no strata metric in {expr}");
+        let mut known = BTreeSet::new();
+        for metric in &metrics {
+            if metric.contains(':') {
+                assert!(
+                    records.contains_key(metric),
+                    "{expr}: {metric} is no recording rule of strata-rules.yml"
+                );
+                known.extend(rule_labels(metric, &records, &e, &mut BTreeSet::new()));
+            } else {
+                let family = e.families.get(metric);
+                assert!(
+                    family.is_some_and(|f| !f.samples.is_empty()),
+                    "{expr}: strata serve --demo exports no {metric}"
+                );
+                known.extend(labels_of(&e, metric));
+            }
+            named.insert(metric.clone());
+        }
+        for label in &labels {
+            assert!(
+                known.contains(label),
+                "{expr}: no series of it has the label {label}"
+            );
+        }
+    }
+    // What the fleet page is for: devices ranked by urgency, with the worst finding, the
+    // shortest OOM forecast and climbs beside; jobs across their ranks.
+    for metric in [
+        "strata_device:urgency:score",
+        "strata_device:node_finding_severity:max",
+        "strata_device:oom_forecast_seconds:min",
+        "strata_device:climb_rate_bytes_per_second:max",
+        "strata_job:process_used_bytes:max",
+    ] {
+        assert!(
+            named.contains(metric),
+            "the fleet page never shows {metric}"
+        );
+    }
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let ranked = panels
+        .iter()
+        .find(|p| p["title"] == "Devices ranked by urgency")
+        .expect("the device table");
+    assert_eq!(ranked["type"], "table");
+    assert_eq!(
+        ranked["options"]["sortBy"][0],
+        serde_json::json!({"displayName": "urgency", "desc": true})
+    );
+    let first = &ranked["targets"][0];
+    assert!(
+        first["expr"]
+            .as_str()
+            .is_some_and(|x| x.contains("strata_device:urgency:score")),
+        "{first}"
+    );
+}
+
 #[test]
 fn every_variable_used_is_defined() {
-    let dashboard = dashboard();
+    for dashboard in [dashboard(), fleet_dashboard()] {
+        variables_are_defined(&dashboard);
+    }
+}
+
+fn variables_are_defined(dashboard: &serde_json::Value) {
     let defined: BTreeSet<String> = dashboard["templating"]["list"]
         .as_array()
         .expect("variables")
