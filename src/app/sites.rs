@@ -70,7 +70,7 @@ impl State {
             .findings
             .iter()
             .filter(|f| f.kind == FindingKind::Climb)
-            .filter(|f| matches!(&f.evidence, Evidence::Climb(e) if e.cause == "live"))
+            .filter(|f| matches!(&f.evidence, Evidence::Climb(e) if e.cause == crate::layers::Layer::Live.name()))
             .filter_map(|f| Some((f.pid?, f.device_uuid.clone()?)))
             .collect();
         self.sites

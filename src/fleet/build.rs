@@ -6,6 +6,7 @@ use super::model::{
     STALE_INTERVALS,
 };
 use super::Series;
+use crate::layers::Layer;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A target as its source saw it: its address, whether it answered, and, where it did not,
@@ -21,10 +22,10 @@ pub struct Target {
 }
 
 /// The figures of a job's spread, and the layers each sums.
-const SPREAD: [(&str, &[&str]); 3] = [
-    ("live", &["live"]),
-    ("reserved", &["live", "fragmented", "cached"]),
-    ("outside_pool", &["outside_pool"]),
+const SPREAD: [(&str, &[Layer]); 3] = [
+    (Layer::Live.name(), &[Layer::Live]),
+    ("reserved", &[Layer::Live, Layer::Fragmented, Layer::Cached]),
+    (Layer::OutsidePool.name(), &[Layer::OutsidePool]),
 ];
 
 pub struct Built {
@@ -277,7 +278,8 @@ fn processes(instance: &str, own: &[&Series]) -> Vec<Process> {
         }
     }
     for s in own {
-        if s.name == "strata_climb_rate_bytes_per_second" && label(s, "cause") == "live" {
+        if s.name == "strata_climb_rate_bytes_per_second" && label(s, "cause") == Layer::Live.name()
+        {
             let key = (label(s, "uuid").to_string(), label(s, "pid").to_string());
             if let Some(p) = procs.get_mut(&key) {
                 if s.value.is_finite() && s.value > 0.0 {
@@ -305,8 +307,10 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
                 let mut values: Vec<f64> = procs
                     .iter()
                     .filter_map(|p| {
-                        let parts: Option<Vec<u64>> =
-                            layers.iter().map(|l| p.layers.get(*l).copied()).collect();
+                        let parts: Option<Vec<u64>> = layers
+                            .iter()
+                            .map(|l| p.layers.get(l.name()).copied())
+                            .collect();
                         parts.map(|v| v.iter().sum::<u64>() as f64)
                     })
                     .collect();

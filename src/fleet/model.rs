@@ -93,7 +93,7 @@ impl Device {
         Some(
             self.layers
                 .iter()
-                .filter(|(name, _)| name.as_str() != "free")
+                .filter(|(name, _)| name.as_str() != crate::layers::Layer::Free.name())
                 .map(|(_, b)| *b)
                 .sum(),
         )

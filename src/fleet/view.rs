@@ -3,6 +3,7 @@
 //! Pure: state in, frame out, as the node monitor's screens are tested.
 
 use super::model::{Device, Fleet, Job, Node, NodeState, Urgency};
+use crate::layers::Layer;
 use crate::text::clean;
 use crate::units::{bytes, duration};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -243,17 +244,19 @@ fn gpu_order(d: Option<&Device>) -> (u64, String) {
     })
 }
 
-/// The layers in the bar's order, their letter and colour.
-const LAYERS: [(&str, char, Color); 8] = [
-    ("context", 'x', Color::Magenta),
-    ("outside_pool", 'o', Color::Yellow),
-    ("live", 'L', Color::Green),
-    ("fragmented", 'f', Color::Red),
-    ("cached", 'c', Color::Cyan),
-    ("unattributed", 'u', Color::Gray),
-    ("other", 'u', Color::DarkGray),
-    ("free", '.', Color::Reset),
-];
+/// A layer's colour in the bar (its glyph is the node view's, `Layer::glyph`).
+fn colour(layer: Layer) -> Color {
+    match layer {
+        Layer::Live => Color::Green,
+        Layer::Fragmented => Color::Red,
+        Layer::Cached => Color::Cyan,
+        Layer::OutsidePool => Color::Yellow,
+        Layer::Context => Color::Magenta,
+        Layer::Unattributed => Color::Gray,
+        Layer::Other => Color::DarkGray,
+        Layer::Free => Color::Reset,
+    }
+}
 
 /// A device's layers as a bar of `width` cells, each layer's share of its total; `n/a`
 /// where its layers are unknown.
@@ -265,8 +268,8 @@ fn bar(d: &Device, width: usize) -> Vec<Span<'static>> {
     let mut spans = Vec::new();
     let mut drawn = 0usize;
     let mut acc = 0u64;
-    for (name, letter, color) in LAYERS {
-        let Some(b) = d.layers.get(name) else {
+    for layer in Layer::ALL {
+        let Some(b) = d.layers.get(layer.name()) else {
             continue;
         };
         acc += b;
@@ -274,8 +277,8 @@ fn bar(d: &Device, width: usize) -> Vec<Span<'static>> {
         let cells = end.min(width).saturating_sub(drawn);
         if cells > 0 {
             spans.push(Span::styled(
-                letter.to_string().repeat(cells),
-                Style::new().fg(color),
+                layer.glyph().to_string().repeat(cells),
+                Style::new().fg(colour(layer)),
             ));
             drawn += cells;
         }
@@ -568,9 +571,9 @@ fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
                 pad(&clean(&j.key), 20),
                 pad(&j.processes.to_string(), 7),
                 pad(&j.nodes.to_string(), 7),
-                pad(&spread_cell(j, "live"), 22),
+                pad(&spread_cell(j, Layer::Live.name()), 22),
                 pad(&spread_cell(j, "reserved"), 22),
-                pad(&spread_cell(j, "outside_pool"), 22),
+                pad(&spread_cell(j, Layer::OutsidePool.name()), 22),
                 climbing
             ),
             selected_style(i == v.selected),
@@ -620,9 +623,9 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
             clean(&d.uuid)
         )));
         let mut layers: Vec<String> = Vec::new();
-        for (name, _, _) in LAYERS {
-            if let Some(b) = d.layers.get(name) {
-                layers.push(format!("{name} {}", bytes(*b)));
+        for layer in Layer::ALL {
+            if let Some(b) = d.layers.get(layer.name()) {
+                layers.push(format!("{} {}", layer.name(), bytes(*b)));
             }
         }
         lines.push(Line::from(format!(

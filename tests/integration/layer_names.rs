@@ -8,11 +8,28 @@ use super::rooms::sources;
 use strata::layers::Layer;
 
 /// Literals spelled as a layer that mean something else: the file, the literal, why.
-const NOT_LAYERS: &[(&str, &str, &str)] = &[(
-    "serve/labels.rs",
-    "other",
-    "the `pid` label of the processes summed per device, not the layer",
-)];
+const NOT_LAYERS: &[(&str, &str, &str)] = &[
+    (
+        "serve/labels.rs",
+        "other",
+        "the `pid` label of the processes summed per device, not the layer",
+    ),
+    (
+        "fleet/build.rs",
+        "other",
+        "the `pid` label of the processes strata serve sums per device, not the layer",
+    ),
+    (
+        "present/pool_text.rs",
+        "live",
+        "a segment map's column: the bytes of live blocks in a pool's segments, not the layer",
+    ),
+    (
+        "present/pool_text.rs",
+        "free",
+        "a segment map's column: the bytes of free blocks in a pool's segments, not the layer",
+    ),
+];
 
 /// The string literals of Rust code (their text between the quotes, escapes as written),
 /// with their line, outside comments; a raw string's text whole.

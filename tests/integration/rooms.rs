@@ -125,8 +125,8 @@ const RULES: &[Rule] = &[
     ),
     (
         "fleet",
-        &[&["cli", "terminal", "text", "units"]],
-        "`fleet` reads many nodes' `strata serve` (through Prometheus or their endpoints) and draws them: it imports `cli.rs`'s options, `terminal.rs`, `text` and `units`, nothing of the node's model",
+        &[&["cli", "terminal", "text", "units", "layers"]],
+        "`fleet` reads many nodes' `strata serve` (through Prometheus or their endpoints) and draws them: it imports `cli.rs`'s options, `terminal.rs`, `text`, `units` and the layers' names and glyphs, nothing else of the node's model",
     ),
     (
         "doctor",
