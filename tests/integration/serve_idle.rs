@@ -54,6 +54,22 @@ impl Limited {
         Limited { child, addr }
     }
 
+    /// Whether it still runs; once exited, how and what it said on stderr: what a failed
+    /// scrape is reported with.
+    fn state(&mut self) -> String {
+        match self.child.try_wait() {
+            Ok(None) => "the server still runs".into(),
+            Ok(Some(status)) => {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                format!("the server exited ({status}); its stderr:\n{stderr}")
+            }
+            Err(e) => format!("the server's state cannot be read: {e}"),
+        }
+    }
+
     /// Stops it (SIGTERM) and returns its stderr.
     fn stop(mut self) -> String {
         // SAFETY: a plain kill(2) of our own child.
@@ -125,7 +141,7 @@ fn closed_by_the_server(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn a_half_sent_request_is_closed_after_the_header_timeout() {
-    let server = Limited::start(1024);
+    let mut server = Limited::start(1024);
     let mut half = TcpStream::connect(&server.addr).expect("connect");
     half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
         .expect("half a request");
@@ -141,7 +157,8 @@ fn a_half_sent_request_is_closed_after_the_header_timeout() {
             "closed by the server, not left open"
         );
     }
-    let scrape = get(&server.addr, "/metrics", None).expect("still answering");
+    let scrape = get(&server.addr, "/metrics", None)
+        .unwrap_or_else(|e| panic!("not answering after the closes: {e}; {}", server.state()));
     assert_eq!(scrape.status, 200);
     let _ = server.stop();
 }
