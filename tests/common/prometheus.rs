@@ -74,6 +74,12 @@ pub fn free_port() -> u16 {
 
 /// A Prometheus scraping `target` every second, evaluating `rules` (rule files) every second.
 pub fn start_prometheus(target: &str, rules: &[&Path]) -> Prometheus {
+    start_prometheus_scraping(&[target], rules)
+}
+
+/// A Prometheus scraping each of `targets` every second (one job, `strata`), evaluating
+/// `rules` every second.
+pub fn start_prometheus_scraping(targets: &[&str], rules: &[&Path]) -> Prometheus {
     let binary = tool("prometheus");
     let scratch = Scratch::new("prometheus");
     let dir = &scratch.dir;
@@ -83,7 +89,12 @@ pub fn start_prometheus(target: &str, rules: &[&Path]) -> Prometheus {
     write!(
         file,
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-         scrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: ['{target}']\n"
+         scrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: [{}]\n",
+        targets
+            .iter()
+            .map(|t| format!("'{t}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
     )
     .expect("config");
     if !rules.is_empty() {

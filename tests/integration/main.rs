@@ -33,6 +33,7 @@ mod feeds_dirs;
 mod feeds_e2e;
 mod feeds_trust;
 mod fleet_endpoints;
+mod fleet_prometheus;
 mod fuzz_feeds_corpus;
 mod grafana_dashboard;
 mod kubernetes_assets;

@@ -1,0 +1,181 @@
+//! `strata fleet --prometheus`: a real Prometheus (Debian's package; tests/all installs it)
+//! scraping four `strata serve --demo` targets with different seeds every second. The fleet
+//! read through it: every node up with its devices, the demo's job across the four; a target
+//! killed and said down (never with its old figures), in `--json` and on the screen; and a
+//! Prometheus that is not there, or a URL that is not Prometheus, said in one line.
+
+use crate::common;
+
+use common::exposition::Server;
+use common::prometheus::{free_port, start_prometheus_scraping};
+use common::tmux::Pane;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Patience for what Prometheus must first do (start, scrape every target, mark one down):
+/// each is an event waited for, this only bounds a test that would otherwise hang.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+fn fleet(url: &str) -> (Value, std::process::Output) {
+    let out = common::strata_output(&[
+        "fleet",
+        "--prometheus",
+        url,
+        "--json",
+        "--scrape-interval",
+        "1",
+        "--timeout",
+        "10",
+    ]);
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (json, out)
+}
+
+/// Reads the fleet until `done` holds for it, or panics with the last one read.
+fn fleet_until(url: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let (f, _) = fleet(url);
+        if done(&f) {
+            return f;
+        }
+        assert!(start.elapsed() < PATIENCE, "{what}: {f}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn node<'a>(f: &'a Value, instance: &str) -> Option<&'a Value> {
+    f["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["instance"] == instance)
+}
+
+#[test]
+fn the_fleet_through_a_real_prometheus() {
+    let mut servers: Vec<Option<Server>> = (0..4)
+        .map(|seed| {
+            Some(Server::start(
+                &[
+                    "--demo",
+                    "--demo-at",
+                    "300",
+                    "--demo-seed",
+                    &seed.to_string(),
+                ],
+                &[],
+            ))
+        })
+        .collect();
+    let addrs: Vec<String> = servers.iter().flatten().map(|s| s.addr.clone()).collect();
+    let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let prometheus = start_prometheus_scraping(&targets, &[]);
+    prometheus.wait_ready(PATIENCE);
+    let url = format!("http://{}", prometheus.addr);
+
+    let f = fleet_until(&url, "every target scraped", |f| {
+        addrs
+            .iter()
+            .all(|a| node(f, a).is_some_and(|n| n["state"] == "up"))
+    });
+    assert_eq!(f["schema"], "strata.fleet/1");
+    assert_eq!(f["source"], format!("prometheus {url}"));
+    assert_eq!(f["problems"], serde_json::json!([]), "{f}");
+    let mut names: Vec<&str> = addrs
+        .iter()
+        .filter_map(|a| node(&f, a)?["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["demo-node", "demo-node-1", "demo-node-2", "demo-node-3"]
+    );
+    for a in &addrs {
+        let n = node(&f, a).expect("the node");
+        let devices = n["devices"].as_array().expect("devices");
+        assert_eq!(devices.len(), 7, "4 GPUs and 3 MIG instances: {n}");
+        for d in devices {
+            let total = d["total"].as_u64().expect("a total");
+            let sum: u64 = d["layers"]
+                .as_object()
+                .expect("layers")
+                .values()
+                .filter_map(Value::as_u64)
+                .sum();
+            assert_eq!(sum, total, "the layers add up: {d}");
+        }
+        // The demo's zombie context, on GPU 2 of every node.
+        assert!(
+            devices.iter().any(|d| d["gpu"] == "2"
+                && d["findings"][0]["kind"] == "zombie_context"
+                && d["findings"][0]["severity"] == "critical"),
+            "{n}"
+        );
+    }
+    let job = &f["jobs"][0];
+    assert_eq!(job["key"], "slurm 81234", "{f}");
+    assert_eq!(
+        (job["processes"].as_u64(), job["nodes"].as_u64()),
+        (Some(8), Some(4))
+    );
+
+    // The screen: every node up; then one target killed, said down, first in the ranking.
+    let command = format!(
+        "{} fleet --prometheus {url} --refresh 1 --scrape-interval 1",
+        common::strata()
+    );
+    let pane = Pane::start("fleet-prom", &command, 120, 40);
+    pane.must_show(&["4 nodes: 4 up", "critical zombie context"], "the fleet");
+    let killed = addrs[2].clone();
+    servers[2] = None;
+    let f = fleet_until(&url, "the killed target said down", |f| {
+        node(f, &killed).is_some_and(|n| n["state"] == "down")
+    });
+    let down = node(&f, &killed).expect("the killed node");
+    assert_eq!(down["why"], "target down (Prometheus's up is 0)", "{down}");
+    assert_eq!(
+        down["name"], "demo-node-2",
+        "named by what it last said: {down}"
+    );
+    assert_eq!(
+        down["devices"],
+        serde_json::json!([]),
+        "no old figures: {down}"
+    );
+    assert_eq!(f["jobs"][0]["processes"].as_u64(), Some(6), "{f}");
+    let screen = pane.must_show(&["3 up, 1 down", "DOWN: target down"], "the node down");
+    let first_row = screen.lines().nth(2).unwrap_or_default();
+    assert!(first_row.starts_with("demo-node-2"), "{screen}");
+    pane.quit();
+}
+
+#[test]
+fn no_prometheus_or_not_prometheus_is_one_line() {
+    let nothing = format!("http://127.0.0.1:{}", free_port());
+    let (f, out) = fleet(&nothing);
+    assert_eq!(out.status.code(), Some(1));
+    let error = f["error"].as_str().expect("an error");
+    assert!(error.contains("connection refused"), "{error}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    // A strata serve is not Prometheus: its `/api/v1/query` is not found.
+    let server = Server::start(&["--demo"], &[]);
+    server.metrics_text();
+    let (f, out) = fleet(&format!("http://{}", server.addr));
+    assert_eq!(out.status.code(), Some(1));
+    let error = f["error"].as_str().expect("an error");
+    assert!(error.contains("HTTP 404"), "{error}");
+
+    // Not a URL at all.
+    let out = common::strata_output(&["fleet", "--prometheus", "prometheus:9090", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("hint: http://prometheus:9090"), "{stderr}");
+}
