@@ -8,6 +8,7 @@
 //! is one read.
 
 pub mod build;
+pub mod detail;
 pub mod endpoints;
 pub mod expo;
 pub mod http;
@@ -121,6 +122,34 @@ impl Source {
         };
         let built = build::build(&read.targets, &read.series, scrape_interval);
         Ok(build::fleet(self.describe(), now, built, read.problems))
+    }
+}
+
+impl Source {
+    /// The node open (`instance`): its processes and, from Prometheus, its devices' history.
+    pub fn detail(&self, instance: &str) -> Result<detail::Detail, String> {
+        match self {
+            Source::Prometheus { client, base } => {
+                detail::from_prometheus(client, base, instance, now())
+            }
+            Source::Endpoints { client, .. } => {
+                let (status, body) = client.get(&endpoints::url_of(instance))?;
+                if status != 200 {
+                    return Err(format!("HTTP {status}"));
+                }
+                let series = expo::parse(&body, instance)?;
+                Ok(detail::Detail {
+                    instance: instance.to_string(),
+                    processes: detail::processes(&series),
+                    history: BTreeMap::new(),
+                    no_history: Some(
+                        "no history: endpoints are read without one (Prometheus keeps it: --prometheus)"
+                            .into(),
+                    ),
+                    problems: Vec::new(),
+                })
+            }
+        }
     }
 }
 

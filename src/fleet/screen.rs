@@ -2,6 +2,7 @@
 //! screen draws what it last read. The terminal is restored on every way out, as the node
 //! monitor's is (`crate::terminal`).
 
+use super::detail::Detail;
 use super::model::Fleet;
 use super::view::{draw, FleetView};
 use super::Source;
@@ -12,8 +13,22 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
+/// What the screen asks the reader for besides its refresh.
+enum Ask {
+    /// Read the fleet now.
+    Refresh,
+    /// Read this node's detail now, and at each refresh until another is asked.
+    Detail(Option<String>),
+}
+
+/// What the reader sends the screen.
+enum Got {
+    Fleet(Result<Fleet, String>),
+    Detail(String, Result<Detail, String>),
+}
+
 enum Event {
-    Read(Box<Result<Fleet, String>>),
+    Read(Box<Got>),
     Terminal(TermEvent),
     Signal(ReceivedSignal),
     Tick,
@@ -25,19 +40,41 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
         .enable_all()
         .build()?;
     let died_of = runtime.block_on(async move {
-        let (tx, mut rx) = mpsc::channel::<Result<Fleet, String>>(4);
-        let (again_tx, again_rx) = std::sync::mpsc::channel::<()>();
+        let (tx, mut rx) = mpsc::channel::<Got>(4);
+        let (ask_tx, ask_rx) = std::sync::mpsc::channel::<Ask>();
         std::thread::Builder::new()
             .name("strata-fleet-reader".into())
-            .spawn(move || loop {
-                let read = source.read(scrape_interval);
-                if tx.blocking_send(read).is_err() {
-                    return;
-                }
-                // Until the next refresh, or sooner when asked.
-                match again_rx.recv_timeout(Duration::from_secs_f64(refresh)) {
-                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            .spawn(move || {
+                let mut open: Option<String> = None;
+                let mut fleet_due = true;
+                loop {
+                    if fleet_due
+                        && tx
+                            .blocking_send(Got::Fleet(source.read(scrape_interval)))
+                            .is_err()
+                    {
+                        return;
+                    }
+                    if let Some(instance) = &open {
+                        let got = source.detail(instance);
+                        if tx
+                            .blocking_send(Got::Detail(instance.clone(), got))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    // Until the next refresh, or sooner when asked.
+                    match ask_rx.recv_timeout(Duration::from_secs_f64(refresh)) {
+                        Ok(Ask::Refresh) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            fleet_due = true;
+                        }
+                        Ok(Ask::Detail(instance)) => {
+                            open = instance;
+                            fleet_due = false;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
                 }
             })?;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
@@ -58,6 +95,8 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
         view.now = super::now();
         let mut died_of = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // The node whose detail the reader was last asked for.
+        let mut asked: Option<String> = None;
         loop {
             paint(&mut guard, &view)?;
             let event = tokio::select! {
@@ -93,19 +132,29 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
                     guard.terminal.autoresize()?;
                 }
                 Event::Terminal(_) | Event::Tick => {}
-                Event::Read(read) => match *read {
-                    Ok(fleet) => {
+                Event::Read(got) => match *got {
+                    Got::Fleet(Ok(fleet)) => {
                         view.fleet = Some(fleet);
                         view.error = None;
                     }
-                    Err(why) => view.error = Some(why),
+                    Got::Fleet(Err(why)) => view.error = Some(why),
+                    Got::Detail(instance, got) => {
+                        if view.open.as_deref() == Some(instance.as_str()) {
+                            view.detail = Some(got);
+                        }
+                    }
                 },
             }
             if view.quit {
                 break;
             }
             if std::mem::take(&mut view.refresh_now) {
-                let _ = again_tx.send(());
+                let _ = ask_tx.send(Ask::Refresh);
+            }
+            if view.open != asked {
+                asked = view.open.clone();
+                view.detail = None;
+                let _ = ask_tx.send(Ask::Detail(asked.clone()));
             }
         }
         drop(guard);

@@ -58,6 +58,10 @@ pub struct FleetView {
     /// The node open (its instance), Enter on a row.
     pub open: Option<String>,
     pub ssh_command: String,
+    /// The open node's processes and history, once read (an error where they could not be).
+    pub detail: Option<Result<super::detail::Detail, String>>,
+    /// Lines the open node's page is scrolled by.
+    pub scroll: u16,
     pub quit: bool,
     pub refresh_now: bool,
 }
@@ -76,6 +80,8 @@ impl FleetView {
             selected: 0,
             open: None,
             ssh_command,
+            detail: None,
+            scroll: 0,
             quit: false,
             refresh_now: false,
         }
@@ -176,8 +182,16 @@ impl FleetView {
         }
         if self.open.is_some() {
             match code {
-                K::Esc | K::Backspace | K::Left | K::Char('q') => self.open = None,
+                K::Esc | K::Backspace | K::Left | K::Char('q') => {
+                    self.open = None;
+                    self.scroll = 0;
+                }
                 K::Char('r') => self.refresh_now = true,
+                K::Down | K::Char('j') => self.scroll = self.scroll.saturating_add(1),
+                K::Up | K::Char('k') => self.scroll = self.scroll.saturating_sub(1),
+                K::PageDown => self.scroll = self.scroll.saturating_add(20),
+                K::PageUp => self.scroll = self.scroll.saturating_sub(20),
+                K::Home => self.scroll = 0,
                 _ => return false,
             }
             return true;
@@ -625,7 +639,11 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
         let mut layers: Vec<String> = Vec::new();
         for layer in Layer::ALL {
             if let Some(b) = d.layers.get(layer.name()) {
-                layers.push(format!("{} {}", layer.name(), bytes(*b)));
+                layers.push(format!(
+                    "{} {}",
+                    layer.short(),
+                    crate::units::short_bytes(*b)
+                ));
             }
         }
         lines.push(Line::from(format!(
@@ -645,11 +663,108 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
         if let Some(eta) = d.oom_eta_secs {
             lines.push(Line::from(format!("  OOM forecast in {}", duration(eta))));
         }
+        if let Some(Ok(detail)) = &v.detail {
+            if let Some(points) = detail.history.get(&d.uuid) {
+                lines.push(Line::from(format!(
+                    "  used, last hour: {}",
+                    spark(points, d.total)
+                )));
+            }
+        }
+    }
+    match &v.detail {
+        None => lines.push(Line::from("reading its processes…")),
+        Some(Err(why)) => lines.push(Line::from(Span::styled(
+            format!("its processes cannot be read: {}", clean(why)),
+            Style::new().fg(Color::Red),
+        ))),
+        Some(Ok(detail)) => {
+            if let Some(why) = &detail.no_history {
+                lines.push(Line::from(Span::styled(
+                    format!("history: {}", clean(why)),
+                    Style::new().add_modifier(Modifier::DIM),
+                )));
+            }
+            for p in &detail.problems {
+                lines.push(Line::from(format!("partial: {}", clean(p))));
+            }
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "{}{}{}{}{}{}COMMAND",
+                    cell("PID", 9),
+                    cell("GPU", 5),
+                    cell("USED", 11),
+                    cell("LIVE", 11),
+                    cell("CLIMB", 13),
+                    cell("OWNER", 26)
+                ),
+                Style::new().add_modifier(Modifier::BOLD),
+            )));
+            if detail.processes.is_empty() {
+                lines.push(Line::from("no process holds memory on it"));
+            }
+            for p in &detail.processes {
+                let climb = p.climb_bytes_per_sec.map_or("—".to_string(), |r| {
+                    format!(
+                        "+{}/min",
+                        crate::units::short_bytes((r * 60.0).max(0.0) as u64)
+                    )
+                });
+                lines.push(Line::from(format!(
+                    "{}{}{}{}{}{}{}",
+                    cell(&p.pid, 9),
+                    cell(&p.gpu, 5),
+                    cell(&crate::units::opt_bytes(p.used), 11),
+                    cell(&crate::units::opt_bytes(p.live), 11),
+                    cell(&climb, 13),
+                    cell(p.owner.as_deref().unwrap_or("—"), 26),
+                    pad(
+                        p.command.as_deref().or(p.user.as_deref()).unwrap_or(""),
+                        usize::from(area.width).saturating_sub(75)
+                    )
+                )));
+            }
+        }
     }
     frame.render_widget(
-        Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+        Paragraph::new(lines)
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .scroll((v.scroll, 0)),
         area,
     );
+}
+
+/// A device's used memory over time in eighth-blocks, scaled to its total (or to its
+/// highest point where the total is unknown); a gap where Prometheus has no sample.
+fn spark(points: &[Option<f64>], total: Option<u64>) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let top = total
+        .map(|t| t as f64)
+        .or_else(|| points.iter().flatten().copied().reduce(f64::max))
+        .filter(|t| *t > 0.0)
+        .unwrap_or(1.0);
+    let mut out: String = points
+        .iter()
+        .map(|p| match p {
+            None => ' ',
+            Some(v) => BLOCKS[((v / top) * 7.0).round().clamp(0.0, 7.0) as usize],
+        })
+        .collect();
+    let known: Vec<f64> = points.iter().flatten().copied().collect();
+    if let (Some(lo), Some(hi)) = (
+        known.iter().copied().reduce(f64::min),
+        known.iter().copied().reduce(f64::max),
+    ) {
+        out.push_str(&format!(
+            "  {} – {}",
+            bytes(lo.max(0.0) as u64),
+            bytes(hi.max(0.0) as u64)
+        ));
+    } else {
+        out = "no samples in the last hour".into();
+    }
+    out
 }
 
 fn footer(v: &FleetView) -> Line<'static> {
@@ -657,7 +772,7 @@ fn footer(v: &FleetView) -> Line<'static> {
         return Line::from(format!("/{}▏  Enter keep · Esc clear", v.filter));
     }
     if v.open.is_some() {
-        return Line::from("Esc back · r refresh · q back");
+        return Line::from("Esc back · ↑↓ scroll · r refresh");
     }
     let mut text = format!(
         "q quit · ↑↓ move · Enter node · g {} · s sort: {}{} · / filter · r refresh",

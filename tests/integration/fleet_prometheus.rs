@@ -132,6 +132,15 @@ fn the_fleet_through_a_real_prometheus() {
     );
     let pane = Pane::start("fleet-prom", &command, 120, 40);
     pane.must_show(&["4 nodes: 4 up", "critical zombie context"], "the fleet");
+    // Enter: the node's processes now and each device's used memory over the hour, from a
+    // range query.
+    pane.keys(&["Enter"]);
+    pane.must_show(
+        &["live view: ssh -t demo-node", "used, last hour:", "slurm 81234 rank"],
+        "the node's processes and history",
+    );
+    pane.keys(&["Escape"]);
+    pane.must_show(&["USED / TOTAL"], "back to the devices");
     let killed = addrs[2].clone();
     servers[2] = None;
     let f = fleet_until(&url, "the killed target said down", |f| {

@@ -1,0 +1,335 @@
+//! A node opened in the fleet (Enter): its processes now, and each device's used memory over
+//! the last hour where Prometheus keeps it (a range query); read when the node is opened and
+//! at each refresh while it is open, for that node only.
+
+use super::http::Client;
+use super::Series;
+use crate::layers::Layer;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// How far back a device's history goes, and its step.
+pub const HISTORY_SECS: f64 = 3600.0;
+pub const HISTORY_STEP: f64 = 60.0;
+
+/// A process of the node open.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Process {
+    pub gpu: String,
+    pub uuid: String,
+    pub pid: String,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// Its owner in a few words: `slurm 81234 rank 3`, `run llm-a rank 0`, `pod ns/name`.
+    pub owner: Option<String>,
+    pub used: Option<u64>,
+    pub live: Option<u64>,
+    /// Its climb, bytes a second, where its node raised one.
+    pub climb_bytes_per_sec: Option<f64>,
+}
+
+/// What the node open shows besides its devices.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Detail {
+    pub instance: String,
+    pub processes: Vec<Process>,
+    /// By device UUID: used bytes at each step of the last hour, oldest first (`None` where
+    /// Prometheus has no sample).
+    pub history: BTreeMap<String, Vec<Option<f64>>>,
+    /// Why there is no history, where there is none.
+    pub no_history: Option<String>,
+    pub problems: Vec<String>,
+}
+
+fn label<'a>(s: &'a Series, key: &str) -> &'a str {
+    s.labels.get(key).map_or("", String::as_str)
+}
+
+fn some_clean(s: &Series, key: &str) -> Option<String> {
+    Some(label(s, key))
+        .filter(|v| !v.is_empty())
+        .map(|v| crate::text::clean(v).into_owned())
+}
+
+fn owner(s: &Series) -> Option<String> {
+    let rank = some_clean(s, "rank")
+        .map(|r| format!(" rank {r}"))
+        .unwrap_or_default();
+    if let Some(job) = some_clean(s, "slurm_job") {
+        return Some(format!("slurm {job}{rank}"));
+    }
+    if let Some(run) = some_clean(s, "run") {
+        return Some(format!("run {run}{rank}"));
+    }
+    match (some_clean(s, "namespace"), some_clean(s, "pod")) {
+        (Some(ns), Some(pod)) => Some(format!("pod {ns}/{pod}")),
+        (None, Some(pod)) => Some(format!("pod {pod}")),
+        _ => some_clean(s, "container").map(|c| format!("container {c}")),
+    }
+}
+
+/// The node's processes from its series (the per-process and climb series of one instance).
+pub fn processes(series: &[Series]) -> Vec<Process> {
+    let mut by: BTreeMap<(String, String), Process> = BTreeMap::new();
+    for s in series {
+        let is_used = s.name == "strata_process_used_bytes";
+        let is_live =
+            s.name == "strata_process_layer_bytes" && label(s, "layer") == Layer::Live.name();
+        if !(is_used || is_live) {
+            continue;
+        }
+        let key = (label(s, "uuid").to_string(), label(s, "pid").to_string());
+        let p = by.entry(key).or_insert_with(|| Process {
+            gpu: crate::text::clean(label(s, "gpu")).into_owned(),
+            uuid: crate::text::clean(label(s, "uuid")).into_owned(),
+            pid: crate::text::clean(label(s, "pid")).into_owned(),
+            user: some_clean(s, "user"),
+            command: some_clean(s, "command"),
+            owner: owner(s),
+            used: None,
+            live: None,
+            climb_bytes_per_sec: None,
+        });
+        let value = (s.value.is_finite() && s.value >= 0.0).then_some(s.value as u64);
+        if is_used {
+            p.used = value;
+        } else {
+            p.live = value;
+        }
+    }
+    for s in series {
+        if s.name == "strata_climb_rate_bytes_per_second" && s.value.is_finite() {
+            let key = (label(s, "uuid").to_string(), label(s, "pid").to_string());
+            if let Some(p) = by.get_mut(&key) {
+                p.climb_bytes_per_sec =
+                    Some(p.climb_bytes_per_sec.map_or(s.value, |c| c.max(s.value)));
+            }
+        }
+    }
+    let mut out: Vec<Process> = by.into_values().collect();
+    out.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.pid.cmp(&b.pid)));
+    out
+}
+
+/// A PromQL string literal of `text`.
+pub fn promql_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One call of Prometheus's HTTP API: its `data`, or why not. Its warnings go to `problems`.
+pub(super) fn api(
+    client: &Client,
+    base: &str,
+    path: &str,
+    params: &[(&str, &str)],
+    what: &str,
+    problems: &mut Vec<String>,
+) -> Result<Value, String> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let (status, body) = client.get_with(&url, params)?;
+    let mut v: Value = serde_json::from_str(&body).map_err(|_| {
+        if status == 200 {
+            "its answer is not Prometheus's JSON (hint: --prometheus is the server's base URL, e.g. http://prometheus:9090)".to_string()
+        } else {
+            format!("HTTP {status}")
+        }
+    })?;
+    if v["status"] != "success" {
+        let kind = v["errorType"].as_str().unwrap_or("error");
+        let error = v["error"].as_str().unwrap_or("no reason given");
+        return Err(format!(
+            "query {what}: {} ({})",
+            crate::text::clean(error),
+            crate::text::clean(kind)
+        ));
+    }
+    for w in v["warnings"].as_array().into_iter().flatten() {
+        if let Some(w) = w.as_str() {
+            problems.push(format!("query {what}: {}", crate::text::clean(w)));
+        }
+    }
+    Ok(v["data"].take())
+}
+
+fn number(v: &Value) -> Option<f64> {
+    v.as_str()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|x| x.is_finite())
+}
+
+/// The history of a range query's matrix: by `uuid`, a value at each step from `start`.
+pub fn history(data: &Value, start: f64, steps: usize) -> BTreeMap<String, Vec<Option<f64>>> {
+    let mut out = BTreeMap::new();
+    for r in data["result"].as_array().into_iter().flatten() {
+        let Some(uuid) = r["metric"]["uuid"].as_str() else {
+            continue;
+        };
+        let mut points = vec![None; steps];
+        for pair in r["values"].as_array().into_iter().flatten() {
+            let (Some(t), Some(v)) = (pair[0].as_f64(), number(&pair[1])) else {
+                continue;
+            };
+            let i = ((t - start) / HISTORY_STEP).round();
+            if i >= 0.0 && (i as usize) < steps {
+                points[i as usize] = Some(v);
+            }
+        }
+        out.insert(crate::text::clean(uuid).into_owned(), points);
+    }
+    out
+}
+
+/// The node open, from Prometheus at `now`.
+pub fn from_prometheus(
+    client: &Client,
+    base: &str,
+    instance: &str,
+    now: f64,
+) -> Result<Detail, String> {
+    let mut problems = Vec::new();
+    let i = promql_string(instance);
+    let promql = format!(
+        "{{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes|strata_climb_rate_bytes_per_second\",instance={i}}}"
+    );
+    let at = format!("{now:.3}");
+    let data = api(
+        client,
+        base,
+        "/api/v1/query",
+        &[("query", &promql), ("time", &at)],
+        "processes",
+        &mut problems,
+    )?;
+    let series: Vec<Series> = data["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let labels: BTreeMap<String, String> = r["metric"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect();
+            Series {
+                name: labels.get("__name__").cloned().unwrap_or_default(),
+                value: number(&r["value"][1]).unwrap_or(f64::NAN),
+                labels,
+            }
+        })
+        .collect();
+    let steps = (HISTORY_SECS / HISTORY_STEP) as usize + 1;
+    // Steps that end now: the newest point is the node's present, whenever it was scraped.
+    let start = now - HISTORY_SECS;
+    let used = format!(
+        "sum by (uuid) ({{__name__=~\"strata_gpu_layer_bytes|strata_mig_layer_bytes\",instance={i},layer!={}}})",
+        promql_string(Layer::Free.name())
+    );
+    let (start_s, end_s, step_s) = (
+        format!("{start:.3}"),
+        format!("{:.3}", start + HISTORY_STEP * (steps - 1) as f64),
+        format!("{HISTORY_STEP:.0}"),
+    );
+    let (history_map, no_history) = match api(
+        client,
+        base,
+        "/api/v1/query_range",
+        &[
+            ("query", &used),
+            ("start", &start_s),
+            ("end", &end_s),
+            ("step", &step_s),
+        ],
+        "history",
+        &mut problems,
+    ) {
+        Ok(data) => (history(&data, start, steps), None),
+        Err(why) => (BTreeMap::new(), Some(why)),
+    };
+    Ok(Detail {
+        instance: instance.to_string(),
+        processes: processes(&series),
+        history: history_map,
+        no_history,
+        problems,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promql_strings_are_escaped() {
+        assert_eq!(promql_string("10.0.0.1:9842"), "\"10.0.0.1:9842\"");
+        assert_eq!(promql_string("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
+    }
+
+    #[test]
+    fn a_matrix_becomes_a_history_by_step_with_gaps() {
+        let data = serde_json::json!({"resultType": "matrix", "result": [
+            {"metric": {"uuid": "GPU-a"}, "values": [[1000, "5"], [1120, "7"], [1180, "NaN"]]}
+        ]});
+        let h = history(&data, 1000.0, 4);
+        assert_eq!(h["GPU-a"], [Some(5.0), None, Some(7.0), None]);
+    }
+
+    #[test]
+    fn processes_with_their_owner_and_climb() {
+        let s = |name: &str, labels: &[(&str, &str)], value: f64| Series {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+        };
+        let p = [
+            ("gpu", "0"),
+            ("uuid", "G"),
+            ("pid", "7"),
+            ("slurm_job", "81"),
+            ("rank", "3"),
+        ];
+        let q = [
+            ("gpu", "1"),
+            ("uuid", "H"),
+            ("pid", "8"),
+            ("namespace", "ns"),
+            ("pod", "web\u{1b}[2J"),
+        ];
+        let got = processes(&[
+            s("strata_process_used_bytes", &p, 10.0),
+            s(
+                "strata_process_layer_bytes",
+                &[&p[..], &[("layer", "live")]].concat(),
+                6.0,
+            ),
+            s("strata_process_used_bytes", &q, 20.0),
+            s(
+                "strata_climb_rate_bytes_per_second",
+                &[("uuid", "G"), ("pid", "7")],
+                99.0,
+            ),
+        ]);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].pid.as_str(), got[0].used), ("8", Some(20)));
+        assert!(!got[0].owner.as_deref().unwrap().contains('\u{1b}'));
+        assert_eq!(got[1].owner.as_deref(), Some("slurm 81 rank 3"));
+        assert_eq!(
+            (got[1].live, got[1].climb_bytes_per_sec),
+            (Some(6), Some(99.0))
+        );
+    }
+}
