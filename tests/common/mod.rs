@@ -8,7 +8,8 @@
 //! The submodules hold what one kind of test needs: the fake NVML library ([`fake_nvml`]),
 //! Python jobs with the agent ([`feeds`]), tmux panes ([`tmux`]), `strata doctor`
 //! ([`doctor`]), `strata serve`'s text format ([`exposition`]), the Grafana dashboards
-//! ([`grafana`]), a real Prometheus ([`prometheus`]), the names in PromQL ([`promql`]), the
+//! ([`grafana`]), a real Prometheus ([`prometheus`]), a page served by the test ([`page`]),
+//! the names in PromQL ([`promql`]), the
 //! Prometheus rule files ([`rules`]), snapshots ([`snapshot`]), the oracles read from a
 //! scenario ([`oracle`]), the corpus's scoring ([`corpus`]) and a busy synthetic node
 //! ([`busy_node`]).
@@ -22,6 +23,7 @@ pub mod fake_nvml;
 pub mod feeds;
 pub mod grafana;
 pub mod oracle;
+pub mod page;
 mod process;
 pub mod prometheus;
 pub mod promql;

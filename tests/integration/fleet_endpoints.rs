@@ -6,54 +6,11 @@
 use crate::common;
 
 use common::exposition::Server;
+use common::page::Page;
 use common::tmux::Pane;
 use serde_json::Value;
-use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Serves one page at every path until dropped: `/metrics` of a made-up node. Each
-/// connection is answered whole and closed.
-struct Page {
-    addr: String,
-    stop: Arc<AtomicBool>,
-}
-
-impl Page {
-    fn serve(body: String) -> Page {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if stopped.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(mut stream) = stream else { continue };
-                let mut buf = [0u8; 4096];
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                let _ = stream.read(&mut buf);
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        });
-        Page { addr, stop }
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wakes the accept loop so that it sees the stop and the port closes.
-        let _ = std::net::TcpStream::connect(&self.addr);
-    }
-}
 
 /// A made-up node's `/metrics`, in strata serve's shape: one GPU, one rank of job 4242 of
 /// `world` ranks, its live tensors climbing at `climb` bytes a second where its node said so.

@@ -7,6 +7,7 @@
 use crate::common;
 
 use common::exposition::Server;
+use common::page::Page;
 use common::prometheus::{free_port, start_prometheus_scraping};
 use common::tmux::Pane;
 use serde_json::Value;
@@ -136,7 +137,11 @@ fn the_fleet_through_a_real_prometheus() {
     // range query.
     pane.keys(&["Enter"]);
     pane.must_show(
-        &["live view: ssh -t demo-node", "used, last hour:", "slurm 81234 rank"],
+        &[
+            "live view: ssh -t demo-node",
+            "used, last hour:",
+            "slurm 81234 rank",
+        ],
         "the node's processes and history",
     );
     pane.keys(&["Escape"]);
@@ -187,4 +192,56 @@ fn no_prometheus_or_not_prometheus_is_one_line() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("hint: http://prometheus:9090"), "{stderr}");
+}
+
+/// A Prometheus that refuses the query (over its limits), one that answers in part (its
+/// warnings), and one that never answers: each said, and nothing drawn from them as if whole.
+#[test]
+fn a_refused_a_partial_and_a_silent_prometheus() {
+    let refused = Page::serve_as(
+        r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#.into(),
+        "application/json",
+    );
+    let (f, out) = fleet(&format!("http://{}", refused.addr));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        f["error"],
+        format!(
+            "Prometheus at http://{}: query nodes: query processing would load too many samples into memory in query execution (execution)",
+            refused.addr
+        )
+    );
+
+    let partial = Page::serve_as(
+        r#"{"status":"success","warnings":["partial result: store 3 unreachable"],"data":{"resultType":"vector","result":[]}}"#.into(),
+        "application/json",
+    );
+    let (f, out) = fleet(&format!("http://{}", partial.addr));
+    assert!(out.status.success());
+    let problems = f["problems"].as_array().expect("problems");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p == "query nodes: partial result: store 3 unreachable"),
+        "{f}"
+    );
+    assert_eq!(f["nodes"], serde_json::json!([]));
+
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let out = common::strata_output(&[
+        "fleet",
+        "--prometheus",
+        &format!("http://{addr}"),
+        "--json",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let f: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        f["error"].as_str().expect("error").ends_with("timed out"),
+        "{f}"
+    );
+    drop(silent);
 }
