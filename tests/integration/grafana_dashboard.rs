@@ -163,14 +163,16 @@ fn the_fleet_dashboard_reads_recording_rules_with_their_labels() {
             );
         }
     }
-    // What the fleet page is for: devices ranked by urgency, with the worst finding, the
-    // shortest OOM forecast and climbs beside; jobs across their ranks.
+    // What the fleet page is for: devices ranked by urgency, with each device's own worst
+    // finding, the shortest OOM forecast and climbs beside; jobs across their ranks, and
+    // the rank that holds most.
     for metric in [
         "strata_device:urgency:score",
-        "strata_device:node_finding_severity:max",
+        "strata_device:finding_severity:max",
         "strata_device:oom_forecast_seconds:min",
         "strata_device:climb_rate_bytes_per_second:max",
         "strata_job:process_used_bytes:max",
+        "strata_job:process_used_bytes:topk1",
     ] {
         assert!(
             named.contains(metric),

@@ -159,8 +159,10 @@ fn labels_of(e: &Exposition, metric: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_metric_and_label_a_rule_names_is_one_strata_serve_exports() {
-    // 905 s into the demo's story every kind of series is there: climbs, an OOM forecast,
-    // fragmentation with retries, a zombie context (tests/integration/serve_prometheus.rs).
+    // 905 s into the demo's story every kind of series is there: climbs, an OOM forecast
+    // (strata_oom_forecast_seconds is served only while one is active: at 905 PID 60112's,
+    // until about 960), fragmentation with retries, a zombie context, findings by device
+    // (tests/integration/serve_prometheus.rs).
     let server = Server::start(&["--demo", "--demo-at", "905", "--demo-speed", "1"], &[]);
     let e = server.metrics();
     let mut strata_labels: BTreeSet<String> = e
@@ -210,8 +212,10 @@ fn every_metric_and_label_a_rule_names_is_one_strata_serve_exports() {
         "strata_gpu_layer_bytes",
         "strata_mig_layer_bytes",
         "strata_findings",
+        "strata_device_findings",
+        "strata_oom_forecast_seconds",
         "strata_climb_rate_bytes_per_second",
-        "strata_process_headroom_bytes",
+        "strata_process_used_bytes",
         "strata_process_alloc_retries_total",
         "strata_sample_age_seconds",
     ] {
@@ -266,6 +270,37 @@ fn a_real_prometheus_evaluates_the_rules_on_the_demo() {
         assert_eq!(labels["host"], "demo-node", "{labels:?}");
         assert!(["gpu", "mig"].contains(&labels["device_type"].as_str()));
     }
+    // Each device's worst finding is its own, as strata_device_findings has it (the demo's
+    // GPU 2 a critical zombie, the MIG instance of PID 60112 a critical forecast, GPU 0
+    // none), not its node's copied to every device.
+    let mut worst: BTreeMap<String, f64> = per_uuid("strata_device:info:max")
+        .into_keys()
+        .map(|uuid| (uuid, 0.0))
+        .collect();
+    for (labels, count) in query(&prometheus, "strata_device_findings") {
+        let rank = match labels["severity"].as_str() {
+            "critical" => 3.0,
+            "warning" => 2.0,
+            "info" => 1.0,
+            other => panic!("severity {other}"),
+        };
+        if count > 0.0 {
+            let w = worst.entry(labels["uuid"].clone()).or_default();
+            *w = w.max(rank);
+        }
+    }
+    assert_eq!(per_uuid("strata_device:finding_severity:max"), worst);
+    assert!(
+        worst.values().any(|&w| w == 0.0) && worst.values().any(|&w| w == 3.0),
+        "the demo has devices with no finding and with a critical one: {worst:?}"
+    );
+    // The job's rank holding most keeps its rank.
+    let top = query(&prometheus, "strata_job:process_used_bytes:topk1");
+    assert!(
+        top.iter()
+            .any(|(l, _)| l.get("slurm_job").is_some() && l.get("rank").is_some()),
+        "{top:?}"
+    );
     // Every expression of the fleet dashboard finds data, for every node.
     for (expr, _) in expressions(&fleet_dashboard()) {
         let expr = expr.replace("$node", ".+");
