@@ -695,7 +695,7 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
                     cell("PID", 9),
                     cell("GPU", 5),
                     cell("USED", 11),
-                    cell("LIVE", 11),
+                    cell(Layer::Live.head(), 11),
                     cell("CLIMB", 13),
                     cell("OWNER", 26)
                 ),
