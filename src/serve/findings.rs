@@ -118,7 +118,8 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed) {
     );
 }
 
-/// A finding's process as labels: `pid`, and its `user` and `command` where known.
+/// A finding's process as labels: `pid`, its `user` and `command` where known, and its
+/// owner's labels (empty where nothing names one).
 fn process_names(
     sample: &crate::sample::NodeSample,
     finding: &crate::detect::Finding,
@@ -137,6 +138,11 @@ fn process_names(
                 labels.push(("command", label_text(command, COMMAND_CHARS)));
             }
         }
+        // Its owner, as on its per-process series: a fleet names the job and rank of a
+        // climb or a forecast without a join.
+        labels.extend(super::labels::owner_labels(
+            process.and_then(|p| p.owner.as_deref()),
+        ));
     }
     labels
 }
