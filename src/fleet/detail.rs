@@ -141,6 +141,8 @@ pub(super) fn api(
     let mut v: Value = serde_json::from_str(&body).map_err(|_| {
         if status == 200 {
             "its answer is not Prometheus's JSON (hint: --prometheus is the server's base URL, e.g. http://prometheus:9090)".to_string()
+        } else if status == 401 || status == 403 {
+            format!("HTTP {status} ({})", Client::AUTH_HINT)
         } else {
             format!("HTTP {status}")
         }
@@ -148,8 +150,13 @@ pub(super) fn api(
     if v["status"] != "success" {
         let kind = v["errorType"].as_str().unwrap_or("error");
         let error = v["error"].as_str().unwrap_or("no reason given");
+        let hint = if status == 401 || status == 403 {
+            format!("; {}", Client::AUTH_HINT)
+        } else {
+            String::new()
+        };
         return Err(format!(
-            "query {what}: {} ({})",
+            "query {what}: {} ({}{hint})",
             crate::text::clean(error),
             crate::text::clean(kind)
         ));

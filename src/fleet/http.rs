@@ -121,6 +121,10 @@ impl Client {
         Ok(Client { agent, auth, limit })
     }
 
+    /// The hint for a server that wants credentials.
+    pub const AUTH_HINT: &'static str =
+        "hint: --basic-auth-file FILE or --bearer-token-file FILE, or STRATA_PROMETHEUS_BASIC_AUTH / STRATA_PROMETHEUS_TOKEN";
+
     /// GET `url`: its status and body, or why not in a line.
     pub fn get(&self, url: &str) -> Result<(u16, String), String> {
         self.get_with(url, &[])
@@ -163,7 +167,14 @@ fn why(e: &ureq::Error) -> String {
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             "connection refused".into()
         }
-        e => crate::text::clean(&e.to_string()).into_owned(),
+        e => {
+            let text = crate::text::clean(&e.to_string()).into_owned();
+            if text.contains("certificate") {
+                format!("{text} (hint: --ca FILE, the PEM of the CA that signed the server's certificate)")
+            } else {
+                text
+            }
+        }
     }
 }
 
