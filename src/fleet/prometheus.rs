@@ -14,6 +14,9 @@ const DEVICE_SERIES: &str = "strata_node_info|strata_sample_age_seconds|strata_s
 
 /// The nodes seen in the last hour, evaluated once a minute (a sample stays visible for
 /// the lookback after it, so every minute of the hour is covered) rather than every sample.
+/// Without the recording rules: every series of the processes that name a job.
+const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"}";
+
 /// A node first scraped within the minute is current, not yet in the subquery's steps.
 const SEEN: &str = "(max_over_time(strata_node_info[1h:1m]) or strata_node_info)";
 
@@ -40,8 +43,8 @@ const BY_JOB: [(&str, &str); 2] = [
     ("run", "slurm_job=\"\",run!=\"\""),
 ];
 
-/// The recording rules that answer [`job_queries`] (with no node left out), where
-/// Prometheus loads them: `benches/fleet_scale_rules.yml`.
+/// The recording rules that answer [`job_queries`], where Prometheus loads them:
+/// `benches/fleet_scale_rules.yml`.
 pub const RECORDED: [(&str, &str); 2] = [
     ("jobs", "strata_job:figures:spread"),
     ("climbing", "strata_job:live_climb_bytes_per_second:max"),
@@ -55,25 +58,14 @@ fn tagged(expr: &str, key: &str, value: &str) -> String {
     format!("label_replace({expr}, \"{key}\", \"{value}\", \"\", \"\")")
 }
 
-/// The job queries: each job's spread, computed by Prometheus (`jobs`: a few series a job,
-/// labelled `figure` and `stat`, keyed by `slurm_job`, else `run`), and the climbing
-/// processes joined with their job's labels (`climbing`: one series a climb, few).
-/// `excluded`: instances whose figures the fleet does not show (stale), left out of every
-/// job.
-pub fn job_queries(excluded: &[String]) -> Vec<(&'static str, String)> {
-    let unless = if excluded.is_empty() {
-        String::new()
-    } else {
-        let nodes: Vec<String> = excluded
-            .iter()
-            .map(|i| {
-                let i = i.replace('\\', "\\\\").replace('"', "\\\"");
-                format!("strata_node_info{{instance=\"{i}\"}}")
-            })
-            .collect();
-        format!(" unless on(instance) ({})", nodes.join(" or "))
-    };
-    let used = |job: &str| format!("strata_process_used_bytes{{pid!=\"other\",{job}}}{unless}");
+/// The expressions the recording rules of [`RECORDED`] record: each job's spread (`jobs`: a
+/// few series a job, labelled `figure` and `stat`, keyed by `slurm_job`, else `run`), and
+/// the climbing processes joined with their job's labels (`climbing`: one series a climb).
+/// Asked at each refresh they cost Prometheus three times the per-process query (the
+/// processes' series are read once for each figure and statistic): they pay as rules,
+/// evaluated once for every viewer.
+pub fn job_queries() -> Vec<(&'static str, String)> {
+    let used = |job: &str| format!("strata_process_used_bytes{{pid!=\"other\",{job}}}");
     let layer = |job: &str, l: &str| {
         format!("strata_process_layer_bytes{{pid!=\"other\",layer=\"{l}\",{job}}}")
     };
@@ -81,18 +73,16 @@ pub fn job_queries(excluded: &[String]) -> Vec<(&'static str, String)> {
     // leaves out a process that lacks one.
     let reserved = |job: &str| {
         format!(
-            "({} + ignoring(layer) {} + ignoring(layer) {}){unless}",
+            "({} + ignoring(layer) {} + ignoring(layer) {})",
             layer(job, "live"),
             layer(job, "fragmented"),
             layer(job, "cached")
         )
     };
     let figures: [(&str, &Figure); 4] = [
-        ("live", &|job| format!("{}{unless}", layer(job, "live"))),
+        ("live", &|job| layer(job, "live")),
         ("reserved", &reserved),
-        ("outside_pool", &|job| {
-            format!("{}{unless}", layer(job, "outside_pool"))
-        }),
+        ("outside_pool", &|job| layer(job, "outside_pool")),
         ("used", &used),
     ];
     let mut parts = Vec::new();
@@ -120,9 +110,7 @@ pub fn job_queries(excluded: &[String]) -> Vec<(&'static str, String)> {
             "nodes",
         ));
     }
-    let climbing = format!(
-        "max by (instance, gpu, uuid, pid, slurm_job, run, rank) ((strata_climb_rate_bytes_per_second{{cause=\"live\"}} > 0) + on(instance, uuid, pid) group_left(slurm_job, run, rank) (0 * strata_process_used_bytes{{pid!=\"other\"}}{unless}))"
-    );
+    let climbing = "max by (instance, gpu, uuid, pid, slurm_job, run, rank) ((strata_climb_rate_bytes_per_second{cause=\"live\"} > 0) + on(instance, uuid, pid) group_left(slurm_job, run, rank) (0 * strata_process_used_bytes{pid!=\"other\"}))".to_string();
     vec![("jobs", parts.join(" or ")), ("climbing", climbing)]
 }
 
@@ -351,19 +339,15 @@ pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Res
             }
         })
         .collect::<Vec<Target>>();
-    // The nodes whose figures the fleet will not show (stale) are left out of their jobs,
-    // as the client's own join leaves them out.
+    // A node whose figures the fleet will not show (stale) is left out of its jobs by the
+    // client's own join; the rules cannot know it.
     let built = super::build::build(&targets, &series, scrape_interval);
-    let excluded: Vec<String> = built
+    let any_stale = built
         .nodes
         .iter()
-        .filter(|n| n.state != NodeState::Up && current.contains(&n.instance))
-        .map(|n| n.instance.clone())
-        .collect();
+        .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
-    // The recording rules answer for every node; where one is stale, the raw queries
-    // leave it out.
-    if excluded.is_empty() {
+    if !any_stale {
         for (what, promql) in RECORDED {
             match query(client, base, what, promql, time, &mut problems) {
                 Ok(v) if !v.is_empty() => {
@@ -372,26 +356,19 @@ pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Res
                 _ => {}
             }
         }
-        if !answers.contains_key("jobs") {
-            answers.clear();
-        }
     }
-    if answers.is_empty() {
-        for (what, promql) in job_queries(&excluded) {
-            match query(client, base, what, &promql, time, &mut problems) {
-                Ok(v) => {
-                    answers.insert(what, v);
-                }
-                Err(why) => problems.push(why),
-            }
-        }
-    }
-    let jobs = answers.contains_key("jobs").then(|| {
+    let jobs = answers.get("jobs").map(|spread| {
         jobs_of(
-            answers.get("jobs").map_or(&[][..], Vec::as_slice),
+            spread,
             answers.get("climbing").map_or(&[][..], Vec::as_slice),
         )
     });
+    if jobs.is_none() {
+        match query(client, base, "jobs", PROCESS_SERIES, time, &mut problems) {
+            Ok(v) => series.extend(v),
+            Err(why) => problems.push(why),
+        }
+    }
     Ok(Read {
         targets,
         series,
@@ -517,26 +494,10 @@ mod tests {
     }
 
     #[test]
-    fn stale_nodes_are_left_out_of_every_job_figure() {
-        let none = job_queries(&[]);
-        assert!(!none[0].1.contains("unless"));
-        let some = job_queries(&["a:1".to_string(), "we\"ird".to_string()]);
-        for (what, promql) in &some {
-            // Every per-process selector is followed by the exclusion.
-            let selectors = promql.matches("strata_process_").count()
-                - promql.matches("ignoring(layer) strata_process_").count();
-            let excluded = promql
-                .matches(" unless on(instance) (strata_node_info{instance=\"a:1\"} or strata_node_info{instance=\"we\\\"ird\"})")
-                .count();
-            assert_eq!(selectors, excluded, "{what}: {promql}");
-        }
-    }
-
-    #[test]
     fn the_recording_rules_record_the_raw_job_queries() {
         let rules = include_str!("../../benches/fleet_scale_rules.yml");
         let lines: Vec<&str> = rules.lines().collect();
-        for ((what, record), (raw, promql)) in RECORDED.iter().zip(job_queries(&[])) {
+        for ((what, record), (raw, promql)) in RECORDED.iter().zip(job_queries()) {
             assert_eq!(*what, raw);
             let at = lines
                 .iter()
