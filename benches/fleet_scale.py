@@ -420,6 +420,8 @@ def bench(n, args, work):
             server.shutdown()
             fleet = json.loads(out)
             if args.keep:
+                if os.path.exists(om):
+                    os.remove(om)
                 with open(os.path.join(work, f"fleet-{os.path.basename(binary)}-{len(rows)}.json"), "w") as f:
                     json.dump(comparable(fleet), f, indent=1, sort_keys=True)
             runs = []
@@ -451,9 +453,8 @@ def bench(n, args, work):
                 }
             )
         if args.rules:
-            q = urllib.parse.quote("prometheus_rule_group_last_duration_seconds")
-            for r in get_json(f"{base}/api/v1/query?query={q}")["data"]["result"]:
-                print(f"# {n} nodes: rule group {r['metric'].get('rule_group', '?')}: {float(r['value'][1]):.2f} s an evaluation", file=sys.stderr)
+            for g in get_json(f"{base}/api/v1/rules")["data"]["groups"]:
+                print(f"# {n} nodes: rule group {g['name']}: {g.get('evaluationTime', 0):.2f} s an evaluation, every {g.get('interval', 0):.0f} s", file=sys.stderr)
     finally:
         prom.terminate()
         prom.wait()
