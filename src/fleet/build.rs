@@ -231,8 +231,11 @@ fn devices(own: &[&Series]) -> Vec<Device> {
 
 /// The job a process belongs to across nodes: its Slurm job, else its torchrun run.
 fn job_key(s: &Series) -> Option<String> {
-    let slurm = label(s, "slurm_job");
-    let run = label(s, "run");
+    job_key_of(label(s, "slurm_job"), label(s, "run"))
+}
+
+/// A job's key from its `slurm_job` and `run` labels (either may be empty).
+pub fn job_key_of(slurm: &str, run: &str) -> Option<String> {
     if !slurm.is_empty() {
         Some(format!("slurm {}", crate::text::clean(slurm)))
     } else if !run.is_empty() {
@@ -353,12 +356,34 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
             }
         })
         .collect();
+    sort_jobs(&mut jobs);
+    jobs
+}
+
+/// Jobs a source aggregated itself, their climbing ranks named by their nodes' names (the
+/// source knows their addresses), in the order [`build`] gives.
+pub fn named(mut jobs: Vec<Job>, nodes: &[Node]) -> Vec<Job> {
+    let names: BTreeMap<&str, &str> = nodes
+        .iter()
+        .map(|n| (n.instance.as_str(), n.name.as_str()))
+        .collect();
+    for job in &mut jobs {
+        for rank in &mut job.climbing {
+            if let Some(name) = names.get(rank.node.as_str()) {
+                rank.node = name.to_string();
+            }
+        }
+    }
+    sort_jobs(&mut jobs);
+    jobs
+}
+
+fn sort_jobs(jobs: &mut [Job]) {
     jobs.sort_by(|a, b| {
         b.processes
             .cmp(&a.processes)
             .then_with(|| a.key.cmp(&b.key))
     });
-    jobs
 }
 
 /// The fleet: nodes, jobs, and the findings only the fleet can make.

@@ -37,6 +37,9 @@ pub struct Read {
     pub targets: Vec<build::Target>,
     pub series: Vec<Series>,
     pub problems: Vec<String>,
+    /// The jobs, where the source aggregated them itself (Prometheus answers a job's
+    /// spread, not its processes); `None`: built from the per-process series.
+    pub jobs: Option<Vec<model::Job>>,
 }
 
 /// The most a response may hold: a Prometheus answer for a large fleet runs to tens of MB.
@@ -113,14 +116,19 @@ impl Source {
     pub fn read(&self, scrape_interval: f64) -> Result<model::Fleet, String> {
         let now = now();
         let read = match self {
-            Source::Prometheus { client, base } => prometheus::read(client, base, now)?,
+            Source::Prometheus { client, base } => {
+                prometheus::read(client, base, now, scrape_interval)?
+            }
             Source::Endpoints {
                 client,
                 endpoints,
                 concurrency,
             } => endpoints::read(client, endpoints, *concurrency),
         };
-        let built = build::build(&read.targets, &read.series, scrape_interval);
+        let mut built = build::build(&read.targets, &read.series, scrape_interval);
+        if let Some(jobs) = read.jobs {
+            built.jobs = build::named(jobs, &built.nodes);
+        }
         Ok(build::fleet(self.describe(), now, built, read.problems))
     }
 }

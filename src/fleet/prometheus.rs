@@ -2,8 +2,9 @@
 //! queries a refresh, each asking only for strata's series the view uses. Prometheus
 //! scrapes and stores; the fleet only reads.
 
-use super::build::Target;
+use super::build::{job_key_of, Target};
 use super::http::Client;
+use super::model::{Job, NodeState, Rank, Spread};
 use super::{Read, Series};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,23 +12,199 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The series of a node's devices and findings the view reads, current values.
 const DEVICE_SERIES: &str = "strata_node_info|strata_sample_age_seconds|strata_sample_interval_seconds|strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes|strata_device_findings|strata_oom_forecast_seconds|strata_climb_rate_bytes_per_second";
 
-/// The queries of one refresh, by what each is for. A node seen in the last hour and not
-/// now is down, never dropped: its target's `up` says why.
+/// Without the recording rules: every series of the processes that name a job.
+const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"}";
+
+/// The nodes seen in the last hour, evaluated once a minute (a sample stays visible for
+/// the lookback after it, so every minute of the hour is covered) rather than every sample;
+/// and every sample of the last five minutes, which holds a node scraped for less than a
+/// minute before it went down (its staleness marker hides it from the minute steps, never
+/// from a range).
+const SEEN: &str =
+    "(max_over_time(strata_node_info[1h:1m]) or max_over_time(strata_node_info[5m]))";
+
+/// The queries of one refresh that do not depend on another's answer, by what each is for.
+/// A node seen in the last hour and not now is down, never dropped: its target's `up` says
+/// why. The jobs are asked after them ([`job_queries`]).
 pub fn queries() -> Vec<(&'static str, String)> {
     vec![
-        ("nodes", "max_over_time(strata_node_info[1h])".to_string()),
-        (
-            "up",
-            "up and on(instance) max_over_time(strata_node_info[1h])".to_string(),
-        ),
+        ("nodes", SEEN.to_string()),
+        ("up", format!("up and on(instance) {SEEN}")),
         ("series", format!("{{__name__=~\"{DEVICE_SERIES}\"}}")),
-        ("scraped", "timestamp(strata_sample_age_seconds)".to_string()),
         (
-            "jobs",
-            "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"}"
-                .to_string(),
+            "scraped",
+            "timestamp(strata_sample_age_seconds)".to_string(),
         ),
     ]
+}
+
+/// The processes that name a job, by the matchers that pick them: by Slurm job, and by
+/// torchrun's run where no Slurm job names them (the job's key, as the client's own join
+/// takes it).
+const BY_JOB: [(&str, &str); 2] = [
+    ("slurm_job", "slurm_job!=\"\""),
+    ("run", "slurm_job=\"\",run!=\"\""),
+];
+
+/// The recording rules that answer [`job_queries`], where Prometheus loads them:
+/// `benches/fleet_scale_rules.yml`.
+pub const RECORDED: [(&str, &str); 2] = [
+    ("jobs", "strata_job:figures:spread"),
+    ("climbing", "strata_job:live_climb_bytes_per_second:max"),
+];
+
+/// A figure's per-process series, from the matchers that pick a job's processes.
+type Figure<'a> = dyn Fn(&str) -> String + 'a;
+
+/// `expr` with a label `key` set to `value`.
+fn tagged(expr: &str, key: &str, value: &str) -> String {
+    format!("label_replace({expr}, \"{key}\", \"{value}\", \"\", \"\")")
+}
+
+/// The expressions the recording rules of [`RECORDED`] record: each job's spread (`jobs`: a
+/// few series a job, labelled `figure` and `stat`, keyed by `slurm_job`, else `run`), and
+/// the climbing processes joined with their job's labels (`climbing`: one series a climb).
+/// Asked at each refresh they cost Prometheus three times the per-process query (the
+/// processes' series are read once for each figure and statistic): they pay as rules,
+/// evaluated once for every viewer.
+pub fn job_queries() -> Vec<(&'static str, String)> {
+    let used = |job: &str| format!("strata_process_used_bytes{{pid!=\"other\",{job}}}");
+    let layer = |job: &str, l: &str| {
+        format!("strata_process_layer_bytes{{pid!=\"other\",layer=\"{l}\",{job}}}")
+    };
+    // The pool of processes whose allocator reports all three layers: one-to-one matching
+    // leaves out a process that lacks one.
+    let reserved = |job: &str| {
+        format!(
+            "({} + ignoring(layer) {} + ignoring(layer) {})",
+            layer(job, "live"),
+            layer(job, "fragmented"),
+            layer(job, "cached")
+        )
+    };
+    let figures: [(&str, &Figure); 4] = [
+        ("live", &|job| layer(job, "live")),
+        ("reserved", &reserved),
+        ("outside_pool", &|job| layer(job, "outside_pool")),
+        ("used", &used),
+    ];
+    let mut parts = Vec::new();
+    for (key, job) in BY_JOB {
+        for (figure, expr) in &figures {
+            let expr = expr(job);
+            for (stat, aggregate) in [
+                ("known", format!("count by ({key}) ({expr})")),
+                ("least", format!("min by ({key}) ({expr})")),
+                ("median", format!("quantile by ({key}) (0.5, {expr})")),
+                ("most", format!("max by ({key}) ({expr})")),
+            ] {
+                parts.push(tagged(&tagged(&aggregate, "stat", stat), "figure", figure));
+            }
+        }
+        let used = used(job);
+        parts.push(tagged(
+            &format!("count by ({key}, world_size) ({used})"),
+            "stat",
+            "processes",
+        ));
+        parts.push(tagged(
+            &format!("count by ({key}) (count by ({key}, instance) ({used}))"),
+            "stat",
+            "nodes",
+        ));
+    }
+    let climbing = "max by (instance, gpu, uuid, pid, slurm_job, run, rank) ((strata_climb_rate_bytes_per_second{cause=\"live\"} > 0) + on(instance, uuid, pid) group_left(slurm_job, run, rank) (0 * strata_process_used_bytes{pid!=\"other\"}))".to_string();
+    vec![("jobs", parts.join(" or ")), ("climbing", climbing)]
+}
+
+/// The jobs from the answers of [`job_queries`]: each job's processes, nodes, world size and
+/// spread by figure, and its climbing ranks named by their node's address.
+pub fn jobs_of(spread: &[Series], climbing: &[Series]) -> Vec<Job> {
+    let label = |s: &Series, k: &str| s.labels.get(k).cloned().unwrap_or_default();
+    let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
+    let mut figures: BTreeMap<(String, String), [Option<f64>; 4]> = BTreeMap::new();
+    let mut sizes: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for s in spread {
+        let Some(key) = job_key_of(&label(s, "slurm_job"), &label(s, "run")) else {
+            continue;
+        };
+        let job = jobs.entry(key.clone()).or_insert_with(|| Job {
+            key: key.clone(),
+            processes: 0,
+            nodes: 0,
+            world_size: None,
+            spread: BTreeMap::new(),
+            climbing: Vec::new(),
+        });
+        let count = if s.value.is_finite() && s.value >= 0.0 {
+            s.value as u64
+        } else {
+            0
+        };
+        match label(s, "stat").as_str() {
+            "processes" => {
+                job.processes += count;
+                if let Ok(size) = label(s, "world_size").parse() {
+                    sizes.entry(key).or_default().insert(size);
+                }
+            }
+            "nodes" => job.nodes = count,
+            stat => {
+                let slot = match stat {
+                    "known" => 0,
+                    "least" => 1,
+                    "median" => 2,
+                    "most" => 3,
+                    _ => continue,
+                };
+                figures.entry((key, label(s, "figure"))).or_default()[slot] = Some(s.value);
+            }
+        }
+    }
+    for ((key, figure), [known, least, median, most]) in figures {
+        let (Some(known), Some(least), Some(median), Some(most), Some(job)) =
+            (known, least, median, most, jobs.get_mut(&key))
+        else {
+            continue;
+        };
+        if known >= 1.0 {
+            job.spread.insert(
+                crate::text::clean(&figure).into_owned(),
+                Spread {
+                    least,
+                    median,
+                    most,
+                    known: known as u64,
+                },
+            );
+        }
+    }
+    for (key, sizes) in sizes {
+        if let Some(job) = jobs.get_mut(&key) {
+            job.world_size = (sizes.len() == 1)
+                .then(|| sizes.into_iter().next())
+                .flatten();
+        }
+    }
+    // In the order the client's own join gives: by node, device and pid.
+    let mut climbing: Vec<&Series> = climbing.iter().collect();
+    climbing.sort_by_key(|s| (label(s, "instance"), label(s, "uuid"), label(s, "pid")));
+    for s in climbing {
+        let Some(job) =
+            job_key_of(&label(s, "slurm_job"), &label(s, "run")).and_then(|key| jobs.get_mut(&key))
+        else {
+            continue;
+        };
+        let rank = label(s, "rank");
+        job.climbing.push(Rank {
+            node: label(s, "instance"),
+            gpu: crate::text::clean(&label(s, "gpu")).into_owned(),
+            pid: crate::text::clean(&label(s, "pid")).into_owned(),
+            rank: (!rank.is_empty()).then(|| crate::text::clean(&rank).into_owned()),
+            live_bytes_per_sec: (s.value.is_finite() && s.value > 0.0).then_some(s.value),
+        });
+    }
+    jobs.into_values().filter(|j| j.processes > 0).collect()
 }
 
 /// One query's instant vector, or why not. Prometheus's warnings (a partial response) go to
@@ -103,7 +280,7 @@ fn query(
 
 /// Reads the fleet at `time`: its targets, their series, and what went wrong on the way.
 /// `Err` when Prometheus could not be asked at all.
-pub fn read(client: &Client, base: &str, time: f64) -> Result<Read, String> {
+pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Result<Read, String> {
     let mut problems = Vec::new();
     let mut got: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     for (what, promql) in queries() {
@@ -153,7 +330,6 @@ pub fn read(client: &Client, base: &str, time: f64) -> Result<Read, String> {
             }
         }
     }
-    series.extend(got.remove("jobs").unwrap_or_default());
     let targets = seen
         .into_iter()
         .map(|instance| {
@@ -172,10 +348,173 @@ pub fn read(client: &Client, base: &str, time: f64) -> Result<Read, String> {
                 why,
             }
         })
-        .collect();
+        .collect::<Vec<Target>>();
+    // A node whose figures the fleet will not show (stale) is left out of its jobs by the
+    // client's own join; the rules cannot know it.
+    let built = super::build::build(&targets, &series, scrape_interval);
+    let any_stale = built
+        .nodes
+        .iter()
+        .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
+    let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
+    if !any_stale {
+        for (what, promql) in RECORDED {
+            match query(client, base, what, promql, time, &mut problems) {
+                Ok(v) if !v.is_empty() => {
+                    answers.insert(what, v);
+                }
+                _ => {}
+            }
+        }
+    }
+    let jobs = answers.get("jobs").map(|spread| {
+        jobs_of(
+            spread,
+            answers.get("climbing").map_or(&[][..], Vec::as_slice),
+        )
+    });
+    if jobs.is_none() {
+        match query(client, base, "jobs", PROCESS_SERIES, time, &mut problems) {
+            Ok(v) => series.extend(v),
+            Err(why) => problems.push(why),
+        }
+    }
     Ok(Read {
         targets,
         series,
         problems,
+        jobs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(labels: &[(&str, &str)], value: f64) -> Series {
+        Series {
+            name: String::new(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+        }
+    }
+
+    #[test]
+    fn a_jobs_aggregated_answer_gives_its_spread_size_and_climbing_rank() {
+        let job = ("slurm_job", "9001");
+        let mut spread = Vec::new();
+        for (stat, value) in [
+            ("known", 4.0),
+            ("least", 10.0),
+            ("median", 25.0),
+            ("most", 70.0),
+        ] {
+            spread.push(series(&[job, ("figure", "live"), ("stat", stat)], value));
+        }
+        // A figure with a stat missing is not shown half-known.
+        spread.push(series(&[job, ("figure", "used"), ("stat", "known")], 4.0));
+        spread.push(series(
+            &[job, ("world_size", "4"), ("stat", "processes")],
+            4.0,
+        ));
+        spread.push(series(&[job, ("stat", "nodes")], 2.0));
+        // A run's ranks that disagree on the world size: none is said.
+        let run = ("run", "llm-a");
+        spread.push(series(
+            &[run, ("world_size", "2"), ("stat", "processes")],
+            1.0,
+        ));
+        spread.push(series(
+            &[run, ("world_size", "3"), ("stat", "processes")],
+            2.0,
+        ));
+        spread.push(series(&[run, ("stat", "nodes")], 1.0));
+        // Neither label: no job.
+        spread.push(series(&[("stat", "nodes")], 5.0));
+        let climbing = [
+            series(
+                &[
+                    job,
+                    ("instance", "b:9842"),
+                    ("gpu", "1"),
+                    ("uuid", "GPU-b"),
+                    ("pid", "7"),
+                    ("rank", "3"),
+                ],
+                1e6,
+            ),
+            series(
+                &[
+                    job,
+                    ("instance", "a:9842"),
+                    ("gpu", "0"),
+                    ("uuid", "GPU-a"),
+                    ("pid", "9"),
+                    ("rank", ""),
+                ],
+                2e6,
+            ),
+        ];
+        let jobs = jobs_of(&spread, &climbing);
+        assert_eq!(jobs.len(), 2, "{jobs:?}");
+        let run = &jobs[0];
+        assert_eq!(
+            (run.key.as_str(), run.processes, run.nodes),
+            ("run llm-a", 3, 1)
+        );
+        assert_eq!(run.world_size, None);
+        let slurm = &jobs[1];
+        assert_eq!(
+            (slurm.key.as_str(), slurm.processes, slurm.nodes),
+            ("slurm 9001", 4, 2)
+        );
+        assert_eq!(slurm.world_size, Some(4));
+        assert_eq!(
+            slurm.spread.keys().collect::<Vec<_>>(),
+            ["live"],
+            "used lacks its least, median and most"
+        );
+        let live = slurm.spread["live"];
+        assert_eq!(
+            (live.least, live.median, live.most, live.known),
+            (10.0, 25.0, 70.0, 4)
+        );
+        let ranks: Vec<_> = slurm
+            .climbing
+            .iter()
+            .map(|r| {
+                (
+                    r.node.as_str(),
+                    r.gpu.as_str(),
+                    r.rank.as_deref(),
+                    r.live_bytes_per_sec,
+                )
+            })
+            .collect();
+        assert_eq!(
+            ranks,
+            [
+                ("a:9842", "0", None, Some(2e6)),
+                ("b:9842", "1", Some("3"), Some(1e6))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_recording_rules_record_the_raw_job_queries() {
+        let rules = include_str!("../../benches/fleet_scale_rules.yml");
+        let lines: Vec<&str> = rules.lines().collect();
+        for ((what, record), (raw, promql)) in RECORDED.iter().zip(job_queries()) {
+            assert_eq!(*what, raw);
+            let at = lines
+                .iter()
+                .position(|l| l.trim() == format!("- record: {record}"))
+                .unwrap_or_else(|| panic!("no rule records {record}"));
+            assert_eq!(lines[at + 1].trim(), "expr: |");
+            assert_eq!(lines[at + 2].trim(), promql, "{record}");
+        }
+    }
 }
