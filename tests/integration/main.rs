@@ -32,6 +32,7 @@ mod feeds_context_e2e;
 mod feeds_dirs;
 mod feeds_e2e;
 mod feeds_trust;
+mod fleet_backfill;
 mod fleet_endpoints;
 mod fleet_prometheus;
 mod fuzz_feeds_corpus;
