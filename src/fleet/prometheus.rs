@@ -47,7 +47,7 @@ const BY_JOB: [(&str, &str); 2] = [
 ];
 
 /// The recording rules that answer [`job_queries`], where Prometheus loads them:
-/// `benches/fleet_scale_rules.yml`.
+/// `assets/prometheus/strata-fleet-rules.yml`.
 pub const RECORDED: [(&str, &str); 2] = [
     ("jobs", "strata_job:figures:spread"),
     ("climbing", "strata_job:live_climb_bytes_per_second:max"),
@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_recording_rules_record_the_raw_job_queries() {
-        let rules = include_str!("../../benches/fleet_scale_rules.yml");
+        let rules = include_str!("../../assets/prometheus/strata-fleet-rules.yml");
         let lines: Vec<&str> = rules.lines().collect();
         for ((what, record), (raw, promql)) in RECORDED.iter().zip(job_queries()) {
             assert_eq!(*what, raw);

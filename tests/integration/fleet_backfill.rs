@@ -3,7 +3,7 @@
 //! across the 64 nodes, one of which leaks), loads them into a real Prometheus with `promtool
 //! tsdb create-blocks-from openmetrics`, scrapes two live `strata serve --demo` targets beside
 //! them, and reads the fleet once with `--json`: through the per-process series, then through
-//! the recording rules of `benches/fleet_scale_rules.yml`. Both must find the 64 nodes up,
+//! the recording rules of `assets/prometheus/strata-fleet-rules.yml`. Both must find the 64 nodes up,
 //! the job whole and its one leaking rank, and say the same.
 
 use crate::common;
@@ -75,7 +75,8 @@ fn a_backfilled_fleet_of_64_nodes_and_its_leaking_rank() {
     let scratch = common::Scratch::new("fleet-backfill");
     let raw = backfilled(&scratch.dir.join("raw"), &[]);
     check(&raw, "from the processes' series");
-    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/fleet_scale_rules.yml");
+    let rules =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prometheus/strata-fleet-rules.yml");
     let ruled = backfilled(
         &scratch.dir.join("rules"),
         &[
