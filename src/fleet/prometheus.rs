@@ -6,6 +6,7 @@ use super::build::{job_key_of, Target};
 use super::http::Client;
 use super::model::{Job, NodeState, Rank, Spread};
 use super::{Read, Series};
+use crate::layers::Layer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -69,23 +70,28 @@ fn tagged(expr: &str, key: &str, value: &str) -> String {
 /// evaluated once for every viewer.
 pub fn job_queries() -> Vec<(&'static str, String)> {
     let used = |job: &str| format!("strata_process_used_bytes{{pid!=\"other\",{job}}}");
-    let layer = |job: &str, l: &str| {
-        format!("strata_process_layer_bytes{{pid!=\"other\",layer=\"{l}\",{job}}}")
+    let layer = |job: &str, l: Layer| {
+        format!(
+            "strata_process_layer_bytes{{pid!=\"other\",layer=\"{}\",{job}}}",
+            l.name()
+        )
     };
     // The pool of processes whose allocator reports all three layers: one-to-one matching
     // leaves out a process that lacks one.
     let reserved = |job: &str| {
         format!(
             "({} + ignoring(layer) {} + ignoring(layer) {})",
-            layer(job, "live"),
-            layer(job, "fragmented"),
-            layer(job, "cached")
+            layer(job, Layer::Live),
+            layer(job, Layer::Fragmented),
+            layer(job, Layer::Cached)
         )
     };
     let figures: [(&str, &Figure); 4] = [
-        ("live", &|job| layer(job, "live")),
+        (Layer::Live.name(), &|job| layer(job, Layer::Live)),
         ("reserved", &reserved),
-        ("outside_pool", &|job| layer(job, "outside_pool")),
+        (Layer::OutsidePool.name(), &|job| {
+            layer(job, Layer::OutsidePool)
+        }),
         ("used", &used),
     ];
     let mut parts = Vec::new();
