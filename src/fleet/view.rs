@@ -363,9 +363,9 @@ fn header(v: &FleetView) -> Line<'static> {
     };
     let count = |s: NodeState| f.nodes.iter().filter(|n| n.state == s).count();
     let devices: usize = f.nodes.iter().map(|n| n.devices.len()).sum();
+    // The source last: what a narrow terminal cuts.
     let mut text = format!(
-        "strata fleet · {} · {} nodes: {} up",
-        f.source,
+        "strata fleet · {} nodes: {} up",
         f.nodes.len(),
         count(NodeState::Up)
     );
@@ -375,8 +375,9 @@ fn header(v: &FleetView) -> Line<'static> {
         }
     }
     text.push_str(&format!(
-        " · {devices} devices · read {} ago",
-        crate::units::age((v.now - f.time).max(0.0))
+        " · {devices} devices · read {} ago · {}",
+        crate::units::age((v.now - f.time).max(0.0)),
+        f.source
     ));
     Line::from(Span::styled(
         text,
@@ -551,17 +552,18 @@ fn spread_cell(j: &Job, figure: &str) -> String {
 
 fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
     let rows = v.job_rows();
+    // Below 110 columns the memory outside the pool is left out, and the job's name narrows.
+    let wide = area.width >= 110;
+    let (job_w, spread_w) = if wide { (20, 22) } else { (16, 20) };
+    let mut head = cell("JOB", job_w) + &cell("PROCS", 7) + &cell("NODES", 7);
+    head += &cell("LIVE least med most", spread_w);
+    head += &cell("RESERVED", spread_w);
+    if wide {
+        head += &cell("OUTSIDE POOL", 22);
+    }
+    head += "CLIMBING";
     let mut lines = vec![Line::from(Span::styled(
-        format!(
-            "{}{}{}{}{}{}{}",
-            pad("JOB", 20),
-            pad("PROCS", 7),
-            pad("NODES", 7),
-            pad("LIVE least med most", 22),
-            pad("RESERVED", 22),
-            pad("OUTSIDE POOL", 22),
-            "CLIMBING"
-        ),
+        head,
         Style::new().add_modifier(Modifier::BOLD),
     ))];
     let visible = usize::from(area.height).saturating_sub(1);
@@ -579,17 +581,17 @@ fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
         } else {
             format!("{} of {}", j.climbing.len(), j.processes)
         };
+        let mut row = cell(&clean(&j.key), job_w)
+            + &cell(&j.processes.to_string(), 7)
+            + &cell(&j.nodes.to_string(), 7)
+            + &cell(&spread_cell(j, Layer::Live.name()), spread_w)
+            + &cell(&spread_cell(j, "reserved"), spread_w);
+        if wide {
+            row += &cell(&spread_cell(j, Layer::OutsidePool.name()), 22);
+        }
+        row += &climbing;
         lines.push(Line::from(Span::styled(
-            format!(
-                "{}{}{}{}{}{}{}",
-                pad(&clean(&j.key), 20),
-                pad(&j.processes.to_string(), 7),
-                pad(&j.nodes.to_string(), 7),
-                pad(&spread_cell(j, Layer::Live.name()), 22),
-                pad(&spread_cell(j, "reserved"), 22),
-                pad(&spread_cell(j, Layer::OutsidePool.name()), 22),
-                climbing
-            ),
+            row,
             selected_style(i == v.selected),
         )));
     }
