@@ -36,7 +36,7 @@ fn a_torch_job_is_split_into_its_layers_at_one_instant() {
     job.wait_for_socket(&scratch.feeds());
     let used = CONTEXT + OUTSIDE + reserved;
     let scenario = one_gpu(vec![holder(job.pid, json!(used))], json!(used));
-    let snap = &snapshot(&scratch, &scenario, &[])[0];
+    let snap = &snapshot_fed(&scratch, &scenario, &[], &[job.pid]);
     assert_layers_add_up(snap, false);
     let p = process_of(snap, job.pid);
     assert_eq!(p["feed_status"]["state"], "fresh", "{p}");
@@ -61,7 +61,7 @@ fn a_torch_job_is_split_into_its_layers_at_one_instant() {
     assert_eq!(feed["counters"]["malformed"], 0);
 
     // A fixed context size splits the rest into memory outside the pool.
-    let snap = &snapshot(&scratch, &scenario, &["--context-mib", "500"])[0];
+    let snap = &snapshot_fed(&scratch, &scenario, &["--context-mib", "500"], &[job.pid]);
     let p = process_of(snap, job.pid);
     assert_eq!(p["context_source"], "fixed");
     assert_eq!(p["layers"]["context"], CONTEXT);
@@ -151,7 +151,7 @@ fn a_feed_on_a_mig_instance_is_matched_by_uuid_or_by_the_parents_pci_id() {
                 "compute_processes": [ { "pid": job.pid, "used": used } ]
             }]
         }]});
-        let snap = &snapshot(&scratch, &scenario, &[])[0];
+        let snap = &snapshot_fed(&scratch, &scenario, &[], &[job.pid]);
         let p = process_of(snap, job.pid);
         assert_eq!(p["device_uuid"], mig_uuid, "{name}");
         assert_eq!(p["feed_status"]["state"], "fresh", "{name}: {p}");
@@ -199,7 +199,7 @@ fn a_feed_for_a_device_its_pid_is_not_listed_on_is_a_finding() {
         .as_array_mut()
         .expect("devices")
         .push(second);
-    let snap = &snapshot(&scratch, &scenario, &[])[0];
+    let snap = &snapshot_fed(&scratch, &scenario, &[], &[job.pid]);
     let finding = snap["findings"]
         .as_array()
         .expect("findings")
@@ -256,7 +256,7 @@ fn jax_and_cupy_jobs_are_matched_by_pci_id_and_split() {
         ],
         json!(jax_used + cupy_used),
     );
-    let snap = &snapshot(&scratch, &scenario, &[])[0];
+    let snap = &snapshot_fed(&scratch, &scenario, &[], &[jax.pid, cupy.pid]);
     let j = process_of(snap, jax.pid);
     assert_eq!(j["feed"]["framework"], "jax", "{j}");
     assert_eq!(j["feed_status"]["state"], "fresh", "{j}");
@@ -296,7 +296,7 @@ fn a_jax_job_under_cuda_async_shows_live_with_the_rest_unknown() {
     // The pool's cache and the context are in NVML's figure, and nobody reports them.
     let used = CONTEXT + 3 * GIB + 512 * MIB;
     let scenario = one_gpu(vec![holder(jax.pid, json!(used))], json!(used));
-    let snap = &snapshot(&scratch, &scenario, &[])[0];
+    let snap = &snapshot_fed(&scratch, &scenario, &[], &[jax.pid]);
     let p = process_of(snap, jax.pid);
     assert_eq!(p["feed_status"]["state"], "fresh", "{p}");
     assert_eq!(p["feed"]["backend"], "cuda_async");
