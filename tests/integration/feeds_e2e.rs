@@ -199,13 +199,29 @@ fn a_feed_for_a_device_its_pid_is_not_listed_on_is_a_finding() {
         .as_array_mut()
         .expect("devices")
         .push(second);
-    let snap = &snapshot_fed(&scratch, &scenario, &[], &[job.pid]);
-    let finding = snap["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["kind"] == "feed_device_unlisted")
-        .unwrap_or_else(|| panic!("no finding in {}", snap["findings"]));
+    // The finding needs the feed's reading of the second device paired with NVML's, which
+    // comes a tick after its reading of the first on a loaded machine: snapshots are taken
+    // until it is raised (60 s at most), and it must then say the right process and device.
+    let unlisted = |snap: &Value| {
+        snap["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| f["kind"] == "feed_device_unlisted")
+            .cloned()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let finding = loop {
+        let last = snapshot_fed(&scratch, &scenario, &[], &[job.pid]);
+        if let Some(f) = unlisted(&last) {
+            break f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no finding in {}",
+            last["findings"]
+        );
+    };
     assert_eq!(finding["pid"], job.pid, "{finding}");
     assert_eq!(
         finding["device_uuid"], "GPU-0b6e9d3c-71a4-4f08-8e25-c3d94a1b7f12",
