@@ -218,24 +218,7 @@ pub fn from_prometheus(
         "processes",
         &mut problems,
     )?;
-    let series: Vec<Series> = data["result"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let labels: BTreeMap<String, String> = r["metric"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect();
-            Series {
-                name: labels.get("__name__").cloned().unwrap_or_default(),
-                value: number(&r["value"][1]).unwrap_or(f64::NAN),
-                labels,
-            }
-        })
-        .collect();
+    let series = super::prometheus::vector(&data);
     let steps = (HISTORY_SECS / HISTORY_STEP) as usize + 1;
     // Steps that end now: the newest point is the node's present, whenever it was scraped.
     let start = now - HISTORY_SECS;

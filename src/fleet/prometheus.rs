@@ -223,42 +223,19 @@ fn query(
     time: f64,
     problems: &mut Vec<String>,
 ) -> Result<Vec<Series>, String> {
-    let url = format!("{}/api/v1/query", base.trim_end_matches('/'));
     let at = format!("{time:.3}");
-    let (status, body) = client.get_with(&url, &[("query", promql), ("time", &at)])?;
-    let v: Value = serde_json::from_str(&body).map_err(|_| {
-        if status == 200 {
-            "its answer is not Prometheus's JSON (hint: --prometheus is the server's base URL, e.g. http://prometheus:9090)".to_string()
-        } else if status == 401 || status == 403 {
-            format!("HTTP {status} ({})", Client::AUTH_HINT)
-        } else {
-            format!("HTTP {status}")
-        }
-    })?;
-    if v["status"] != "success" {
-        let kind = v["errorType"].as_str().unwrap_or("error");
-        let error = v["error"].as_str().unwrap_or("no reason given");
-        let hint = if status == 401 || status == 403 {
-            format!("; {}", Client::AUTH_HINT)
-        } else {
-            String::new()
-        };
-        return Err(format!(
-            "query {what}: {} ({}{hint})",
-            crate::text::clean(error),
-            crate::text::clean(kind)
-        ));
-    }
-    for w in v["warnings"].as_array().into_iter().flatten() {
-        if let Some(w) = w.as_str() {
-            problems.push(format!("query {what}: {}", crate::text::clean(w)));
-        }
-    }
-    if v["data"]["resultType"] != "vector" {
+    let params = [("query", promql), ("time", at.as_str())];
+    let data = super::detail::api(client, base, "/api/v1/query", &params, what, problems)?;
+    if data["resultType"] != "vector" {
         return Err(format!("query {what}: not an instant vector"));
     }
+    Ok(vector(&data))
+}
+
+/// The series of an instant vector's `data`, each named by its `__name__`.
+pub(super) fn vector(data: &Value) -> Vec<Series> {
     let mut out = Vec::new();
-    for r in v["data"]["result"].as_array().into_iter().flatten() {
+    for r in data["result"].as_array().into_iter().flatten() {
         let labels: BTreeMap<String, String> = r["metric"]
             .as_object()
             .into_iter()
@@ -281,7 +258,7 @@ fn query(
             value,
         });
     }
-    Ok(out)
+    out
 }
 
 /// Reads the fleet at `time`: its targets, their series, and what went wrong on the way.
