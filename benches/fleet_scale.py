@@ -115,6 +115,12 @@ def leaks(n, g, p):
     return (n, g, p) == (LEAK_NODE, LEAK_GPU, 0)
 
 
+def spread(n, g):
+    """A device's cached bytes above the fixed share: 0 to 999 MiB, apart for each of the
+    first 1000 devices."""
+    return (n * GPUS + g) * 919 % 1000 * MIB
+
+
 def write_openmetrics(path, nodes, end, history):
     """The fleet's series, one sample every STEP seconds, the last at `end`."""
     full = [end - HOUR + STEP * (i + 1) for i in range(HOUR // STEP)]
@@ -164,8 +170,11 @@ def write_openmetrics(path, nodes, end, history):
         for n in range(nodes):
             for g in range(GPUS):
                 dev = [("gpu", str(g)), ("uuid", uuid(n, g)), ("name", name)]
-                used = sum(b for _, b in DEVICE_LAYERS)
-                for layer, b in DEVICE_LAYERS + [("free", TOTAL - used)]:
+                # Each device's cache a little apart (taken from its free memory), so that
+                # no two devices of a fleet under 1000 GPUs are equally full.
+                layers = [(k, b + (spread(n, g) if k == "cached" else 0)) for k, b in DEVICE_LAYERS]
+                used = sum(b for _, b in layers)
+                for layer, b in layers + [("free", TOTAL - used)]:
                     samples("strata_gpu_layer_bytes", dev + [("layer", layer)] + base(n), b, tail)
         family("strata_process_used_bytes")
         for n in range(nodes):
@@ -214,6 +223,13 @@ def write_openmetrics(path, nodes, end, history):
             (LEAK_NODE, LEAK_GPU, "oom_forecast", "warning"),
             (2, 0, "zombie_context", "critical"),
             (8, 7, "fragmentation", "warning"),
+        ]
+        # And fragmentation on one device in 17, more than a window of 20 rows holds.
+        marked += [
+            (n, g, "fragmentation", "warning")
+            for n in range(nodes)
+            for g in range(GPUS)
+            if (n * GPUS + g) % 17 == 5 and (n, g) != (8, 7)
         ]
         for n, g, kind, severity in marked:
             if n < nodes:
@@ -411,8 +427,8 @@ def bench(n, args, work):
         if args.rules:
             q = urllib.parse.quote("count(strata_job:figures:spread) > 0")
             wait_for("the rules' first evaluation", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"], within=600)
-        for binary in args.strata:
-            cmd = [binary, "fleet", "--prometheus", base, "--json", "--scrape-interval", "300", "--timeout", str(args.timeout)]
+        for binary, extra in [(b, e) for b in args.strata for e in (args.read or [""])]:
+            cmd = [binary, "fleet", "--prometheus", base, "--json", "--scrape-interval", "300", "--timeout", str(args.timeout)] + extra.split()
             stats = Stats()
             server = proxy(f"127.0.0.1:{port}", stats)
             pcmd = cmd[:3] + [f"http://127.0.0.1:{server.server_port}"] + cmd[4:]
@@ -435,7 +451,7 @@ def bench(n, args, work):
             rows.append(
                 {
                     "nodes": n,
-                    "strata": binary,
+                    "strata": binary + (f" {extra}" if extra else ""),
                     "queries": len(stats.queries),
                     "series": sum(s for _, s, _, _ in stats.queries),
                     "samples": sum(t for _, _, t, _ in stats.queries),
@@ -474,6 +490,7 @@ def main():
     ap.add_argument("--evaluation-interval", default="1m", help="how often Prometheus evaluates --rules")
     ap.add_argument("--keep", help="a folder to keep the data, the JSON and Prometheus's log in")
     ap.add_argument("--timeout", type=float, default=120, help="the fleet's --timeout a query (its default, 5, is too short for the raw job query at 1000 nodes)")
+    ap.add_argument("--read", action="append", help="the fleet's options for one read of each binary, space-separated (e.g. \"--rows 200\"); repeat for more reads; default one read with none")
     ap.add_argument("--by-query", action="store_true", help="also print each query's figures")
     args = ap.parse_args()
     args.strata = args.strata or ["target/debug/strata"]

@@ -93,6 +93,17 @@ impl MonitorArgs {
 }
 
 /// `--theme`: the palette.
+/// The fleet's device order (`strata fleet --sort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FleetSort {
+    /// Critical findings, then the soonest OOM, climbs, fragmentation, the fullest
+    Urgency,
+    /// By node name, then GPU
+    Node,
+    /// The fullest first
+    Used,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ThemeArg {
     /// Colours readable on a dark background.
@@ -825,6 +836,25 @@ pub struct FleetArgs {
     /// The command that opens a node's live view, `{node}` replaced by its name.
     #[arg(long, default_value = "ssh -t {node} strata", value_name = "CMD")]
     pub ssh_command: String,
+
+    /// From Prometheus, read at most N device rows and N jobs a refresh, the first by the
+    /// order and filter shown, picked by Prometheus (topk) [default: the screen's, 200 and
+    /// more as you scroll; with --json, every row]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rows: Option<u32>,
+
+    /// The device rows' order at the start (`s` changes it on the screen)
+    #[arg(long, value_enum, default_value_t = FleetSort::Urgency)]
+    pub sort: FleetSort,
+
+    /// The least urgent, last node or emptiest first (`S` on the screen)
+    #[arg(long)]
+    pub reversed: bool,
+
+    /// Only rows whose node, device or finding (jobs: whose key) contains TEXT, in any case
+    /// (`/` on the screen)
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -147,6 +147,7 @@ fn node(target: &Target, own: &[&Series], scrape_interval: f64) -> (Node, Vec<Pr
         age_secs: age,
         version,
         devices: Vec::new(),
+        device_count: None,
     };
     if state != NodeState::Up {
         return (node, Vec::new());
@@ -397,6 +398,7 @@ pub fn fleet(source: String, time: f64, built: Built, problems: Vec<String>) -> 
         jobs: built.jobs,
         findings,
         problems,
+        part: None,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod prometheus;
 mod screen;
 pub mod view;
+pub mod window;
 
 use crate::cli::FleetArgs;
 use std::collections::BTreeMap;
@@ -40,6 +41,11 @@ pub struct Read {
     /// The jobs, where the source aggregated them itself (Prometheus answers a job's
     /// spread, not its processes); `None`: built from the per-process series.
     pub jobs: Option<Vec<model::Job>>,
+    /// A windowed read's devices that match the filter, by node (`instance`); `None` where
+    /// every device was read.
+    pub counts: Option<BTreeMap<String, u64>>,
+    /// A windowed read's jobs that match the filter, where the jobs were counted.
+    pub jobs_total: Option<u64>,
 }
 
 /// The most a response may hold: a Prometheus answer for a large fleet runs to tens of MB.
@@ -112,12 +118,17 @@ impl Source {
         }
     }
 
-    /// One read of the fleet. `Err` when the source could not be read at all.
-    pub fn read(&self, scrape_interval: f64) -> Result<model::Fleet, String> {
+    /// One read of the fleet, the rows `window` asks for where the source can pick them.
+    /// `Err` when the source could not be read at all.
+    pub fn read(
+        &self,
+        scrape_interval: f64,
+        window: &model::Window,
+    ) -> Result<model::Fleet, String> {
         let now = now();
         let read = match self {
             Source::Prometheus { client, base } => {
-                prometheus::read(client, base, now, scrape_interval)?
+                prometheus::read(client, base, now, scrape_interval, window)?
             }
             Source::Endpoints {
                 client,
@@ -126,10 +137,37 @@ impl Source {
             } => endpoints::read(client, endpoints, *concurrency),
         };
         let mut built = build::build(&read.targets, &read.series, scrape_interval);
+        let from_rules = read.jobs.is_some();
         if let Some(jobs) = read.jobs {
             built.jobs = build::named(jobs, &built.nodes);
         }
-        Ok(build::fleet(self.describe(), now, built, read.problems))
+        let part = read.counts.map(|counts| {
+            let mut part = model::Part {
+                devices_read: 0,
+                devices: 0,
+                jobs_read: built.jobs.len() as u64,
+                jobs: read.jobs_total.filter(|_| from_rules),
+                sort: window.sort,
+                reversed: window.reversed,
+            };
+            for node in built
+                .nodes
+                .iter_mut()
+                .filter(|n| n.state == model::NodeState::Up)
+            {
+                let count = counts.get(&node.instance).copied().unwrap_or(0);
+                // A device read that the count missed (it came between the two queries)
+                // still counts.
+                let count = count.max(node.devices.len() as u64);
+                node.device_count = Some(count);
+                part.devices_read += node.devices.len() as u64;
+                part.devices += count;
+            }
+            part
+        });
+        let mut fleet = build::fleet(self.describe(), now, built, read.problems);
+        fleet.part = part;
+        Ok(fleet)
     }
 }
 
@@ -161,6 +199,14 @@ impl Source {
     }
 }
 
+fn sort_of(sort: crate::cli::FleetSort) -> model::Sort {
+    match sort {
+        crate::cli::FleetSort::Urgency => model::Sort::Urgency,
+        crate::cli::FleetSort::Node => model::Sort::Node,
+        crate::cli::FleetSort::Used => model::Sort::Used,
+    }
+}
+
 fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -182,8 +228,15 @@ pub fn run(args: &FleetArgs) -> ExitCode {
         Source::Endpoints { .. } => args.refresh,
     });
     if args.json {
-        return match source.read(scrape_interval) {
-            Ok(fleet) => {
+        let window = model::Window {
+            rows: args.rows.map(|r| r as usize),
+            sort: sort_of(args.sort),
+            reversed: args.reversed,
+            filter: args.filter.clone().unwrap_or_default(),
+        };
+        return match source.read(scrape_interval, &window) {
+            Ok(mut fleet) => {
+                fleet.keep_matching(&window.filter);
                 println!("{}", serde_json::to_string(&fleet).unwrap_or_default());
                 ExitCode::SUCCESS
             }
@@ -195,11 +248,23 @@ pub fn run(args: &FleetArgs) -> ExitCode {
             }
         };
     }
+    let mut view = view::FleetView::new(args.ssh_command.clone());
+    view.sort = sort_of(args.sort);
+    view.reversed = args.reversed;
+    if let Some(filter) = &args.filter {
+        view.filter = filter
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(64)
+            .collect();
+        view.kept_filter = view.filter.clone();
+    }
     match screen::run(
         source,
         scrape_interval,
         args.refresh,
-        args.ssh_command.clone(),
+        view,
+        args.rows.map(|r| r as usize),
     ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -13,6 +13,132 @@ pub type Layers = BTreeMap<String, u64>;
 /// current.
 pub const STALE_INTERVALS: f64 = 3.0;
 
+/// The device rows' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sort {
+    Urgency,
+    Node,
+    Used,
+}
+
+impl Sort {
+    pub fn next(self) -> Sort {
+        match self {
+            Sort::Urgency => Sort::Node,
+            Sort::Node => Sort::Used,
+            Sort::Used => Sort::Urgency,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Sort::Urgency => "urgency",
+            Sort::Node => "node",
+            Sort::Used => "used %",
+        }
+    }
+}
+
+/// What a read asks of a source that can answer part of the fleet (Prometheus): at most
+/// `rows` device rows and `rows` jobs, the first by the order and filter shown, picked by
+/// Prometheus (`topk`) so that a refresh of a large fleet pulls what the screen shows, not
+/// every series. A source that reads every node whole (endpoints) ignores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// `None`: every row.
+    pub rows: Option<usize>,
+    pub sort: Sort,
+    pub reversed: bool,
+    /// The filter, as typed (matched against node, device and finding, or job).
+    pub filter: String,
+}
+
+impl Window {
+    /// Every row, in the default order: what `--json` reads unless `--rows` is given.
+    pub fn all() -> Window {
+        Window {
+            rows: None,
+            sort: Sort::Urgency,
+            reversed: false,
+            filter: String::new(),
+        }
+    }
+}
+
+/// What a windowed read holds of the whole: the rows read and how many there are.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Part {
+    /// Devices read, and devices that match the filter on nodes up.
+    pub devices_read: u64,
+    pub devices: u64,
+    /// Jobs read, and jobs that match the filter; `None` where the jobs were not counted
+    /// (built from the processes' series: then every job is read).
+    pub jobs_read: u64,
+    pub jobs: Option<u64>,
+    /// The order the rows were picked by.
+    pub sort: Sort,
+    pub reversed: bool,
+}
+
+impl Fleet {
+    /// Keeps the rows that match a filter (`--json --filter`): a node's devices that match
+    /// (all of them where its name matches), a node down that matches, the jobs that match.
+    /// The fleet's findings stay: they are the fleet's, not a row's.
+    pub fn keep_matching(&mut self, filter: &str) {
+        let filter = filter.to_lowercase();
+        if filter.is_empty() {
+            return;
+        }
+        self.nodes.retain_mut(|n| {
+            if row_matches(n, None, &filter) {
+                return true;
+            }
+            let had = n.devices.len();
+            let node = Node {
+                devices: Vec::new(),
+                ..n.clone()
+            };
+            n.devices.retain(|d| row_matches(&node, Some(d), &filter));
+            if let Some(count) = n.device_count.as_mut() {
+                *count = count.saturating_sub((had - n.devices.len()) as u64);
+            }
+            !n.devices.is_empty()
+        });
+        self.jobs.retain(|j| job_matches(j, &filter));
+    }
+}
+
+impl Part {
+    /// Whether some rows were left out.
+    pub fn is_partial(&self) -> bool {
+        self.devices_read < self.devices || self.jobs.is_some_and(|j| self.jobs_read < j)
+    }
+}
+
+/// Whether a device row (a node's device, or the node itself where `None`) matches a filter
+/// (lower case): its node's name or address, its GPU's name or MIG profile, or a finding's
+/// kind contains it. What Prometheus is asked for the same filter is `window::matching`.
+pub fn row_matches(node: &Node, device: Option<&Device>, filter: &str) -> bool {
+    filter.is_empty()
+        || node.name.to_lowercase().contains(filter)
+        || node.instance.to_lowercase().contains(filter)
+        || device.is_some_and(|d| {
+            d.name
+                .as_deref()
+                .unwrap_or("")
+                .to_lowercase()
+                .contains(filter)
+                || d.findings
+                    .iter()
+                    .any(|f| f.kind.to_lowercase().contains(filter))
+        })
+}
+
+/// Whether a job's key (`slurm 9001`, `run llm-a`) contains a filter (lower case).
+pub fn job_matches(job: &Job, filter: &str) -> bool {
+    filter.is_empty() || job.key.to_lowercase().contains(filter)
+}
+
 /// The fleet at one read.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fleet {
@@ -27,6 +153,9 @@ pub struct Fleet {
     /// What the source said went wrong that is not one node's: a partial response, a query
     /// refused, warnings. Each a line.
     pub problems: Vec<String>,
+    /// Where the source read only the first rows by the order shown (`--rows`, and the
+    /// screen on Prometheus): how many of how many. `None`: the whole fleet was read.
+    pub part: Option<Part>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -54,8 +183,11 @@ pub struct Node {
     pub age_secs: Option<f64>,
     /// strata's version on it.
     pub version: Option<String>,
-    /// Its devices; empty unless it is up.
+    /// Its devices; empty unless it is up. In a windowed read ([`Part`]), those read.
     pub devices: Vec<Device>,
+    /// In a windowed read, how many devices it has that match the filter (its devices not
+    /// read are not rows); `None` where every device was read.
+    pub device_count: Option<u64>,
 }
 
 /// A finding a node raised on a device: its kind and severity, and how many.
@@ -380,6 +512,7 @@ mod tests {
             age_secs: Some(1.0),
             version: None,
             devices: Vec::new(),
+            device_count: None,
         };
         let device = |critical: u64, eta: Option<f64>, climbs: u64| Device {
             gpu: "0".into(),

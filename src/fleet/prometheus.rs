@@ -4,14 +4,12 @@
 
 use super::build::{job_key_of, Target};
 use super::http::Client;
-use super::model::{Job, NodeState, Rank, Spread};
+use super::model::{Job, NodeState, Rank, Sort, Spread, Window};
+use super::window::{self, NODE_SERIES};
 use super::{Read, Series};
 use crate::layers::Layer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The series of a node's devices and findings the view reads, current values.
-const DEVICE_SERIES: &str = "strata_node_info|strata_sample_age_seconds|strata_sample_interval_seconds|strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes|strata_device_findings|strata_oom_forecast_seconds|strata_climb_rate_bytes_per_second";
 
 /// Without the recording rules: every series of the processes that name a job.
 const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"}";
@@ -24,19 +22,25 @@ const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_proc
 const SEEN: &str =
     "(max_over_time(strata_node_info[1h:1m]) or max_over_time(strata_node_info[5m]))";
 
-/// The queries of one refresh that do not depend on another's answer, by what each is for.
-/// A node seen in the last hour and not now is down, never dropped: its target's `up` says
-/// why. The jobs are asked after them ([`job_queries`]).
-pub fn queries() -> Vec<(&'static str, String)> {
-    vec![
+/// The queries of one refresh that do not depend on another's answer, by what each is for:
+/// every node's own series (one to four a node), and, for a windowed read, each node's
+/// devices that match the filter (`counts`). A node seen in the last hour and not now is
+/// down, never dropped: its target's `up` says why. The device rows ([`window::rows`]) and
+/// the jobs are asked after them.
+pub fn queries(window: &Window) -> Vec<(&'static str, String)> {
+    let mut out = vec![
         ("nodes", SEEN.to_string()),
         ("up", format!("up and on(instance) {SEEN}")),
-        ("series", format!("{{__name__=~\"{DEVICE_SERIES}\"}}")),
+        ("series", format!("{{__name__=~\"{NODE_SERIES}\"}}")),
         (
             "scraped",
             "timestamp(strata_sample_age_seconds)".to_string(),
         ),
-    ]
+    ];
+    if window.rows.is_some() {
+        out.push(("counts", window::counts(&window.filter)));
+    }
+    out
 }
 
 /// The processes that name a job, by the matchers that pick them: by Slurm job, and by
@@ -261,20 +265,25 @@ pub(super) fn vector(data: &Value) -> Vec<Series> {
     out
 }
 
-/// Reads the fleet at `time`: its targets, their series, and what went wrong on the way.
-/// `Err` when Prometheus could not be asked at all.
-pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Result<Read, String> {
+/// Reads the fleet at `time`, the rows `window` asks for: its targets, their series, and
+/// what went wrong on the way. `Err` when Prometheus could not be asked at all.
+pub fn read(
+    client: &Client,
+    base: &str,
+    time: f64,
+    scrape_interval: f64,
+    window: &Window,
+) -> Result<Read, String> {
+    let fatal = |why: String| format!("Prometheus at {}: {why}", crate::text::clean(base));
     let mut problems = Vec::new();
     let mut got: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
-    for (what, promql) in queries() {
+    for (what, promql) in queries(window) {
         match query(client, base, what, &promql, time, &mut problems) {
             Ok(v) => {
                 got.insert(what, v);
             }
             // Without the nodes nothing can be drawn; without another, less can.
-            Err(why) if what == "nodes" || what == "series" => {
-                return Err(format!("Prometheus at {}: {why}", crate::text::clean(base)))
-            }
+            Err(why) if what == "nodes" || what == "series" => return Err(fatal(why)),
             Err(why) => problems.push(why),
         }
     }
@@ -297,12 +306,54 @@ pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Res
             scraped.insert(i.clone(), s.value);
         }
     }
+    let counts: Option<BTreeMap<String, u64>> = got.get("counts").map(|v| {
+        v.iter()
+            .filter_map(|s| {
+                let n = (s.value.is_finite() && s.value >= 0.0).then_some(s.value as u64)?;
+                Some((s.labels.get("instance")?.clone(), n))
+            })
+            .collect()
+    });
     let mut series = got.remove("series").unwrap_or_default();
     let current: BTreeSet<String> = series
         .iter()
         .filter(|s| s.name == "strata_node_info")
         .filter_map(|s| s.labels.get("instance").cloned())
         .collect();
+    // The node order picks nodes by name here: Prometheus orders numbers only.
+    let by_node = match (&counts, window.sort) {
+        (Some(counts), Sort::Node) => {
+            let names: BTreeMap<&str, &str> = series
+                .iter()
+                .filter(|s| s.name == "strata_node_info")
+                .filter_map(|s| {
+                    let host = s.labels.get("host").filter(|h| !h.is_empty())?;
+                    Some((s.labels.get("instance")?.as_str(), host.as_str()))
+                })
+                .collect();
+            let nodes = counts
+                .iter()
+                .map(|(i, n)| {
+                    let name = names.get(i.as_str()).map_or(i.as_str(), |h| h);
+                    (i.clone(), crate::text::clean(name).into_owned(), *n)
+                })
+                .collect();
+            window::nodes_for(nodes, window)
+        }
+        _ => Vec::new(),
+    };
+    let pick = window::pick(window, &by_node);
+    match query(
+        client,
+        base,
+        "rows",
+        &window::rows(pick.as_deref()),
+        time,
+        &mut problems,
+    ) {
+        Ok(v) => series.extend(v),
+        Err(why) => return Err(fatal(why)),
+    }
     // A node seen in the hour and not now: its last info names it (host, version).
     for s in got.get("nodes").into_iter().flatten() {
         if let Some(i) = s.labels.get("instance") {
@@ -340,13 +391,24 @@ pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Res
         .iter()
         .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
+    let mut jobs_total = None;
     if !any_stale {
-        for (what, promql) in RECORDED {
-            match query(client, base, what, promql, time, &mut problems) {
+        let climbing = RECORDED[1].1.to_string();
+        for (what, promql) in [("jobs", window::jobs(window)), ("climbing", climbing)] {
+            match query(client, base, what, &promql, time, &mut problems) {
                 Ok(v) if !v.is_empty() => {
                     answers.insert(what, v);
                 }
                 _ => {}
+            }
+        }
+        if answers.contains_key("jobs") && window.rows.is_some() {
+            let promql = window::job_count(&window.filter);
+            match query(client, base, "job count", &promql, time, &mut problems) {
+                Ok(v) => {
+                    jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+                }
+                Err(why) => problems.push(why),
             }
         }
     }
@@ -367,6 +429,8 @@ pub fn read(client: &Client, base: &str, time: f64, scrape_interval: f64) -> Res
         series,
         problems,
         jobs,
+        counts,
+        jobs_total,
     })
 }
 

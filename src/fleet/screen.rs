@@ -3,7 +3,7 @@
 //! monitor's is (`crate::terminal`).
 
 use super::detail::Detail;
-use super::model::Fleet;
+use super::model::{Fleet, Window};
 use super::view::{draw, FleetView};
 use super::Source;
 use crate::terminal::{self, ReceivedSignal};
@@ -35,7 +35,21 @@ enum Event {
     InputClosed,
 }
 
-pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> anyhow::Result<()> {
+pub fn run(
+    source: Source,
+    scrape_interval: f64,
+    refresh: f64,
+    view: FleetView,
+    rows: Option<usize>,
+) -> anyhow::Result<()> {
+    // The rows the reader asks for: the screen's, or at least `--rows`.
+    let ask_for = move |view: &FleetView| {
+        let mut w = view.window();
+        w.rows = w.rows.max(rows);
+        w
+    };
+    let window = std::sync::Arc::new(std::sync::Mutex::new(ask_for(&view)));
+    let wanted = window.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -48,12 +62,17 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
                 let mut open: Option<String> = None;
                 let mut fleet_due = true;
                 loop {
-                    if fleet_due
-                        && tx
-                            .blocking_send(Got::Fleet(source.read(scrape_interval)))
+                    if fleet_due {
+                        let w = wanted
+                            .lock()
+                            .map(|w| w.clone())
+                            .unwrap_or_else(|_| Window::all());
+                        if tx
+                            .blocking_send(Got::Fleet(source.read(scrape_interval, &w)))
                             .is_err()
-                    {
-                        return;
+                        {
+                            return;
+                        }
                     }
                     if let Some(instance) = &open {
                         let got = source.detail(instance);
@@ -91,8 +110,9 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
         }
         let mut guard = terminal::enter(false)?;
         let mut input = EventStream::new();
-        let mut view = FleetView::new(ssh);
+        let mut view = view;
         view.now = super::now();
+        let mut last_asked = ask_for(&view);
         let mut died_of = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         // The node whose detail the reader was last asked for.
@@ -147,6 +167,15 @@ pub fn run(source: Source, scrape_interval: f64, refresh: f64, ssh: String) -> a
             }
             if view.quit {
                 break;
+            }
+            // Another order, filter or a selection past the rows read: read them now.
+            let now_asked = ask_for(&view);
+            if now_asked != last_asked {
+                if let Ok(mut w) = window.lock() {
+                    *w = now_asked.clone();
+                }
+                last_asked = now_asked;
+                view.refresh_now = true;
             }
             if std::mem::take(&mut view.refresh_now) {
                 let _ = ask_tx.send(Ask::Refresh);

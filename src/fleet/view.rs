@@ -2,7 +2,7 @@
 //! urgency; a row per job (`g`); a node's devices and the line to its live view (Enter).
 //! Pure: state in, frame out, as the node monitor's screens are tested.
 
-use super::model::{Device, Fleet, Job, Node, NodeState, Urgency};
+use super::model::{Device, Fleet, Job, Node, NodeState, Sort, Urgency, Window};
 use crate::layers::Layer;
 use crate::text::clean;
 use crate::units::{bytes, duration};
@@ -18,29 +18,9 @@ pub enum Mode {
     Jobs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sort {
-    Urgency,
-    Node,
-    Used,
-}
-
-impl Sort {
-    fn next(self) -> Sort {
-        match self {
-            Sort::Urgency => Sort::Node,
-            Sort::Node => Sort::Used,
-            Sort::Used => Sort::Urgency,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Sort::Urgency => "urgency",
-            Sort::Node => "node",
-            Sort::Used => "used %",
-        }
-    }
-}
+/// The rows a read asks for at least, and the step it grows by as the selection moves down:
+/// a few screens' worth, so that a refresh of a large fleet reads what can be shown.
+pub const WINDOW_ROWS: usize = 200;
 
 /// What the screen shows and where the user is in it.
 pub struct FleetView {
@@ -53,6 +33,9 @@ pub struct FleetView {
     pub sort: Sort,
     pub reversed: bool,
     pub filter: String,
+    /// The filter as last kept (Enter) or cleared: what the source is asked for. While one is
+    /// typed, the rows read are filtered as it grows, and read again when it is kept.
+    pub kept_filter: String,
     pub typing: bool,
     pub selected: usize,
     /// The node open (its instance), Enter on a row.
@@ -76,6 +59,7 @@ impl FleetView {
             sort: Sort::Urgency,
             reversed: false,
             filter: String::new(),
+            kept_filter: String::new(),
             typing: false,
             selected: 0,
             open: None,
@@ -87,7 +71,20 @@ impl FleetView {
         }
     }
 
-    /// The device rows, in the order shown: (node, device), `None` for a node down or stale.
+    /// What the screen asks the source for: the rows down to the one selected and a page or
+    /// more past it (at least [`WINDOW_ROWS`]), by the order and the filter kept.
+    pub fn window(&self) -> Window {
+        let want = (self.selected + WINDOW_ROWS / 2).div_ceil(WINDOW_ROWS) * WINDOW_ROWS;
+        Window {
+            rows: Some(want.max(WINDOW_ROWS)),
+            sort: self.sort,
+            reversed: self.reversed,
+            filter: self.kept_filter.clone(),
+        }
+    }
+
+    /// The device rows, in the order shown: (node, device), `None` for a node down or stale
+    /// (or up with no device).
     pub fn device_rows(&self) -> Vec<(&Node, Option<&Device>)> {
         let Some(fleet) = &self.fleet else {
             return Vec::new();
@@ -95,25 +92,15 @@ impl FleetView {
         let filter = self.filter.to_lowercase();
         let mut rows: Vec<(&Node, Option<&Device>)> = Vec::new();
         for node in &fleet.nodes {
-            if node.state != NodeState::Up || node.devices.is_empty() {
+            if node.state != NodeState::Up
+                || (node.devices.is_empty() && node.device_count.is_none_or(|n| n == 0))
+            {
                 rows.push((node, None));
             } else {
                 rows.extend(node.devices.iter().map(|d| (node, Some(d))));
             }
         }
-        rows.retain(|(n, d)| {
-            filter.is_empty()
-                || n.name.to_lowercase().contains(&filter)
-                || n.instance.to_lowercase().contains(&filter)
-                || d.is_some_and(|d| {
-                    d.name
-                        .as_deref()
-                        .unwrap_or("")
-                        .to_lowercase()
-                        .contains(&filter)
-                        || d.findings.iter().any(|f| f.kind.contains(&filter))
-                })
-        });
+        rows.retain(|(n, d)| super::model::row_matches(n, *d, &filter));
         let used_share = |d: Option<&Device>| {
             d.and_then(|d| Some(d.used()? as f64 / d.total.filter(|t| *t > 0)? as f64))
                 .unwrap_or(-1.0)
@@ -144,7 +131,7 @@ impl FleetView {
         let mut rows: Vec<&Job> = fleet
             .jobs
             .iter()
-            .filter(|j| filter.is_empty() || j.key.to_lowercase().contains(&filter))
+            .filter(|j| super::model::job_matches(j, &filter))
             .collect();
         if self.reversed {
             rows.reverse();
@@ -164,10 +151,14 @@ impl FleetView {
         use crossterm::event::KeyCode as K;
         if self.typing {
             match code {
-                K::Enter => self.typing = false,
+                K::Enter => {
+                    self.typing = false;
+                    self.kept_filter = self.filter.clone();
+                }
                 K::Esc => {
                     self.typing = false;
                     self.filter.clear();
+                    self.kept_filter.clear();
                 }
                 K::Backspace => {
                     self.filter.pop();
@@ -224,7 +215,10 @@ impl FleetView {
                 self.selected = 0;
             }
             K::Char('r') => self.refresh_now = true,
-            K::Esc => self.filter.clear(),
+            K::Esc => {
+                self.filter.clear();
+                self.kept_filter.clear();
+            }
             K::Enter if self.mode == Mode::Devices => {
                 let instance = self
                     .device_rows()
@@ -363,6 +357,24 @@ fn header(v: &FleetView) -> Line<'static> {
     };
     let count = |s: NodeState| f.nodes.iter().filter(|n| n.state == s).count();
     let devices: usize = f.nodes.iter().map(|n| n.devices.len()).sum();
+    // A windowed read: what was read of how many (the rest are not rows until read).
+    let devices = match f.part {
+        Some(p) if v.mode == Mode::Jobs => match p.jobs {
+            Some(jobs) if p.jobs_read < jobs => format!(
+                "{} jobs read of {jobs} (the largest, and each with a climbing rank)",
+                p.jobs_read
+            ),
+            _ => format!("{} jobs", p.jobs_read),
+        },
+        Some(p) if p.devices_read < p.devices => format!(
+            "{} of {} devices read (the first by {}{})",
+            p.devices_read,
+            p.devices,
+            p.sort.name(),
+            if p.reversed { ", reversed" } else { "" }
+        ),
+        _ => format!("{devices} devices"),
+    };
     // The source last: what a narrow terminal cuts.
     let mut text = format!(
         "strata fleet · {} nodes: {} up",
@@ -375,7 +387,7 @@ fn header(v: &FleetView) -> Line<'static> {
         }
     }
     text.push_str(&format!(
-        " · {devices} devices · read {} ago · {}",
+        " · {devices} · read {} ago · {}",
         crate::units::age((v.now - f.time).max(0.0)),
         f.source
     ));

@@ -12,8 +12,9 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the bench once at 64 nodes (`extra`: its rule options) and returns the fleet it read.
-fn backfilled(dir: &Path, extra: &[&str]) -> Value {
+/// Runs the bench once at 64 nodes (`extra`: its options) and returns the fleets it read, in
+/// the order of its reads (`--read`).
+fn backfilled(dir: &Path, extra: &[&str]) -> Vec<Value> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("python3")
         .arg(repo.join("benches/fleet_scale.py"))
@@ -31,13 +32,24 @@ fn backfilled(dir: &Path, extra: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     let kept = dir.join("64");
-    let json = std::fs::read_dir(&kept)
+    let mut reads: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(&kept)
         .expect("the kept folder")
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .unwrap_or_else(|| panic!("no fleet JSON in {}", kept.display()));
-    serde_json::from_str(&std::fs::read_to_string(json).expect("the JSON")).expect("JSON")
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?;
+            Some((stem.rsplit('-').next()?.parse().ok()?, p.clone()))
+        })
+        .collect();
+    reads.sort();
+    assert!(!reads.is_empty(), "no fleet JSON in {}", kept.display());
+    reads
+        .into_iter()
+        .map(|(_, p)| {
+            serde_json::from_str(&std::fs::read_to_string(p).expect("the JSON")).expect("JSON")
+        })
+        .collect()
 }
 
 fn check(f: &Value, how: &str) {
@@ -74,19 +86,163 @@ fn check(f: &Value, how: &str) {
 fn a_backfilled_fleet_of_64_nodes_and_its_leaking_rank() {
     let scratch = common::Scratch::new("fleet-backfill");
     let raw = backfilled(&scratch.dir.join("raw"), &[]);
-    check(&raw, "from the processes' series");
+    check(&raw[0], "from the processes' series");
     let rules =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prometheus/strata-fleet-rules.yml");
-    let ruled = backfilled(
-        &scratch.dir.join("rules"),
-        &[
-            "--rules",
-            rules.to_str().expect("utf-8"),
-            "--evaluation-interval",
-            "2s",
-        ],
-    );
-    check(&ruled, "from the recording rules");
+    let mut args = vec![
+        "--rules",
+        rules.to_str().expect("utf-8"),
+        "--evaluation-interval",
+        "2s",
+    ];
+    for read in WINDOWS {
+        args.extend(["--read", read]);
+    }
+    let ruled = backfilled(&scratch.dir.join("rules"), &args);
+    check(&ruled[0], "from the recording rules");
     // The two paths read the same fleet (the bench keeps each read less the live targets).
-    assert_eq!(raw, ruled);
+    assert_eq!(raw[0], ruled[0]);
+    windows(&ruled[0], &ruled[1..]);
+}
+
+/// The reads of the windowed test, after a whole one: the first 20 rows by each order, and a
+/// filter.
+const WINDOWS: [&str; 5] = [
+    "",
+    "--rows 20",
+    "--rows 20 --sort used",
+    "--rows 20 --sort node",
+    "--rows 20 --filter NODE-0003",
+];
+
+/// A device of a read, by node and UUID, and its place in the urgency order as the client
+/// works it (`model::Urgency`): critical findings, the soonest OOM, climbs, fragmentation,
+/// the used share.
+fn devices(f: &Value) -> Vec<((String, String), [f64; 5])> {
+    let mut out = Vec::new();
+    for n in f["nodes"].as_array().expect("nodes") {
+        for d in n["devices"].as_array().expect("devices") {
+            let findings = d["findings"].as_array().expect("findings");
+            let count = |ok: &dyn Fn(&Value) -> bool| -> f64 {
+                findings
+                    .iter()
+                    .filter(|x| ok(x))
+                    .map(|x| x["count"].as_f64().expect("count"))
+                    .sum()
+            };
+            let layers = d["layers"].as_object().expect("layers");
+            let used: f64 = layers
+                .iter()
+                .filter(|(k, _)| *k != "free")
+                .map(|(_, v)| v.as_f64().expect("bytes"))
+                .sum();
+            let share = d["total"].as_f64().map_or(0.0, |t| used / t);
+            out.push((
+                (
+                    n["instance"].as_str().expect("instance").to_string(),
+                    d["uuid"].as_str().expect("uuid").to_string(),
+                ),
+                [
+                    count(&|x| x["severity"] == "critical"),
+                    d["oom_eta_secs"].as_f64().map_or(f64::NEG_INFINITY, |s| -s),
+                    count(&|x| x["kind"] == "climb"),
+                    count(&|x| x["kind"] == "fragmentation"),
+                    share,
+                ],
+            ));
+        }
+    }
+    out
+}
+
+/// Each windowed read holds the rows a whole read puts first, by its order: no device left
+/// out comes before one read. Prometheus picked them (`topk`); the whole read is sorted by
+/// the client.
+fn windows(whole: &Value, windowed: &[Value]) {
+    let all = devices(whole);
+    assert_eq!(all.len(), 512, "the whole read's backfilled devices");
+    let by_urgency = |a: &[f64; 5], b: &[f64; 5]| a.partial_cmp(b).expect("no NaN");
+    let by_used = |a: &[f64; 5], b: &[f64; 5]| a[4].total_cmp(&b[4]);
+    for (read, (name, w)) in WINDOWS[1..].iter().zip(windowed.iter().enumerate()) {
+        let part = &w["part"];
+        let devices_read = part["devices_read"].as_u64().expect("devices_read");
+        match name {
+            // Whole nodes: the live targets' and node-0000's.
+            2 => assert!(devices_read >= 20, "{read}: {part}"),
+            3 => assert_eq!(devices_read, 8, "{read}: {part}"),
+            _ => assert_eq!(devices_read, 20, "{read}: {part}"),
+        }
+        let read_now: Vec<(String, String)> = devices(w).into_iter().map(|d| d.0).collect();
+        let (inside, outside): (Vec<_>, Vec<_>) = all.iter().partition(|d| read_now.contains(&d.0));
+        // The backfilled devices read are a device's own figures, as the whole read has them.
+        assert_eq!(inside.len(), read_now.len(), "{read}");
+        match name {
+            0 | 1 => {
+                let order = if name == 0 { by_urgency } else { by_used };
+                let least_in = inside.iter().map(|d| d.1).min_by(order);
+                let most_out = outside.iter().map(|d| d.1).max_by(order);
+                if let (Some(i), Some(o)) = (least_in, most_out) {
+                    assert!(
+                        order(&i, &o).is_ge(),
+                        "{read}: a device left out ({o:?}) comes before one read ({i:?})"
+                    );
+                }
+                if name == 0 {
+                    // The leaking rank's device is the most urgent backfilled one.
+                    assert!(
+                        read_now.iter().any(|(i, _)| i == "node-0003:9842"),
+                        "{read}: {read_now:?}"
+                    );
+                }
+            }
+            2 => {
+                // The live targets' hosts (demo-node-N) come first; then whole nodes, by name.
+                let nodes: std::collections::BTreeSet<&str> =
+                    read_now.iter().map(|(i, _)| i.as_str()).collect();
+                let names: Vec<&str> = w["nodes"]
+                    .as_array()
+                    .expect("nodes")
+                    .iter()
+                    .filter(|n| nodes.contains(n["instance"].as_str().expect("instance")))
+                    .map(|n| n["name"].as_str().expect("name"))
+                    .collect();
+                assert_eq!(names, ["node-0000"], "{read}");
+                assert_eq!(
+                    read_now.len(),
+                    8,
+                    "{read}: node-0000's devices, all of them"
+                );
+            }
+            _ => {
+                assert_eq!(part["devices"], 8, "{read}: {part}");
+                assert_eq!(read_now.len(), 8, "{read}");
+                let names: std::collections::BTreeSet<&str> = w["nodes"]
+                    .as_array()
+                    .expect("nodes")
+                    .iter()
+                    .map(|n| n["name"].as_str().expect("name"))
+                    .collect();
+                assert_eq!(
+                    names.into_iter().collect::<Vec<_>>(),
+                    ["node-0003"],
+                    "{read}"
+                );
+                // No job's key holds the filter; the climbing job is read for its finding.
+                assert_eq!(part["jobs"], 0, "{read}: {part}");
+            }
+        }
+        // Every read, whatever its window, finds the one leaking rank.
+        assert_eq!(w["findings"], whole["findings"], "{read}");
+        if name != 3 {
+            let jobs = w["jobs"].as_array().expect("jobs");
+            assert!(part["jobs_read"].as_u64() <= Some(21), "{read}: {part}");
+            assert!(
+                part["jobs"].as_u64() > part["jobs_read"].as_u64(),
+                "{read}: {part}"
+            );
+            // The largest job first, whole.
+            assert_eq!(jobs[0]["key"], "slurm 9001", "{read}");
+            assert_eq!(jobs[0]["processes"], 512, "{read}");
+        }
+    }
 }

@@ -1,0 +1,342 @@
+//! The PromQL of a windowed read (`model::Window`): Prometheus picks the device rows and the
+//! jobs the screen shows (`topk` by the order in force, the filter as label matchers), and
+//! the fleet pulls the series of those only. What it answers is sorted again by the client,
+//! exactly, as a whole read is: the server's pick only decides which rows are read.
+
+use super::model::{Sort, Window};
+
+/// Series one a node, read for every node seen: what tells up from stale, and its name.
+pub const NODE_SERIES: &str =
+    "strata_node_info|strata_sample_age_seconds|strata_sample_interval_seconds";
+
+/// Series of a device (labelled `instance` and `uuid`), read for the devices picked.
+pub const DEVICE_SERIES: &str = "strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes|strata_device_findings|strata_oom_forecast_seconds|strata_climb_rate_bytes_per_second";
+
+/// Every device, one series each labelled `instance` and `uuid` only: one that has a total
+/// or a layer, as the client makes a device of either.
+const DEVICES: &str = "group by (instance, uuid) ({__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes\"})";
+
+/// A text as a PromQL string's content: `\` and `"` escaped.
+fn quoted(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A literal text within an RE2 regular expression.
+pub fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A matcher's regex (its content as a PromQL string) for a label whose value contains
+/// `text`, in any case, as the client's filter matches. Prometheus anchors it.
+fn containing(text: &str) -> String {
+    quoted(&format!("(?i).*{}.*", regex_literal(text)))
+}
+
+/// The devices that match the filter, as the client's filter matches a device row: its
+/// node's host name or address, its GPU's name or MIG profile, or a finding's kind.
+pub fn matching(filter: &str) -> String {
+    if filter.is_empty() {
+        return DEVICES.to_string();
+    }
+    let r = containing(filter);
+    format!(
+        "({DEVICES} and on(instance) (strata_node_info{{host=~\"{r}\"}} or strata_node_info{{instance=~\"{r}\"}})) or ({DEVICES} and on(instance, uuid) ({{__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes\",name=~\"{r}\"}} or {{__name__=~\"strata_mig_memory_total_bytes|strata_mig_layer_bytes\",profile=~\"{r}\"}} or strata_device_findings{{kind=~\"{r}\"}} >= 1))"
+    )
+}
+
+/// Each device's used share (every layer but free over its total), as the client works it.
+fn share() -> String {
+    "(sum by (instance, uuid) ({__name__=~\"strata_gpu_layer_bytes|strata_mig_layer_bytes\",layer!=\"free\"}) / on(instance, uuid) (sum by (instance, uuid) ({__name__=~\"strata_gpu_memory_total_bytes|strata_mig_memory_total_bytes\"}) > 0))".to_string()
+}
+
+/// `expr`, or 0 for a device it has no value for.
+fn or_zero(expr: &str) -> String {
+    format!("({expr} or on(instance, uuid) {DEVICES} * 0)")
+}
+
+/// A device's place in the urgency order (`model::Urgency`: critical findings, then the
+/// soonest OOM, then climbs, then fragmentation, then the fullest) as one number, in bands
+/// that the ones below cannot reach: critical findings (up to 9) by 1e10, a forecast by 1e6
+/// (1000 less the power of two of its seconds, so the soonest is the highest), climbs (up to
+/// 9) by 1e4, fragmentation (up to 9) by 10, the used share (up to 1) as it is. Counts above
+/// 9 and forecasts within one power of two tie here; the client orders what it reads
+/// exactly, so a tie matters only for which of two such devices is read at the window's edge.
+pub fn urgency() -> String {
+    let count = |matcher: &str| {
+        or_zero(&format!(
+            "clamp_max(sum by (instance, uuid) (strata_device_findings{{{matcher}}} >= 1), 9)"
+        ))
+    };
+    let oom = or_zero("(1000 - clamp(floor(log2(1 + clamp_min(min by (instance, uuid) (strata_oom_forecast_seconds > -9e307 < 9e307), 0))), 0, 998))");
+    format!(
+        "(1e10 * {} + 1e6 * {oom} + 1e4 * {} + 10 * {} + {})",
+        count("severity=\"critical\""),
+        count("kind=\"climb\""),
+        count("kind=\"fragmentation\""),
+        or_zero(&format!("clamp_max({}, 1)", share()))
+    )
+}
+
+/// The used share, -1 where it is not known (the client's order puts those last).
+pub fn used() -> String {
+    format!("({} or on(instance, uuid) ({DEVICES} * 0 - 1))", share())
+}
+
+/// The devices to read: `None` where the window takes every device, else the first `rows` by
+/// the order asked among those that match. `Sort::Node` cannot be asked of Prometheus (it
+/// orders numbers): its devices are those of `nodes`, which the caller picked by name.
+pub fn pick(window: &Window, nodes: &[String]) -> Option<String> {
+    let matching = matching(&window.filter);
+    let Some(rows) = window.rows else {
+        return (!window.filter.is_empty()).then_some(matching);
+    };
+    let k = if window.reversed { "bottomk" } else { "topk" };
+    Some(match window.sort {
+        Sort::Urgency => format!(
+            "{k}({rows}, {} and on(instance, uuid) ({matching}))",
+            urgency()
+        ),
+        Sort::Used => format!(
+            "{k}({rows}, {} and on(instance, uuid) ({matching}))",
+            used()
+        ),
+        Sort::Node => format!(
+            "({matching}) and on(instance) {{__name__=\"strata_node_info\",instance=~\"{}\"}}",
+            quoted(&one_of(nodes))
+        ),
+    })
+}
+
+/// A regex that matches exactly these values (none: nothing).
+fn one_of(values: &[String]) -> String {
+    if values.is_empty() {
+        return "$^".into();
+    }
+    let alternatives: Vec<String> = values.iter().map(|v| regex_literal(v)).collect();
+    format!("(?:{})", alternatives.join("|"))
+}
+
+/// The query of the device rows: every device series of the devices picked.
+pub fn rows(pick: Option<&str>) -> String {
+    match pick {
+        None => format!("{{__name__=~\"{DEVICE_SERIES}\"}}"),
+        Some(p) => format!("{{__name__=~\"{DEVICE_SERIES}\"}} and on(instance, uuid) ({p})"),
+    }
+}
+
+/// Each node's devices that match the filter: `count by (instance)`.
+pub fn counts(filter: &str) -> String {
+    format!("count by (instance) ({})", matching(filter))
+}
+
+/// Nodes in the order of the node sort, until they hold `rows` devices: `(instance, name,
+/// devices)` in, the instances picked out.
+pub fn nodes_for(mut nodes: Vec<(String, String, u64)>, window: &Window) -> Vec<String> {
+    nodes.retain(|n| n.2 > 0);
+    nodes.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    if window.reversed {
+        nodes.reverse();
+    }
+    let want = window.rows.unwrap_or(usize::MAX) as u64;
+    let mut held = 0u64;
+    let mut out = Vec::new();
+    for (instance, _, devices) in nodes {
+        if held >= want {
+            break;
+        }
+        held += devices;
+        out.push(instance);
+    }
+    out
+}
+
+/// The recorded job spread's matchers that pick the jobs whose key (`slurm N`, `run X`)
+/// contains the filter, as the client's filter matches a job row: `None` for every job.
+/// The key is the word and the label's value, so a filter that runs over the word's end
+/// ("rm 90") asks for values that begin with the rest.
+pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
+    let f = filter.to_lowercase();
+    if f.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (word, label, other) in [
+        ("slurm ", "slurm_job", None),
+        ("run ", "run", Some("slurm_job")),
+    ] {
+        let not_other = other.map_or(String::new(), |o| format!(",{o}=\"\""));
+        if word.contains(&f) {
+            out.push(format!("{label}!=\"\"{not_other}"));
+            continue;
+        }
+        let mut alternatives = vec![format!(".*{}.*", regex_literal(&f))];
+        for cut in 0..word.len() {
+            let tail = &word[cut..];
+            if let Some(rest) = f.strip_prefix(tail) {
+                alternatives.push(format!("{}.*", regex_literal(rest)));
+            }
+        }
+        out.push(format!(
+            "{label}=~\"{}\"{not_other}",
+            quoted(&format!("(?i)(?:{})", alternatives.join("|")))
+        ));
+    }
+    Some(out)
+}
+
+/// Each job's size (its processes) from the recorded spread, of the jobs that match.
+pub fn job_sizes(filter: &str) -> String {
+    let spread = |m: &str| format!("strata_job:figures:spread{{stat=\"processes\"{m}}}");
+    let inner = match job_matchers(filter) {
+        None => spread(""),
+        Some(ms) => ms
+            .iter()
+            .map(|m| spread(&format!(",{m}")))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    };
+    format!("sum by (slurm_job, run) ({inner})")
+}
+
+/// The jobs with a climbing rank, keyed as the spread is (by `slurm_job` alone where it has
+/// one): always read, so that every rank_outlier is found whatever the window.
+const CLIMBING_JOBS: &str = "group by (slurm_job, run) (label_replace(strata_job:live_climb_bytes_per_second:max{slurm_job!=\"\"}, \"run\", \"\", \"slurm_job\", \".*\")) or group by (slurm_job, run) (strata_job:live_climb_bytes_per_second:max{slurm_job=\"\"})";
+
+/// The recorded spread of the jobs to read: the largest `rows` that match (the smallest,
+/// reversed), and every job with a climbing rank.
+pub fn jobs(window: &Window) -> String {
+    let spread = "strata_job:figures:spread";
+    match window.rows {
+        None => spread.to_string(),
+        Some(rows) => {
+            let k = if window.reversed { "bottomk" } else { "topk" };
+            format!(
+                "{spread} and on(slurm_job, run) ({k}({rows}, {}) or on(slurm_job, run) ({CLIMBING_JOBS}))",
+                job_sizes(&window.filter)
+            )
+        }
+    }
+}
+
+/// How many jobs match the filter.
+pub fn job_count(filter: &str) -> String {
+    format!("count({})", job_sizes(filter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(rows: Option<usize>, sort: Sort, reversed: bool, filter: &str) -> Window {
+        Window {
+            rows,
+            sort,
+            reversed,
+            filter: filter.into(),
+        }
+    }
+
+    #[test]
+    fn a_typed_filter_is_a_literal_in_the_regex_and_the_string() {
+        assert_eq!(regex_literal("a.b*(c)|d"), "a\\.b\\*\\(c\\)\\|d");
+        // A quote and a backslash cannot end the string or escape out of it.
+        assert_eq!(containing("x\"y\\"), "(?i).*x\\\"y\\\\\\\\.*");
+        let m = matching("node-1\"} or up{");
+        assert!(
+            m.contains("host=~\"(?i).*node-1\\\"\\\\} or up\\\\{.*\""),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn the_window_picks_by_the_order_asked() {
+        let all = window(None, Sort::Urgency, false, "");
+        assert_eq!(pick(&all, &[]), None);
+        let some = window(None, Sort::Urgency, false, "h100");
+        assert_eq!(pick(&some, &[]), Some(matching("h100")));
+        assert_eq!(rows(None), format!("{{__name__=~\"{DEVICE_SERIES}\"}}"));
+        let top = pick(&window(Some(50), Sort::Urgency, false, ""), &[]).unwrap();
+        assert!(top.starts_with("topk(50, (1e10 * "), "{top}");
+        let least = pick(&window(Some(50), Sort::Used, true, ""), &[]).unwrap();
+        assert!(
+            least.starts_with("bottomk(50, ((sum by (instance, uuid)"),
+            "{least}"
+        );
+        let by_node = pick(
+            &window(Some(50), Sort::Node, false, ""),
+            &["10.0.0.1:9842".into(), "b:1".into()],
+        )
+        .unwrap();
+        assert!(
+            by_node.ends_with("instance=~\"(?:10\\\\.0\\\\.0\\\\.1:9842|b:1)\"}"),
+            "{by_node}"
+        );
+        let none = pick(&window(Some(50), Sort::Node, false, ""), &[]).unwrap();
+        assert!(none.contains("instance=~\"$^\""), "{none}");
+    }
+
+    #[test]
+    fn the_node_order_takes_nodes_until_they_hold_the_rows() {
+        let nodes = vec![
+            ("c:1".to_string(), "node-c".to_string(), 8),
+            ("a:1".to_string(), "node-a".to_string(), 8),
+            ("e:1".to_string(), "node-e".to_string(), 0),
+            ("b:1".to_string(), "node-b".to_string(), 8),
+        ];
+        let w = |rows, reversed| window(Some(rows), Sort::Node, reversed, "");
+        assert_eq!(nodes_for(nodes.clone(), &w(8, false)), ["a:1"]);
+        assert_eq!(nodes_for(nodes.clone(), &w(9, false)), ["a:1", "b:1"]);
+        assert_eq!(nodes_for(nodes.clone(), &w(9, true)), ["c:1", "b:1"]);
+        assert_eq!(nodes_for(nodes, &w(100, false)), ["a:1", "b:1", "c:1"]);
+    }
+
+    /// What the client's filter keeps of a job key, and what the matchers ask of its label:
+    /// the same, for keys and filters that run over the word's end.
+    #[test]
+    fn a_job_filter_asks_for_the_jobs_the_client_keeps() {
+        let keeps = |key: &str, f: &str| key.to_lowercase().contains(&f.to_lowercase());
+        let asks = |label: &str, value: &str, f: &str| {
+            let ms = job_matchers(f).unwrap();
+            ms.iter().any(|m| {
+                let Some(rest) = m.strip_prefix(&format!("{label}=~\"")) else {
+                    return m.starts_with(&format!("{label}!=\"\"")) && !value.is_empty();
+                };
+                let re = rest.split("\"").next().unwrap().replace("\\\\", "\\");
+                let re = regex::Regex::new(&format!("^(?:{re})$")).unwrap();
+                re.is_match(value)
+            })
+        };
+        for (label, word, value) in [("slurm_job", "slurm", "9001"), ("run", "run", "llm-a.7")] {
+            let key = format!("{word} {value}");
+            for f in [
+                "9", "900", "slurm 9", "rm 90", "m 9001", "slurm", "urm", " ", "LLM", "run l",
+                "n llm-a.", "a.7", "x", "9001 ", "run 9",
+            ] {
+                assert_eq!(
+                    asks(label, value, f),
+                    keeps(&key, f),
+                    "key {key:?}, filter {f:?}: {:?}",
+                    job_matchers(f)
+                );
+            }
+        }
+        assert_eq!(job_matchers(""), None);
+    }
+
+    #[test]
+    fn the_jobs_read_are_the_largest_and_every_climbing_one() {
+        let q = jobs(&window(Some(30), Sort::Urgency, false, ""));
+        assert!(q.starts_with("strata_job:figures:spread and on(slurm_job, run) (topk(30, sum by (slurm_job, run) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run) (group by"), "{q}");
+        assert_eq!(
+            jobs(&window(None, Sort::Urgency, false, "")),
+            "strata_job:figures:spread"
+        );
+    }
+}
