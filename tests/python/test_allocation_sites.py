@@ -107,7 +107,13 @@ class SitesCase(Case):
 
     def sites_job(self, init=True, **env):
         j = self.job(self.env(pythonpath=[STUBS, ASSETS, self.tmp], **env))
-        j.do("import torch, jobcode, strata_feed")
+        # The tests call the agent's reduction from the job's own thread; its modules are
+        # imported here, before torch, so that this thread never imports one the agent's
+        # sampler is importing for torch's reader (_reading): Python 3.9 can hand a thread a
+        # module another thread has half made ("cannot import name 'count' from partially
+        # initialized module"). In a job only the sampler imports them.
+        j.do("import strata_feed, strata_feed._sites, strata_feed._slices")
+        j.do("import torch, jobcode")
         if init:
             j.do("torch.cuda.init()")
         return j
