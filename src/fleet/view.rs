@@ -802,3 +802,122 @@ fn footer(v: &FleetView) -> Line<'static> {
     }
     Line::from(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::model::Part;
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    fn node(name: &str, devices: usize, count: Option<u64>) -> Node {
+        Node {
+            name: name.into(),
+            instance: format!("{name}:9842"),
+            state: NodeState::Up,
+            why: None,
+            age_secs: Some(1.0),
+            version: None,
+            devices: (0..devices)
+                .map(|g| Device {
+                    gpu: g.to_string(),
+                    uuid: format!("GPU-{name}-{g}"),
+                    name: None,
+                    mig: false,
+                    total: Some(100),
+                    layers: [("live".to_string(), 10), ("free".to_string(), 90)].into(),
+                    findings: Vec::new(),
+                    oom_eta_secs: None,
+                    climb_bytes_per_sec: None,
+                })
+                .collect(),
+            device_count: count,
+        }
+    }
+
+    fn text(v: &FleetView) -> String {
+        let mut t = Terminal::new(TestBackend::new(120, 12)).expect("test backend");
+        t.draw(|f| draw(f, v)).expect("drawn");
+        let buf = t.backend().buffer();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    + "\n"
+            })
+            .collect()
+    }
+
+    /// A windowed read: a node's devices not read are not rows (nor is the node), a node up
+    /// with no device at all is, and the header says how much was read.
+    #[test]
+    fn a_windowed_read_shows_the_rows_read_and_says_of_how_many() {
+        let mut v = FleetView::new("ssh -t {node} strata".into());
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "prometheus http://p:9090".into(),
+            time: 0.0,
+            nodes: vec![
+                node("node-a", 2, Some(5)),
+                node("node-b", 0, Some(3)),
+                node("node-c", 0, Some(0)),
+            ],
+            jobs: Vec::new(),
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: Some(Part {
+                devices_read: 2,
+                devices: 8,
+                jobs_read: 0,
+                jobs: Some(0),
+                sort: Sort::Urgency,
+                reversed: false,
+            }),
+        });
+        let rows: Vec<(&str, Option<&str>)> = v
+            .device_rows()
+            .iter()
+            .map(|(n, d)| (n.name.as_str(), d.map(|d| d.gpu.as_str())))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("node-a", Some("0")),
+                ("node-a", Some("1")),
+                ("node-c", None)
+            ]
+        );
+        let screen = text(&v);
+        assert!(
+            screen.contains("2 of 8 devices read (the first by urgency)"),
+            "{screen}"
+        );
+    }
+
+    /// The window asked grows ahead of the selection, in steps, and carries the order and
+    /// the filter kept (not the one being typed).
+    #[test]
+    fn the_window_asked_grows_ahead_of_the_selection() {
+        let mut v = FleetView::new(String::new());
+        assert_eq!(v.window().rows, Some(WINDOW_ROWS));
+        // Half a window ahead of the selection is read.
+        v.selected = WINDOW_ROWS / 2;
+        assert_eq!(v.window().rows, Some(WINDOW_ROWS));
+        v.selected = WINDOW_ROWS / 2 + 1;
+        assert_eq!(v.window().rows, Some(2 * WINDOW_ROWS));
+        v.key(crossterm::event::KeyCode::Char('s'));
+        v.key(crossterm::event::KeyCode::Char('S'));
+        v.key(crossterm::event::KeyCode::Char('/'));
+        v.key(crossterm::event::KeyCode::Char('x'));
+        let w = v.window();
+        assert_eq!(
+            (w.sort, w.reversed, w.filter.as_str()),
+            (Sort::Node, true, "")
+        );
+        v.key(crossterm::event::KeyCode::Enter);
+        assert_eq!(v.window().filter, "x");
+        v.key(crossterm::event::KeyCode::Esc);
+        assert_eq!(v.window().filter, "");
+    }
+}
