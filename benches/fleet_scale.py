@@ -298,10 +298,26 @@ def proxy(upstream, stats):
 
         def do_GET(self):
             url = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qsl(url.query)
+            self.forward(url.path, urllib.parse.parse_qsl(url.query), None)
+
+        def do_POST(self):
+            # A long query comes as a form (the fleet posts those).
+            length = int(self.headers.get("Content-Length", "0"))
+            form = urllib.parse.parse_qsl(self.rfile.read(length).decode())
+            self.forward(urllib.parse.urlsplit(self.path).path, form, "POST")
+
+        def forward(self, path, query, method):
             query.append(("stats", "all"))
             conn = http.client.HTTPConnection(upstream, timeout=300)
-            conn.request("GET", url.path + "?" + urllib.parse.urlencode(query))
+            if method == "POST":
+                conn.request(
+                    "POST",
+                    path,
+                    body=urllib.parse.urlencode(query),
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                )
+            else:
+                conn.request("GET", path + "?" + urllib.parse.urlencode(query))
             r = conn.getresponse()
             body = r.read()
             try:

@@ -837,9 +837,9 @@ pub struct FleetArgs {
     #[arg(long, default_value = "ssh -t {node} strata", value_name = "CMD")]
     pub ssh_command: String,
 
-    /// From Prometheus, read at most N device rows and N jobs a refresh, the first by the
-    /// order and filter shown, picked by Prometheus (topk) [default: the screen's, 200 and
-    /// more as you scroll; with --json, every row]
+    /// From Prometheus, read N device rows and N jobs a refresh, the first by the order and
+    /// filter shown, picked by Prometheus (topk); the screen reads N more as the cursor
+    /// nears the last [default: 200; with --json, every row]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub rows: Option<u32>,
 
@@ -851,8 +851,8 @@ pub struct FleetArgs {
     #[arg(long)]
     pub reversed: bool,
 
-    /// Only rows whose node, device or finding (jobs: whose key) contains TEXT, in any case
-    /// (`/` on the screen)
+    /// Only rows whose node, device, finding or process owner (job, pod, namespace, user)
+    /// contains TEXT, in any case; jobs whose key does (`/` on the screen)
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
 }

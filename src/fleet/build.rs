@@ -176,6 +176,7 @@ fn devices(own: &[&Series]) -> Vec<Device> {
             findings: Vec::new(),
             oom_eta_secs: None,
             climb_bytes_per_sec: None,
+            owners: Vec::new(),
         });
         uuid
     };
@@ -217,6 +218,20 @@ fn devices(own: &[&Series]) -> Vec<Device> {
                     d.climb_bytes_per_sec
                         .map_or(s.value, |e: f64| e.max(s.value)),
                 );
+            }
+            "strata_process_used_bytes" => {
+                let owners = job_key(s).into_iter().chain(
+                    ["pod", "namespace", "user"]
+                        .iter()
+                        .map(|k| label(s, k))
+                        .filter(|v| !v.is_empty())
+                        .map(|v| crate::text::clean(v).into_owned()),
+                );
+                for o in owners {
+                    if !d.owners.contains(&o) {
+                        d.owners.push(o);
+                    }
+                }
             }
             _ => {}
         }
@@ -483,6 +498,49 @@ mod tests {
             up: true,
             why: None,
             since_scrape: 0.0,
+        }
+    }
+
+    /// A device's processes' owners are what the filter matches it by, where its processes'
+    /// series were read (endpoints; Prometheus without the rules).
+    #[test]
+    fn a_device_is_filtered_by_its_processes_owners() {
+        let t = Target {
+            instance: "a:9842".into(),
+            up: true,
+            why: None,
+            since_scrape: 0.0,
+        };
+        let mut s = node_series("a:9842", "node-a", "3", None);
+        s.push(series(
+            "strata_process_used_bytes",
+            &[
+                ("instance", "a:9842"),
+                ("gpu", "0"),
+                ("uuid", "GPU-a"),
+                ("pid", "200"),
+                ("pod", "trainer-0"),
+                ("namespace", "ml"),
+                ("user", "alice"),
+            ],
+            10.0,
+        ));
+        let built = build(&[t], &s, 15.0);
+        let node = &built.nodes[0];
+        let d = &node.devices[0];
+        assert_eq!(d.owners, ["slurm 7", "trainer-0", "ml", "alice"]);
+        for (filter, matches) in [
+            ("alice", true),
+            ("slurm 7", true),
+            ("rm 7", true),
+            ("trainer", true),
+            ("bob", false),
+        ] {
+            assert_eq!(
+                super::super::model::row_matches(node, Some(d), filter),
+                matches,
+                "{filter}"
+            );
         }
     }
 

@@ -128,6 +128,9 @@ pub fn promql_string(text: &str) -> String {
 }
 
 /// One call of Prometheus's HTTP API: its `data`, or why not. Its warnings go to `problems`.
+/// The bytes of a query's parameters past which it is sent as a form (POST), not in the URL.
+const LONG_QUERY: usize = 2048;
+
 pub(super) fn api(
     client: &Client,
     base: &str,
@@ -137,7 +140,13 @@ pub(super) fn api(
     problems: &mut Vec<String>,
 ) -> Result<Value, String> {
     let url = format!("{}{path}", base.trim_end_matches('/'));
-    let (status, body) = client.get_with(&url, params)?;
+    // A long query (the rows picked, by name) goes as a form: a URL has limits on the way.
+    let long = params.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > LONG_QUERY;
+    let (status, body) = if long {
+        client.post_form(&url, params)?
+    } else {
+        client.get_with(&url, params)?
+    };
     let mut v: Value = serde_json::from_str(&body).map_err(|_| {
         if status == 200 {
             "its answer is not Prometheus's JSON (hint: --prometheus is the server's base URL, e.g. http://prometheus:9090)".to_string()

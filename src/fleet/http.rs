@@ -139,7 +139,27 @@ impl Client {
         if let Some(h) = self.auth.header() {
             request = request.header("Authorization", h);
         }
-        let mut response = request.call().map_err(|e| why(&e))?;
+        let response = request.call().map_err(|e| why(&e))?;
+        self.read(response)
+    }
+
+    /// POST `form` to `url` (`application/x-www-form-urlencoded`): for a query too long for a
+    /// URL, which Prometheus's API takes as a form too.
+    pub fn post_form(&self, url: &str, form: &[(&str, &str)]) -> Result<(u16, String), String> {
+        let mut request = self.agent.post(url);
+        if let Some(h) = self.auth.header() {
+            request = request.header("Authorization", h);
+        }
+        let response = request
+            .send_form(form.iter().copied())
+            .map_err(|e| why(&e))?;
+        self.read(response)
+    }
+
+    fn read(
+        &self,
+        mut response: ureq::http::Response<ureq::Body>,
+    ) -> Result<(u16, String), String> {
         let status = response.status().as_u16();
         let body = response
             .body_mut()

@@ -149,6 +149,7 @@ impl Source {
                 jobs: read.jobs_total.filter(|_| from_rules),
                 sort: window.sort,
                 reversed: window.reversed,
+                filter: window.filter.clone(),
             };
             for node in built
                 .nodes
@@ -259,13 +260,10 @@ pub fn run(args: &FleetArgs) -> ExitCode {
             .collect();
         view.kept_filter = view.filter.clone();
     }
-    match screen::run(
-        source,
-        scrape_interval,
-        args.refresh,
-        view,
-        args.rows.map(|r| r as usize),
-    ) {
+    if let Some(rows) = args.rows {
+        view.window_rows = rows as usize;
+    }
+    match screen::run(source, scrape_interval, args.refresh, view) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strata fleet: {e}");

@@ -66,7 +66,7 @@ impl Window {
 }
 
 /// What a windowed read holds of the whole: the rows read and how many there are.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Part {
     /// Devices read, and devices that match the filter on nodes up.
     pub devices_read: u64,
@@ -78,6 +78,9 @@ pub struct Part {
     /// The order the rows were picked by.
     pub sort: Sort,
     pub reversed: bool,
+    /// The filter Prometheus picked the device rows by (it matches their processes' owners
+    /// too, which a windowed read does not bring): the client does not filter them again.
+    pub filter: String,
 }
 
 impl Fleet {
@@ -87,6 +90,21 @@ impl Fleet {
     pub fn keep_matching(&mut self, filter: &str) {
         let filter = filter.to_lowercase();
         if filter.is_empty() {
+            return;
+        }
+        self.jobs.retain(|j| job_matches(j, &filter));
+        // Prometheus picked the device rows by this filter already, owners and all: a node
+        // stays where it has a device that matches, read or not, or its name matches.
+        if self
+            .part
+            .as_ref()
+            .is_some_and(|p| p.filter.to_lowercase() == filter)
+        {
+            self.nodes.retain(|n| {
+                !n.devices.is_empty()
+                    || n.device_count.is_some_and(|c| c > 0)
+                    || row_matches(n, None, &filter)
+            });
             return;
         }
         self.nodes.retain_mut(|n| {
@@ -104,7 +122,6 @@ impl Fleet {
             }
             !n.devices.is_empty()
         });
-        self.jobs.retain(|j| job_matches(j, &filter));
     }
 }
 
@@ -116,8 +133,9 @@ impl Part {
 }
 
 /// Whether a device row (a node's device, or the node itself where `None`) matches a filter
-/// (lower case): its node's name or address, its GPU's name or MIG profile, or a finding's
-/// kind contains it. What Prometheus is asked for the same filter is `window::matching`.
+/// (lower case): its node's name or address, its GPU's name or MIG profile, a finding's kind,
+/// or an owner of one of its processes (job, pod, namespace, user) contains it. What
+/// Prometheus is asked for the same filter is `window::matching`.
 pub fn row_matches(node: &Node, device: Option<&Device>, filter: &str) -> bool {
     filter.is_empty()
         || node.name.to_lowercase().contains(filter)
@@ -131,6 +149,7 @@ pub fn row_matches(node: &Node, device: Option<&Device>, filter: &str) -> bool {
                 || d.findings
                     .iter()
                     .any(|f| f.kind.to_lowercase().contains(filter))
+                || d.owners.iter().any(|o| o.to_lowercase().contains(filter))
         })
 }
 
@@ -214,6 +233,10 @@ pub struct Device {
     pub oom_eta_secs: Option<f64>,
     /// Its fastest climb, bytes a second.
     pub climb_bytes_per_sec: Option<f64>,
+    /// Its processes' owners, for the filter: job keys (`slurm 9001`), pods, namespaces,
+    /// users; where the processes' series were read.
+    #[serde(skip)]
+    pub owners: Vec<String>,
 }
 
 impl Device {
@@ -535,6 +558,7 @@ mod tests {
             .collect(),
             oom_eta_secs: eta,
             climb_bytes_per_sec: None,
+            owners: Vec::new(),
         };
         let up = node(NodeState::Up);
         let mut rows = [

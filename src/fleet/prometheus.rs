@@ -5,40 +5,34 @@
 use super::build::{job_key_of, Target};
 use super::http::Client;
 use super::model::{Job, NodeState, Rank, Sort, Spread, Window};
-use super::window::{self, NODE_SERIES};
+use super::window::{self, Pick, Recorded, NODE_SERIES};
 use super::{Read, Series};
 use crate::layers::Layer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Without the recording rules: every series of the processes that name a job.
-const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"}";
-
-/// The nodes seen in the last hour, evaluated once a minute (a sample stays visible for
-/// the lookback after it, so every minute of the hour is covered) rather than every sample;
-/// and every sample of the last five minutes, which holds a node scraped for less than a
-/// minute before it went down (its staleness marker hides it from the minute steps, never
-/// from a range).
-const SEEN: &str =
-    "(max_over_time(strata_node_info[1h:1m]) or max_over_time(strata_node_info[5m]))";
+/// And every live climb, whose device a window may not read: a job's climbing ranks.
+const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"} or strata_climb_rate_bytes_per_second{cause=\"live\"}";
 
 /// The queries of one refresh that do not depend on another's answer, by what each is for:
-/// every node's own series (one to four a node), and, for a windowed read, each node's
-/// devices that match the filter (`counts`). A node seen in the last hour and not now is
-/// down, never dropped: its target's `up` says why. The device rows ([`window::rows`]) and
-/// the jobs are asked after them.
-pub fn queries(window: &Window) -> Vec<(&'static str, String)> {
+/// every node's own series (one to five a node; from the rules Prometheus has), and, for a
+/// windowed or filtered read, each node's devices that match the filter (`counts`). A node
+/// seen in the last hour and not now is down, never dropped: its target's `up` says why.
+/// The device rows and the jobs are asked after them.
+pub fn queries(window: &Window, recorded: &Recorded) -> Vec<(&'static str, String)> {
+    let seen = recorded.seen();
     let mut out = vec![
-        ("nodes", SEEN.to_string()),
-        ("up", format!("up and on(instance) {SEEN}")),
+        ("nodes", seen.clone()),
+        ("up", format!("up and on(instance) {seen}")),
         ("series", format!("{{__name__=~\"{NODE_SERIES}\"}}")),
         (
             "scraped",
             "timestamp(strata_sample_age_seconds)".to_string(),
         ),
     ];
-    if window.rows.is_some() {
-        out.push(("counts", window::counts(&window.filter)));
+    if window.rows.is_some() || !window.filter.is_empty() {
+        out.push(("counts", window::counts(&window.filter, recorded)));
     }
     out
 }
@@ -276,8 +270,29 @@ pub fn read(
 ) -> Result<Read, String> {
     let fatal = |why: String| format!("Prometheus at {}: {why}", crate::text::clean(base));
     let mut problems = Vec::new();
+    // Which of the fleet's rules Prometheus has: their answers cost a series a node or
+    // device, where the expressions they record read every device's series.
+    let recorded = match query(
+        client,
+        base,
+        "rules",
+        &window::recorded_now(),
+        time,
+        &mut problems,
+    ) {
+        Ok(v) => Recorded::from_names(
+            v.iter()
+                .filter_map(|s| s.labels.get("__name__"))
+                .map(String::as_str),
+        ),
+        // Asked as if none: the expressions answer the same.
+        Err(why) => {
+            problems.push(why);
+            Recorded::default()
+        }
+    };
     let mut got: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
-    for (what, promql) in queries(window) {
+    for (what, promql) in queries(window, &recorded) {
         match query(client, base, what, &promql, time, &mut problems) {
             Ok(v) => {
                 got.insert(what, v);
@@ -342,17 +357,43 @@ pub fn read(
         }
         _ => Vec::new(),
     };
-    let pick = window::pick(window, &by_node);
-    match query(
-        client,
-        base,
-        "rows",
-        &window::rows(pick.as_deref()),
-        time,
-        &mut problems,
-    ) {
-        Ok(v) => series.extend(v),
-        Err(why) => return Err(fatal(why)),
+    // The device rows: every device's series, or those of the devices Prometheus picks
+    // (asked first, then their series by name: the index finds them, no join reads every
+    // device's series).
+    let rows = match window::pick(window, &by_node, &recorded) {
+        Pick::All(matching) => Some((window::rows(matching.as_deref()), None)),
+        Pick::Nodes(nodes) => Some((window::rows_of_nodes(&nodes), None)),
+        Pick::Devices(promql) => {
+            let picked: BTreeSet<(String, String)> =
+                match query(client, base, "picked", &promql, time, &mut problems) {
+                    Ok(v) => v
+                        .iter()
+                        .filter_map(|s| {
+                            Some((
+                                s.labels.get("instance")?.clone(),
+                                s.labels.get("uuid")?.clone(),
+                            ))
+                        })
+                        .collect(),
+                    Err(why) => return Err(fatal(why)),
+                };
+            let list: Vec<(String, String)> = picked.iter().cloned().collect();
+            (!list.is_empty()).then(|| (window::rows_of(&list), Some(picked)))
+        }
+    };
+    if let Some((promql, only)) = rows {
+        match query(client, base, "rows", &promql, time, &mut problems) {
+            Ok(v) => series.extend(v.into_iter().filter(|s| {
+                only.as_ref().is_none_or(|only| {
+                    let key = (
+                        s.labels.get("instance").cloned().unwrap_or_default(),
+                        s.labels.get("uuid").cloned().unwrap_or_default(),
+                    );
+                    only.contains(&key)
+                })
+            })),
+            Err(why) => return Err(fatal(why)),
+        }
     }
     // A node seen in the hour and not now: its last info names it (host, version).
     for s in got.get("nodes").into_iter().flatten() {
@@ -392,23 +433,57 @@ pub fn read(
         .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     let mut jobs_total = None;
-    if !any_stale {
-        let climbing = RECORDED[1].1.to_string();
-        for (what, promql) in [("jobs", window::jobs(window)), ("climbing", climbing)] {
-            match query(client, base, what, &promql, time, &mut problems) {
-                Ok(v) if !v.is_empty() => {
-                    answers.insert(what, v);
+    let from_rules = recorded.jobs() && !any_stale;
+    if from_rules {
+        // The jobs to read, asked first where the window takes some, then their spread by
+        // name.
+        let picked = match window::job_pick(window) {
+            None => Some(None),
+            Some(promql) => {
+                match query(client, base, "jobs picked", &promql, time, &mut problems) {
+                    Ok(v) => {
+                        let mut slurm = BTreeSet::new();
+                        let mut runs = BTreeSet::new();
+                        for s in &v {
+                            let label =
+                                |k: &str| s.labels.get(k).filter(|x| !x.is_empty()).cloned();
+                            match (label("slurm_job"), label("run")) {
+                                (Some(j), _) => slurm.insert(j),
+                                (None, Some(r)) => runs.insert(r),
+                                _ => false,
+                            };
+                        }
+                        Some(Some((
+                            slurm.into_iter().collect::<Vec<_>>(),
+                            runs.into_iter().collect::<Vec<_>>(),
+                        )))
+                    }
+                    Err(why) => {
+                        problems.push(why);
+                        None
+                    }
                 }
-                _ => {}
             }
-        }
-        if answers.contains_key("jobs") && window.rows.is_some() {
-            let promql = window::job_count(&window.filter);
-            match query(client, base, "job count", &promql, time, &mut problems) {
-                Ok(v) => {
-                    jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+        };
+        if let Some(picked) = picked {
+            let spread = window::jobs(picked.as_ref().map(|(s, r)| (s.as_slice(), r.as_slice())));
+            let climbing = RECORDED[1].1.to_string();
+            for (what, promql) in [("jobs", spread), ("climbing", climbing)] {
+                match query(client, base, what, &promql, time, &mut problems) {
+                    Ok(v) => {
+                        answers.insert(what, v);
+                    }
+                    Err(why) => problems.push(why),
                 }
-                Err(why) => problems.push(why),
+            }
+            if picked.is_some() && answers.contains_key("jobs") {
+                let promql = window::job_count(&window.filter);
+                match query(client, base, "job count", &promql, time, &mut problems) {
+                    Ok(v) => {
+                        jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+                    }
+                    Err(why) => problems.push(why),
+                }
             }
         }
     }
@@ -562,6 +637,21 @@ mod tests {
                 .unwrap_or_else(|| panic!("no rule records {record}"));
             assert_eq!(lines[at + 1].trim(), "expr: |");
             assert_eq!(lines[at + 2].trim(), promql, "{record}");
+        }
+        // And those of every node and device that a refresh asks (window::NODE_RULES).
+        for (record, what) in window::NODE_RULES {
+            let at = lines
+                .iter()
+                .position(|l| l.trim() == format!("- record: {record}"))
+                .unwrap_or_else(|| {
+                    panic!("no rule records {record}: {}", window::recorded_expr(what))
+                });
+            assert_eq!(lines[at + 1].trim(), "expr: |");
+            assert_eq!(
+                lines[at + 2].trim(),
+                window::recorded_expr(what),
+                "{record}"
+            );
         }
     }
 }

@@ -40,14 +40,8 @@ pub fn run(
     scrape_interval: f64,
     refresh: f64,
     view: FleetView,
-    rows: Option<usize>,
 ) -> anyhow::Result<()> {
-    // The rows the reader asks for: the screen's, or at least `--rows`.
-    let ask_for = move |view: &FleetView| {
-        let mut w = view.window();
-        w.rows = w.rows.max(rows);
-        w
-    };
+    let ask_for = |view: &FleetView| view.window();
     let window = std::sync::Arc::new(std::sync::Mutex::new(ask_for(&view)));
     let wanted = window.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -18,8 +18,9 @@ pub enum Mode {
     Jobs,
 }
 
-/// The rows a read asks for at least, and the step it grows by as the selection moves down:
-/// a few screens' worth, so that a refresh of a large fleet reads what can be shown.
+/// The rows a read asks for at least, and the step it grows by as the selection moves down,
+/// unless `--rows` says otherwise: a few screens' worth, so that a refresh of a large fleet
+/// reads what can be shown.
 pub const WINDOW_ROWS: usize = 200;
 
 /// What the screen shows and where the user is in it.
@@ -36,6 +37,8 @@ pub struct FleetView {
     /// The filter as last kept (Enter) or cleared: what the source is asked for. While one is
     /// typed, the rows read are filtered as it grows, and read again when it is kept.
     pub kept_filter: String,
+    /// The rows a read asks for at least, and the step they grow by (`--rows`).
+    pub window_rows: usize,
     pub typing: bool,
     pub selected: usize,
     /// The node open (its instance), Enter on a row.
@@ -60,6 +63,7 @@ impl FleetView {
             reversed: false,
             filter: String::new(),
             kept_filter: String::new(),
+            window_rows: WINDOW_ROWS,
             typing: false,
             selected: 0,
             open: None,
@@ -71,12 +75,13 @@ impl FleetView {
         }
     }
 
-    /// What the screen asks the source for: the rows down to the one selected and a page or
-    /// more past it (at least [`WINDOW_ROWS`]), by the order and the filter kept.
+    /// What the screen asks the source for: the rows down to the one selected and half a
+    /// window or more past it (a multiple of `window_rows`), by the order and the filter kept.
     pub fn window(&self) -> Window {
-        let want = (self.selected + WINDOW_ROWS / 2).div_ceil(WINDOW_ROWS) * WINDOW_ROWS;
+        let step = self.window_rows.max(1);
+        let want = (self.selected + step / 2).div_ceil(step) * step;
         Window {
-            rows: Some(want.max(WINDOW_ROWS)),
+            rows: Some(want.max(step)),
             sort: self.sort,
             reversed: self.reversed,
             filter: self.kept_filter.clone(),
@@ -100,7 +105,15 @@ impl FleetView {
                 rows.extend(node.devices.iter().map(|d| (node, Some(d))));
             }
         }
-        rows.retain(|(n, d)| super::model::row_matches(n, *d, &filter));
+        // Prometheus picked the rows by this very filter (owners too, which it does not send):
+        // they are not filtered again. One being typed narrows the rows read.
+        let picked = fleet
+            .part
+            .as_ref()
+            .is_some_and(|p| p.filter.to_lowercase() == filter);
+        if !picked {
+            rows.retain(|(n, d)| super::model::row_matches(n, *d, &filter));
+        }
         let used_share = |d: Option<&Device>| {
             d.and_then(|d| Some(d.used()? as f64 / d.total.filter(|t| *t > 0)? as f64))
                 .unwrap_or(-1.0)
@@ -358,7 +371,7 @@ fn header(v: &FleetView) -> Line<'static> {
     let count = |s: NodeState| f.nodes.iter().filter(|n| n.state == s).count();
     let devices: usize = f.nodes.iter().map(|n| n.devices.len()).sum();
     // A windowed read: what was read of how many (the rest are not rows until read).
-    let devices = match f.part {
+    let devices = match &f.part {
         Some(p) if v.mode == Mode::Jobs => match p.jobs {
             Some(jobs) if p.jobs_read < jobs => format!(
                 "{} jobs read of {jobs} (the largest, and each with a climbing rank)",
@@ -829,6 +842,7 @@ mod tests {
                     findings: Vec::new(),
                     oom_eta_secs: None,
                     climb_bytes_per_sec: None,
+                    owners: Vec::new(),
                 })
                 .collect(),
             device_count: count,
@@ -873,6 +887,7 @@ mod tests {
                 jobs: Some(0),
                 sort: Sort::Urgency,
                 reversed: false,
+                filter: String::new(),
             }),
         });
         let rows: Vec<(&str, Option<&str>)> = v

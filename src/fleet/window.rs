@@ -16,6 +16,93 @@ pub const DEVICE_SERIES: &str = "strata_gpu_memory_total_bytes|strata_gpu_layer_
 /// or a layer, as the client makes a device of either.
 const DEVICES: &str = "group by (instance, uuid) ({__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes\"})";
 
+/// The nodes seen in the last hour, evaluated once a minute (a sample stays visible for the
+/// lookback after it, so every minute of the hour is covered) rather than every sample; and
+/// every sample of the last five minutes, which holds a node scraped for less than a minute
+/// before it went down (its staleness marker hides it from the minute steps, never from a
+/// range).
+pub const SEEN: &str =
+    "(max_over_time(strata_node_info[1h:1m]) or max_over_time(strata_node_info[5m]))";
+
+/// The recording rules of `assets/prometheus/strata-fleet-rules.yml` that answer what a
+/// refresh asks of every node and device, and what each records. A refresh asks which of
+/// them Prometheus has ([`recorded_now`]) and asks the expression itself of the others.
+pub const NODE_RULES: [(&str, &str); 4] = [
+    ("strata_node:info:seen_1h", "seen"),
+    ("strata_node:devices:count", "count"),
+    ("strata_device:urgency:score", "urgency"),
+    ("strata_device:used:ratio", "used"),
+];
+
+/// The expression a rule of [`NODE_RULES`] records.
+pub fn recorded_expr(what: &str) -> String {
+    match what {
+        "seen" => SEEN.to_string(),
+        "count" => format!("count by (instance) ({DEVICES})"),
+        "urgency" => urgency(),
+        _ => used(),
+    }
+}
+
+/// The recorded metric of each job's spread (`prometheus::RECORDED`).
+pub const JOBS_RULE: &str = "strata_job:figures:spread";
+
+/// Which of [`NODE_RULES`] and [`JOBS_RULE`] Prometheus has now: one series a rule's metric.
+pub fn recorded_now() -> String {
+    let mut names: Vec<&str> = NODE_RULES.iter().map(|(name, _)| *name).collect();
+    names.push(JOBS_RULE);
+    format!(
+        "count by (__name__) ({{__name__=~\"{}\"}})",
+        names.join("|")
+    )
+}
+
+/// The rules Prometheus has, by what each answers (`seen`, `count`, `urgency`, `used`, and
+/// `jobs` for [`JOBS_RULE`]).
+#[derive(Debug, Clone, Default)]
+pub struct Recorded(pub Vec<&'static str>);
+
+impl Recorded {
+    /// From the answer of [`recorded_now`]: the metrics' names.
+    pub fn from_names<'a>(names: impl Iterator<Item = &'a str>) -> Recorded {
+        let names: Vec<&str> = names.collect();
+        let mut out: Vec<&'static str> = NODE_RULES
+            .iter()
+            .filter(|(name, _)| names.contains(name))
+            .map(|(_, what)| *what)
+            .collect();
+        if names.contains(&JOBS_RULE) {
+            out.push("jobs");
+        }
+        Recorded(out)
+    }
+
+    /// Whether the jobs' spread is recorded.
+    pub fn jobs(&self) -> bool {
+        self.0.contains(&"jobs")
+    }
+}
+
+impl Recorded {
+    /// The recorded metric where Prometheus has it, else the expression it records.
+    pub fn of(&self, what: &str) -> String {
+        match NODE_RULES.iter().find(|(_, w)| *w == what) {
+            Some((name, w)) if self.0.contains(w) => name.to_string(),
+            _ => recorded_expr(what),
+        }
+    }
+
+    /// The nodes seen in the last hour: from the rule, with the nodes current now (the rule
+    /// is as old as its last evaluation).
+    pub fn seen(&self) -> String {
+        if self.0.contains(&"seen") {
+            "(strata_node:info:seen_1h or strata_node_info)".to_string()
+        } else {
+            SEEN.to_string()
+        }
+    }
+}
+
 /// A text as a PromQL string's content: `\` and `"` escaped.
 fn quoted(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
@@ -40,14 +127,22 @@ fn containing(text: &str) -> String {
 }
 
 /// The devices that match the filter, as the client's filter matches a device row: its
-/// node's host name or address, its GPU's name or MIG profile, or a finding's kind.
+/// node's host name or address, its GPU's name or MIG profile, a finding's kind, or an owner
+/// of one of its processes (its job's key, pod, namespace or user).
 pub fn matching(filter: &str) -> String {
     if filter.is_empty() {
         return DEVICES.to_string();
     }
     let r = containing(filter);
+    let mut owners: Vec<String> = job_matchers(filter).unwrap_or_default();
+    owners.extend(["pod", "namespace", "user"].map(|k| format!("{k}=~\"{r}\"")));
+    let processes = owners
+        .iter()
+        .map(|m| format!("strata_process_used_bytes{{{m}}}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
     format!(
-        "({DEVICES} and on(instance) (strata_node_info{{host=~\"{r}\"}} or strata_node_info{{instance=~\"{r}\"}})) or ({DEVICES} and on(instance, uuid) ({{__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes\",name=~\"{r}\"}} or {{__name__=~\"strata_mig_memory_total_bytes|strata_mig_layer_bytes\",profile=~\"{r}\"}} or strata_device_findings{{kind=~\"{r}\"}} >= 1))"
+        "({DEVICES} and on(instance) (strata_node_info{{host=~\"{r}\"}} or strata_node_info{{instance=~\"{r}\"}})) or ({DEVICES} and on(instance, uuid) ({{__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes\",name=~\"{r}\"}} or {{__name__=~\"strata_mig_memory_total_bytes|strata_mig_layer_bytes\",profile=~\"{r}\"}} or strata_device_findings{{kind=~\"{r}\"}} >= 1 or {processes}))"
     )
 }
 
@@ -89,50 +184,92 @@ pub fn used() -> String {
     format!("({} or on(instance, uuid) ({DEVICES} * 0 - 1))", share())
 }
 
-/// The devices to read: `None` where the window takes every device, else the first `rows` by
-/// the order asked among those that match. `Sort::Node` cannot be asked of Prometheus (it
-/// orders numbers): its devices are those of `nodes`, which the caller picked by name.
-pub fn pick(window: &Window, nodes: &[String]) -> Option<String> {
-    let matching = matching(&window.filter);
+/// How a read finds its device rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pick {
+    /// Every device (that matches: the expression), in one query of their series.
+    All(Option<String>),
+    /// These nodes' devices, all of them (the node order, unfiltered).
+    Nodes(Vec<String>),
+    /// The devices this query answers (one series each, labelled `instance` and `uuid`):
+    /// asked first, then their series by name.
+    Devices(String),
+}
+
+/// How to find the devices to read: every one where the window takes every device, else
+/// the first `rows` by the order asked among those that match. `Sort::Node` cannot be asked
+/// of Prometheus (it orders numbers): its devices are those of `nodes`, which the caller
+/// picked by name.
+pub fn pick(window: &Window, nodes: &[String], recorded: &Recorded) -> Pick {
+    let matching = (!window.filter.is_empty()).then(|| matching(&window.filter));
     let Some(rows) = window.rows else {
-        return (!window.filter.is_empty()).then_some(matching);
+        return Pick::All(matching);
     };
     let k = if window.reversed { "bottomk" } else { "topk" };
-    Some(match window.sort {
-        Sort::Urgency => format!(
-            "{k}({rows}, {} and on(instance, uuid) ({matching}))",
-            urgency()
-        ),
-        Sort::Used => format!(
-            "{k}({rows}, {} and on(instance, uuid) ({matching}))",
-            used()
-        ),
-        Sort::Node => format!(
-            "({matching}) and on(instance) {{__name__=\"strata_node_info\",instance=~\"{}\"}}",
-            quoted(&one_of(nodes))
-        ),
-    })
+    let among = |score: String| match &matching {
+        None => format!("{k}({rows}, {score})"),
+        Some(m) => format!("{k}({rows}, {score} and on(instance, uuid) ({m}))"),
+    };
+    match window.sort {
+        Sort::Urgency => Pick::Devices(among(recorded.of("urgency"))),
+        Sort::Used => Pick::Devices(among(recorded.of("used"))),
+        Sort::Node => match matching {
+            None => Pick::Nodes(nodes.to_vec()),
+            Some(m) => Pick::Devices(format!(
+                "({m}) and on(instance) {{__name__=\"strata_node_info\",instance=~\"{}\"}}",
+                quoted(&one_of(nodes))
+            )),
+        },
+    }
 }
 
 /// A regex that matches exactly these values (none: nothing).
-fn one_of(values: &[String]) -> String {
+fn one_of<S: AsRef<str>>(values: &[S]) -> String {
     if values.is_empty() {
         return "$^".into();
     }
-    let alternatives: Vec<String> = values.iter().map(|v| regex_literal(v)).collect();
+    let alternatives: Vec<String> = values.iter().map(|v| regex_literal(v.as_ref())).collect();
     format!("(?:{})", alternatives.join("|"))
 }
 
-/// The query of the device rows: every device series of the devices picked.
-pub fn rows(pick: Option<&str>) -> String {
-    match pick {
+/// The query of the device rows: every device series of every device (that matches).
+pub fn rows(matching: Option<&str>) -> String {
+    match matching {
         None => format!("{{__name__=~\"{DEVICE_SERIES}\"}}"),
-        Some(p) => format!("{{__name__=~\"{DEVICE_SERIES}\"}} and on(instance, uuid) ({p})"),
+        Some(m) => format!("{{__name__=~\"{DEVICE_SERIES}\"}} and on(instance, uuid) ({m})"),
     }
 }
 
+/// The query of the device series of these nodes.
+pub fn rows_of_nodes(instances: &[String]) -> String {
+    format!(
+        "{{__name__=~\"{DEVICE_SERIES}\",instance=~\"{}\"}}",
+        quoted(&one_of(instances))
+    )
+}
+
+/// The query of the device series of these devices (`instance`, `uuid`), by name: found
+/// through the index, not by a join over every device's series. It may answer another
+/// node's device of one of these UUIDs (a demo's, a copy's); the caller keeps the pairs.
+pub fn rows_of(devices: &[(String, String)]) -> String {
+    let mut instances: Vec<&str> = devices.iter().map(|d| d.0.as_str()).collect();
+    let mut uuids: Vec<&str> = devices.iter().map(|d| d.1.as_str()).collect();
+    instances.sort_unstable();
+    instances.dedup();
+    uuids.sort_unstable();
+    uuids.dedup();
+    format!(
+        "{{__name__=~\"{DEVICE_SERIES}\",instance=~\"{}\",uuid=~\"{}\"}}",
+        quoted(&one_of(&instances)),
+        quoted(&one_of(&uuids))
+    )
+}
+
 /// Each node's devices that match the filter: `count by (instance)`.
-pub fn counts(filter: &str) -> String {
+pub fn counts(filter: &str, recorded: &Recorded) -> String {
+    if filter.is_empty() {
+        return recorded.of("count");
+    }
     format!("count by (instance) ({})", matching(filter))
 }
 
@@ -209,20 +346,41 @@ pub fn job_sizes(filter: &str) -> String {
 /// one): always read, so that every rank_outlier is found whatever the window.
 const CLIMBING_JOBS: &str = "group by (slurm_job, run) (label_replace(strata_job:live_climb_bytes_per_second:max{slurm_job!=\"\"}, \"run\", \"\", \"slurm_job\", \".*\")) or group by (slurm_job, run) (strata_job:live_climb_bytes_per_second:max{slurm_job=\"\"})";
 
-/// The recorded spread of the jobs to read: the largest `rows` that match (the smallest,
-/// reversed), and every job with a climbing rank.
-pub fn jobs(window: &Window) -> String {
+/// The jobs to read (`rows`: the largest that match, the smallest reversed) and every job
+/// with a climbing rank: one series a job, labelled `slurm_job` or `run`. `None`: every job.
+pub fn job_pick(window: &Window) -> Option<String> {
+    let rows = window.rows?;
+    let k = if window.reversed { "bottomk" } else { "topk" };
+    Some(format!(
+        "{k}({rows}, {}) or on(slurm_job, run) ({CLIMBING_JOBS})",
+        job_sizes(&window.filter)
+    ))
+}
+
+/// The recorded spread of these jobs (`slurm_job` values, and `run` values of jobs with
+/// none), by name; of every job where `None`.
+pub fn jobs(picked: Option<(&[String], &[String])>) -> String {
     let spread = "strata_job:figures:spread";
-    match window.rows {
-        None => spread.to_string(),
-        Some(rows) => {
-            let k = if window.reversed { "bottomk" } else { "topk" };
-            format!(
-                "{spread} and on(slurm_job, run) ({k}({rows}, {}) or on(slurm_job, run) ({CLIMBING_JOBS}))",
-                job_sizes(&window.filter)
-            )
-        }
+    let Some((slurm, runs)) = picked else {
+        return spread.to_string();
+    };
+    let mut parts = Vec::new();
+    if !slurm.is_empty() {
+        parts.push(format!(
+            "{spread}{{slurm_job=~\"{}\"}}",
+            quoted(&one_of(slurm))
+        ));
     }
+    if !runs.is_empty() {
+        parts.push(format!(
+            "{spread}{{slurm_job=\"\",run=~\"{}\"}}",
+            quoted(&one_of(runs))
+        ));
+    }
+    if parts.is_empty() {
+        return format!("{spread}{{slurm_job=~\"$^\"}}");
+    }
+    parts.join(" or ")
 }
 
 /// How many jobs match the filter.
@@ -256,30 +414,80 @@ mod tests {
     }
 
     #[test]
+    fn a_filter_matches_a_device_by_its_processes_owners_too() {
+        let m = matching("alice");
+        for owner in ["user", "pod", "namespace"] {
+            assert!(
+                m.contains(&format!(
+                    "strata_process_used_bytes{{{owner}=~\"(?i).*alice.*\"}}"
+                )),
+                "{owner}: {m}"
+            );
+        }
+        assert!(m.contains("strata_process_used_bytes{slurm_job=~"), "{m}");
+        assert!(m.contains("strata_process_used_bytes{run=~"), "{m}");
+    }
+
+    #[test]
     fn the_window_picks_by_the_order_asked() {
+        let none = Recorded::default();
         let all = window(None, Sort::Urgency, false, "");
-        assert_eq!(pick(&all, &[]), None);
+        assert_eq!(pick(&all, &[], &none), Pick::All(None));
         let some = window(None, Sort::Urgency, false, "h100");
-        assert_eq!(pick(&some, &[]), Some(matching("h100")));
+        assert_eq!(pick(&some, &[], &none), Pick::All(Some(matching("h100"))));
         assert_eq!(rows(None), format!("{{__name__=~\"{DEVICE_SERIES}\"}}"));
-        let top = pick(&window(Some(50), Sort::Urgency, false, ""), &[]).unwrap();
+        let devices = |p: Pick| match p {
+            Pick::Devices(q) => q,
+            p => panic!("{p:?}"),
+        };
+        let top = devices(pick(
+            &window(Some(50), Sort::Urgency, false, ""),
+            &[],
+            &none,
+        ));
         assert!(top.starts_with("topk(50, (1e10 * "), "{top}");
-        let least = pick(&window(Some(50), Sort::Used, true, ""), &[]).unwrap();
+        // From the rule where Prometheus records it.
+        let ruled = Recorded(vec!["urgency", "used"]);
+        let top = devices(pick(
+            &window(Some(50), Sort::Urgency, false, ""),
+            &[],
+            &ruled,
+        ));
+        assert_eq!(top, "topk(50, strata_device:urgency:score)");
+        let least = devices(pick(&window(Some(50), Sort::Used, true, "x"), &[], &ruled));
+        assert!(
+            least.starts_with("bottomk(50, strata_device:used:ratio and on(instance, uuid) ("),
+            "{least}"
+        );
+        let least = devices(pick(&window(Some(50), Sort::Used, true, ""), &[], &none));
         assert!(
             least.starts_with("bottomk(50, ((sum by (instance, uuid)"),
             "{least}"
         );
-        let by_node = pick(
-            &window(Some(50), Sort::Node, false, ""),
-            &["10.0.0.1:9842".into(), "b:1".into()],
-        )
-        .unwrap();
+        let nodes: Vec<String> = vec!["10.0.0.1:9842".into(), "b:1".into()];
+        let by_node = pick(&window(Some(50), Sort::Node, false, ""), &nodes, &none);
+        assert_eq!(by_node, Pick::Nodes(nodes.clone()));
         assert!(
-            by_node.ends_with("instance=~\"(?:10\\\\.0\\\\.0\\\\.1:9842|b:1)\"}"),
-            "{by_node}"
+            rows_of_nodes(&nodes).ends_with("instance=~\"(?:10\\\\.0\\\\.0\\\\.1:9842|b:1)\"}"),
+            "{}",
+            rows_of_nodes(&nodes)
         );
-        let none = pick(&window(Some(50), Sort::Node, false, ""), &[]).unwrap();
-        assert!(none.contains("instance=~\"$^\""), "{none}");
+        let filtered = devices(pick(
+            &window(Some(50), Sort::Node, false, "gpu"),
+            &[],
+            &none,
+        ));
+        assert!(filtered.contains("instance=~\"$^\""), "{filtered}");
+        // The rows of the devices picked: by name, each node and UUID once.
+        let q = rows_of(&[
+            ("a:1".into(), "GPU-1".into()),
+            ("b:1".into(), "GPU-1".into()),
+            ("a:1".into(), "MIG-2".into()),
+        ]);
+        assert!(
+            q.ends_with(",instance=~\"(?:a:1|b:1)\",uuid=~\"(?:GPU-1|MIG-2)\"}"),
+            "{q}"
+        );
     }
 
     #[test]
@@ -332,11 +540,41 @@ mod tests {
 
     #[test]
     fn the_jobs_read_are_the_largest_and_every_climbing_one() {
-        let q = jobs(&window(Some(30), Sort::Urgency, false, ""));
-        assert!(q.starts_with("strata_job:figures:spread and on(slurm_job, run) (topk(30, sum by (slurm_job, run) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run) (group by"), "{q}");
+        let q = job_pick(&window(Some(30), Sort::Urgency, false, "")).unwrap();
+        assert!(q.starts_with("topk(30, sum by (slurm_job, run) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run) (group by"), "{q}");
+        assert_eq!(job_pick(&window(None, Sort::Urgency, false, "")), None);
+        assert_eq!(jobs(None), "strata_job:figures:spread");
+        let slurm = ["9001".to_string(), "7.1".to_string()];
+        let runs = ["llm-a".to_string()];
         assert_eq!(
-            jobs(&window(None, Sort::Urgency, false, "")),
-            "strata_job:figures:spread"
+            jobs(Some((&slurm, &runs))),
+            "strata_job:figures:spread{slurm_job=~\"(?:9001|7\\\\.1)\"} or strata_job:figures:spread{slurm_job=\"\",run=~\"(?:llm-a)\"}"
+        );
+        assert_eq!(
+            jobs(Some((&[], &[]))),
+            "strata_job:figures:spread{slurm_job=~\"$^\"}"
+        );
+    }
+
+    #[test]
+    fn the_rules_prometheus_has_are_read_from_their_names() {
+        let r = Recorded::from_names(
+            [
+                "strata_device:urgency:score",
+                "strata_job:figures:spread",
+                "other",
+            ]
+            .into_iter(),
+        );
+        assert_eq!(r.0, ["urgency", "jobs"]);
+        assert!(r.jobs());
+        assert_eq!(r.of("urgency"), "strata_device:urgency:score");
+        assert_eq!(r.of("used"), used());
+        assert_eq!(r.seen(), SEEN);
+        let seen = Recorded(vec!["seen"]);
+        assert_eq!(
+            seen.seen(),
+            "(strata_node:info:seen_1h or strata_node_info)"
         );
     }
 }

@@ -85,8 +85,13 @@ fn check(f: &Value, how: &str) {
 #[test]
 fn a_backfilled_fleet_of_64_nodes_and_its_leaking_rank() {
     let scratch = common::Scratch::new("fleet-backfill");
-    let raw = backfilled(&scratch.dir.join("raw"), &[]);
+    let mut reads = Vec::new();
+    for read in WINDOWS {
+        reads.extend(["--read", read]);
+    }
+    let raw = backfilled(&scratch.dir.join("raw"), &reads);
     check(&raw[0], "from the processes' series");
+    windows(&raw[0], &raw[1..], false);
     let rules =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/prometheus/strata-fleet-rules.yml");
     let mut args = vec![
@@ -95,14 +100,12 @@ fn a_backfilled_fleet_of_64_nodes_and_its_leaking_rank() {
         "--evaluation-interval",
         "2s",
     ];
-    for read in WINDOWS {
-        args.extend(["--read", read]);
-    }
+    args.extend(reads);
     let ruled = backfilled(&scratch.dir.join("rules"), &args);
     check(&ruled[0], "from the recording rules");
     // The two paths read the same fleet (the bench keeps each read less the live targets).
     assert_eq!(raw[0], ruled[0]);
-    windows(&ruled[0], &ruled[1..]);
+    windows(&ruled[0], &ruled[1..], true);
 }
 
 /// The reads of the windowed test, after a whole one: the first 20 rows by each order, and a
@@ -156,9 +159,9 @@ fn devices(f: &Value) -> Vec<((String, String), [f64; 5])> {
 }
 
 /// Each windowed read holds the rows a whole read puts first, by its order: no device left
-/// out comes before one read. Prometheus picked them (`topk`); the whole read is sorted by
-/// the client.
-fn windows(whole: &Value, windowed: &[Value]) {
+/// out comes before one read. Prometheus picked them (`topk`, of the recorded score where
+/// `ruled`, else of the expression); the whole read is sorted by the client.
+fn windows(whole: &Value, windowed: &[Value], ruled: bool) {
     let all = devices(whole);
     assert_eq!(all.len(), 512, "the whole read's backfilled devices");
     let by_urgency = |a: &[f64; 5], b: &[f64; 5]| a.partial_cmp(b).expect("no NaN");
@@ -227,13 +230,28 @@ fn windows(whole: &Value, windowed: &[Value]) {
                     ["node-0003"],
                     "{read}"
                 );
-                // No job's key holds the filter; the climbing job is read for its finding.
-                assert_eq!(part["jobs"], 0, "{read}: {part}");
+                if ruled {
+                    // No job's key holds the filter; the climbing job is read for its finding.
+                    assert_eq!(part["jobs"], 0, "{read}: {part}");
+                }
             }
         }
         // Every read, whatever its window, finds the one leaking rank.
         assert_eq!(w["findings"], whole["findings"], "{read}");
-        if name != 3 {
+        if !ruled {
+            // The jobs from every process: all of them, not counted.
+            assert_eq!(part["jobs"], Value::Null, "{read}: {part}");
+            // (No job's key holds the filter's text.)
+            let expected = if name == 3 {
+                &[][..]
+            } else {
+                whole["jobs"].as_array().expect("jobs")
+            };
+            assert!(
+                w["jobs"].as_array() == Some(&expected.to_vec()),
+                "{read}: the jobs differ"
+            );
+        } else if name != 3 {
             let jobs = w["jobs"].as_array().expect("jobs");
             assert!(part["jobs_read"].as_u64() <= Some(21), "{read}: {part}");
             assert!(

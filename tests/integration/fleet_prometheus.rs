@@ -126,6 +126,57 @@ fn the_fleet_through_a_real_prometheus() {
         (Some(8), Some(4))
     );
 
+    // A filter by a process's owner: Prometheus matches the devices by their processes'
+    // labels (the read brings no process series); the endpoints, read whole, are filtered by
+    // the client. The two pick the same devices.
+    let devices_of = |args: &[&str]| -> Vec<(String, String)> {
+        let out = common::strata_output(args);
+        let f: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let mut out: Vec<(String, String)> = f["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .flat_map(|n| {
+                n["devices"].as_array().into_iter().flatten().map(move |d| {
+                    (
+                        n["instance"].as_str().unwrap_or_default().to_string(),
+                        d["uuid"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let endpoints = addrs.join(",");
+    for filter in ["slurm 81234", "rm 8123", "LLM"] {
+        let by_prometheus = devices_of(&[
+            "fleet",
+            "--prometheus",
+            &url,
+            "--json",
+            "--scrape-interval",
+            "1",
+            "--filter",
+            filter,
+        ]);
+        let by_client = devices_of(&[
+            "fleet",
+            "--endpoints",
+            &endpoints,
+            "--json",
+            "--filter",
+            filter,
+        ]);
+        assert_eq!(by_prometheus, by_client, "--filter {filter:?}");
+        if filter != "LLM" {
+            assert!(
+                !by_client.is_empty() && by_client.len() < 28,
+                "--filter {filter:?}: the job's devices: {by_client:?}"
+            );
+        }
+    }
+
     // The screen: every node up; then one target killed, said down, first in the ranking.
     let command = format!(
         "{} fleet --prometheus {url} --refresh 1 --scrape-interval 1",
@@ -146,6 +197,32 @@ fn the_fleet_through_a_real_prometheus() {
     );
     pane.keys(&["Escape"]);
     pane.must_show(&["USED / TOTAL"], "back to the devices");
+
+    // A window of 10 rows: Prometheus picks them, by urgency, then by node (whole nodes);
+    // the cursor near the end reads more; a filter kept is asked of Prometheus.
+    let windowed = Pane::start("fleet-window", &format!("{command} --rows 10"), 120, 40);
+    windowed.must_show(
+        &[
+            "10 of 28 devices read (the first by urgency)",
+            "critical zombie context",
+        ],
+        "the most urgent 10",
+    );
+    windowed.keys(&["s"]);
+    windowed.must_show(
+        &["14 of 28 devices read (the first by node)"],
+        "two whole nodes",
+    );
+    windowed.keys(&["End"]);
+    windowed.must_show(
+        &["21 of 28 devices read (the first by node)"],
+        "a third node, read as the cursor nears the end",
+    );
+    windowed.keys(&["/", "demo-node-3", "Enter"]);
+    let screen = windowed.must_show(&["· 7 devices ·"], "the filter, asked of Prometheus");
+    assert!(!screen.contains("of 28"), "{screen}");
+    windowed.quit();
+
     let killed = addrs[2].clone();
     servers[2] = None;
     let f = fleet_until(&url, "the killed target said down", |f| {
