@@ -441,7 +441,8 @@ def bench(n, args, work):
         q = urllib.parse.quote('count(up{job="strata"} == 1) >= %d' % (n + 2))
         wait_for("the live targets' first scrape", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"])
         if args.rules:
-            q = urllib.parse.quote("count(strata_job:figures:spread) > 0")
+            # The group's first and last rules: the whole group evaluated once.
+            q = urllib.parse.quote("count(strata_job:figures:spread) > 0 and on() count(strata_device:used:ratio) > 0")
             wait_for("the rules' first evaluation", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"], within=600)
         for binary, extra in [(b, e) for b in args.strata for e in (args.read or [""])]:
             cmd = [binary, "fleet", "--prometheus", base, "--json", "--scrape-interval", "300", "--timeout", str(args.timeout)] + extra.split()

@@ -433,8 +433,26 @@ pub fn read(
         .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     let mut jobs_total = None;
-    let from_rules = recorded.jobs() && !any_stale;
-    if from_rules {
+    // Whether the jobs' spread is recorded, and how many jobs it holds.
+    let recorded_jobs = if any_stale {
+        None
+    } else {
+        match query(
+            client,
+            base,
+            "jobs recorded",
+            window::JOBS_RECORDED,
+            time,
+            &mut problems,
+        ) {
+            Ok(v) => v.first().map(|s| s.value.max(0.0) as u64),
+            Err(why) => {
+                problems.push(why);
+                None
+            }
+        }
+    };
+    if let Some(recorded_jobs) = recorded_jobs {
         // The jobs to read, asked first where the window takes some, then their spread by
         // name.
         let picked = match window::job_pick(window) {
@@ -477,12 +495,16 @@ pub fn read(
                 }
             }
             if picked.is_some() && answers.contains_key("jobs") {
-                let promql = window::job_count(&window.filter);
-                match query(client, base, "job count", &promql, time, &mut problems) {
-                    Ok(v) => {
-                        jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+                if window.filter.is_empty() {
+                    jobs_total = Some(recorded_jobs);
+                } else {
+                    let promql = window::job_count(&window.filter);
+                    match query(client, base, "job count", &promql, time, &mut problems) {
+                        Ok(v) => {
+                            jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+                        }
+                        Err(why) => problems.push(why),
                     }
-                    Err(why) => problems.push(why),
                 }
             }
         }

@@ -44,21 +44,22 @@ pub fn recorded_expr(what: &str) -> String {
     }
 }
 
-/// The recorded metric of each job's spread (`prometheus::RECORDED`).
-pub const JOBS_RULE: &str = "strata_job:figures:spread";
-
-/// Which of [`NODE_RULES`] and [`JOBS_RULE`] Prometheus has now: one series a rule's metric.
+/// Which of [`NODE_RULES`] Prometheus has now: one series a rule's metric. (Whether the
+/// jobs' spread is recorded is asked apart, [`JOBS_RECORDED`]: a selector of every one of
+/// its series here would read them all.)
 pub fn recorded_now() -> String {
-    let mut names: Vec<&str> = NODE_RULES.iter().map(|(name, _)| *name).collect();
-    names.push(JOBS_RULE);
+    let names: Vec<&str> = NODE_RULES.iter().map(|(name, _)| *name).collect();
     format!(
         "count by (__name__) ({{__name__=~\"{}\"}})",
         names.join("|")
     )
 }
 
-/// The rules Prometheus has, by what each answers (`seen`, `count`, `urgency`, `used`, and
-/// `jobs` for [`JOBS_RULE`]).
+/// How many jobs the recorded spread holds (one `nodes` series a job): none where the rule
+/// is not loaded. What a refresh asks to know whether to read the jobs from it.
+pub const JOBS_RECORDED: &str = "count(strata_job:figures:spread{stat=\"nodes\"})";
+
+/// The rules Prometheus has, by what each answers (`seen`, `count`, `urgency`, `used`).
 #[derive(Debug, Clone, Default)]
 pub struct Recorded(pub Vec<&'static str>);
 
@@ -66,20 +67,13 @@ impl Recorded {
     /// From the answer of [`recorded_now`]: the metrics' names.
     pub fn from_names<'a>(names: impl Iterator<Item = &'a str>) -> Recorded {
         let names: Vec<&str> = names.collect();
-        let mut out: Vec<&'static str> = NODE_RULES
-            .iter()
-            .filter(|(name, _)| names.contains(name))
-            .map(|(_, what)| *what)
-            .collect();
-        if names.contains(&JOBS_RULE) {
-            out.push("jobs");
-        }
-        Recorded(out)
-    }
-
-    /// Whether the jobs' spread is recorded.
-    pub fn jobs(&self) -> bool {
-        self.0.contains(&"jobs")
+        Recorded(
+            NODE_RULES
+                .iter()
+                .filter(|(name, _)| names.contains(name))
+                .map(|(_, what)| *what)
+                .collect(),
+        )
     }
 }
 
@@ -383,9 +377,16 @@ pub fn jobs(picked: Option<(&[String], &[String])>) -> String {
     parts.join(" or ")
 }
 
-/// How many jobs match the filter.
+/// How many jobs match the filter (one `nodes` series a job in the recorded spread).
 pub fn job_count(filter: &str) -> String {
-    format!("count({})", job_sizes(filter))
+    let Some(ms) = job_matchers(filter) else {
+        return JOBS_RECORDED.to_string();
+    };
+    let inner: Vec<String> = ms
+        .iter()
+        .map(|m| format!("strata_job:figures:spread{{stat=\"nodes\",{m}}}"))
+        .collect();
+    format!("count({})", inner.join(" or "))
 }
 
 #[cfg(test)]
@@ -566,8 +567,12 @@ mod tests {
             ]
             .into_iter(),
         );
-        assert_eq!(r.0, ["urgency", "jobs"]);
-        assert!(r.jobs());
+        assert_eq!(r.0, ["urgency"]);
+        assert_eq!(job_count(""), JOBS_RECORDED);
+        assert_eq!(
+            job_count("llm"),
+            "count(strata_job:figures:spread{stat=\"nodes\",slurm_job=~\"(?i)(?:.*llm.*)\"} or strata_job:figures:spread{stat=\"nodes\",run=~\"(?i)(?:.*llm.*)\",slurm_job=\"\"})"
+        );
         assert_eq!(r.of("urgency"), "strata_device:urgency:score");
         assert_eq!(r.of("used"), used());
         assert_eq!(r.seen(), SEEN);

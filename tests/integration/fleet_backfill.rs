@@ -170,7 +170,7 @@ fn windows(whole: &Value, windowed: &[Value], ruled: bool) {
         let part = &w["part"];
         let devices_read = part["devices_read"].as_u64().expect("devices_read");
         match name {
-            // Whole nodes: the live targets' and node-0000's.
+            // Whole nodes: the live targets' and the first backfilled ones.
             2 => assert!(devices_read >= 20, "{read}: {part}"),
             3 => assert_eq!(devices_read, 8, "{read}: {part}"),
             _ => assert_eq!(devices_read, 20, "{read}: {part}"),
@@ -209,12 +209,11 @@ fn windows(whole: &Value, windowed: &[Value], ruled: bool) {
                     .filter(|n| nodes.contains(n["instance"].as_str().expect("instance")))
                     .map(|n| n["name"].as_str().expect("name"))
                     .collect();
-                assert_eq!(names, ["node-0000"], "{read}");
-                assert_eq!(
-                    read_now.len(),
-                    8,
-                    "{read}: node-0000's devices, all of them"
-                );
+                // The first nodes by name, whole; how many depends on whether the live
+                // targets were counted yet (a recorded count is as old as its evaluation).
+                let first: Vec<String> = (0..names.len()).map(|n| format!("node-{n:04}")).collect();
+                assert!(!names.is_empty() && names == first, "{read}: {names:?}");
+                assert_eq!(read_now.len(), 8 * names.len(), "{read}: whole nodes");
             }
             _ => {
                 assert_eq!(part["devices"], 8, "{read}: {part}");
