@@ -120,11 +120,11 @@ complete -c strata -n "__fish_strata_using_subcommand fleet" -l ca -d 'Trust the
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l basic-auth-file -d 'A file with one line, user:password, for Prometheus\'s basic auth' -r -F
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l bearer-token-file -d 'A file with the bearer token for Prometheus' -r -F
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l ssh-command -d 'The command that opens a node\'s live view, `{node}` replaced by its name' -r
-complete -c strata -n "__fish_strata_using_subcommand fleet" -l rows -d 'From Prometheus, read at most N device rows and N jobs a refresh, the first by the order and filter shown, picked by Prometheus (topk) [default: the screen\'s, 200 and more as you scroll; with --json, every row]' -r
+complete -c strata -n "__fish_strata_using_subcommand fleet" -l rows -d 'From Prometheus, read N device rows and N jobs a refresh, the first by the order and filter shown, picked by Prometheus (topk); the screen reads N more as the cursor nears the last [default: 200; with --json, every row]' -r
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l sort -d 'The device rows\' order at the start (`s` changes it on the screen)' -r -f -a "urgency\t'Critical findings, then the soonest OOM, climbs, fragmentation, the fullest'
 node\t'By node name, then GPU'
 used\t'The fullest first'"
-complete -c strata -n "__fish_strata_using_subcommand fleet" -l filter -d 'Only rows whose node, device or finding (jobs: whose key) contains TEXT, in any case (`/` on the screen)' -r
+complete -c strata -n "__fish_strata_using_subcommand fleet" -l filter -d 'Only rows whose node, device, finding or process owner (job, pod, namespace, user) contains TEXT, in any case; jobs whose key does (`/` on the screen)' -r
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l json -d 'Print the fleet once as JSON (schema strata.fleet/1) and exit'
 complete -c strata -n "__fish_strata_using_subcommand fleet" -l reversed -d 'The least urgent, last node or emptiest first (`S` on the screen)'
 complete -c strata -n "__fish_strata_using_subcommand fleet" -s h -l help -d 'Print help (see more with \'--help\')'
