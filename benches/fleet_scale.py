@@ -152,6 +152,7 @@ def write_openmetrics(path, nodes, end, history):
                 ("driver_version", "550.90.07"),
                 ("cuda_driver_version", "12.4"),
                 ("version", "0.1.0"),
+                ("exports", "device_findings"),
             ] + base(n)
             samples("strata_node_info", pairs, 1, full)
         family("strata_sample_interval_seconds")

@@ -148,6 +148,11 @@ fn node(target: &Target, own: &[&Series], scrape_interval: f64) -> (Node, Vec<Pr
         version,
         devices: Vec::new(),
         device_count: None,
+        findings_exported: info.is_some_and(|s| {
+            label(s, "exports")
+                .split(',')
+                .any(|e| e.trim() == "device_findings")
+        }),
     };
     if state != NodeState::Up {
         return (node, Vec::new());
@@ -499,6 +504,32 @@ mod tests {
             why: None,
             since_scrape: 0.0,
         }
+    }
+
+    /// A node whose strata exports no device findings (an older one: no `exports` on its
+    /// info) has findings unknown, not none; one that says so has them known.
+    #[test]
+    fn a_node_that_exports_no_findings_is_told_from_one_with_none() {
+        let t = |i: &str| Target {
+            instance: i.into(),
+            up: true,
+            why: None,
+            since_scrape: 0.0,
+        };
+        let old = node_series("a:9842", "node-a", "0", None);
+        let mut new = node_series("b:9842", "node-b", "1", None);
+        new[0]
+            .labels
+            .insert("exports".into(), "other,device_findings".into());
+        let mut s = old;
+        s.extend(new);
+        let built = build(&[t("a:9842"), t("b:9842")], &s, 15.0);
+        let exported: Vec<(&str, bool)> = built
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.findings_exported))
+            .collect();
+        assert_eq!(exported, [("node-a", false), ("node-b", true)]);
     }
 
     /// A device's processes' owners are what the filter matches it by, where its processes'

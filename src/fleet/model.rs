@@ -207,6 +207,9 @@ pub struct Node {
     /// In a windowed read, how many devices it has that match the filter (its devices not
     /// read are not rows); `None` where every device was read.
     pub device_count: Option<u64>,
+    /// Whether its strata exports device findings (`strata_node_info`'s `exports`): where it
+    /// does not (an older strata), its devices' findings are unknown, not none.
+    pub findings_exported: bool,
 }
 
 /// A finding a node raised on a device: its kind and severity, and how many.
@@ -536,6 +539,7 @@ mod tests {
             version: None,
             devices: Vec::new(),
             device_count: None,
+            findings_exported: true,
         };
         let device = |critical: u64, eta: Option<f64>, climbs: u64| Device {
             gpu: "0".into(),

@@ -336,10 +336,13 @@ pub fn draw(frame: &mut Frame, v: &FleetView) {
         );
         return;
     }
-    let findings = v
-        .fleet
-        .as_ref()
-        .map_or(0, |f| f.findings.len() + f.problems.len());
+    let findings = v.fleet.as_ref().map_or(0, |f| {
+        let silent = f
+            .nodes
+            .iter()
+            .any(|n| n.state == NodeState::Up && !n.findings_exported);
+        f.findings.len() + f.problems.len() + usize::from(silent)
+    });
     let notes = (findings + usize::from(v.error.is_some())).min(5) as u16;
     let [head, notes_area, body, foot] = Layout::vertical([
         Constraint::Length(1),
@@ -424,6 +427,20 @@ fn note_lines(v: &FleetView) -> Vec<Line<'static>> {
         out.push(Line::from(Span::styled(shown, Style::new().fg(Color::Red))));
     }
     if let Some(f) = &v.fleet {
+        let silent = f
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Up && !n.findings_exported)
+            .count();
+        if silent > 0 {
+            out.push(Line::from(Span::styled(
+                format!(
+                    "{silent} node{} a strata that exports no device findings: their WORST is n/a, not none (upgrade strata serve there)",
+                    if silent == 1 { " runs" } else { "s run" }
+                ),
+                Style::new().fg(Color::Yellow),
+            )));
+        }
         for finding in &f.findings {
             out.push(Line::from(Span::styled(
                 format!("rank_outlier · {}", clean(&finding.message)),
@@ -531,7 +548,9 @@ fn devices(frame: &mut Frame, v: &FleetView, area: Rect) {
                     _ => "n/a".into(),
                 };
                 spans.push(Span::raw(cell(&used, c.used)));
-                let worst = d.worst().map_or(String::from("—"), |f| {
+                // An older strata exports no findings: unknown, not none.
+                let none = if node.findings_exported { "—" } else { "n/a" };
+                let worst = d.worst().map_or(String::from(none), |f| {
                     let kind = f.kind.replace('_', " ");
                     if f.count > 1 {
                         format!("{} {kind} ×{}", f.severity, f.count)
@@ -655,6 +674,15 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
         Line::from(format!("live view: {}", v.ssh_line(node))),
         Line::from(""),
     ];
+    if node.state == NodeState::Up && !node.findings_exported {
+        lines.insert(
+            2,
+            Line::from(Span::styled(
+                "its strata exports no device findings (older than this one): its findings are n/a, not none",
+                Style::new().fg(Color::Yellow),
+            )),
+        );
+    }
     for d in &node.devices {
         lines.push(Line::from(format!(
             "GPU {}{} {} · {}",
@@ -831,6 +859,7 @@ mod tests {
             why: None,
             age_secs: Some(1.0),
             version: None,
+            findings_exported: true,
             devices: (0..devices)
                 .map(|g| Device {
                     gpu: g.to_string(),
@@ -906,6 +935,39 @@ mod tests {
         let screen = text(&v);
         assert!(
             screen.contains("2 of 8 devices read (the first by urgency)"),
+            "{screen}"
+        );
+    }
+
+    /// A node whose strata exports no findings: its devices' WORST is n/a, not "—", and a
+    /// line says why.
+    #[test]
+    fn a_node_whose_strata_exports_no_findings_shows_them_unknown() {
+        let mut v = FleetView::new(String::new());
+        let mut old = node("node-old", 1, None);
+        old.findings_exported = false;
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "endpoints".into(),
+            time: 0.0,
+            nodes: vec![node("node-new", 1, None), old],
+            jobs: Vec::new(),
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: None,
+        });
+        let screen = text(&v);
+        let row = |name: &str| {
+            screen
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name}: {screen}"))
+                .to_string()
+        };
+        assert!(row("node-new").contains(" — "), "{screen}");
+        assert!(row("node-old").contains(" n/a "), "{screen}");
+        assert!(
+            screen.contains("1 node runs a strata that exports no device findings"),
             "{screen}"
         );
     }

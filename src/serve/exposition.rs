@@ -67,6 +67,11 @@ pub fn finish(body: &str, age_secs: Option<f64>, openmetrics: bool) -> String {
     out
 }
 
+/// `strata_node_info`'s `exports`: the families, comma-separated, whose absence on a node says
+/// "none" rather than "not exported": `device_findings` (strata_device_findings, with
+/// strata_oom_forecast_seconds and strata_climb_rate_bytes_per_second).
+pub const EXPORTS: &str = "device_findings";
+
 fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) -> Registry {
     let sample = &observed.sample;
     let mut registry = Registry::default();
@@ -81,10 +86,13 @@ fn registry(observed: &Observed, counts: SamplerCounts, max_processes: usize) ->
         node.push(("cuda_driver_version", label_text(v, 64)));
     }
     node.push(("version", env!("CARGO_PKG_VERSION").to_string()));
+    // What this strata exports that an older one did not: a reader (strata fleet) tells a
+    // device with no finding from a node whose strata exports none.
+    node.push(("exports", EXPORTS.to_string()));
     info.get_or_create(&node).set(1);
     registry.register(
         "strata_node_info",
-        "The node strata samples: host name, driver and CUDA versions (value 1)",
+        "The node strata samples: host name, driver and CUDA versions, what it exports (value 1)",
         info,
     );
     let time = Gauge::<f64, AtomicU64>::default();

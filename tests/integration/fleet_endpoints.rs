@@ -21,7 +21,7 @@ fn node_page(host: &str, rank: u32, world: u32, climb: Option<f64>) -> String {
         1000 + rank
     );
     let mut page = format!(
-        "# TYPE strata_node_info gauge\nstrata_node_info{{host=\"{host}\",version=\"0.1.0\"}} 1\n\
+        "# TYPE strata_node_info gauge\nstrata_node_info{{host=\"{host}\",version=\"0.1.0\",exports=\"device_findings\"}} 1\n\
          # TYPE strata_sample_age_seconds gauge\nstrata_sample_age_seconds 0.2\n\
          # TYPE strata_sample_interval_seconds gauge\nstrata_sample_interval_seconds 1.0\n\
          # TYPE strata_gpu_memory_total_bytes gauge\nstrata_gpu_memory_total_bytes{{gpu=\"0\",uuid=\"{uuid}\",name=\"H100\"}} 85899345920\n\
