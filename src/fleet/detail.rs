@@ -29,11 +29,71 @@ pub struct Process {
     pub climb_bytes_per_sec: Option<f64>,
 }
 
+/// A finding's evidence as the node's series give it (what its `strata serve` exports of
+/// it): a climb's rate, its series and the layer that grows, or a forecast's time left; and
+/// the process, where the finding names one.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Evidence {
+    pub uuid: String,
+    /// `climb` or `oom_forecast`.
+    pub kind: &'static str,
+    pub pid: Option<String>,
+    /// Its user, command and owner, as far as they are known.
+    pub who: Option<String>,
+    /// A climb's series (`allocated`, `reserved`, `used`...) and cause (the layer).
+    pub series: Option<String>,
+    pub cause: Option<String>,
+    pub bytes_per_sec: Option<f64>,
+    pub eta_secs: Option<f64>,
+}
+
+/// The evidence of the climbs and forecasts among a node's series, by device, the soonest
+/// forecast and the fastest climb first.
+pub fn evidence(series: &[Series]) -> Vec<Evidence> {
+    let mut out = Vec::new();
+    for s in series {
+        let (kind, rate, eta) = match s.name.as_str() {
+            "strata_climb_rate_bytes_per_second" if s.value.is_finite() => {
+                ("climb", Some(s.value), None)
+            }
+            "strata_oom_forecast_seconds" if s.value.is_finite() => {
+                ("oom_forecast", None, Some(s.value))
+            }
+            _ => continue,
+        };
+        let who: Vec<String> = [some_clean(s, "user"), some_clean(s, "command"), owner(s)]
+            .into_iter()
+            .flatten()
+            .collect();
+        out.push(Evidence {
+            uuid: crate::text::clean(label(s, "uuid")).into_owned(),
+            kind,
+            pid: some_clean(s, "pid"),
+            who: (!who.is_empty()).then(|| who.join(" · ")),
+            series: some_clean(s, "series"),
+            cause: some_clean(s, "cause"),
+            bytes_per_sec: rate,
+            eta_secs: eta,
+        });
+    }
+    out.sort_by(|a, b| {
+        (a.uuid.as_str(), a.kind)
+            .cmp(&(b.uuid.as_str(), b.kind))
+            .then_with(|| {
+                let key = |e: &Evidence| e.eta_secs.unwrap_or(-e.bytes_per_sec.unwrap_or(0.0));
+                key(a).total_cmp(&key(b))
+            })
+    });
+    out
+}
+
 /// What the node open shows besides its devices.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Detail {
     pub instance: String,
     pub processes: Vec<Process>,
+    /// Its findings' evidence, where its series carry it.
+    pub evidence: Vec<Evidence>,
     /// By device UUID: used bytes at each step of the last hour, oldest first (`None` where
     /// Prometheus has no sample).
     pub history: BTreeMap<String, Vec<Option<f64>>>,
@@ -216,7 +276,7 @@ pub fn from_prometheus(
     let mut problems = Vec::new();
     let i = promql_string(instance);
     let promql = format!(
-        "{{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes|strata_climb_rate_bytes_per_second\",instance={i}}}"
+        "{{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes|strata_climb_rate_bytes_per_second|strata_oom_forecast_seconds\",instance={i}}}"
     );
     let at = format!("{now:.3}");
     let data = api(
@@ -259,6 +319,7 @@ pub fn from_prometheus(
     Ok(Detail {
         instance: instance.to_string(),
         processes: processes(&series),
+        evidence: evidence(&series),
         history: history_map,
         no_history,
         problems,
@@ -268,6 +329,67 @@ pub fn from_prometheus(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node's climbs and forecasts are its findings' evidence on its page: the process,
+    /// its owner, the rate or the time left; a forecast with no process names the device.
+    #[test]
+    fn climbs_and_forecasts_are_the_evidence_with_their_process() {
+        let s = |name: &str, labels: &[(&str, &str)], value: f64| Series {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+        };
+        let series = [
+            s(
+                "strata_climb_rate_bytes_per_second",
+                &[
+                    ("uuid", "GPU-a"),
+                    ("pid", "7"),
+                    ("user", "ml"),
+                    ("command", "python\u{1b}[31m train.py"),
+                    ("slurm_job", "9001"),
+                    ("rank", "29"),
+                    ("series", "allocated"),
+                    ("cause", "live"),
+                ],
+                1e6,
+            ),
+            s(
+                "strata_oom_forecast_seconds",
+                &[("uuid", "GPU-a"), ("pid", "7")],
+                600.0,
+            ),
+            s(
+                "strata_oom_forecast_seconds",
+                &[("uuid", "GPU-b")],
+                f64::NAN,
+            ),
+            s(
+                "strata_process_used_bytes",
+                &[("uuid", "GPU-a"), ("pid", "7")],
+                1.0,
+            ),
+        ];
+        let e = evidence(&series);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!((e[0].kind, e[0].bytes_per_sec), ("climb", Some(1e6)));
+        assert_eq!(
+            e[0].who.as_deref(),
+            Some("ml · python\u{fffd}[31m train.py · slurm 9001 rank 29"),
+            "cleaned of the escape"
+        );
+        assert_eq!(
+            (e[0].series.as_deref(), e[0].cause.as_deref()),
+            (Some("allocated"), Some("live"))
+        );
+        assert_eq!(
+            (e[1].kind, e[1].eta_secs, e[1].who.as_deref()),
+            ("oom_forecast", Some(600.0), None)
+        );
+    }
 
     #[test]
     fn promql_strings_are_escaped() {

@@ -188,6 +188,7 @@ impl Source {
                 Ok(detail::Detail {
                     instance: instance.to_string(),
                     processes: detail::processes(&series),
+                    evidence: detail::evidence(&series),
                     history: BTreeMap::new(),
                     no_history: Some(
                         "no history: endpoints are read without one (Prometheus keeps it: --prometheus)"

@@ -718,6 +718,12 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
         if let Some(eta) = d.oom_eta_secs {
             lines.push(Line::from(format!("  OOM forecast in {}", duration(eta))));
         }
+        // The evidence its node exports: each climb and forecast, with its process.
+        if let Some(Ok(detail)) = &v.detail {
+            for e in detail.evidence.iter().filter(|e| e.uuid == d.uuid) {
+                lines.push(Line::from(evidence_line(e)));
+            }
+        }
         if let Some(Ok(detail)) = &v.detail {
             if let Some(points) = detail.history.get(&d.uuid) {
                 lines.push(Line::from(format!(
@@ -792,6 +798,31 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
 
 /// A device's used memory over time in eighth-blocks, scaled to its total (or to its
 /// highest point where the total is unknown); a gap where Prometheus has no sample.
+/// One line of a finding's evidence on a node's page.
+fn evidence_line(e: &super::detail::Evidence) -> String {
+    let process = match (&e.pid, &e.who) {
+        (Some(pid), Some(who)) => format!("pid {pid} ({who})"),
+        (Some(pid), None) => format!("pid {pid}"),
+        (None, _) => "the device".to_string(),
+    };
+    match (e.kind, e.bytes_per_sec, e.eta_secs) {
+        ("climb", Some(rate), _) => {
+            let per_min = crate::units::bytes((rate.max(0.0) * 60.0).round() as u64);
+            let what = match (&e.cause, &e.series) {
+                (Some(c), Some(s)) => format!("{} +{per_min}/min ({s})", c.replace('_', " ")),
+                (Some(c), None) => format!("{} +{per_min}/min", c.replace('_', " ")),
+                (None, _) => format!("+{per_min}/min"),
+            };
+            format!("  climb · {process}: {what}")
+        }
+        (_, _, Some(eta)) => format!(
+            "  oom forecast · {process}: out of memory in {} at its climb's rate",
+            duration(eta)
+        ),
+        _ => format!("  {} · {process}", e.kind.replace('_', " ")),
+    }
+}
+
 fn spark(points: &[Option<f64>], total: Option<u64>) -> String {
     const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let top = total

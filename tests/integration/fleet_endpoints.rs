@@ -265,7 +265,11 @@ fn the_fleet_view_under_tmux() {
     pane.keys(&["g"]);
     pane.keys(&["Enter"]);
     pane.must_show(
-        &["live view: ssh -t node-04 strata", "GPU 0 H100"],
+        &[
+            "live view: ssh -t node-04 strata",
+            "GPU 0 H100",
+            "climb · pid 1004 (ml · python train.py): live +2.00 MiB/min (allocated)",
+        ],
         "the node's detail",
     );
     pane.keys(&["Escape"]);
