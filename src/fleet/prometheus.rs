@@ -272,11 +272,11 @@ pub fn read(
     let mut problems = Vec::new();
     // Which of the fleet's rules Prometheus has: their answers cost a series a node or
     // device, where the expressions they record read every device's series.
-    let recorded = match query(
+    let mut recorded = match query(
         client,
         base,
         "rules",
-        &window::recorded_now(),
+        &window::recorded_now(None),
         time,
         &mut problems,
     ) {
@@ -335,6 +335,29 @@ pub fn read(
         .filter(|s| s.name == "strata_node_info")
         .filter_map(|s| s.labels.get("instance").cloned())
         .collect();
+    // The device rules, asked of one node's devices: one the count names (the recorded
+    // count is evaluated with them), else any node up.
+    let one = counts
+        .as_ref()
+        .and_then(|c| c.keys().next())
+        .or(current.iter().next());
+    if let Some(one) = one {
+        match query(
+            client,
+            base,
+            "device rules",
+            &window::recorded_now(Some(one)),
+            time,
+            &mut problems,
+        ) {
+            Ok(v) => recorded.add(
+                v.iter()
+                    .filter_map(|s| s.labels.get("__name__"))
+                    .map(String::as_str),
+            ),
+            Err(why) => problems.push(why),
+        }
+    }
     // The node order picks nodes by name here: Prometheus orders numbers only.
     let by_node = match (&counts, window.sort) {
         (Some(counts), Sort::Node) => {

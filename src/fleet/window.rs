@@ -44,13 +44,32 @@ pub fn recorded_expr(what: &str) -> String {
     }
 }
 
-/// Which of [`NODE_RULES`] Prometheus has now: one series a rule's metric. (Whether the
-/// jobs' spread is recorded is asked apart, [`JOBS_RECORDED`]: a selector of every one of
-/// its series here would read them all.)
-pub fn recorded_now() -> String {
-    let names: Vec<&str> = NODE_RULES.iter().map(|(name, _)| *name).collect();
+/// Which of [`NODE_RULES`] Prometheus has now: one series a rule's metric. The node rules
+/// are asked of every node (a series a node); the device rules, of one node's devices
+/// (`instance`: any node up), where every device's would be a series a device. `None` for
+/// the device rules where no node is up. (Whether the jobs' spread is recorded is asked
+/// apart, [`JOBS_RECORDED`].)
+pub fn recorded_now(devices_of: Option<&str>) -> String {
+    let (names, instance): (Vec<&str>, String) = match devices_of {
+        None => (
+            NODE_RULES
+                .iter()
+                .filter(|(name, _)| name.starts_with("strata_node:"))
+                .map(|(name, _)| *name)
+                .collect(),
+            String::new(),
+        ),
+        Some(i) => (
+            NODE_RULES
+                .iter()
+                .filter(|(name, _)| name.starts_with("strata_device:"))
+                .map(|(name, _)| *name)
+                .collect(),
+            format!(",instance=\"{}\"", quoted(i)),
+        ),
+    };
     format!(
-        "count by (__name__) ({{__name__=~\"{}\"}})",
+        "count by (__name__) ({{__name__=~\"{}\"{instance}}})",
         names.join("|")
     )
 }
@@ -66,14 +85,19 @@ pub struct Recorded(pub Vec<&'static str>);
 impl Recorded {
     /// From the answer of [`recorded_now`]: the metrics' names.
     pub fn from_names<'a>(names: impl Iterator<Item = &'a str>) -> Recorded {
+        let mut out = Recorded::default();
+        out.add(names);
+        out
+    }
+
+    /// Adds the rules of another answer of [`recorded_now`].
+    pub fn add<'a>(&mut self, names: impl Iterator<Item = &'a str>) {
         let names: Vec<&str> = names.collect();
-        Recorded(
-            NODE_RULES
-                .iter()
-                .filter(|(name, _)| names.contains(name))
-                .map(|(_, what)| *what)
-                .collect(),
-        )
+        for (name, what) in NODE_RULES {
+            if names.contains(&name) && !self.0.contains(&what) {
+                self.0.push(what);
+            }
+        }
     }
 }
 
@@ -568,6 +592,15 @@ mod tests {
             .into_iter(),
         );
         assert_eq!(r.0, ["urgency"]);
+        // The node rules of every node; the device rules of one node's devices.
+        assert_eq!(
+            recorded_now(None),
+            "count by (__name__) ({__name__=~\"strata_node:info:seen_1h|strata_node:devices:count\"})"
+        );
+        assert_eq!(
+            recorded_now(Some("a\"b:1")),
+            "count by (__name__) ({__name__=~\"strata_device:urgency:score|strata_device:used:ratio\",instance=\"a\\\"b:1\"})"
+        );
         assert_eq!(job_count(""), JOBS_RECORDED);
         assert_eq!(
             job_count("llm"),
