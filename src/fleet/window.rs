@@ -3,6 +3,7 @@
 //! the fleet pulls the series of those only. What it answers is sorted again by the client,
 //! exactly, as a whole read is: the server's pick only decides which rows are read.
 
+use super::detail::promql_string;
 use super::model::{Sort, Window};
 
 /// Series one a node, read for every node seen: what tells up from stale, and its name.
@@ -65,7 +66,7 @@ pub fn recorded_now(devices_of: Option<&str>) -> String {
                 .filter(|(name, _)| name.starts_with("strata_device:"))
                 .map(|(name, _)| *name)
                 .collect(),
-            format!(",instance=\"{}\"", quoted(i)),
+            format!(",instance={}", promql_string(i)),
         ),
     };
     format!(
@@ -121,11 +122,6 @@ impl Recorded {
     }
 }
 
-/// A text as a PromQL string's content: `\` and `"` escaped.
-fn quoted(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "\\\"")
-}
-
 /// A literal text within an RE2 regular expression.
 pub fn regex_literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -138,10 +134,10 @@ pub fn regex_literal(text: &str) -> String {
     out
 }
 
-/// A matcher's regex (its content as a PromQL string) for a label whose value contains
-/// `text`, in any case, as the client's filter matches. Prometheus anchors it.
+/// A matcher's regex (as a PromQL string) for a label whose value contains `text`, in any
+/// case, as the client's filter matches. Prometheus anchors it.
 fn containing(text: &str) -> String {
-    quoted(&format!("(?i).*{}.*", regex_literal(text)))
+    promql_string(&format!("(?i).*{}.*", regex_literal(text)))
 }
 
 /// The devices that match the filter, as the client's filter matches a device row: its
@@ -153,14 +149,14 @@ pub fn matching(filter: &str) -> String {
     }
     let r = containing(filter);
     let mut owners: Vec<String> = job_matchers(filter).unwrap_or_default();
-    owners.extend(["pod", "namespace", "user"].map(|k| format!("{k}=~\"{r}\"")));
+    owners.extend(["pod", "namespace", "user"].map(|k| format!("{k}=~{r}")));
     let processes = owners
         .iter()
         .map(|m| format!("strata_process_used_bytes{{{m}}}"))
         .collect::<Vec<_>>()
         .join(" or ");
     format!(
-        "({DEVICES} and on(instance) (strata_node_info{{host=~\"{r}\"}} or strata_node_info{{instance=~\"{r}\"}})) or ({DEVICES} and on(instance, uuid) ({{__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes\",name=~\"{r}\"}} or {{__name__=~\"strata_mig_memory_total_bytes|strata_mig_layer_bytes\",profile=~\"{r}\"}} or strata_device_findings{{kind=~\"{r}\"}} >= 1 or {processes}))"
+        "({DEVICES} and on(instance) (strata_node_info{{host=~{r}}} or strata_node_info{{instance=~{r}}})) or ({DEVICES} and on(instance, uuid) ({{__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes\",name=~{r}}} or {{__name__=~\"strata_mig_memory_total_bytes|strata_mig_layer_bytes\",profile=~{r}}} or strata_device_findings{{kind=~{r}}} >= 1 or {processes}))"
     )
 }
 
@@ -234,8 +230,8 @@ pub fn pick(window: &Window, nodes: &[String], recorded: &Recorded) -> Pick {
         Sort::Node => match matching {
             None => Pick::Nodes(nodes.to_vec()),
             Some(m) => Pick::Devices(format!(
-                "({m}) and on(instance) {{__name__=\"strata_node_info\",instance=~\"{}\"}}",
-                quoted(&one_of(nodes))
+                "({m}) and on(instance) {{__name__=\"strata_node_info\",instance=~{}}}",
+                promql_string(&one_of(nodes))
             )),
         },
     }
@@ -261,8 +257,8 @@ pub fn rows(matching: Option<&str>) -> String {
 /// The query of the device series of these nodes.
 pub fn rows_of_nodes(instances: &[String]) -> String {
     format!(
-        "{{__name__=~\"{DEVICE_SERIES}\",instance=~\"{}\"}}",
-        quoted(&one_of(instances))
+        "{{__name__=~\"{DEVICE_SERIES}\",instance=~{}}}",
+        promql_string(&one_of(instances))
     )
 }
 
@@ -277,9 +273,9 @@ pub fn rows_of(devices: &[(String, String)]) -> String {
     uuids.sort_unstable();
     uuids.dedup();
     format!(
-        "{{__name__=~\"{DEVICE_SERIES}\",instance=~\"{}\",uuid=~\"{}\"}}",
-        quoted(&one_of(&instances)),
-        quoted(&one_of(&uuids))
+        "{{__name__=~\"{DEVICE_SERIES}\",instance=~{},uuid=~{}}}",
+        promql_string(&one_of(&instances)),
+        promql_string(&one_of(&uuids))
     )
 }
 
@@ -339,8 +335,8 @@ pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
             }
         }
         out.push(format!(
-            "{label}=~\"{}\"{not_other}",
-            quoted(&format!("(?i)(?:{})", alternatives.join("|")))
+            "{label}=~{}{not_other}",
+            promql_string(&format!("(?i)(?:{})", alternatives.join("|")))
         ));
     }
     Some(out)
@@ -385,14 +381,14 @@ pub fn jobs(picked: Option<(&[String], &[String])>) -> String {
     let mut parts = Vec::new();
     if !slurm.is_empty() {
         parts.push(format!(
-            "{spread}{{slurm_job=~\"{}\"}}",
-            quoted(&one_of(slurm))
+            "{spread}{{slurm_job=~{}}}",
+            promql_string(&one_of(slurm))
         ));
     }
     if !runs.is_empty() {
         parts.push(format!(
-            "{spread}{{slurm_job=\"\",run=~\"{}\"}}",
-            quoted(&one_of(runs))
+            "{spread}{{slurm_job=\"\",run=~{}}}",
+            promql_string(&one_of(runs))
         ));
     }
     if parts.is_empty() {
@@ -430,7 +426,7 @@ mod tests {
     fn a_typed_filter_is_a_literal_in_the_regex_and_the_string() {
         assert_eq!(regex_literal("a.b*(c)|d"), "a\\.b\\*\\(c\\)\\|d");
         // A quote and a backslash cannot end the string or escape out of it.
-        assert_eq!(containing("x\"y\\"), "(?i).*x\\\"y\\\\\\\\.*");
+        assert_eq!(containing("x\"y\\"), "\"(?i).*x\\\"y\\\\\\\\.*\"");
         let m = matching("node-1\"} or up{");
         assert!(
             m.contains("host=~\"(?i).*node-1\\\"\\\\} or up\\\\{.*\""),
