@@ -426,17 +426,6 @@ pub fn fleet(source: String, time: f64, built: Built, problems: Vec<String>) -> 
 mod tests {
     use super::*;
 
-    fn series(name: &str, labels: &[(&str, &str)], value: f64) -> Series {
-        Series {
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value,
-        }
-    }
-
     /// A node with one GPU and one rank of job 7, climbing or not.
     fn node_series(instance: &str, host: &str, rank: &str, climb: Option<f64>) -> Vec<Series> {
         let i = ("instance", instance);
@@ -451,37 +440,37 @@ mod tests {
             ("world_size", "4"),
         ];
         let mut out = vec![
-            series(
+            Series::of(
                 "strata_node_info",
                 &[i, ("host", host), ("version", "0.1.0")],
                 1.0,
             ),
-            series("strata_sample_age_seconds", &[i], 0.5),
-            series("strata_sample_interval_seconds", &[i], 1.0),
-            series(
+            Series::of("strata_sample_age_seconds", &[i], 0.5),
+            Series::of("strata_sample_interval_seconds", &[i], 1.0),
+            Series::of(
                 "strata_gpu_memory_total_bytes",
                 &[i, ("gpu", "0"), ("uuid", "GPU-a")],
                 100.0,
             ),
-            series(
+            Series::of(
                 "strata_gpu_layer_bytes",
                 &[i, ("gpu", "0"), ("uuid", "GPU-a"), ("layer", "live")],
                 60.0,
             ),
-            series(
+            Series::of(
                 "strata_gpu_layer_bytes",
                 &[i, ("gpu", "0"), ("uuid", "GPU-a"), ("layer", "free")],
                 40.0,
             ),
-            series("strata_process_used_bytes", &p, 60.0),
-            series(
+            Series::of("strata_process_used_bytes", &p, 60.0),
+            Series::of(
                 "strata_process_layer_bytes",
                 &[&p[..], &[("layer", "live")]].concat(),
                 50.0,
             ),
         ];
         if let Some(rate) = climb {
-            out.push(series(
+            out.push(Series::of(
                 "strata_climb_rate_bytes_per_second",
                 &[
                     i,
@@ -543,7 +532,7 @@ mod tests {
             since_scrape: 0.0,
         };
         let mut s = node_series("a:9842", "node-a", "3", None);
-        s.push(series(
+        s.push(Series::of(
             "strata_process_used_bytes",
             &[
                 ("instance", "a:9842"),

@@ -334,14 +334,7 @@ mod tests {
     /// its owner, the rate or the time left; a forecast with no process names the device.
     #[test]
     fn climbs_and_forecasts_are_the_evidence_with_their_process() {
-        let s = |name: &str, labels: &[(&str, &str)], value: f64| Series {
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value,
-        };
+        let s = Series::of;
         let series = [
             s(
                 "strata_climb_rate_bytes_per_second",
@@ -408,14 +401,7 @@ mod tests {
 
     #[test]
     fn processes_with_their_owner_and_climb() {
-        let s = |name: &str, labels: &[(&str, &str)], value: f64| Series {
-            name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value,
-        };
+        let s = Series::of;
         let p = [
             ("gpu", "0"),
             ("uuid", "G"),

@@ -31,6 +31,21 @@ pub struct Series {
     pub value: f64,
 }
 
+#[cfg(test)]
+impl Series {
+    /// A series for a test, from its name, labels and value.
+    pub fn of(name: &str, labels: &[(&str, &str)], value: f64) -> Series {
+        Series {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            value,
+        }
+    }
+}
+
 /// What one read of a source gives: its targets, their series, and what went wrong that is
 /// not one target's (a partial answer, a query refused).
 #[derive(Debug, Default)]

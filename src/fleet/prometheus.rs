@@ -559,14 +559,7 @@ mod tests {
     use super::*;
 
     fn series(labels: &[(&str, &str)], value: f64) -> Series {
-        Series {
-            name: String::new(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            value,
-        }
+        Series::of("", labels, value)
     }
 
     #[test]
