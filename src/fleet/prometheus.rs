@@ -272,7 +272,8 @@ pub fn read(
     let mut problems = Vec::new();
     // Which of the fleet's rules Prometheus has: their answers cost a series a node or
     // device, where the expressions they record read every device's series.
-    let mut recorded = match query(
+    let mut recorded = Recorded::default();
+    match query(
         client,
         base,
         "rules",
@@ -280,17 +281,10 @@ pub fn read(
         time,
         &mut problems,
     ) {
-        Ok(v) => Recorded::from_names(
-            v.iter()
-                .filter_map(|s| s.labels.get("__name__"))
-                .map(String::as_str),
-        ),
+        Ok(v) => recorded.add(&v),
         // Asked as if none: the expressions answer the same.
-        Err(why) => {
-            problems.push(why);
-            Recorded::default()
-        }
-    };
+        Err(why) => problems.push(why),
+    }
     let mut got: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     for (what, promql) in queries(window, &recorded) {
         match query(client, base, what, &promql, time, &mut problems) {
@@ -350,11 +344,7 @@ pub fn read(
             time,
             &mut problems,
         ) {
-            Ok(v) => recorded.add(
-                v.iter()
-                    .filter_map(|s| s.labels.get("__name__"))
-                    .map(String::as_str),
-            ),
+            Ok(v) => recorded.add(&v),
             Err(why) => problems.push(why),
         }
     }
@@ -478,27 +468,11 @@ pub fn read(
     if let Some(recorded_jobs) = recorded_jobs {
         // The jobs to read, asked first where the window takes some, then their spread by
         // name.
-        let picked = match window::job_pick(window) {
-            None => Some(None),
+        let spread = match window::job_pick(window) {
+            None => Some(window::jobs(None)),
             Some(promql) => {
                 match query(client, base, "jobs picked", &promql, time, &mut problems) {
-                    Ok(v) => {
-                        let mut slurm = BTreeSet::new();
-                        let mut runs = BTreeSet::new();
-                        for s in &v {
-                            let label =
-                                |k: &str| s.labels.get(k).filter(|x| !x.is_empty()).cloned();
-                            match (label("slurm_job"), label("run")) {
-                                (Some(j), _) => slurm.insert(j),
-                                (None, Some(r)) => runs.insert(r),
-                                _ => false,
-                            };
-                        }
-                        Some(Some((
-                            slurm.into_iter().collect::<Vec<_>>(),
-                            runs.into_iter().collect::<Vec<_>>(),
-                        )))
-                    }
+                    Ok(picked) => Some(window::jobs(Some(&picked))),
                     Err(why) => {
                         problems.push(why);
                         None
@@ -506,8 +480,7 @@ pub fn read(
                 }
             }
         };
-        if let Some(picked) = picked {
-            let spread = window::jobs(picked.as_ref().map(|(s, r)| (s.as_slice(), r.as_slice())));
+        if let Some(spread) = spread {
             let climbing = RECORDED[1].1.to_string();
             for (what, promql) in [("jobs", spread), ("climbing", climbing)] {
                 match query(client, base, what, &promql, time, &mut problems) {
@@ -517,7 +490,8 @@ pub fn read(
                     Err(why) => problems.push(why),
                 }
             }
-            if picked.is_some() && answers.contains_key("jobs") {
+            // A window's jobs are counted: all of them, or those that match its filter.
+            if window.rows.is_some() && answers.contains_key("jobs") {
                 if window.filter.is_empty() {
                     jobs_total = Some(recorded_jobs);
                 } else {

@@ -5,6 +5,7 @@
 
 use super::detail::promql_string;
 use super::model::{Sort, Window};
+use super::Series;
 
 /// Series one a node, read for every node seen: what tells up from stale, and its name.
 pub const NODE_SERIES: &str =
@@ -84,18 +85,13 @@ pub const JOBS_RECORDED: &str = "count(strata_job:figures:spread{stat=\"nodes\"}
 pub struct Recorded(pub Vec<&'static str>);
 
 impl Recorded {
-    /// From the answer of [`recorded_now`]: the metrics' names.
-    pub fn from_names<'a>(names: impl Iterator<Item = &'a str>) -> Recorded {
-        let mut out = Recorded::default();
-        out.add(names);
-        out
-    }
-
-    /// Adds the rules of another answer of [`recorded_now`].
-    pub fn add<'a>(&mut self, names: impl Iterator<Item = &'a str>) {
-        let names: Vec<&str> = names.collect();
+    /// Adds the rules an answer of [`recorded_now`] names (one series a metric).
+    pub fn add(&mut self, answer: &[Series]) {
         for (name, what) in NODE_RULES {
-            if names.contains(&name) && !self.0.contains(&what) {
+            let named = answer
+                .iter()
+                .any(|s| s.labels.get("__name__").is_some_and(|n| n == name));
+            if named && !self.0.contains(&what) {
                 self.0.push(what);
             }
         }
@@ -115,7 +111,7 @@ impl Recorded {
     /// is as old as its last evaluation).
     pub fn seen(&self) -> String {
         if self.0.contains(&"seen") {
-            "(strata_node:info:seen_1h or strata_node_info)".to_string()
+            format!("({} or strata_node_info)", self.of("seen"))
         } else {
             SEEN.to_string()
         }
@@ -371,24 +367,36 @@ pub fn job_pick(window: &Window) -> Option<String> {
     ))
 }
 
-/// The recorded spread of these jobs (`slurm_job` values, and `run` values of jobs with
-/// none), by name; of every job where `None`.
-pub fn jobs(picked: Option<(&[String], &[String])>) -> String {
+/// The recorded spread of the jobs [`job_pick`] answered, by name (their `slurm_job`
+/// values, and the `run` values of jobs with none); of every job where `None`.
+pub fn jobs(picked: Option<&[Series]>) -> String {
     let spread = "strata_job:figures:spread";
-    let Some((slurm, runs)) = picked else {
+    let Some(picked) = picked else {
         return spread.to_string();
     };
+    let mut slurm = std::collections::BTreeSet::new();
+    let mut runs = std::collections::BTreeSet::new();
+    for s in picked {
+        let label = |k: &str| s.labels.get(k).filter(|x| !x.is_empty());
+        match (label("slurm_job"), label("run")) {
+            (Some(j), _) => slurm.insert(j.as_str()),
+            (None, Some(r)) => runs.insert(r.as_str()),
+            _ => false,
+        };
+    }
+    let (slurm, runs): (Vec<&str>, Vec<&str>) =
+        (slurm.into_iter().collect(), runs.into_iter().collect());
     let mut parts = Vec::new();
     if !slurm.is_empty() {
         parts.push(format!(
             "{spread}{{slurm_job=~{}}}",
-            promql_string(&one_of(slurm))
+            promql_string(&one_of(&slurm))
         ));
     }
     if !runs.is_empty() {
         parts.push(format!(
             "{spread}{{slurm_job=\"\",run=~{}}}",
-            promql_string(&one_of(runs))
+            promql_string(&one_of(&runs))
         ));
     }
     if parts.is_empty() {
@@ -565,28 +573,34 @@ mod tests {
         assert!(q.starts_with("topk(30, sum by (slurm_job, run) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run) (group by"), "{q}");
         assert_eq!(job_pick(&window(None, Sort::Urgency, false, "")), None);
         assert_eq!(jobs(None), "strata_job:figures:spread");
-        let slurm = ["9001".to_string(), "7.1".to_string()];
-        let runs = ["llm-a".to_string()];
+        let picked = [
+            Series::of("", &[("slurm_job", "9001")], 1.0),
+            Series::of("", &[("slurm_job", "7.1"), ("run", "x")], 1.0),
+            Series::of("", &[("slurm_job", ""), ("run", "llm-a")], 1.0),
+            Series::of("", &[("slurm_job", "9001")], 1.0),
+        ];
         assert_eq!(
-            jobs(Some((&slurm, &runs))),
-            "strata_job:figures:spread{slurm_job=~\"(?:9001|7\\\\.1)\"} or strata_job:figures:spread{slurm_job=\"\",run=~\"(?:llm-a)\"}"
+            jobs(Some(&picked)),
+            "strata_job:figures:spread{slurm_job=~\"(?:7\\\\.1|9001)\"} or strata_job:figures:spread{slurm_job=\"\",run=~\"(?:llm-a)\"}"
         );
         assert_eq!(
-            jobs(Some((&[], &[]))),
+            jobs(Some(&[])),
             "strata_job:figures:spread{slurm_job=~\"$^\"}"
         );
     }
 
     #[test]
     fn the_rules_prometheus_has_are_read_from_their_names() {
-        let r = Recorded::from_names(
-            [
-                "strata_device:urgency:score",
-                "strata_job:figures:spread",
-                "other",
-            ]
-            .into_iter(),
-        );
+        let mut r = Recorded::default();
+        let answer: Vec<Series> = [
+            "strata_device:urgency:score",
+            "strata_job:figures:spread",
+            "other",
+        ]
+        .iter()
+        .map(|n| Series::of("", &[("__name__", n)], 1.0))
+        .collect();
+        r.add(&answer);
         assert_eq!(r.0, ["urgency"]);
         // The node rules of every node; the device rules of one node's devices.
         assert_eq!(
