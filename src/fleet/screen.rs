@@ -41,8 +41,7 @@ pub fn run(
     refresh: f64,
     view: FleetView,
 ) -> anyhow::Result<()> {
-    let ask_for = |view: &FleetView| view.window();
-    let window = std::sync::Arc::new(std::sync::Mutex::new(ask_for(&view)));
+    let window = std::sync::Arc::new(std::sync::Mutex::new(view.window()));
     let wanted = window.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -106,7 +105,7 @@ pub fn run(
         let mut input = EventStream::new();
         let mut view = view;
         view.now = super::now();
-        let mut last_asked = ask_for(&view);
+        let mut last_asked = view.window();
         let mut died_of = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         // The node whose detail the reader was last asked for.
@@ -163,7 +162,7 @@ pub fn run(
                 break;
             }
             // Another order, filter or a selection past the rows read: read them now.
-            let now_asked = ask_for(&view);
+            let now_asked = view.window();
             if now_asked != last_asked {
                 if let Ok(mut w) = window.lock() {
                     *w = now_asked.clone();
