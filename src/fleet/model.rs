@@ -111,12 +111,9 @@ impl Fleet {
             if row_matches(n, None, &filter) {
                 return true;
             }
+            // Its name does not match: the devices that do, by their own.
             let had = n.devices.len();
-            let node = Node {
-                devices: Vec::new(),
-                ..n.clone()
-            };
-            n.devices.retain(|d| row_matches(&node, Some(d), &filter));
+            n.devices.retain(|d| device_matches(d, &filter));
             if let Some(count) = n.device_count.as_mut() {
                 *count = count.saturating_sub((had - n.devices.len()) as u64);
             }
@@ -140,17 +137,20 @@ pub fn row_matches(node: &Node, device: Option<&Device>, filter: &str) -> bool {
     filter.is_empty()
         || node.name.to_lowercase().contains(filter)
         || node.instance.to_lowercase().contains(filter)
-        || device.is_some_and(|d| {
-            d.name
-                .as_deref()
-                .unwrap_or("")
-                .to_lowercase()
-                .contains(filter)
-                || d.findings
-                    .iter()
-                    .any(|f| f.kind.to_lowercase().contains(filter))
-                || d.owners.iter().any(|o| o.to_lowercase().contains(filter))
-        })
+        || device.is_some_and(|d| device_matches(d, filter))
+}
+
+/// The device's own part of [`row_matches`]: its name or profile, a finding's kind, an owner.
+fn device_matches(d: &Device, filter: &str) -> bool {
+    d.name
+        .as_deref()
+        .unwrap_or("")
+        .to_lowercase()
+        .contains(filter)
+        || d.findings
+            .iter()
+            .any(|f| f.kind.to_lowercase().contains(filter))
+        || d.owners.iter().any(|o| o.to_lowercase().contains(filter))
 }
 
 /// Whether a job's key (`slurm 9001`, `run llm-a`) contains a filter (lower case).
