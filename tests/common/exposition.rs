@@ -248,6 +248,21 @@ pub struct Server {
 }
 
 impl Server {
+    /// `strata serve --demo` of seed `seed`, at story time 300 s (a node of the fleet tests:
+    /// its host is `demo-node-SEED`, `demo-node` for 0).
+    pub fn demo(seed: u32) -> Server {
+        Server::start(
+            &[
+                "--demo",
+                "--demo-at",
+                "300",
+                "--demo-seed",
+                &seed.to_string(),
+            ],
+            &[],
+        )
+    }
+
     /// Starts `strata serve --listen 127.0.0.1:0 ARGS` with `envs`, and waits for the
     /// address it prints.
     pub fn start(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Server {

@@ -62,20 +62,7 @@ fn fleet_json(endpoints: &[String], extra: &[&str]) -> (Value, std::process::Out
 /// hung one costs one timeout, not the run.
 #[test]
 fn demo_targets_beside_a_hung_and_a_refused_endpoint() {
-    let servers: Vec<Server> = (0..4)
-        .map(|seed| {
-            Server::start(
-                &[
-                    "--demo",
-                    "--demo-at",
-                    "300",
-                    "--demo-seed",
-                    &seed.to_string(),
-                ],
-                &[],
-            )
-        })
-        .collect();
+    let servers: Vec<Server> = (0..4).map(Server::demo).collect();
     for s in &servers {
         s.metrics_text();
     }

@@ -60,20 +60,7 @@ fn node<'a>(f: &'a Value, instance: &str) -> Option<&'a Value> {
 
 #[test]
 fn the_fleet_through_a_real_prometheus() {
-    let mut servers: Vec<Option<Server>> = (0..4)
-        .map(|seed| {
-            Some(Server::start(
-                &[
-                    "--demo",
-                    "--demo-at",
-                    "300",
-                    "--demo-seed",
-                    &seed.to_string(),
-                ],
-                &[],
-            ))
-        })
-        .collect();
+    let mut servers: Vec<Option<Server>> = (0..4).map(|seed| Some(Server::demo(seed))).collect();
     let addrs: Vec<String> = servers.iter().flatten().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let prometheus = start_prometheus_scraping(&targets, &[]);
