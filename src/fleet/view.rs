@@ -336,23 +336,17 @@ pub fn draw(frame: &mut Frame, v: &FleetView) {
         );
         return;
     }
-    let findings = v.fleet.as_ref().map_or(0, |f| {
-        let silent = f
-            .nodes
-            .iter()
-            .any(|n| n.state == NodeState::Up && !n.findings_exported);
-        f.findings.len() + f.problems.len() + usize::from(silent)
-    });
-    let notes = (findings + usize::from(v.error.is_some())).min(5) as u16;
+    // The notes' area holds the notes, five at most.
+    let notes = note_lines(v);
     let [head, notes_area, body, foot] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Length(notes),
+        Constraint::Length(notes.len().min(5) as u16),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
     .areas(area);
     frame.render_widget(Paragraph::new(header(v)), head);
-    frame.render_widget(Paragraph::new(note_lines(v)), notes_area);
+    frame.render_widget(Paragraph::new(notes), notes_area);
     if let Some(instance) = &v.open {
         node_detail(frame, v, instance, body);
     } else {
