@@ -340,16 +340,24 @@ pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
 
 /// Each job's size (its processes) from the recorded spread, of the jobs that match.
 pub fn job_sizes(filter: &str) -> String {
-    let spread = |m: &str| format!("strata_job:figures:spread{{stat=\"processes\"{m}}}");
-    let inner = match job_matchers(filter) {
+    format!(
+        "sum by (slurm_job, run) ({})",
+        spread_of(filter, "processes")
+    )
+}
+
+/// The recorded spread's `stat` series of the jobs that match the filter: one selector, or
+/// one a job key's label (`slurm_job`, `run`) joined by `or`.
+fn spread_of(filter: &str, stat: &str) -> String {
+    let spread = |m: &str| format!("strata_job:figures:spread{{stat=\"{stat}\"{m}}}");
+    match job_matchers(filter) {
         None => spread(""),
         Some(ms) => ms
             .iter()
             .map(|m| spread(&format!(",{m}")))
             .collect::<Vec<_>>()
             .join(" or "),
-    };
-    format!("sum by (slurm_job, run) ({inner})")
+    }
 }
 
 /// The jobs with a climbing rank, keyed as the spread is (by `slurm_job` alone where it has
@@ -407,14 +415,7 @@ pub fn jobs(picked: Option<&[Series]>) -> String {
 
 /// How many jobs match the filter (one `nodes` series a job in the recorded spread).
 pub fn job_count(filter: &str) -> String {
-    let Some(ms) = job_matchers(filter) else {
-        return JOBS_RECORDED.to_string();
-    };
-    let inner: Vec<String> = ms
-        .iter()
-        .map(|m| format!("strata_job:figures:spread{{stat=\"nodes\",{m}}}"))
-        .collect();
-    format!("count({})", inner.join(" or "))
+    format!("count({})", spread_of(filter, "nodes"))
 }
 
 #[cfg(test)]
