@@ -216,19 +216,26 @@ pub fn snapshot(scratch: &Scratch, scenario: &Value, extra: &[&str]) -> Vec<Valu
         .collect()
 }
 
-/// The first sample of `strata snapshot --json` once every process of `pids` has its feed
-/// paired with NVML's reading (`fresh`). A snapshot waits a moment for each feed to sample
-/// past NVML's reading; on a loaded machine an agent's tick can miss it, and that feed is
-/// then rightly not paired this instant. Snapshots are taken again until the pairing, the
-/// event the test needs (60 s at most, for a test that would otherwise hang).
+/// The first sample of `strata snapshot --json` once every process of `pids` is [`paired`].
+/// A snapshot waits a moment for each feed to sample past NVML's reading; on a loaded machine
+/// an agent's tick can miss it, and that feed is then rightly not paired this instant (its
+/// context still `unsplit`). Snapshots are taken again until the pairing, the event the test
+/// needs (60 s at most, for a test that would otherwise hang).
 pub fn snapshot_fed(scratch: &Scratch, scenario: &Value, extra: &[&str], pids: &[u32]) -> Value {
     let mut last = Value::Null;
     super::wait_until(Duration::from_secs(60), "every feed paired", || {
         last = snapshot(scratch, scenario, extra).swap_remove(0);
-        pids.iter()
-            .all(|pid| process_of(&last, *pid)["feed_status"]["state"] == "fresh")
+        pids.iter().all(|pid| paired(&process_of(&last, *pid)))
     });
     last
+}
+
+/// Whether a process of a snapshot has its feed combined with NVML's reading (`fresh`) and,
+/// where its allocator reports a pool, its context split from a reading the feed's samples
+/// bracket (anything but `unsplit`). A feed can be fresh without the pairing: its latest
+/// sample came before NVML's reading.
+pub fn paired(process: &Value) -> bool {
+    process["feed_status"]["state"] == "fresh" && process["context_source"] != "unsplit"
 }
 
 /// Reads a child's first line, `<word> <pid>` (`ready 4242`, `up 4242`): the pid.

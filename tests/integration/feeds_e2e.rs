@@ -28,10 +28,29 @@ fn warm_torch_job(job: &mut Job) -> (u64, u64) {
     (allocated, reserved)
 }
 
+/// The wait for a paired snapshot waits for the pairing, not only for a fresh feed: a feed
+/// whose latest sample came before NVML's reading is fresh and leaves the context unsplit.
+#[test]
+fn a_fresh_feed_whose_context_is_unsplit_is_not_yet_paired() {
+    let process = |state: &str, source: Value| json!({ "feed_status": { "state": state }, "context_source": source });
+    // The feed's latest sample came before NVML's reading: fresh, and nothing learned yet.
+    assert!(!paired(&process("fresh", json!("unsplit"))));
+    assert!(!paired(&process("stale", json!("estimated"))));
+    for source in ["estimated", "observed", "reported", "fixed"] {
+        assert!(paired(&process("fresh", json!(source))), "{source}");
+    }
+    // No pool figure (XLA's cuda_async): nothing to split, paired once fresh.
+    assert!(paired(&process("fresh", Value::Null)));
+}
+
 #[test]
 fn a_torch_job_is_split_into_its_layers_at_one_instant() {
     let scratch = Scratch::new("torch");
-    let mut job = Job::start(&scratch.feeds(), &[], false);
+    // The agent ticks slower than a snapshot waits for it (as a loaded machine makes it): a
+    // snapshot whose reading its tick misses has a fresh feed and an unsplit context, and
+    // the wait goes on to the one it pairs with.
+    let slow = [("STRATA_TEST_INTERVAL", "2.5".to_string())];
+    let mut job = Job::start(&scratch.feeds(), &slow, false);
     let (allocated, reserved) = warm_torch_job(&mut job);
     job.wait_for_socket(&scratch.feeds());
     let used = CONTEXT + OUTSIDE + reserved;
