@@ -380,7 +380,10 @@ def comparable(fleet):
     for n in nodes:
         n.pop("age_secs", None)
     fleet["nodes"] = nodes
-    fleet["jobs"] = [j for j in fleet["jobs"] if j["key"] != "slurm 81234"]
+    # The live targets' jobs: the demo's Slurm job and its pods (the backfill names none).
+    fleet["jobs"] = [
+        j for j in fleet["jobs"] if j["key"] != "slurm 81234" and not j["key"].startswith("pod ")
+    ]
     return fleet
 
 
@@ -442,8 +445,14 @@ def bench(n, args, work):
         q = urllib.parse.quote('count(up{job="strata"} == 1) >= %d' % (n + 2))
         wait_for("the live targets' first scrape", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"])
         if args.rules:
-            # The group's first and last rules: the whole group evaluated once.
-            q = urllib.parse.quote("count(strata_job:figures:spread) > 0 and on() count(strata_device:used:ratio) > 0")
+            # The group's first and last rules, the last over the live targets too: the whole
+            # group evaluated once since their first scrape (an evaluation before it would
+            # leave their jobs out of the recorded spread, and the read would not be the
+            # raw one's).
+            q = urllib.parse.quote(
+                "count(strata_job:figures:spread) > 0 and on() "
+                'count(count by (instance) (strata_device:used:ratio{instance=~"127\\\\.0\\\\.0\\\\.1:.*"})) >= 2'
+            )
             wait_for("the rules' first evaluation", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"], within=600)
         for binary, extra in [(b, e) for b in args.strata for e in (args.read or [""])]:
             cmd = [binary, "fleet", "--prometheus", base, "--json", "--scrape-interval", "300", "--timeout", str(args.timeout)] + extra.split()

@@ -250,17 +250,57 @@ fn devices(own: &[&Series]) -> Vec<Device> {
     out
 }
 
-/// The job a process belongs to across nodes: its Slurm job, else its torchrun run.
+/// The job a process belongs to across nodes ([`JOB_KINDS`]).
 fn job_key(s: &Series) -> Option<String> {
-    job_key_of(label(s, "slurm_job"), label(s, "run"))
+    job_key_of(|k| label(s, k))
 }
 
-/// A job's key from its `slurm_job` and `run` labels (either may be empty).
-pub fn job_key_of(slurm: &str, run: &str) -> Option<String> {
+/// What names a job across nodes, a kind of name: the word its key begins with, the labels
+/// whose values make the rest, and the matchers that pick the processes it names (a process
+/// named by an earlier kind is not named by a later one).
+pub struct JobKind {
+    pub word: &'static str,
+    pub labels: &'static [&'static str],
+    pub picks: &'static str,
+}
+
+/// A process's job is its Slurm job; else its run (torchrun's run id or the rendezvous
+/// address, which the pods of one Kubernetes job share); else its pod, a job of one pod.
+pub const JOB_KINDS: [JobKind; 3] = [
+    JobKind {
+        word: "slurm",
+        labels: &["slurm_job"],
+        picks: "slurm_job!=\"\"",
+    },
+    JobKind {
+        word: "run",
+        labels: &["run"],
+        picks: "slurm_job=\"\",run!=\"\"",
+    },
+    JobKind {
+        word: "pod",
+        labels: &["namespace", "pod"],
+        picks: "slurm_job=\"\",run=\"\",pod!=\"\"",
+    },
+];
+
+/// Every label of [`JOB_KINDS`], for a PromQL `by` or `on`.
+pub const JOB_LABELS: &str = "slurm_job, run, namespace, pod";
+
+/// A job's key from a process's labels (`label` gives each, empty where absent): `slurm
+/// 81234`, `run llm-a`, `pod train/llama-7b-0` (`pod llama-7b-0` without a namespace).
+pub fn job_key_of<'a>(label: impl Fn(&str) -> &'a str) -> Option<String> {
+    let clean = |v: &str| crate::text::clean(v).into_owned();
+    let (slurm, run, pod) = (label("slurm_job"), label("run"), label("pod"));
     if !slurm.is_empty() {
-        Some(format!("slurm {}", crate::text::clean(slurm)))
+        Some(format!("slurm {}", clean(slurm)))
     } else if !run.is_empty() {
-        Some(format!("run {}", crate::text::clean(run)))
+        Some(format!("run {}", clean(run)))
+    } else if !pod.is_empty() {
+        Some(match label("namespace") {
+            "" => format!("pod {}", clean(pod)),
+            namespace => format!("pod {}/{}", clean(namespace), clean(pod)),
+        })
     } else {
         None
     }
@@ -548,9 +588,14 @@ mod tests {
         let built = build(&[t], &s, 15.0);
         let node = &built.nodes[0];
         let d = &node.devices[0];
-        assert_eq!(d.owners, ["slurm 7", "trainer-0", "ml", "alice"]);
+        // The second process names no Slurm job or run: its job is its pod.
+        assert_eq!(
+            d.owners,
+            ["slurm 7", "pod ml/trainer-0", "trainer-0", "ml", "alice"]
+        );
         for (filter, matches) in [
             ("alice", true),
+            ("ml/trainer", true),
             ("slurm 7", true),
             ("rm 7", true),
             ("trainer", true),

@@ -2,7 +2,7 @@
 //! queries a refresh, each asking only for strata's series the view uses. Prometheus
 //! scrapes and stores; the fleet only reads.
 
-use super::build::{job_key_of, Target};
+use super::build::{job_key_of, Target, JOB_KINDS, JOB_LABELS};
 use super::http::Client;
 use super::model::{Job, NodeState, Rank, Sort, Spread, Window};
 use super::window::{self, Pick, Recorded, NODE_SERIES};
@@ -11,9 +11,21 @@ use crate::layers::Layer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Without the recording rules: every series of the processes that name a job.
-/// And every live climb, whose device a window may not read: a job's climbing ranks.
-const PROCESS_SERIES: &str = "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",slurm_job!=\"\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",run!=\"\"} or strata_climb_rate_bytes_per_second{cause=\"live\"}";
+/// Without the recording rules: every series of the processes that name a job, and every
+/// live climb, whose device a window may not read: a job's climbing ranks.
+fn process_series() -> String {
+    let mut parts: Vec<String> = JOB_KINDS
+        .iter()
+        .map(|kind| {
+            format!(
+                "{{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",{}}}",
+                kind.picks
+            )
+        })
+        .collect();
+    parts.push("strata_climb_rate_bytes_per_second{cause=\"live\"}".into());
+    parts.join(" or ")
+}
 
 /// The queries of one refresh that do not depend on another's answer, by what each is for:
 /// every node's own series (one to five a node; from the rules Prometheus has), and, for a
@@ -37,14 +49,6 @@ pub fn queries(window: &Window, recorded: &Recorded) -> Vec<(&'static str, Strin
     out
 }
 
-/// The processes that name a job, by the matchers that pick them: by Slurm job, and by
-/// torchrun's run where no Slurm job names them (the job's key, as the client's own join
-/// takes it).
-const BY_JOB: [(&str, &str); 2] = [
-    ("slurm_job", "slurm_job!=\"\""),
-    ("run", "slurm_job=\"\",run!=\"\""),
-];
-
 /// The recording rules that answer [`job_queries`], where Prometheus loads them:
 /// `assets/prometheus/strata-fleet-rules.yml`.
 pub const RECORDED: [(&str, &str); 2] = [
@@ -61,7 +65,8 @@ fn tagged(expr: &str, key: &str, value: &str) -> String {
 }
 
 /// The expressions the recording rules of [`RECORDED`] record: each job's spread (`jobs`: a
-/// few series a job, labelled `figure` and `stat`, keyed by `slurm_job`, else `run`), and
+/// few series a job, labelled `figure` and `stat`, keyed by the labels of its
+/// [`super::build::JobKind`]), and
 /// the climbing processes joined with their job's labels (`climbing`: one series a climb).
 /// Asked at each refresh they cost Prometheus three times the per-process query (the
 /// processes' series are read once for each figure and statistic): they pay as rules,
@@ -93,7 +98,8 @@ pub fn job_queries() -> Vec<(&'static str, String)> {
         ("used", &used),
     ];
     let mut parts = Vec::new();
-    for (key, job) in BY_JOB {
+    for kind in &JOB_KINDS {
+        let (key, job) = (kind.labels.join(", "), kind.picks);
         for (figure, expr) in &figures {
             let expr = expr(job);
             for (stat, aggregate) in [
@@ -117,7 +123,7 @@ pub fn job_queries() -> Vec<(&'static str, String)> {
             "nodes",
         ));
     }
-    let climbing = "max by (instance, gpu, uuid, pid, slurm_job, run, rank) ((strata_climb_rate_bytes_per_second{cause=\"live\"} > 0) + on(instance, uuid, pid) group_left(slurm_job, run, rank) (0 * strata_process_used_bytes{pid!=\"other\"}))".to_string();
+    let climbing = format!("max by (instance, gpu, uuid, pid, {JOB_LABELS}, rank) ((strata_climb_rate_bytes_per_second{{cause=\"live\"}} > 0) + on(instance, uuid, pid) group_left({JOB_LABELS}, rank) (0 * strata_process_used_bytes{{pid!=\"other\"}}))");
     vec![("jobs", parts.join(" or ")), ("climbing", climbing)]
 }
 
@@ -125,11 +131,12 @@ pub fn job_queries() -> Vec<(&'static str, String)> {
 /// spread by figure, and its climbing ranks named by their node's address.
 pub fn jobs_of(spread: &[Series], climbing: &[Series]) -> Vec<Job> {
     let label = |s: &Series, k: &str| s.labels.get(k).cloned().unwrap_or_default();
+    let key_of = |s: &Series| job_key_of(|k| s.labels.get(k).map_or("", String::as_str));
     let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
     let mut figures: BTreeMap<(String, String), [Option<f64>; 4]> = BTreeMap::new();
     let mut sizes: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     for s in spread {
-        let Some(key) = job_key_of(&label(s, "slurm_job"), &label(s, "run")) else {
+        let Some(key) = key_of(s) else {
             continue;
         };
         let job = jobs.entry(key.clone()).or_insert_with(|| Job {
@@ -194,9 +201,7 @@ pub fn jobs_of(spread: &[Series], climbing: &[Series]) -> Vec<Job> {
     let mut climbing: Vec<&Series> = climbing.iter().collect();
     climbing.sort_by_key(|s| (label(s, "instance"), label(s, "uuid"), label(s, "pid")));
     for s in climbing {
-        let Some(job) =
-            job_key_of(&label(s, "slurm_job"), &label(s, "run")).and_then(|key| jobs.get_mut(&key))
-        else {
+        let Some(job) = key_of(s).and_then(|key| jobs.get_mut(&key)) else {
             continue;
         };
         let rank = label(s, "rank");
@@ -513,7 +518,7 @@ pub fn read(
         )
     });
     if jobs.is_none() {
-        match query(client, base, "jobs", PROCESS_SERIES, time, &mut problems) {
+        match query(client, base, "jobs", &process_series(), time, &mut problems) {
             Ok(v) => series.extend(v),
             Err(why) => problems.push(why),
         }

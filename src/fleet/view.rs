@@ -488,6 +488,21 @@ impl Columns {
 }
 
 /// A cell of `width`: the text cut to leave one blank before the next column.
+/// `text` in at most `width` characters: where it is longer, its start and its end either
+/// side of `…` (a job's key ends in what tells it from others: a pod's suffix, a step).
+fn elide(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width || width < 3 {
+        return text.to_string();
+    }
+    let head = (width - 1) / 2;
+    let tail = width - 1 - head;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(n - tail));
+    out
+}
+
 fn cell(text: &str, width: usize) -> String {
     pad(text, width.saturating_sub(1)) + " "
 }
@@ -590,9 +605,15 @@ fn spread_cell(j: &Job, figure: &str) -> String {
 
 fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
     let rows = v.job_rows();
-    // Below 110 columns the memory outside the pool is left out, and the job's name narrows.
+    // Below 110 columns the memory outside the pool is left out, and the job's name narrows;
+    // wider, the name takes what the figures leave (a pod's name ends in what tells it from
+    // its siblings).
     let wide = area.width >= 110;
-    let (job_w, spread_w) = if wide { (20, 22) } else { (16, 20) };
+    let spread_w = if wide { 22 } else { 20 };
+    let figures = 7 + 7 + spread_w * 2 + if wide { 22 } else { 0 } + 16;
+    let job_w = usize::from(area.width)
+        .saturating_sub(figures)
+        .clamp(if wide { 20 } else { 16 }, 64);
     let mut head = cell("JOB", job_w) + &cell("PROCS", 7) + &cell("NODES", 7);
     head += &cell("LIVE least med most", spread_w);
     head += &cell("RESERVED", spread_w);
@@ -619,7 +640,7 @@ fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
         } else {
             format!("{} of {}", j.climbing.len(), j.processes)
         };
-        let mut row = cell(&clean(&j.key), job_w)
+        let mut row = cell(&elide(&clean(&j.key), job_w - 1), job_w)
             + &cell(&j.processes.to_string(), 7)
             + &cell(&j.nodes.to_string(), 7)
             + &cell(&spread_cell(j, Layer::Live.name()), spread_w)
@@ -635,7 +656,7 @@ fn jobs(frame: &mut Frame, v: &FleetView, area: Rect) {
     }
     if rows.is_empty() && v.fleet.is_some() {
         lines.push(Line::from(
-            "no job: no process names a Slurm job or a torchrun run (rank labels come from strata serve's per-process series)",
+            "no job: no process names a Slurm job, a torchrun run or a pod (rank labels come from strata serve's per-process series)",
         ));
     }
     frame.render_widget(Paragraph::new(lines), area);
@@ -1021,5 +1042,48 @@ mod tests {
         assert_eq!(v.window().filter, "x");
         v.key(crossterm::event::KeyCode::Esc);
         assert_eq!(v.window().filter, "");
+    }
+
+    /// A pod's job row keeps the end of its name, which tells it from its siblings: whole
+    /// where the screen is wide, its start and end either side of `…` where it is not.
+    #[test]
+    fn a_pod_job_keeps_the_end_of_its_name() {
+        let mut v = FleetView::new(String::new());
+        v.mode = Mode::Jobs;
+        let key = "pod inference/mistral-7b-6d4f9c-x2x7q";
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "endpoints".into(),
+            time: 0.0,
+            nodes: vec![node("node-a", 1, None)],
+            jobs: vec![Job {
+                key: key.into(),
+                processes: 1,
+                nodes: 1,
+                world_size: None,
+                spread: Default::default(),
+                climbing: Vec::new(),
+            }],
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: None,
+        });
+        let at = |width: u16| {
+            let mut t = Terminal::new(TestBackend::new(width, 12)).expect("test backend");
+            t.draw(|f| draw(f, &v)).expect("drawn");
+            let buf = t.backend().buffer();
+            (0..buf.area.height)
+                .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect::<String>())
+                .find(|l| l.starts_with("pod "))
+                .unwrap_or_default()
+        };
+        assert!(at(160).starts_with(&format!("{key} ")), "{}", at(160));
+        let narrow = at(100);
+        assert!(
+            narrow.starts_with("pod inference/…b-6d4f9c-x2x7q "),
+            "{narrow}"
+        );
+        assert_eq!(elide("abcdefghij", 5), "ab…ij");
+        assert_eq!(elide("abc", 5), "abc");
     }
 }

@@ -3,6 +3,7 @@
 //! the fleet pulls the series of those only. What it answers is sorted again by the client,
 //! exactly, as a whole read is: the server's pick only decides which rows are read.
 
+use super::build::{JOB_KINDS, JOB_LABELS};
 use super::detail::promql_string;
 use super::model::{Sort, Window};
 use super::Series;
@@ -304,50 +305,79 @@ pub fn nodes_for(mut nodes: Vec<(String, String, u64)>, window: &Window) -> Vec<
     out
 }
 
-/// The recorded job spread's matchers that pick the jobs whose key (`slurm N`, `run X`)
-/// contains the filter, as the client's filter matches a job row: `None` for every job.
-/// The key is the word and the label's value, so a filter that runs over the word's end
-/// ("rm 90") asks for values that begin with the rest.
+/// The matchers that pick the processes (or the recorded spread's jobs) whose job key
+/// (`slurm N`, `run X`, `pod NS/NAME`) contains the filter, as the client's filter matches
+/// a job row: `None` for every job. The key is the word and the labels' values, so a filter
+/// that runs over the word's end ("rm 90") asks for values that begin with the rest, and
+/// one that runs over a pod key's `/` for a namespace that ends, and a pod that begins,
+/// with its two sides.
 pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
     let f = filter.to_lowercase();
     if f.is_empty() {
         return None;
     }
+    let any_case =
+        |alternatives: &[String]| promql_string(&format!("(?i)(?:{})", alternatives.join("|")));
     let mut out = Vec::new();
-    for (word, label, other) in [
-        ("slurm ", "slurm_job", None),
-        ("run ", "run", Some("slurm_job")),
-    ] {
-        let not_other = other.map_or(String::new(), |o| format!(",{o}=\"\""));
+    for kind in &JOB_KINDS {
+        let word = format!("{} ", kind.word);
         if word.contains(&f) {
-            out.push(format!("{label}!=\"\"{not_other}"));
+            out.push(kind.picks.to_string());
             continue;
         }
-        let mut alternatives = vec![format!(".*{}.*", regex_literal(&f))];
-        for cut in 0..word.len() {
-            let tail = &word[cut..];
-            if let Some(rest) = f.strip_prefix(tail) {
-                alternatives.push(format!("{}.*", regex_literal(rest)));
+        // What a value must begin with where the filter starts in the word: its rest.
+        let rests: Vec<&str> = (0..word.len())
+            .filter_map(|cut| f.strip_prefix(&word[cut..]))
+            .collect();
+        let within = |text: &str| {
+            let mut alternatives = vec![format!(".*{}.*", regex_literal(text))];
+            alternatives.extend(rests.iter().map(|r| format!("{}.*", regex_literal(r))));
+            any_case(&alternatives)
+        };
+        let picks = kind.picks;
+        match kind.labels {
+            [label] => out.push(format!("{picks},{label}=~{}", within(&f))),
+            [namespace, name] => {
+                // `pod NS/NAME`, or `pod NAME` where no namespace is known.
+                out.push(format!("{picks},{namespace}=\"\",{name}=~{}", within(&f)));
+                match f.split_once('/') {
+                    None => {
+                        out.push(format!("{picks},{namespace}=~{}", within(&f)));
+                        out.push(format!(
+                            "{picks},{namespace}!=\"\",{name}=~{}",
+                            any_case(&[format!(".*{}.*", regex_literal(&f))])
+                        ));
+                    }
+                    Some((before, after)) if !after.contains('/') => {
+                        let mut ends = vec![format!(".*{}", regex_literal(before))];
+                        ends.extend(
+                            (0..word.len())
+                                .filter_map(|cut| before.strip_prefix(&word[cut..]))
+                                .filter(|r| !r.is_empty())
+                                .map(regex_literal),
+                        );
+                        out.push(format!(
+                            "{picks},{namespace}!=\"\",{namespace}=~{},{name}=~{}",
+                            any_case(&ends),
+                            any_case(&[format!("{}.*", regex_literal(after))])
+                        ));
+                    }
+                    Some(_) => {}
+                }
             }
+            _ => unreachable!("a job kind has one label or two"),
         }
-        out.push(format!(
-            "{label}=~{}{not_other}",
-            promql_string(&format!("(?i)(?:{})", alternatives.join("|")))
-        ));
     }
     Some(out)
 }
 
 /// Each job's size (its processes) from the recorded spread, of the jobs that match.
 pub fn job_sizes(filter: &str) -> String {
-    format!(
-        "sum by (slurm_job, run) ({})",
-        spread_of(filter, "processes")
-    )
+    format!("sum by ({JOB_LABELS}) ({})", spread_of(filter, "processes"))
 }
 
 /// The recorded spread's `stat` series of the jobs that match the filter: one selector, or
-/// one a job key's label (`slurm_job`, `run`) joined by `or`.
+/// one a set of matchers joined by `or`.
 fn spread_of(filter: &str, stat: &str) -> String {
     let spread = |m: &str| format!("strata_job:figures:spread{{stat=\"{stat}\"{m}}}");
     match job_matchers(filter) {
@@ -360,51 +390,75 @@ fn spread_of(filter: &str, stat: &str) -> String {
     }
 }
 
-/// The jobs with a climbing rank, keyed as the spread is (by `slurm_job` alone where it has
-/// one): always read, so that every rank_outlier is found whatever the window.
-const CLIMBING_JOBS: &str = "group by (slurm_job, run) (label_replace(strata_job:live_climb_bytes_per_second:max{slurm_job!=\"\"}, \"run\", \"\", \"slurm_job\", \".*\")) or group by (slurm_job, run) (strata_job:live_climb_bytes_per_second:max{slurm_job=\"\"})";
+/// The jobs with a climbing rank, keyed as the spread is (by the labels of the kind that
+/// names it): always read, so that every rank_outlier is found whatever the window.
+fn climbing_jobs() -> String {
+    JOB_KINDS
+        .iter()
+        .map(|kind| {
+            format!(
+                "group by ({}) (strata_job:live_climb_bytes_per_second:max{{{}}})",
+                kind.labels.join(", "),
+                kind.picks
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
 
 /// The jobs to read (`rows`: the largest that match, the smallest reversed) and every job
-/// with a climbing rank: one series a job, labelled `slurm_job` or `run`. `None`: every job.
+/// with a climbing rank: one series a job, labelled as its kind names it. `None`: every job.
 pub fn job_pick(window: &Window) -> Option<String> {
     let rows = window.rows?;
     let k = if window.reversed { "bottomk" } else { "topk" };
     Some(format!(
-        "{k}({rows}, {}) or on(slurm_job, run) ({CLIMBING_JOBS})",
-        job_sizes(&window.filter)
+        "{k}({rows}, {}) or on({JOB_LABELS}) ({})",
+        job_sizes(&window.filter),
+        climbing_jobs()
     ))
 }
 
 /// The recorded spread of the jobs [`job_pick`] answered, by name (their `slurm_job`
-/// values, and the `run` values of jobs with none); of every job where `None`.
+/// values, the `run` values of jobs with none, and the pods of jobs with neither, a
+/// selector a namespace); of every job where `None`.
 pub fn jobs(picked: Option<&[Series]>) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
     let spread = "strata_job:figures:spread";
     let Some(picked) = picked else {
         return spread.to_string();
     };
-    let mut slurm = std::collections::BTreeSet::new();
-    let mut runs = std::collections::BTreeSet::new();
+    let mut slurm = BTreeSet::new();
+    let mut runs = BTreeSet::new();
+    let mut pods: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for s in picked {
         let label = |k: &str| s.labels.get(k).filter(|x| !x.is_empty());
-        match (label("slurm_job"), label("run")) {
-            (Some(j), _) => slurm.insert(j.as_str()),
-            (None, Some(r)) => runs.insert(r.as_str()),
-            _ => false,
-        };
+        match (label("slurm_job"), label("run"), label("pod")) {
+            (Some(j), _, _) => {
+                slurm.insert(j.as_str());
+            }
+            (None, Some(r), _) => {
+                runs.insert(r.as_str());
+            }
+            (None, None, Some(pod)) => {
+                let namespace = label("namespace").map_or("", String::as_str);
+                pods.entry(namespace).or_default().insert(pod.as_str());
+            }
+            _ => {}
+        }
     }
-    let (slurm, runs): (Vec<&str>, Vec<&str>) =
-        (slurm.into_iter().collect(), runs.into_iter().collect());
+    let list = |set: BTreeSet<&str>| promql_string(&one_of(&set.into_iter().collect::<Vec<_>>()));
     let mut parts = Vec::new();
     if !slurm.is_empty() {
-        parts.push(format!(
-            "{spread}{{slurm_job=~{}}}",
-            promql_string(&one_of(&slurm))
-        ));
+        parts.push(format!("{spread}{{slurm_job=~{}}}", list(slurm)));
     }
     if !runs.is_empty() {
+        parts.push(format!("{spread}{{slurm_job=\"\",run=~{}}}", list(runs)));
+    }
+    for (namespace, names) in pods {
         parts.push(format!(
-            "{spread}{{slurm_job=\"\",run=~{}}}",
-            promql_string(&one_of(&runs))
+            "{spread}{{slurm_job=\"\",run=\"\",namespace={},pod=~{}}}",
+            promql_string(namespace),
+            list(names)
         ));
     }
     if parts.is_empty() {
@@ -454,8 +508,13 @@ mod tests {
                 "{owner}: {m}"
             );
         }
-        assert!(m.contains("strata_process_used_bytes{slurm_job=~"), "{m}");
-        assert!(m.contains("strata_process_used_bytes{run=~"), "{m}");
+        for kind in JOB_KINDS {
+            assert!(
+                m.contains(&format!("strata_process_used_bytes{{{},", kind.picks)),
+                "{}: {m}",
+                kind.word
+            );
+        }
     }
 
     #[test]
@@ -535,34 +594,110 @@ mod tests {
         assert_eq!(nodes_for(nodes, &w(100, false)), ["a:1", "b:1", "c:1"]);
     }
 
-    /// What the client's filter keeps of a job key, and what the matchers ask of its label:
-    /// the same, for keys and filters that run over the word's end.
+    /// Whether a set of PromQL label matchers (`a="x",b!="",c=~"re"`) holds for a series
+    /// with these labels (an absent label is empty, as Prometheus takes it).
+    fn holds(matchers: &str, labels: &[(&str, &str)]) -> bool {
+        let mut rest = matchers;
+        while !rest.is_empty() {
+            let at = rest.find(['=', '!']).expect("an operator");
+            let name = &rest[..at];
+            let op_len = rest[at..].find('"').expect("a string");
+            let op = &rest[at..at + op_len];
+            // The string, unescaped, to its closing quote.
+            let mut value = String::new();
+            let mut chars = rest[at + op_len + 1..].char_indices();
+            let end = loop {
+                match chars.next().expect("a closing quote") {
+                    (_, '\\') => value.push(chars.next().expect("an escape").1),
+                    (i, '"') => break at + op_len + 1 + i + 1,
+                    (_, c) => value.push(c),
+                }
+            };
+            rest = rest[end..].strip_prefix(',').unwrap_or(&rest[end..]);
+            let actual = labels
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map_or("", |(_, v)| v);
+            let re = || regex::Regex::new(&format!("^(?:{value})$")).unwrap();
+            let ok = match op {
+                "=" => actual == value,
+                "!=" => actual != value,
+                "=~" => re().is_match(actual),
+                "!~" => !re().is_match(actual),
+                _ => panic!("operator {op}"),
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What the client's filter keeps of a job key, and what the matchers ask of a process's
+    /// labels: the same, for keys of every kind and filters that run over the word's end or a
+    /// pod key's `/`, and never a process that an earlier kind names.
     #[test]
     fn a_job_filter_asks_for_the_jobs_the_client_keeps() {
-        let keeps = |key: &str, f: &str| key.to_lowercase().contains(&f.to_lowercase());
-        let asks = |label: &str, value: &str, f: &str| {
-            let ms = job_matchers(f).unwrap();
-            ms.iter().any(|m| {
-                let Some(rest) = m.strip_prefix(&format!("{label}=~\"")) else {
-                    return m.starts_with(&format!("{label}!=\"\"")) && !value.is_empty();
-                };
-                let re = rest.split("\"").next().unwrap().replace("\\\\", "\\");
-                let re = regex::Regex::new(&format!("^(?:{re})$")).unwrap();
-                re.is_match(value)
-            })
-        };
-        for (label, word, value) in [("slurm_job", "slurm", "9001"), ("run", "run", "llm-a.7")] {
-            let key = format!("{word} {value}");
-            for f in [
-                "9", "900", "slurm 9", "rm 90", "m 9001", "slurm", "urm", " ", "LLM", "run l",
-                "n llm-a.", "a.7", "x", "9001 ", "run 9",
-            ] {
-                assert_eq!(
-                    asks(label, value, f),
-                    keeps(&key, f),
-                    "key {key:?}, filter {f:?}: {:?}",
-                    job_matchers(f)
-                );
+        let processes: [&[(&str, &str)]; 6] = [
+            &[("slurm_job", "9001"), ("namespace", "ml"), ("pod", "llm-0")],
+            &[("run", "llm-a.7"), ("namespace", "ml"), ("pod", "w-1")],
+            &[("namespace", "train"), ("pod", "llama-7b-0")],
+            &[("pod", "llama-7b-0")],
+            &[("namespace", "ml"), ("user", "llm")],
+            &[
+                ("slurm_job", ""),
+                ("run", ""),
+                ("namespace", "a.b"),
+                ("pod", "c"),
+            ],
+        ];
+        let filters = [
+            "9",
+            "900",
+            "slurm 9",
+            "rm 90",
+            "m 9001",
+            "slurm",
+            "urm",
+            " ",
+            "LLM",
+            "run l",
+            "n llm-a.",
+            "a.7",
+            "x",
+            "9001 ",
+            "run 9",
+            "pod",
+            "d ",
+            "d t",
+            "pod train/",
+            "train",
+            "ain/lla",
+            "n/l",
+            "/",
+            "/llama",
+            "d train/llama-7b-0",
+            "d llama",
+            "pod llama",
+            "7b-0",
+            "ml/",
+            "a.b/c",
+            "a/b/c",
+            "ml",
+            "pod ml",
+            ".",
+            "a.b",
+        ];
+        for labels in processes {
+            let get = |k: &str| labels.iter().find(|(l, _)| *l == k).map_or("", |(_, v)| v);
+            let key = super::super::build::job_key_of(get);
+            for f in filters {
+                let keeps = key
+                    .as_ref()
+                    .is_some_and(|k| k.to_lowercase().contains(&f.to_lowercase()));
+                let matchers = job_matchers(f).unwrap();
+                let asks = matchers.iter().any(|m| holds(m, labels));
+                assert_eq!(asks, keeps, "key {key:?}, filter {f:?}: {matchers:?}");
             }
         }
         assert_eq!(job_matchers(""), None);
@@ -571,7 +706,7 @@ mod tests {
     #[test]
     fn the_jobs_read_are_the_largest_and_every_climbing_one() {
         let q = job_pick(&window(Some(30), Sort::Urgency, false, "")).unwrap();
-        assert!(q.starts_with("topk(30, sum by (slurm_job, run) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run) (group by"), "{q}");
+        assert!(q.starts_with("topk(30, sum by (slurm_job, run, namespace, pod) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run, namespace, pod) (group by (slurm_job) (strata_job:live_climb_bytes_per_second:max{slurm_job!=\"\"}) or group by (run) ("), "{q}");
         assert_eq!(job_pick(&window(None, Sort::Urgency, false, "")), None);
         assert_eq!(jobs(None), "strata_job:figures:spread");
         let picked = [
@@ -579,10 +714,14 @@ mod tests {
             Series::of("", &[("slurm_job", "7.1"), ("run", "x")], 1.0),
             Series::of("", &[("slurm_job", ""), ("run", "llm-a")], 1.0),
             Series::of("", &[("slurm_job", "9001")], 1.0),
+            Series::of("", &[("namespace", "ml"), ("pod", "w-1")], 1.0),
+            Series::of("", &[("namespace", "ml"), ("pod", "w-0")], 1.0),
+            Series::of("", &[("namespace", "a\"b"), ("pod", "w-0")], 1.0),
+            Series::of("", &[("run", "r"), ("pod", "w-9")], 1.0),
         ];
         assert_eq!(
             jobs(Some(&picked)),
-            "strata_job:figures:spread{slurm_job=~\"(?:7\\\\.1|9001)\"} or strata_job:figures:spread{slurm_job=\"\",run=~\"(?:llm-a)\"}"
+            "strata_job:figures:spread{slurm_job=~\"(?:7\\\\.1|9001)\"} or strata_job:figures:spread{slurm_job=\"\",run=~\"(?:llm-a|r)\"} or strata_job:figures:spread{slurm_job=\"\",run=\"\",namespace=\"a\\\"b\",pod=~\"(?:w-0)\"} or strata_job:figures:spread{slurm_job=\"\",run=\"\",namespace=\"ml\",pod=~\"(?:w-0|w-1)\"}"
         );
         assert_eq!(
             jobs(Some(&[])),
@@ -614,8 +753,8 @@ mod tests {
         );
         assert_eq!(job_count(""), JOBS_RECORDED);
         assert_eq!(
-            job_count("llm"),
-            "count(strata_job:figures:spread{stat=\"nodes\",slurm_job=~\"(?i)(?:.*llm.*)\"} or strata_job:figures:spread{stat=\"nodes\",run=~\"(?i)(?:.*llm.*)\",slurm_job=\"\"})"
+            job_count("9001"),
+            "count(strata_job:figures:spread{stat=\"nodes\",slurm_job!=\"\",slurm_job=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run!=\"\",run=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace=\"\",pod=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace!=\"\",pod=~\"(?i)(?:.*9001.*)\"})"
         );
         assert_eq!(r.of("urgency"), "strata_device:urgency:score");
         assert_eq!(r.of("used"), used());

@@ -112,6 +112,15 @@ fn the_fleet_through_a_real_prometheus() {
         (job["processes"].as_u64(), job["nodes"].as_u64()),
         (Some(8), Some(4))
     );
+    // A process that names no Slurm job or run has its pod for a job (the demo's nodes run
+    // the same pods, one process each).
+    let pod = f["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["key"] == "pod serving/t5-3b-0")
+        .unwrap_or_else(|| panic!("no pod job: {}", f["jobs"]));
+    assert_eq!(pod["processes"].as_u64(), Some(4), "{pod}");
 
     // A filter by a process's owner: Prometheus matches the devices by their processes'
     // labels (the read brings no process series); the endpoints, read whole, are filtered by
@@ -136,7 +145,7 @@ fn the_fleet_through_a_real_prometheus() {
         out
     };
     let endpoints = addrs.join(",");
-    for filter in ["slurm 81234", "rm 8123", "LLM"] {
+    for filter in ["slurm 81234", "rm 8123", "LLM", "serving/t5", "d infer"] {
         let by_prometheus = devices_of(&[
             "fleet",
             "--prometheus",
