@@ -487,7 +487,33 @@ impl Columns {
     }
 }
 
-/// A cell of `width`: the text cut to leave one blank before the next column.
+/// A device's worst finding in `width` characters: `critical oom forecast ×2`; where that
+/// does not fit, the severity shortened (its colour says it too), then the rest cut with `…`.
+fn worst_text(f: &super::model::DeviceFinding, width: usize) -> String {
+    let kind = f.kind.replace('_', " ");
+    let count = if f.count > 1 {
+        format!(" ×{}", f.count)
+    } else {
+        String::new()
+    };
+    let full = format!("{} {kind}{count}", f.severity);
+    if full.chars().count() <= width {
+        return full;
+    }
+    let short = match f.severity.as_str() {
+        "critical" => "crit",
+        "warning" => "warn",
+        other => other,
+    };
+    let text = format!("{short} {kind}{count}");
+    if text.chars().count() <= width {
+        return text;
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// `text` in at most `width` characters: where it is longer, its start and its end either
 /// side of `…` (a job's key ends in what tells it from others: a pod's suffix, a step).
 fn elide(text: &str, width: usize) -> String {
@@ -503,6 +529,7 @@ fn elide(text: &str, width: usize) -> String {
     out
 }
 
+/// A cell of `width`: the text cut to leave one blank before the next column.
 fn cell(text: &str, width: usize) -> String {
     pad(text, width.saturating_sub(1)) + " "
 }
@@ -559,14 +586,9 @@ fn devices(frame: &mut Frame, v: &FleetView, area: Rect) {
                 spans.push(Span::raw(cell(&used, c.used)));
                 // An older strata exports no findings: unknown, not none.
                 let none = if node.findings_exported { "—" } else { "n/a" };
-                let worst = d.worst().map_or(String::from(none), |f| {
-                    let kind = f.kind.replace('_', " ");
-                    if f.count > 1 {
-                        format!("{} {kind} ×{}", f.severity, f.count)
-                    } else {
-                        format!("{} {kind}", f.severity)
-                    }
-                });
+                let worst = d
+                    .worst()
+                    .map_or(String::from(none), |f| worst_text(f, c.worst - 1));
                 let wcolor = match d.worst().map(|f| f.severity.as_str()) {
                     Some("critical") => Color::Red,
                     Some("warning") => Color::Yellow,
@@ -1085,5 +1107,52 @@ mod tests {
         );
         assert_eq!(elide("abcdefghij", 5), "ab…ij");
         assert_eq!(elide("abc", 5), "abc");
+    }
+
+    /// At 80 columns a device's worst finding is said whole, its severity shortened, rather
+    /// than cut mid-word.
+    #[test]
+    fn the_worst_finding_fits_its_column() {
+        let f = |severity: &str, kind: &str, count| crate::fleet::model::DeviceFinding {
+            kind: kind.into(),
+            severity: severity.into(),
+            count,
+        };
+        assert_eq!(
+            worst_text(&f("critical", "oom_forecast", 1), 27),
+            "critical oom forecast"
+        );
+        assert_eq!(
+            worst_text(&f("critical", "oom_forecast", 1), 19),
+            "crit oom forecast"
+        );
+        assert_eq!(
+            worst_text(&f("critical", "zombie_context", 3), 19),
+            "crit zombie contex…"
+        );
+        assert_eq!(
+            worst_text(&f("warning", "fragmentation", 1), 19),
+            "warn fragmentation"
+        );
+        let mut v = FleetView::new(String::new());
+        let mut n = node("node-a", 1, None);
+        n.devices[0].findings.push(f("critical", "oom_forecast", 1));
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "endpoints".into(),
+            time: 0.0,
+            nodes: vec![n],
+            jobs: Vec::new(),
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: None,
+        });
+        let mut t = Terminal::new(TestBackend::new(80, 12)).expect("test backend");
+        t.draw(|f| draw(f, &v)).expect("drawn");
+        let buf = t.backend().buffer();
+        let screen: String = (0..buf.area.height)
+            .map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+            .collect();
+        assert!(screen.contains("crit oom forecast "), "{screen}");
     }
 }
