@@ -124,7 +124,25 @@ pub fn job_queries() -> Vec<(&'static str, String)> {
         ));
     }
     let climbing = format!("max by (instance, gpu, uuid, pid, {JOB_LABELS}, rank) ((strata_climb_rate_bytes_per_second{{cause=\"live\"}} > 0) + on(instance, uuid, pid) group_left({JOB_LABELS}, rank) (0 * strata_process_used_bytes{{pid!=\"other\"}}))");
-    vec![("jobs", parts.join(" or ")), ("climbing", climbing)]
+    vec![("jobs", balanced_or(&parts)), ("climbing", climbing)]
+}
+
+/// `parts` joined by `or` as a balanced tree: `(a or b) or (c or d)`. A chain `a or b or c
+/// ...` is evaluated left to right, each `or` taking in the whole of what came before it,
+/// so that k parts of n series cost about k × n; the tree costs about n × log k.
+fn balanced_or(parts: &[String]) -> String {
+    match parts {
+        [] => String::new(),
+        [one] => one.clone(),
+        _ => {
+            let (left, right) = parts.split_at(parts.len() / 2);
+            let side = |p: &[String]| match p {
+                [one] => one.clone(),
+                _ => format!("({})", balanced_or(p)),
+            };
+            format!("{} or {}", side(left), side(right))
+        }
+    }
 }
 
 /// The jobs from the answers of [`job_queries`]: each job's processes, nodes, world size and
@@ -640,6 +658,28 @@ mod tests {
                 ("b:9842", "1", Some("3"), Some(1e6))
             ]
         );
+    }
+
+    #[test]
+    fn parts_are_joined_by_or_as_a_balanced_tree() {
+        let parts = |n: usize| -> Vec<String> { (0..n).map(|i| format!("x{i}")).collect() };
+        assert_eq!(balanced_or(&parts(1)), "x0");
+        assert_eq!(balanced_or(&parts(2)), "x0 or x1");
+        assert_eq!(balanced_or(&parts(5)), "(x0 or x1) or (x2 or (x3 or x4))");
+        // Every part once, nested no deeper than log2 of their count.
+        let many = balanced_or(&parts(54));
+        assert_eq!(many.matches(" or ").count(), 53);
+        let mut depth = 0usize;
+        let mut deepest = 0;
+        for c in many.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            deepest = deepest.max(depth);
+        }
+        assert!(deepest <= 6, "{deepest}");
     }
 
     #[test]
