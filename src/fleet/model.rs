@@ -378,10 +378,11 @@ impl Spread {
 }
 
 /// A job whose processes the fleet sees, on one node or many: joined by its Slurm job, else
-/// its torchrun run (`run`: the rendezvous id or address).
+/// its torchrun run (`run`: the rendezvous id or address), else its pod
+/// (`build::JOB_KINDS`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
-    /// `slurm 81234`, `run llm-a`.
+    /// `slurm 81234`, `run llm-a`, `pod serving/t5-3b-0`.
     pub key: String,
     /// Its processes the fleet sees.
     pub processes: u64,
