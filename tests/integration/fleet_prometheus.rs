@@ -2,7 +2,8 @@
 //! scraping four `strata serve --demo` targets with different seeds every second. The fleet
 //! read through it: every node up with its devices, the demo's job across the four; a target
 //! killed and said down (never with its old figures), in `--json` and on the screen; and a
-//! Prometheus that is not there, or a URL that is not Prometheus, said in one line.
+//! Prometheus that is not there, or a URL that is not Prometheus, said in one line; and with
+//! the fleet rules loaded, the jobs (pods among them) from the recorded spread.
 
 use crate::common;
 
@@ -240,6 +241,91 @@ fn the_fleet_through_a_real_prometheus() {
     let first_row = screen.lines().nth(2).unwrap_or_default();
     assert!(first_row.starts_with("demo-node-2"), "{screen}");
     pane.quit();
+}
+
+/// With the fleet rules loaded, a windowed read takes its jobs from the recorded spread:
+/// a process of no Slurm job and no run has its pod for a job there too, and a filter over
+/// a pod key's `/` picks the same jobs from Prometheus as the client keeps of the endpoints.
+#[test]
+fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
+    let servers: Vec<Server> = (1..3).map(Server::demo).collect();
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/prometheus/strata-fleet-rules.yml");
+    let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
+    prometheus.wait_ready(PATIENCE);
+    let url = format!("http://{}", prometheus.addr);
+    let read = |args: &[&str]| -> Value {
+        let mut all = vec![
+            "fleet",
+            "--json",
+            "--scrape-interval",
+            "1",
+            "--timeout",
+            "10",
+        ];
+        all.extend(args);
+        let out = common::strata_output(&all);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let keys = |f: &Value| -> Vec<String> {
+        let mut keys: Vec<String> = f["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .map(|j| j["key"].as_str().expect("key").to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    // Once the rules have evaluated over both targets: the jobs counted, so recorded.
+    let start = Instant::now();
+    let windowed = loop {
+        let f = read(&["--prometheus", &url, "--rows", "50"]);
+        let recorded = f["part"]["jobs"].as_u64() == Some(4);
+        let pod = f["jobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|j| j["key"] == "pod serving/t5-3b-0");
+        if recorded && pod.is_some_and(|p| p["processes"] == 2) {
+            break f;
+        }
+        assert!(start.elapsed() < PATIENCE, "the recorded jobs: {f}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(
+        keys(&windowed),
+        [
+            "pod inference/mistral-7b-6d4f9c-x2x7q",
+            "pod serving/t5-3b-0",
+            "pod serving/triton-0",
+            "slurm 81234"
+        ]
+    );
+    let endpoints = addrs.join(",");
+    for (filter, expected) in [
+        (
+            "d serving/",
+            &["pod serving/t5-3b-0", "pod serving/triton-0"][..],
+        ),
+        ("serving/t5", &["pod serving/t5-3b-0"][..]),
+        ("INFERENCE/", &["pod inference/mistral-7b-6d4f9c-x2x7q"][..]),
+        ("slurm 8", &["slurm 81234"][..]),
+        ("/nothing", &[][..]),
+    ] {
+        let by_prometheus = read(&["--prometheus", &url, "--rows", "50", "--filter", filter]);
+        assert!(
+            by_prometheus["part"]["jobs"].is_u64(),
+            "{filter}: recorded: {}",
+            by_prometheus["part"]
+        );
+        let by_client = read(&["--endpoints", &endpoints, "--filter", filter]);
+        assert_eq!(keys(&by_prometheus), expected, "--filter {filter:?}");
+        assert_eq!(keys(&by_client), expected, "--filter {filter:?}");
+    }
 }
 
 #[test]
