@@ -45,6 +45,10 @@ pub struct Evidence {
     pub cause: Option<String>,
     pub bytes_per_sec: Option<f64>,
     pub eta_secs: Option<f64>,
+    /// A climb's own figure (its process's layer that grows, else its used memory) at each
+    /// step of the last hour, oldest first, where Prometheus keeps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<Option<f64>>>,
 }
 
 /// The evidence of the climbs and forecasts among a node's series, by device, the soonest
@@ -74,6 +78,7 @@ pub fn evidence(series: &[Series]) -> Vec<Evidence> {
             cause: some_clean(s, "cause"),
             bytes_per_sec: rate,
             eta_secs: eta,
+            history: None,
         });
     }
     out.sort_by(|a, b| {
@@ -247,10 +252,19 @@ fn number(v: &Value) -> Option<f64> {
 /// The history of a range query's matrix: by `uuid`, a value at each step from `start`.
 pub fn history(data: &Value, start: f64, steps: usize) -> BTreeMap<String, Vec<Option<f64>>> {
     let mut out = BTreeMap::new();
+    for (metric, points) in matrix(data, start, steps) {
+        if let Some(uuid) = metric["uuid"].as_str() {
+            out.insert(crate::text::clean(uuid).into_owned(), points);
+        }
+    }
+    out
+}
+
+/// Each series of a range query's matrix: its labels, and its value at each step from
+/// `start` (`None` where it has none).
+fn matrix(data: &Value, start: f64, steps: usize) -> Vec<(&Value, Vec<Option<f64>>)> {
+    let mut out = Vec::new();
     for r in data["result"].as_array().into_iter().flatten() {
-        let Some(uuid) = r["metric"]["uuid"].as_str() else {
-            continue;
-        };
         let mut points = vec![None; steps];
         for pair in r["values"].as_array().into_iter().flatten() {
             let (Some(t), Some(v)) = (pair[0].as_f64(), number(&pair[1])) else {
@@ -261,9 +275,62 @@ pub fn history(data: &Value, start: f64, steps: usize) -> BTreeMap<String, Vec<O
                 points[i as usize] = Some(v);
             }
         }
-        out.insert(crate::text::clean(uuid).into_owned(), points);
+        out.push((&r["metric"], points));
     }
     out
+}
+
+/// The series a climb's history is read from: its process's layer that grows, where its
+/// cause is a layer, else its used memory.
+fn climb_figure(e: &Evidence) -> (&'static str, Option<&str>) {
+    match e.cause.as_deref() {
+        Some(cause) if Layer::ALL.iter().any(|l| l.name() == cause) => {
+            ("strata_process_layer_bytes", Some(cause))
+        }
+        _ => ("strata_process_used_bytes", None),
+    }
+}
+
+/// The range query of the climbing processes' figures on a node (`None` where no climb
+/// names a process): their layers and used memory, by pid.
+fn climbs_query(evidence: &[Evidence], instance: &str) -> Option<String> {
+    let pids: std::collections::BTreeSet<&str> = evidence
+        .iter()
+        .filter(|e| e.kind == "climb")
+        .filter_map(|e| e.pid.as_deref())
+        .collect();
+    if pids.is_empty() {
+        return None;
+    }
+    let alternatives: Vec<String> = pids
+        .iter()
+        .map(|p| super::window::regex_literal(p))
+        .collect();
+    Some(format!(
+        "{{__name__=~\"strata_process_layer_bytes|strata_process_used_bytes\",instance={},pid=~{}}}",
+        promql_string(instance),
+        promql_string(&format!("(?:{})", alternatives.join("|")))
+    ))
+}
+
+/// Gives each climb the history of its own figure from the answer of [`climbs_query`]: the
+/// series of its device, process and layer (its used memory where its cause is no layer).
+fn attach_climbs(evidence: &mut [Evidence], data: &Value, start: f64, steps: usize) {
+    let series = matrix(data, start, steps);
+    let text = |m: &Value, k: &str| crate::text::clean(m[k].as_str().unwrap_or("")).into_owned();
+    for e in evidence.iter_mut().filter(|e| e.kind == "climb") {
+        let Some(pid) = e.pid.clone() else { continue };
+        let (name, layer) = climb_figure(e);
+        e.history = series
+            .iter()
+            .find(|(m, _)| {
+                m["__name__"] == name
+                    && text(m, "uuid") == e.uuid
+                    && text(m, "pid") == pid
+                    && layer.is_none_or(|l| m["layer"] == l)
+            })
+            .map(|(_, points)| points.clone());
+    }
 }
 
 /// The node open, from Prometheus at `now`.
@@ -316,10 +383,30 @@ pub fn from_prometheus(
         Ok(data) => (history(&data, start, steps), None),
         Err(why) => (BTreeMap::new(), Some(why)),
     };
+    // Each climb's own figure over the hour: the evidence of a leak is its slope.
+    let mut evidence = evidence(&series);
+    if let Some(climbs) = climbs_query(&evidence, instance) {
+        match api(
+            client,
+            base,
+            "/api/v1/query_range",
+            &[
+                ("query", &climbs),
+                ("start", &start_s),
+                ("end", &end_s),
+                ("step", &step_s),
+            ],
+            "climbs' history",
+            &mut problems,
+        ) {
+            Ok(data) => attach_climbs(&mut evidence, &data, start, steps),
+            Err(why) => problems.push(why),
+        }
+    }
     Ok(Detail {
         instance: instance.to_string(),
         processes: processes(&series),
-        evidence: evidence(&series),
+        evidence,
         history: history_map,
         no_history,
         problems,
@@ -437,6 +524,68 @@ mod tests {
         assert_eq!(
             (got[1].live, got[1].climb_bytes_per_sec),
             (Some(6), Some(99.0))
+        );
+    }
+
+    /// Each climb gets the history of its own figure: its process's layer that grows on its
+    /// device, else its used memory; a forecast and a climb with no series get none.
+    #[test]
+    fn each_climb_has_the_hour_of_its_own_figure() {
+        let climb = |uuid: &str, pid: &str, cause: Option<&str>| Evidence {
+            uuid: uuid.into(),
+            kind: "climb",
+            pid: Some(pid.into()),
+            who: None,
+            series: Some("allocated".into()),
+            cause: cause.map(String::from),
+            bytes_per_sec: Some(1.0),
+            eta_secs: None,
+            history: None,
+        };
+        let mut evidence = vec![
+            climb("GPU-a", "7", Some("live")),
+            climb("GPU-b", "7", Some("live")),
+            climb("GPU-a", "8", None),
+            climb("GPU-a", "9", Some("live")),
+            Evidence {
+                kind: "oom_forecast",
+                bytes_per_sec: None,
+                eta_secs: Some(60.0),
+                ..climb("GPU-a", "7", Some("live"))
+            },
+        ];
+        let q = climbs_query(&evidence, "n:1").expect("a query");
+        assert_eq!(
+            q,
+            "{__name__=~\"strata_process_layer_bytes|strata_process_used_bytes\",instance=\"n:1\",pid=~\"(?:7|8|9)\"}"
+        );
+        assert_eq!(climbs_query(&evidence[4..], "n:1"), None);
+        let series = |name: &str, uuid: &str, pid: &str, layer: Option<&str>, v: &str| {
+            let mut metric = serde_json::json!({ "__name__": name, "uuid": uuid, "pid": pid });
+            if let Some(l) = layer {
+                metric["layer"] = l.into();
+            }
+            serde_json::json!({ "metric": metric, "values": [[1000.0, v], [1120.0, "5"]] })
+        };
+        let data = serde_json::json!({ "result": [
+            series("strata_process_layer_bytes", "GPU-a", "7", Some("cached"), "100"),
+            series("strata_process_layer_bytes", "GPU-a", "7", Some("live"), "1"),
+            series("strata_process_layer_bytes", "GPU-b", "7", Some("live"), "2"),
+            series("strata_process_used_bytes", "GPU-a", "8", None, "3"),
+            series("strata_process_layer_bytes", "GPU-a", "8", Some("live"), "30"),
+        ]});
+        attach_climbs(&mut evidence, &data, 1000.0, 3);
+        let got: Vec<Option<Vec<Option<f64>>>> =
+            evidence.iter().map(|e| e.history.clone()).collect();
+        assert_eq!(
+            got,
+            [
+                Some(vec![Some(1.0), None, Some(5.0)]),
+                Some(vec![Some(2.0), None, Some(5.0)]),
+                Some(vec![Some(3.0), None, Some(5.0)]),
+                None,
+                None,
+            ]
         );
     }
 }

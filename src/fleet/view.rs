@@ -759,6 +759,13 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
         if let Some(Ok(detail)) = &v.detail {
             for e in detail.evidence.iter().filter(|e| e.uuid == d.uuid) {
                 lines.push(Line::from(evidence_line(e)));
+                if let Some(points) = &e.history {
+                    let what = e.cause.as_deref().unwrap_or("used").replace('_', " ");
+                    lines.push(Line::from(format!(
+                        "    {what}, last hour: {}",
+                        spark_between(points)
+                    )));
+                }
             }
         }
         if let Some(Ok(detail)) = &v.detail {
@@ -833,8 +840,6 @@ fn node_detail(frame: &mut Frame, v: &FleetView, instance: &str, area: Rect) {
     );
 }
 
-/// A device's used memory over time in eighth-blocks, scaled to its total (or to its
-/// highest point where the total is unknown); a gap where Prometheus has no sample.
 /// One line of a finding's evidence on a node's page.
 fn evidence_line(e: &super::detail::Evidence) -> String {
     let process = match (&e.pid, &e.who) {
@@ -860,6 +865,8 @@ fn evidence_line(e: &super::detail::Evidence) -> String {
     }
 }
 
+/// A device's used memory over time in eighth-blocks, scaled to its total (or to its
+/// highest point where the total is unknown); a gap where Prometheus has no sample.
 fn spark(points: &[Option<f64>], total: Option<u64>) -> String {
     const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let top = total
@@ -887,6 +894,32 @@ fn spark(points: &[Option<f64>], total: Option<u64>) -> String {
     } else {
         out = "no samples in the last hour".into();
     }
+    out
+}
+
+/// A climb's figure over time in eighth-blocks, from its least to its most (a climb of a
+/// few MiB on an 80 GiB device is flat at the device's scale), then the two; a gap where
+/// Prometheus has no sample.
+fn spark_between(points: &[Option<f64>]) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let known = points.iter().flatten().copied();
+    let (Some(lo), Some(hi)) = (known.clone().reduce(f64::min), known.reduce(f64::max)) else {
+        return "no samples in the last hour".into();
+    };
+    let span = hi - lo;
+    let mut out: String = points
+        .iter()
+        .map(|p| match p {
+            None => ' ',
+            Some(_) if span <= 0.0 => BLOCKS[0],
+            Some(v) => BLOCKS[(((v - lo) / span) * 7.0).round().clamp(0.0, 7.0) as usize],
+        })
+        .collect();
+    out.push_str(&format!(
+        "  {} – {}",
+        bytes(lo.max(0.0) as u64),
+        bytes(hi.max(0.0) as u64)
+    ));
     out
 }
 
@@ -1154,5 +1187,21 @@ mod tests {
             .map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
             .collect();
         assert!(screen.contains("crit oom forecast "), "{screen}");
+    }
+
+    /// A climb's hour is drawn from its least to its most, so that a climb of MiB on a
+    /// device of GiB shows its slope; a flat or empty hour says so.
+    #[test]
+    fn a_climb_is_drawn_between_its_least_and_its_most() {
+        let mib = 1048576.0;
+        let climb = [
+            Some(100.0 * mib),
+            Some(101.0 * mib),
+            None,
+            Some(102.0 * mib),
+        ];
+        assert_eq!(spark_between(&climb), "▁▅ █  100 MiB – 102 MiB");
+        assert_eq!(spark_between(&[Some(5.0), Some(5.0)]), "▁▁  5 B – 5 B");
+        assert_eq!(spark_between(&[None, None]), "no samples in the last hour");
     }
 }
