@@ -194,6 +194,15 @@ fn the_fleet_through_a_real_prometheus() {
     );
     pane.keys(&["Escape"]);
     pane.must_show(&["USED / TOTAL"], "back to the devices");
+    // `g`: a row per job, the demo's pods among them (a job of one pod each, the same pods
+    // on every demo node).
+    pane.keys(&["g"]);
+    pane.must_show(
+        &["slurm 81234", "pod serving/t5-3b-0", "pod serving/triton-0"],
+        "the jobs, pods among them",
+    );
+    pane.keys(&["g"]);
+    pane.must_show(&["USED / TOTAL"], "back to the devices");
 
     // A window of 10 rows: Prometheus picks them, by urgency, then by node (whole nodes);
     // the cursor near the end reads more; a filter kept is asked of Prometheus.
