@@ -422,12 +422,12 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
 }
 
 /// Jobs a source aggregated itself, their climbing ranks named by their nodes' names (the
-/// source knows their addresses), in the order [`build`] gives.
-pub fn named(mut jobs: Vec<Job>, nodes: &[Node]) -> Vec<Job> {
-    let names: BTreeMap<&str, &str> = nodes
-        .iter()
-        .map(|n| (n.instance.as_str(), n.name.as_str()))
-        .collect();
+/// source knows their addresses; `more` names nodes a windowed read did not list), in the
+/// order [`build`] gives.
+pub fn named(mut jobs: Vec<Job>, nodes: &[Node], more: &BTreeMap<String, String>) -> Vec<Job> {
+    let mut names: BTreeMap<&str, &str> =
+        more.iter().map(|(i, n)| (i.as_str(), n.as_str())).collect();
+    names.extend(nodes.iter().map(|n| (n.instance.as_str(), n.name.as_str())));
     for job in &mut jobs {
         for rank in &mut job.climbing {
             if let Some(name) = names.get(rank.node.as_str()) {

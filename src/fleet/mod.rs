@@ -61,6 +61,14 @@ pub struct Read {
     pub counts: Option<BTreeMap<String, u64>>,
     /// A windowed read's jobs that match the filter, where the jobs were counted.
     pub jobs_total: Option<u64>,
+    /// Where a read listed only the nodes it needs (a windowed read from Prometheus): how
+    /// many nodes there are, how many devices match on nodes up, and the nodes up with no
+    /// device at all (a row each).
+    pub nodes_total: Option<u64>,
+    pub devices_total: Option<u64>,
+    pub no_devices: Option<std::collections::BTreeSet<String>>,
+    /// The host names of nodes not listed whose ranks climb, by instance.
+    pub names: BTreeMap<String, String>,
 }
 
 /// The most a response may hold: a Prometheus answer for a large fleet runs to tens of MB.
@@ -154,10 +162,22 @@ impl Source {
         let mut built = build::build(&read.targets, &read.series, scrape_interval);
         let from_rules = read.jobs.is_some();
         if let Some(jobs) = read.jobs {
-            built.jobs = build::named(jobs, &built.nodes);
+            built.jobs = build::named(jobs, &built.nodes, &read.names);
         }
-        let part = read.counts.map(|counts| {
+        // A read that listed only the nodes it needs: an up node listed with none of its
+        // devices read and some device (the query's slack on staleness lists a few) is not
+        // a row.
+        if let Some(no_devices) = &read.no_devices {
+            built.nodes.retain(|n| {
+                n.state != model::NodeState::Up
+                    || !n.devices.is_empty()
+                    || no_devices.contains(&n.instance)
+            });
+        }
+        let listed = read.no_devices.is_some();
+        let part = (read.counts.is_some() || listed).then(|| {
             let mut part = model::Part {
+                nodes: read.nodes_total,
                 devices_read: 0,
                 devices: 0,
                 jobs_read: built.jobs.len() as u64,
@@ -171,13 +191,20 @@ impl Source {
                 .iter_mut()
                 .filter(|n| n.state == model::NodeState::Up)
             {
-                let count = counts.get(&node.instance).copied().unwrap_or(0);
+                let read_here = node.devices.len() as u64;
+                let count = match (&read.counts, &read.no_devices) {
+                    (Some(counts), _) => counts.get(&node.instance).copied(),
+                    (None, Some(none)) if none.contains(&node.instance) => Some(0),
+                    _ => None,
+                };
                 // A device read that the count missed (it came between the two queries)
                 // still counts.
-                let count = count.max(node.devices.len() as u64);
-                node.device_count = Some(count);
-                part.devices_read += node.devices.len() as u64;
-                part.devices += count;
+                node.device_count = count.map(|c| c.max(read_here));
+                part.devices_read += read_here;
+                part.devices += node.device_count.unwrap_or(0);
+            }
+            if let Some(devices) = read.devices_total {
+                part.devices = devices.max(part.devices_read);
             }
             part
         });

@@ -68,6 +68,9 @@ impl Window {
 /// What a windowed read holds of the whole: the rows read and how many there are.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Part {
+    /// The nodes there are, where the read listed only those it needs (every node down or
+    /// stale, those of the rows read, those with no device); `None`: every node is listed.
+    pub nodes: Option<u64>,
     /// Devices read, and devices that match the filter on nodes up.
     pub devices_read: u64,
     pub devices: u64,

@@ -291,6 +291,20 @@ pub fn read(
     scrape_interval: f64,
     window: &Window,
 ) -> Result<Read, String> {
+    read_as(client, base, time, scrape_interval, window, true)
+}
+
+/// A read; `may_list` lets a windowed read with the jobs recorded list only the nodes it
+/// needs. Where one of them is stale, the client's own join of the jobs needs every node,
+/// and the read is made again whole.
+fn read_as(
+    client: &Client,
+    base: &str,
+    time: f64,
+    scrape_interval: f64,
+    window: &Window,
+    may_list: bool,
+) -> Result<Read, String> {
     let fatal = |why: String| format!("Prometheus at {}: {why}", crate::text::clean(base));
     let mut problems = Vec::new();
     // Which of the fleet's rules Prometheus has: their answers cost a series a node or
@@ -308,34 +322,62 @@ pub fn read(
         // Asked as if none: the expressions answer the same.
         Err(why) => problems.push(why),
     }
+    // Whether the jobs' spread is recorded, and how many jobs it holds.
+    let jobs_recorded = |problems: &mut Vec<String>| match query(
+        client,
+        base,
+        "jobs recorded",
+        window::JOBS_RECORDED,
+        time,
+        problems,
+    ) {
+        Ok(v) => v.first().map(|s| s.value.max(0.0) as u64),
+        Err(why) => {
+            problems.push(why);
+            None
+        }
+    };
+    // A windowed read with the jobs recorded answers the nodes it needs and counts
+    // (`window::NodeQueries`); any other read, every node's own series (the client's join
+    // of the jobs needs every node's state).
+    let recorded_jobs = if may_list && window.rows.is_some() {
+        jobs_recorded(&mut problems)
+    } else {
+        None
+    };
+    let bounded = recorded_jobs.is_some();
+    let nodes_asked = window::NodeQueries::new(&recorded, scrape_interval, time);
+    let first: Vec<(&str, String)> = if bounded {
+        let mut first = vec![
+            ("total", nodes_asked.total()),
+            ("not up", nodes_asked.not_up()),
+            ("no devices", nodes_asked.no_devices()),
+            ("devices", nodes_asked.devices(&window.filter)),
+            ("one up", nodes_asked.one_up()),
+        ];
+        // The node order picks whole nodes by name: every node's name and count.
+        if window.sort == Sort::Node {
+            first.push(("counts", window::counts(&window.filter, &recorded)));
+            first.push((
+                "names",
+                "group by (instance, host) (strata_node_info)".into(),
+            ));
+        }
+        first
+    } else {
+        queries(window, &recorded)
+    };
     let mut got: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
-    for (what, promql) in queries(window, &recorded) {
+    for (what, promql) in first {
         match query(client, base, what, &promql, time, &mut problems) {
             Ok(v) => {
                 got.insert(what, v);
             }
             // Without the nodes nothing can be drawn; without another, less can.
-            Err(why) if what == "nodes" || what == "series" => return Err(fatal(why)),
+            Err(why) if matches!(what, "nodes" | "series" | "total" | "not up") => {
+                return Err(fatal(why))
+            }
             Err(why) => problems.push(why),
-        }
-    }
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    let mut up: BTreeMap<String, f64> = BTreeMap::new();
-    for s in got.get("nodes").into_iter().flatten() {
-        if let Some(i) = s.labels.get("instance") {
-            seen.insert(i.clone());
-        }
-    }
-    for s in got.get("up").into_iter().flatten() {
-        if let Some(i) = s.labels.get("instance") {
-            up.insert(i.clone(), s.value);
-            seen.insert(i.clone());
-        }
-    }
-    let mut scraped: BTreeMap<String, f64> = BTreeMap::new();
-    for s in got.get("scraped").into_iter().flatten() {
-        if let Some(i) = s.labels.get("instance") {
-            scraped.insert(i.clone(), s.value);
         }
     }
     let counts: Option<BTreeMap<String, u64>> = got.get("counts").map(|v| {
@@ -346,24 +388,36 @@ pub fn read(
             })
             .collect()
     });
+    let instances = |v: Option<&Vec<Series>>| -> BTreeSet<String> {
+        v.into_iter()
+            .flatten()
+            .filter_map(|s| s.labels.get("instance").cloned())
+            .collect()
+    };
     let mut series = got.remove("series").unwrap_or_default();
-    let current: BTreeSet<String> = series
-        .iter()
-        .filter(|s| s.name == "strata_node_info")
-        .filter_map(|s| s.labels.get("instance").cloned())
-        .collect();
+    let current_of = |series: &[Series]| -> BTreeSet<String> {
+        series
+            .iter()
+            .filter(|s| s.name == "strata_node_info")
+            .filter_map(|s| s.labels.get("instance").cloned())
+            .collect()
+    };
     // The device rules, asked of one node's devices: one the count names (the recorded
     // count is evaluated with them), else any node up.
-    let one = counts
-        .as_ref()
-        .and_then(|c| c.keys().next())
-        .or(current.iter().next());
+    let one = if bounded {
+        instances(got.get("one up")).into_iter().next()
+    } else {
+        counts
+            .as_ref()
+            .and_then(|c| c.keys().next().cloned())
+            .or_else(|| current_of(&series).into_iter().next())
+    };
     if let Some(one) = one {
         match query(
             client,
             base,
             "device rules",
-            &window::recorded_now(Some(one)),
+            &window::recorded_now(Some(&one)),
             time,
             &mut problems,
         ) {
@@ -374,9 +428,10 @@ pub fn read(
     // The node order picks nodes by name here: Prometheus orders numbers only.
     let by_node = match (&counts, window.sort) {
         (Some(counts), Sort::Node) => {
-            let names: BTreeMap<&str, &str> = series
+            let named = got.get("names").unwrap_or(&series);
+            let names: BTreeMap<&str, &str> = named
                 .iter()
-                .filter(|s| s.name == "strata_node_info")
+                .filter(|s| bounded || s.name == "strata_node_info")
                 .filter_map(|s| {
                     let host = s.labels.get("host").filter(|h| !h.is_empty())?;
                     Some((s.labels.get("instance")?.as_str(), host.as_str()))
@@ -417,9 +472,10 @@ pub fn read(
             (!list.is_empty()).then(|| (window::rows_of(&list), Some(picked)))
         }
     };
+    let mut rows_read: Vec<Series> = Vec::new();
     if let Some((promql, only)) = rows {
         match query(client, base, "rows", &promql, time, &mut problems) {
-            Ok(v) => series.extend(v.into_iter().filter(|s| {
+            Ok(v) => rows_read.extend(v.into_iter().filter(|s| {
                 only.as_ref().is_none_or(|only| {
                     let key = (
                         s.labels.get("instance").cloned().unwrap_or_default(),
@@ -431,6 +487,49 @@ pub fn read(
             Err(why) => return Err(fatal(why)),
         }
     }
+    // A windowed read's nodes: each not up, each with no device, and those of the rows read
+    // (of the node order's picks); their own series by name.
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    if bounded {
+        listed.extend(instances(got.get("not up")));
+        listed.extend(instances(got.get("no devices")));
+        listed.extend(instances(Some(&rows_read)));
+        listed.extend(by_node.iter().cloned());
+        if !listed.is_empty() {
+            let list: Vec<String> = listed.iter().cloned().collect();
+            for (what, promql) in window::of_nodes(&list) {
+                match query(client, base, what, &promql, time, &mut problems) {
+                    Ok(v) if what == "series" => series.extend(v),
+                    Ok(v) => {
+                        got.insert(what, v);
+                    }
+                    Err(why) if what == "series" => return Err(fatal(why)),
+                    Err(why) => problems.push(why),
+                }
+            }
+        }
+        // What the nodes down last said is among the answer of those not up.
+        if let Some(not_up) = got.remove("not up") {
+            got.insert("nodes", not_up);
+        }
+    }
+    series.extend(rows_read);
+    let mut seen: BTreeSet<String> = instances(got.get("nodes"));
+    seen.extend(listed);
+    let mut up: BTreeMap<String, f64> = BTreeMap::new();
+    for s in got.get("up").into_iter().flatten() {
+        if let Some(i) = s.labels.get("instance") {
+            up.insert(i.clone(), s.value);
+            seen.insert(i.clone());
+        }
+    }
+    let mut scraped: BTreeMap<String, f64> = BTreeMap::new();
+    for s in got.get("scraped").into_iter().flatten() {
+        if let Some(i) = s.labels.get("instance") {
+            scraped.insert(i.clone(), s.value);
+        }
+    }
+    let current = current_of(&series);
     // A node seen in the hour and not now: its last info names it (host, version).
     for s in got.get("nodes").into_iter().flatten() {
         if let Some(i) = s.labels.get("instance") {
@@ -441,6 +540,12 @@ pub fn read(
             }
         }
     }
+    let total = |what: &str| {
+        got.get(what)
+            .map(|v| v.first().map_or(0, |s| s.value.max(0.0) as u64))
+    };
+    let (nodes_total, devices_total) = (total("total"), total("devices"));
+    let no_devices = bounded.then(|| instances(got.get("no devices")));
     let targets = seen
         .into_iter()
         .map(|instance| {
@@ -467,26 +572,17 @@ pub fn read(
         .nodes
         .iter()
         .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
+    if any_stale && bounded {
+        return read_as(client, base, time, scrape_interval, window, false);
+    }
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     let mut jobs_total = None;
-    // Whether the jobs' spread is recorded, and how many jobs it holds.
     let recorded_jobs = if any_stale {
         None
+    } else if bounded {
+        recorded_jobs
     } else {
-        match query(
-            client,
-            base,
-            "jobs recorded",
-            window::JOBS_RECORDED,
-            time,
-            &mut problems,
-        ) {
-            Ok(v) => v.first().map(|s| s.value.max(0.0) as u64),
-            Err(why) => {
-                problems.push(why);
-                None
-            }
-        }
+        jobs_recorded(&mut problems)
     };
     if let Some(recorded_jobs) = recorded_jobs {
         // The jobs to read, asked first where the window takes some, then their spread by
@@ -535,6 +631,35 @@ pub fn read(
             answers.get("climbing").map_or(&[][..], Vec::as_slice),
         )
     });
+    // A climbing rank on a node not listed is named by its node's host all the same.
+    let mut names = BTreeMap::new();
+    if bounded {
+        let listed: BTreeSet<&str> = targets.iter().map(|t| t.instance.as_str()).collect();
+        let unnamed: BTreeSet<String> = jobs
+            .iter()
+            .flatten()
+            .flat_map(|j| j.climbing.iter().map(|r| r.node.clone()))
+            .filter(|i| !listed.contains(i.as_str()))
+            .collect();
+        if !unnamed.is_empty() {
+            let list: Vec<String> = unnamed.into_iter().collect();
+            let promql = format!(
+                "group by (instance, host) (strata_node_info{{instance=~{}}})",
+                super::detail::promql_string(&window::one_of(&list))
+            );
+            match query(client, base, "names", &promql, time, &mut problems) {
+                Ok(v) => {
+                    for s in v {
+                        let host = s.labels.get("host").filter(|h| !h.is_empty());
+                        if let (Some(i), Some(h)) = (s.labels.get("instance"), host) {
+                            names.insert(i.clone(), crate::text::clean(h).into_owned());
+                        }
+                    }
+                }
+                Err(why) => problems.push(why),
+            }
+        }
+    }
     if jobs.is_none() {
         match query(client, base, "jobs", &process_series(), time, &mut problems) {
             Ok(v) => series.extend(v),
@@ -548,6 +673,10 @@ pub fn read(
         jobs,
         counts,
         jobs_total,
+        nodes_total,
+        devices_total,
+        no_devices,
+        names,
     })
 }
 

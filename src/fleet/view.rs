@@ -385,12 +385,15 @@ fn header(v: &FleetView) -> Line<'static> {
         ),
         _ => format!("{devices} devices"),
     };
-    // The source last: what a narrow terminal cuts.
-    let mut text = format!(
-        "strata fleet · {} nodes: {} up",
-        f.nodes.len(),
-        count(NodeState::Up)
-    );
+    // The source last: what a narrow terminal cuts. A windowed read lists every node down
+    // or stale, and counts the rest.
+    let (down, stale) = (count(NodeState::Down), count(NodeState::Stale));
+    let total = f
+        .part
+        .as_ref()
+        .and_then(|p| p.nodes)
+        .map_or(f.nodes.len(), |n| (n as usize).max(down + stale));
+    let mut text = format!("strata fleet · {total} nodes: {} up", total - down - stale);
     for (s, word) in [(NodeState::Down, "down"), (NodeState::Stale, "stale")] {
         if count(s) > 0 {
             text.push_str(&format!(", {} {word}", count(s)));
@@ -1011,6 +1014,7 @@ mod tests {
             findings: Vec::new(),
             problems: Vec::new(),
             part: Some(Part {
+                nodes: None,
                 devices_read: 2,
                 devices: 8,
                 jobs_read: 0,
@@ -1203,5 +1207,38 @@ mod tests {
         assert_eq!(spark_between(&climb), "▁▅ █  100 MiB – 102 MiB");
         assert_eq!(spark_between(&[Some(5.0), Some(5.0)]), "▁▁  5 B – 5 B");
         assert_eq!(spark_between(&[None, None]), "no samples in the last hour");
+    }
+
+    /// A windowed read lists every node down or stale and counts the rest: the header says
+    /// the count, with the nodes up worked from it.
+    #[test]
+    fn a_read_that_counts_its_nodes_says_how_many_are_up() {
+        let mut v = FleetView::new(String::new());
+        let mut down = node("node-down", 0, None);
+        down.state = NodeState::Down;
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "prometheus http://p:9090".into(),
+            time: 0.0,
+            nodes: vec![node("node-a", 1, None), down],
+            jobs: Vec::new(),
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: Some(Part {
+                nodes: Some(1000),
+                devices_read: 1,
+                devices: 7000,
+                jobs_read: 0,
+                jobs: Some(0),
+                sort: Sort::Urgency,
+                reversed: false,
+                filter: String::new(),
+            }),
+        });
+        let screen = text(&v);
+        assert!(
+            screen.contains("strata fleet · 1000 nodes: 999 up, 1 down"),
+            "{screen}"
+        );
     }
 }

@@ -235,7 +235,7 @@ pub fn pick(window: &Window, nodes: &[String], recorded: &Recorded) -> Pick {
 }
 
 /// A regex that matches exactly these values (none: nothing).
-fn one_of<S: AsRef<str>>(values: &[S]) -> String {
+pub fn one_of<S: AsRef<str>>(values: &[S]) -> String {
     if values.is_empty() {
         return "$^".into();
     }
@@ -274,6 +274,112 @@ pub fn rows_of(devices: &[(String, String)]) -> String {
         promql_string(&one_of(&instances)),
         promql_string(&one_of(&uuids))
     )
+}
+
+/// The node-level queries of a windowed read: what is answered is the nodes it needs (every
+/// node down or stale, and those of the rows read) and counts, not a series a node, as the
+/// screen shows a few hundred rows of a fleet of any size. A node's state is judged in the
+/// query as the client judges it (`build::node`: down where Prometheus's `up` is 0 or its
+/// series are gone, stale where its sample is older than `STALE_INTERVALS` intervals of its
+/// own or of the viewer's scrape, whichever is longer), with a little slack: a node listed
+/// that the client then finds up is only read, where one missed would be counted up.
+pub struct NodeQueries {
+    seen: String,
+    /// Each node's devices, `count by (instance)`: the recorded count where Prometheus has it.
+    count: String,
+    /// The nodes current and not stale: one series each, labelled `instance`.
+    up: String,
+    /// The nodes current and stale, or whose sample's age is unknown.
+    stale: String,
+}
+
+/// How much sooner than the client the query calls a node stale.
+const STALE_SLACK: f64 = 0.9;
+
+impl NodeQueries {
+    /// The queries at `time` (unix seconds, the read's instant) for a viewer whose scrape
+    /// interval is `scrape_interval`.
+    pub fn new(recorded: &Recorded, scrape_interval: f64, time: f64) -> NodeQueries {
+        let times = super::model::STALE_INTERVALS * STALE_SLACK;
+        let scrape = if scrape_interval.is_finite() && scrape_interval > 0.0 {
+            scrape_interval
+        } else {
+            0.0
+        };
+        // Its own interval where it says one, else a second; the viewer's where longer.
+        let limit = format!(
+            "(min by (instance) ({times} * clamp_min(strata_sample_interval_seconds > 0 < 1e308, {scrape})) or on(instance) (0 * group by (instance) (strata_node_info) + {}))",
+            times * scrape.max(1.0)
+        );
+        let age = format!(
+            "max by (instance) ((strata_sample_age_seconds >= 0 < 1e308) + ({time:.3} - timestamp(strata_sample_age_seconds)))"
+        );
+        let stale = format!(
+            "(group by (instance) ({age} > on(instance) {limit}) or group by (instance) (strata_node_info unless on(instance) (strata_sample_age_seconds >= 0 < 1e308)))"
+        );
+        let up = format!(
+            "(group by (instance) (strata_node_info unless on(instance) (up < 1)) unless on(instance) {stale})"
+        );
+        NodeQueries {
+            seen: recorded.seen(),
+            count: recorded.of("count"),
+            up,
+            stale,
+        }
+    }
+
+    /// How many nodes were seen in the hour: one series.
+    pub fn total(&self) -> String {
+        format!("count(group by (instance) ({}))", self.seen)
+    }
+
+    /// The nodes not up: each node down with what it last said (its `host`, `version`), and
+    /// one series a stale node.
+    pub fn not_up(&self) -> String {
+        format!(
+            "(({}) unless on(instance) (strata_node_info unless on(instance) (up < 1))) or {}",
+            self.seen, self.stale
+        )
+    }
+
+    /// The nodes current with no device at all (a row each: NVML failing on a node shows
+    /// so).
+    pub fn no_devices(&self) -> String {
+        format!(
+            "group by (instance) (strata_node_info) unless on(instance) ({})",
+            self.count
+        )
+    }
+
+    /// One node up, whose devices tell which device rules Prometheus has.
+    pub fn one_up(&self) -> String {
+        format!("topk(1, {})", self.up)
+    }
+
+    /// How many devices that match the filter are on nodes up: one series.
+    pub fn devices(&self, filter: &str) -> String {
+        if filter.is_empty() {
+            return format!("sum(({}) and on(instance) {})", self.count, self.up);
+        }
+        format!("count(({}) and on(instance) {})", matching(filter), self.up)
+    }
+}
+
+/// The node-level series of the nodes named, by name: their info, sample age and interval;
+/// when each was scraped; their targets' `up`.
+pub fn of_nodes(instances: &[String]) -> [(&'static str, String); 3] {
+    let list = promql_string(&one_of(instances));
+    [
+        (
+            "series",
+            format!("{{__name__=~\"{NODE_SERIES}\",instance=~{list}}}"),
+        ),
+        (
+            "scraped",
+            format!("timestamp(strata_sample_age_seconds{{instance=~{list}}})"),
+        ),
+        ("up", format!("up{{instance=~{list}}}")),
+    ]
 }
 
 /// Each node's devices that match the filter: `count by (instance)`.

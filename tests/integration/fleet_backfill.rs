@@ -176,6 +176,32 @@ fn windows(whole: &Value, windowed: &[Value], ruled: bool) {
             _ => assert_eq!(devices_read, 20, "{read}: {part}"),
         }
         let read_now: Vec<(String, String)> = devices(w).into_iter().map(|d| d.0).collect();
+        // With the jobs recorded, a window lists only the nodes it needs (every node is up
+        // here: those of the rows read) and counts the rest; else every node is listed.
+        let nodes = w["nodes"].as_array().expect("nodes");
+        let whole_nodes = whole["nodes"].as_array().expect("nodes").len();
+        if ruled {
+            // (The reads kept leave the two live targets out; the count has them.)
+            assert_eq!(
+                part["nodes"].as_u64(),
+                Some(whole_nodes as u64 + 2),
+                "{read}: {part}"
+            );
+            let of_rows: std::collections::BTreeSet<&str> =
+                read_now.iter().map(|(i, _)| i.as_str()).collect();
+            assert!(
+                nodes.len() == of_rows.len() && nodes.len() < whole_nodes,
+                "{read}: {} nodes listed for the rows of {:?}",
+                nodes.len(),
+                of_rows
+            );
+        } else {
+            assert_eq!(part["nodes"], Value::Null, "{read}: {part}");
+            // (`--json --filter` keeps the nodes that match.)
+            if name != 3 {
+                assert_eq!(nodes.len(), whole_nodes, "{read}");
+            }
+        }
         let (inside, outside): (Vec<_>, Vec<_>) = all.iter().partition(|d| read_now.contains(&d.0));
         // The backfilled devices read are a device's own figures, as the whole read has them.
         assert_eq!(inside.len(), read_now.len(), "{read}");

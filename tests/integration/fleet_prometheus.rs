@@ -257,7 +257,7 @@ fn the_fleet_through_a_real_prometheus() {
 /// a pod key's `/` picks the same jobs from Prometheus as the client keeps of the endpoints.
 #[test]
 fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
-    let servers: Vec<Server> = (1..3).map(Server::demo).collect();
+    let mut servers: Vec<Server> = (1..3).map(Server::demo).collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -335,6 +335,35 @@ fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
         assert_eq!(keys(&by_prometheus), expected, "--filter {filter:?}");
         assert_eq!(keys(&by_client), expected, "--filter {filter:?}");
     }
+    // A window lists the nodes it needs and counts them all: with one target killed, a
+    // window of 3 rows lists that node, down, named by what it last said, and the node of
+    // the rows read, of 2.
+    let killed = addrs[1].clone();
+    drop(servers.remove(1));
+    let start = Instant::now();
+    let f = loop {
+        let f = read(&["--prometheus", &url, "--rows", "3"]);
+        // (And the urgency rule evaluated since: until then it still ranks the dead node's
+        // devices, whose rows are gone.)
+        if node(&f, &killed).is_some_and(|n| n["state"] == "down") && f["part"]["devices_read"] == 3
+        {
+            break f;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the killed target said down: {f}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(f["part"]["nodes"], 2, "{}", f["part"]);
+    assert!(f["part"]["jobs"].is_u64(), "recorded: {}", f["part"]);
+    let down = node(&f, &killed).expect("the node down");
+    assert_eq!(down["name"], "demo-node-2", "{down}");
+    assert_eq!(down["devices"], serde_json::json!([]), "{down}");
+    let up = node(&f, &addrs[0]).expect("the node of the rows read");
+    assert_eq!(up["state"], "up", "{up}");
+    assert_eq!(up["devices"].as_array().map(Vec::len), Some(3), "{up}");
+    drop(servers);
 }
 
 #[test]
@@ -567,3 +596,114 @@ srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 print(srv.server_address[1], flush=True)
 srv.serve_forever()
 "#;
+
+/// A windowed read judges each node's state in its query (`window::NodeQueries`) and lists
+/// the nodes not up: on the same figures, promtool evaluates the query, and the client's own
+/// judgement (`build::build`) says the same nodes are not up. Each node, at 10 minutes,
+/// with a scrape interval of 15 s (a limit of 45 s for a node whose own interval is 1 s):
+/// - `a`: its sample 2 s old, scraped now: up;
+/// - `b`: 100 s old: stale;
+/// - `c`: its target down for the last 5 minutes, its info gone: down;
+/// - `d`: no sample age at all: stale;
+/// - `e`: 50 s old, its own interval 40 s (a limit of 120 s): up;
+/// - `f`: 0 s old when scraped, but last scraped 3 minutes ago: stale;
+/// - `g`: 42 s old, inside the limit but within the query's slack: listed, and the client
+///   finds it up (a node listed is only read).
+#[test]
+fn the_nodes_not_up_are_judged_in_the_query_as_the_client_judges_them() {
+    use strata::fleet::build::{build, Target};
+    use strata::fleet::model::NodeState;
+    use strata::fleet::Series;
+    let scratch = common::Scratch::new("node-state");
+    let queries = strata::fleet::window::NodeQueries::new(
+        &strata::fleet::window::Recorded::default(),
+        15.0,
+        600.0,
+    );
+    // (instance, up, info, sample age, its interval), a minute apart for 11 minutes.
+    let nodes: [(&str, &str, &str, &str, &str); 7] = [
+        ("a", "1x10", "1x10", "2x10", "1x10"),
+        ("b", "1x10", "1x10", "100x10", "1x10"),
+        ("c", "1x5 0x5", "1x5 _x5", "2x5 _x5", "1x5 _x5"),
+        ("d", "1x10", "1x10", "_x10", "1x10"),
+        ("e", "1x10", "1x10", "50x10", "40x10"),
+        ("f", "1x10", "1x10", "0x7 _x3", "1x10"),
+        ("g", "1x10", "1x10", "42x10", "1x10"),
+    ];
+    let mut input = String::new();
+    for (i, up, info, age, interval) in nodes {
+        for (name, values) in [
+            ("up", up),
+            ("strata_node_info", info),
+            ("strata_sample_age_seconds", age),
+            ("strata_sample_interval_seconds", interval),
+        ] {
+            let host = if name == "strata_node_info" {
+                format!(",host=\"node-{i}\"")
+            } else {
+                String::new()
+            };
+            input.push_str(&format!(
+                "      - series: '{name}{{instance=\"{i}\",job=\"strata\"{host}}}'\n        values: '{values}'\n"
+            ));
+        }
+    }
+    let listed = ["b", "c", "d", "f", "g"];
+    let expected: String = listed
+        .iter()
+        .map(|i| format!("          - labels: '{{instance=\"{i}\"}}'\n            value: 1\n"))
+        .collect();
+    let test = format!(
+        "rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n      - expr: 'group by (instance) ({})'\n        eval_time: 10m\n        exp_samples:\n{expected}",
+        queries.not_up().replace('\'', "''")
+    );
+    let file = scratch.path("node-state.test.yml");
+    std::fs::write(&file, &test).expect("the test file");
+    let out = std::process::Command::new(common::prometheus::tool("promtool"))
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "{}{}\n{test}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The client, on the same figures at 10 minutes (c is down: its target's up is 0).
+    let series = |name: &str, i: &str, value: f64| Series {
+        name: name.into(),
+        labels: [("instance".to_string(), i.to_string())].into(),
+        value,
+    };
+    let mut all = Vec::new();
+    let mut targets = Vec::new();
+    for (i, age, interval, since) in [
+        ("a", Some(2.0), 1.0, 0.0),
+        ("b", Some(100.0), 1.0, 0.0),
+        ("d", None, 1.0, 0.0),
+        ("e", Some(50.0), 40.0, 0.0),
+        ("f", Some(0.0), 1.0, 180.0),
+        ("g", Some(42.0), 1.0, 0.0),
+    ] {
+        all.push(series("strata_node_info", i, 1.0));
+        all.push(series("strata_sample_interval_seconds", i, interval));
+        if let Some(age) = age {
+            all.push(series("strata_sample_age_seconds", i, age));
+        }
+        targets.push(Target {
+            instance: i.into(),
+            up: true,
+            why: None,
+            since_scrape: since,
+        });
+    }
+    let built = build(&targets, &all, 15.0);
+    let not_up: Vec<&str> = built
+        .nodes
+        .iter()
+        .filter(|n| n.state != NodeState::Up)
+        .map(|n| n.instance.as_str())
+        .collect();
+    assert_eq!(not_up, ["b", "d", "f"], "the client: c is down by its up");
+}
