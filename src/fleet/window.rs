@@ -287,8 +287,6 @@ pub struct NodeQueries {
     seen: String,
     /// Each node's devices, `count by (instance)`: the recorded count where Prometheus has it.
     count: String,
-    /// The nodes current and not stale: one series each, labelled `instance`.
-    up: String,
     /// The nodes current and stale, or whose sample's age is unknown.
     stale: String,
 }
@@ -317,13 +315,9 @@ impl NodeQueries {
         let stale = format!(
             "(group by (instance) ({age} > on(instance) {limit}) or group by (instance) (strata_node_info unless on(instance) (strata_sample_age_seconds >= 0 < 1e308)))"
         );
-        let up = format!(
-            "(group by (instance) (strata_node_info unless on(instance) (up < 1)) unless on(instance) {stale})"
-        );
         NodeQueries {
             seen: recorded.seen(),
             count: recorded.of("count"),
-            up,
             stale,
         }
     }
@@ -351,17 +345,20 @@ impl NodeQueries {
         )
     }
 
-    /// One node up, whose devices tell which device rules Prometheus has.
+    /// One node with devices, whose devices tell which device rules Prometheus has (one
+    /// whose sample is stale may lack them, and the read then asks the expressions).
     pub fn one_up(&self) -> String {
-        format!("topk(1, {})", self.up)
+        format!("topk(1, {})", self.count)
     }
 
-    /// How many devices that match the filter are on nodes up: one series.
+    /// How many devices match the filter: one series. Those of a node down are gone with
+    /// it; where a node is stale the read is made whole (`prometheus::read`), so this is
+    /// what nodes up hold.
     pub fn devices(&self, filter: &str) -> String {
         if filter.is_empty() {
-            return format!("sum(({}) and on(instance) {})", self.count, self.up);
+            return format!("sum({})", self.count);
         }
-        format!("count(({}) and on(instance) {})", matching(filter), self.up)
+        format!("count({})", matching(filter))
     }
 }
 
