@@ -193,7 +193,8 @@ impl Source {
             {
                 let read_here = node.devices.len() as u64;
                 let count = match (&read.counts, &read.no_devices) {
-                    (Some(counts), _) => counts.get(&node.instance).copied(),
+                    // The count covers every node: one it does not name has none.
+                    (Some(counts), _) => Some(counts.get(&node.instance).copied().unwrap_or(0)),
                     (None, Some(none)) if none.contains(&node.instance) => Some(0),
                     _ => None,
                 };

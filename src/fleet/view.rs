@@ -97,10 +97,15 @@ impl FleetView {
         let filter = self.filter.to_lowercase();
         let mut rows: Vec<(&Node, Option<&Device>)> = Vec::new();
         for node in &fleet.nodes {
-            if node.state != NodeState::Up
-                || (node.devices.is_empty() && node.device_count.is_none_or(|n| n == 0))
-            {
+            if node.state != NodeState::Up {
                 rows.push((node, None));
+            } else if node.devices.is_empty() && node.device_count.is_none_or(|n| n == 0) {
+                // A node up with no device: a row where no filter is asked, or where the
+                // node itself matches it (a filtered read's count is of the devices that
+                // match: none of them is not none at all).
+                if filter.is_empty() || super::model::row_matches(node, None, &filter) {
+                    rows.push((node, None));
+                }
             } else {
                 rows.extend(node.devices.iter().map(|d| (node, Some(d))));
             }
@@ -1239,6 +1244,54 @@ mod tests {
         assert!(
             screen.contains("strata fleet · 1000 nodes: 999 up, 1 down"),
             "{screen}"
+        );
+    }
+
+    /// A filtered read counts each node's devices that match: a node up with none of them
+    /// is not a row ("no devices" would be false of it), unless the node itself matches.
+    #[test]
+    fn a_node_with_no_device_that_matches_is_no_row() {
+        let mut v = FleetView::new(String::new());
+        v.fleet = Some(Fleet {
+            schema: "strata.fleet/1",
+            source: "prometheus http://p:9090".into(),
+            time: 0.0,
+            nodes: vec![
+                node("node-a", 2, Some(2)),
+                node("node-b", 0, Some(0)),
+                node("node-bare", 0, Some(0)),
+            ],
+            jobs: Vec::new(),
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part: Some(Part {
+                nodes: None,
+                devices_read: 2,
+                devices: 2,
+                jobs_read: 0,
+                jobs: None,
+                sort: Sort::Urgency,
+                reversed: false,
+                filter: "node-a".into(),
+            }),
+        });
+        v.filter = "node-a".into();
+        let rows = |v: &FleetView| -> Vec<String> {
+            v.device_rows()
+                .iter()
+                .map(|(n, d)| format!("{} {}", n.name, d.map_or("-", |d| d.gpu.as_str())))
+                .collect()
+        };
+        assert_eq!(rows(&v), ["node-a 0", "node-a 1"]);
+        // A filter typed that names the bare node: it is a row, with nothing read of it.
+        v.filter = "bare".into();
+        assert_eq!(rows(&v), ["node-bare -"]);
+        // No filter: a node up with no device at all is a row.
+        v.filter.clear();
+        v.fleet.as_mut().expect("fleet").part = None;
+        assert_eq!(
+            rows(&v),
+            ["node-a 0", "node-a 1", "node-b -", "node-bare -"]
         );
     }
 }
