@@ -302,14 +302,11 @@ fn climbs_query(evidence: &[Evidence], instance: &str) -> Option<String> {
     if pids.is_empty() {
         return None;
     }
-    let alternatives: Vec<String> = pids
-        .iter()
-        .map(|p| super::window::regex_literal(p))
-        .collect();
+    let pids: Vec<&str> = pids.into_iter().collect();
     Some(format!(
         "{{__name__=~\"strata_process_layer_bytes|strata_process_used_bytes\",instance={},pid=~{}}}",
         promql_string(instance),
-        promql_string(&format!("(?:{})", alternatives.join("|")))
+        promql_string(&super::window::one_of(&pids))
     ))
 }
 

@@ -234,6 +234,12 @@ pub fn jobs_of(spread: &[Series], climbing: &[Series]) -> Vec<Job> {
     jobs.into_values().filter(|j| j.processes > 0).collect()
 }
 
+/// The value of a `count(...)` or `sum(...)` answer, one series: `None` where it has none
+/// (PromQL's count of nothing is no series, not 0).
+fn count_of(answer: &[Series]) -> Option<u64> {
+    answer.first().map(|s| s.value.max(0.0) as u64)
+}
+
 /// One query's instant vector, or why not. Prometheus's warnings (a partial response) go to
 /// `problems`.
 fn query(
@@ -331,7 +337,7 @@ fn read_as(
         time,
         problems,
     ) {
-        Ok(v) => v.first().map(|s| s.value.max(0.0) as u64),
+        Ok(v) => count_of(&v),
         Err(why) => {
             problems.push(why);
             None
@@ -346,14 +352,14 @@ fn read_as(
         None
     };
     let bounded = recorded_jobs.is_some();
-    let nodes_asked = window::NodeQueries::new(&recorded, scrape_interval, time);
     let first: Vec<(&str, String)> = if bounded {
+        let nodes_asked = window::NodeQueries::new(&recorded, scrape_interval, time);
         let mut first = vec![
             ("total", nodes_asked.total()),
             ("not up", nodes_asked.not_up()),
             ("no devices", nodes_asked.no_devices()),
             ("devices", nodes_asked.devices(&window.filter)),
-            ("one up", nodes_asked.one_up()),
+            ("one node", nodes_asked.one_node()),
         ];
         // The node order picks whole nodes by name: every node's name and count.
         if window.sort == Sort::Node {
@@ -405,7 +411,7 @@ fn read_as(
     // The device rules, asked of one node's devices: one the count names (the recorded
     // count is evaluated with them), else any node up.
     let one = if bounded {
-        instances(got.get("one up")).into_iter().next()
+        instances(got.get("one node")).into_iter().next()
     } else {
         counts
             .as_ref()
@@ -540,10 +546,7 @@ fn read_as(
             }
         }
     }
-    let total = |what: &str| {
-        got.get(what)
-            .map(|v| v.first().map_or(0, |s| s.value.max(0.0) as u64))
-    };
+    let total = |what: &str| got.get(what).map(|v| count_of(v).unwrap_or(0));
     let (nodes_total, devices_total) = (total("total"), total("devices"));
     let no_devices = bounded.then(|| instances(got.get("no devices")));
     let targets = seen
@@ -617,7 +620,7 @@ fn read_as(
                     let promql = window::job_count(&window.filter);
                     match query(client, base, "job count", &promql, time, &mut problems) {
                         Ok(v) => {
-                            jobs_total = Some(v.first().map_or(0, |s| s.value.max(0.0) as u64));
+                            jobs_total = Some(count_of(&v).unwrap_or(0));
                         }
                         Err(why) => problems.push(why),
                     }

@@ -876,51 +876,38 @@ fn evidence_line(e: &super::detail::Evidence) -> String {
 /// A device's used memory over time in eighth-blocks, scaled to its total (or to its
 /// highest point where the total is unknown); a gap where Prometheus has no sample.
 fn spark(points: &[Option<f64>], total: Option<u64>) -> String {
-    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let top = total
         .map(|t| t as f64)
         .or_else(|| points.iter().flatten().copied().reduce(f64::max))
         .filter(|t| *t > 0.0)
         .unwrap_or(1.0);
-    let mut out: String = points
-        .iter()
-        .map(|p| match p {
-            None => ' ',
-            Some(v) => BLOCKS[((v / top) * 7.0).round().clamp(0.0, 7.0) as usize],
-        })
-        .collect();
-    let known: Vec<f64> = points.iter().flatten().copied().collect();
-    if let (Some(lo), Some(hi)) = (
-        known.iter().copied().reduce(f64::min),
-        known.iter().copied().reduce(f64::max),
-    ) {
-        out.push_str(&format!(
-            "  {} – {}",
-            bytes(lo.max(0.0) as u64),
-            bytes(hi.max(0.0) as u64)
-        ));
-    } else {
-        out = "no samples in the last hour".into();
-    }
-    out
+    spark_scaled(points, |_, _| (0.0, top))
 }
 
 /// A climb's figure over time in eighth-blocks, from its least to its most (a climb of a
 /// few MiB on an 80 GiB device is flat at the device's scale), then the two; a gap where
 /// Prometheus has no sample.
 fn spark_between(points: &[Option<f64>]) -> String {
+    spark_scaled(points, |lo, hi| (lo, hi))
+}
+
+/// Points in eighth-blocks between the bottom and top that `scale` gives of their least
+/// and most (the lowest block where the two meet), then the least and the most; a gap
+/// where a point is missing.
+fn spark_scaled(points: &[Option<f64>], scale: impl Fn(f64, f64) -> (f64, f64)) -> String {
     const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let known = points.iter().flatten().copied();
     let (Some(lo), Some(hi)) = (known.clone().reduce(f64::min), known.reduce(f64::max)) else {
         return "no samples in the last hour".into();
     };
-    let span = hi - lo;
+    let (bottom, top) = scale(lo, hi);
+    let span = top - bottom;
     let mut out: String = points
         .iter()
         .map(|p| match p {
             None => ' ',
             Some(_) if span <= 0.0 => BLOCKS[0],
-            Some(v) => BLOCKS[(((v - lo) / span) * 7.0).round().clamp(0.0, 7.0) as usize],
+            Some(v) => BLOCKS[(((v - bottom) / span) * 7.0).round().clamp(0.0, 7.0) as usize],
         })
         .collect();
     out.push_str(&format!(
@@ -987,8 +974,23 @@ mod tests {
         }
     }
 
-    fn text(v: &FleetView) -> String {
-        let mut t = Terminal::new(TestBackend::new(120, 12)).expect("test backend");
+    /// A fleet read from `source` with these nodes, jobs and part, and no findings.
+    fn fleet_of(source: &str, nodes: Vec<Node>, jobs: Vec<Job>, part: Option<Part>) -> Fleet {
+        Fleet {
+            schema: "strata.fleet/1",
+            source: source.into(),
+            time: 0.0,
+            nodes,
+            jobs,
+            findings: Vec::new(),
+            problems: Vec::new(),
+            part,
+        }
+    }
+
+    /// The screen drawn 12 lines high and `width` wide.
+    fn text_at(v: &FleetView, width: u16) -> String {
+        let mut t = Terminal::new(TestBackend::new(width, 12)).expect("test backend");
         t.draw(|f| draw(f, v)).expect("drawn");
         let buf = t.backend().buffer();
         (0..buf.area.height)
@@ -1001,24 +1003,24 @@ mod tests {
             .collect()
     }
 
+    fn text(v: &FleetView) -> String {
+        text_at(v, 120)
+    }
+
     /// A windowed read: a node's devices not read are not rows (nor is the node), a node up
     /// with no device at all is, and the header says how much was read.
     #[test]
     fn a_windowed_read_shows_the_rows_read_and_says_of_how_many() {
         let mut v = FleetView::new("ssh -t {node} strata".into());
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "prometheus http://p:9090".into(),
-            time: 0.0,
-            nodes: vec![
+        v.fleet = Some(fleet_of(
+            "prometheus http://p:9090",
+            vec![
                 node("node-a", 2, Some(5)),
                 node("node-b", 0, Some(3)),
                 node("node-c", 0, Some(0)),
             ],
-            jobs: Vec::new(),
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: Some(Part {
+            Vec::new(),
+            Some(Part {
                 nodes: None,
                 devices_read: 2,
                 devices: 8,
@@ -1028,7 +1030,7 @@ mod tests {
                 reversed: false,
                 filter: String::new(),
             }),
-        });
+        ));
         let rows: Vec<(&str, Option<&str>)> = v
             .device_rows()
             .iter()
@@ -1056,16 +1058,12 @@ mod tests {
         let mut v = FleetView::new(String::new());
         let mut old = node("node-old", 1, None);
         old.findings_exported = false;
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "endpoints".into(),
-            time: 0.0,
-            nodes: vec![node("node-new", 1, None), old],
-            jobs: Vec::new(),
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: None,
-        });
+        v.fleet = Some(fleet_of(
+            "endpoints",
+            vec![node("node-new", 1, None), old],
+            Vec::new(),
+            None,
+        ));
         let screen = text(&v);
         let row = |name: &str| {
             screen
@@ -1115,12 +1113,10 @@ mod tests {
         let mut v = FleetView::new(String::new());
         v.mode = Mode::Jobs;
         let key = "pod inference/mistral-7b-6d4f9c-x2x7q";
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "endpoints".into(),
-            time: 0.0,
-            nodes: vec![node("node-a", 1, None)],
-            jobs: vec![Job {
+        v.fleet = Some(fleet_of(
+            "endpoints",
+            vec![node("node-a", 1, None)],
+            vec![Job {
                 key: key.into(),
                 processes: 1,
                 nodes: 1,
@@ -1128,18 +1124,14 @@ mod tests {
                 spread: Default::default(),
                 climbing: Vec::new(),
             }],
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: None,
-        });
+            None,
+        ));
         let at = |width: u16| {
-            let mut t = Terminal::new(TestBackend::new(width, 12)).expect("test backend");
-            t.draw(|f| draw(f, &v)).expect("drawn");
-            let buf = t.backend().buffer();
-            (0..buf.area.height)
-                .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect::<String>())
+            text_at(&v, width)
+                .lines()
                 .find(|l| l.starts_with("pod "))
                 .unwrap_or_default()
+                .to_string()
         };
         assert!(at(160).starts_with(&format!("{key} ")), "{}", at(160));
         let narrow = at(100);
@@ -1179,22 +1171,8 @@ mod tests {
         let mut v = FleetView::new(String::new());
         let mut n = node("node-a", 1, None);
         n.devices[0].findings.push(f("critical", "oom_forecast", 1));
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "endpoints".into(),
-            time: 0.0,
-            nodes: vec![n],
-            jobs: Vec::new(),
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: None,
-        });
-        let mut t = Terminal::new(TestBackend::new(80, 12)).expect("test backend");
-        t.draw(|f| draw(f, &v)).expect("drawn");
-        let buf = t.backend().buffer();
-        let screen: String = (0..buf.area.height)
-            .map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-            .collect();
+        v.fleet = Some(fleet_of("endpoints", vec![n], Vec::new(), None));
+        let screen = text_at(&v, 80);
         assert!(screen.contains("crit oom forecast "), "{screen}");
     }
 
@@ -1212,6 +1190,11 @@ mod tests {
         assert_eq!(spark_between(&climb), "▁▅ █  100 MiB – 102 MiB");
         assert_eq!(spark_between(&[Some(5.0), Some(5.0)]), "▁▁  5 B – 5 B");
         assert_eq!(spark_between(&[None, None]), "no samples in the last hour");
+        // A device's used memory is drawn against its total, else its highest point.
+        let used = [Some(50.0), None, Some(100.0)];
+        assert_eq!(spark(&used, Some(200)), "▃ ▅  50 B – 100 B");
+        assert_eq!(spark(&used, None), "▅ █  50 B – 100 B");
+        assert_eq!(spark(&[Some(0.0)], None), "▁  0 B – 0 B");
     }
 
     /// A windowed read lists every node down or stale and counts the rest: the header says
@@ -1221,15 +1204,11 @@ mod tests {
         let mut v = FleetView::new(String::new());
         let mut down = node("node-down", 0, None);
         down.state = NodeState::Down;
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "prometheus http://p:9090".into(),
-            time: 0.0,
-            nodes: vec![node("node-a", 1, None), down],
-            jobs: Vec::new(),
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: Some(Part {
+        v.fleet = Some(fleet_of(
+            "prometheus http://p:9090",
+            vec![node("node-a", 1, None), down],
+            Vec::new(),
+            Some(Part {
                 nodes: Some(1000),
                 devices_read: 1,
                 devices: 7000,
@@ -1239,7 +1218,7 @@ mod tests {
                 reversed: false,
                 filter: String::new(),
             }),
-        });
+        ));
         let screen = text(&v);
         assert!(
             screen.contains("strata fleet · 1000 nodes: 999 up, 1 down"),
@@ -1252,19 +1231,15 @@ mod tests {
     #[test]
     fn a_node_with_no_device_that_matches_is_no_row() {
         let mut v = FleetView::new(String::new());
-        v.fleet = Some(Fleet {
-            schema: "strata.fleet/1",
-            source: "prometheus http://p:9090".into(),
-            time: 0.0,
-            nodes: vec![
+        v.fleet = Some(fleet_of(
+            "prometheus http://p:9090",
+            vec![
                 node("node-a", 2, Some(2)),
                 node("node-b", 0, Some(0)),
                 node("node-bare", 0, Some(0)),
             ],
-            jobs: Vec::new(),
-            findings: Vec::new(),
-            problems: Vec::new(),
-            part: Some(Part {
+            Vec::new(),
+            Some(Part {
                 nodes: None,
                 devices_read: 2,
                 devices: 2,
@@ -1274,7 +1249,7 @@ mod tests {
                 reversed: false,
                 filter: "node-a".into(),
             }),
-        });
+        ));
         v.filter = "node-a".into();
         let rows = |v: &FleetView| -> Vec<String> {
             v.device_rows()

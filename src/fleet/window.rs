@@ -347,7 +347,7 @@ impl NodeQueries {
 
     /// One node with devices, whose devices tell which device rules Prometheus has (one
     /// whose sample is stale may lack them, and the read then asks the expressions).
-    pub fn one_up(&self) -> String {
+    pub fn one_node(&self) -> String {
         format!("topk(1, {})", self.count)
     }
 
@@ -428,10 +428,15 @@ pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
             out.push(kind.picks.to_string());
             continue;
         }
-        // What a value must begin with where the filter starts in the word: its rest.
-        let rests: Vec<&str> = (0..word.len())
-            .filter_map(|cut| f.strip_prefix(&word[cut..]))
-            .collect();
+        // What follows the word in `text` where `text` starts within the word: the rest a
+        // value must begin with.
+        let rests_of = |text: &'_ str| -> Vec<String> {
+            (0..word.len())
+                .filter_map(|cut| text.strip_prefix(&word[cut..]))
+                .map(String::from)
+                .collect()
+        };
+        let rests = rests_of(&f);
         let within = |text: &str| {
             let mut alternatives = vec![format!(".*{}.*", regex_literal(text))];
             alternatives.extend(rests.iter().map(|r| format!("{}.*", regex_literal(r))));
@@ -454,10 +459,10 @@ pub fn job_matchers(filter: &str) -> Option<Vec<String>> {
                     Some((before, after)) if !after.contains('/') => {
                         let mut ends = vec![format!(".*{}", regex_literal(before))];
                         ends.extend(
-                            (0..word.len())
-                                .filter_map(|cut| before.strip_prefix(&word[cut..]))
+                            rests_of(before)
+                                .iter()
                                 .filter(|r| !r.is_empty())
-                                .map(regex_literal),
+                                .map(|r| regex_literal(r)),
                         );
                         out.push(format!(
                             "{picks},{namespace}!=\"\",{namespace}=~{},{name}=~{}",
