@@ -21,11 +21,18 @@ pub struct Target {
     pub since_scrape: f64,
 }
 
-/// The figures of a job's spread, and the layers each sums.
-const SPREAD: [(&str, &[Layer]); 3] = [
-    (Layer::Live.name(), &[Layer::Live]),
-    ("reserved", &[Layer::Live, Layer::Fragmented, Layer::Cached]),
-    (Layer::OutsidePool.name(), &[Layer::OutsidePool]),
+/// The figures of a job's spread: the layers each sums, that must be known, and those
+/// added where known. Reserved is the allocator's pool as `strata serve` exports it
+/// (`strata_process_reserved_bytes`): where the allocator reports no splits the fragmented
+/// layer is absent and cached holds it.
+const SPREAD: [(&str, &[Layer], &[Layer]); 3] = [
+    (Layer::Live.name(), &[Layer::Live], &[]),
+    (
+        "reserved",
+        &[Layer::Live, Layer::Cached],
+        &[Layer::Fragmented],
+    ),
+    (Layer::OutsidePool.name(), &[Layer::OutsidePool], &[]),
 ];
 
 pub struct Built {
@@ -367,7 +374,7 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
         .map(|(key, procs)| {
             let node_set: BTreeSet<&str> = procs.iter().map(|p| p.instance.as_str()).collect();
             let mut spread = BTreeMap::new();
-            for (figure, layers) in SPREAD {
+            for (figure, layers, where_known) in SPREAD {
                 let mut values: Vec<f64> = procs
                     .iter()
                     .filter_map(|p| {
@@ -375,7 +382,8 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
                             .iter()
                             .map(|l| p.layers.get(l.name()).copied())
                             .collect();
-                        parts.map(|v| v.iter().sum::<u64>() as f64)
+                        let more = where_known.iter().filter_map(|l| p.layers.get(l.name()));
+                        parts.map(|v| (v.iter().sum::<u64>() + more.sum::<u64>()) as f64)
                     })
                     .collect();
                 if let Some(s) = Spread::of(&mut values) {
@@ -644,6 +652,46 @@ mod tests {
             f.findings[0].message
         );
         assert!(f.findings[0].message.ends_with("the other 3 flat"));
+    }
+
+    /// A rank whose allocator reports no splits has no fragmented layer, and its cached
+    /// holds them: its pool is live + cached, as `strata serve` exports it, not unknown.
+    #[test]
+    fn a_rank_without_splits_has_its_pool_in_the_jobs_reserved_spread() {
+        let mut all = Vec::new();
+        let mut targets = Vec::new();
+        for (n, layers) in [
+            [("cached", 30.0), ("fragmented", 10.0)].as_slice(),
+            &[("cached", 50.0)],
+            &[("fragmented", 10.0)],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let instance = format!("10.0.0.{n}:9842");
+            let mut node = node_series(&instance, &format!("node-{n}"), &n.to_string(), None);
+            let process = node
+                .iter()
+                .find(|s| s.name == "strata_process_layer_bytes")
+                .map(|s| s.labels.clone())
+                .unwrap_or_default();
+            for (layer, bytes) in layers {
+                let mut labels = process.clone();
+                labels.insert("layer".into(), layer.to_string());
+                node.push(Series {
+                    name: "strata_process_layer_bytes".into(),
+                    labels,
+                    value: *bytes,
+                });
+            }
+            all.extend(node);
+            targets.push(up(&instance));
+        }
+        let built = build(&targets, &all, 15.0);
+        let reserved = built.jobs[0].spread["reserved"];
+        // Live 50 on each; the third rank's cached is unknown, so its pool is.
+        assert_eq!(reserved.known, 2);
+        assert_eq!((reserved.least, reserved.most), (90.0, 100.0));
     }
 
     #[test]

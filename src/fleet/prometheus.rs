@@ -89,16 +89,10 @@ pub fn job_rules() -> Vec<Rule> {
             l.name()
         )
     };
-    // The pool of processes whose allocator reports all three layers: one-to-one matching
-    // leaves out a process that lacks one.
-    let reserved = |job: &str| {
-        format!(
-            "({} + ignoring(layer) {} + ignoring(layer) {})",
-            layer(job, Layer::Live),
-            layer(job, Layer::Fragmented),
-            layer(job, Layer::Cached)
-        )
-    };
+    // The allocator's pool, as `strata serve` exports it: one series a fed process, where
+    // matching its three layers would read three (and leave out an allocator that reports
+    // no splits, whose cached holds them).
+    let reserved = |job: &str| format!("strata_process_reserved_bytes{{pid!=\"other\",{job}}}");
     let figures: [(&'static str, &Figure); 4] = [
         (Layer::Live.name(), &|job| layer(job, Layer::Live)),
         ("reserved", &reserved),

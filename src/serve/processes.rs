@@ -49,6 +49,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
     let sample = &observed.sample;
     let used = Ints::default();
     let layers = Ints::default();
+    let reserved = Ints::default();
     let bounds = Ints::default();
     let headroom = Ints::default();
     let retries = Counters::default();
@@ -96,6 +97,9 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
             set_bytes(&used, labels.clone(), bytes);
         }
         set_layers(&layers, &labels, Some(&share));
+        if let Some(pool) = share.reserved() {
+            set_bytes(&reserved, labels.clone(), pool);
+        }
         set_bounds(&bounds, &labels, &acc.bounds());
         if let Some(Some(room)) = observed.headroom.get(i) {
             headroom.get_or_create(&labels).set(room.bytes);
@@ -152,6 +156,12 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
         "A process's memory on a device by layer (live, fragmented, cached, outside_pool, context for a fed process; unattributed for one without a feed); an unknown layer is absent",
         Unit::Bytes,
         layers,
+    );
+    registry.register_with_unit(
+        "strata_process_reserved",
+        "A fed process's allocator pool on a device (PyTorch's memory_reserved): live + fragmented + cached, or live + cached where the allocator reports no splits (cached then holds them); absent where unknown. Not a layer: a sum over layers must not add it",
+        Unit::Bytes,
+        reserved,
     );
     registry.register(
         "strata_process_layer_bound",

@@ -421,6 +421,47 @@ fn each_demo_gpu_has_its_vitals_in_base_units() {
     }
 }
 
+/// A fed process's allocator pool is exported beside its layers, as its three pool layers
+/// add up: live + fragmented + cached, or live + cached where the allocator reports no
+/// splits (its cached then holds them, and it is as much the pool); a process without a
+/// feed has none. The job rules read this one series, not three layers matched.
+#[test]
+fn a_fed_process_exports_its_pool_whether_or_not_it_reports_splits() {
+    let mut sample = node();
+    sample.gpus.push(gpu(0, memory(80 * GIB, 40 * GIB)));
+    let mut split = process(7, "GPU-test-0", Some(22 * GIB));
+    split.feed = Some(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0));
+    let mut unsplit = process(8, "GPU-test-0", Some(12 * GIB));
+    unsplit.feed = Some(feed(6 * GIB, 10 * GIB, None, 1000.0));
+    let unfed = process(9, "GPU-test-0", Some(GIB));
+    sample.processes.extend([split, unsplit, unfed]);
+    let observed = Pipeline::new(None).ingest(sample);
+    let e = exported(&observed, 64);
+    let pool = |pid: &str| {
+        let got = e.select("strata_process_reserved_bytes", &[("pid", pid)]);
+        assert!(got.len() <= 1, "{pid}: {got:?}");
+        got.first().map(|s| s.1 as u64)
+    };
+    let pool_layers = |pid: &str| -> u64 {
+        e.select("strata_process_layer_bytes", &[("pid", pid)])
+            .into_iter()
+            .filter(|(l, _)| ["live", "fragmented", "cached"].contains(&l["layer"].as_str()))
+            .map(|(_, v)| v as u64)
+            .sum()
+    };
+    assert_eq!(pool("7"), Some(20 * GIB));
+    assert_eq!(pool("7"), Some(pool_layers("7")));
+    assert!(e
+        .select(
+            "strata_process_layer_bytes",
+            &[("pid", "8"), ("layer", "fragmented")]
+        )
+        .is_empty());
+    assert_eq!(pool("8"), Some(10 * GIB));
+    assert_eq!(pool("8"), Some(pool_layers("8")));
+    assert_eq!(pool("9"), None);
+}
+
 #[test]
 fn unknown_figures_are_absent_not_zero() {
     let mut sample = node();
