@@ -33,7 +33,7 @@ pub const SEEN: &str =
 pub const NODE_RULES: [(&str, &str); 4] = [
     ("strata_node:info:seen_1h", "seen"),
     ("strata_node:devices:count", "count"),
-    ("strata_device:urgency:score", "urgency"),
+    ("strata_device:fleet_urgency:score", "urgency"),
     ("strata_device:used:ratio", "used"),
 ];
 
@@ -650,7 +650,7 @@ mod tests {
             &[],
             &ruled,
         ));
-        assert_eq!(top, "topk(50, strata_device:urgency:score)");
+        assert_eq!(top, "topk(50, strata_device:fleet_urgency:score)");
         let least = devices(pick(&window(Some(50), Sort::Used, true, "x"), &[], &ruled));
         assert!(
             least.starts_with("bottomk(50, strata_device:used:ratio and on(instance, uuid) ("),
@@ -841,7 +841,7 @@ mod tests {
     fn the_rules_prometheus_has_are_read_from_their_names() {
         let mut r = Recorded::default();
         let answer: Vec<Series> = [
-            "strata_device:urgency:score",
+            "strata_device:fleet_urgency:score",
             "strata_job:figures:spread",
             "other",
         ]
@@ -857,14 +857,14 @@ mod tests {
         );
         assert_eq!(
             recorded_now(Some("a\"b:1")),
-            "count by (__name__) ({__name__=~\"strata_device:urgency:score|strata_device:used:ratio\",instance=\"a\\\"b:1\"})"
+            "count by (__name__) ({__name__=~\"strata_device:fleet_urgency:score|strata_device:used:ratio\",instance=\"a\\\"b:1\"})"
         );
         assert_eq!(job_count(""), JOBS_RECORDED);
         assert_eq!(
             job_count("9001"),
             "count(strata_job:figures:spread{stat=\"nodes\",slurm_job!=\"\",slurm_job=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run!=\"\",run=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace=\"\",pod=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace=~\"(?i)(?:.*9001.*)\"} or strata_job:figures:spread{stat=\"nodes\",slurm_job=\"\",run=\"\",pod!=\"\",namespace!=\"\",pod=~\"(?i)(?:.*9001.*)\"})"
         );
-        assert_eq!(r.of("urgency"), "strata_device:urgency:score");
+        assert_eq!(r.of("urgency"), "strata_device:fleet_urgency:score");
         assert_eq!(r.of("used"), used());
         assert_eq!(r.seen(), SEEN);
         let seen = Recorded(vec!["seen"]);

@@ -50,6 +50,34 @@ fn promtool_checks_the_rule_files() {
     assert_eq!(said.matches("SUCCESS").count(), 3, "{said}");
 }
 
+/// The rule files are loaded together (docs/fleet.md: the fleet's beside strata-rules.yml),
+/// so no two rules of them may record one series name: Prometheus would keep both answers
+/// under it, two series a device on two scales where the fleet's `topk` reads one. (A name
+/// recorded by several rules of one file is one family, each rule setting its own labels.)
+#[test]
+fn the_rule_files_loaded_together_record_no_series_name_twice() {
+    let mut by_name: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for file in [RULES, ALERTS, FLEET_RULES] {
+        let text = std::fs::read_to_string(path(file)).expect("the rule file");
+        let names: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- record:"))
+            .map(|n| n.trim().to_string())
+            .collect();
+        for name in names {
+            by_name.entry(name).or_default().push(file);
+        }
+    }
+    let twice: Vec<_> = by_name
+        .iter()
+        .filter(|(_, files)| files.len() > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "recorded by more than one file: {twice:?}"
+    );
+}
+
 #[test]
 fn promtool_unit_tests_pass() {
     let said = promtool(&[
