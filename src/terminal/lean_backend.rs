@@ -228,14 +228,59 @@ impl<W: Write> Backend for LeanBackend<W> {
     }
 }
 
-/// Moves from `cursor` (where known) to column `x` of row `y`: nowhere if there already, a
-/// relative move forward along the row, else an absolute one.
+/// Moves from `cursor` (where known) to column `x` of row `y` in the fewest bytes: nowhere if
+/// there already; along the row (`ESC[nC`); down a column (`ESC[nB`); to the row's start
+/// (`CR`), down by line feeds and along; else an absolute move (`ESC[row;colH`). A monitor's
+/// changes run down a column of figures, where `CR LF ESC[30C` (7 bytes) or `ESC[B` (3)
+/// takes the place of `ESC[14;31H` (8).
+///
+/// After a cell in the last column the terminal's cursor stays on it, a wrap pending, where
+/// `cursor` says the column after it: no move starts from that column but a carriage
+/// return (which clears the wrap), a move down in a column (no target is in that column) or
+/// an absolute one. A line feed moves down only from a row above the target, never from
+/// the last, so it never scrolls; with the terminal's output translation on, it returns
+/// the carriage too, after the `CR` that already did.
 fn move_to(bytes: &mut Vec<u8>, cursor: Option<Position>, x: u16, y: u16) -> io::Result<()> {
+    let along = |out: &mut Vec<u8>, n: u16| match n {
+        0 => {}
+        1 => out.extend_from_slice(b"\x1b[C"),
+        _ => out.extend_from_slice(format!("\x1b[{n}C").as_bytes()),
+    };
+    let mut best = format!("\x1b[{};{}H", y + 1, x + 1).into_bytes();
+    let mut consider = |candidate: Vec<u8>| {
+        if candidate.len() < best.len() {
+            best = candidate;
+        }
+    };
     match cursor {
-        Some(at) if at.y == y && at.x == x => Ok(()),
-        Some(at) if at.y == y && at.x < x => write!(bytes, "\x1b[{}C", x - at.x),
-        _ => write!(bytes, "\x1b[{};{}H", y + 1, x + 1),
+        Some(at) if at.y == y && at.x == x => return Ok(()),
+        Some(at) if at.y == y && at.x < x => {
+            let mut c = Vec::new();
+            along(&mut c, x - at.x);
+            consider(c);
+        }
+        Some(at) if at.y == y => {
+            let mut c = b"\r".to_vec();
+            along(&mut c, x);
+            consider(c);
+        }
+        Some(at) if at.y < y => {
+            let down = y - at.y;
+            if at.x == x {
+                consider(match down {
+                    1 => b"\x1b[B".to_vec(),
+                    _ => format!("\x1b[{down}B").into_bytes(),
+                });
+            }
+            let mut c = b"\r".to_vec();
+            c.extend(std::iter::repeat_n(b'\n', usize::from(down)));
+            along(&mut c, x);
+            consider(c);
+        }
+        _ => {}
     }
+    bytes.extend_from_slice(&best);
+    Ok(())
 }
 
 /// An underline colour as crossterm names it.
@@ -501,6 +546,39 @@ mod tests {
                 String::from_utf8_lossy(&bytes)
             );
         }
+    }
+
+    /// Figures changing down a column, as a monitor's do each sample: each row after the first
+    /// is reached from the one above by a carriage return and line feeds, or by a move down
+    /// the column, not by an absolute move; and the terminal shows the new frame.
+    #[test]
+    fn a_column_of_changes_is_reached_row_by_row() {
+        let frame = |figures: [&str; 4]| {
+            let mut buf = Buffer::empty(Rect::new(0, 0, W, H));
+            for (row, figure) in figures.iter().enumerate() {
+                buf.set_string(
+                    0,
+                    row as u16,
+                    format!("{figure} proc {row:>3}"),
+                    Style::default(),
+                );
+                buf.set_string(20, row as u16, *figure, Style::default());
+            }
+            buf
+        };
+        let frames = [frame(["1", "2", "3", "4"]), frame(["1", "5", "6", "4"])];
+        let both = lean(&frames);
+        let tick = &both[lean(&frames[..1]).len()..];
+        assert_eq!(
+            String::from_utf8_lossy(tick),
+            "\x1b[2;1H5\x1b[19C5\r\n6\x1b[19C6"
+        );
+        let mut parser = vt100::Parser::new(H, W, 0);
+        parser.process(&both);
+        assert_eq!(
+            parser.screen().contents_between(1, 0, 2, W),
+            "5 proc   1          5\n6 proc   2          6"
+        );
     }
 
     /// A clock's second ticking on a coloured header, the change of a frame of a still node:
