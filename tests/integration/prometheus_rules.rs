@@ -58,11 +58,10 @@ fn promtool_checks_the_rule_files() {
 fn the_rule_files_loaded_together_record_no_series_name_twice() {
     let mut by_name: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for file in [RULES, ALERTS, FLEET_RULES] {
-        let text = std::fs::read_to_string(path(file)).expect("the rule file");
-        let names: std::collections::BTreeSet<String> = text
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("- record:"))
-            .map(|n| n.trim().to_string())
+        let names: std::collections::BTreeSet<String> = rules(file)
+            .into_iter()
+            .filter(|r| r.body.get("record").is_some())
+            .map(|r| r.name)
             .collect();
         for name in names {
             by_name.entry(name).or_default().push(file);
