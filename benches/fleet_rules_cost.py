@@ -42,18 +42,7 @@ def measure(name, files, data, work, interval, evaluations):
         f.writelines(f"  - {os.path.abspath(r)}\n" for r in files)
     port = fleet_scale.free_port()
     base = f"http://127.0.0.1:{port}"
-    prom = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=30d",
-            "--query.lookback-delta=15m",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(work, f"{name}.log"), "w"),
-    )
+    prom = fleet_scale.start_prometheus(config, data, port, os.path.join(work, f"{name}.log"))
     try:
         fleet_scale.wait_for("Prometheus", lambda: urllib.request.urlopen(base + "/-/ready", timeout=5).status == 200)
         never = "0001-01-01T00:00:00Z"

@@ -179,21 +179,22 @@ def write_openmetrics(path, nodes, end, history):
                 used = sum(b for _, b in layers)
                 for layer, b in layers + [("free", TOTAL - used)]:
                     samples("strata_gpu_layer_bytes", dev + [("layer", layer)] + base(n), b, tail)
+        def process_samples(name, pairs, value, leaking, times):
+            """A process's series: `value` over the tail, or, where it leaks, climbing at
+            `rate` from the hour's start over `times`."""
+            if leaking:
+                samples(name, pairs, lambda t, v=value: int(v + rate * (t - leak_start)), times)
+            else:
+                samples(name, pairs, value, tail)
+
         family("strata_process_used_bytes")
         for n in range(nodes):
             for g in range(GPUS):
                 for p in range(PROCS):
                     used = (5 + p) * GIB + 1879048192 + 557842432
                     pairs = process_of(n, g, p) + base(n)
-                    if leaks(n, g, p):
-                        samples(
-                            "strata_process_used_bytes",
-                            pairs,
-                            lambda t, u=used: int(u + rate * (t - leak_start)),
-                            tail,
-                        )
-                    else:
-                        samples("strata_process_used_bytes", pairs, used, tail)
+                    process_samples("strata_process_used_bytes", pairs, used, leaks(n, g, p), tail)
+
         def process_layers(p):
             return {
                 "live": 3 * GIB + p * 128 * MIB,
@@ -208,18 +209,11 @@ def write_openmetrics(path, nodes, end, history):
             for g in range(GPUS):
                 for p in range(PROCS):
                     owner = process_of(n, g, p)
+                    layers = process_layers(p)
                     for layer in PROCESS_LAYERS:
-                        value = process_layers(p)[layer]
                         pairs = owner + [("layer", layer)] + base(n)
-                        if leaks(n, g, p) and layer == "live":
-                            samples(
-                                "strata_process_layer_bytes",
-                                pairs,
-                                lambda t, v=value: int(v + rate * (t - leak_start)),
-                                full,
-                            )
-                        else:
-                            samples("strata_process_layer_bytes", pairs, value, tail)
+                        leaking = leaks(n, g, p) and layer == "live"
+                        process_samples("strata_process_layer_bytes", pairs, layers[layer], leaking, full)
         # The allocator's pool, as strata serve exports it beside the layers.
         family("strata_process_reserved_bytes")
         for n in range(nodes):
@@ -228,15 +222,7 @@ def write_openmetrics(path, nodes, end, history):
                     pairs = process_of(n, g, p) + base(n)
                     layers = process_layers(p)
                     pool = layers["live"] + layers["fragmented"] + layers["cached"]
-                    if leaks(n, g, p):
-                        samples(
-                            "strata_process_reserved_bytes",
-                            pairs,
-                            lambda t, v=pool: int(v + rate * (t - leak_start)),
-                            full,
-                        )
-                    else:
-                        samples("strata_process_reserved_bytes", pairs, pool, tail)
+                    process_samples("strata_process_reserved_bytes", pairs, pool, leaks(n, g, p), full)
         # The findings that name a device, a few forecasts, and the one live climb.
         family("strata_device_findings")
         climb_start = end - 30 * 60
@@ -297,6 +283,24 @@ def wait_for(what, check, within=120):
             pass
         time.sleep(0.2)
     sys.exit(f"fleet_scale: {what} not ready within {within} s")
+
+
+def start_prometheus(config, data, port, log):
+    """Prometheus on the backfilled `data` with `config`, listening on `port`, its log in
+    `log`: samples kept 30 days and looked back on 15 minutes, so that the backfill, which
+    ends a minute before the bench and then stays put, is current for that long."""
+    return subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=30d",
+            "--query.lookback-delta=15m",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
+    )
 
 
 def get_json(url):
@@ -492,18 +496,7 @@ def bench(n, args, work):
             + (f"rule_files:{rules}\n" if rules else "")
             + f"scrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: [{targets}]\n"
         )
-    prom = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=30d",
-            "--query.lookback-delta=15m",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(work, "prometheus.log"), "w"),
-    )
+    prom = start_prometheus(config, data, port, os.path.join(work, "prometheus.log"))
     base = f"http://127.0.0.1:{port}"
     rows = []
     try:
