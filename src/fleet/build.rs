@@ -378,12 +378,14 @@ fn jobs(processes: &[Process], names: &BTreeMap<String, String>) -> Vec<Job> {
                 let mut values: Vec<f64> = procs
                     .iter()
                     .filter_map(|p| {
-                        let parts: Option<Vec<u64>> = layers
+                        // Summed as the spread keeps it: a target's figures may be any
+                        // u64, and two near its top would overflow one.
+                        let parts: Option<f64> = layers
                             .iter()
-                            .map(|l| p.layers.get(l.name()).copied())
-                            .collect();
+                            .map(|l| p.layers.get(l.name()).map(|&b| b as f64))
+                            .sum();
                         let more = where_known.iter().filter_map(|l| p.layers.get(l.name()));
-                        parts.map(|v| (v.iter().sum::<u64>() + more.sum::<u64>()) as f64)
+                        parts.map(|v| v + more.map(|&b| b as f64).sum::<f64>())
                     })
                     .collect();
                 if let Some(s) = Spread::of(&mut values) {
@@ -692,6 +694,31 @@ mod tests {
         // Live 50 on each; the third rank's cached is unknown, so its pool is.
         assert_eq!(reserved.known, 2);
         assert_eq!((reserved.least, reserved.most), (90.0, 100.0));
+    }
+
+    /// Figures from Prometheus are whatever a target exported: two layers near u64's top
+    /// make a pool past it, which is summed as the spread keeps it (f64), not overflowed.
+    #[test]
+    fn a_pool_past_u64_is_summed_not_overflowed() {
+        let mut all = node_series("a:1", "node-a", "0", None);
+        let process = all
+            .iter()
+            .find(|s| s.name == "strata_process_layer_bytes")
+            .map(|s| s.labels.clone())
+            .unwrap_or_default();
+        for layer in ["cached", "fragmented"] {
+            let mut labels = process.clone();
+            labels.insert("layer".into(), layer.to_string());
+            all.push(Series {
+                name: "strata_process_layer_bytes".into(),
+                labels,
+                value: 1e19,
+            });
+        }
+        let built = build(&[up("a:1")], &all, 15.0);
+        let reserved = built.jobs[0].spread["reserved"];
+        assert_eq!(reserved.known, 1);
+        assert!(reserved.most > 1.8e19, "{}", reserved.most);
     }
 
     #[test]
