@@ -721,6 +721,35 @@ mod tests {
         assert!(reserved.most > 1.8e19, "{}", reserved.most);
     }
 
+    /// A device's used memory and its findings' counts from figures near u64's top: held at
+    /// its top, not overflowed, and the device still ranked.
+    #[test]
+    fn a_device_past_u64_is_held_at_its_top_not_overflowed() {
+        let mut all = node_series("a:1", "node-a", "0", None);
+        let i = ("instance", "a:1");
+        let dev = [i, ("gpu", "0"), ("uuid", "GPU-a")];
+        for layer in ["cached", "fragmented"] {
+            all.push(Series::of(
+                "strata_gpu_layer_bytes",
+                &[&dev[..], &[("layer", layer)]].concat(),
+                1e19,
+            ));
+        }
+        for kind in ["zombie_context", "oom_forecast"] {
+            all.push(Series::of(
+                "strata_device_findings",
+                &[&dev[..], &[("kind", kind), ("severity", "critical")]].concat(),
+                1e19,
+            ));
+        }
+        let built = build(&[up("a:1")], &all, 15.0);
+        let node = &built.nodes[0];
+        let device = &node.devices[0];
+        assert_eq!(device.used(), Some(u64::MAX));
+        let urgency = super::super::model::Urgency::of(node, Some(device));
+        assert_eq!(urgency.critical, u64::MAX);
+    }
+
     #[test]
     fn a_node_down_or_stale_shows_no_figures() {
         let mut all = node_series("a:1", "node-a", "0", None);

@@ -255,8 +255,7 @@ impl Device {
             self.layers
                 .iter()
                 .filter(|(name, _)| name.as_str() != crate::layers::Layer::Free.name())
-                .map(|(_, b)| *b)
-                .sum(),
+                .fold(0u64, |sum, (_, b)| sum.saturating_add(*b)),
         )
     }
 
@@ -271,8 +270,7 @@ impl Device {
         self.findings
             .iter()
             .filter(|f| f.kind == kind)
-            .map(|f| f.count)
-            .sum()
+            .fold(0u64, |sum, f| sum.saturating_add(f.count))
     }
 }
 
@@ -315,8 +313,7 @@ impl Urgency {
             .findings
             .iter()
             .filter(|f| f.severity == "critical")
-            .map(|f| f.count)
-            .sum();
+            .fold(0u64, |sum, f| sum.saturating_add(f.count));
         let used_share = match (d.used(), d.total) {
             (Some(u), Some(t)) if t > 0 => u as f64 / t as f64,
             _ => 0.0,
