@@ -412,6 +412,42 @@ fn read_as(
             .filter_map(|s| s.labels.get("instance").cloned())
             .collect()
     };
+    // The nodes with no device, by the recorded count, hold those that came after the rule's
+    // last evaluation too: their devices now tell them apart. One the rules know not yet is
+    // no row (its devices are not ranked yet) and its devices are counted; one that cannot
+    // be told is no row either (the failed query is a problem of the read).
+    let mut late_devices = 0u64;
+    if bounded && recorded.0.contains(&"count") {
+        let candidates: Vec<String> = instances(got.get("no devices")).into_iter().collect();
+        if !candidates.is_empty() {
+            let with_devices: BTreeMap<String, u64> = match query(
+                client,
+                base,
+                "devices now",
+                &window::devices_of_nodes(&candidates),
+                time,
+                &mut problems,
+            ) {
+                Ok(v) => v
+                    .iter()
+                    .filter(|s| s.value.is_finite() && s.value >= 1.0)
+                    .filter_map(|s| Some((s.labels.get("instance")?.clone(), s.value as u64)))
+                    .collect(),
+                Err(why) => {
+                    problems.push(why);
+                    candidates.iter().map(|i| (i.clone(), 0)).collect()
+                }
+            };
+            late_devices = with_devices.values().sum();
+            if let Some(none) = got.get_mut("no devices") {
+                none.retain(|s| {
+                    s.labels
+                        .get("instance")
+                        .is_none_or(|i| !with_devices.contains_key(i))
+                });
+            }
+        }
+    }
     let mut series = got.remove("series").unwrap_or_default();
     let current_of = |series: &[Series]| -> BTreeSet<String> {
         series
@@ -559,7 +595,16 @@ fn read_as(
         }
     }
     let total = |what: &str| got.get(what).map(|v| count_of(v).unwrap_or(0));
-    let (nodes_total, devices_total) = (total("total"), total("devices"));
+    let nodes_total = total("total");
+    // The recorded count's sum, and the devices of the nodes it knows not yet (a filter's
+    // count is asked of the devices themselves: it holds them).
+    let devices_total = total("devices").map(|d| {
+        if window.filter.is_empty() {
+            d.saturating_add(late_devices)
+        } else {
+            d
+        }
+    });
     let no_devices = bounded.then(|| instances(got.get("no devices")));
     let targets = seen
         .into_iter()

@@ -15,9 +15,21 @@ pub const NODE_SERIES: &str =
 /// Series of a device (labelled `instance` and `uuid`), read for the devices picked.
 pub const DEVICE_SERIES: &str = "strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes|strata_device_findings|strata_oom_forecast_seconds|strata_climb_rate_bytes_per_second";
 
+/// The names of the series a device has: its total or a layer, as the client makes a device
+/// of either.
+macro_rules! device_names {
+    () => {
+        "strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes"
+    };
+}
+
 /// Every device, one series each labelled `instance` and `uuid` only: one that has a total
 /// or a layer, as the client makes a device of either.
-const DEVICES: &str = "group by (instance, uuid) ({__name__=~\"strata_gpu_memory_total_bytes|strata_gpu_layer_bytes|strata_mig_memory_total_bytes|strata_mig_layer_bytes\"})";
+const DEVICES: &str = concat!(
+    "group by (instance, uuid) ({__name__=~\"",
+    device_names!(),
+    "\"})"
+);
 
 /// The nodes seen in the last hour, evaluated once a minute (a sample stays visible for the
 /// lookback after it, so every minute of the hour is covered) rather than every sample; and
@@ -377,6 +389,17 @@ pub fn of_nodes(instances: &[String]) -> [(&'static str, String); 3] {
         ),
         ("up", format!("up{{instance=~{list}}}")),
     ]
+}
+
+/// These nodes' devices now, `count by (instance)`, their series found by name: what tells a
+/// node that came after the count rule's last evaluation (the rule knows it not yet) from one
+/// with no device.
+pub fn devices_of_nodes(instances: &[String]) -> String {
+    format!(
+        "count by (instance) (group by (instance, uuid) ({{__name__=~\"{}\",instance=~{}}}))",
+        device_names!(),
+        promql_string(&one_of(instances))
+    )
 }
 
 /// Each node's devices that match the filter: `count by (instance)`.
