@@ -327,34 +327,56 @@ fn read_as(
     let mut problems = Vec::new();
     // Which of the fleet's rules Prometheus has: their answers cost a series a node or
     // device, where the expressions they record read every device's series.
+    // The fleet-wide rules say which, and the totals, in a series each; where Prometheus has
+    // none of them (an older rule file), the rules themselves are asked.
     let mut recorded = Recorded::default();
-    match query(
-        client,
-        base,
-        "rules",
-        &window::recorded_now(None),
-        time,
-        &mut problems,
-    ) {
-        Ok(v) => recorded.add(&v),
-        // Asked as if none: the expressions answer the same.
-        Err(why) => problems.push(why),
-    }
-    // Whether the jobs' spread is recorded, and how many jobs it holds.
-    let jobs_recorded = |problems: &mut Vec<String>| match query(
-        client,
-        base,
-        "jobs recorded",
-        window::JOBS_RECORDED,
-        time,
-        problems,
-    ) {
-        Ok(v) => count_of(&v),
+    let fleetwide = match query(client, base, "fleet", &window::fleet(), time, &mut problems) {
+        Ok(v) => recorded.add_fleet(&v),
         Err(why) => {
             problems.push(why);
             None
         }
     };
+    if fleetwide.is_none() {
+        match query(
+            client,
+            base,
+            "rules",
+            &window::recorded_now(None),
+            time,
+            &mut problems,
+        ) {
+            Ok(v) => recorded.add(&v),
+            // Asked as if none: the expressions answer the same.
+            Err(why) => problems.push(why),
+        }
+    }
+    // Whether the jobs' spread is recorded, and how many jobs it holds.
+    let jobs_recorded = |problems: &mut Vec<String>| {
+        if let Some(fleet) = &fleetwide {
+            return fleet.jobs;
+        }
+        match query(
+            client,
+            base,
+            "jobs recorded",
+            window::JOBS_RECORDED,
+            time,
+            problems,
+        ) {
+            Ok(v) => count_of(&v),
+            Err(why) => {
+                problems.push(why);
+                None
+            }
+        }
+    };
+    // The totals the fleet-wide rules hold, as of their evaluation.
+    let fleet_nodes = fleetwide.as_ref().and_then(|f| f.nodes);
+    let fleet_devices = fleetwide
+        .as_ref()
+        .and_then(|f| f.devices)
+        .filter(|_| window.filter.is_empty());
     // A windowed read with the jobs recorded answers the nodes it needs and counts
     // (`window::NodeQueries`); any other read, every node's own series (the client's join
     // of the jobs needs every node's state).
@@ -367,12 +389,18 @@ fn read_as(
     let first: Vec<(&str, String)> = if bounded {
         let nodes_asked = window::NodeQueries::new(&recorded, scrape_interval, time);
         let mut first = vec![
-            ("total", nodes_asked.total()),
             ("not up", nodes_asked.not_up()),
             ("no devices", nodes_asked.no_devices()),
-            ("devices", nodes_asked.devices(&window.filter)),
-            ("one node", nodes_asked.one_node()),
         ];
+        if fleet_nodes.is_none() {
+            first.push(("total", nodes_asked.total()));
+        }
+        if fleet_devices.is_none() {
+            first.push(("devices", nodes_asked.devices(&window.filter)));
+        }
+        if fleetwide.is_none() {
+            first.push(("one node", nodes_asked.one_node()));
+        }
         // The node order picks whole nodes by name: every node's name and count.
         if window.sort == Sort::Node {
             first.push(("counts", window::counts(&window.filter, &recorded)));
@@ -417,6 +445,7 @@ fn read_as(
     // no row (its devices are not ranked yet) and its devices are counted; one that cannot
     // be told is no row either (the failed query is a problem of the read).
     let mut late_devices = 0u64;
+    let mut late_nodes = 0u64;
     if bounded && recorded.0.contains(&"count") {
         let candidates: Vec<String> = instances(got.get("no devices")).into_iter().collect();
         if !candidates.is_empty() {
@@ -439,6 +468,24 @@ fn read_as(
                 }
             };
             late_devices = with_devices.values().sum();
+            // And those the recorded count of the nodes seen holds not: they came since.
+            if fleet_nodes.is_some() {
+                match query(
+                    client,
+                    base,
+                    "seen",
+                    &window::seen_of(&candidates),
+                    time,
+                    &mut problems,
+                ) {
+                    Ok(v) => {
+                        let seen = instances(Some(&v));
+                        late_nodes =
+                            candidates.iter().filter(|i| !seen.contains(*i)).count() as u64;
+                    }
+                    Err(why) => problems.push(why),
+                }
+            }
             if let Some(none) = got.get_mut("no devices") {
                 none.retain(|s| {
                     s.labels
@@ -457,8 +504,10 @@ fn read_as(
             .collect()
     };
     // The device rules, asked of one node's devices: one the count names (the recorded
-    // count is evaluated with them), else any node up.
-    let one = if bounded {
+    // count is evaluated with them), else any node up. (The fleet-wide rules said already.)
+    let one = if fleetwide.is_some() {
+        None
+    } else if bounded {
         instances(got.get("one node")).into_iter().next()
     } else {
         counts
@@ -595,16 +644,22 @@ fn read_as(
         }
     }
     let total = |what: &str| got.get(what).map(|v| count_of(v).unwrap_or(0));
-    let nodes_total = total("total");
-    // The recorded count's sum, and the devices of the nodes it knows not yet (a filter's
-    // count is asked of the devices themselves: it holds them).
-    let devices_total = total("devices").map(|d| {
-        if window.filter.is_empty() {
-            d.saturating_add(late_devices)
-        } else {
-            d
-        }
-    });
+    // The recorded totals hold the nodes and devices as of the rules' evaluation: with those
+    // that came since. (A filter's count is asked of the devices themselves: it holds them.)
+    let nodes_total = match fleet_nodes {
+        Some(n) if bounded => Some(n.saturating_add(late_nodes)),
+        _ => total("total"),
+    };
+    let devices_total = fleet_devices
+        .filter(|_| bounded)
+        .or_else(|| total("devices"))
+        .map(|d| {
+            if window.filter.is_empty() {
+                d.saturating_add(late_devices)
+            } else {
+                d
+            }
+        });
     let no_devices = bounded.then(|| instances(got.get("no devices")));
     let targets = seen
         .into_iter()
@@ -647,7 +702,7 @@ fn read_as(
     if let Some(recorded_jobs) = recorded_jobs {
         // The jobs to read, asked first where the window takes some, then their spread by
         // name.
-        let spread = match window::job_pick(window) {
+        let spread = match window::job_pick(window, &recorded) {
             None => Some(window::jobs(None)),
             Some(promql) => {
                 match query(client, base, "jobs picked", &promql, time, &mut problems) {
@@ -898,6 +953,96 @@ mod tests {
                 window::recorded_expr(what),
                 "{record}"
             );
+        }
+        // And the fleet-wide ones, each after the rule it counts (a group's rules are
+        // evaluated in order: each sees those before it at the same instant).
+        let at_of = |record: &str| {
+            lines
+                .iter()
+                .position(|l| l.trim() == format!("- record: {record}"))
+        };
+        for (record, what) in window::FLEET_RULES {
+            let at = at_of(record).unwrap_or_else(|| panic!("no rule records {record}"));
+            assert_eq!(lines[at + 1].trim(), "expr: |");
+            assert_eq!(lines[at + 2].trim(), window::fleet_expr(what), "{record}");
+            let counted = match what {
+                "jobs" => RECORDED[0].1,
+                _ => {
+                    window::NODE_RULES
+                        .iter()
+                        .find(|(_, w)| *w == what)
+                        .expect("a node rule")
+                        .0
+                }
+            };
+            assert!(lines[at + 2].contains(counted), "{record} counts {counted}");
+            assert!(
+                at_of(counted).is_some_and(|c| c < at),
+                "{record} is evaluated after {counted}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_recorded_tops_pick_from_the_rules_before_them() {
+        let text = include_str!("../../assets/prometheus/strata-fleet-rules.yml");
+        let lines: Vec<&str> = text.lines().collect();
+        let at_of = |record: &str| {
+            lines
+                .iter()
+                .position(|l| l.trim() == format!("- record: {record}"))
+        };
+        for (record, what) in window::TOP_RULES {
+            let at = at_of(record).unwrap_or_else(|| panic!("no rule records {record}"));
+            assert_eq!(lines[at + 1].trim(), "expr: |");
+            assert_eq!(lines[at + 2].trim(), window::top_expr(what), "{record}");
+            let from = match what {
+                "jobs" => RECORDED[0].1,
+                _ => {
+                    window::NODE_RULES
+                        .iter()
+                        .find(|(_, w)| *w == what)
+                        .expect("a device rule")
+                        .0
+                }
+            };
+            assert!(
+                at_of(from).is_some_and(|f| f < at),
+                "{record} is evaluated after {from}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fleet_wide_rules_say_which_rules_and_the_totals() {
+        let s = |name: &str, value: f64| Series::of(name, &[("__name__", name)], value);
+        let mut recorded = window::Recorded::default();
+        let fleet = recorded.add_fleet(&[
+            s("strata_fleet:nodes:count", 1000.0),
+            s("strata_fleet:devices:count", 8000.0),
+            s("strata_fleet:ranked_devices:count", 8000.0),
+            s("strata_fleet:jobs:count", 7937.0),
+        ]);
+        assert_eq!(
+            fleet,
+            Some(window::Fleetwide {
+                nodes: Some(1000),
+                devices: Some(8000),
+                jobs: Some(7937),
+            })
+        );
+        // The used share has no count: Prometheus has not that rule, and it is asked.
+        assert_eq!(recorded.0, ["seen", "count", "urgency", "top"]);
+        assert_eq!(recorded.of("used"), window::used());
+        assert_eq!(recorded.of("urgency"), "strata_device:fleet_urgency:score");
+        // None of them: an older rule file, or none loaded.
+        let mut none = window::Recorded::default();
+        assert_eq!(none.add_fleet(&[s("up", 1.0)]), None);
+        assert!(none.0.is_empty());
+        // The query asks the five by name.
+        let q = window::fleet();
+        for (name, _) in window::FLEET_RULES {
+            assert!(q.contains(name), "{q}");
         }
     }
 }

@@ -90,8 +90,97 @@ pub fn recorded_now(devices_of: Option<&str>) -> String {
 }
 
 /// How many jobs the recorded spread holds (one `nodes` series a job): none where the rule
-/// is not loaded. What a refresh asks to know whether to read the jobs from it.
+/// is not loaded. What a refresh asks to know whether to read the jobs from it, where
+/// Prometheus has no [`FLEET_RULES`].
 pub const JOBS_RECORDED: &str = "count(strata_job:figures:spread{stat=\"nodes\"})";
+
+/// The fleet-wide rules of `assets/prometheus/strata-fleet-rules.yml`, a series each, and the
+/// rule whose series each counts (what it answers: `seen`, `count`, `urgency`, `used`, or
+/// `jobs` for the spread). They are evaluated after the rules they count, at the same
+/// instant: one query of them ([`FLEET`]) tells which rules Prometheus has (a rule with no
+/// series has no count) and the totals a windowed read shows, where asking the rules
+/// themselves reads a series a node, device or job.
+pub const FLEET_RULES: [(&str, &str); 5] = [
+    ("strata_fleet:nodes:count", "seen"),
+    ("strata_fleet:devices:count", "count"),
+    ("strata_fleet:ranked_devices:count", "urgency"),
+    ("strata_fleet:used_devices:count", "used"),
+    ("strata_fleet:jobs:count", "jobs"),
+];
+
+/// How many devices and jobs each recorded top holds ([`TOP_RULES`]): a window of up to
+/// this many rows, unfiltered and in the order's own direction, reads its rows from them.
+pub const TOP_RECORDED: usize = 1000;
+
+/// The recorded tops of `assets/prometheus/strata-fleet-rules.yml`, in the file with
+/// [`FLEET_RULES`]: the most urgent devices, the fullest, the largest jobs, each by what the
+/// rule it picks from answers (`urgency`, `used`, `jobs`). A window's `topk` of one reads
+/// [`TOP_RECORDED`] series, where the `topk` of the rule itself reads one a device or job.
+pub const TOP_RULES: [(&str, &str); 3] = [
+    ("strata_device:fleet_urgency:topk", "urgency"),
+    ("strata_device:used:topk", "used"),
+    ("strata_job:processes:topk", "jobs"),
+];
+
+/// The expression a rule of [`TOP_RULES`] records.
+pub fn top_expr(what: &str) -> String {
+    let of = match what {
+        "urgency" => "strata_device:fleet_urgency:score".to_string(),
+        "used" => "strata_device:used:ratio".to_string(),
+        _ => job_sizes(""),
+    };
+    format!("topk({TOP_RECORDED}, {of})")
+}
+
+/// The recorded top of `what` for this window: where Prometheus has the tops and the
+/// window takes no more rows than they hold, unfiltered, from the top.
+fn recorded_top(window: &Window, recorded: &Recorded, what: &str) -> Option<&'static str> {
+    let fits = window.rows.is_some_and(|r| r <= TOP_RECORDED)
+        && window.filter.is_empty()
+        && !window.reversed;
+    let has = recorded.0.contains(&"top") && (what == "jobs" || recorded.0.contains(&what));
+    (fits && has)
+        .then(|| TOP_RULES.iter().find(|(_, w)| *w == what).map(|(n, _)| *n))
+        .flatten()
+}
+
+/// The query of [`FLEET_RULES`]: their series, by name.
+pub fn fleet() -> String {
+    let names: Vec<&str> = FLEET_RULES.iter().map(|(name, _)| *name).collect();
+    format!("{{__name__=~\"{}\"}}", names.join("|"))
+}
+
+/// The expression a rule of [`FLEET_RULES`] records, from the rule it counts: the nodes
+/// seen in the hour, the devices of every node, the devices ranked and with a used share,
+/// the jobs of the spread.
+pub fn fleet_expr(what: &str) -> String {
+    match what {
+        "seen" => "count(group by (instance) (strata_node:info:seen_1h))".into(),
+        "count" => "sum(strata_node:devices:count)".into(),
+        "urgency" => "count(strata_device:fleet_urgency:score)".into(),
+        "used" => "count(strata_device:used:ratio)".into(),
+        _ => JOBS_RECORDED.into(),
+    }
+}
+
+/// What an answer of [`fleet`] says: the totals, each where its rule has series.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fleetwide {
+    /// The nodes seen in the hour, as of the rules' evaluation.
+    pub nodes: Option<u64>,
+    /// The devices of every node, as of the rules' evaluation.
+    pub devices: Option<u64>,
+    /// The jobs of the recorded spread.
+    pub jobs: Option<u64>,
+}
+
+/// The nodes of these that the recorded `strata_node:info:seen_1h` holds, by name.
+pub fn seen_of(instances: &[String]) -> String {
+    format!(
+        "group by (instance) (strata_node:info:seen_1h{{instance=~{}}})",
+        promql_string(&one_of(instances))
+    )
+}
 
 /// The rules Prometheus has, by what each answers (`seen`, `count`, `urgency`, `used`).
 #[derive(Debug, Clone, Default)]
@@ -112,6 +201,36 @@ impl Recorded {
 }
 
 impl Recorded {
+    /// Adds the rules an answer of [`fleet`] counts, and says its totals: `None` where
+    /// Prometheus has none of [`FLEET_RULES`] (their file is older, or not loaded).
+    pub fn add_fleet(&mut self, answer: &[Series]) -> Option<Fleetwide> {
+        let mut out = None;
+        for s in answer {
+            let Some((_, what)) = FLEET_RULES
+                .iter()
+                .find(|(name, _)| s.labels.get("__name__").is_some_and(|n| n == name))
+            else {
+                continue;
+            };
+            let total = (s.value.is_finite() && s.value >= 0.0).then_some(s.value as u64);
+            let fleet: &mut Fleetwide = out.get_or_insert_with(Fleetwide::default);
+            match *what {
+                "seen" => fleet.nodes = total,
+                "count" => fleet.devices = total,
+                "jobs" => fleet.jobs = total,
+                _ => {}
+            }
+            if *what != "jobs" && !self.0.contains(what) {
+                self.0.push(what);
+            }
+        }
+        // The tops came in the file with them: they pick from the rules counted.
+        if out.is_some() && !self.0.contains(&"top") {
+            self.0.push("top");
+        }
+        out
+    }
+
     /// The recorded metric where Prometheus has it, else the expression it records.
     pub fn of(&self, what: &str) -> String {
         match NODE_RULES.iter().find(|(_, w)| *w == what) {
@@ -233,9 +352,13 @@ pub fn pick(window: &Window, nodes: &[String], recorded: &Recorded) -> Pick {
         None => format!("{k}({rows}, {score})"),
         Some(m) => format!("{k}({rows}, {score} and on(instance, uuid) ({m}))"),
     };
+    let score = |what: &str| match recorded_top(window, recorded, what) {
+        Some(top) => top.to_string(),
+        None => recorded.of(what),
+    };
     match window.sort {
-        Sort::Urgency => Pick::Devices(among(recorded.of("urgency"))),
-        Sort::Used => Pick::Devices(among(recorded.of("used"))),
+        Sort::Urgency => Pick::Devices(among(score("urgency"))),
+        Sort::Used => Pick::Devices(among(score("used"))),
         Sort::Node => match matching {
             None => Pick::Nodes(nodes.to_vec()),
             Some(m) => Pick::Devices(format!(
@@ -539,12 +662,15 @@ fn climbing_jobs() -> String {
 
 /// The jobs to read (`rows`: the largest that match, the smallest reversed) and every job
 /// with a climbing rank: one series a job, labelled as its kind names it. `None`: every job.
-pub fn job_pick(window: &Window) -> Option<String> {
+pub fn job_pick(window: &Window, recorded: &Recorded) -> Option<String> {
     let rows = window.rows?;
     let k = if window.reversed { "bottomk" } else { "topk" };
+    let sizes = match recorded_top(window, recorded, "jobs") {
+        Some(top) => top.to_string(),
+        None => job_sizes(&window.filter),
+    };
     Some(format!(
-        "{k}({rows}, {}) or on({JOB_LABELS}) ({})",
-        job_sizes(&window.filter),
+        "{k}({rows}, {sizes}) or on({JOB_LABELS}) ({})",
         climbing_jobs()
     ))
 }
@@ -836,9 +962,19 @@ mod tests {
 
     #[test]
     fn the_jobs_read_are_the_largest_and_every_climbing_one() {
-        let q = job_pick(&window(Some(30), Sort::Urgency, false, "")).unwrap();
+        let q = job_pick(
+            &window(Some(30), Sort::Urgency, false, ""),
+            &Recorded::default(),
+        )
+        .unwrap();
         assert!(q.starts_with("topk(30, sum by (slurm_job, run, namespace, pod) (strata_job:figures:spread{stat=\"processes\"})) or on(slurm_job, run, namespace, pod) (group by (slurm_job) (strata_job:live_climb_bytes_per_second:max{slurm_job!=\"\"}) or group by (run) ("), "{q}");
-        assert_eq!(job_pick(&window(None, Sort::Urgency, false, "")), None);
+        assert_eq!(
+            job_pick(
+                &window(None, Sort::Urgency, false, ""),
+                &Recorded::default()
+            ),
+            None
+        );
         assert_eq!(jobs(None), "strata_job:figures:spread");
         let picked = [
             Series::of("", &[("slurm_job", "9001")], 1.0),
@@ -858,6 +994,63 @@ mod tests {
             jobs(Some(&[])),
             "strata_job:figures:spread{slurm_job=~\"$^\"}"
         );
+    }
+
+    #[test]
+    fn a_window_within_the_recorded_tops_reads_them() {
+        let mut recorded = Recorded::default();
+        let named = |name: &str| Series::of(name, &[("__name__", name)], 1.0);
+        recorded.add_fleet(&[
+            named("strata_fleet:nodes:count"),
+            named("strata_fleet:ranked_devices:count"),
+            named("strata_fleet:jobs:count"),
+        ]);
+        let devices = |w: &Window| match pick(w, &[], &recorded) {
+            Pick::Devices(q) => q,
+            other => panic!("{other:?}"),
+        };
+        let w = |rows, sort, reversed, filter| window(Some(rows), sort, reversed, filter);
+        assert_eq!(
+            devices(&w(200, Sort::Urgency, false, "")),
+            "topk(200, strata_device:fleet_urgency:topk)"
+        );
+        assert_eq!(
+            devices(&w(TOP_RECORDED, Sort::Urgency, false, "")),
+            format!("topk({TOP_RECORDED}, strata_device:fleet_urgency:topk)")
+        );
+        // Past the top, reversed, or filtered: from the rule itself.
+        assert_eq!(
+            devices(&w(TOP_RECORDED + 1, Sort::Urgency, false, "")),
+            format!(
+                "topk({}, strata_device:fleet_urgency:score)",
+                TOP_RECORDED + 1
+            )
+        );
+        assert_eq!(
+            devices(&w(200, Sort::Urgency, true, "")),
+            "bottomk(200, strata_device:fleet_urgency:score)"
+        );
+        assert!(devices(&w(200, Sort::Urgency, false, "gpu"))
+            .starts_with("topk(200, strata_device:fleet_urgency:score and on(instance, uuid) ("));
+        // The used share's rule has no count here: its expression, never its top.
+        assert_eq!(
+            devices(&w(200, Sort::Used, false, "")),
+            format!("topk(200, {})", used())
+        );
+        let jobs = job_pick(&w(200, Sort::Urgency, false, ""), &recorded).unwrap();
+        assert!(
+            jobs.starts_with("topk(200, strata_job:processes:topk) or on("),
+            "{jobs}"
+        );
+        let jobs = job_pick(&w(200, Sort::Urgency, true, ""), &recorded).unwrap();
+        assert!(jobs.starts_with("bottomk(200, sum by ("), "{jobs}");
+        // No fleet-wide rules (an older file): no tops.
+        let mut older = Recorded::default();
+        older.add(&[named("strata_device:fleet_urgency:score")]);
+        assert!(matches!(
+            pick(&w(200, Sort::Urgency, false, ""), &[], &older),
+            Pick::Devices(q) if q == "topk(200, strata_device:fleet_urgency:score)"
+        ));
     }
 
     #[test]

@@ -369,7 +369,8 @@ fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
 /// A node that came after the rules' last evaluation: the node and device rules know it not
 /// yet (the rule file here leaves its instance out of them, as an evaluation made before it
 /// came would), but its devices are there now. A windowed read must not list it as a node
-/// with no devices (a row that says NVML found none), and counts it and its devices.
+/// with no devices (a row that says NVML found none), and counts it and its devices: from
+/// the fleet-wide rules, and from a rule file older than them (the rules asked themselves).
 #[test]
 fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
     let servers: Vec<Server> = (1..3).map(Server::demo).collect();
@@ -378,76 +379,96 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
     let scratch = common::Scratch::new("fleet-rules-behind");
     let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("assets/prometheus/strata-fleet-rules.yml");
-    let mut file: serde_norway::Value =
-        serde_norway::from_str(&std::fs::read_to_string(rules).expect("the rule file"))
-            .expect("YAML");
+    let text = std::fs::read_to_string(rules).expect("the rule file");
     let late = &addrs[1];
-    let mut behind = 0;
-    for rule in file["groups"][0]["rules"]
-        .as_sequence_mut()
-        .expect("the rules")
-    {
-        let record = rule["record"].as_str().unwrap_or_default();
-        if record.starts_with("strata_node:") || record.starts_with("strata_device:") {
-            let expr = rule["expr"].as_str().expect("an expression");
-            rule["expr"] = format!("({expr}) unless on(instance) up{{instance=\"{late}\"}}").into();
-            behind += 1;
+    for fleet_wide in [true, false] {
+        let mut file: serde_norway::Value = serde_norway::from_str(&text).expect("YAML");
+        let group = file["groups"][0]["rules"]
+            .as_sequence_mut()
+            .expect("the rules");
+        let mut behind = 0;
+        for rule in group.iter_mut() {
+            let record = rule["record"].as_str().unwrap_or_default();
+            if strata::fleet::window::NODE_RULES
+                .iter()
+                .any(|(name, _)| *name == record)
+            {
+                let expr = rule["expr"].as_str().expect("an expression");
+                rule["expr"] =
+                    format!("({expr}) unless on(instance) up{{instance=\"{late}\"}}").into();
+                behind += 1;
+            }
         }
+        assert_eq!(behind, 4, "the node and device rules");
+        let before = group.len();
+        if !fleet_wide {
+            group.retain(|r| {
+                !r["record"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("strata_fleet:") || r.ends_with(":topk"))
+            });
+            assert_eq!(before - group.len(), 8, "the fleet-wide rules and the tops");
+        }
+        let behind_file = scratch.path(&format!("rules-behind-{fleet_wide}.yml"));
+        std::fs::write(
+            &behind_file,
+            serde_norway::to_string(&file).expect("the YAML"),
+        )
+        .expect("the rule file");
+        let prometheus = start_prometheus_scraping(&targets, &[behind_file.as_path()]);
+        prometheus.wait_ready(PATIENCE);
+        let url = format!("http://{}", prometheus.addr);
+        let read = || -> Value {
+            let out = common::strata_output(&[
+                "fleet",
+                "--json",
+                "--scrape-interval",
+                "1",
+                "--timeout",
+                "10",
+                "--prometheus",
+                &url,
+                "--rows",
+                "50",
+            ]);
+            serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+        };
+        // Once both targets are scraped and the rules have evaluated (the jobs recorded, the
+        // first node's devices ranked and read).
+        let start = Instant::now();
+        let f = loop {
+            let f = read();
+            let ready = f["part"]["jobs"].is_u64()
+                && f["part"]["devices_read"] == 7
+                && f["jobs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|j| j["key"] == "slurm 81234" && j["nodes"] == 2);
+            if ready {
+                break f;
+            }
+            assert!(start.elapsed() < PATIENCE, "the rules evaluated: {f}");
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        let how = if fleet_wide {
+            "the fleet-wide rules"
+        } else {
+            "an older rule file"
+        };
+        assert_eq!(f["problems"], serde_json::json!([]), "{how}: {f}");
+        assert!(
+            node(&f, late).is_none(),
+            "{how}: a node whose devices no rule ranks yet is not a row: {}",
+            f["nodes"]
+        );
+        let first = node(&f, &addrs[0]).expect("the node of the rows read");
+        assert_eq!(first["devices"].as_array().map(Vec::len), Some(7), "{how}");
+        assert_eq!(f["part"]["nodes"], 2, "{how}: {}", f["part"]);
+        assert_eq!(f["part"]["devices"], 14, "{how}: {}", f["part"]);
+        assert_eq!(f["part"]["jobs"], 4, "{how}: {}", f["part"]);
     }
-    assert_eq!(behind, 4, "the node and device rules");
-    let behind_file = scratch.path("rules-behind.yml");
-    std::fs::write(
-        &behind_file,
-        serde_norway::to_string(&file).expect("the YAML"),
-    )
-    .expect("the rule file");
-    let prometheus = start_prometheus_scraping(&targets, &[behind_file.as_path()]);
-    prometheus.wait_ready(PATIENCE);
-    let url = format!("http://{}", prometheus.addr);
-    let read = || -> Value {
-        let out = common::strata_output(&[
-            "fleet",
-            "--json",
-            "--scrape-interval",
-            "1",
-            "--timeout",
-            "10",
-            "--prometheus",
-            &url,
-            "--rows",
-            "50",
-        ]);
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
-    // Once both targets are scraped and the rules have evaluated (the jobs recorded, the
-    // first node's devices ranked and read).
-    let start = Instant::now();
-    let f = loop {
-        let f = read();
-        let ready = f["part"]["jobs"].is_u64()
-            && f["part"]["devices_read"] == 7
-            && f["jobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|j| j["key"] == "slurm 81234" && j["nodes"] == 2);
-        if ready {
-            break f;
-        }
-        assert!(start.elapsed() < PATIENCE, "the rules evaluated: {f}");
-        std::thread::sleep(Duration::from_millis(250));
-    };
-    assert_eq!(f["problems"], serde_json::json!([]), "{f}");
-    assert!(
-        node(&f, late).is_none(),
-        "a node whose devices no rule ranks yet is not a row: {}",
-        f["nodes"]
-    );
-    let first = node(&f, &addrs[0]).expect("the node of the rows read");
-    assert_eq!(first["devices"].as_array().map(Vec::len), Some(7));
-    assert_eq!(f["part"]["nodes"], 2, "{}", f["part"]);
-    assert_eq!(f["part"]["devices"], 14, "{}", f["part"]);
     drop(servers);
 }
 
