@@ -513,6 +513,10 @@ def bench(n, args, work):
                 'count(count by (instance) (strata_device:used:ratio{instance=~"127\\\\.0\\\\.0\\\\.1:.*"})) >= 2'
             )
             wait_for("the rules' first evaluation", lambda: get_json(f"{base}/api/v1/query?query={q}")["data"]["result"], within=600)
+            # And that evaluation ended (the rules after those, the fleet-wide ones among
+            # them, are written in their turn): the first read, whose queries are counted,
+            # finds every rule.
+            wait_for("the rules' first evaluation to end", lambda: rules_quiet_for(base) > 0, within=600)
         for binary, extra in [(b, e) for b in args.strata for e in (args.read or [""])]:
             cmd = [binary, "fleet", "--prometheus", base, "--json", "--scrape-interval", "300", "--timeout", str(args.timeout)] + extra.split()
             stats = Stats()
