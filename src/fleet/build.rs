@@ -85,6 +85,24 @@ pub fn build(targets: &[Target], series: &[Series], scrape_interval: f64) -> Bui
     Built { nodes, jobs }
 }
 
+/// The jobs of the processes in `series` on the nodes `up`, joined as a whole read joins
+/// them (a process of any other node is left out); a climbing rank is named by its node's
+/// address. What a windowed read joins itself of a job with a process on a stale node.
+pub fn jobs_on(series: &[Series], up: &BTreeSet<String>) -> Vec<Job> {
+    let mut by_instance: BTreeMap<&str, Vec<&Series>> = BTreeMap::new();
+    for s in series {
+        let instance = label(s, "instance");
+        if up.contains(instance) {
+            by_instance.entry(instance).or_default().push(s);
+        }
+    }
+    let processes: Vec<Process> = by_instance
+        .into_iter()
+        .flat_map(|(instance, own)| processes(instance, &own))
+        .collect();
+    jobs(&processes, &BTreeMap::new())
+}
+
 /// A process of a node, as its series give it.
 struct Process {
     instance: String,
@@ -694,6 +712,65 @@ mod tests {
         // Live 50 on each; the third rank's cached is unknown, so its pool is.
         assert_eq!(reserved.known, 2);
         assert_eq!((reserved.least, reserved.most), (90.0, 100.0));
+    }
+
+    /// The jobs a windowed read joins itself (a process on a stale node): those of the nodes
+    /// up only, as `build` joins them where that node is stale; a climbing rank named by its
+    /// node's address (the read names it after).
+    #[test]
+    fn the_jobs_joined_of_some_nodes_leave_the_others_out() {
+        let mut all = Vec::new();
+        for (n, climb) in [(0, None), (1, Some(2e6)), (2, Some(9e6))] {
+            let instance = format!("10.0.0.{n}:9842");
+            all.extend(node_series(
+                &instance,
+                &format!("node-{n}"),
+                &n.to_string(),
+                climb,
+            ));
+        }
+        let nodes_up: BTreeSet<String> =
+            ["10.0.0.0:9842", "10.0.0.1:9842"].map(String::from).into();
+        let jobs = jobs_on(&all, &nodes_up);
+        assert_eq!(jobs.len(), 1);
+        let job = &jobs[0];
+        assert_eq!(
+            (job.key.as_str(), job.processes, job.nodes),
+            ("slurm 7", 2, 2)
+        );
+        let ranks: Vec<(&str, Option<&str>)> = job
+            .climbing
+            .iter()
+            .map(|r| (r.node.as_str(), r.rank.as_deref()))
+            .collect();
+        assert_eq!(ranks, [("10.0.0.1:9842", Some("1"))]);
+        // The same as build's join with the third node stale.
+        let mut targets: Vec<Target> = ["10.0.0.0:9842", "10.0.0.1:9842"]
+            .into_iter()
+            .map(up)
+            .collect();
+        targets.push(up("10.0.0.2:9842"));
+        let stale: Vec<Series> = all
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                if s.name == "strata_sample_age_seconds" && label(&s, "instance") == "10.0.0.2:9842"
+                {
+                    s.value = 1e4;
+                }
+                s
+            })
+            .collect();
+        let built = build(&targets, &stale, 15.0);
+        assert_eq!(built.nodes[2].state, NodeState::Stale);
+        assert_eq!(
+            (
+                built.jobs[0].processes,
+                built.jobs[0].nodes,
+                &built.jobs[0].spread
+            ),
+            (job.processes, job.nodes, &job.spread)
+        );
     }
 
     /// Figures from Prometheus are whatever a target exported: two layers near u64's top

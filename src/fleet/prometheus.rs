@@ -246,6 +246,82 @@ pub fn jobs_of(spread: &[Series], climbing: &[Series]) -> Vec<Job> {
     jobs.into_values().filter(|j| j.processes > 0).collect()
 }
 
+/// The jobs of `picked` (a windowed read's) with a process on a `stale` node, joined by the
+/// client from their processes' series on the nodes up, as a whole read joins every job: a
+/// stale node's figures are not current, and the recorded spread cannot leave them out.
+/// Their keys, and the jobs joined (none for a job whose every process is on a node not
+/// up). `None` where no job read has such a process, or where it could not be told: the
+/// read's problems then say which query failed, and the recorded spread is read unchanged.
+fn rejoin(
+    client: &Client,
+    base: &str,
+    time: f64,
+    picked: &[Series],
+    stale: &[String],
+    not_up: &BTreeSet<String>,
+    problems: &mut Vec<String>,
+) -> Option<(BTreeSet<String>, Vec<Job>)> {
+    let key_of = |s: &Series| job_key_of(|k| s.labels.get(k).map_or("", String::as_str));
+    let on_stale = query(
+        client,
+        base,
+        "jobs on stale nodes",
+        &window::jobs_on_nodes(stale),
+        time,
+        problems,
+    )
+    .map_err(|why| problems.push(why))
+    .ok()?;
+    let keys: BTreeSet<String> = on_stale.iter().filter_map(key_of).collect();
+    let affected: Vec<Series> = picked
+        .iter()
+        .filter(|s| key_of(s).is_some_and(|k| keys.contains(&k)))
+        .cloned()
+        .collect();
+    if affected.is_empty() {
+        return None;
+    }
+    let mut series = query(
+        client,
+        base,
+        "their processes",
+        &window::processes_of_jobs(&affected),
+        time,
+        problems,
+    )
+    .map_err(|why| problems.push(why))
+    .ok()?;
+    let up: BTreeSet<String> = series
+        .iter()
+        .filter_map(|s| s.labels.get("instance"))
+        .filter(|i| !not_up.contains(*i))
+        .cloned()
+        .collect();
+    if !up.is_empty() {
+        let nodes: Vec<String> = up.iter().cloned().collect();
+        match query(
+            client,
+            base,
+            "their climbs",
+            &window::live_climbs_on(&nodes),
+            time,
+            problems,
+        ) {
+            Ok(climbs) => series.extend(climbs.into_iter().map(|mut s| {
+                s.name = "strata_climb_rate_bytes_per_second".into();
+                s
+            })),
+            Err(why) => {
+                problems.push(why);
+                return None;
+            }
+        }
+    }
+    let joined = super::build::jobs_on(&series, &up);
+    let keys = affected.iter().filter_map(key_of).collect();
+    Some((keys, joined))
+}
+
 /// The value of a `count(...)` or `sum(...)` answer, one series: `None` where it has none
 /// (PromQL's count of nothing is no series, not 0).
 fn count_of(answer: &[Series]) -> Option<u64> {
@@ -301,27 +377,14 @@ pub(super) fn vector(data: &Value) -> Vec<Series> {
 }
 
 /// Reads the fleet at `time`, the rows `window` asks for: its targets, their series, and
-/// what went wrong on the way. `Err` when Prometheus could not be asked at all.
+/// what went wrong on the way. `Err` when Prometheus could not be asked at all. A windowed
+/// read with the jobs recorded lists only the nodes it needs.
 pub fn read(
     client: &Client,
     base: &str,
     time: f64,
     scrape_interval: f64,
     window: &Window,
-) -> Result<Read, String> {
-    read_as(client, base, time, scrape_interval, window, true)
-}
-
-/// A read; `may_list` lets a windowed read with the jobs recorded list only the nodes it
-/// needs. Where one of them is stale, the client's own join of the jobs needs every node,
-/// and the read is made again whole.
-fn read_as(
-    client: &Client,
-    base: &str,
-    time: f64,
-    scrape_interval: f64,
-    window: &Window,
-    may_list: bool,
 ) -> Result<Read, String> {
     let fatal = |why: String| format!("Prometheus at {}: {why}", crate::text::clean(base));
     let mut problems = Vec::new();
@@ -380,7 +443,7 @@ fn read_as(
     // A windowed read with the jobs recorded answers the nodes it needs and counts
     // (`window::NodeQueries`); any other read, every node's own series (the client's join
     // of the jobs needs every node's state).
-    let recorded_jobs = if may_list && window.rows.is_some() {
+    let recorded_jobs = if window.rows.is_some() {
         jobs_recorded(&mut problems)
     } else {
         None
@@ -681,21 +744,42 @@ fn read_as(
         })
         .collect::<Vec<Target>>();
     // A node whose figures the fleet will not show (stale) is left out of its jobs by the
-    // client's own join; the rules cannot know it.
+    // client's own join; the rules cannot know it. A windowed read joins the jobs it reads
+    // that have a process on one itself (`rejoin`); a whole read joins every job.
     let built = super::build::build(&targets, &series, scrape_interval);
-    let any_stale = built
+    let stale: Vec<String> = built
         .nodes
         .iter()
-        .any(|n| n.state != NodeState::Up && current.contains(&n.instance));
-    if any_stale && bounded {
-        return read_as(client, base, time, scrape_interval, window, false);
-    }
+        .filter(|n| n.state != NodeState::Up && current.contains(&n.instance))
+        .map(|n| n.instance.clone())
+        .collect();
+    let not_up: BTreeSet<String> = built
+        .nodes
+        .iter()
+        .filter(|n| n.state != NodeState::Up)
+        .map(|n| n.instance.clone())
+        .collect();
+    // The devices counted hold a stale node's, which the fleet does not show.
+    let devices_total = match devices_total {
+        Some(d) if bounded && !stale.is_empty() => {
+            let promql = window::devices_on(&window.filter, &recorded, &stale);
+            match query(client, base, "stale devices", &promql, time, &mut problems) {
+                Ok(v) => Some(d.saturating_sub(count_of(&v).unwrap_or(0))),
+                Err(why) => {
+                    problems.push(why);
+                    None
+                }
+            }
+        }
+        other => other,
+    };
     let mut answers: BTreeMap<&str, Vec<Series>> = BTreeMap::new();
     let mut jobs_total = None;
-    let recorded_jobs = if any_stale {
-        None
-    } else if bounded {
+    let mut rejoined: Option<(BTreeSet<String>, Vec<Job>)> = None;
+    let recorded_jobs = if bounded {
         recorded_jobs
+    } else if !stale.is_empty() {
+        None
     } else {
         jobs_recorded(&mut problems)
     };
@@ -706,7 +790,13 @@ fn read_as(
             None => Some(window::jobs(None)),
             Some(promql) => {
                 match query(client, base, "jobs picked", &promql, time, &mut problems) {
-                    Ok(picked) => Some(window::jobs(Some(&picked))),
+                    Ok(picked) => {
+                        if !stale.is_empty() {
+                            rejoined =
+                                rejoin(client, base, time, &picked, &stale, &not_up, &mut problems);
+                        }
+                        Some(window::jobs(Some(&picked)))
+                    }
                     Err(why) => {
                         problems.push(why);
                         None
@@ -740,12 +830,17 @@ fn read_as(
             }
         }
     }
-    let jobs = answers.get("jobs").map(|spread| {
+    let mut jobs = answers.get("jobs").map(|spread| {
         jobs_of(
             spread,
             answers.get("climbing").map_or(&[][..], Vec::as_slice),
         )
     });
+    // The jobs with a process on a stale node, as the client joins them.
+    if let (Some(jobs), Some((keys, joined))) = (jobs.as_mut(), rejoined) {
+        jobs.retain(|j| !keys.contains(&j.key));
+        jobs.extend(joined);
+    }
     // A climbing rank on a node not listed is named by its node's host all the same.
     let mut names = BTreeMap::new();
     if bounded {

@@ -487,8 +487,8 @@ impl NodeQueries {
     }
 
     /// How many devices match the filter: one series. Those of a node down are gone with
-    /// it; where a node is stale the read is made whole (`prometheus::read`), so this is
-    /// what nodes up hold.
+    /// it; those of a stale node are among them, and the read takes them out
+    /// ([`devices_on`]).
     pub fn devices(&self, filter: &str) -> String {
         if filter.is_empty() {
             return format!("sum({})", self.count);
@@ -522,6 +522,19 @@ pub fn devices_of_nodes(instances: &[String]) -> String {
         "count by (instance) (group by (instance, uuid) ({{__name__=~\"{}\",instance=~{}}}))",
         device_names!(),
         promql_string(&one_of(instances))
+    )
+}
+
+/// How many devices match the filter on these nodes (stale ones, whose devices the count
+/// of those that match holds but the fleet does not show): one series.
+pub fn devices_on(filter: &str, recorded: &Recorded, instances: &[String]) -> String {
+    let list = promql_string(&one_of(instances));
+    if filter.is_empty() && recorded.0.contains(&"count") {
+        return format!("sum({}{{instance=~{list}}})", recorded.of("count"));
+    }
+    format!(
+        "sum(({}) and on(instance) strata_node_info{{instance=~{list}}})",
+        counts(filter, recorded)
     )
 }
 
@@ -679,11 +692,42 @@ pub fn job_pick(window: &Window, recorded: &Recorded) -> Option<String> {
 /// values, the `run` values of jobs with none, and the pods of jobs with neither, a
 /// selector a namespace); of every job where `None`.
 pub fn jobs(picked: Option<&[Series]>) -> String {
-    use std::collections::{BTreeMap, BTreeSet};
     let spread = "strata_job:figures:spread";
-    let Some(picked) = picked else {
-        return spread.to_string();
-    };
+    match picked {
+        None => spread.to_string(),
+        Some(picked) => of_jobs(picked, spread, ""),
+    }
+}
+
+/// The series of the processes of these jobs (as [`jobs`] names them), each used and layer
+/// series: what the client joins itself of a job with a process on a stale node.
+pub fn processes_of_jobs(picked: &[Series]) -> String {
+    of_jobs(
+        picked,
+        "",
+        "__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",pid!=\"other\",",
+    )
+}
+
+/// The jobs with a process on these nodes: one series a job, labelled as the spread is.
+pub fn jobs_on_nodes(instances: &[String]) -> String {
+    format!(
+        "group by ({JOB_LABELS}) (strata_process_used_bytes{{pid!=\"other\",instance=~{}}})",
+        promql_string(&one_of(instances))
+    )
+}
+
+/// The live climbs of processes on these nodes.
+pub fn live_climbs_on(instances: &[String]) -> String {
+    format!(
+        "strata_climb_rate_bytes_per_second{{cause=\"live\",instance=~{}}} > 0",
+        promql_string(&one_of(instances))
+    )
+}
+
+/// `name{extra...}` of the jobs `picked` names, by their key's labels, joined by `or`.
+fn of_jobs(picked: &[Series], name: &str, extra: &str) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
     let mut slurm = BTreeSet::new();
     let mut runs = BTreeSet::new();
     let mut pods: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -706,20 +750,23 @@ pub fn jobs(picked: Option<&[Series]>) -> String {
     let list = |set: BTreeSet<&str>| promql_string(&one_of(&set.into_iter().collect::<Vec<_>>()));
     let mut parts = Vec::new();
     if !slurm.is_empty() {
-        parts.push(format!("{spread}{{slurm_job=~{}}}", list(slurm)));
+        parts.push(format!("{name}{{{extra}slurm_job=~{}}}", list(slurm)));
     }
     if !runs.is_empty() {
-        parts.push(format!("{spread}{{slurm_job=\"\",run=~{}}}", list(runs)));
+        parts.push(format!(
+            "{name}{{{extra}slurm_job=\"\",run=~{}}}",
+            list(runs)
+        ));
     }
     for (namespace, names) in pods {
         parts.push(format!(
-            "{spread}{{slurm_job=\"\",run=\"\",namespace={},pod=~{}}}",
+            "{name}{{{extra}slurm_job=\"\",run=\"\",namespace={},pod=~{}}}",
             promql_string(namespace),
             list(names)
         ));
     }
     if parts.is_empty() {
-        return format!("{spread}{{slurm_job=~\"$^\"}}");
+        return format!("{name}{{{extra}slurm_job=~\"$^\"}}");
     }
     parts.join(" or ")
 }
@@ -994,6 +1041,33 @@ mod tests {
             jobs(Some(&[])),
             "strata_job:figures:spread{slurm_job=~\"$^\"}"
         );
+    }
+
+    #[test]
+    fn the_jobs_on_stale_nodes_are_asked_by_name() {
+        let nodes = ["10.0.0.7:9842".to_string()];
+        assert_eq!(
+            jobs_on_nodes(&nodes),
+            "group by (slurm_job, run, namespace, pod) (strata_process_used_bytes{pid!=\"other\",instance=~\"(?:10\\\\.0\\\\.0\\\\.7:9842)\"})"
+        );
+        let picked = [
+            Series::of("", &[("slurm_job", "9001")], 1.0),
+            Series::of("", &[("namespace", "ml"), ("pod", "w-0")], 1.0),
+        ];
+        assert_eq!(
+            processes_of_jobs(&picked),
+            "{__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",pid!=\"other\",slurm_job=~\"(?:9001)\"} or {__name__=~\"strata_process_used_bytes|strata_process_layer_bytes\",pid!=\"other\",slurm_job=\"\",run=\"\",namespace=\"ml\",pod=~\"(?:w-0)\"}"
+        );
+        assert!(live_climbs_on(&nodes).ends_with("} > 0"));
+        // A stale node's devices: from the recorded count by name, else the count asked.
+        let mut recorded = Recorded::default();
+        assert!(devices_on("", &recorded, &nodes).starts_with("sum((count by (instance) ("));
+        recorded.0.push("count");
+        assert_eq!(
+            devices_on("", &recorded, &nodes),
+            "sum(strata_node:devices:count{instance=~\"(?:10\\\\.0\\\\.0\\\\.7:9842)\"})"
+        );
+        assert!(devices_on("h100", &recorded, &nodes).starts_with("sum((count by (instance) ("));
     }
 
     #[test]

@@ -472,6 +472,111 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
     drop(servers);
 }
 
+/// A windowed read with a stale node among those of the jobs it reads: each such job is
+/// joined by the client from its processes on the nodes up (the stale node's left out, as
+/// a whole read leaves them out), and the read stays windowed: its nodes listed and
+/// counted, its jobs counted (it was made whole before, every process of the fleet read).
+#[test]
+fn a_windowed_read_leaves_a_stale_nodes_ranks_out_of_its_jobs() {
+    let servers: Vec<Server> = (1..3).map(Server::demo).collect();
+    // A made-up node: seed 3's metrics, its sample 10,000 s old (stale at any interval).
+    let stale_text: String = {
+        let third = Server::demo(3);
+        let text = third.metrics_text();
+        drop(third);
+        text.lines()
+            .map(|l| {
+                if l.starts_with("strata_sample_age_seconds") {
+                    let name = l.rsplit_once(' ').map_or(l, |(name, _)| name);
+                    format!("{name} 10000\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect()
+    };
+    assert!(stale_text.contains(" 10000\n"), "{stale_text}");
+    let page = Page::serve(stale_text);
+    let mut addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    addrs.push(page.addr.clone());
+    let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/prometheus/strata-fleet-rules.yml");
+    let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
+    prometheus.wait_ready(PATIENCE);
+    let url = format!("http://{}", prometheus.addr);
+    let read = |args: &[&str]| -> Value {
+        let mut all = vec![
+            "fleet",
+            "--json",
+            "--scrape-interval",
+            "1",
+            "--timeout",
+            "10",
+        ];
+        all.extend(args);
+        let out = common::strata_output(&all);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    // Once the rules have evaluated over the three (the stale node's ranks in the recorded
+    // spread: the rules cannot leave them out).
+    let start = Instant::now();
+    let f = loop {
+        let recorded = common::prometheus::query(
+            &prometheus,
+            "strata_job:figures:spread{slurm_job=\"81234\",stat=\"nodes\"} == 3",
+        );
+        let f = read(&["--prometheus", &url, "--rows", "50"]);
+        if !recorded.is_empty() && node(&f, &page.addr).is_some_and(|n| n["state"] == "stale") {
+            break f;
+        }
+        assert!(start.elapsed() < PATIENCE, "the stale node recorded: {f}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(f["problems"], serde_json::json!([]), "{f}");
+    assert_eq!(f["part"]["nodes"], 3, "listed, not whole: {}", f["part"]);
+    assert_eq!(
+        f["part"]["jobs"], 4,
+        "counted from the rules: {}",
+        f["part"]
+    );
+    assert_eq!(
+        f["part"]["devices"], 14,
+        "the stale node's 7 not counted: {}",
+        f["part"]
+    );
+    let jobs = |f: &Value| -> Vec<(String, u64, u64)> {
+        let mut out: Vec<(String, u64, u64)> = f["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .map(|j| {
+                (
+                    j["key"].as_str().expect("key").to_string(),
+                    j["processes"].as_u64().expect("processes"),
+                    j["nodes"].as_u64().expect("nodes"),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let windowed = jobs(&f);
+    assert!(
+        windowed.contains(&("slurm 81234".to_string(), 4, 2)),
+        "the stale node's two ranks left out: {windowed:?}"
+    );
+    // As the client joins them from the endpoints themselves.
+    let by_client = read(&["--endpoints", &addrs.join(","), "--rows", "50"]);
+    assert!(
+        node(&by_client, &page.addr).is_some_and(|n| n["state"] == "stale"),
+        "{by_client}"
+    );
+    assert_eq!(windowed, jobs(&by_client));
+    drop(servers);
+}
+
 #[test]
 fn no_prometheus_or_not_prometheus_is_one_line() {
     let nothing = format!("http://127.0.0.1:{}", free_port());
