@@ -12,7 +12,11 @@ Prometheus on it (scraping two live `strata serve --demo` targets as well) and m
   that an evaluation (many seconds of a core at 1000 nodes) is not counted as a read's;
 - what one refresh makes Prometheus touch: every query the fleet sends goes once through a
   proxy that adds `stats=all`, and the proxy sums `totalQueryableSamples`, `peakSamples`
-  and the series of each answer.
+  and the series of each answer;
+- with --first-frame RUNS, the screen's first frame: `strata fleet --prometheus URL` under
+  tmux at 120x40, the seconds from its start to the first frame whose header names the
+  nodes read (the pane polled every 20 ms), each run whenever it comes, rule evaluations
+  or not, as a user opens the screen.
 
 A job of 512 ranks (`slurm_job="9001"`, 8 a node on the first 64 nodes) has one rank whose
 live layer climbs (its node exports the climb); every other process belongs to a job of 8
@@ -123,8 +127,9 @@ def spread(n, g):
     return (n * GPUS + g) * 919 % 1000 * MIB
 
 
-def write_openmetrics(path, nodes, end, history):
-    """The fleet's series, one sample every STEP seconds, the last at `end`."""
+def write_openmetrics(path, nodes, end, history, stale=0):
+    """The fleet's series, one sample every STEP seconds, the last at `end`; the first
+    `stale` nodes' samples 10,000 s old (the fleet shows them stale)."""
     full = [end - HOUR + STEP * (i + 1) for i in range(HOUR // STEP)]
     tail = [t for t in full if t > end - history]
     leak_start = end - HOUR
@@ -162,7 +167,7 @@ def write_openmetrics(path, nodes, end, history):
             samples("strata_sample_interval_seconds", base(n), 1.0, tail)
         family("strata_sample_age_seconds")
         for n in range(nodes):
-            samples("strata_sample_age_seconds", base(n), 0.5, tail)
+            samples("strata_sample_age_seconds", base(n), 10000 if n < stale else 0.5, tail)
         name = "NVIDIA H100 80GB HBM3"
         family("strata_gpu_memory_total_bytes")
         for n in range(nodes):
@@ -457,12 +462,36 @@ def comparable(fleet):
     return fleet
 
 
+def first_frames(cmd, runs):
+    """Seconds from the start of `cmd` under tmux (120x40) to the first frame whose header
+    names the nodes read, for each of `runs` runs."""
+    out = []
+    for i in range(runs):
+        sock = f"strata-first-frame-{os.getpid()}-{i}"
+        tmux = ["tmux", "-L", sock]
+        start = time.monotonic()
+        subprocess.run(tmux + ["new-session", "-d", "-x", "120", "-y", "40", " ".join(cmd)], check=True)
+        try:
+            while True:
+                pane = subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True, text=True).stdout
+                header = pane.splitlines()[0] if pane else ""
+                if header.startswith("strata fleet · ") and " nodes: " in header:
+                    out.append(time.monotonic() - start)
+                    break
+                if time.monotonic() - start > 120:
+                    sys.exit(f"fleet_scale: no first frame in 120 s; the pane:\n{pane}")
+                time.sleep(0.02)
+        finally:
+            subprocess.run(tmux + ["kill-server"], capture_output=True)
+    return out
+
+
 def bench(n, args, work):
     data = os.path.join(work, "data")
     om = os.path.join(work, "fleet.om")
     end = int(time.time()) - 60
     t0 = time.monotonic()
-    write_openmetrics(om, n, end, args.history)
+    write_openmetrics(om, n, end, args.history, args.stale)
     size = os.path.getsize(om)
     t1 = time.monotonic()
     subprocess.run(
@@ -561,6 +590,11 @@ def bench(n, args, work):
                     "fleet": comparable(fleet),
                 }
             )
+        for binary in args.strata if args.first_frame else []:
+            cmd = [binary, "fleet", "--prometheus", base, "--scrape-interval", "300", "--timeout", str(args.timeout)]
+            times = first_frames(cmd, args.first_frame)
+            shown = ", ".join(f"{t:.2f}" for t in sorted(times))
+            print(f"# {n} nodes: {binary}: first frame in {statistics.median(times):.2f} s (median of {len(times)}: {shown})", file=sys.stderr)
         if args.rules:
             for g in get_json(f"{base}/api/v1/rules")["data"]["groups"]:
                 print(f"# {n} nodes: rule group {g['name']}: {g.get('evaluationTime', 0):.2f} s an evaluation, every {g.get('interval', 0):.0f} s", file=sys.stderr)
@@ -585,6 +619,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=120, help="the fleet's --timeout a query (its default, 5, is too short for the raw job query at 1000 nodes)")
     ap.add_argument("--read", action="append", help="the fleet's options for one read of each binary, space-separated (e.g. \"--rows 200\"); repeat for more reads; default one read with none")
     ap.add_argument("--by-query", action="store_true", help="also print each query's figures")
+    ap.add_argument("--first-frame", type=int, default=0, metavar="RUNS", help="also time the screen's first frame under tmux, RUNS times a binary")
+    ap.add_argument("--stale", type=int, default=0, help="how many nodes (the first; node-0000 holds ranks of the 512-rank job) have samples 10,000 s old")
     args = ap.parse_args()
     args.strata = args.strata or ["target/debug/strata"]
     for tool in ("promtool", "prometheus", "/usr/bin/time"):
