@@ -1087,10 +1087,14 @@ mod tests {
                 .iter()
                 .position(|l| l.trim() == format!("- record: {record}"))
         };
-        for (record, what) in window::TOP_RULES {
+        for (record, what, bottom) in window::TOP_RULES {
             let at = at_of(record).unwrap_or_else(|| panic!("no rule records {record}"));
             assert_eq!(lines[at + 1].trim(), "expr: |");
-            assert_eq!(lines[at + 2].trim(), window::top_expr(what), "{record}");
+            assert_eq!(
+                lines[at + 2].trim(),
+                window::top_expr(what, bottom),
+                "{record}"
+            );
             let from = match what {
                 "jobs" => RECORDED[0].1,
                 _ => {

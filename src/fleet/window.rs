@@ -109,38 +109,47 @@ pub const FLEET_RULES: [(&str, &str); 5] = [
 ];
 
 /// How many devices and jobs each recorded top holds ([`TOP_RULES`]): a window of up to
-/// this many rows, unfiltered and in the order's own direction, reads its rows from them.
+/// this many rows, unfiltered, reads its rows from them.
 pub const TOP_RECORDED: usize = 1000;
 
-/// The recorded tops of `assets/prometheus/strata-fleet-rules.yml`, in the file with
-/// [`FLEET_RULES`]: the most urgent devices, the fullest, the largest jobs, each by what the
-/// rule it picks from answers (`urgency`, `used`, `jobs`). A window's `topk` of one reads
-/// [`TOP_RECORDED`] series, where the `topk` of the rule itself reads one a device or job.
-pub const TOP_RULES: [(&str, &str); 3] = [
-    ("strata_device:fleet_urgency:topk", "urgency"),
-    ("strata_device:used:topk", "used"),
-    ("strata_job:processes:topk", "jobs"),
+/// The recorded tops and bottoms of `assets/prometheus/strata-fleet-rules.yml`, in the file
+/// with [`FLEET_RULES`]: the most and least urgent devices, the fullest and emptiest, the
+/// largest and smallest jobs, each by what the rule it picks from answers (`urgency`,
+/// `used`, `jobs`) and whether it is the bottom (the order reversed, `S`). A window's `topk`
+/// (or `bottomk`) of one reads [`TOP_RECORDED`] series, where that of the rule itself reads
+/// one a device or job.
+pub const TOP_RULES: [(&str, &str, bool); 6] = [
+    ("strata_device:fleet_urgency:topk", "urgency", false),
+    ("strata_device:used:topk", "used", false),
+    ("strata_job:processes:topk", "jobs", false),
+    ("strata_device:fleet_urgency:bottomk", "urgency", true),
+    ("strata_device:used:bottomk", "used", true),
+    ("strata_job:processes:bottomk", "jobs", true),
 ];
 
 /// The expression a rule of [`TOP_RULES`] records.
-pub fn top_expr(what: &str) -> String {
+pub fn top_expr(what: &str, bottom: bool) -> String {
     let of = match what {
         "urgency" => "strata_device:fleet_urgency:score".to_string(),
         "used" => "strata_device:used:ratio".to_string(),
         _ => job_sizes(""),
     };
-    format!("topk({TOP_RECORDED}, {of})")
+    let k = if bottom { "bottomk" } else { "topk" };
+    format!("{k}({TOP_RECORDED}, {of})")
 }
 
-/// The recorded top of `what` for this window: where Prometheus has the tops and the
-/// window takes no more rows than they hold, unfiltered, from the top.
+/// The recorded top (or bottom, the order reversed) of `what` for this window: where
+/// Prometheus has them and the window takes no more rows than they hold, unfiltered.
 fn recorded_top(window: &Window, recorded: &Recorded, what: &str) -> Option<&'static str> {
-    let fits = window.rows.is_some_and(|r| r <= TOP_RECORDED)
-        && window.filter.is_empty()
-        && !window.reversed;
+    let fits = window.rows.is_some_and(|r| r <= TOP_RECORDED) && window.filter.is_empty();
     let has = recorded.0.contains(&"top") && (what == "jobs" || recorded.0.contains(&what));
     (fits && has)
-        .then(|| TOP_RULES.iter().find(|(_, w)| *w == what).map(|(n, _)| *n))
+        .then(|| {
+            TOP_RULES
+                .iter()
+                .find(|(_, w, bottom)| *w == what && *bottom == window.reversed)
+                .map(|(n, _, _)| *n)
+        })
         .flatten()
 }
 
@@ -1092,7 +1101,7 @@ mod tests {
             devices(&w(TOP_RECORDED, Sort::Urgency, false, "")),
             format!("topk({TOP_RECORDED}, strata_device:fleet_urgency:topk)")
         );
-        // Past the top, reversed, or filtered: from the rule itself.
+        // Past the top, or filtered: from the rule itself; reversed, from the bottom.
         assert_eq!(
             devices(&w(TOP_RECORDED + 1, Sort::Urgency, false, "")),
             format!(
@@ -1102,7 +1111,14 @@ mod tests {
         );
         assert_eq!(
             devices(&w(200, Sort::Urgency, true, "")),
-            "bottomk(200, strata_device:fleet_urgency:score)"
+            "bottomk(200, strata_device:fleet_urgency:bottomk)"
+        );
+        assert_eq!(
+            devices(&w(TOP_RECORDED + 1, Sort::Urgency, true, "")),
+            format!(
+                "bottomk({}, strata_device:fleet_urgency:score)",
+                TOP_RECORDED + 1
+            )
         );
         assert!(devices(&w(200, Sort::Urgency, false, "gpu"))
             .starts_with("topk(200, strata_device:fleet_urgency:score and on(instance, uuid) ("));
@@ -1117,7 +1133,12 @@ mod tests {
             "{jobs}"
         );
         let jobs = job_pick(&w(200, Sort::Urgency, true, ""), &recorded).unwrap();
-        assert!(jobs.starts_with("bottomk(200, sum by ("), "{jobs}");
+        assert!(
+            jobs.starts_with("bottomk(200, strata_job:processes:bottomk) or on("),
+            "{jobs}"
+        );
+        let jobs = job_pick(&w(200, Sort::Urgency, false, "llm"), &recorded).unwrap();
+        assert!(jobs.starts_with("topk(200, sum by ("), "{jobs}");
         // No fleet-wide rules (an older file): no tops.
         let mut older = Recorded::default();
         older.add(&[named("strata_device:fleet_urgency:score")]);

@@ -108,14 +108,15 @@ fn a_backfilled_fleet_of_64_nodes_and_its_leaking_rank() {
     windows(&ruled[0], &ruled[1..], true);
 }
 
-/// The reads of the windowed test, after a whole one: the first 20 rows by each order, and a
-/// filter.
-const WINDOWS: [&str; 5] = [
+/// The reads of the windowed test, after a whole one: the first 20 rows by each order, a
+/// filter, and the emptiest 20.
+const WINDOWS: [&str; 6] = [
     "",
     "--rows 20",
     "--rows 20 --sort used",
     "--rows 20 --sort node",
     "--rows 20 --filter NODE-0003",
+    "--rows 20 --sort used --reversed",
 ];
 
 /// A device of a read, by node and UUID, and its place in the urgency order as the client
@@ -240,6 +241,17 @@ fn windows(whole: &Value, windowed: &[Value], ruled: bool) {
                 let first: Vec<String> = (0..names.len()).map(|n| format!("node-{n:04}")).collect();
                 assert!(!names.is_empty() && names == first, "{read}: {names:?}");
                 assert_eq!(read_now.len(), 8 * names.len(), "{read}: whole nodes");
+            }
+            4 => {
+                // The emptiest: no device left out is emptier than one read.
+                let most_in = inside.iter().map(|d| d.1).max_by(by_used);
+                let least_out = outside.iter().map(|d| d.1).min_by(by_used);
+                if let (Some(i), Some(o)) = (most_in, least_out) {
+                    assert!(
+                        by_used(&i, &o).is_le(),
+                        "{read}: a device left out ({o:?}) is emptier than one read ({i:?})"
+                    );
+                }
             }
             _ => {
                 assert_eq!(part["devices"], 8, "{read}: {part}");

@@ -403,11 +403,17 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
         let before = group.len();
         if !fleet_wide {
             group.retain(|r| {
-                !r["record"]
-                    .as_str()
-                    .is_some_and(|r| r.starts_with("strata_fleet:") || r.ends_with(":topk"))
+                !r["record"].as_str().is_some_and(|r| {
+                    r.starts_with("strata_fleet:")
+                        || r.ends_with(":topk")
+                        || r.ends_with(":bottomk")
+                })
             });
-            assert_eq!(before - group.len(), 8, "the fleet-wide rules and the tops");
+            assert_eq!(
+                before - group.len(),
+                11,
+                "the fleet-wide rules, the tops and the bottoms"
+            );
         }
         let behind_file = scratch.path(&format!("rules-behind-{fleet_wide}.yml"));
         std::fs::write(
