@@ -39,6 +39,28 @@ fn fleet(url: &str) -> (Value, std::process::Output) {
     (json, out)
 }
 
+/// `strata fleet --json ARGS` (a scrape interval of 1 s, 10 s a query), its JSON.
+fn fleet_json(args: &[&str]) -> Value {
+    let mut all = vec![
+        "fleet",
+        "--json",
+        "--scrape-interval",
+        "1",
+        "--timeout",
+        "10",
+    ];
+    all.extend(args);
+    let out = common::strata_output(&all);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// `assets/prometheus/strata-fleet-rules.yml`.
+fn fleet_rules() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/prometheus/strata-fleet-rules.yml")
+}
+
 /// Reads the fleet until `done` holds for it, or panics with the last one read.
 fn fleet_until(url: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
@@ -260,25 +282,11 @@ fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
     let mut servers: Vec<Server> = (1..3).map(Server::demo).collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/prometheus/strata-fleet-rules.yml");
+    let rules = fleet_rules();
     let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
     prometheus.wait_ready(PATIENCE);
     let url = format!("http://{}", prometheus.addr);
-    let read = |args: &[&str]| -> Value {
-        let mut all = vec![
-            "fleet",
-            "--json",
-            "--scrape-interval",
-            "1",
-            "--timeout",
-            "10",
-        ];
-        all.extend(args);
-        let out = common::strata_output(&all);
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
+    let read = fleet_json;
     let keys = |f: &Value| -> Vec<String> {
         let mut keys: Vec<String> = f["jobs"]
             .as_array()
@@ -377,8 +385,7 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let scratch = common::Scratch::new("fleet-rules-behind");
-    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/prometheus/strata-fleet-rules.yml");
+    let rules = fleet_rules();
     let text = std::fs::read_to_string(rules).expect("the rule file");
     let late = &addrs[1];
     for fleet_wide in [true, false] {
@@ -424,22 +431,7 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
         let prometheus = start_prometheus_scraping(&targets, &[behind_file.as_path()]);
         prometheus.wait_ready(PATIENCE);
         let url = format!("http://{}", prometheus.addr);
-        let read = || -> Value {
-            let out = common::strata_output(&[
-                "fleet",
-                "--json",
-                "--scrape-interval",
-                "1",
-                "--timeout",
-                "10",
-                "--prometheus",
-                &url,
-                "--rows",
-                "50",
-            ]);
-            serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-        };
+        let read = || fleet_json(&["--prometheus", &url, "--rows", "50"]);
         // Once both targets are scraped and the rules have evaluated (the jobs recorded, the
         // first node's devices ranked and read).
         let start = Instant::now();
@@ -506,25 +498,11 @@ fn a_windowed_read_leaves_a_stale_nodes_ranks_out_of_its_jobs() {
     let mut addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     addrs.push(page.addr.clone());
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/prometheus/strata-fleet-rules.yml");
+    let rules = fleet_rules();
     let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
     prometheus.wait_ready(PATIENCE);
     let url = format!("http://{}", prometheus.addr);
-    let read = |args: &[&str]| -> Value {
-        let mut all = vec![
-            "fleet",
-            "--json",
-            "--scrape-interval",
-            "1",
-            "--timeout",
-            "10",
-        ];
-        all.extend(args);
-        let out = common::strata_output(&all);
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    };
+    let read = fleet_json;
     // Once the rules have evaluated over the three (the stale node's ranks in the recorded
     // spread: the rules cannot leave them out).
     let start = Instant::now();
