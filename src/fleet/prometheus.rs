@@ -272,15 +272,20 @@ fn rejoin(
     )
     .map_err(|why| problems.push(why))
     .ok()?;
-    let keys: BTreeSet<String> = on_stale.iter().filter_map(key_of).collect();
+    let on_stale: BTreeSet<String> = on_stale.iter().filter_map(key_of).collect();
+    let keys: BTreeSet<String> = picked
+        .iter()
+        .filter_map(key_of)
+        .filter(|k| on_stale.contains(k))
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
     let affected: Vec<Series> = picked
         .iter()
         .filter(|s| key_of(s).is_some_and(|k| keys.contains(&k)))
         .cloned()
         .collect();
-    if affected.is_empty() {
-        return None;
-    }
     let mut series = query(
         client,
         base,
@@ -317,9 +322,75 @@ fn rejoin(
             }
         }
     }
-    let joined = super::build::jobs_on(&series, &up);
-    let keys = affected.iter().filter_map(key_of).collect();
-    Some((keys, joined))
+    Some((keys, super::build::jobs_on(&series, &up)))
+}
+
+/// The nodes up that the recorded count names not, told apart (`told_apart`).
+#[derive(Default)]
+struct Late {
+    /// Those with devices now, and how many: they came after the rules' evaluation (or
+    /// could not be told: then 0, and no row either).
+    with_devices: BTreeMap<String, u64>,
+    /// How many of them the recorded `seen_1h` holds not: they came since.
+    nodes: u64,
+}
+
+/// Asks the nodes up that the recorded count names not (`candidates`) for their devices
+/// now, by name, and, where `ask_seen`, whether the recorded nodes seen in the hour hold
+/// them.
+fn told_apart(
+    client: &Client,
+    base: &str,
+    time: f64,
+    candidates: &[String],
+    ask_seen: bool,
+    problems: &mut Vec<String>,
+) -> Late {
+    let with_devices: BTreeMap<String, u64> = match query(
+        client,
+        base,
+        "devices now",
+        &window::devices_of_nodes(candidates),
+        time,
+        problems,
+    ) {
+        Ok(v) => v
+            .iter()
+            .filter(|s| s.value.is_finite() && s.value >= 1.0)
+            .filter_map(|s| Some((s.labels.get("instance")?.clone(), s.value as u64)))
+            .collect(),
+        Err(why) => {
+            problems.push(why);
+            candidates.iter().map(|i| (i.clone(), 0)).collect()
+        }
+    };
+    let mut nodes = 0;
+    if ask_seen {
+        match query(
+            client,
+            base,
+            "seen",
+            &window::seen_of(candidates),
+            time,
+            problems,
+        ) {
+            Ok(v) => {
+                let seen: BTreeSet<&str> = v
+                    .iter()
+                    .filter_map(|s| s.labels.get("instance").map(String::as_str))
+                    .collect();
+                nodes = candidates
+                    .iter()
+                    .filter(|i| !seen.contains(i.as_str()))
+                    .count() as u64;
+            }
+            Err(why) => problems.push(why),
+        }
+    }
+    Late {
+        with_devices,
+        nodes,
+    }
 }
 
 /// The value of a `count(...)` or `sum(...)` answer, one series: `None` where it has none
@@ -388,9 +459,9 @@ pub fn read(
 ) -> Result<Read, String> {
     let fatal = |why: String| format!("Prometheus at {}: {why}", crate::text::clean(base));
     let mut problems = Vec::new();
-    // Which of the fleet's rules Prometheus has: their answers cost a series a node or
-    // device, where the expressions they record read every device's series.
-    // The fleet-wide rules say which, and the totals, in a series each; where Prometheus has
+    // Which of the fleet's rules Prometheus has (their answers cost a series a node or
+    // device, where the expressions they record read every device's series): the
+    // fleet-wide rules say which, and the totals, in a series each; where Prometheus has
     // none of them (an older rule file), the rules themselves are asked.
     let mut recorded = Recorded::default();
     let fleetwide = match query(client, base, "fleet", &window::fleet(), time, &mut problems) {
@@ -507,57 +578,22 @@ pub fn read(
     // last evaluation too: their devices now tell them apart. One the rules know not yet is
     // no row (its devices are not ranked yet) and its devices are counted; one that cannot
     // be told is no row either (the failed query is a problem of the read).
-    let mut late_devices = 0u64;
-    let mut late_nodes = 0u64;
+    let mut late = Late::default();
     if bounded && recorded.0.contains(&"count") {
         let candidates: Vec<String> = instances(got.get("no devices")).into_iter().collect();
         if !candidates.is_empty() {
-            let with_devices: BTreeMap<String, u64> = match query(
-                client,
-                base,
-                "devices now",
-                &window::devices_of_nodes(&candidates),
-                time,
-                &mut problems,
-            ) {
-                Ok(v) => v
-                    .iter()
-                    .filter(|s| s.value.is_finite() && s.value >= 1.0)
-                    .filter_map(|s| Some((s.labels.get("instance")?.clone(), s.value as u64)))
-                    .collect(),
-                Err(why) => {
-                    problems.push(why);
-                    candidates.iter().map(|i| (i.clone(), 0)).collect()
-                }
-            };
-            late_devices = with_devices.values().sum();
-            // And those the recorded count of the nodes seen holds not: they came since.
-            if fleet_nodes.is_some() {
-                match query(
-                    client,
-                    base,
-                    "seen",
-                    &window::seen_of(&candidates),
-                    time,
-                    &mut problems,
-                ) {
-                    Ok(v) => {
-                        let seen = instances(Some(&v));
-                        late_nodes =
-                            candidates.iter().filter(|i| !seen.contains(*i)).count() as u64;
-                    }
-                    Err(why) => problems.push(why),
-                }
-            }
+            let ask_seen = fleet_nodes.is_some();
+            late = told_apart(client, base, time, &candidates, ask_seen, &mut problems);
             if let Some(none) = got.get_mut("no devices") {
                 none.retain(|s| {
                     s.labels
                         .get("instance")
-                        .is_none_or(|i| !with_devices.contains_key(i))
+                        .is_none_or(|i| !late.with_devices.contains_key(i))
                 });
             }
         }
     }
+    let (late_nodes, late_devices) = (late.nodes, late.with_devices.values().sum::<u64>());
     let mut series = got.remove("series").unwrap_or_default();
     let current_of = |series: &[Series]| -> BTreeSet<String> {
         series
@@ -999,6 +1035,13 @@ mod tests {
         );
     }
 
+    /// The line of `lines` (a rule file's) that starts the rule recording `record`.
+    fn rule_at(lines: &[&str], record: &str) -> Option<usize> {
+        lines
+            .iter()
+            .position(|l| l.trim() == format!("- record: {record}"))
+    }
+
     #[test]
     fn the_recording_rules_record_the_raw_job_queries() {
         let text = include_str!("../../assets/prometheus/strata-fleet-rules.yml");
@@ -1036,12 +1079,9 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         // And those of every node and device that a refresh asks (window::NODE_RULES).
         for (record, what) in window::NODE_RULES {
-            let at = lines
-                .iter()
-                .position(|l| l.trim() == format!("- record: {record}"))
-                .unwrap_or_else(|| {
-                    panic!("no rule records {record}: {}", window::recorded_expr(what))
-                });
+            let at = rule_at(&lines, record).unwrap_or_else(|| {
+                panic!("no rule records {record}: {}", window::recorded_expr(what))
+            });
             assert_eq!(lines[at + 1].trim(), "expr: |");
             assert_eq!(
                 lines[at + 2].trim(),
@@ -1051,28 +1091,15 @@ mod tests {
         }
         // And the fleet-wide ones, each after the rule it counts (a group's rules are
         // evaluated in order: each sees those before it at the same instant).
-        let at_of = |record: &str| {
-            lines
-                .iter()
-                .position(|l| l.trim() == format!("- record: {record}"))
-        };
+        assert_eq!(window::rule_of("jobs"), RECORDED[0].1);
         for (record, what) in window::FLEET_RULES {
-            let at = at_of(record).unwrap_or_else(|| panic!("no rule records {record}"));
+            let at = rule_at(&lines, record).unwrap_or_else(|| panic!("no rule records {record}"));
             assert_eq!(lines[at + 1].trim(), "expr: |");
             assert_eq!(lines[at + 2].trim(), window::fleet_expr(what), "{record}");
-            let counted = match what {
-                "jobs" => RECORDED[0].1,
-                _ => {
-                    window::NODE_RULES
-                        .iter()
-                        .find(|(_, w)| *w == what)
-                        .expect("a node rule")
-                        .0
-                }
-            };
+            let counted = window::rule_of(what);
             assert!(lines[at + 2].contains(counted), "{record} counts {counted}");
             assert!(
-                at_of(counted).is_some_and(|c| c < at),
+                rule_at(&lines, counted).is_some_and(|c| c < at),
                 "{record} is evaluated after {counted}"
             );
         }
@@ -1082,31 +1109,18 @@ mod tests {
     fn the_recorded_tops_pick_from_the_rules_before_them() {
         let text = include_str!("../../assets/prometheus/strata-fleet-rules.yml");
         let lines: Vec<&str> = text.lines().collect();
-        let at_of = |record: &str| {
-            lines
-                .iter()
-                .position(|l| l.trim() == format!("- record: {record}"))
-        };
         for (record, what, bottom) in window::TOP_RULES {
-            let at = at_of(record).unwrap_or_else(|| panic!("no rule records {record}"));
+            let at = rule_at(&lines, record).unwrap_or_else(|| panic!("no rule records {record}"));
             assert_eq!(lines[at + 1].trim(), "expr: |");
             assert_eq!(
                 lines[at + 2].trim(),
                 window::top_expr(what, bottom),
                 "{record}"
             );
-            let from = match what {
-                "jobs" => RECORDED[0].1,
-                _ => {
-                    window::NODE_RULES
-                        .iter()
-                        .find(|(_, w)| *w == what)
-                        .expect("a device rule")
-                        .0
-                }
-            };
+            let from = window::rule_of(what);
+            assert!(lines[at + 2].contains(from), "{record} picks from {from}");
             assert!(
-                at_of(from).is_some_and(|f| f < at),
+                rule_at(&lines, from).is_some_and(|f| f < at),
                 "{record} is evaluated after {from}"
             );
         }

@@ -130,9 +130,8 @@ pub const TOP_RULES: [(&str, &str, bool); 6] = [
 /// The expression a rule of [`TOP_RULES`] records.
 pub fn top_expr(what: &str, bottom: bool) -> String {
     let of = match what {
-        "urgency" => "strata_device:fleet_urgency:score".to_string(),
-        "used" => "strata_device:used:ratio".to_string(),
-        _ => job_sizes(""),
+        "jobs" => job_sizes(""),
+        _ => rule_of(what).to_string(),
     };
     let k = if bottom { "bottomk" } else { "topk" };
     format!("{k}({TOP_RECORDED}, {of})")
@@ -164,12 +163,19 @@ pub fn fleet() -> String {
 /// the jobs of the spread.
 pub fn fleet_expr(what: &str) -> String {
     match what {
-        "seen" => "count(group by (instance) (strata_node:info:seen_1h))".into(),
-        "count" => "sum(strata_node:devices:count)".into(),
-        "urgency" => "count(strata_device:fleet_urgency:score)".into(),
-        "used" => "count(strata_device:used:ratio)".into(),
-        _ => JOBS_RECORDED.into(),
+        "seen" => format!("count(group by (instance) ({}))", rule_of(what)),
+        "count" => format!("sum({})", rule_of(what)),
+        "jobs" => JOBS_RECORDED.into(),
+        _ => format!("count({})", rule_of(what)),
     }
+}
+
+/// The rule that answers `what`: one of [`NODE_RULES`], else (`jobs`) the jobs' spread.
+pub fn rule_of(what: &str) -> &'static str {
+    NODE_RULES
+        .iter()
+        .find(|(_, w)| *w == what)
+        .map_or("strata_job:figures:spread", |(name, _)| name)
 }
 
 /// What an answer of [`fleet`] says: the totals, each where its rule has series.
