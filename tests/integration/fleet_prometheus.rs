@@ -9,7 +9,7 @@ use crate::common;
 
 use common::exposition::Server;
 use common::page::Page;
-use common::prometheus::{free_port, start_prometheus_scraping};
+use common::prometheus::{free_port, start_prometheus_scraping, Prometheus};
 use common::tmux::Pane;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -37,6 +37,14 @@ fn fleet(url: &str) -> (Value, std::process::Output) {
         )
     });
     (json, out)
+}
+
+/// A Prometheus scraping `targets` every second with `rules`, ready, and its URL.
+fn scraping(targets: &[&str], rules: &[&std::path::Path]) -> (Prometheus, String) {
+    let prometheus = start_prometheus_scraping(targets, rules);
+    prometheus.wait_ready(PATIENCE);
+    let url = format!("http://{}", prometheus.addr);
+    (prometheus, url)
 }
 
 /// `strata fleet --json ARGS` (a scrape interval of 1 s, 10 s a query), its JSON.
@@ -86,9 +94,7 @@ fn the_fleet_through_a_real_prometheus() {
     let mut servers: Vec<Option<Server>> = (0..4).map(|seed| Some(Server::demo(seed))).collect();
     let addrs: Vec<String> = servers.iter().flatten().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let prometheus = start_prometheus_scraping(&targets, &[]);
-    prometheus.wait_ready(PATIENCE);
-    let url = format!("http://{}", prometheus.addr);
+    let (_prometheus, url) = scraping(&targets, &[]);
 
     let f = fleet_until(&url, "every target scraped", |f| {
         addrs
@@ -283,9 +289,7 @@ fn the_recorded_jobs_hold_the_pods_and_a_filter_picks_them() {
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let rules = fleet_rules();
-    let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
-    prometheus.wait_ready(PATIENCE);
-    let url = format!("http://{}", prometheus.addr);
+    let (_prometheus, url) = scraping(&targets, &[rules.as_path()]);
     let read = fleet_json;
     let keys = |f: &Value| -> Vec<String> {
         let mut keys: Vec<String> = f["jobs"]
@@ -428,9 +432,7 @@ fn a_node_the_rules_know_not_yet_is_not_said_to_have_no_devices() {
             serde_norway::to_string(&file).expect("the YAML"),
         )
         .expect("the rule file");
-        let prometheus = start_prometheus_scraping(&targets, &[behind_file.as_path()]);
-        prometheus.wait_ready(PATIENCE);
-        let url = format!("http://{}", prometheus.addr);
+        let (_prometheus, url) = scraping(&targets, &[behind_file.as_path()]);
         let read = || fleet_json(&["--prometheus", &url, "--rows", "50"]);
         // Once both targets are scraped and the rules have evaluated (the jobs recorded, the
         // first node's devices ranked and read).
@@ -499,9 +501,7 @@ fn a_windowed_read_leaves_a_stale_nodes_ranks_out_of_its_jobs() {
     addrs.push(page.addr.clone());
     let targets: Vec<&str> = addrs.iter().map(String::as_str).collect();
     let rules = fleet_rules();
-    let prometheus = start_prometheus_scraping(&targets, &[rules.as_path()]);
-    prometheus.wait_ready(PATIENCE);
-    let url = format!("http://{}", prometheus.addr);
+    let (prometheus, url) = scraping(&targets, &[rules.as_path()]);
     let read = fleet_json;
     // Once the rules have evaluated over the three (the stale node's ranks in the recorded
     // spread: the rules cannot leave them out).
