@@ -363,13 +363,13 @@ mod tests {
         let mut sample = node();
         sample.gpus.push(gpu(0, memory(80 * GIB, used)));
         let mut p = process(10, "GPU-test-0", Some(used));
-        p.feed = Some(FeedSample {
+        p.feed = Some(Box::new(FeedSample {
             framework: "torch".into(),
             framework_version: None,
             backend: "native".into(),
             feed: 0,
             stats,
-        });
+        }));
         sample.processes.push(p);
         sample
     }

@@ -85,7 +85,7 @@ pub(crate) fn prepare(sample: &mut NodeSample) -> Prepared {
 /// ([`attach_reusing`]).
 pub(crate) fn prepare_reusing(
     sample: &mut NodeSample,
-    spare: &mut Vec<crate::sample::FeedSample>,
+    spare: &mut crate::accounting::attach::SpareFeeds,
 ) -> Prepared {
     let feed_shape = make_raw(sample);
     let attachment = attach_reusing(sample, spare);

@@ -183,7 +183,7 @@ impl<'a> Snapshot<'a> {
             .enumerate()
             .map(|(i, (p, acc))| ProcessOut {
                 raw: p,
-                feed: p.feed.as_ref(),
+                feed: p.feed.as_deref(),
                 feed_status: &acc.feed_status,
                 layers: acc.layers,
                 bounds: acc.bounds(),

@@ -256,10 +256,15 @@ pub(crate) fn attach(sample: &mut NodeSample) -> Attachment {
     attach_reusing(sample, &mut Vec::new())
 }
 
+/// Feeds taken off samples read before, each in the box a process holds it in: attached
+/// again, box and all, with no allocation.
+#[allow(clippy::vec_box)]
+pub(crate) type SpareFeeds = Vec<Box<FeedSample>>;
+
 /// [`attach`], the feeds it attaches made from `spare` (feeds taken off samples read before)
 /// where it holds any, their strings' buffers reused: a long read does not allocate and free
 /// every process's framework name at every sample.
-pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) -> Attachment {
+pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut SpareFeeds) -> Attachment {
     take_feeds(sample, spare);
     let mut statuses = vec![FeedStatus::Absent; sample.processes.len()];
     // The trusted feed that first spoke for each process's pid: its hello is said where no
@@ -398,13 +403,13 @@ pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample
                 feed.stats.clone_from(stats);
                 feed
             }
-            None => FeedSample {
+            None => Box::new(FeedSample {
                 framework: framework.into(),
                 framework_version: hello.framework_version.clone(),
                 backend: backend.into(),
                 feed: feed_index,
                 stats: stats.clone(),
-            },
+            }),
         };
         sample.processes[i].feed = Some(feed);
     }
@@ -413,7 +418,7 @@ pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut Vec<FeedSample
 
 /// Takes the feeds attached to a sample's processes into `spare`, to be attached again
 /// ([`attach_reusing`]) to this sample or another.
-pub(crate) fn take_feeds(sample: &mut NodeSample, spare: &mut Vec<FeedSample>) {
+pub(crate) fn take_feeds(sample: &mut NodeSample, spare: &mut SpareFeeds) {
     spare.extend(sample.processes.iter_mut().filter_map(|p| p.feed.take()));
 }
 

@@ -438,18 +438,18 @@ fn feeds_reused_from_other_samples_are_the_feeds_made_new() {
     let mut other = s.clone();
     other.feeds.swap(0, 1);
     attach(&mut other);
-    let mut spare: Vec<FeedSample> = other
+    let mut spare: Vec<Box<FeedSample>> = other
         .processes
         .iter_mut()
         .filter_map(|p| p.feed.take())
         .collect();
-    spare.push(FeedSample {
+    spare.push(Box::new(FeedSample {
         framework: "cupy-with-a-long-name".into(),
         framework_version: Some("13".into()),
         backend: "pool".into(),
         feed: 9,
         stats: stats(3 * GIB, 4 * GIB, 1.0, 2.0),
-    });
+    }));
     let mut fresh = s.clone();
     let expected = attach(&mut fresh);
     let mut reused = s.clone();

@@ -22,7 +22,7 @@ fn layers_of(sample: &NodeSample) -> Layers {
 #[test]
 fn tensors_inside_pool_are_not_counted_twice() {
     let mut p = process(10, "GPU-test-0", Some(24 * GIB));
-    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(12 * GIB, 20 * GIB, Some(0), 1000.0)));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
     let layers = layers_of(&sample);
     assert_eq!(layers.live, Some(12 * GIB));
@@ -39,7 +39,7 @@ fn tensors_inside_pool_are_not_counted_twice() {
 #[test]
 fn dropping_tensors_moves_bytes_to_cached_not_out_of_used() {
     let mut p = process(10, "GPU-test-0", Some(24 * GIB));
-    p.feed = Some(feed(6 * GIB, 20 * GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(6 * GIB, 20 * GIB, Some(0), 1000.0)));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
     let layers = layers_of(&sample);
     assert_eq!(layers.live, Some(6 * GIB));
@@ -52,7 +52,7 @@ fn backend_without_split_stats_gives_null_fragmented() {
     let mut p = process(10, "GPU-test-0", Some(10 * GIB));
     let mut f = feed(4 * GIB, 8 * GIB, None, 1000.0);
     f.backend = "cudaMallocAsync".into();
-    p.feed = Some(f);
+    p.feed = Some(Box::new(f));
     let sample = one_gpu_with(40 * GIB, 10 * GIB, vec![p]);
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample, &judged(&sample).statuses);
@@ -69,7 +69,7 @@ fn backend_without_split_stats_gives_null_fragmented() {
 #[test]
 fn a_feed_without_a_pool_figure_splits_out_live_alone() {
     let mut jax = process(10, "GPU-test-0", Some(10 * GIB));
-    jax.feed = Some(unpooled_feed(6 * GIB, 1000.0));
+    jax.feed = Some(Box::new(unpooled_feed(6 * GIB, 1000.0)));
     let sample = one_gpu_with(40 * GIB, 10 * GIB, vec![jax.clone()]);
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample, &judged(&sample).statuses);
@@ -101,7 +101,7 @@ fn a_feed_without_a_pool_figure_splits_out_live_alone() {
 
     // Beside a torch job whose pool is known, the pool's layers are known in part.
     let mut torch = process(11, "GPU-test-0", Some(24 * GIB));
-    torch.feed = Some(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0));
+    torch.feed = Some(Box::new(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0)));
     let sample = one_gpu_with(40 * GIB, 34 * GIB, vec![jax, torch]);
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample, &judged(&sample).statuses);
@@ -162,9 +162,9 @@ fn process_without_nvml_usage_is_null_not_zero() {
 #[test]
 fn a_layer_summed_without_a_process_whose_share_is_unknown_is_partial() {
     let mut native = process(10, "GPU-test-0", Some(10 * GIB));
-    native.feed = Some(feed(4 * GIB, 8 * GIB, Some(180 * MIB), 1000.0));
+    native.feed = Some(Box::new(feed(4 * GIB, 8 * GIB, Some(180 * MIB), 1000.0)));
     let mut asynchronous = process(11, "GPU-test-0", Some(10 * GIB));
-    asynchronous.feed = Some(feed(4 * GIB, 8 * GIB, None, 1000.0));
+    asynchronous.feed = Some(Box::new(feed(4 * GIB, 8 * GIB, None, 1000.0)));
     let sample = one_gpu_with(40 * GIB, 20 * GIB, vec![native, asynchronous]);
     let node = account(&sample, &judged(&sample), &ContextEstimator::learning());
     let layers = node.gpus[0].layers.clone().expect("layers");
@@ -172,7 +172,7 @@ fn a_layer_summed_without_a_process_whose_share_is_unknown_is_partial() {
     assert_eq!(node.gpus[0].partial, vec![Layer::Fragmented]);
     // A stale feed leaves the pool's layers only partly known.
     let mut stale = sample.clone();
-    stale.processes[1].feed = Some(feed(4 * GIB, 8 * GIB, Some(0), 990.0));
+    stale.processes[1].feed = Some(Box::new(feed(4 * GIB, 8 * GIB, Some(0), 990.0)));
     let node = account(&stale, &judged(&stale), &ContextEstimator::learning());
     assert!(node.gpus[0].partial.contains(&Layer::Live));
 }
@@ -256,7 +256,7 @@ fn memory_figures_that_contradict_each_other_withhold_the_layers() {
 fn stale_feed_is_not_mixed_into_the_instant() {
     let mut p = process(10, "GPU-test-0", Some(24 * GIB));
     // Three intervals and a bit old.
-    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 1000.0 - 3.5));
+    p.feed = Some(Box::new(feed(12 * GIB, 20 * GIB, Some(0), 1000.0 - 3.5)));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p.clone()]);
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample, &judged(&sample).statuses);
@@ -269,7 +269,7 @@ fn stale_feed_is_not_mixed_into_the_instant() {
     assert_eq!(node.processes[0].layers.unattributed, Some(24 * GIB));
 
     // Exactly three intervals old is still current.
-    p.feed = Some(feed(12 * GIB, 20 * GIB, Some(0), 997.0));
+    p.feed = Some(Box::new(feed(12 * GIB, 20 * GIB, Some(0), 997.0)));
     let sample = one_gpu_with(40 * GIB, 24 * GIB, vec![p]);
     assert!(judged(&sample).statuses[0].clone().is_usable());
 }
@@ -277,7 +277,7 @@ fn stale_feed_is_not_mixed_into_the_instant() {
 #[test]
 fn feed_reserving_more_than_nvml_sees_is_not_used() {
     let mut p = process(10, "GPU-test-0", Some(8 * GIB));
-    p.feed = Some(feed(4 * GIB, 9 * GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(4 * GIB, 9 * GIB, Some(0), 1000.0)));
     let sample = one_gpu_with(40 * GIB, 8 * GIB, vec![p]);
     let status = judged(&sample).statuses[0].clone();
     assert!(
@@ -292,12 +292,12 @@ fn context_is_the_smallest_gap_seen_and_the_rest_is_outside_pool() {
     let mut contexts = ContextEstimator::learning();
     // At start-up: 0.5 GiB beyond the pool, all of it context.
     let mut p = process(10, "GPU-test-0", Some(GIB / 2 + 2 * GIB));
-    p.feed = Some(feed(GIB, 2 * GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(GIB, 2 * GIB, Some(0), 1000.0)));
     let first = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]);
     contexts.observe(&first, &judged(&first).statuses);
     // Later NCCL adds 3 GiB outside the pool.
     p.used = Some(GIB / 2 + 3 * GIB + 10 * GIB);
-    p.feed = Some(feed(6 * GIB, 10 * GIB, Some(GIB), 1001.0));
+    p.feed = Some(Box::new(feed(6 * GIB, 10 * GIB, Some(GIB), 1001.0)));
     let mut later = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
     later.time = 1001.0;
     contexts.observe(&later, &judged(&later).statuses);
@@ -312,7 +312,7 @@ fn context_is_the_smallest_gap_seen_and_the_rest_is_outside_pool() {
 #[test]
 fn fixed_context_size_caps_at_what_is_beyond_the_pool() {
     let mut p = process(10, "GPU-test-0", Some(10 * GIB + 256 * MIB));
-    p.feed = Some(feed(GIB, 10 * GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(GIB, 10 * GIB, Some(0), 1000.0)));
     let sample = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p]);
     let contexts = ContextEstimator::fixed(512 * MIB);
     let layers = account(&sample, &judged(&sample), &contexts).processes[0].layers;
@@ -324,7 +324,7 @@ fn fixed_context_size_caps_at_what_is_beyond_the_pool() {
 fn reused_pid_starts_a_new_context_estimate() {
     let mut contexts = ContextEstimator::learning();
     let mut p = process(10, "GPU-test-0", Some(GIB + GIB / 4));
-    p.feed = Some(feed(0, GIB, Some(0), 1000.0));
+    p.feed = Some(Box::new(feed(0, GIB, Some(0), 1000.0)));
     let first = one_gpu_with(80 * GIB, p.used.unwrap_or(0), vec![p.clone()]);
     contexts.observe(&first, &judged(&first).statuses);
     p.start_time = Some(999_999);
@@ -395,7 +395,7 @@ fn mig_instances_and_their_gpu_each_add_up() {
     ];
     sample.gpus.push(g);
     let mut fed = process(1, "MIG-a", Some(18 * GIB));
-    fed.feed = Some(feed(10 * GIB, 16 * GIB, Some(GIB), 1000.0));
+    fed.feed = Some(Box::new(feed(10 * GIB, 16 * GIB, Some(GIB), 1000.0)));
     sample.processes = vec![fed, process(2, "MIG-b", Some(4 * GIB))];
     let mut contexts = ContextEstimator::learning();
     contexts.observe(&sample, &judged(&sample).statuses);

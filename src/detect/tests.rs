@@ -192,9 +192,9 @@ fn usage_no_listed_process_holds_is_unexplained_unless_it_cannot_be_known() {
 #[test]
 fn feeds_that_cannot_be_combined_are_findings() {
     let mut stale = process(1, "GPU-test-0", Some(10 * GIB));
-    stale.feed = Some(feed(GIB, 8 * GIB, Some(0), 990.0));
+    stale.feed = Some(Box::new(feed(GIB, 8 * GIB, Some(0), 990.0)));
     let mut inconsistent = process(2, "GPU-test-0", Some(GIB));
-    inconsistent.feed = Some(feed(GIB, 8 * GIB, Some(0), 1000.0));
+    inconsistent.feed = Some(Box::new(feed(GIB, 8 * GIB, Some(0), 1000.0)));
     let s = node_with(vec![stale, inconsistent], 0);
     let attachment = judged(&s);
     let account = crate::accounting::account(

@@ -103,7 +103,7 @@ mod tests {
             let mut p = process(7, device, Some(12 * GIB));
             let mut f = feed(5 * GIB, 10 * GIB, Some(GIB), 999.8);
             f.stats.index = index;
-            p.feed = Some(f);
+            p.feed = Some(Box::new(f));
             s.processes.push(p);
         }
         let mut derived = s.clone();

@@ -131,6 +131,12 @@ impl<I: Interner, T: Pack<I>> Pack<I> for Option<T> {
     }
 }
 
+impl<T: Refill> Refill for Box<T> {
+    fn refill(&mut self, from: &Self) {
+        (**self).refill(from);
+    }
+}
+
 impl<T: Heap> Heap for Box<T> {
     fn heap(&self) -> usize {
         size_of::<T>() + (**self).heap()

@@ -201,14 +201,15 @@ impl fields::Refill for FeedSample {
     }
 }
 
-/// Boxed in a queue: most processes have no feed, and the statistics are large.
-impl<I: fields::Interner> fields::Pack<I> for FeedSample {
+/// Boxed where a process holds it (most processes have no feed, and the statistics are
+/// large), and kept so in a queue.
+impl<I: fields::Interner> fields::Pack<I> for Box<FeedSample> {
     type Packed = Box<FeedSample>;
     fn pack(self, _: &mut I) -> Box<FeedSample> {
-        Box::new(self)
+        self
     }
-    fn unpack(packed: Box<FeedSample>, _: &I) -> FeedSample {
-        *packed
+    fn unpack(packed: Box<FeedSample>, _: &I) -> Box<FeedSample> {
+        packed
     }
 }
 
@@ -282,7 +283,7 @@ schema! {
         /// carried the allocator's figures here and no `feeds` ([`derived`]); attaching replaces
         /// it.
         #[serde(default, skip_serializing)]
-        pub feed: Option<FeedSample>,
+        pub feed: Option<Box<FeedSample>>,
     }
 }
 
@@ -442,5 +443,17 @@ impl NodeSample {
                 g.mig.iter().find(|m| m.uuid == uuid).map(|m| (g, Some(m)))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A sample holds a record per listed process (4,096 on a big node, two or three samples
+    /// alive at once): the allocator's statistics, which few processes have, are boxed out
+    /// of it. Inline they made a record 648 bytes.
+    #[test]
+    fn a_process_record_holds_its_feed_boxed() {
+        let size = std::mem::size_of::<super::ProcessSample>();
+        assert!(size <= 256, "{size}");
     }
 }

@@ -69,14 +69,17 @@ fn build(specs: &[Spec], device: &str, first_pid: u32, t: f64) -> Vec<ProcessSam
                 p.pid = pid;
             }
             p.visible = s.visible;
-            p.feed = s.feed.map(|(live, reserved, split)| match reserved {
-                Some(reserved) => feed(live, reserved, split, t - s.feed_age),
-                None => {
-                    let mut f = unpooled_feed(live, t - s.feed_age);
-                    f.stats.inactive_split = split;
-                    f
-                }
-            });
+            p.feed = s
+                .feed
+                .map(|(live, reserved, split)| match reserved {
+                    Some(reserved) => feed(live, reserved, split, t - s.feed_age),
+                    None => {
+                        let mut f = unpooled_feed(live, t - s.feed_age);
+                        f.stats.inactive_split = split;
+                        f
+                    }
+                })
+                .map(Box::new);
             // Most feeds sit inside NVML's figure; some do not (a different instant).
             if let (Some(used), Some(f)) = (p.used, &p.feed) {
                 if i % 5 != 4 {
@@ -477,7 +480,7 @@ proptest! {
             s.time += i as f64;
             s.gpus.push(gpu(0, strata::fixtures::memory(80 * GIB, 10 * GIB + extra)));
             let mut p = process(7, "GPU-test-0", Some(10 * GIB + extra));
-            p.feed = Some(feed(GIB, 10 * GIB, Some(0), s.time));
+            p.feed = Some(Box::new(feed(GIB, 10 * GIB, Some(0), s.time)));
             s.processes.push(p);
             let attachment = judged(&s);
             contexts.observe(&s, &attachment.statuses);
@@ -531,7 +534,7 @@ proptest! {
             let feed_time = 1000.0 + feed_tick as f64 * 0.5;
             let mut f = feed(0, pool_at(feed_tick), Some(0), feed_time);
             f.stats.reserved_since = Some(since(feed_tick));
-            p.feed = Some(f);
+            p.feed = Some(Box::new(f));
             s.processes.push(p);
             let attachment = judged(&s);
             contexts.observe(&s, &attachment.statuses);

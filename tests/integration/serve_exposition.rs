@@ -321,7 +321,7 @@ fn process_series_are_bounded_and_sums_over_processes_hold() {
         let used = u64::from(pid % 37 + 1) * 64 * MIB + u64::from(pid) * 4096;
         let mut p = process(pid, &format!("GPU-test-{device}"), Some(used));
         if pid % 3 == 0 {
-            p.feed = Some(feed(used / 4, used / 2, Some(used / 16), 1000.0));
+            p.feed = Some(Box::new(feed(used / 4, used / 2, Some(used / 16), 1000.0)));
         }
         want_used[device as usize] += used;
         all.push((used, pid));
@@ -430,9 +430,9 @@ fn a_fed_process_exports_its_pool_whether_or_not_it_reports_splits() {
     let mut sample = node();
     sample.gpus.push(gpu(0, memory(80 * GIB, 40 * GIB)));
     let mut split = process(7, "GPU-test-0", Some(22 * GIB));
-    split.feed = Some(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0));
+    split.feed = Some(Box::new(feed(12 * GIB, 20 * GIB, Some(GIB), 1000.0)));
     let mut unsplit = process(8, "GPU-test-0", Some(12 * GIB));
-    unsplit.feed = Some(feed(6 * GIB, 10 * GIB, None, 1000.0));
+    unsplit.feed = Some(Box::new(feed(6 * GIB, 10 * GIB, None, 1000.0)));
     let unfed = process(9, "GPU-test-0", Some(GIB));
     sample.processes.extend([split, unsplit, unfed]);
     let observed = Pipeline::new(None).ingest(sample);

@@ -88,7 +88,7 @@ pub(crate) fn decode(
         .ok_or_else(|| WireError("a sample before its node".into()))?;
     let mut out = match spare {
         Some(mut spare) => {
-            spare.refill(rest);
+            spare.as_mut().refill(rest);
             spare
         }
         None => Box::new(rest.clone()),
