@@ -209,8 +209,10 @@ pub struct SortMemory {
     samples: u64,
 }
 
-/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost).
-type ByPid = hashbrown::HashMap<u32, (Tracks, u64)>;
+/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost). A row's tracks
+/// are boxed: the table keeps up to half its slots empty, and at 4,096 rows an empty slot of
+/// tracks inline (488 bytes) left 2 MB of the monitor's heap unused.
+type ByPid = hashbrown::HashMap<u32, Box<(Tracks, u64)>>;
 
 /// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
 fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize> {
@@ -258,7 +260,7 @@ impl SortMemory {
             let Some((_, by_pid)) = self.rows.get_mut(at) else {
                 continue;
             };
-            let (tracks, seen) = by_pid.entry(process.pid).or_default();
+            let (tracks, seen) = &mut **by_pid.entry(process.pid).or_default();
             if *seen == now {
                 // Listed twice on one device: the later record alone, as a new row.
                 *tracks = Tracks::default();
@@ -282,7 +284,7 @@ impl SortMemory {
             return;
         }
         for (_, by_pid) in &mut self.rows {
-            by_pid.retain(|_, (_, seen)| *seen == now);
+            by_pid.retain(|_, row| row.1 == now);
         }
         self.rows.retain(|(_, by_pid)| !by_pid.is_empty());
     }
