@@ -37,11 +37,11 @@ static FAULT_HANDLERS: Once = Once::new();
 /// back (it cannot take crossterm's lock), on the descriptor crossterm sets modes on.
 static COOKED: OnceLock<(c_int, libc::termios)> = OnceLock::new();
 
-/// Undoes what [`enter`] writes: back to the primary screen, cursor shown. Nothing else is
-/// enabled but the mouse ([`MOUSE_OFF`], written first where it was captured): no keyboard
-/// protocol, no bracketed paste, so nothing else is undone: popping modes strata never
-/// pushed would change the shell's.
-const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
+/// Undoes what [`enter`] writes: the pen plain (a frame leaves its last style set), back to
+/// the primary screen, cursor shown. Nothing else is enabled but the mouse ([`MOUSE_OFF`],
+/// written first where it was captured): no keyboard protocol, no bracketed paste, so
+/// nothing else is undone: popping modes strata never pushed would change the shell's.
+const LEAVE: &[u8] = b"\x1b[0m\x1b[?1049l\x1b[?25h";
 
 /// Reports of the mouse's presses, releases and wheel (1000), in SGR's encoding (1006), which
 /// holds any column. crossterm's `EnableMouseCapture` asks for every motion as well (1002,
@@ -50,6 +50,9 @@ const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
 const MOUSE_ON: &str = "\x1b[?1000h\x1b[?1006h";
 /// Undoes [`MOUSE_ON`], in the reverse order.
 const MOUSE_OFF: &str = "\x1b[?1006l\x1b[?1000l";
+
+/// Every style off: what the screen's last frame left set is not the shell's.
+const PLAIN_PEN: &str = "\x1b[0m";
 
 /// A mode of the terminal set or reset by its escape sequence.
 struct Mode(&'static str);
@@ -76,7 +79,7 @@ pub fn restore() {
         if MOUSE.load(Ordering::SeqCst) {
             let _ = execute!(io::stdout(), Mode(MOUSE_OFF));
         }
-        let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
+        let _ = execute!(io::stdout(), Mode(PLAIN_PEN), LeaveAlternateScreen, Show);
     }
 }
 
@@ -124,7 +127,9 @@ pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
         restore();
         return Err(e);
     }
-    match Terminal::new(LeanBackend::new(io::stdout())) {
+    let mut backend = LeanBackend::new(io::stdout());
+    backend.set_line_feed_keeps_column(line_feed_keeps_column());
+    match Terminal::new(backend) {
         Ok(terminal) => Ok(Guard { terminal }),
         Err(e) => {
             restore();
@@ -142,6 +147,9 @@ pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
     let _ = disable_raw_mode();
     enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
+    let backend = guard.terminal.backend_mut();
+    backend.set_line_feed_keeps_column(line_feed_keeps_column());
+    backend.forget_pen();
     execute!(
         io::stdout(),
         EnterAlternateScreen,
@@ -258,6 +266,24 @@ static PREVIOUS_FAULT_ACTIONS: OnceLock<[libc::sigaction; FAULTS.len()]> = OnceL
 
 /// Reads the terminal's mode before raw mode, once, on the descriptor crossterm uses
 /// (standard input if it is a terminal, else `/dev/tty`, kept open for the handler).
+/// Whether a line feed written to standard output moves the cursor down and leaves its
+/// column: the output is a terminal whose output translation is off (no `OPOST`, or no
+/// `ONLCR` under it), as raw mode leaves it. Asked of the output itself, which may not be the
+/// terminal raw mode was set on; anything else (a pipe, a file, a failed call) says no.
+fn line_feed_keeps_column() -> bool {
+    line_feed_keeps_column_on(libc::STDOUT_FILENO)
+}
+
+/// [`line_feed_keeps_column`] of the descriptor `fd`.
+fn line_feed_keeps_column_on(fd: c_int) -> bool {
+    // SAFETY: tcgetattr on a zeroed termios.
+    unsafe {
+        let mut mode: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(fd, &mut mode) == 0
+            && (mode.c_oflag & libc::OPOST == 0 || mode.c_oflag & libc::ONLCR == 0)
+    }
+}
+
 fn remember_cooked_mode() {
     if COOKED.get().is_some() {
         return;
@@ -350,6 +376,49 @@ extern "C" fn on_fault(signo: c_int, info: *mut libc::siginfo_t, _: *mut libc::c
                 libc::signal(signo, libc::SIG_DFL);
                 libc::raise(signo);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A terminal as a shell leaves it translates a line feed into a carriage return and a
+    /// line feed; in raw mode, or with only `ONLCR` off, it does not; a pipe is no terminal.
+    #[test]
+    fn a_line_feed_keeps_the_column_in_raw_mode_only() {
+        // SAFETY: openpty, tcgetattr, cfmakeraw, tcsetattr, pipe and close on descriptors this
+        // test opens and closes.
+        unsafe {
+            let (mut leader, mut follower) = (-1, -1);
+            let opened = libc::openpty(
+                &mut leader,
+                &mut follower,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            );
+            assert_eq!(opened, 0, "openpty: {}", io::Error::last_os_error());
+            let mut mode: libc::termios = std::mem::zeroed();
+            assert_eq!(libc::tcgetattr(follower, &mut mode), 0);
+            mode.c_oflag |= libc::OPOST | libc::ONLCR;
+            assert_eq!(libc::tcsetattr(follower, libc::TCSANOW, &mode), 0);
+            assert!(!line_feed_keeps_column_on(follower), "cooked");
+            mode.c_oflag &= !libc::ONLCR;
+            assert_eq!(libc::tcsetattr(follower, libc::TCSANOW, &mode), 0);
+            assert!(line_feed_keeps_column_on(follower), "no ONLCR");
+            mode.c_oflag |= libc::ONLCR;
+            libc::cfmakeraw(&mut mode);
+            assert_eq!(libc::tcsetattr(follower, libc::TCSANOW, &mode), 0);
+            assert!(line_feed_keeps_column_on(follower), "raw");
+            libc::close(leader);
+            libc::close(follower);
+            let mut pipe = [-1; 2];
+            assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+            assert!(!line_feed_keeps_column_on(pipe[1]), "a pipe");
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
         }
     }
 }

@@ -4,9 +4,12 @@
 //! ratatui already writes only the cells that changed; crossterm's backend then spends, on
 //! every frame, 16 bytes on a pair of palette colours (`ESC[38;5;0;48;5;6m`), 22 on putting
 //! the style back (`ESC[39m ESC[49m ESC[59m ESC[0m`), and an absolute move before every run
-//! of cells. Here the sixteen named colours take their short codes (`ESC[30;46m`), a style
-//! is put back with one `ESC[0m` and only when one was set, and a move along the same row
-//! after a one-column cell is a relative one (`ESC[5C`). Everything else is crossterm's.
+//! of cells. Here the sixteen named colours take their short codes (`ESC[30;46m`), the style
+//! of a frame's last cell is left set for the next frame (a clear puts the pen back to plain
+//! first; the terminal's restore does too), and a move from a cursor known
+//! (after a one-column cell) is a relative one where shorter: along the row (`ESC[5C`), back
+//! along it (`BS`), down a column (`ESC[B`, or a line feed where raw mode leaves the column
+//! alone). Everything else is crossterm's.
 
 use ratatui::backend::{Backend, ClearType, CrosstermBackend, WindowSize};
 use ratatui::buffer::Cell;
@@ -21,6 +24,15 @@ pub(crate) struct LeanBackend<W: Write> {
     /// half of one leaves the other half to the terminal, which blanks it with the pen in
     /// use (a bold, a background), where ratatui's buffer holds a plain blank.
     wide: std::collections::HashSet<(u16, u16)>,
+    /// The screen's width, from the last size asked (ratatui asks before each frame).
+    width: std::cell::Cell<Option<u16>>,
+    /// A line feed moves down and keeps the column: the terminal's output translation is off.
+    line_feed_keeps_column: bool,
+    /// The style (and underline colour) the terminal's pen holds after what was written last:
+    /// a frame starts from it, and leaves its last style set, so that a second ticking on
+    /// a coloured header costs neither the colours again nor a reset. Not known (`None`) at
+    /// first and after [`LeanBackend::forget_pen`]: the first cell then resets it.
+    pen: Option<(Look, Color)>,
 }
 
 impl<W: Write> LeanBackend<W> {
@@ -28,7 +40,32 @@ impl<W: Write> LeanBackend<W> {
         LeanBackend {
             inner: CrosstermBackend::new(writer),
             wide: std::collections::HashSet::new(),
+            width: std::cell::Cell::new(None),
+            line_feed_keeps_column: false,
+            pen: None,
         }
+    }
+
+    /// Something else wrote to the terminal (a re-entry after a stop): its pen is not known.
+    pub(crate) fn forget_pen(&mut self) {
+        self.pen = None;
+    }
+
+    /// Puts the pen back to plain before a clear: a terminal erases with the background in
+    /// use (back-colour erase), where ratatui's buffer holds plain blanks.
+    fn plain_pen(&mut self) -> io::Result<()> {
+        if self.pen != Some((PLAIN, Color::Reset)) {
+            self.inner.write_all(b"\x1b[0m")?;
+            self.pen = Some((PLAIN, Color::Reset));
+        }
+        Ok(())
+    }
+
+    /// Whether a line feed written keeps the cursor's column ([`super::line_feed_keeps_column`]
+    /// says so of the terminal in raw mode): a move down a column of figures is then a line
+    /// feed and a backspace or two.
+    pub(crate) fn set_line_feed_keeps_column(&mut self, keeps: bool) {
+        self.line_feed_keeps_column = keeps;
     }
 }
 
@@ -118,8 +155,14 @@ impl<W: Write> Backend for LeanBackend<W> {
         I: Iterator<Item = (u16, u16, &'a Cell)>,
     {
         let mut bytes: Vec<u8> = Vec::new();
-        let mut look = PLAIN;
-        let mut underline = Color::Reset;
+        let moves = Moves {
+            width: self.width.get(),
+            line_feed_keeps_column: self.line_feed_keeps_column,
+        };
+        let (mut look, mut underline, mut known) = match self.pen {
+            Some((look, underline)) => (look, underline, true),
+            None => (PLAIN, Color::Reset, false),
+        };
         // Where the cursor stands after the last cell written: after a cell one column wide,
         // the next column, as ratatui lays the cells out (and as crossterm's backend takes
         // it); after any other, not known, and the next cell is reached by an absolute move.
@@ -132,8 +175,12 @@ impl<W: Write> Backend for LeanBackend<W> {
             // breaks it with the plain pen; the cell then covers or leaves that blank.
             let breaks =
                 self.wide.contains(&(x, y)) || (!narrow && self.wide.contains(&(x + 1, y)));
+            if !known {
+                bytes.extend_from_slice(b"\x1b[0m");
+                known = true;
+            }
             if breaks {
-                move_to(&mut bytes, cursor, x + 1, y)?;
+                move_to(&mut bytes, cursor, x + 1, y, moves)?;
                 if look != PLAIN || underline != Color::Reset {
                     bytes.extend_from_slice(b"\x1b[0m");
                     look = PLAIN;
@@ -153,7 +200,7 @@ impl<W: Write> Backend for LeanBackend<W> {
                 self.wide.remove(&(x + 1, y));
                 self.wide.insert((x, y));
             }
-            move_to(&mut bytes, cursor, x, y)?;
+            move_to(&mut bytes, cursor, x, y, moves)?;
             let next = Look {
                 fg: cell.fg,
                 bg: cell.bg,
@@ -179,8 +226,8 @@ impl<W: Write> Backend for LeanBackend<W> {
             bytes.extend_from_slice(symbol.as_bytes());
             cursor = narrow.then(|| Position { x: x + 1, y });
         }
-        if look != PLAIN || underline != Color::Reset {
-            bytes.extend_from_slice(b"\x1b[0m");
+        if known {
+            self.pen = Some((look, underline));
         }
         self.inner.write_all(&bytes)
     }
@@ -203,20 +250,25 @@ impl<W: Write> Backend for LeanBackend<W> {
 
     fn clear(&mut self) -> io::Result<()> {
         self.wide.clear();
+        self.plain_pen()?;
         self.inner.clear()
     }
 
     fn clear_region(&mut self, clear_type: ClearType) -> io::Result<()> {
         self.wide.clear();
+        self.plain_pen()?;
         self.inner.clear_region(clear_type)
     }
 
     fn append_lines(&mut self, n: u16) -> io::Result<()> {
+        self.plain_pen()?;
         self.inner.append_lines(n)
     }
 
     fn size(&self) -> io::Result<Size> {
-        self.inner.size()
+        let size = self.inner.size()?;
+        self.width.set(Some(size.width));
+        Ok(size)
     }
 
     fn window_size(&mut self) -> io::Result<WindowSize> {
@@ -228,24 +280,56 @@ impl<W: Write> Backend for LeanBackend<W> {
     }
 }
 
+/// What a relative move may rely on besides the cursor: the screen's width (from the last
+/// size asked), and whether a line feed keeps the column (the terminal's output translation
+/// off, as raw mode leaves it).
+#[derive(Debug, Clone, Copy, Default)]
+struct Moves {
+    width: Option<u16>,
+    line_feed_keeps_column: bool,
+}
+
 /// Moves from `cursor` (where known) to column `x` of row `y` in the fewest bytes: nowhere if
-/// there already; along the row (`ESC[nC`); down a column (`ESC[nB`); to the row's start
-/// (`CR`), down by line feeds and along; else an absolute move (`ESC[row;colH`). A monitor's
-/// changes run down a column of figures, where `CR LF ESC[30C` (7 bytes) or `ESC[B` (3)
-/// takes the place of `ESC[14;31H` (8).
+/// there already; along the row (`ESC[nC`), or back along it (`BS`s, `ESC[nD`); down a
+/// column (`ESC[nB`), then along or back; to the row's start (`CR`), down by line feeds and
+/// along; down by line feeds alone, then along or back, where a line feed keeps the column;
+/// else an absolute move (`ESC[row;colH`). A monitor's changes run down a column of
+/// figures, where `LF BS BS` (3 bytes), `ESC[B BS BS` (5) or `CR LF ESC[30C` (7) takes the
+/// place of `ESC[14;31H` (8).
 ///
 /// After a cell in the last column the terminal's cursor stays on it, a wrap pending, where
 /// `cursor` says the column after it: no move starts from that column but a carriage
 /// return (which clears the wrap), a move down in a column (no target is in that column) or
-/// an absolute one. A line feed moves down only from a row above the target, never from
-/// the last, so it never scrolls; with the terminal's output translation on, it returns
-/// the carriage too, after the `CR` that already did.
-fn move_to(bytes: &mut Vec<u8>, cursor: Option<Position>, x: u16, y: u16) -> io::Result<()> {
+/// an absolute one; the moves that keep the column and go back along the row (which would
+/// be one short) are made only from a column known to be on the screen. A line feed moves
+/// down only from a row above the target, never from the last, so it never scrolls; with
+/// the terminal's output translation on, it returns the carriage too, after the `CR` that
+/// already did, and is not used to keep the column.
+fn move_to(
+    bytes: &mut Vec<u8>,
+    cursor: Option<Position>,
+    x: u16,
+    y: u16,
+    moves: Moves,
+) -> io::Result<()> {
     let along = |out: &mut Vec<u8>, n: u16| match n {
         0 => {}
         1 => out.extend_from_slice(b"\x1b[C"),
         _ => out.extend_from_slice(format!("\x1b[{n}C").as_bytes()),
     };
+    // From column `from` to `x` on the same row, by the shorter of `BS`s and `ESC[nD`.
+    let across = |out: &mut Vec<u8>, from: u16| {
+        if from <= x {
+            along(out, x - from);
+        } else {
+            let n = from - x;
+            match n {
+                1..=3 => out.extend(std::iter::repeat_n(b'\x08', usize::from(n))),
+                _ => out.extend_from_slice(format!("\x1b[{n}D").as_bytes()),
+            }
+        }
+    };
+    let on_screen = |at: Position| moves.width.is_some_and(|width| at.x < width);
     let mut best = format!("\x1b[{};{}H", y + 1, x + 1).into_bytes();
     let mut consider = |candidate: Vec<u8>| {
         if candidate.len() < best.len() {
@@ -263,14 +347,28 @@ fn move_to(bytes: &mut Vec<u8>, cursor: Option<Position>, x: u16, y: u16) -> io:
             let mut c = b"\r".to_vec();
             along(&mut c, x);
             consider(c);
+            if on_screen(at) {
+                let mut c = Vec::new();
+                across(&mut c, at.x);
+                consider(c);
+            }
         }
         Some(at) if at.y < y => {
             let down = y - at.y;
+            let mut c = match down {
+                1 => b"\x1b[B".to_vec(),
+                _ => format!("\x1b[{down}B").into_bytes(),
+            };
             if at.x == x {
-                consider(match down {
-                    1 => b"\x1b[B".to_vec(),
-                    _ => format!("\x1b[{down}B").into_bytes(),
-                });
+                consider(c);
+            } else if on_screen(at) {
+                across(&mut c, at.x);
+                consider(c);
+            }
+            if moves.line_feed_keeps_column && on_screen(at) {
+                let mut c = vec![b'\n'; usize::from(down)];
+                across(&mut c, at.x);
+                consider(c);
             }
             let mut c = b"\r".to_vec();
             c.extend(std::iter::repeat_n(b'\n', usize::from(down)));
@@ -451,11 +549,29 @@ mod tests {
         }
     }
 
-    /// The bytes the lean backend writes for `frames`.
+    /// The bytes the lean backend writes for `frames`, knowing neither the screen's width
+    /// nor the terminal's mode (as before its size is first asked).
     fn lean(frames: &[Buffer]) -> Vec<u8> {
+        lean_with(frames, Moves::default())
+    }
+
+    /// The bytes the lean backend writes for `frames`, told what `moves` says.
+    fn lean_with(frames: &[Buffer], moves: Moves) -> Vec<u8> {
         let tape = Tape::default();
-        draw_all(LeanBackend::new(tape.clone()), frames);
+        let mut backend = LeanBackend::new(tape.clone());
+        backend.width.set(moves.width);
+        backend.set_line_feed_keeps_column(moves.line_feed_keeps_column);
+        draw_all(backend, frames);
         tape.bytes()
+    }
+
+    /// What a backend may be told: nothing; the width; the width, and that a line feed keeps
+    /// the column (raw mode).
+    fn told(which: u8) -> Moves {
+        Moves {
+            width: (which > 0).then_some(W),
+            line_feed_keeps_column: which > 1,
+        }
     }
 
     proptest! {
@@ -473,6 +589,7 @@ mod tests {
                 ),
                 0..4,
             ),
+            which in 0u8..3,
         ) {
             // A first frame, then frames that change a few cells each (so runs of cells that
             // stay are skipped over, as on a monitor's screen).
@@ -484,7 +601,7 @@ mod tests {
                 }
                 frames.push(buffer(&cells));
             }
-            let bytes = lean(&frames);
+            let bytes = lean_with(&frames, told(which));
             let mut parser = vt100::Parser::new(H, W, 0);
             parser.process(&bytes);
             let screen = parser.screen();
@@ -581,8 +698,95 @@ mod tests {
         );
     }
 
+    /// A frame leaves its last style set; a clear then erases with a plain pen (a terminal
+    /// erases with the background in use), and the next frame's first cell sets its own.
+    #[test]
+    fn a_clear_after_a_coloured_frame_leaves_plain_blanks() {
+        let mut buf = Buffer::empty(Rect::new(0, 0, W, H));
+        buf.set_string(0, 0, "header", Style::default().bg(Color::Cyan));
+        let tape = Tape::default();
+        let mut backend = LeanBackend::new(tape.clone());
+        let cells = || {
+            buf.content.iter().enumerate().map(|(i, cell)| {
+                (
+                    (i % usize::from(W)) as u16,
+                    (i / usize::from(W)) as u16,
+                    cell,
+                )
+            })
+        };
+        // The whole frame (its last cell plain), then the header alone, which leaves the pen
+        // coloured, then a clear: the screen is blank and plain before anything is drawn.
+        backend.draw(cells()).expect("draw");
+        backend.draw(cells().take(6)).expect("draw");
+        backend.clear().expect("clear");
+        let cleared = tape.bytes();
+        let mut parser = vt100::Parser::new(H, W, 0);
+        parser.process(&cleared);
+        for y in 0..H {
+            for x in 0..W {
+                let cell = parser.screen().cell(y, x).expect("a cell");
+                assert_eq!(
+                    (cell.contents().trim(), cell.bgcolor()),
+                    ("", vt100::Color::Default),
+                    "({x}, {y}) in {:?}",
+                    String::from_utf8_lossy(&cleared)
+                );
+            }
+        }
+        // The next frame sets its own style from the plain pen.
+        backend.draw(cells()).expect("draw");
+        parser.process(&tape.bytes()[cleared.len()..]);
+        let header = parser.screen().cell(0, 0).expect("a cell");
+        assert_eq!(
+            (header.contents(), header.bgcolor()),
+            ("h".to_string(), seen(Color::Cyan))
+        );
+        let after = parser.screen().cell(0, 6).expect("a cell");
+        assert_eq!(after.bgcolor(), vt100::Color::Default);
+    }
+
+    /// Two-digit figures changing down a column, as a busy node's do each sample: each row
+    /// after the first is reached by a line feed and two backspaces where a line feed keeps
+    /// the column, by a move down and two backspaces where only the width is known, and by an
+    /// absolute move where nothing is (the seven bytes of `CR LF ESC[10C` save nothing); the
+    /// terminal shows the new frame each way.
+    #[test]
+    fn a_column_of_figures_is_reached_back_down_the_column() {
+        let frame = |figures: [&str; 3]| {
+            let mut buf = Buffer::empty(Rect::new(0, 0, W, H));
+            for (row, figure) in figures.iter().enumerate() {
+                buf.set_string(0, row as u16, format!("proc {row}"), Style::default());
+                buf.set_string(10, row as u16, *figure, Style::default());
+            }
+            buf
+        };
+        let frames = [frame(["12", "34", "56"]), frame(["21", "43", "65"])];
+        for (which, second, third) in [
+            (0, "\x1b[2;11H", "\x1b[3;11H"),
+            (1, "\x1b[B\x08\x08", "\x1b[B\x08\x08"),
+            (2, "\n\x08\x08", "\n\x08\x08"),
+        ] {
+            let both = lean_with(&frames, told(which));
+            let tick = &both[lean_with(&frames[..1], told(which)).len()..];
+            assert_eq!(
+                String::from_utf8_lossy(tick),
+                format!("\x1b[1;11H21{second}43{third}65"),
+                "told {which}"
+            );
+            let mut parser = vt100::Parser::new(H, W, 0);
+            parser.process(&both);
+            assert_eq!(
+                parser.screen().contents_between(0, 0, 2, W),
+                "proc 0    21\nproc 1    43\nproc 2    65",
+                "told {which}"
+            );
+        }
+    }
+
     /// A clock's second ticking on a coloured header, the change of a frame of a still node:
-    /// fewer bytes than crossterm's backend writes for it, and no style left set after it.
+    /// the move and the digit, the header's colours left set from the frame before; fewer
+    /// bytes than crossterm's backend writes for it.
     #[test]
     fn a_ticking_second_is_written_short() {
         let frame = |second: &str| {
@@ -592,16 +796,14 @@ mod tests {
             buf.set_string(0, 2, "plain text", Style::default());
             buf
         };
-        let frames = [frame("1"), frame("2")];
+        // The first tick leaves the header's colours set (the frame before ended plain).
+        let frames = [frame("1"), frame("2"), frame("3")];
         let both = lean(&frames);
         let tape = Tape::default();
         draw_all(CrosstermBackend::new(tape.clone()), &frames);
         let crossterm = tape.bytes();
-        let tick = &both[lean(&frames[..1]).len()..];
-        assert_eq!(
-            String::from_utf8_lossy(tick),
-            "\x1b[1;8H\x1b[30;46m2\x1b[0m"
-        );
+        let tick = &both[lean(&frames[..2]).len()..];
+        assert_eq!(String::from_utf8_lossy(tick), "\x1b[1;8H3");
         let lean = both;
         assert!(
             lean.len() < crossterm.len(),
