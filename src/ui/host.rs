@@ -163,18 +163,21 @@ pub(crate) fn elapsed(secs: Option<u64>) -> String {
     }
 }
 
-/// The host's figures for the header, long and short: `CPU 5.1% · MEM 227/2016 GiB`,
-/// `CPU 5% MEM 227G/1.97T`; `None` where neither is known.
+/// The host's figures for the header, long and short: `CPU  5.1% · MEM 227/2016 GiB`,
+/// `CPU  5% MEM 227G/1.97T`; `None` where neither is known. The share takes two digits'
+/// width below 99.5 %, so that what follows it in the header holds still (and is not
+/// written again) when the share goes from one digit to two; a third digit is one more
+/// column, as `n/a` is the width of two.
 pub(crate) fn header_figures(sample: &NodeSample) -> Option<(String, String)> {
     if sample.host_cpu_percent.is_none() && sample.host_memory.is_none() {
         return None;
     }
     let cpu_long = sample
         .host_cpu_percent
-        .map_or_else(|| "n/a".into(), |c| format!("{c:.1}%"));
+        .map_or_else(|| format!("{:>5}", "n/a"), |c| format!("{c:>4.1}%"));
     let cpu_short = sample
         .host_cpu_percent
-        .map_or_else(|| "n/a".into(), |c| format!("{c:.0}%"));
+        .map_or_else(|| "n/a".into(), |c| format!("{c:>2.0}%"));
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     let (mem_long, mem_short) = match sample.host_memory {
         Some(m) => (
@@ -207,6 +210,37 @@ mod tests {
         assert_eq!(owner_cell(&p).trim(), "n/a");
         p.owner = Some(std::sync::Arc::new(crate::sample::owner::Owner::default()));
         assert_eq!(owner_cell(&p).trim(), "", "read, and nothing names one");
+    }
+
+    /// The host's CPU share takes one width from 0 to 99 % (and unknown), long and short,
+    /// so that the memory after it does not move when the share gains a second digit.
+    #[test]
+    fn the_cpu_share_keeps_its_width_in_the_header() {
+        let mut sample = crate::fixtures::node();
+        sample.host_memory = Some(crate::sample::HostMemory {
+            used: 227 << 30,
+            total: 2016 << 30,
+        });
+        let mut widths = std::collections::BTreeSet::new();
+        for share in [
+            None,
+            Some(0.0),
+            Some(5.04),
+            Some(9.96),
+            Some(18.0),
+            Some(99.4),
+        ] {
+            sample.host_cpu_percent = share;
+            let (long, short) = header_figures(&sample).expect("figures");
+            widths.insert((long.chars().count(), short.chars().count()));
+            if share == Some(5.04) {
+                assert_eq!(
+                    (long.as_str(), short.as_str()),
+                    ("CPU  5.0% · MEM 227/2016 GiB", "CPU  5% MEM 227G/1.97T")
+                );
+            }
+        }
+        assert_eq!(widths.len(), 1, "{widths:?}");
     }
 
     #[test]
