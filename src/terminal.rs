@@ -264,8 +264,6 @@ const FAULTS: [c_int; 7] = [
 /// SIGSEGV and SIGBUS), in the order of [`FAULTS`], for a real fault to run into after.
 static PREVIOUS_FAULT_ACTIONS: OnceLock<[libc::sigaction; FAULTS.len()]> = OnceLock::new();
 
-/// Reads the terminal's mode before raw mode, once, on the descriptor crossterm uses
-/// (standard input if it is a terminal, else `/dev/tty`, kept open for the handler).
 /// Whether a line feed written to standard output moves the cursor down and leaves its
 /// column: the output is a terminal whose output translation is off (no `OPOST`, or no
 /// `ONLCR` under it), as raw mode leaves it. Asked of the output itself, which may not be the
@@ -284,6 +282,8 @@ fn line_feed_keeps_column_on(fd: c_int) -> bool {
     }
 }
 
+/// Reads the terminal's mode before raw mode, once, on the descriptor crossterm uses
+/// (standard input if it is a terminal, else `/dev/tty`, kept open for the handler).
 fn remember_cooked_mode() {
     if COOKED.get().is_some() {
         return;

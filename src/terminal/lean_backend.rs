@@ -55,7 +55,7 @@ impl<W: Write> LeanBackend<W> {
     /// use (back-colour erase), where ratatui's buffer holds plain blanks.
     fn plain_pen(&mut self) -> io::Result<()> {
         if self.pen != Some((PLAIN, Color::Reset)) {
-            self.inner.write_all(b"\x1b[0m")?;
+            self.inner.write_all(super::PLAIN_PEN.as_bytes())?;
             self.pen = Some((PLAIN, Color::Reset));
         }
         Ok(())
@@ -176,13 +176,13 @@ impl<W: Write> Backend for LeanBackend<W> {
             let breaks =
                 self.wide.contains(&(x, y)) || (!narrow && self.wide.contains(&(x + 1, y)));
             if !known {
-                bytes.extend_from_slice(b"\x1b[0m");
+                bytes.extend_from_slice(super::PLAIN_PEN.as_bytes());
                 known = true;
             }
             if breaks {
                 move_to(&mut bytes, cursor, x + 1, y, moves)?;
                 if look != PLAIN || underline != Color::Reset {
-                    bytes.extend_from_slice(b"\x1b[0m");
+                    bytes.extend_from_slice(super::PLAIN_PEN.as_bytes());
                     look = PLAIN;
                     underline = Color::Reset;
                 }
