@@ -201,12 +201,16 @@ impl ProcFs {
     /// exited, or no descriptors here), it is read whole.
     pub(crate) fn identity_lean(&mut self, pid: u32, figures: bool) -> Identity {
         let due = (self.round + u64::from(pid)).is_multiple_of(READ_EVERY);
-        let spare = !figures && self.whole_spare > 0 && !self.read_whole_before(pid);
-        if !figures && !due && !spare {
-            if let Some(identity) = self.unread(pid) {
-                return identity;
+        let spare_left = !figures && self.whole_spare > 0;
+        if !figures && !due {
+            // Known, and read whole (or no spare to read it whole with): not read now.
+            if let Some((identity, whole)) = self.unread(pid) {
+                if whole || !spare_left {
+                    return identity;
+                }
             }
         }
+        let spare = spare_left && !self.read_whole_before(pid);
         // Read before and not vouched for by the descriptor kept since (exited, or no
         // descriptors here): whole, for the rules that judge a process gone or defunct.
         let vouched = self.liveness.as_ref().is_some_and(|l| l.lives(pid));
@@ -237,15 +241,18 @@ impl ProcFs {
             .is_some_and(|fixed| fixed.whole)
     }
 
-    /// What is known of `pid` without reading it, if its descriptor says the process read
-    /// last still runs.
-    fn unread(&self, pid: u32) -> Option<Identity> {
+    /// What is known of `pid` without reading it, and whether it was read whole, if its
+    /// descriptor says the process read last still runs.
+    fn unread(&self, pid: u32) -> Option<(Identity, bool)> {
         if !self.liveness.as_ref()?.lives(pid) {
             return None;
         }
         let &start_time = self.last_read.get(&pid)?;
         let fixed = self.known.get(&(pid, start_time))?;
-        Some(fixed.identity(None, Some(start_time), None, None, None))
+        Some((
+            fixed.identity(None, Some(start_time), None, None, None),
+            fixed.whole,
+        ))
     }
 
     /// Forgets processes not among `alive` (pid, start time), so the cache stays bounded.
