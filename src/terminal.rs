@@ -138,6 +138,31 @@ pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
     }
 }
 
+/// Name of the thread that reads the keys, the mouse and the resizes ([`read_input`]).
+pub(crate) const INPUT_THREAD: &str = "strata-input";
+
+/// The terminal's events, read on a thread of their own that waits for each in the kernel
+/// and sends it on: the event loop is woken once an event, and only by one. (crossterm's
+/// `EventStream` asks again, under its reader's lock, every time the loop wakes for
+/// anything else, and spins on that lock, held by its own waiting thread: some ten
+/// `sched_yield` calls a wake.) A read that fails (the terminal gone) is sent and ends the
+/// thread; so does a receiver gone. The thread is not joined: the process ends with it
+/// blocked in its read.
+pub(crate) fn read_input(
+) -> io::Result<tokio::sync::mpsc::UnboundedReceiver<io::Result<crossterm::event::Event>>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name(INPUT_THREAD.into())
+        .spawn(move || loop {
+            let read = crossterm::event::read();
+            let failed = read.is_err();
+            if tx.send(read).is_err() || failed {
+                return;
+            }
+        })?;
+    Ok(rx)
+}
+
 /// Takes the terminal again after the process was stopped and continued (SIGCONT): raw
 /// mode, the alternate screen, the cursor hidden, the mouse where it was captured, and the
 /// next draw repaints every cell.

@@ -6,7 +6,7 @@
 //! After a pause, the queued samples are applied a slice at a time between events, so keys
 //! are answered while the monitor catches up.
 
-use crate::app::{key_action, FirstScreen, RecordRequest, State};
+use crate::app::{key_action, FirstScreen, PollClock, RecordRequest, State};
 use crate::record::live::{LiveRecorder, News};
 use crate::replay::source::ReplaySource;
 use crate::replay::Played;
@@ -14,8 +14,8 @@ use crate::sample::NodeSample;
 use crate::source::demand::{Demand, Wanted};
 use crate::source::{Schedule, Source, SourceError};
 use crate::terminal::{self, ReceivedSignal};
-use crossterm::event::{Event as TermEvent, EventStream};
-use futures::StreamExt;
+use crossterm::event::Event as TermEvent;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -27,13 +27,12 @@ const CATCH_UP_FRAME: Duration = Duration::from_millis(100);
 
 /// Everything the loop reacts to.
 enum Event {
-    /// The collector began a poll at this instant.
-    PollStarted(Instant),
     Sample(Box<NodeSample>),
     /// A replay was sought: the model rebuilt at its target.
     Rebuilt(Box<crate::replay::Model>),
     SourceFailed(String),
-    /// A poll is overdue and the header's count of seconds moved on.
+    /// A poll is overdue and the header's count of seconds moved on, or the moment when the
+    /// next one would be overdue has come (see [`State::next_wake`]).
     Tick,
     Terminal(TermEvent),
     InputClosed,
@@ -54,12 +53,14 @@ impl From<Played> for Event {
     }
 }
 
-/// Runs the source on its own thread, one sample per interval, until the receiver is gone.
+/// Runs the source on its own thread, one sample per interval, until the receiver is gone,
+/// each poll's start and end marked on `clock`.
 /// A panic while sampling (a bug) stops sampling and is reported on the status line; the
 /// monitor stays up with the last good sample.
 fn spawn_collector(
     mut source: Box<dyn Source>,
     interval: Duration,
+    clock: Arc<PollClock>,
     tx: mpsc::Sender<Event>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
@@ -73,6 +74,7 @@ fn spawn_collector(
             let mut schedule = Schedule::new(Instant::now(), interval);
             poll_until_gone(
                 &tx,
+                &clock,
                 || source.sample().map(|s| Event::Sample(Box::new(s))),
                 || schedule.sleep_until_next(),
             );
@@ -87,26 +89,30 @@ fn spawn_collector(
 fn spawn_player(mut source: ReplaySource, tx: mpsc::Sender<Event>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name(crate::terminal::COLLECTOR_THREAD.into())
-        .spawn(move || poll_until_gone(&tx, || source.play().map(Event::from), || {}))
+        .spawn(move || {
+            // A replay's source keeps its recording's time: no poll of it is ever overdue.
+            let clock = PollClock::new();
+            poll_until_gone(&tx, &clock, || source.play().map(Event::from), || {})
+        })
         .map(|_| ())
 }
 
-/// Polls until the receiver is gone: each poll said as it starts, then what it brought, then
-/// `between`. A failed poll is said and the next one tried; a panic while polling (a bug)
-/// is said and stops the polls.
+/// Polls until the receiver is gone: each poll's start and end marked on `clock`, then what
+/// it brought sent, then `between`. A failed poll is said and the next one tried; a panic
+/// while polling (a bug) is said and stops the polls.
 fn poll_until_gone(
     tx: &mpsc::Sender<Event>,
+    clock: &PollClock,
     mut poll: impl FnMut() -> Result<Event, SourceError>,
     mut between: impl FnMut(),
 ) {
     loop {
-        if tx
-            .blocking_send(Event::PollStarted(Instant::now()))
-            .is_err()
-        {
+        if tx.is_closed() {
             return;
         }
+        clock.start(Instant::now());
         let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut poll));
+        clock.end();
         let (event, stop) = match taken {
             Ok(Ok(event)) => (event, false),
             Ok(Err(e)) => (Event::SourceFailed(format!("{e} ({})", e.hint())), false),
@@ -151,8 +157,11 @@ pub fn run(mut source: Box<dyn Source>, state: State, interval: Duration) -> any
     // After each frame the screen tells the source whose figures it shows.
     let demand = Demand::default();
     source.set_demand(demand.clone());
+    let clock = PollClock::new();
+    let mut state = state;
+    state.keep_poll_clock(clock.clone());
     run_with(state, Some(demand), move |tx| {
-        spawn_collector(source, interval, tx)
+        spawn_collector(source, interval, clock, tx)
     })
 }
 
@@ -201,7 +210,7 @@ fn run_with(
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
         listen_for_signals(signal_tx)?;
         let mut guard = terminal::enter(state.setup.mouse)?;
-        let mut input = EventStream::new();
+        let mut input = terminal::read_input()?;
         draw(&mut guard, &state)?;
         let mut drawn = Instant::now();
         let mut died_of = None;
@@ -221,7 +230,7 @@ fn run_with(
                 biased;
                 Some(action) = signals.recv() => Event::Received(action),
                 Some(item) = news.recv() => Event::Recorder(item),
-                e = input.next() => match e {
+                e = input.recv() => match e {
                     Some(Ok(e)) => Event::Terminal(e),
                     Some(Err(_)) | None => Event::InputClosed,
                 },
@@ -341,11 +350,6 @@ fn handle(
     event: Event,
 ) -> std::io::Result<bool> {
     match event {
-        // Nothing to show yet: a poll in time is not news.
-        Event::PollStarted(at) => {
-            state.on_poll_started(at);
-            return Ok(false);
-        }
         Event::Sample(sample) => {
             // Recorded as it arrives, paused or not.
             if let Some(recording) = recorder.as_mut() {
@@ -416,7 +420,14 @@ mod tests {
     #[test]
     fn a_failing_then_panicking_source_reports_and_stops_without_taking_the_monitor_down() {
         let (tx, mut rx) = mpsc::channel(8);
-        spawn_collector(Box::new(Panicky(0)), Duration::from_millis(1), tx).expect("thread");
+        let clock = PollClock::new();
+        spawn_collector(
+            Box::new(Panicky(0)),
+            Duration::from_millis(1),
+            clock.clone(),
+            tx,
+        )
+        .expect("thread");
         let mut lines = Vec::new();
         while let Some(event) = rx.blocking_recv() {
             if let Event::SourceFailed(line) = event {
@@ -428,6 +439,10 @@ mod tests {
         assert!(
             lines[1].contains("sampling stopped: driver answered nonsense"),
             "{lines:?}"
+        );
+        assert!(
+            clock.read().is_some_and(|(_, running)| !running),
+            "a poll that panicked is over, not overdue for ever"
         );
     }
 
@@ -450,19 +465,15 @@ mod tests {
         let control = source.control();
         let (tx, mut rx) = mpsc::channel(8);
         spawn_player(source, tx).expect("thread");
-        assert!(matches!(rx.blocking_recv(), Some(Event::PollStarted(_))));
         match rx.blocking_recv() {
             Some(Event::Sample(sample)) => assert_eq!(sample.time, times[0]),
             _ => panic!("the first sample is not sent at once"),
         }
         // The next sample is 10 s away on the replay clock: the seek comes first.
         control.seek(crate::replay::SeekTarget::End);
-        let model = loop {
-            match rx.blocking_recv() {
-                Some(Event::PollStarted(_)) => {}
-                Some(Event::Rebuilt(model)) => break model,
-                _ => panic!("no rebuilt model after the seek"),
-            }
+        let model = match rx.blocking_recv() {
+            Some(Event::Rebuilt(model)) => model,
+            _ => panic!("no rebuilt model after the seek"),
         };
         assert_eq!(model.time(), times.last().copied());
         // Gone: the driver's next send fails, and it stops.
@@ -470,43 +481,61 @@ mod tests {
         control.seek(crate::replay::SeekTarget::End);
     }
 
-    /// A source whose polls take a while, like NVML on a busy driver.
-    struct Slow {
+    /// A source whose polls wait to be let go, like NVML on a busy driver: each says when
+    /// it has started, and ends when `release` gives it leave.
+    struct Held {
         polls: u32,
-        takes: Duration,
+        started: std::sync::mpsc::Sender<()>,
+        release: std::sync::mpsc::Receiver<()>,
     }
 
-    impl Source for Slow {
+    impl Source for Held {
         fn sample(&mut self) -> Result<NodeSample, SourceError> {
             self.polls += 1;
-            std::thread::sleep(self.takes);
+            let _ = self.started.send(());
+            let _ = self.release.recv();
             Ok(crate::source::demo::node_at(0, f64::from(self.polls), 1.0))
         }
 
         fn label(&self) -> String {
-            "slow".into()
+            "held".into()
         }
     }
 
-    /// The loop hears of each poll as it starts, before its sample: that is what lets the
-    /// header say a poll has been running too long while the thread is still stuck in it.
+    /// The loop is not woken when a poll starts, but the clock it reads says so, with when,
+    /// while the thread is still stuck in the poll: that is what lets the header say a poll
+    /// has been running too long. Once the poll ends, the clock says so before its sample
+    /// comes.
     #[test]
-    fn the_collector_says_when_each_poll_starts() {
+    fn the_collector_marks_each_poll_on_the_clock() {
         let (tx, mut rx) = mpsc::channel(8);
-        let takes = Duration::from_millis(60);
-        let slow = Slow { polls: 0, takes };
-        spawn_collector(Box::new(slow), Duration::from_millis(1), tx).expect("thread");
-        for _ in 0..3 {
-            let started = match rx.blocking_recv() {
-                Some(Event::PollStarted(at)) => at,
-                _ => panic!("a poll's sample came before its start"),
-            };
-            match rx.blocking_recv() {
-                Some(Event::Sample(_)) => {
-                    assert!(started.elapsed() >= takes, "announced before the poll ran");
-                }
-                _ => panic!("no sample after the poll's start"),
-            }
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel();
+        let held = Held {
+            polls: 0,
+            started: started_tx,
+            release: release_rx,
+        };
+        let clock = PollClock::new();
+        assert_eq!(clock.read(), None, "no poll yet");
+        let before = Instant::now();
+        // The next poll an hour away: the one poll here is the one on the clock.
+        spawn_collector(Box::new(held), Duration::from_secs(3600), clock.clone(), tx)
+            .expect("thread");
+        started.recv().expect("a poll starts");
+        let (at, running) = clock.read().expect("the poll is on the clock");
+        assert!(running, "the poll runs");
+        assert!(at >= before && at <= Instant::now(), "when it started");
+        assert!(rx.try_recv().is_err(), "nothing sent while the poll runs");
+        release.send(()).expect("released");
+        match rx.blocking_recv() {
+            Some(Event::Sample(_)) => {}
+            _ => panic!("no sample after the poll"),
         }
+        assert_eq!(
+            clock.read(),
+            Some((at, false)),
+            "over before its sample came"
+        );
     }
 }

@@ -3,7 +3,50 @@
 //! itself to say so.
 
 use super::State;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// When the collector's last poll started and whether it still runs: set by the sampling
+/// thread, read by the event loop when something else wakes it. A poll's start is not news
+/// worth a wake (its sample follows within milliseconds); the loop wakes by itself only when
+/// a poll that started on time would be overdue ([`State::next_wake`]).
+#[derive(Debug)]
+pub(crate) struct PollClock {
+    base: Instant,
+    /// The last start, in nanoseconds from `base`, shifted left one, with the low bit set
+    /// while that poll runs; 0 before the first poll. One word, so a reader never sees one
+    /// poll's start with another's end.
+    word: AtomicU64,
+}
+
+impl PollClock {
+    pub(crate) fn new() -> Arc<PollClock> {
+        Arc::new(PollClock {
+            base: Instant::now(),
+            word: AtomicU64::new(0),
+        })
+    }
+
+    /// A poll starts at `at`.
+    pub(crate) fn start(&self, at: Instant) {
+        let nanos = u64::try_from(at.saturating_duration_since(self.base).as_nanos())
+            .unwrap_or(u64::MAX >> 2);
+        self.word
+            .store((nanos.min(u64::MAX >> 2) << 1) | 1, Ordering::Release);
+    }
+
+    /// The poll started last is over (its sample or its error is on its way).
+    pub(crate) fn end(&self) {
+        self.word.fetch_and(!1, Ordering::Release);
+    }
+
+    /// When the last poll started, and whether it still runs; `None` before the first.
+    pub(crate) fn read(&self) -> Option<(Instant, bool)> {
+        let word = self.word.load(Ordering::Acquire);
+        (word != 0).then(|| (self.base + Duration::from_nanos(word >> 1), word & 1 == 1))
+    }
+}
 
 /// How current the data on screen is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +72,11 @@ impl Freshness {
 /// What the collector said of its polls, and how current that makes the data shown.
 #[derive(Debug)]
 pub struct Polls {
-    /// When the poll now running started; `None` between polls.
+    /// The collector's clock of its polls, where it keeps one (live monitoring): read
+    /// instead of `started`.
+    pub(crate) clock: Option<Arc<PollClock>>,
+    /// When the poll now running started; `None` between polls. Kept where there is no
+    /// clock.
     pub(crate) started: Option<Instant>,
     /// Whether the last poll failed (its error is in `error`).
     pub(crate) failed: bool,
@@ -47,6 +94,7 @@ pub struct Polls {
 impl Default for Polls {
     fn default() -> Self {
         Polls {
+            clock: None,
             started: None,
             failed: false,
             error: None,
@@ -65,9 +113,23 @@ const STALL_AFTER: Duration = Duration::from_secs(1);
 const REPLAY_PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 impl State {
-    /// The collector started a poll at `now`.
+    /// Reads the collector's polls from `clock` from now on.
+    pub(crate) fn keep_poll_clock(&mut self, clock: Arc<PollClock>) {
+        self.polls.clock = Some(clock);
+    }
+
+    /// A poll started at `now` (where no clock says so).
+    #[cfg(test)]
     pub(crate) fn on_poll_started(&mut self, now: Instant) {
         self.polls.started = Some(now);
+    }
+
+    /// When the poll now running started, if one runs.
+    fn poll_running(&self) -> Option<Instant> {
+        match &self.polls.clock {
+            Some(clock) => clock.read().and_then(|(at, running)| running.then_some(at)),
+            None => self.polls.started,
+        }
     }
 
     /// The poll ended in an error: the data shown stays, and grows old.
@@ -94,7 +156,7 @@ impl State {
             .polls
             .shown_since
             .map(|t| now.saturating_duration_since(t));
-        match self.polls.started {
+        match self.poll_running() {
             Some(started) if now.saturating_duration_since(started) >= self.stall_after() => {
                 Freshness::Stalled {
                     data_age,
@@ -115,8 +177,11 @@ impl State {
 
     /// When the screen must next be redrawn with no event: the moment the running poll
     /// becomes overdue, then each second while it stays so (the header counts the seconds).
-    /// `None` when all is well (no poll running, or paused): the monitor then sleeps until
-    /// data or input arrives.
+    /// Between polls, with the collector's clock, the moment the next poll would be overdue
+    /// if it started on time (an interval after the last started; or, before the first or
+    /// where that moment has passed with no poll running, `stall_after` from now): every
+    /// sample in time comes first and moves it on, so the monitor wakes only for data or
+    /// input. `None` with no clock and no poll running, or paused.
     pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         if self.attach.under_way.is_some() {
             return Some(now + super::ATTACH_POLL);
@@ -130,7 +195,15 @@ impl State {
         if self.pause.paused {
             return None;
         }
-        let started = self.polls.started?;
+        let Some(started) = self.poll_running() else {
+            let clock = self.polls.clock.as_ref()?;
+            let interval = Duration::try_from_secs_f64(self.setup.interval).unwrap_or_default();
+            let due = clock
+                .read()
+                .map(|(last, _)| last + interval + self.stall_after())
+                .filter(|&due| due > now);
+            return Some(due.unwrap_or(now + self.stall_after()));
+        };
         let due = started + self.stall_after();
         if now < due {
             return Some(due);
@@ -229,6 +302,62 @@ mod tests {
             None,
             "paused: nothing to count"
         );
+    }
+
+    /// With the collector's clock the loop is not woken when a poll starts: between polls
+    /// it is armed for the moment the next poll would be overdue if it started on time; a
+    /// poll that hangs is overdue at that moment, and one that starts late gets its own
+    /// stall time.
+    #[test]
+    fn with_the_clock_the_screen_wakes_only_when_a_poll_would_be_overdue() {
+        let ms = Duration::from_millis;
+        let clock = PollClock::new();
+        let t0 = Instant::now();
+        let mut s = state(1.0);
+        s.keep_poll_clock(clock.clone());
+        assert_eq!(
+            s.next_wake(t0),
+            Some(t0 + ms(1000)),
+            "no poll yet: a look in a second"
+        );
+        clock.start(t0);
+        assert_eq!(
+            s.next_wake(t0 + ms(1)),
+            Some(t0 + ms(1000)),
+            "the first poll's stall"
+        );
+        clock.end();
+        s.on_sample_at(node_at(0, 100.0, 10.0), t0 + ms(2));
+        assert_eq!(
+            s.next_wake(t0 + ms(2)),
+            Some(t0 + ms(2000)),
+            "the next poll, due at 1 s, overdue at 2 s"
+        );
+        assert!(s.freshness_at(t0 + ms(1500)).is_live());
+        // It starts on time and hangs: at that moment it is found overdue.
+        clock.start(t0 + ms(1000));
+        assert_eq!(
+            s.freshness_at(t0 + ms(2000)),
+            Freshness::Stalled {
+                data_age: Some(ms(1998)),
+                poll_running: ms(1000)
+            }
+        );
+        assert_eq!(s.next_wake(t0 + ms(2000)), Some(t0 + ms(3000)));
+        clock.end();
+        s.on_sample_at(node_at(0, 101.0, 10.0), t0 + ms(2500));
+        assert!(s.freshness_at(t0 + ms(2500)).is_live());
+        assert_eq!(s.next_wake(t0 + ms(2500)), Some(t0 + ms(3000)));
+        // That moment comes with no poll running (the collector late): a look a second on.
+        assert_eq!(s.next_wake(t0 + ms(3000)), Some(t0 + ms(4000)));
+        assert!(s.freshness_at(t0 + ms(3000)).is_live());
+        // A poll that starts late is overdue a second after its own start.
+        clock.start(t0 + ms(3200));
+        assert_eq!(s.next_wake(t0 + ms(3300)), Some(t0 + ms(4200)));
+        assert!(s.freshness_at(t0 + ms(4100)).is_live());
+        assert!(!s.freshness_at(t0 + ms(4200)).is_live());
+        s.apply_action(Action::TogglePause);
+        assert_eq!(s.next_wake(t0 + ms(4300)), None, "paused: nothing to count");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) use crate::present::sort::SortKey;
 pub use attach::Attach;
 pub(crate) use attach::{AttachOffer, ATTACH_POLL};
 pub(crate) use findings::{climbs, ClimbNote, FindingId, FindingList};
-pub(crate) use freshness::{Freshness, Polls};
+pub(crate) use freshness::{Freshness, PollClock, Polls};
 pub(crate) use group::TableEntry;
 pub use keys::{key_action, Action};
 pub use kill::Kill;

@@ -7,8 +7,7 @@ use super::model::{Fleet, Window};
 use super::view::{draw, FleetView};
 use super::Source;
 use crate::terminal::{self, ReceivedSignal};
-use crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
-use futures::StreamExt;
+use crossterm::event::{Event as TermEvent, KeyEventKind};
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -102,7 +101,7 @@ pub fn run(
             });
         }
         let mut guard = terminal::enter(false)?;
-        let mut input = EventStream::new();
+        let mut input = terminal::read_input()?;
         let mut view = view;
         view.now = super::now();
         let mut last_asked = view.window();
@@ -115,7 +114,7 @@ pub fn run(
             let event = tokio::select! {
                 biased;
                 Some(action) = signals.recv() => Event::Signal(action),
-                e = input.next() => match e {
+                e = input.recv() => match e {
                     Some(Ok(e)) => Event::Terminal(e),
                     Some(Err(_)) | None => Event::InputClosed,
                 },
