@@ -1,11 +1,14 @@
-//! The host side of the node: CPU and memory of the machine through `sysinfo` (it reads
-//! `/proc/stat` and `/proc/meminfo`, and nothing else, when asked only for those), and each
-//! GPU process's share of them from the `/proc/PID/stat` that [`ProcFs`] reads once a sample
-//! for its identity (CPU %, resident memory, time since it started).
+//! The host side of the node: CPU and memory of the machine from the head of `/proc/stat`
+//! and `/proc/meminfo`, each read through a descriptor kept open, and each GPU process's share
+//! of them from the `/proc/PID/stat` that [`ProcFs`] reads once a sample for its identity (CPU
+//! %, resident memory, time since it started).
 //!
-//! sysinfo is not asked for processes: it refreshes every process it has ever seen and lists
-//! each one's threads, where strata needs three numbers of the processes NVML lists, all in
-//! the one `stat` it reads anyway.
+//! No `sysinfo`: asked for the node's CPU it opened `/proc/stat` anew each sample and parsed
+//! a line per core into shares no one reads (128 lines a second on a 128-core node), and
+//! asked for processes it refreshed every process it had ever seen and listed each one's
+//! threads, where strata needs three numbers of the processes NVML lists, all in the one
+//! `stat` it reads anyway. The node's share of CPU is sysinfo's: the time not idle (nor
+//! waiting on I/O) over all the time the counters moved.
 //!
 //! CPU use is a difference between two readings: a process seen for the first time (and the
 //! node at the first poll) has no CPU figure yet, `None`, never 0. A process's share is its
@@ -15,8 +18,10 @@
 
 use crate::sample::HostMemory;
 use hashbrown::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
-use sysinfo::{MemoryRefreshKind, System};
 
 /// What the host says of one process.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -43,11 +48,109 @@ pub(crate) struct ProcessStat {
     pub(crate) at: Instant,
 }
 
+/// How much of `/proc/stat` and `/proc/meminfo` is read: the first line of one (a few dozen
+/// bytes, however many cores), every line the other's figures come from.
+const HEAD: usize = 4096;
+
+/// A `/proc` file read from its start through a descriptor kept open; opened again after a
+/// failed read.
+#[derive(Debug)]
+struct Kept {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Kept {
+    fn new(path: PathBuf) -> Kept {
+        Kept { path, file: None }
+    }
+
+    /// Up to [`HEAD`] bytes from the file's start into `buf`; `None` where it cannot be read
+    /// (gone, or unreadable twice, the second time through a fresh descriptor).
+    fn head<'b>(&mut self, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+        buf.resize(HEAD, 0);
+        for _ in 0..2 {
+            if self.file.is_none() {
+                self.file = File::open(&self.path).ok();
+            }
+            let file = self.file.as_ref()?;
+            match file.read_at(buf, 0) {
+                Ok(n) => {
+                    buf.truncate(n);
+                    return std::str::from_utf8(buf).ok();
+                }
+                Err(_) => self.file = None,
+            }
+        }
+        None
+    }
+}
+
+/// `/proc/stat`'s `cpu` line as (all the time counted, the time idle or waiting on I/O), in
+/// clock ticks: user, nice, system, idle, iowait, irq, softirq and steal summed (guest time
+/// is already in user and nice), idle and iowait.
+fn cpu_times(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let mut fields = line.split_ascii_whitespace().map(|f| f.parse::<u64>());
+    let mut times = [0u64; 8];
+    for time in &mut times {
+        // A kernel older than a field (steal: 2.6.11) leaves it out: 0, as it counts none.
+        match fields.next() {
+            Some(Ok(value)) => *time = value,
+            Some(Err(_)) => return None,
+            None => break,
+        }
+    }
+    let total = times.iter().fold(0u64, |sum, t| sum.saturating_add(*t));
+    Some((total, times[3].saturating_add(times[4])))
+}
+
+/// The node's memory from `/proc/meminfo`: in use is all but what is available
+/// (`MemAvailable`; before Linux 3.14, free, buffers, page cache and reclaimable slab, less
+/// shared memory, as the kernel itself estimates it). `None` without a total.
+fn memory(meminfo: &str) -> Option<HostMemory> {
+    let (mut total, mut available) = (None, None);
+    let (mut free, mut buffers, mut cached, mut reclaimable, mut shared) = (0, 0, 0, 0, 0);
+    for line in meminfo.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(kib) = rest
+            .split_ascii_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let bytes = kib.saturating_mul(1024);
+        match key {
+            "MemTotal" => total = Some(bytes),
+            "MemAvailable" => available = Some(bytes),
+            "MemFree" => free = bytes,
+            "Buffers" => buffers = bytes,
+            "Cached" => cached = bytes,
+            "SReclaimable" => reclaimable = bytes,
+            "Shmem" => shared = bytes,
+            _ => {}
+        }
+    }
+    let total = total.filter(|&t| t > 0)?;
+    let available =
+        available.unwrap_or_else(|| (free + buffers + cached + reclaimable).saturating_sub(shared));
+    Some(HostMemory {
+        total,
+        used: total.saturating_sub(available),
+    })
+}
+
 /// The node's CPU and memory, and its GPU processes' share of them, between polls.
 pub(crate) struct HostReader {
-    system: System,
-    /// The node's CPU has been read once: the next reading has a difference to show.
-    cpu_primed: bool,
+    stat: Kept,
+    meminfo: Kept,
+    buf: Vec<u8>,
+    /// The node's CPU times at the previous reading (all, idle): the next has a difference
+    /// to show.
+    cpu_before: Option<(u64, u64)>,
     /// Per pid read at the previous poll: its start time (a reused pid is another process),
     /// its CPU time (ticks) and when it was read.
     seen: HashMap<u32, (u64, u64, Instant)>,
@@ -58,7 +161,7 @@ pub(crate) struct HostReader {
 impl std::fmt::Debug for HostReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostReader")
-            .field("cpu_primed", &self.cpu_primed)
+            .field("cpu_before", &self.cpu_before)
             .field("seen", &self.seen.len())
             .finish()
     }
@@ -72,8 +175,8 @@ impl Default for HostReader {
 
 /// One decimal place: a percentage read off a counter has no more, and JSON shows no float
 /// noise.
-fn tenths(value: f32) -> f64 {
-    (f64::from(value) * 10.0).round() / 10.0
+fn tenths(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
 }
 
 /// Clock ticks a second, the unit of `/proc/PID/stat`'s times (100 on every Linux strata
@@ -97,29 +200,36 @@ fn since_boot() -> Option<f64> {
 
 impl HostReader {
     pub(crate) fn new() -> Self {
+        HostReader::under(Path::new("/proc"))
+    }
+
+    /// A reader of `stat` and `meminfo` under `proc` (a stand-in `/proc` in tests).
+    fn under(proc: &Path) -> Self {
         HostReader {
-            system: System::new(),
-            cpu_primed: false,
+            stat: Kept::new(proc.join("stat")),
+            meminfo: Kept::new(proc.join("meminfo")),
+            buf: Vec::with_capacity(HEAD),
+            cpu_before: None,
             seen: HashMap::new(),
             ticks_per_second: ticks_per_second(),
         }
     }
 
     /// The node's CPU in use since the previous call (percent of all cores; `None` at the
-    /// first call) and its memory.
+    /// first call, where `/proc/stat` cannot be read, and where its counters did not move
+    /// forward) and its memory (`None` where `/proc/meminfo` has no total).
     pub(crate) fn node(&mut self) -> (Option<f64>, Option<HostMemory>) {
-        self.system.refresh_cpu_usage();
-        let cpu = self
-            .cpu_primed
-            .then(|| tenths(self.system.global_cpu_usage()));
-        self.cpu_primed = true;
-        self.system
-            .refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
-        let total = self.system.total_memory();
-        let memory = (total > 0).then(|| HostMemory {
-            total,
-            used: self.system.used_memory().min(total),
-        });
+        let now = self.stat.head(&mut self.buf).and_then(cpu_times);
+        let cpu = match (self.cpu_before, now) {
+            (Some((total_before, idle_before)), Some((total, idle))) if total > total_before => {
+                let all = (total - total_before) as f64;
+                let idle = idle.saturating_sub(idle_before) as f64;
+                Some(tenths(((all - idle).max(0.0) / all * 100.0).min(100.0)))
+            }
+            _ => None,
+        };
+        self.cpu_before = now;
+        let memory = self.meminfo.head(&mut self.buf).and_then(memory);
         (cpu, memory)
     }
 
@@ -164,6 +274,87 @@ mod tests {
     use super::*;
     use crate::source::procfs::ProcFs;
     use std::time::{Duration, Instant};
+
+    /// A stand-in `/proc` holding `stat` and `meminfo`.
+    fn stand_in(stat: &str, meminfo: &str) -> crate::fixtures::TempDir {
+        let dir = crate::fixtures::TempDir::new("host");
+        std::fs::write(dir.path().join("stat"), stat).expect("stat");
+        std::fs::write(dir.path().join("meminfo"), meminfo).expect("meminfo");
+        dir
+    }
+
+    const MEMINFO: &str = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\n\
+        MemAvailable:    12000000 kB\nBuffers:          200000 kB\nCached:          3000000 kB\n";
+
+    /// The node's share of CPU is the time not idle nor waiting on I/O over all the time the
+    /// counters moved (guest time already in user and nice); read again through the
+    /// descriptor kept open, the file's new counters; counters that did not move, or a file
+    /// gone, are no figure, never 0.
+    #[test]
+    fn the_node_cpu_is_the_time_not_idle_between_two_readings() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let dir = stand_in(
+            "cpu  100 0 50 800 50 0 0 0 40 0\ncpu0 50 0 25 400 25 0 0 0 20 0\nintr 1 2 3\n",
+            MEMINFO,
+        );
+        let mut host = HostReader::under(dir.path());
+        let (cpu, memory) = host.node();
+        assert_eq!(cpu, None, "no difference at the first reading");
+        assert_eq!(
+            memory,
+            Some(HostMemory {
+                total: 16_000_000 * 1024,
+                used: 4_000_000 * 1024
+            })
+        );
+        // 400 ticks more: 60 user, 20 system, 300 idle, 10 iowait, 10 steal.
+        std::fs::write(
+            dir.path().join("stat"),
+            "cpu  160 0 70 1100 60 0 0 10 70 0\ncpu0 80 0 35 550 30 0 0 5 35 0\n",
+        )
+        .expect("stat");
+        assert_eq!(host.node().0, Some(22.5), "90 busy of 400");
+        assert_eq!(host.node().0, None, "counters that did not move");
+        std::fs::write(
+            dir.path().join("stat"),
+            "cpu  1160 0 70 1100 60 0 0 10 70 0\n",
+        )
+        .expect("stat");
+        assert_eq!(host.node().0, Some(100.0), "all busy");
+        // Gone: the kept descriptor still reads what it held open; a file that cannot be
+        // opened anew is no figure.
+        host.stat = Kept::new(dir.path().join("no-such-stat"));
+        host.meminfo = Kept::new(dir.path().join("no-such-meminfo"));
+        assert_eq!(host.node(), (None, None));
+    }
+
+    /// Before Linux 3.14 `meminfo` has no `MemAvailable`: available is free, buffers, page
+    /// cache and reclaimable slab, less shared memory. With no total there is no figure.
+    #[test]
+    fn memory_without_mem_available_is_estimated_as_the_kernel_does() {
+        let old = "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 50 kB\nCached: 300 kB\n\
+            Shmem: 20 kB\nSReclaimable: 70 kB\n";
+        assert_eq!(
+            memory(old),
+            Some(HostMemory {
+                total: 1000 * 1024,
+                used: 500 * 1024
+            })
+        );
+        assert_eq!(memory("MemFree: 100 kB\n"), None);
+        assert_eq!(memory("MemTotal: 0 kB\n"), None);
+        assert_eq!(
+            cpu_times("cpu  1 2 x 4\n"),
+            None,
+            "a field that is not a number"
+        );
+        assert_eq!(cpu_times("intr 1 2\n"), None);
+        assert_eq!(
+            cpu_times("cpu  1 2 3 4\n"),
+            Some((10, 4)),
+            "an old kernel's fields"
+        );
+    }
 
     /// CPU time (ticks) of `pid`, read from `/proc` directly: the oracle.
     fn ticks(pid: u32) -> f64 {
