@@ -7,8 +7,9 @@ measure it for SECS seconds. Standard library only. Prints one JSON object:
   bytes_per_s  bytes the pane received (tmux `pipe-pane`, from launch) in the same window;
   first_s      seconds from launch (just before `tmux new-session`) to the first capture of
                the pane (`capture-pane`, polled every POLL_S = 50 ms, so 50 ms resolution plus
-               one capture) that shows a whole number equal to one of the node's PIDs; null
-               if none did before the end;
+               one capture) that shows a whole number equal to one of the node's PIDs, as a
+               number of its own (not a part of `6400MiB`, `2.5` or `CI:10`; gpustat's
+               `sleep/4242(8M)` is one); null if none did before the end;
   error        why there is no measurement (the command exited: the pane's last lines).
 
 Polling stops once a PID was seen, so it does not weigh on the steady window of a monitor
@@ -25,7 +26,10 @@ import time
 
 POLL_S = 0.05
 STEADY_FROM_S = 2.0
-NUMBER = re.compile(r"(?<![\d.])\d+(?![\d.])")
+# A whole number standing alone: not inside a figure with its unit (`6400MiB`, which a pid
+# of 6400 would match), a decimal, a word or a label (`CI:10`); a pid in a table cell, after
+# `└`, between spaces and box lines, or in gpustat's `sleep/4242(8M)` is one.
+NUMBER = re.compile(r"(?<![\w.:])\d+(?![\w.])")
 
 sock, secs, cols, rows, pids_file, work = sys.argv[1:7]
 secs = float(secs)
