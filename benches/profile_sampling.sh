@@ -9,6 +9,8 @@
 # the thread's own start-up frames left out: every sample passes through them), then by self
 # time (`--no-children`), each in % of the thread's samples, and the share spent in the
 # kernel; then, from a second, process-wide recording of SECS/4 seconds, each thread's share.
+# Samples at FREQ a second (default 4999: the collector now spends about a millisecond a second,
+# which 499 a second caught in some 14 samples over 20 s at 8 x 64).
 # Usage: benches/profile_sampling.sh [SECS] [TOP] [PER_GPU]   (default 20 10 64: PER_GPU processes
 #        on each of the 8 GPUs; 512 for the big inference node)
 # Needs: perf (linux-perf), tmux; perf_event_paranoid <= 1 or root. Build first:
@@ -55,7 +57,7 @@ sleep "${WARM:-5}"
 record() { # OUT SECONDS perf-target...
   local out=$1 for=$2
   shift 2
-  perf record -q -g --call-graph dwarf,16384 -F 499 "$@" -o "$out" -- sleep "$for" 2>"$work/record.err" \
+  perf record -q -g --call-graph dwarf,16384 -F "${FREQ:-4999}" "$@" -o "$out" -- sleep "$for" 2>"$work/record.err" \
     || { cat "$work/record.err" >&2; exit 1; }
 }
 record "$work/collector.data" "$secs" -t "$tid"
