@@ -294,11 +294,13 @@ fn run_with(
     Ok(())
 }
 
-/// Draws the screen. What the mouse can click is what this frame draws: the table's place
-/// recorded by the last one is forgotten first (a view without the table records none).
-/// Draws a frame and writes what changed. Not `Terminal::draw`: that asks the terminal its
-/// size at every frame (crossterm opens `/dev/tty` for it) and hides the cursor again; here
-/// the size follows the resize events, and the cursor stays hidden from `terminal::enter`.
+/// Draws a frame and writes what changed. What the mouse can click is what this frame draws:
+/// the table's place recorded by the last one is forgotten first (a view without the table
+/// records none).
+///
+/// Not `Terminal::draw`: that asks the terminal its size at every frame (crossterm opens
+/// `/dev/tty` for it) and hides the cursor again; here the size follows the resize events,
+/// and the cursor stays hidden from `terminal::enter`.
 fn draw(guard: &mut terminal::Guard, state: &State) -> std::io::Result<()> {
     state.mouse.table.take();
     let terminal = &mut guard.terminal;
