@@ -6,13 +6,15 @@
 use super::{KeyRef, Metric};
 use crate::layers::Layer;
 use crate::sample::ProcessSample;
+use std::num::NonZeroU64;
 
 /// A series' place in the history, and which series held it when the handle was got: a
 /// series let go (its place since held by another, or by none) is not found through it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Handle {
     pub(super) place: usize,
-    pub(super) serial: u64,
+    /// Never 0, so that `Option<Handle>`, nine to a process, is 16 bytes, not 24.
+    pub(super) serial: NonZeroU64,
 }
 
 /// The series a process's sample writes: NVML's used, SM utilisation, the allocator's

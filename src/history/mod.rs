@@ -19,6 +19,7 @@ pub(crate) use steps::{StepPoint, Steps};
 
 use crate::layers::Layer;
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 
 /// The series' table: found by a borrowed name ([`KeyRef`]), each at its place in
 /// [`History::entries`].
@@ -247,7 +248,7 @@ struct Entry {
     seen: u64,
     born: u64,
     /// Which series this is of those any history made ([`MADE`]).
-    serial: u64,
+    serial: NonZeroU64,
 }
 
 /// Series made by every history so far: each one's number tells it from any other, the one
@@ -404,7 +405,9 @@ impl History {
         }
         let key = key.to_key();
         self.held += entry_heap(&key, &series);
-        let serial = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Never 0: an absent handle then costs no more than a handle.
+        let serial =
+            NonZeroU64::MIN.saturating_add(MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let entry = Some(Box::new(Entry {
             series,
             seen: generation,
