@@ -30,10 +30,10 @@ impl PollClock {
 
     /// A poll starts at `at`.
     pub(crate) fn start(&self, at: Instant) {
+        // At most 2^63 - 1 (292 years), so that the shift keeps every bit.
         let nanos = u64::try_from(at.saturating_duration_since(self.base).as_nanos())
-            .unwrap_or(u64::MAX >> 2);
-        self.word
-            .store((nanos.min(u64::MAX >> 2) << 1) | 1, Ordering::Release);
+            .map_or(u64::MAX >> 1, |n| n.min(u64::MAX >> 1));
+        self.word.store((nanos << 1) | 1, Ordering::Release);
     }
 
     /// The poll started last is over (its sample or its error is on its way).
