@@ -10,6 +10,10 @@
 
 // The changed cells written to the terminal in few bytes.
 mod lean_backend;
+// The event loop's timer, which wakes it at its moment only.
+mod alarm;
+
+pub(crate) use alarm::Alarm;
 
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;

@@ -1,7 +1,8 @@
 //! The full-screen monitor's event loop. The source runs on its own thread and sends owned
 //! samples (a replay sends its seeks' rebuilt models too, by a driver of its own); input,
 //! resize and signals arrive as events; the screen is redrawn only when something arrived.
-//! The one timer runs while a poll is overdue (NVML stuck in the driver): then the header
+//! The one timer (`terminal::Alarm`, which wakes the loop at its moment only) is set to the
+//! moment the next poll would be overdue; while one is (NVML stuck in the driver) the header
 //! counts the seconds, once a second, until the sample comes.
 //! After a pause, the queued samples are applied a slice at a time between events, so keys
 //! are answered while the monitor catches up.
@@ -211,6 +212,7 @@ fn run_with(
         listen_for_signals(signal_tx)?;
         let mut guard = terminal::enter(state.setup.mouse)?;
         let mut input = terminal::read_input()?;
+        let mut alarm = terminal::Alarm::new()?;
         draw(&mut guard, &state)?;
         let mut drawn = Instant::now();
         let mut died_of = None;
@@ -222,9 +224,7 @@ fn run_with(
             // Armed only while a poll runs, for the moment it would be overdue: a poll that
             // comes back in time disarms it before it fires.
             let wake = state.next_wake(Instant::now());
-            let alarm = tokio::time::Instant::from_std(
-                wake.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
-            );
+            alarm.set(wake)?;
             // Signals and keys first: a catch-up never keeps them waiting.
             let event = tokio::select! {
                 biased;
@@ -242,7 +242,10 @@ fn run_with(
                         continue;
                     }
                 },
-                _ = tokio::time::sleep_until(alarm), if wake.is_some() => Event::Tick,
+                fired = alarm.fired(), if wake.is_some() => {
+                    fired?;
+                    Event::Tick
+                }
                 _ = std::future::ready(()), if catching_up => Event::CatchUp,
             };
             if let Event::Received(ReceivedSignal::Die(signo)) = event {
