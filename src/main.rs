@@ -174,7 +174,9 @@ fn open_source(source: &SourceArgs, demo_start: f64) -> anyhow::Result<Opened> {
         source.feeds.feed_dir.clone(),
         Duration::from_secs_f64(source.interval()),
     );
-    let hub = FeedHub::start(config)
+    // The feed thread starts once a socket is found (a node without agents wakes no thread
+    // of its own for them).
+    let hub = FeedHub::start_when_found(config)
         .map_err(|e| anyhow::anyhow!("cannot start reading allocator feeds: {e}"))?;
     Ok(Opened::Fed(FedSource::new(Box::new(nvml), hub)))
 }

@@ -6,7 +6,7 @@
 use crate::sample::feed::FoundVia;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// A socket file's identity: (st_dev, st_ino). The same socket seen twice is one feed.
 pub(crate) type FeedKey = (u64, u64);
@@ -29,7 +29,7 @@ pub(crate) struct Candidate {
     pub(crate) expected_uid: u32,
     pub(crate) via: FoundVia,
     /// The directory, opened `O_PATH`.
-    pub(crate) dir: Rc<OwnedFd>,
+    pub(crate) dir: Arc<OwnedFd>,
     /// The check of the directory (owner, mode), done when it was opened.
     pub(crate) dir_verdict: Result<(), String>,
     /// Owner of the socket file.

@@ -20,7 +20,7 @@ use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The most feeds the hub keeps.
@@ -87,11 +87,11 @@ struct RootInfo {
     root: Option<RootKey>,
     /// Its feed dir in this mount namespace, and the owner that dir must have (shared: each
     /// scan looks it up for every watched process).
-    here: Rc<Path>,
+    here: Arc<Path>,
     owner: u32,
     /// The dirs to look into within its root (`tmp/strata-<euid>`, its `STRATA_FEED_DIR`),
     /// less those that are `here` (its tree is this monitor's own).
-    in_root: Rc<[PathBuf]>,
+    in_root: Arc<[PathBuf]>,
 }
 
 /// A watched process: its pid, and its start time where known (with the pid, which process).
@@ -229,7 +229,7 @@ impl Scanner {
         // it is looked up here: its root's copy of that path is the same directory.
         let same_tree = root.is_some() && root == self.own_root && nspid == pid;
         in_root.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
-        let (here, in_root) = (Rc::from(here), Rc::from(in_root));
+        let (here, in_root) = (Arc::from(here), Arc::from(in_root));
         Some(RootInfo {
             euid,
             nspid,
@@ -254,8 +254,8 @@ impl Scanner {
             return;
         };
         let (euid, nspid, root, owner) = (info.euid, info.nspid, info.root, info.owner);
-        let here = Rc::clone(&info.here);
-        let rels = Rc::clone(&info.in_root);
+        let here = Arc::clone(&info.here);
+        let rels = Arc::clone(&info.in_root);
         // A dir that is not one is looked at again for each pid, so that each is told why; one
         // that is not there is looked for once a scan.
         let dir = match here_dirs.entry_ref(&*here) {
@@ -404,7 +404,7 @@ impl Scanner {
             }
             let dir = Dir {
                 st: dir.st,
-                fd: Rc::clone(&dir.fd),
+                fd: Arc::clone(&dir.fd),
                 shown: path,
                 expected_uid: owner,
                 verdict,

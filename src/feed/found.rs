@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Where a directory is looked for: a path of this mount namespace, or a path inside a
 /// watched process's root.
@@ -70,7 +70,7 @@ pub(super) struct Found<'a> {
 
 #[derive(Clone)]
 pub(super) struct Dir {
-    pub(crate) fd: Rc<OwnedFd>,
+    pub(crate) fd: Arc<OwnedFd>,
     /// What `fstat` said of it when it was opened.
     pub(crate) st: libc::stat,
     pub(crate) shown: PathBuf,
@@ -126,7 +126,7 @@ impl<'a> Found<'a> {
             name_pid: entry.pid,
             expected_uid: dir.expected_uid,
             via: dir.via,
-            dir: Rc::clone(&dir.fd),
+            dir: Arc::clone(&dir.fd),
             dir_verdict: dir.verdict.clone(),
             socket_uid: entry.uid,
             budget: dir.budget,

@@ -3,6 +3,11 @@
 //!
 //! One thread, one epoll set over every connection and a wake-up socket; it sleeps until a
 //! line arrives, a rescan is due, or a caller asks for a scan.
+//!
+//! The monitor's hub starts its thread only once a scan finds a socket
+//! ([`FeedHub::start_when_found`]): until then the collector's own [`FeedHub::watch_pids`]
+//! scans, at most once a rescan interval, so a node without agents costs no wake-up of a
+//! thread of its own each second (which cost about what the collector's whole sample did).
 
 use super::candidate::FeedKey;
 use super::conn::{Conn, Phase, READ_CHUNK};
@@ -95,12 +100,36 @@ impl Inner {
 pub struct FeedHub {
     inner: Arc<Inner>,
     wake: UnixStream,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Until the thread starts: what it is to take, and the caller's own scans.
+    waiting: Mutex<Option<Box<Waiting>>>,
+}
+
+/// A hub whose thread has not started: nothing found yet (see the module comment).
+struct Waiting {
+    wake_rx: UnixStream,
+    poller: Poller,
+    config: FeedConfig,
+    scanner: Scanner,
+    /// When the caller's latest scan ran.
+    scanned: Option<Instant>,
 }
 
 impl FeedHub {
     /// Starts the thread, which scans at once.
     pub fn start(config: FeedConfig) -> io::Result<FeedHub> {
+        let hub = FeedHub::start_when_found(config)?;
+        hub.launch()?;
+        Ok(hub)
+    }
+
+    /// A hub whose thread starts when a scan first finds a socket, or when [`Self::settle`]
+    /// is called: until then [`Self::watch_pids`] scans on the caller's thread, at once for a
+    /// pid new to the list and else at most once a rescan interval (less a quarter, for the
+    /// caller's jitter). Nothing found, nothing is connected, refused or held as dead, so
+    /// such a scan has nothing more to do than its notes. The thread, once started, runs
+    /// until the hub is dropped.
+    pub fn start_when_found(config: FeedConfig) -> io::Result<FeedHub> {
         let (wake, wake_rx) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         wake_rx.set_nonblocking(true)?;
@@ -121,20 +150,104 @@ impl FeedHub {
             }),
             changed: Condvar::new(),
         });
-        let thread_inner = Arc::clone(&inner);
-        let thread = std::thread::Builder::new()
-            .name("strata-feeds".into())
-            .spawn(move || Hub::new(thread_inner, wake_rx, poller, config).run())?;
+        let scanner = Scanner::new(
+            config.feed_dir.clone(),
+            config.proc_root.clone(),
+            config.tmp_root.clone(),
+        );
         Ok(FeedHub {
             inner,
             wake,
-            thread: Some(thread),
+            thread: Mutex::new(None),
+            waiting: Mutex::new(Some(Box::new(Waiting {
+                wake_rx,
+                poller,
+                config,
+                scanner,
+                scanned: None,
+            }))),
         })
+    }
+
+    /// Starts the thread, if it has not started; it scans at once. Where the system cannot
+    /// start a thread now (out of threads or memory: `start` fails then) the hub stays
+    /// waiting, and the next scan that finds a socket tries again.
+    fn launch(&self) -> io::Result<()> {
+        let mut waiting = lock(&self.waiting);
+        let Some(parts) = waiting.take() else {
+            return Ok(());
+        };
+        // Handed over through a slot, so that a thread that does not start gives them back.
+        let slot = Arc::new(Mutex::new(Some(parts)));
+        let handed = Arc::clone(&slot);
+        let inner = Arc::clone(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("strata-feeds".into())
+            .spawn(move || {
+                let parts = lock(&handed).take();
+                if let Some(parts) = parts {
+                    let Waiting {
+                        wake_rx,
+                        poller,
+                        config,
+                        ..
+                    } = *parts;
+                    Hub::new(inner, wake_rx, poller, config).run();
+                }
+            });
+        match spawned {
+            Ok(thread) => {
+                *lock(&self.thread) = Some(thread);
+                Ok(())
+            }
+            Err(e) => {
+                *waiting = lock(&slot).take();
+                Err(e)
+            }
+        }
+    }
+
+    /// While the thread has not started: scans on this thread if one is due (`new`: a pid
+    /// new to the list), and starts the thread if it found a socket. False once the thread
+    /// has started (its own scans take over).
+    fn scan_here(&self, new: bool) -> bool {
+        let mut guard = lock(&self.waiting);
+        let Some(waiting) = guard.as_mut() else {
+            return false;
+        };
+        let now = Instant::now();
+        let rescan = waiting.config.rescan;
+        let due = new
+            || waiting
+                .scanned
+                .is_none_or(|at| now + rescan / 4 >= at + rescan);
+        if !due {
+            return true;
+        }
+        waiting.scanned = Some(now);
+        let watched = self.inner.lock().watched.clone();
+        // Nothing is connected and no socket is held as dead before the thread starts.
+        let scan = waiting
+            .scanner
+            .scan(&watched, &hashbrown::HashSet::new(), &|_, _| false);
+        let found = !scan.candidates.is_empty();
+        {
+            let mut shared = self.inner.lock();
+            shared.scan = scan.notes;
+            shared.scans_run += 1;
+        }
+        drop(guard);
+        if found {
+            // Not started now: the next scan that finds it tries again.
+            let _ = self.launch();
+        }
+        true
     }
 
     /// The host pids NVML lists, each with its start time where known: for each, also look
     /// for its socket through its root. A pid new to the list, or now another process, is
-    /// looked up at once.
+    /// looked up at once (on this thread while the hub's has not started: see
+    /// [`Self::start_when_found`]).
     pub(crate) fn watch_pids(&self, pids: &[Watched]) {
         let mut pids: Vec<Watched> = pids.to_vec();
         pids.sort_unstable();
@@ -145,9 +258,12 @@ impl FeedHub {
             .iter()
             .any(|p| shared.watched.binary_search(p).is_err());
         shared.watched = pids;
+        drop(shared);
+        if self.scan_here(new) {
+            return;
+        }
         if new {
-            shared.scans_requested += 1;
-            drop(shared);
+            self.inner.lock().scans_requested += 1;
             self.wake();
         }
     }
@@ -240,6 +356,9 @@ impl FeedHub {
     /// Scans now and waits until every connection has been judged (trusted with its hello and
     /// backlog read, or refused), or until `timeout`.
     pub(crate) fn settle(&self, timeout: Duration) {
+        if self.launch().is_err() {
+            return; // no thread to wait for
+        }
         let deadline = Instant::now() + timeout;
         let mut shared = self.inner.lock();
         shared.scans_requested += 1;
@@ -290,10 +409,16 @@ impl Drop for FeedHub {
     fn drop(&mut self) {
         self.inner.lock().stop = true;
         self.wake();
-        if let Some(thread) = self.thread.take() {
+        if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The epoll token of the wake-up socket; connections get 1, 2, ...
@@ -635,3 +760,7 @@ mod stream_tests;
 #[cfg(test)]
 #[path = "request_tests.rs"]
 mod request_tests;
+
+#[cfg(test)]
+#[path = "when_found_tests.rs"]
+mod when_found_tests;

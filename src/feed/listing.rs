@@ -10,7 +10,7 @@ use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Entries counted, beyond those read, to say how large a cut-short directory is.
 pub(crate) const COUNT_CAP: usize = 65_536;
@@ -20,7 +20,7 @@ const RELIST_SCANS: u64 = 16;
 
 /// A path opened `O_PATH` without following a final link, and what `fstat` says of it.
 pub(crate) struct Opened {
-    pub(crate) fd: Rc<OwnedFd>,
+    pub(crate) fd: Arc<OwnedFd>,
     pub(crate) st: libc::stat,
 }
 
@@ -52,7 +52,7 @@ pub(crate) fn open(path: &Path) -> Option<Opened> {
     let fd = open_path(path, libc::O_NOFOLLOW).ok()?;
     let st = fstat(&fd)?;
     Some(Opened {
-        fd: Rc::new(fd),
+        fd: Arc::new(fd),
         st,
     })
 }
@@ -61,7 +61,7 @@ pub(crate) fn open_within(root: &OwnedFd, rel: &Path) -> Option<Opened> {
     let fd = open_in_root(root, rel).ok()?;
     let st = fstat(&fd)?;
     Some(Opened {
-        fd: Rc::new(fd),
+        fd: Arc::new(fd),
         st,
     })
 }
