@@ -94,3 +94,29 @@ fn settle_starts_the_thread_and_waits_for_the_feeds() {
     assert_eq!(feed.state, FeedState::Connected);
     assert_eq!(feed.devices[0].latest.seq, 2);
 }
+
+/// More new pids than a caller's scan looks up start the thread at once, which looks them up
+/// itself (each one's status and environment): the caller's sample is not held up by them.
+/// As many as that are still looked up on the caller's thread.
+#[test]
+fn many_new_pids_at_once_are_left_to_the_thread() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir("strata-0", 0o700);
+    let hub = |_| {
+        FeedHub::start_when_found(FeedConfig {
+            rescan: Duration::from_secs(3600),
+            ..config(Some(&dir), Path::new("/nonexistent"), Path::new("/proc"))
+        })
+        .expect("hub")
+    };
+    // Pids past the kernel's limit (2^22): never a process, looked up and not found.
+    let pids =
+        |n: usize| -> Vec<Watched> { (0..n).map(|i| (5_000_000 + i as u32, None)).collect() };
+    let few = hub(());
+    few.watch_pids(&pids(CALLER_SCAN_FRESH));
+    assert!(!started(&few), "as many as a caller looks up: scanned here");
+    assert_eq!(scans_run(&few), 1);
+    let many = hub(());
+    many.watch_pids(&pids(CALLER_SCAN_FRESH + 1));
+    assert!(started(&many), "more: the thread's");
+}
