@@ -128,8 +128,8 @@ impl FeedHub {
         Ok(hub)
     }
 
-    /// A hub whose thread starts when a scan first finds a socket, or when [`Self::settle`]
-    /// is called: until then [`Self::watch_pids`] scans on the caller's thread, at once for a
+    /// A hub whose thread starts when a scan first finds a socket, or when `settle`
+    /// is called: until then `watch_pids` scans on the caller's thread, at once for a
     /// pid new to the list and else at most once a rescan interval (less a quarter, for the
     /// caller's jitter). Nothing found, nothing is connected, refused or held as dead, so
     /// such a scan has nothing more to do than its notes. The thread, once started, runs
