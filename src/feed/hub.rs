@@ -95,9 +95,7 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Shared> {
-        self.shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.shared)
     }
 }
 
@@ -110,7 +108,8 @@ pub struct FeedHub {
     waiting: Mutex<Option<Box<Waiting>>>,
 }
 
-/// A hub whose thread has not started: nothing found yet (see the module comment).
+/// A hub whose thread has not started: nothing found yet (see the module comment). The
+/// thread takes its parts, the scanner with what it has read included.
 struct Waiting {
     wake_rx: UnixStream,
     poller: Poller,
@@ -191,13 +190,7 @@ impl FeedHub {
             .spawn(move || {
                 let parts = lock(&handed).take();
                 if let Some(parts) = parts {
-                    let Waiting {
-                        wake_rx,
-                        poller,
-                        config,
-                        ..
-                    } = *parts;
-                    Hub::new(inner, wake_rx, poller, config).run();
+                    Hub::new(inner, *parts).run();
                 }
             });
         match spawned {
@@ -456,12 +449,16 @@ struct Hub {
 }
 
 impl Hub {
-    fn new(inner: Arc<Inner>, wake: UnixStream, poller: Poller, config: FeedConfig) -> Self {
-        let scanner = Scanner::new(
-            config.feed_dir.clone(),
-            config.proc_root.clone(),
-            config.tmp_root.clone(),
-        );
+    /// The thread's side of a hub that was waiting: its scanner goes on with what the
+    /// caller's scans read (each watched process's status and environment, the listings).
+    fn new(inner: Arc<Inner>, parts: Waiting) -> Self {
+        let Waiting {
+            wake_rx: wake,
+            poller,
+            config,
+            scanner,
+            scanned: _,
+        } = parts;
         Hub {
             inner,
             wake,
