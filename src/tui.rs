@@ -221,8 +221,8 @@ fn run_with(
         let mut recorder: Option<LiveRecorder> = None;
         loop {
             let catching_up = state.catching_up();
-            // Armed only while a poll runs, for the moment it would be overdue: a poll that
-            // comes back in time disarms it before it fires.
+            // Set to the moment the running poll, or the next one, would be overdue: a sample
+            // that comes in time sets it later before it fires.
             let wake = state.next_wake(Instant::now());
             alarm.set(wake)?;
             // Signals and keys first: a catch-up never keeps them waiting.
