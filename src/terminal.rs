@@ -278,6 +278,50 @@ pub(crate) fn received_signals() -> Vec<(c_int, ReceivedSignal)> {
     signals
 }
 
+/// Listens for every signal in [`received_signals`], each on a task of its own that forwards
+/// what it asks to `tx`. A signal that cannot be caught is dealt with by [`uncatchable`].
+pub(crate) fn listen_for_signals(
+    tx: tokio::sync::mpsc::UnboundedSender<ReceivedSignal>,
+) -> io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    for (signo, action) in received_signals() {
+        let mut stream = match signal(SignalKind::from_raw(signo)) {
+            Ok(stream) => stream,
+            Err(error) => {
+                uncatchable(signo, action, error)?;
+                continue;
+            }
+        };
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(action).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// What the monitor does when the signal `signo` cannot be caught (`error`, from
+/// `sigaction`). One that would only end the process ([`ReceivedSignal::Die`]) keeps its
+/// default: the monitor runs, and that signal ends it without a restore, as it would any
+/// program. A program strata runs under may keep such a signal for itself (valgrind keeps
+/// the last real-time signal). One that asks to quit, stop or go on is the monitor's own way
+/// out or back, so it is an error that names it.
+fn uncatchable(signo: c_int, action: ReceivedSignal, error: io::Error) -> io::Result<()> {
+    match action {
+        ReceivedSignal::Die(_) => Ok(()),
+        ReceivedSignal::Quit | ReceivedSignal::Suspend | ReceivedSignal::Continue => {
+            Err(io::Error::new(
+                error.kind(),
+                format!("cannot catch signal {signo}, which quits or stops the monitor: {error}"),
+            ))
+        }
+    }
+}
+
 /// Faults, handled in the signal handler itself ([`on_fault`]).
 const FAULTS: [c_int; 7] = [
     libc::SIGSEGV,
@@ -412,6 +456,28 @@ extern "C" fn on_fault(signo: c_int, info: *mut libc::siginfo_t, _: *mut libc::c
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signal that would only end the process and cannot be caught (valgrind keeps the
+    /// last real-time signal for itself) leaves the monitor running; one that quits or
+    /// stops it is an error that names it. Before, any refusal ended strata with a bare
+    /// "Invalid argument (os error 22)".
+    #[test]
+    fn a_signal_that_cannot_be_caught_stops_the_monitor_only_if_it_quits_or_stops_it() {
+        let refused = || io::Error::from_raw_os_error(libc::EINVAL);
+        let rtmax = libc::SIGRTMAX();
+        assert!(uncatchable(rtmax, ReceivedSignal::Die(rtmax), refused()).is_ok());
+        for (signo, action) in received_signals() {
+            let outcome = uncatchable(signo, action, refused());
+            match action {
+                ReceivedSignal::Die(_) => assert!(outcome.is_ok(), "signal {signo}"),
+                _ => {
+                    let message = outcome.expect_err("quits or stops").to_string();
+                    assert!(message.contains(&format!("signal {signo}")), "{message}");
+                    assert!(message.contains("os error 22"), "{message}");
+                }
+            }
+        }
+    }
 
     /// A terminal as a shell leaves it translates a line feed into a carriage return and a
     /// line feed; in raw mode, or with only `ONLCR` off, it does not; a pipe is no terminal.

@@ -18,7 +18,6 @@ use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::Event as TermEvent;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 /// Work done on queued samples before input is looked at again.
@@ -134,23 +133,6 @@ fn poll_until_gone(
     }
 }
 
-/// Listens for every signal in [`terminal::received_signals`], each on a task of its own that
-/// forwards what it asks to `tx`.
-fn listen_for_signals(tx: mpsc::UnboundedSender<ReceivedSignal>) -> std::io::Result<()> {
-    for (signo, action) in terminal::received_signals() {
-        let mut stream = signal(SignalKind::from_raw(signo))?;
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            while stream.recv().await.is_some() {
-                if tx.send(action).is_err() {
-                    return;
-                }
-            }
-        });
-    }
-    Ok(())
-}
-
 /// Runs the monitor over `source`, one sample per interval, until the user quits or a signal
 /// arrives. The terminal is restored on every way out; a signal whose default is to end the
 /// process then ends it, as it would have without strata catching it.
@@ -209,7 +191,7 @@ fn run_with(
         spawn(tx)?;
         let mut sampling = true;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
-        listen_for_signals(signal_tx)?;
+        terminal::listen_for_signals(signal_tx)?;
         let mut guard = terminal::enter(state.setup.mouse)?;
         let mut input = terminal::read_input()?;
         let mut alarm = terminal::Alarm::new()?;

@@ -9,7 +9,6 @@ use super::Source;
 use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::{Event as TermEvent, KeyEventKind};
 use std::time::Duration;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 /// What the screen asks the reader for besides its refresh.
@@ -89,17 +88,7 @@ pub fn run(
                 }
             })?;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
-        for (signo, action) in terminal::received_signals() {
-            let mut stream = signal(SignalKind::from_raw(signo))?;
-            let tx = signal_tx.clone();
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    if tx.send(action).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+        terminal::listen_for_signals(signal_tx)?;
         let mut guard = terminal::enter(false)?;
         let mut input = terminal::read_input()?;
         let mut view = view;
