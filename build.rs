@@ -123,6 +123,37 @@ fn write_if_changed(path: &Path, contents: &str) {
     }
 }
 
+/// The release build's layout of its code. `assets/packaging/strata-order.ld` (made by
+/// `assets/packaging/order-code`) places the functions the monitor runs side by side at the
+/// head of `.text`: the kernel maps a program's code in blocks around each page it runs, and
+/// the monitor's few thousand functions, scattered over 11 MB of code, would hold half of it
+/// in memory. A function the script names that the build lacks is passed over, so an old
+/// script orders less and breaks nothing. `STRATA_LINK_MAP=FILE` has the linker write its
+/// map (where each function went) to FILE, for `order-code` to read.
+fn link_layout(manifest: &Path) {
+    println!("cargo:rerun-if-env-changed=STRATA_LINK_MAP");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    if let Some(map) = std::env::var_os("STRATA_LINK_MAP").filter(|m| !m.is_empty()) {
+        println!(
+            "cargo:rustc-link-arg-bin=strata=-Wl,-Map={}",
+            Path::new(&map).display()
+        );
+    }
+    let packaging = manifest.join("assets").join("packaging");
+    let script = packaging.join("strata-order.ld");
+    // The script where it exists, else its directory, so that the build that follows its
+    // making links by it (a path that does not exist would rerun this at every build).
+    let watched = if script.exists() { &script } else { &packaging };
+    println!("cargo:rerun-if-changed={}", watched.display());
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    if linux && release && script.exists() {
+        println!(
+            "cargo:rustc-link-arg-bin=strata=-Wl,-T,{}",
+            script.display()
+        );
+    }
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
     let base = manifest.join("assets").join("python");
@@ -131,6 +162,7 @@ fn main() {
     // file is picked up when build.rs or any listed file changes.
     println!("cargo:rerun-if-changed=build.rs");
     stamp_commit(&manifest);
+    link_layout(&manifest);
     let mut files = Vec::new();
     collect(&base, &base, &mut files);
     for (_, path) in &files {
