@@ -142,9 +142,11 @@ fn link_layout(manifest: &Path) {
     let packaging = manifest.join("assets").join("packaging");
     let script = packaging.join("strata-order.ld");
     // The script where it exists, else its directory, so that the build that follows its
-    // making links by it (a path that does not exist would rerun this at every build).
-    let watched = if script.exists() { &script } else { &packaging };
-    println!("cargo:rerun-if-changed={}", watched.display());
+    // making links by it; neither where neither exists (a path that does not exist would
+    // rerun this at every build).
+    if let Some(watched) = [&script, &packaging].into_iter().find(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
     let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
     if linux && release && script.exists() {
         println!(
