@@ -87,6 +87,8 @@ pub mod doctor;
 pub mod fixtures;
 // Putting the Python agent into jobs: `strata run` and `strata attach`.
 pub mod launch;
+// What the loader read once and the monitor lets go of: its relocation records.
+pub mod footprint;
 // Shell completions and man pages, generated from the command line.
 pub mod manual;
 // Running out of memory ends strata with one line, the terminal restored.

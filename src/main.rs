@@ -24,6 +24,8 @@ use strata::source::{Source, SourceError};
 static ALLOCATOR: strata::oom::ExitOnOom = strata::oom::ExitOnOom;
 
 fn main() -> ExitCode {
+    // Before anything else is in memory: the peak of the monitor's RSS is then without them.
+    strata::footprint::release_relocations();
     let cli = Cli::from_env();
     // While this process has one thread: the sampler's descriptors then cost no wait.
     if matches!(
