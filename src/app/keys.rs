@@ -190,8 +190,7 @@ impl State {
                 }
             }
             Action::CycleSort => {
-                self.process_table.sort = self.process_table.sort.next();
-                self.process_table.sort_reversed = false;
+                self.sort_by(self.process_table.sort.next());
                 self.clamp_selection();
             }
             Action::ReverseSort => {
