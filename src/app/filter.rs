@@ -294,9 +294,10 @@ impl State {
         self.clamp_selection();
     }
 
-    /// Starts the monitor ordered by `sort` (`--sort`, the config file's `sort`).
+    /// Starts the monitor with `text` as the filter (`--user`, `--pid`, `--gpu`); an error,
+    /// for the command line, when it does not parse.
     pub fn start_sorted(&mut self, sort: crate::present::sort::SortKey) {
-        self.sort_by(sort);
+        self.process_table.sort = sort;
     }
 
     /// The table filtered by `text`, as `/` would (`--user`, `--pid`, `--gpu`, the config

@@ -190,7 +190,8 @@ impl State {
                 }
             }
             Action::CycleSort => {
-                self.sort_by(self.process_table.sort.next());
+                self.process_table.sort = self.process_table.sort.next();
+                self.process_table.sort_reversed = false;
                 self.clamp_selection();
             }
             Action::ReverseSort => {

@@ -230,31 +230,13 @@ impl State {
     fn apply(&mut self, sample: NodeSample, arrived: Instant) {
         let observed = self.pipeline.ingest(sample);
         remember_last_known(&mut self.last_known, &observed.sample, &observed.account);
-        let table = &mut self.process_table;
-        // The key was followed where it was set; a field set as it is (a test's) follows here.
-        table.sort_memory.follow(table.sort, None);
-        table
+        self.process_table
             .sort_memory
             .observe(&observed.sample, &observed.account);
         self.show(Some(observed));
         self.shown(arrived);
         self.sites_on_climb();
         self.offer_replay_checkpoint();
-    }
-
-    /// Orders the table by `key` from now on, largest first where the key has sizes.
-    pub(crate) fn sort_by(&mut self, key: crate::present::sort::SortKey) {
-        self.process_table.sort = key;
-        self.process_table.sort_reversed = false;
-        self.follow_sort();
-    }
-
-    /// The sort memory keeps the values of the table's key, from the sample shown where the
-    /// key is new to it ([`SortMemory::follow`](crate::present::sort::SortMemory::follow)).
-    pub(super) fn follow_sort(&mut self) {
-        let shown = self.current.as_ref().map(|o| (&o.sample, &o.account));
-        let table = &mut self.process_table;
-        table.sort_memory.follow(table.sort, shown);
     }
 
     /// Puts `observed` on screen: the rows of the sample before are not lent out again.

@@ -31,8 +31,6 @@ impl State {
         self.last_known = model.last_known;
         self.process_table.sort_memory = model.sort_memory;
         self.show(model.current);
-        // The model kept the values of the order it was built under; the table's may differ.
-        self.follow_sort();
         self.shown(now);
         if let Some(replay) = &mut self.replay {
             replay.status = replay.control.status();

@@ -129,32 +129,6 @@ fn the_rows_kept_follow_every_sample_order_filter_and_finding() {
 }
 
 /// The table's lines as text: a group by its key, device and sums, a process by its row.
-/// A key chosen with `s` orders the rows at once, by the sample on screen, before the next
-/// sample: its values were not kept while another key ordered the table.
-#[test]
-fn a_key_chosen_orders_the_rows_by_the_sample_shown_at_once() {
-    use crate::present::sort::SortKey;
-    let mut s = State::new(Pipeline::new(None), "demo".into(), 1.0);
-    for i in 0..5 {
-        s.on_sample(node_at(0, 600.0 + 10.0 * f64::from(i), 10.0));
-    }
-    while s.process_table.sort != SortKey::Sm {
-        s.apply_action(Action::CycleSort);
-    }
-    let sm: Vec<Option<u32>> = s.rows().iter().map(|r| r.process.sm_util).collect();
-    assert!(
-        sm.iter().flatten().count() > 2,
-        "the demo's rows have SM figures: {sm:?}"
-    );
-    // Largest first; unknown last.
-    let mut expected = sm.clone();
-    expected.sort_by(|a, b| match (a, b) {
-        (Some(a), Some(b)) => b.cmp(a),
-        (a, b) => b.is_some().cmp(&a.is_some()),
-    });
-    assert_eq!(sm, expected);
-}
-
 fn lines(s: &State) -> Vec<String> {
     s.table()
         .iter()

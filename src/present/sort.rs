@@ -88,6 +88,18 @@ pub(crate) const WINDOW: usize = 10;
 /// How far (relative) a row's peak must move from its settled value before the row moves.
 pub(crate) const HYSTERESIS: f64 = 0.05;
 
+/// The numeric keys, in the order of a row's [`Tracks`].
+const NUMERIC: [SortKey; 8] = [
+    SortKey::Used,
+    SortKey::Live,
+    SortKey::Fragmented,
+    SortKey::Cached,
+    SortKey::Sm,
+    SortKey::Cpu,
+    SortKey::HostMemory,
+    SortKey::Elapsed,
+];
+
 /// Below this a difference never moves a row, by key: 64 MiB, 2 points of percent, 1 s.
 fn floor(key: SortKey) -> f64 {
     match key {
@@ -99,8 +111,8 @@ fn floor(key: SortKey) -> f64 {
 
 /// One key's recent values of one row, and the value the row is ordered by.
 ///
-/// Held in single precision: a node's thousands of rows each have a track, all updated at
-/// every sample, so a track is 60 bytes, not 128. An order within 5 % needs no
+/// Held in single precision: a node's thousands of rows each have a track per key, all
+/// updated at every sample, so a track is 60 bytes, not 128. An order within 5 % needs no
 /// more: bytes keep 24 bits (a MiB-multiple exact to 16 TiB; any figure within a 16-millionth
 /// of itself), seconds are exact for 194 days.
 #[derive(Debug, Clone, Copy, Default)]
@@ -185,46 +197,22 @@ impl Track {
     }
 }
 
-/// The settled sort values of every row on screen, by device and pid, under the key the table
-/// is ordered by.
-///
-/// One key's track a row, not one for each key: at 4,096 rows a track for each of the eight
-/// keys held 2 MB, written at every sample, for orders nobody was looking at. A new key's
-/// window starts from the sample shown ([`SortMemory::follow`]), so the first order under it
-/// is by the latest values; it settles from there as any new row does.
-#[derive(Debug, Clone)]
+type Tracks = [Track; NUMERIC.len()];
+
+/// The settled sort values of every row on screen, by device and pid.
+#[derive(Debug, Default, Clone)]
 pub struct SortMemory {
-    /// The numeric key whose values are kept (an order by GPU reads `Used` within a device;
-    /// an order by pid reads none, and keeps `Used`).
-    key: SortKey,
     /// By device (a node has a few: found by a scan, from the last one found), by pid: the
-    /// track, and the last sample (of [`SortMemory::samples`]) that listed the row.
+    /// tracks, and the last sample (of [`SortMemory::samples`]) that listed the row.
     rows: Vec<(String, ByPid)>,
     /// Samples taken in so far.
     samples: u64,
 }
 
-impl Default for SortMemory {
-    fn default() -> Self {
-        SortMemory {
-            key: SortKey::Used,
-            rows: Vec::new(),
-            samples: 0,
-        }
-    }
-}
-
-/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost), each track
-/// held in the table's own slot (72 bytes with its sample number).
-type ByPid = hashbrown::HashMap<u32, (Track, u64)>;
-
-/// The numeric key whose values order the table under `key`.
-fn tracked(key: SortKey) -> SortKey {
-    match key {
-        SortKey::Pid | SortKey::Device => SortKey::Used,
-        key => key,
-    }
-}
+/// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost). A row's tracks
+/// are boxed: the table keeps up to half its slots empty, and at 4,096 rows an empty slot of
+/// tracks inline (488 bytes) left 2 MB of the monitor's heap unused.
+type ByPid = hashbrown::HashMap<u32, Box<(Tracks, u64)>>;
 
 /// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
 fn device_at(rows: &[(String, ByPid)], uuid: &str, from: usize) -> Option<usize> {
@@ -251,29 +239,12 @@ fn value(process: &ProcessSample, layers: &ProcessLayers, key: SortKey) -> Optio
 }
 
 impl SortMemory {
-    /// Keeps the values that order the table under `key` from now on. Where that is a
-    /// different key from the one kept, every row's window starts again, from `shown` (the
-    /// sample on screen, with its account) where there is one: the table is ordered by it at
-    /// once, not left unordered until the next sample.
-    pub(crate) fn follow(&mut self, key: SortKey, shown: Option<(&NodeSample, &NodeAccount)>) {
-        let key = tracked(key);
-        if key == self.key {
-            return;
-        }
-        self.key = key;
-        self.rows.clear();
-        if let Some((sample, account)) = shown {
-            self.observe(sample, account);
-        }
-    }
-
     /// Takes in one sample's values; forgets rows no longer listed.
     pub(crate) fn observe(&mut self, sample: &NodeSample, account: &NodeAccount) {
         // Updated in place (a node's rows stay from sample to sample): no map is built and
         // no device name copied but for a row new to it.
         self.samples += 1;
         let now = self.samples;
-        let key = self.key;
         let mut at = 0;
         // Rows this sample lists, each once: when every row kept is one, none is forgotten.
         let mut listed = 0;
@@ -289,17 +260,19 @@ impl SortMemory {
             let Some((_, by_pid)) = self.rows.get_mut(at) else {
                 continue;
             };
-            let (track, seen) = by_pid.entry(process.pid).or_default();
+            let (tracks, seen) = &mut **by_pid.entry(process.pid).or_default();
             if *seen == now {
                 // Listed twice on one device: the later record alone, as a new row.
-                *track = Track::default();
+                *tracks = Tracks::default();
             } else {
                 listed += 1;
             }
             *seen = now;
-            // Without its account (never, as the pipeline makes them), a gap.
+            // Without its account (never, as the pipeline makes them), a gap in every key.
             let layers = account.processes.get(index).map(|a| &a.layers);
-            track.push(layers.and_then(|l| value(process, l, key)), key);
+            for (track, key) in tracks.iter_mut().zip(NUMERIC) {
+                track.push(layers.and_then(|l| value(process, l, key)), key);
+            }
         }
         if listed
             == self
@@ -317,18 +290,15 @@ impl SortMemory {
     }
 
     /// The value each row, given as (pid, device uuid), is ordered by under `key`: for rows
-    /// asked one after another, each device found from the last row's. None for every row
-    /// under a key other than the one followed.
+    /// asked one after another, each device found from the last row's.
     pub(crate) fn settled_each(&self, key: SortKey) -> impl FnMut(u32, &str) -> Option<f64> + '_ {
-        let kept = key != SortKey::Pid && tracked(key) == self.key;
+        let track = NUMERIC.iter().position(|&k| k == key);
         let mut at = 0;
         move |pid, device_uuid| {
-            if !kept {
-                return None;
-            }
+            let track = track?;
             at = device_at(&self.rows, device_uuid, at)?;
             let (_, by_pid) = self.rows.get(at)?;
-            by_pid.get(&pid)?.0.settled.map(f64::from)
+            by_pid.get(&pid)?.0.get(track)?.settled.map(f64::from)
         }
     }
 }
@@ -368,112 +338,8 @@ mod tests {
 
     const GIB: f64 = (1u64 << 30) as f64;
 
-    /// A sample of GPU 0's rows, as (pid, GiB used, CPU %), with its account.
-    fn shown(time: f64, rows: &[(u32, u64, f64)]) -> crate::pipeline::Observed {
-        let mut sample = crate::fixtures::node();
-        sample.time = time;
-        sample.gpus.push(crate::fixtures::gpu(
-            0,
-            crate::fixtures::memory(80 << 30, 40 << 30),
-        ));
-        let uuid = sample.gpus[0].uuid.clone();
-        for &(pid, gib, cpu) in rows {
-            let mut process = crate::fixtures::process(pid, &uuid, Some(gib << 30));
-            process.cpu_percent = Some(cpu);
-            sample.processes.push(process);
-        }
-        crate::pipeline::Pipeline::new(None).ingest(sample)
-    }
-
-    fn values(
-        memory: &SortMemory,
-        key: SortKey,
-        observed: &crate::pipeline::Observed,
-    ) -> Vec<Option<f64>> {
-        let mut settled = memory.settled_each(key);
-        observed
-            .sample
-            .processes
-            .iter()
-            .map(|p| settled(p.pid, &p.device_uuid))
-            .collect()
-    }
-
-    /// A new key's values are there at once, from the sample shown, and only its: the old
-    /// key's windows are let go.
-    #[test]
-    fn a_new_key_is_ordered_from_the_sample_shown_at_once() {
-        let mut memory = SortMemory::default();
-        let first = shown(1000.0, &[(10, 30, 5.0), (11, 20, 90.0)]);
-        memory.observe(&first.sample, &first.account);
-        assert_eq!(
-            values(&memory, SortKey::Used, &first),
-            [Some(30.0 * GIB), Some(20.0 * GIB)]
-        );
-        let second = shown(1001.0, &[(10, 10, 50.0), (11, 20, 40.0)]);
-        memory.observe(&second.sample, &second.account);
-        // Used holds its peak (30 GiB, in the window).
-        assert_eq!(
-            values(&memory, SortKey::Used, &second),
-            [Some(30.0 * GIB), Some(20.0 * GIB)]
-        );
-        assert_eq!(
-            values(&memory, SortKey::Cpu, &second),
-            [None, None],
-            "not followed yet"
-        );
-        memory.follow(SortKey::Cpu, Some((&second.sample, &second.account)));
-        // The shown sample's CPU, not the 90 % of the sample before, which it never kept.
-        assert_eq!(
-            values(&memory, SortKey::Cpu, &second),
-            [Some(50.0), Some(40.0)]
-        );
-        assert_eq!(values(&memory, SortKey::Used, &second), [None, None]);
-        // Back to used: its window starts again from the sample shown (10 GiB, not 30).
-        memory.follow(SortKey::Used, Some((&second.sample, &second.account)));
-        assert_eq!(
-            values(&memory, SortKey::Used, &second),
-            [Some(10.0 * GIB), Some(20.0 * GIB)]
-        );
-    }
-
-    /// An order by GPU reads used within each device, and one by pid none: following either
-    /// from used keeps used's windows.
-    #[test]
-    fn orders_by_gpu_and_pid_keep_the_used_windows() {
-        let mut memory = SortMemory::default();
-        let first = shown(1000.0, &[(10, 30, 5.0)]);
-        memory.observe(&first.sample, &first.account);
-        let second = shown(1001.0, &[(10, 10, 5.0)]);
-        memory.observe(&second.sample, &second.account);
-        for key in [SortKey::Device, SortKey::Pid] {
-            memory.follow(key, Some((&second.sample, &second.account)));
-            assert_eq!(
-                values(&memory, SortKey::Used, &second),
-                [Some(30.0 * GIB)],
-                "{key:?}"
-            );
-        }
-        assert_eq!(
-            values(&memory, SortKey::Device, &second),
-            [Some(30.0 * GIB)]
-        );
-        assert_eq!(values(&memory, SortKey::Pid, &second), [None]);
-    }
-
-    /// A row's track and its sample number fill one slot of the table: 72 bytes a row, where
-    /// a track for each key took 496 (and a box).
-    #[test]
-    fn a_row_costs_one_track() {
-        assert!(
-            std::mem::size_of::<(Track, u64)>() <= 72,
-            "{}",
-            std::mem::size_of::<(Track, u64)>()
-        );
-    }
-
-    /// A row's track fits a cache line: a node of thousands of rows writes every one at
-    /// every sample.
+    /// A row's eight tracks fit in eight cache lines: a node of thousands of rows writes
+    /// every one at every sample.
     #[test]
     fn a_track_fits_a_cache_line() {
         assert!(
