@@ -22,8 +22,8 @@
 # measured, and how, is in the header of benches/peers_run.py: CPU and bytes over the steady
 # window (2 s after launch to the end), VmHWM, and the first PID seen by polling
 # `capture-pane` every 50 ms. A cell reads `CPU % · RSS MiB · B/s · first-frame s` (CPU to two
-# decimals: on the small nodes the tools differ below one); a tool that cannot run a row says
-# why instead.
+# decimals and RSS to one: on the small nodes the tools differ below a whole one); a tool that
+# cannot run a row says why instead.
 #
 # Usage: benches/peers.sh [SECS] [SIZE...]   SIZE: 1x1 8x8 8x64 8x64busy 8x7mig 8x512
 #        (the default: all)
@@ -105,7 +105,7 @@ else:
     first = "no PID" if r["first_s"] is None else f"{r['first_s']:.2f}"
     if r.get("cpu_source") == "ticks":
         sys.stderr.write(f"{sys.argv[2]}: CPU from clock ticks (a thread ended, or no schedstat)\n")
-    print(f"{r['cpu_pct']:.2f} · {r['rss_mib']:.0f} · {r['bytes_per_s']:.0f} · {first}")
+    print(f"{r['cpu_pct']:.2f} · {r['rss_mib']:.1f} · {r['bytes_per_s']:.0f} · {first}")
 EOF
 }
 
