@@ -294,8 +294,7 @@ impl State {
         self.clamp_selection();
     }
 
-    /// Starts the monitor with `text` as the filter (`--user`, `--pid`, `--gpu`); an error,
-    /// for the command line, when it does not parse.
+    /// Starts the monitor ordered by `sort` (the config file's `sort`).
     pub fn start_sorted(&mut self, sort: crate::present::sort::SortKey) {
         self.process_table.sort = sort;
     }
