@@ -113,13 +113,9 @@ unsafe extern "C" fn on_object(
     1
 }
 
+/// Bytes in a page of memory, as `/proc` counts them.
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
+    usize::try_from(crate::source::procfs::page_size()).unwrap_or(4096)
 }
 
 #[cfg(test)]

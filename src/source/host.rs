@@ -480,8 +480,7 @@ mod tests {
         let mut host = HostReader::new();
         let statm = std::fs::read_to_string(format!("/proc/{me}/statm")).expect("statm");
         let resident_pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        let page = crate::source::procfs::page_size();
         let got = read(&mut host, &mut ProcFs::default(), &[me])[&me];
         let resident = got.memory.expect("resident memory");
         // The test's own threads allocate meanwhile: within a few MiB of statm's figure.

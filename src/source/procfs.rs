@@ -603,7 +603,7 @@ pub(crate) fn reserve_descriptors() {
 }
 
 /// Bytes in a page of memory.
-fn page_size() -> u64 {
+pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)

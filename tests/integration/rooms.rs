@@ -149,7 +149,11 @@ const RULES: &[Rule] = &[
         "`config.rs` reads the config file into settings: the sort keys of `present::sort` by their column's name; what it quotes of the file is made safe by `text`",
     ),
     ("version", &[], "`version.rs` imports nothing of the crate"),
-    ("footprint", &[], "`footprint.rs` imports nothing of the crate"),
+    (
+        "footprint",
+        &[&["source"]],
+        "`footprint.rs` takes the page size from `source::procfs`",
+    ),
     (
         "oom",
         &[&["terminal"]],
