@@ -3,6 +3,11 @@
 //! few minutes on from the last: copied this way, each costs the blocks written since the
 //! one before it, not the whole history again. Only the items after the last full block
 //! (the tail) are each copy's own, copied with it and written in place.
+//!
+//! A block that holds the same items as the one before it (a figure that held still for a
+//! whole block: a plateau, a counter at 0, an idle GPU) is that block again, shared, not a
+//! copy: a still series costs one block and a pointer for each block after it, so its memory
+//! stops growing while nothing moves.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,8 +21,9 @@ fn block_shift(capacity: usize) -> u32 {
 /// Items the first block makes room for at first; it grows by half again up to a block.
 pub(super) const FIRST_ROOM: usize = 4;
 
-pub(super) struct Blocks<T: Copy> {
-    /// Full blocks, shared by copies; the first's `skip` items are gone.
+pub(super) struct Blocks<T: Copy + PartialEq> {
+    /// Full blocks, shared by copies; the first's `skip` items are gone. A block equal to the
+    /// one before it is that one's memory again (`Arc::ptr_eq`).
     blocks: VecDeque<Arc<[T]>>,
     /// The items after them, up to a full block: this copy's own, written in place, and
     /// made a shared block when the next item comes.
@@ -27,14 +33,15 @@ pub(super) struct Blocks<T: Copy> {
     shift: u32,
     /// [`Blocks::bytes`], kept as the memory changes (a block made or let go, the tail
     /// grown) rather than worked out at each of the history's writes, which ask it before
-    /// and after. A `u32` beside `shift`, where it costs no room: a ring holds at most
+    /// and after: a block's items and header once for each run of the same block, and a
+    /// pointer for every block. A `u32` beside `shift`, where it costs no room: a ring holds at most
     /// 2^16 items of a few bytes.
     bytes: u32,
 }
 
 /// What it holds, without [`Blocks::bytes`]: a copy holds the same with less room in its
 /// tail, and reads the same.
-impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Blocks<T> {
+impl<T: Copy + PartialEq + std::fmt::Debug> std::fmt::Debug for Blocks<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Blocks")
             .field("blocks", &self.blocks)
@@ -46,7 +53,7 @@ impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Blocks<T> {
     }
 }
 
-impl<T: Copy> Clone for Blocks<T> {
+impl<T: Copy + PartialEq> Clone for Blocks<T> {
     fn clone(&self) -> Self {
         // A copy's tail holds its items and no more room: its own bytes.
         let mut copy = Blocks {
@@ -62,7 +69,7 @@ impl<T: Copy> Clone for Blocks<T> {
     }
 }
 
-impl<T: Copy> Blocks<T> {
+impl<T: Copy + PartialEq> Blocks<T> {
     /// Blocks for a ring of `capacity` items.
     pub(crate) fn new(capacity: usize) -> Self {
         Blocks {
@@ -77,9 +84,23 @@ impl<T: Copy> Blocks<T> {
 
     /// Works [`Blocks::bytes`] out again, after the memory changed.
     fn count_bytes(&mut self) {
-        let bytes = self.blocks.len() * self.block_bytes()
-            + self.tail.capacity() * std::mem::size_of::<T>();
+        let bytes = self.held_bytes();
         self.bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
+    }
+
+    /// [`Blocks::bytes`] worked out from what is held: each block's pointer, each run of
+    /// the same block's items and header once, and the tail's room.
+    fn held_bytes(&self) -> usize {
+        let runs = self
+            .blocks
+            .iter()
+            .zip(self.blocks.iter().skip(1))
+            .filter(|(a, b)| !Arc::ptr_eq(a, b))
+            .count()
+            + usize::from(!self.blocks.is_empty());
+        self.blocks.len() * BLOCK_POINTER
+            + runs * (self.block_bytes() - BLOCK_POINTER)
+            + self.tail.capacity() * std::mem::size_of::<T>()
     }
 
     fn block(&self) -> usize {
@@ -98,7 +119,7 @@ impl<T: Copy> Blocks<T> {
         self.bytes = 0;
     }
 
-    /// What a full block costs.
+    /// What a full block costs (one that repeats the block before it: [`BLOCK_POINTER`]).
     fn block_bytes(&self) -> usize {
         self.block() * std::mem::size_of::<T>() + BLOCK_OVERHEAD
     }
@@ -116,15 +137,20 @@ impl<T: Copy> Blocks<T> {
         self.push_back_growing(value);
     }
 
-    /// [`Blocks::push_back`] where the tail is a full block (made a shared one) or has no
-    /// room left (grown).
+    /// [`Blocks::push_back`] where the tail is a full block (made a shared one, or the
+    /// block before it again where it holds the same items) or has no room left (grown).
     #[cold]
     #[inline(never)]
     fn push_back_growing(&mut self, value: T) {
         let block = self.block();
         if self.tail.len() == block {
-            let full = std::mem::replace(&mut self.tail, Vec::with_capacity(block));
-            self.blocks.push_back(Arc::from(full));
+            let full = match self.blocks.back() {
+                Some(last) if **last == *self.tail => Arc::clone(last),
+                _ => Arc::from(self.tail.as_slice()),
+            };
+            self.blocks.push_back(full);
+            // The tail keeps its room: a full block's, as every block after the first.
+            self.tail.clear();
             self.count_bytes();
         }
         if self.tail.len() == self.tail.capacity() {
@@ -174,12 +200,12 @@ impl<T: Copy> Blocks<T> {
         while self.skip >= block && !self.blocks.is_empty() {
             self.blocks.pop_front();
             self.skip -= block;
-            self.bytes = self.bytes.saturating_sub(self.block_bytes() as u32);
         }
         if self.blocks.is_empty() && self.skip > 0 {
             self.tail.drain(..self.skip);
             self.skip = 0;
         }
+        self.count_bytes();
     }
 
     /// Holds items in blocks of a ring of `capacity` from now on.
@@ -207,8 +233,7 @@ impl<T: Copy> Blocks<T> {
     pub(crate) fn bytes(&self) -> usize {
         debug_assert_eq!(
             self.bytes as usize,
-            self.blocks.len() * self.block_bytes()
-                + self.tail.capacity() * std::mem::size_of::<T>(),
+            self.held_bytes(),
             "the bytes kept are the bytes held"
         );
         self.bytes as usize
@@ -223,14 +248,23 @@ impl<T: Copy> Blocks<T> {
         blocks * (block * std::mem::size_of::<T>() + BLOCK_OVERHEAD)
     }
 
-    /// Bytes of the blocks that `other` does not share with this one.
+    /// Bytes of the blocks that `other` does not share with this one: [`Blocks::bytes`]
+    /// less what each block `other` also holds costs here (its items and header where it
+    /// begins a run of the same block, its pointer where it repeats the one before).
     pub(crate) fn bytes_beside(&self, other: &Blocks<T>) -> usize {
-        let shared = self
-            .blocks
-            .iter()
-            .filter(|b| other.blocks.iter().any(|o| Arc::ptr_eq(b, o)))
-            .count();
-        self.bytes() - shared * self.block_bytes()
+        let mut before: Option<&Arc<[T]>> = None;
+        let mut shared = 0;
+        for b in &self.blocks {
+            if other.blocks.iter().any(|o| Arc::ptr_eq(b, o)) {
+                shared += if before.is_some_and(|p| Arc::ptr_eq(p, b)) {
+                    BLOCK_POINTER
+                } else {
+                    self.block_bytes()
+                };
+            }
+            before = Some(b);
+        }
+        self.bytes() - shared
     }
 
     pub(crate) fn iter(&self) -> Iter<'_, T> {
@@ -280,13 +314,16 @@ impl<T: Copy> Blocks<T> {
     }
 }
 
-/// What a block costs beside its items: the shared counts' header, and its pointer and
-/// length in the deque.
-pub(super) const BLOCK_OVERHEAD: usize = 16 + std::mem::size_of::<Arc<[u8]>>();
+/// A block's pointer and length in the deque: all a block that repeats the one before it
+/// costs.
+const BLOCK_POINTER: usize = std::mem::size_of::<Arc<[u8]>>();
+
+/// What a block costs beside its items: the shared counts' header, and its pointer.
+pub(super) const BLOCK_OVERHEAD: usize = 16 + BLOCK_POINTER;
 
 /// Items of [`Blocks`]: the first block's part, the whole blocks between, the last's part.
 #[derive(Debug, Clone)]
-pub(super) struct Iter<'a, T: Copy> {
+pub(super) struct Iter<'a, T: Copy + PartialEq> {
     blocks: &'a Blocks<T>,
     front: std::slice::Iter<'a, T>,
     middle: std::ops::Range<usize>,
@@ -294,7 +331,7 @@ pub(super) struct Iter<'a, T: Copy> {
     left: usize,
 }
 
-impl<'a, T: Copy> Iterator for Iter<'a, T> {
+impl<'a, T: Copy + PartialEq> Iterator for Iter<'a, T> {
     type Item = &'a T;
 
     fn next(&mut self) -> Option<&'a T> {
@@ -329,7 +366,7 @@ impl<'a, T: Copy> Iterator for Iter<'a, T> {
     }
 }
 
-impl<'a, T: Copy> DoubleEndedIterator for Iter<'a, T> {
+impl<'a, T: Copy + PartialEq> DoubleEndedIterator for Iter<'a, T> {
     fn rfold<B, F: FnMut(B, &'a T) -> B>(self, init: B, mut f: F) -> B {
         let mut acc = self.back.rfold(init, &mut f);
         for i in self.middle.rev() {
@@ -356,7 +393,7 @@ impl<'a, T: Copy> DoubleEndedIterator for Iter<'a, T> {
     }
 }
 
-impl<T: Copy> ExactSizeIterator for Iter<'_, T> {}
+impl<T: Copy + PartialEq> ExactSizeIterator for Iter<'_, T> {}
 
 #[cfg(test)]
 mod tests {
@@ -366,6 +403,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Push(u32),
+        /// The same value again and again: blocks that repeat the one before.
+        Hold(u32, usize),
         DropFront(usize),
         SetBack(u32),
         Copy,
@@ -376,6 +415,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             8 => any::<u32>().prop_map(Op::Push),
+            2 => (0u32..3, 1usize..300).prop_map(|(v, n)| Op::Hold(v, n)),
             2 => (0usize..80).prop_map(Op::DropFront),
             1 => any::<u32>().prop_map(Op::SetBack),
             1 => Just(Op::Copy),
@@ -399,6 +439,12 @@ mod tests {
                         blocks.push_back(v);
                         deque.push_back(v);
                     }
+                    Op::Hold(v, n) => {
+                        for _ in 0..n {
+                            blocks.push_back(v);
+                            deque.push_back(v);
+                        }
+                    }
                     Op::DropFront(n) => {
                         blocks.drop_front(n);
                         deque.drain(..n.min(deque.len()));
@@ -421,13 +467,26 @@ mod tests {
                 prop_assert_eq!(blocks.len(), deque.len());
                 prop_assert_eq!(blocks.back(), deque.back());
                 for b in copies.iter().map(|(b, _)| b).chain(std::iter::once(&blocks)) {
+                    // Counted plainly: each distinct block's items and header once, a
+                    // pointer for every block, the tail's room.
+                    let mut distinct: Vec<&Arc<[u32]>> = Vec::new();
+                    for block in &b.blocks {
+                        if !distinct.iter().any(|d| Arc::ptr_eq(d, block)) {
+                            distinct.push(block);
+                        }
+                    }
                     prop_assert_eq!(
                         b.bytes as usize,
-                        b.blocks.len() * b.block_bytes() + b.tail.capacity() * 4,
+                        b.blocks.len() * BLOCK_POINTER
+                            + distinct.len() * (b.block() * 4 + BLOCK_OVERHEAD - BLOCK_POINTER)
+                            + b.tail.capacity() * 4,
                         "the bytes kept are the bytes held"
                     );
+                    // A block is shared only with one that holds the same items.
+                    for pair in b.blocks.iter().zip(b.blocks.iter().skip(1)) {
+                        prop_assert_eq!(Arc::ptr_eq(pair.0, pair.1), pair.0 == pair.1);
+                    }
                 }
-                prop_assert!(blocks.bytes() >= blocks.len() * 4);
             }
             for (b, d) in copies.iter().chain(std::iter::once(&(blocks, deque))) {
                 prop_assert_eq!(b.iter().copied().collect::<Vec<_>>(), d.iter().copied().collect::<Vec<_>>());
@@ -454,6 +513,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A ring that holds one value costs one block and a pointer for each block after it,
+    /// not a block for every 64 of its items; once it moves, its blocks are its own again.
+    #[test]
+    fn a_still_ring_holds_one_block() {
+        let mut blocks = Blocks::new(900);
+        for _ in 0..900 {
+            blocks.push_back(7u32);
+        }
+        // Fourteen full blocks of 64 and a tail of 4: one block's memory.
+        assert_eq!(blocks.blocks.len(), 14);
+        let one = 64 * 4 + BLOCK_OVERHEAD;
+        assert_eq!(blocks.bytes(), one + 13 * BLOCK_POINTER + 64 * 4);
+        // A copy shares all of it; what it holds alone is its tail.
+        let copy = blocks.clone();
+        assert_eq!(copy.bytes_beside(&blocks), 4 * 4);
+        // Values that move make blocks of their own.
+        for v in 0..128 {
+            blocks.push_back(v);
+        }
+        assert_eq!(blocks.blocks.len(), 16);
+        assert_eq!(blocks.bytes(), 3 * one + 13 * BLOCK_POINTER + 64 * 4);
+        // Letting the first block go keeps the run's memory while the rest of it is held.
+        blocks.drop_front(64);
+        assert_eq!(blocks.bytes(), 3 * one + 12 * BLOCK_POINTER + 64 * 4);
+        assert!(blocks.iter().take(13 * 64).all(|&v| v == 7));
+        assert_eq!(
+            blocks.iter().skip(13 * 64 - 60).copied().nth(60 + 4),
+            Some(0)
+        );
     }
 
     /// A copy a few values on shares every full block but the ones written since.

@@ -3,8 +3,10 @@
 //! raw slots for the last 15 minutes, and two folded tiers (min, max, last) reaching 2 and 24
 //! hours. The rings grow as values arrive, so a series costs in proportion to what it holds:
 //! a few hundred bytes and 4 a sample for a process that lived seconds, at most about 26 KB at a
-//! 1 s step after a day (the rings' items are in blocks a copy shares: [`Blocks`]). A thinned
-//! series reaches a fraction of that past ([`Series::thin`]).
+//! 1 s step after a day (the rings' items are in blocks a copy shares: [`Blocks`]). A figure
+//! that holds still costs a block a ring however long it holds (a block that repeats the one
+//! before it is that one again). A thinned series reaches a fraction of that past
+//! ([`Series::thin`]).
 
 use super::blocks::{self, Blocks};
 
@@ -68,13 +70,13 @@ impl Span {
 /// `capacity` of them. Its memory grows with what it holds, up to the capacity and a block
 /// more; a copy shares its full blocks ([`Blocks`]).
 #[derive(Debug, Clone)]
-struct Ring<T: Copy> {
+struct Ring<T: Copy + PartialEq> {
     items: Blocks<T>,
     capacity: usize,
     head: Option<i64>,
 }
 
-impl<T: Copy> Ring<T> {
+impl<T: Copy + PartialEq> Ring<T> {
     fn new(capacity: usize) -> Self {
         Ring {
             items: Blocks::new(capacity),

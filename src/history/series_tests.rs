@@ -506,3 +506,36 @@ fn windows_ending_at_the_last_slot_are_read_without_overflow() {
         assert_eq!(whole.map(|c| c.last), Some(6 << 20), "{window} s");
     }
 }
+
+#[test]
+fn a_series_that_holds_still_costs_a_block_a_ring_however_long_it_holds() {
+    let still = |secs: u64| {
+        let mut s = Series::new(Scale::Kib, 1.0, 0.0);
+        for t in 0..secs {
+            s.push(t as f64, Some(12 << 30));
+        }
+        s
+    };
+    let base = std::mem::size_of::<Series>();
+    // A ring's memory: one block of items, a pointer for each block after it, and a tail
+    // of up to a block. Raw slots in blocks of 64 of 4 bytes, points of 64 of 12.
+    let ring = |item: usize, blocks: usize| 2 * 64 * item + BLOCK_OVERHEAD + blocks * 16;
+    let most = base + ring(4, 15) + 2 * ring(12, 12);
+    let (hour, day) = (still(3600).footprint(), still(86_400).footprint());
+    assert!(
+        hour <= most && day <= most,
+        "{hour} and {day}, at most {most}"
+    );
+    // A series that moves holds its slots: several times that.
+    assert!(lived(86_400).footprint() > 4 * day);
+    // And it reads the same as one stored slot by slot.
+    let s = still(86_400);
+    let span = Some(Span {
+        min: 12 << 30,
+        max: 12 << 30,
+        last: 12 << 30,
+    });
+    assert_eq!(s.chunks(86_399.0, 86_000.0, 7), vec![span; 7]);
+    assert_eq!(s.chunks_plainly(86_399.0, 600.0, 5), vec![span; 5]);
+    assert_eq!(s.len(), 900);
+}

@@ -104,7 +104,8 @@ fn live_series_over_the_budget_are_thinned_then_new_processes_refused_then_let_b
         h.record(SeriesKey::device("GPU-0", Metric::Used), t as f64, Some(1));
         for pid in 0..n {
             let key = SeriesKey::process(pid, Some(1), "GPU-0", Metric::Used);
-            h.record(key, t as f64, Some(u64::from(pid) << 20));
+            // Each moves at every sample: a still one would cost one block a ring.
+            h.record(key, t as f64, Some((u64::from(pid) << 20) + t));
         }
         within
     };
