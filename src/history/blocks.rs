@@ -6,16 +6,19 @@
 //!
 //! A block that holds the same items as the one before it (a figure that held still for a
 //! whole block: a plateau, a counter at 0, an idle GPU) is that block again, shared, not a
-//! copy: a still series costs one block and a pointer for each block after it, so its memory
-//! stops growing while nothing moves.
+//! copy. After such a block the tail, while it goes on repeating the last block's items,
+//! is kept as a count of them (an echo) with no memory of its own: a still series costs one
+//! block and a pointer for each block after it, so its memory stops growing while nothing
+//! moves.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Items a block holds at most: the ring's capacity over four, a power of two from 4 to 64,
 /// so that a ring holds at most a quarter more than its capacity.
-fn block_shift(capacity: usize) -> u32 {
-    (capacity / 4).clamp(4, 64).ilog2()
+fn block_shift(capacity: usize) -> u8 {
+    // From 2 to 6.
+    (capacity / 4).clamp(4, 64).ilog2() as u8
 }
 
 /// Items the first block makes room for at first; it grows by half again up to a block.
@@ -26,11 +29,17 @@ pub(super) struct Blocks<T: Copy + PartialEq> {
     /// one before it is that one's memory again (`Arc::ptr_eq`).
     blocks: VecDeque<Arc<[T]>>,
     /// The items after them, up to a full block: this copy's own, written in place, and
-    /// made a shared block when the next item comes.
+    /// made a shared block when the next item comes. Empty, with no room, while `echo`
+    /// counts the tail's items instead.
     tail: Vec<T>,
     skip: usize,
     len: usize,
-    shift: u32,
+    shift: u8,
+    /// The tail, where it is not 0: the first `echo` items of the last block, the same
+    /// items again, held as that count (see the module's comment). Begins after a block
+    /// that repeats the one before it; the tail is made its own at the first item that
+    /// differs, at a write to it in place, and before the last block is let go.
+    echo: u16,
     /// [`Blocks::bytes`], kept as the memory changes (a block made or let go, the tail
     /// grown) rather than worked out at each of the history's writes, which ask it before
     /// and after: a block's items and header once for each run of the same block, and a
@@ -46,6 +55,7 @@ impl<T: Copy + PartialEq + std::fmt::Debug> std::fmt::Debug for Blocks<T> {
         f.debug_struct("Blocks")
             .field("blocks", &self.blocks)
             .field("tail", &self.tail)
+            .field("echo", &self.echo)
             .field("skip", &self.skip)
             .field("len", &self.len)
             .field("shift", &self.shift)
@@ -62,6 +72,7 @@ impl<T: Copy + PartialEq> Clone for Blocks<T> {
             skip: self.skip,
             len: self.len,
             shift: self.shift,
+            echo: self.echo,
             bytes: 0,
         };
         copy.count_bytes();
@@ -78,6 +89,7 @@ impl<T: Copy + PartialEq> Blocks<T> {
             skip: 0,
             len: 0,
             shift: block_shift(capacity),
+            echo: 0,
             bytes: 0,
         }
     }
@@ -116,6 +128,7 @@ impl<T: Copy + PartialEq> Blocks<T> {
         self.tail = Vec::new();
         self.skip = 0;
         self.len = 0;
+        self.echo = 0;
         self.bytes = 0;
     }
 
@@ -138,20 +151,48 @@ impl<T: Copy + PartialEq> Blocks<T> {
     }
 
     /// [`Blocks::push_back`] where the tail is a full block (made a shared one, or the
-    /// block before it again where it holds the same items) or has no room left (grown).
-    #[cold]
+    /// block before it again where it holds the same items), has no room (grown), or is an
+    /// echo (counted on while the item is the last block's at its place).
     #[inline(never)]
     fn push_back_growing(&mut self, value: T) {
         let block = self.block();
-        if self.tail.len() == block {
-            let full = match self.blocks.back() {
-                Some(last) if **last == *self.tail => Arc::clone(last),
-                _ => Arc::from(self.tail.as_slice()),
-            };
-            self.blocks.push_back(full);
-            // The tail keeps its room: a full block's, as every block after the first.
-            self.tail.clear();
+        if usize::from(self.echo) == block {
+            // A whole block echoed: that block again, and the echo begins anew.
+            if let Some(last) = self.blocks.back() {
+                let again = Arc::clone(last);
+                self.blocks.push_back(again);
+            }
+            self.echo = 0;
             self.count_bytes();
+        } else if self.tail.len() == block {
+            match self.blocks.back() {
+                Some(last) if **last == *self.tail => {
+                    let again = Arc::clone(last);
+                    self.blocks.push_back(again);
+                    // What comes next likely repeats it too: an echo, with no room.
+                    self.tail = Vec::new();
+                }
+                _ => {
+                    self.blocks.push_back(Arc::from(self.tail.as_slice()));
+                    // The tail keeps its room: a full block's, as every block after the
+                    // first.
+                    self.tail.clear();
+                }
+            }
+            self.count_bytes();
+        }
+        // An empty tail with no room after a block (a repeat, or a copy's): an echo while
+        // the items repeat that block's.
+        if self.tail.capacity() == 0 {
+            if let Some(last) = self.blocks.back() {
+                if last[usize::from(self.echo)] == value {
+                    // Made a block again only when the next item comes, as a full tail is.
+                    self.echo += 1;
+                    self.len += 1;
+                    return;
+                }
+                self.make_tail();
+            }
         }
         if self.tail.len() == self.tail.capacity() {
             // The first block grows by half again, as the ring's memory follows what it
@@ -167,6 +208,26 @@ impl<T: Copy + PartialEq> Blocks<T> {
         }
         self.tail.push(value);
         self.len += 1;
+    }
+
+    /// Makes an echo a tail of its own: the last block's first items, copied, with room for
+    /// a block.
+    fn make_tail(&mut self) {
+        let echo = usize::from(std::mem::take(&mut self.echo));
+        if let Some(last) = self.blocks.back() {
+            let mut tail = Vec::with_capacity(self.block());
+            tail.extend_from_slice(&last[..echo]);
+            self.tail = tail;
+            self.count_bytes();
+        }
+    }
+
+    /// The tail's items: its own, or the echo's.
+    fn tail_items(&self) -> &[T] {
+        match self.blocks.back() {
+            Some(last) if self.echo > 0 => &last[..usize::from(self.echo)],
+            _ => &self.tail,
+        }
     }
 
     /// Lets the oldest `n` items go (all of them, at most): where they are all in the first
@@ -195,6 +256,10 @@ impl<T: Copy + PartialEq> Blocks<T> {
             self.tail.drain(self.skip..self.skip + n);
             return;
         }
+        if self.echo > 0 && (self.skip + n) >> self.shift >= self.blocks.len() {
+            // The block the echo repeats goes: the tail is made its own first.
+            self.make_tail();
+        }
         self.skip += n;
         let block = self.block();
         while self.skip >= block && !self.blocks.is_empty() {
@@ -218,14 +283,25 @@ impl<T: Copy + PartialEq> Blocks<T> {
         }
     }
 
-    /// The newest item: always in the tail (a full tail becomes a block only when the next
-    /// item comes), so writing it never touches a shared block.
+    /// The newest item: always in the tail or its echo (a full tail or a whole block's echo
+    /// becomes a block only when the next item comes), so writing it never touches a shared
+    /// block.
     pub(crate) fn back(&self) -> Option<&T> {
-        self.tail.last()
+        self.tail_items().last()
     }
 
-    pub(crate) fn back_mut(&mut self) -> Option<&mut T> {
-        self.tail.last_mut()
+    /// Writes the newest item over (none where there is none): an echo is made a tail of
+    /// its own only where the item changes.
+    pub(crate) fn set_back(&mut self, value: T) {
+        if self.back().is_none_or(|&v| v == value) {
+            return;
+        }
+        if self.echo > 0 {
+            self.make_tail();
+        }
+        if let Some(last) = self.tail.last_mut() {
+            *last = value;
+        }
     }
 
     /// Bytes of the items' memory, as allocated (shared blocks counted whole).
@@ -275,7 +351,7 @@ impl<T: Copy + PartialEq> Blocks<T> {
     fn block_at(&self, i: usize) -> &[T] {
         match self.blocks.get(i) {
             Some(b) => b,
-            None => &self.tail,
+            None => self.tail_items(),
         }
     }
 
@@ -450,9 +526,7 @@ mod tests {
                         deque.drain(..n.min(deque.len()));
                     }
                     Op::SetBack(v) => {
-                        if let Some(b) = blocks.back_mut() {
-                            *b = v;
-                        }
+                        blocks.set_back(v);
                         if let Some(b) = deque.back_mut() {
                             *b = v;
                         }
@@ -482,6 +556,11 @@ mod tests {
                             + b.tail.capacity() * 4,
                         "the bytes kept are the bytes held"
                     );
+                    // An echo has no tail of its own, and repeats a block it is within.
+                    if b.echo > 0 {
+                        prop_assert!(b.tail.capacity() == 0 && !b.blocks.is_empty());
+                        prop_assert!(usize::from(b.echo) <= b.block());
+                    }
                     // A block is shared only with one that holds the same items.
                     for pair in b.blocks.iter().zip(b.blocks.iter().skip(1)) {
                         prop_assert_eq!(Arc::ptr_eq(pair.0, pair.1), pair.0 == pair.1);
@@ -523,14 +602,17 @@ mod tests {
         for _ in 0..900 {
             blocks.push_back(7u32);
         }
-        // Fourteen full blocks of 64 and a tail of 4: one block's memory.
-        assert_eq!(blocks.blocks.len(), 14);
+        // Fourteen full blocks of 64 and a tail of 4 that echoes the last: one block's
+        // memory, and no tail of its own.
+        assert_eq!((blocks.blocks.len(), blocks.echo), (14, 4));
         let one = 64 * 4 + BLOCK_OVERHEAD;
-        assert_eq!(blocks.bytes(), one + 13 * BLOCK_POINTER + 64 * 4);
-        // A copy shares all of it; what it holds alone is its tail.
+        assert_eq!(blocks.bytes(), one + 13 * BLOCK_POINTER);
+        assert_eq!(blocks.len(), 900);
+        assert_eq!(blocks.back(), Some(&7));
+        // A copy shares all of it, its echo too.
         let copy = blocks.clone();
-        assert_eq!(copy.bytes_beside(&blocks), 4 * 4);
-        // Values that move make blocks of their own.
+        assert_eq!(copy.bytes_beside(&blocks), 0);
+        // Values that move make blocks of their own, from the echo on.
         for v in 0..128 {
             blocks.push_back(v);
         }

@@ -344,9 +344,7 @@ impl Series {
         match self.raw.head {
             Some(head) if slot < head => self.dropped += 1,
             Some(head) if slot == head => {
-                if let Some(last) = self.raw.items.back_mut() {
-                    *last = stored;
-                }
+                self.raw.items.set_back(stored);
                 self.keep_steady(slot, stored);
             }
             Some(head) => {

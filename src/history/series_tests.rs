@@ -517,9 +517,9 @@ fn a_series_that_holds_still_costs_a_block_a_ring_however_long_it_holds() {
         s
     };
     let base = std::mem::size_of::<Series>();
-    // A ring's memory: one block of items, a pointer for each block after it, and a tail
-    // of up to a block. Raw slots in blocks of 64 of 4 bytes, points of 64 of 12.
-    let ring = |item: usize, blocks: usize| 2 * 64 * item + BLOCK_OVERHEAD + blocks * 16;
+    // A ring's memory: one block of items and a pointer for each block after it (its tail
+    // echoes the last block). Raw slots in blocks of 64 of 4 bytes, points of 64 of 12.
+    let ring = |item: usize, blocks: usize| 64 * item + BLOCK_OVERHEAD + blocks * 16;
     let most = base + ring(4, 15) + 2 * ring(12, 12);
     let (hour, day) = (still(3600).footprint(), still(86_400).footprint());
     assert!(
