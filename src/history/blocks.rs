@@ -165,24 +165,18 @@ impl<T: Copy + PartialEq> Blocks<T> {
             self.echo = 0;
             self.count_bytes();
         } else if self.tail.len() == block {
-            match self.blocks.back() {
-                Some(last) if **last == *self.tail => {
-                    let again = Arc::clone(last);
-                    self.blocks.push_back(again);
-                    // What comes next likely repeats it too: an echo, with no room.
-                    self.tail = Vec::new();
-                }
-                _ => {
-                    self.blocks.push_back(Arc::from(self.tail.as_slice()));
-                    // The tail keeps its room: a full block's, as every block after the
-                    // first.
-                    self.tail.clear();
-                }
-            }
+            let full = match self.blocks.back() {
+                Some(last) if **last == *self.tail => Arc::clone(last),
+                _ => Arc::from(self.tail.as_slice()),
+            };
+            self.blocks.push_back(full);
+            // The items after it may repeat it (a figure that holds): an echo, with no
+            // room, until one differs. A tail that moves is made again then, once a block.
+            self.tail = Vec::new();
             self.count_bytes();
         }
-        // An empty tail with no room after a block (a repeat, or a copy's): an echo while
-        // the items repeat that block's.
+        // An empty tail with no room after a block: an echo while the items repeat that
+        // block's.
         if self.tail.capacity() == 0 {
             if let Some(last) = self.blocks.back() {
                 if last[usize::from(self.echo)] == value {
@@ -599,13 +593,19 @@ mod tests {
     #[test]
     fn a_still_ring_holds_one_block() {
         let mut blocks = Blocks::new(900);
-        for _ in 0..900 {
+        let one = 64 * 4 + BLOCK_OVERHEAD;
+        for _ in 0..74 {
+            blocks.push_back(7u32);
+        }
+        // From the first block on: the items after it echo it, with no tail of their own.
+        assert_eq!((blocks.blocks.len(), blocks.echo), (1, 10));
+        assert_eq!(blocks.bytes(), one);
+        for _ in 74..900 {
             blocks.push_back(7u32);
         }
         // Fourteen full blocks of 64 and a tail of 4 that echoes the last: one block's
         // memory, and no tail of its own.
         assert_eq!((blocks.blocks.len(), blocks.echo), (14, 4));
-        let one = 64 * 4 + BLOCK_OVERHEAD;
         assert_eq!(blocks.bytes(), one + 13 * BLOCK_POINTER);
         assert_eq!(blocks.len(), 900);
         assert_eq!(blocks.back(), Some(&7));
