@@ -6,8 +6,8 @@
 //!
 //! A block that holds the same items as the one before it (a figure that held still for a
 //! whole block: a plateau, a counter at 0, an idle GPU) is that block again, shared, not a
-//! copy. After such a block the tail, while it goes on repeating the last block's items,
-//! is kept as a count of them (an echo) with no memory of its own: a still series costs one
+//! copy. After every block the tail, while it goes on repeating that block's items, is
+//! kept as a count of them (an echo) with no memory of its own: a still series costs one
 //! block and a pointer for each block after it, so its memory stops growing while nothing
 //! moves.
 
@@ -36,15 +36,15 @@ pub(super) struct Blocks<T: Copy + PartialEq> {
     len: usize,
     shift: u8,
     /// The tail, where it is not 0: the first `echo` items of the last block, the same
-    /// items again, held as that count (see the module's comment). Begins after a block
-    /// that repeats the one before it; the tail is made its own at the first item that
-    /// differs, at a write to it in place, and before the last block is let go.
+    /// items again, held as that count (see the module's comment). Begins after every
+    /// block; the tail is made its own at the first item that differs, at a write that
+    /// changes its newest item, and before the last block is let go.
     echo: u16,
     /// [`Blocks::bytes`], kept as the memory changes (a block made or let go, the tail
     /// grown) rather than worked out at each of the history's writes, which ask it before
     /// and after: a block's items and header once for each run of the same block, and a
-    /// pointer for every block. A `u32` beside `shift`, where it costs no room: a ring holds at most
-    /// 2^16 items of a few bytes.
+    /// pointer for every block. A `u32` beside `shift`, where it costs no room: a ring
+    /// holds at most 2^16 items of a few bytes.
     bytes: u32,
 }
 
