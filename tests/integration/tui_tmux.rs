@@ -219,3 +219,53 @@ fn the_help_at_80x24_ends_no_line_mid_word() {
     assert!(!screen.contains("more lines below"), "{screen}");
     pane.keys(&["q"]);
 }
+
+/// The heaps glibc made for threads other than the first in process `pid`: each is a
+/// region of 64 MiB aligned to its size, its head readable and writable and the rest not
+/// yet (`/proc/PID/maps`).
+fn thread_heaps(pid: u32) -> usize {
+    const HEAP: u64 = 64 << 20;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let regions: Vec<(u64, u64, String)> = maps
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (start, end) = fields.next()?.split_once('-')?;
+            let perms = fields.next()?.to_string();
+            // Anonymous: no file after offset, device and inode.
+            if fields.nth(3).is_some() {
+                return None;
+            }
+            let at = |hex| u64::from_str_radix(hex, 16).ok();
+            Some((at(start)?, at(end)?, perms))
+        })
+        .collect();
+    regions
+        .windows(2)
+        .filter(|pair| {
+            let ((start, end, perms), (next, next_end, next_perms)) = (&pair[0], &pair[1]);
+            start % HEAP == 0
+                && perms.starts_with("rw")
+                && end == next
+                && next_perms.starts_with("---")
+                && next_end - start == HEAP
+        })
+        .count()
+}
+
+/// The monitor's threads share one heap (`strata::footprint::one_heap`): glibc would give
+/// the sampler, the input reader and the drawing thread one each, and each keeps the room
+/// it once needed.
+#[test]
+fn the_monitors_threads_share_one_heap() {
+    let pane = start_demo("one-heap", 120, 40);
+    let pid = pane.program_pid();
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the monitor's threads")
+        .count();
+    assert!(threads > 1, "the monitor runs {threads} thread");
+    assert_eq!(thread_heaps(pid), 0, "heaps of their own for its threads");
+    pane.keys(&["q"]);
+    pane.wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|s| panic!("{s}"));
+}
