@@ -10,25 +10,6 @@
 
 use std::ops::Range;
 
-/// One heap for all of the monitor's threads (glibc's `M_ARENA_MAX` of 1). glibc gives each
-/// thread that allocates a heap of its own (an arena, up to eight a core): the sampler
-/// builds each sample in its heap, the drawing thread frees it there, and each heap keeps
-/// the room it once needed and what lies free between its blocks. Shared, the room one
-/// thread frees is the other's: 0.4 MB less resident at 8 GPUs × 64 processes and 2 MB at
-/// 8 × 512 (`docs/contributing/benchmarks.md`). Call before any thread starts. Returns
-/// whether the allocator took it (never off glibc).
-pub fn one_heap() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: sets one of the C library allocator's tunables; no memory is touched.
-        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        false
-    }
-}
-
 /// The page-aligned addresses of this process's relocation records that it let go (empty where
 /// there were none, or where it could not tell where they are).
 pub fn release_relocations() -> Range<usize> {

@@ -27,10 +27,6 @@ fn main() -> ExitCode {
     // Before anything else is in memory: the peak of the monitor's RSS is then without them.
     strata::footprint::release_relocations();
     let cli = Cli::from_env();
-    // Before any thread starts, for the monitor: its threads then share one heap.
-    if cli.command.is_none() {
-        strata::footprint::one_heap();
-    }
     // While this process has one thread: the sampler's descriptors then cost no wait.
     if matches!(
         cli.command,
