@@ -7,6 +7,13 @@
 //! [`release_relocations`] lets them go at start: the pages leave this process (a private,
 //! read-only mapping of the binary's file, never written), the file's copy in the page cache
 //! is untouched, and a read, were there one, would bring them back from the file.
+//!
+//! Starting reads much more code and constant data than a sample does, in the binary and in
+//! the libraries (the command line's parser and its help, the loader's and the C library's
+//! start, NVML's initialisation), and the kernel maps each in blocks of 64 KiB around the page
+//! read. [`release_startup_pages`] lets go of every page of the process's read-only file
+//! mappings once the monitor runs steadily; what a sample reads comes back at the next one,
+//! from the page cache, and the rest stays out.
 
 use std::ops::Range;
 
@@ -113,6 +120,114 @@ unsafe extern "C" fn on_object(
     1
 }
 
+/// Lets go of the pages of this process's read-only mappings of files (its binary's and its
+/// libraries' code and constants) that are the file's bytes as they are: the pages leave the
+/// process, the page cache keeps them, and the next read of one maps it again from there (a
+/// minor fault, with the 64 KiB around it). Returns the resident kB let go (0 where
+/// `/proc/self/smaps` cannot be read).
+///
+/// A page that is not the file's bytes (written through a debugger, or relocated and made
+/// read-only after, as the loader's RELRO is) would be lost: a mapping holding any such page
+/// (`Anonymous` or `Swap` above 0) is left whole, and so is one of a device, locked or not a
+/// file's ([`releasable`]).
+pub fn release_startup_pages() -> u64 {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+        return 0;
+    };
+    let mut released = 0;
+    for (span, resident) in releasable(&smaps) {
+        // SAFETY: a whole mapping of a file, private and read-only, none of whose pages differs
+        // from the file (`releasable`): MADV_DONTNEED drops this process's view of them, and
+        // a later read faults in the same bytes from the file.
+        let result = unsafe {
+            libc::madvise(
+                span.start as *mut libc::c_void,
+                span.end - span.start,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if result == 0 {
+            released += resident;
+        }
+    }
+    released
+}
+
+/// The mappings of `smaps` (`/proc/PID/smaps`'s text) whose pages [`release_startup_pages`]
+/// may let go, each with its resident kB: private and read-only (`r--p`, `r-xp`), of a file
+/// outside `/dev`, with no page of its own (`Anonymous`, `Swap`: 0 kB), not locked, not of
+/// device memory (`VmFlags` `lo`, `io`, `pf`). A mapping whose fields are not all there is
+/// left.
+fn releasable(smaps: &str) -> Vec<(Range<usize>, u64)> {
+    #[derive(Default)]
+    struct Mapping {
+        span: Range<usize>,
+        candidate: bool,
+        rss: Option<u64>,
+        own: Option<u64>,
+        swap: Option<u64>,
+        flags_ok: Option<bool>,
+    }
+    fn done(m: Mapping, out: &mut Vec<(Range<usize>, u64)>) {
+        if m.candidate && m.own == Some(0) && m.swap == Some(0) && m.flags_ok == Some(true) {
+            if let Some(rss) = m.rss.filter(|&kb| kb > 0) {
+                out.push((m.span, rss));
+            }
+        }
+    }
+    fn header(line: &str) -> Option<Mapping> {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let span = usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?;
+        let perms = fields.next()?;
+        // Offset, device, inode, then the path (absent for anonymous memory).
+        let path = fields.nth(3).unwrap_or("");
+        let candidate = matches!(perms, "r--p" | "r-xp")
+            && path.starts_with('/')
+            && !path.starts_with("/dev/")
+            && span.end > span.start;
+        Some(Mapping {
+            span,
+            candidate,
+            ..Mapping::default()
+        })
+    }
+    let kb = |value: &str| -> Option<u64> {
+        let mut parts = value.split_whitespace();
+        let n = parts.next()?.parse().ok()?;
+        (parts.next() == Some("kB")).then_some(n)
+    };
+    let mut out = Vec::new();
+    let mut current: Option<Mapping> = None;
+    for line in smaps.lines() {
+        let Some((key, value)) = line.split_once(':').filter(|(k, _)| !k.contains(' ')) else {
+            if let Some(m) = current.take() {
+                done(m, &mut out);
+            }
+            current = header(line);
+            continue;
+        };
+        let Some(m) = current.as_mut() else { continue };
+        match key {
+            "Rss" => m.rss = kb(value),
+            "Anonymous" => m.own = kb(value),
+            "Swap" => m.swap = kb(value),
+            "VmFlags" => {
+                m.flags_ok = Some(
+                    !value
+                        .split_whitespace()
+                        .any(|flag| matches!(flag, "lo" | "io" | "pf")),
+                );
+            }
+            _ => {}
+        }
+    }
+    if let Some(m) = current.take() {
+        done(m, &mut out);
+    }
+    out
+}
+
 /// Bytes in a page of memory, as `/proc` counts them.
 fn page_size() -> usize {
     usize::try_from(crate::source::procfs::page_size()).unwrap_or(4096)
@@ -158,6 +273,156 @@ mod tests {
         let section = file.section_by_name(".rela.dyn").unwrap();
         let start = bias + section.address() as usize;
         start..start + section.size() as usize
+    }
+
+    /// Four mappings of one file, and the rest of a process's kinds, as `/proc/PID/smaps`
+    /// gives them (fields left out that the choice does not read).
+    const SMAPS: &str = "\
+5600aa000000-5600aa010000 r--p 00000000 08:01 131 /usr/bin/strata
+Rss:                  40 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me sd
+5600aa010000-5600aa090000 r-xp 00010000 08:01 131 /usr/bin/strata
+Rss:                 512 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me sd
+5600aa090000-5600aa0a0000 r--p 00090000 08:01 131 /usr/bin/strata
+Rss:                  64 kB
+Anonymous:            64 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me ac sd
+5600aa0a0000-5600aa0a4000 rw-p 000a0000 08:01 131 /usr/bin/strata
+Rss:                  16 kB
+Anonymous:            16 kB
+Swap:                  0 kB
+VmFlags: rd wr mr mw me ac sd
+5600ab000000-5600ab100000 rw-p 00000000 00:00 0 [heap]
+Rss:                 900 kB
+Anonymous:           900 kB
+Swap:                  0 kB
+VmFlags: rd wr mr mw me ac sd
+7f0000000000-7f0000010000 r-xp 00000000 08:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                  60 kB
+Anonymous:             0 kB
+Swap:                  4 kB
+VmFlags: rd ex mr mw me sd
+7f0000010000-7f0000020000 r-xp 00000000 08:01 78 /opt/lib/libpinned.so
+Rss:                  64 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me lo sd
+7f0000020000-7f0000030000 r--p 00000000 00:05 9 /dev/nvidiactl
+Rss:                  64 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me io pf
+7f0000030000-7f0000040000 r--s 00000000 08:01 79 /var/cache/shared.db
+Rss:                  64 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd sh mr mw me ms sd
+7f0000040000-7f0000050000 r--p 00000000 08:01 80 /opt/lib/lib with space.so (deleted)
+Rss:                  12 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me sd
+7f0000050000-7f0000060000 r--p 00000000 08:01 81 /opt/lib/libcold.so
+Rss:                   0 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me sd
+7f0000060000-7f0000070000 r--p 00000000 08:01 82 /opt/lib/libcut.so
+Rss:                  64 kB
+7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]
+Rss:                   8 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me de sd
+";
+
+    #[test]
+    fn only_clean_private_read_only_mappings_of_files_are_let_go() {
+        let chosen = releasable(SMAPS);
+        assert_eq!(
+            chosen,
+            vec![
+                // The binary's headers and constants, and its code.
+                (0x5600_aa00_0000..0x5600_aa01_0000, 40),
+                (0x5600_aa01_0000..0x5600_aa09_0000, 512),
+                // A file deleted since, its name with a space.
+                (0x7f00_0004_0000..0x7f00_0005_0000, 12),
+            ],
+            // Left: the binary's RELRO (relocated, then made read-only: its own pages), its
+            // data, the heap, a library with a page swapped out, one locked, a device's
+            // mapping, a shared one, one with nothing resident, one whose fields are cut
+            // short, the vDSO.
+        );
+    }
+
+    #[test]
+    fn nothing_is_let_go_of_what_cannot_be_read() {
+        assert!(releasable("").is_empty());
+        assert!(releasable("not smaps at all\nRss: 4 kB\n").is_empty());
+    }
+
+    /// Maps `len` bytes of `file` private and read-only; the mapping's address.
+    fn map(file: &std::fs::File, len: usize, prot: libc::c_int) -> *mut u8 {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a new mapping of an open file, at an address the kernel picks.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED, "mmap");
+        at.cast()
+    }
+
+    #[test]
+    fn a_files_clean_pages_leave_memory_and_read_the_same_and_written_ones_stay() {
+        let page = page_size();
+        let bytes: Vec<u8> = (0..4 * page).map(|i| (i % 251) as u8).collect();
+        let path = std::env::temp_dir().join(format!("strata-footprint-{}", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        // A clean mapping, read whole.
+        let clean = map(&file, bytes.len(), libc::PROT_READ);
+        // SAFETY: the mapping is `bytes.len()` readable bytes, alive until unmapped below.
+        let read = |at: *mut u8| unsafe { std::slice::from_raw_parts(at, bytes.len()).to_vec() };
+        assert_eq!(read(clean), bytes);
+        let clean_span = clean as usize..clean as usize + bytes.len();
+        assert_eq!(present(&clean_span), 4);
+        // A mapping written to and made read-only after, as the loader's RELRO: its written
+        // page is its own, and must not go back to the file's bytes.
+        let written = map(&file, bytes.len(), libc::PROT_READ | libc::PROT_WRITE);
+        // SAFETY: the first byte of a writable mapping; then the whole mapping made read-only.
+        unsafe {
+            written.write_volatile(0xEE);
+            assert_eq!(
+                libc::mprotect(written.cast(), bytes.len(), libc::PROT_READ),
+                0
+            );
+        }
+        let let_go = release_startup_pages();
+        assert!(let_go >= 16, "{let_go} kB let go");
+        assert_eq!(present(&clean_span), 0, "the clean pages were let go");
+        assert_eq!(read(clean), bytes, "and read the file's bytes again");
+        let mut expected = bytes.clone();
+        expected[0] = 0xEE;
+        assert_eq!(read(written), expected, "the written page stayed");
+        // SAFETY: both mappings were made above with these lengths, and are not used after.
+        unsafe {
+            libc::munmap(clean.cast(), bytes.len());
+            libc::munmap(written.cast(), bytes.len());
+        }
     }
 
     #[test]

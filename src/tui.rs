@@ -133,6 +133,13 @@ fn poll_until_gone(
     }
 }
 
+/// Samples drawn after which what only they read (the first sample's fuller reads of
+/// `/proc`, the first frame's layout) is let go of
+/// ([`crate::footprint::release_startup_pages`]), as what starting read (the command line,
+/// the loader's and the C library's start, NVML's initialisation) was before the first: the
+/// next sample maps again what every sample reads.
+const STEADY_AFTER: u64 = 1;
+
 /// Runs the monitor over `source`, one sample per interval, until the user quits or a signal
 /// arrives. The terminal is restored on every way out; a signal whose default is to end the
 /// process then ends it, as it would have without strata catching it.
@@ -177,6 +184,9 @@ fn run_with(
     demand: Option<Demand>,
     spawn: impl FnOnce(mpsc::Sender<Event>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
+    // Before the first sample, which holds the most memory the monitor will: the peak of its
+    // RSS is then without the pages only starting read.
+    crate::footprint::release_startup_pages();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -197,6 +207,7 @@ fn run_with(
         let mut alarm = terminal::Alarm::new()?;
         draw(&mut guard, &state)?;
         let mut drawn = Instant::now();
+        let mut started = true;
         let mut died_of = None;
         // The recording started with `r`: dropped on every way out, which finishes its file.
         let (news_tx, mut news) = mpsc::unbounded_channel::<News>();
@@ -261,6 +272,10 @@ fn run_with(
                 drawn = Instant::now();
                 if let Some(demand) = &demand {
                     tell(demand, &state, recorder.is_some());
+                }
+                if started && state.process_table.samples_shown >= STEADY_AFTER {
+                    started = false;
+                    crate::footprint::release_startup_pages();
                 }
             }
         }

@@ -108,8 +108,8 @@ const RULES: &[Rule] = &[
     ),
     (
         "tui",
-        &[&["sample", "app", "ui", "terminal", "source", "record::live", "replay"]],
-        "`tui.rs` runs the event loop: the source (a replay's on its own driver), the monitor's state, the live recorder, drawing; only it imports `ui`",
+        &[&["sample", "app", "ui", "terminal", "source", "record::live", "replay", "footprint"]],
+        "`tui.rs` runs the event loop: the source (a replay's on its own driver), the monitor's state, the live recorder, drawing, and when what starting read is let go (`footprint`); only it imports `ui`",
     ),
     ("terminal", &[], "`terminal.rs` owns the terminal and imports nothing of the crate"),
     (
