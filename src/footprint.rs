@@ -237,6 +237,11 @@ fn page_size() -> usize {
 mod tests {
     use super::*;
 
+    /// Held by each test that counts this process's pages in memory, or lets them go: the
+    /// tests of a binary run on threads side by side, and one letting go of the binary's
+    /// pages while another counts what it has just read would fail it.
+    static PAGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// Which of `pages` (page-aligned) are mapped in this process, from /proc/self/pagemap
     /// (bit 63 of each page's word: present).
     fn present(pages: &Range<usize>) -> usize {
@@ -387,6 +392,9 @@ VmFlags: rd ex mr mw me de sd
 
     #[test]
     fn a_files_clean_pages_leave_memory_and_read_the_same_and_written_ones_stay() {
+        let _alone = PAGES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let page = page_size();
         let bytes: Vec<u8> = (0..4 * page).map(|i| (i % 251) as u8).collect();
         let path = std::env::temp_dir().join(format!("strata-footprint-{}", std::process::id()));
@@ -432,6 +440,9 @@ VmFlags: rd ex mr mw me de sd
 
     #[test]
     fn the_relocation_records_are_found_and_leave_memory() {
+        let _alone = PAGES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // The test binary is position-independent, as the release build: it has records.
         let span = relocation_pages();
         assert!(!span.is_empty(), "no relocation records found");
