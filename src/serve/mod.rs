@@ -121,6 +121,9 @@ pub fn run(
     }
     let shared: Shared = Arc::default();
     let mut counts = SamplerCounts::default();
+    // As the monitor does (`tui.rs`): what only starting read is let go of before the first
+    // sample, and what only the first sample read once it is served.
+    crate::footprint::release_startup_pages();
     // The first sample: a source that cannot sample at all is an error before serving.
     let observed = pipeline.ingest(source.sample()?);
     if let Some(recorder) = &options.recorder {
@@ -131,6 +134,7 @@ pub fn run(
         &shared,
         exposition::encode(&observed, counts, options.max_processes),
     );
+    crate::footprint::release_startup_pages();
     let (stop, stopped) = mpsc::channel::<()>();
     let sampler = {
         let shared = Arc::clone(&shared);

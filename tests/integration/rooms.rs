@@ -65,8 +65,8 @@ const RULES: &[Rule] = &[
     ),
     (
         "serve",
-        &[MODEL, WORDS, &["source", "record"]],
-        "`serve` runs a `Source` on a thread of its own (its flight recorder beside it)",
+        &[MODEL, WORDS, &["source", "record", "footprint"]],
+        "`serve` runs a `Source` on a thread of its own (its flight recorder beside it), and lets go of what starting read (`footprint`)",
     ),
     (
         "analyze",
