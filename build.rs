@@ -129,8 +129,9 @@ fn write_if_changed(path: &Path, contents: &str) {
 /// the monitor's thousand or so functions, scattered over 11 MB of code, held about half of
 /// it in memory. It places the read-only data the monitor reads at the head of `.rodata`
 /// too, for the same reason. A function or data section the script names that the build
-/// lacks is passed over, so an old script orders less and breaks nothing. `STRATA_LINK_MAP=FILE` has the linker write its
-/// map (where each function went) to FILE, for `order-code` to read.
+/// lacks is passed over, so an old script orders less and breaks nothing.
+/// `STRATA_LINK_MAP=FILE` has the linker write its map (where each function went) to FILE,
+/// for `order-code` to read.
 fn link_layout(manifest: &Path) {
     println!("cargo:rerun-if-env-changed=STRATA_LINK_MAP");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");

@@ -242,6 +242,13 @@ mod tests {
     /// pages while another counts what it has just read would fail it.
     static PAGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// [`PAGES`], held until the guard is dropped (a test that failed holding it lets go).
+    fn alone() -> std::sync::MutexGuard<'static, ()> {
+        PAGES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Which of `pages` (page-aligned) are mapped in this process, from /proc/self/pagemap
     /// (bit 63 of each page's word: present).
     fn present(pages: &Range<usize>) -> usize {
@@ -372,7 +379,7 @@ VmFlags: rd ex mr mw me de sd
         assert!(releasable("not smaps at all\nRss: 4 kB\n").is_empty());
     }
 
-    /// Maps `len` bytes of `file` private and read-only; the mapping's address.
+    /// Maps `len` bytes of `file` private, with protection `prot`; the mapping's address.
     fn map(file: &std::fs::File, len: usize, prot: libc::c_int) -> *mut u8 {
         use std::os::fd::AsRawFd;
         // SAFETY: a new mapping of an open file, at an address the kernel picks.
@@ -392,9 +399,7 @@ VmFlags: rd ex mr mw me de sd
 
     #[test]
     fn a_files_clean_pages_leave_memory_and_read_the_same_and_written_ones_stay() {
-        let _alone = PAGES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _alone = alone();
         let page = page_size();
         let bytes: Vec<u8> = (0..4 * page).map(|i| (i % 251) as u8).collect();
         let path = std::env::temp_dir().join(format!("strata-footprint-{}", std::process::id()));
@@ -440,9 +445,7 @@ VmFlags: rd ex mr mw me de sd
 
     #[test]
     fn the_relocation_records_are_found_and_leave_memory() {
-        let _alone = PAGES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _alone = alone();
         // The test binary is position-independent, as the release build: it has records.
         let span = relocation_pages();
         assert!(!span.is_empty(), "no relocation records found");

@@ -277,9 +277,7 @@ fn the_shipped_binary_keeps_the_constants_the_monitor_reads_together() {
     let mut at: Vec<usize> = words
         .iter()
         .map(|w| {
-            rodata
-                .windows(w.len())
-                .position(|window| window == w.as_bytes())
+            memchr::memmem::find(rodata, w.as_bytes())
                 .unwrap_or_else(|| panic!("{w:?} is not in .rodata"))
                 / 1024
         })
