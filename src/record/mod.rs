@@ -189,7 +189,12 @@ fn collect_until_stopped(
         let mut hup = listen(libc::SIGHUP)?;
         let mut int = listen(libc::SIGINT)?;
         let (tx, mut rx) = mpsc::channel(64);
+        // As the monitor does (`tui.rs`): what only starting read is let go of before the
+        // first sample, and what only the first sample read once it is written. A recorder
+        // runs for days on a node.
+        crate::footprint::release_startup_pages();
         spawn_collector(source, interval, tx)?;
+        let mut written = 0u64;
         let deadline = duration.map(|d| tokio::time::Instant::now() + d);
         let stop = loop {
             let far = tokio::time::Instant::now() + Duration::from_secs(3600);
@@ -202,7 +207,13 @@ fn collect_until_stopped(
                     break Stop::Duration
                 }
                 item = rx.recv() => match item {
-                    Some(Collected::Sample(sample)) => on_sample(&sample)?,
+                    Some(Collected::Sample(sample)) => {
+                        on_sample(&sample)?;
+                        written += 1;
+                        if written == 1 {
+                            crate::footprint::release_startup_pages();
+                        }
+                    }
                     Some(Collected::Failed(line)) => on_poll_failed(&line),
                     None => break Stop::SourceGone,
                 },

@@ -60,8 +60,8 @@ const RULES: &[Rule] = &[
     ),
     (
         "record",
-        &[MODEL, WORDS, &["recording", "source", "report"]],
-        "`record` drives a recording's writer: it runs a `Source` on a thread of its own, the flight recorder through the pipeline (the report's clock names its segments)",
+        &[MODEL, WORDS, &["recording", "source", "report", "footprint"]],
+        "`record` drives a recording's writer: it runs a `Source` on a thread of its own, the flight recorder through the pipeline (the report's clock names its segments), and lets go of what starting read (`footprint`)",
     ),
     (
         "serve",
