@@ -56,12 +56,20 @@ pub(crate) struct Scanner {
     /// What `/proc/<pid>/status` and `environ` said of each watched pid, at which scan, and of
     /// which process (its start time): read once per process where its start time is known,
     /// else again every [`ROOT_REFRESH_SCANS`] scans (a pid reused meanwhile is caught then).
-    roots: HashMap<u32, (u64, Option<u64>, Option<RootInfo>)>,
+    /// Boxed: the table keeps up to half its slots empty, and a node lists thousands.
+    roots: HashMap<u32, Box<Root>>,
+    /// The paths the watched processes' [`RootInfo`]s hold, each once: a node's processes
+    /// are a few users' (see [`Shared`]).
+    shared: Shared,
     listings: Listings,
     /// This monitor's own mount namespace and root: a watched process that shares both sees
     /// the same paths, and its root is not looked into for what was looked up here.
     own_root: Option<RootKey>,
 }
+
+/// A watched pid's [`RootInfo`] (none where it could not be read), the scan that read it,
+/// and the start time of the process it was read of.
+type Root = (u64, Option<u64>, Option<RootInfo>);
 
 /// Which tree a process sees: its mount namespace's inode and its root directory's device
 /// and inode. Two processes with the same key resolve every path alike.
@@ -92,6 +100,41 @@ struct RootInfo {
     /// The dirs to look into within its root (`tmp/strata-<euid>`, its `STRATA_FEED_DIR`),
     /// less those that are `here` (its tree is this monitor's own).
     in_root: Arc<[PathBuf]>,
+}
+
+/// Paths many watched processes have alike (a user's feed dir; the dirs within a root), held
+/// once and shared: each process's own copy cost 128 bytes, half a megabyte at 4,096.
+#[derive(Default)]
+struct Shared {
+    here: Vec<Arc<Path>>,
+    in_root: Vec<Arc<[PathBuf]>>,
+}
+
+/// The most distinct values of each kind [`Shared`] keeps; past them a value is its own.
+const SHARED_MOST: usize = 64;
+
+/// The value in `pool` equal to `value`, or `value` made one (kept in `pool` while it has room).
+fn share<T: ?Sized + PartialEq>(
+    pool: &mut Vec<Arc<T>>,
+    value: &T,
+    make: impl FnOnce() -> Arc<T>,
+) -> Arc<T> {
+    if let Some(held) = pool.iter().find(|held| ***held == *value) {
+        return Arc::clone(held);
+    }
+    let made = make();
+    if pool.len() < SHARED_MOST {
+        pool.push(Arc::clone(&made));
+    }
+    made
+}
+
+impl Shared {
+    /// Lets go of the values no watched process holds any longer.
+    fn prune(&mut self) {
+        self.here.retain(|held| Arc::strong_count(held) > 1);
+        self.in_root.retain(|held| Arc::strong_count(held) > 1);
+    }
 }
 
 /// A watched process: its pid, and its start time where known (with the pid, which process).
@@ -154,6 +197,7 @@ impl Scanner {
             tmp_dirs: None,
             scans: 0,
             roots: HashMap::new(),
+            shared: Shared::default(),
             listings: Listings::default(),
             own_root,
         }
@@ -174,8 +218,12 @@ impl Scanner {
     ) -> Scan {
         self.scans += 1;
         let mut found = Found::new(is_dead);
-        let pids: HashSet<u32> = watched.iter().map(|&(pid, _)| pid).collect();
-        self.roots.retain(|pid, _| pids.contains(pid));
+        // Sorted, not hashed: 4 bytes a pid, not a table's 16 and its empty slots.
+        let mut pids: Vec<u32> = watched.iter().map(|&(pid, _)| pid).collect();
+        pids.sort_unstable();
+        self.roots.retain(|pid, _| pids.binary_search(pid).is_ok());
+        drop(pids);
+        self.shared.prune();
         // Many watched processes share one feed dir, and one tree: each opened once a scan.
         let mut here_dirs = HashMap::new();
         let mut in_root = InRootDirs::new();
@@ -198,19 +246,20 @@ impl Scanner {
     /// cached one is that old.
     fn root_info(&mut self, pid: u32, start: Option<u64>) -> Option<&RootInfo> {
         let scans = self.scans;
-        let fresh = self.roots.get(&pid).is_some_and(|(read_at, was, info)| {
+        let fresh = self.roots.get(&pid).is_some_and(|root| {
+            let (read_at, was, info) = &**root;
             let same = start.is_some() && *was == start && info.is_some();
             same || (*was == start && scans - read_at < ROOT_REFRESH_SCANS)
         });
         if !fresh {
             let info = self.read_root_info(pid);
-            self.roots.insert(pid, (scans, start, info));
+            self.roots.insert(pid, Box::new((scans, start, info)));
         }
-        self.roots.get(&pid).and_then(|(_, _, info)| info.as_ref())
+        self.roots.get(&pid).and_then(|root| root.2.as_ref())
     }
 
     /// Reads what a watched process's socket is looked up by.
-    fn read_root_info(&self, pid: u32) -> Option<RootInfo> {
+    fn read_root_info(&mut self, pid: u32) -> Option<RootInfo> {
         let proc_dir = self.proc_root.join(pid.to_string());
         let status = read_status(&self.proc_root, pid).ok()?;
         let (euid, nspid) = (status.euid?, status.nspid?);
@@ -229,7 +278,12 @@ impl Scanner {
         // it is looked up here: its root's copy of that path is the same directory.
         let same_tree = root.is_some() && root == self.own_root && nspid == pid;
         in_root.retain(|rel| !(same_tree && Path::new("/").join(rel) == here));
-        let (here, in_root) = (Arc::from(here), Arc::from(in_root));
+        let here = share(&mut self.shared.here, here.as_path(), || {
+            Arc::from(here.as_path())
+        });
+        let in_root = share(&mut self.shared.in_root, in_root.as_slice(), || {
+            Arc::from(in_root.as_slice())
+        });
         Some(RootInfo {
             euid,
             nspid,
@@ -417,3 +471,7 @@ impl Scanner {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "discover_tests.rs"]
+mod tests;
