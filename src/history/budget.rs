@@ -6,7 +6,7 @@
 //! under the budget again, the thinning is undone a step at a time (the rings grow back as
 //! values arrive). What it did is kept for the monitor to say ([`Budget`]).
 
-use super::{entry_heap, Entry, History, SeriesKey};
+use super::{entry_heap, AsKey, Entry, History, SeriesKey};
 use crate::history::{ProcessId, Steps};
 use std::mem::size_of;
 
@@ -119,7 +119,7 @@ impl History {
 
     pub(super) fn bytes(&self) -> usize {
         self.held
-            + self.series.capacity() * slot::<SeriesKey, usize>()
+            + self.series.capacity() * (size_of::<usize>() + 1)
             + self.entries.capacity() * size_of::<Option<Box<Entry>>>()
             + self.free.capacity() * size_of::<usize>()
             + self.steps.capacity() * slot::<ProcessId, (Steps, u64)>()
@@ -224,14 +224,22 @@ impl History {
     }
 
     fn drop_series(&mut self, key: &SeriesKey) -> bool {
-        let Some((key, place)) = self.series.remove_entry(key) else {
+        let key = key.as_key();
+        let hash = self.hash(key);
+        let entries = &self.entries;
+        let Ok(found) = self.series.find_entry(hash, |&place| {
+            entries[place]
+                .as_ref()
+                .is_some_and(|e| e.key.as_key() == key)
+        }) else {
             return false;
         };
+        let (place, _) = found.remove();
         let Some(e) = self.entries.get_mut(place).and_then(Option::take) else {
             return false;
         };
         self.free.push(place);
-        self.held = self.held.saturating_sub(entry_heap(&key, &e.series));
+        self.held = self.held.saturating_sub(entry_heap(&e.key, &e.series));
         true
     }
 }

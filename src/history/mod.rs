@@ -19,11 +19,14 @@ pub(crate) use steps::{StepPoint, Steps};
 
 use crate::layers::Layer;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::num::NonZeroU64;
 
-/// The series' table: found by a borrowed name ([`KeyRef`]), each at its place in
-/// [`History::entries`].
-type SeriesTable = hashbrown::HashMap<SeriesKey, usize>;
+/// The series' table: each series' place in [`History::entries`], found by a borrowed name
+/// ([`KeyRef`]) hashed as [`History::hash`] does. The names are in the entries, not the
+/// table: a table keeps up to half its slots empty, and a slot of a place is 8 bytes where
+/// one of a name and its place was 64 (half a megabyte of a node of 4,096 processes).
+type SeriesTable = hashbrown::HashTable<usize>;
 
 /// A process on a device, across samples: the start time tells a reused PID apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -224,6 +227,8 @@ impl hashbrown::Equivalent<SeriesKey> for KeyRef<'_> {
 #[derive(Debug, Clone)]
 pub struct History {
     series: SeriesTable,
+    /// Hashes the names for [`History::series`] (a copy hashes as the original).
+    hasher: hashbrown::DefaultHashBuilder,
     /// The series at their places, each kept there from when it is made to when it is let
     /// go, so that a [`Handle`] finds it again without the table. Boxed, so that a spare
     /// place costs a pointer, not a series.
@@ -241,9 +246,10 @@ pub struct History {
     budget: budget::State,
 }
 
-/// One series, and the generations it was first and last written in.
+/// One series, its name, and the generations it was first and last written in.
 #[derive(Debug, Clone)]
 struct Entry {
+    key: SeriesKey,
     series: Series,
     seen: u64,
     born: u64,
@@ -271,7 +277,8 @@ impl History {
     /// A history that keeps within `limit` bytes.
     pub(crate) fn with_budget(limit: usize) -> Self {
         History {
-            series: SeriesTable::default(),
+            series: SeriesTable::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
             entries: Vec::new(),
             free: Vec::new(),
             generation: 0,
@@ -297,7 +304,7 @@ impl History {
         if self.generation.is_multiple_of(SWEEP_EVERY) {
             let now = self.generation;
             let (entries, free) = (&mut self.entries, &mut self.free);
-            self.series.retain(|_, &mut place| {
+            self.series.retain(|&mut place| {
                 let kept = entries[place]
                     .as_ref()
                     .is_some_and(|e| now.saturating_sub(e.seen) <= FORGET_AFTER);
@@ -310,7 +317,9 @@ impl History {
             self.steps
                 .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
             if self.series.capacity() > 4 * self.series.len().max(64) {
-                self.series.shrink_to_fit();
+                let (entries, hasher) = (&self.entries, &self.hasher);
+                self.series
+                    .shrink_to_fit(|&place| rehash(hasher, entries, place));
             }
             // The places past the last series held go (and are no longer free).
             while self.entries.last().is_some_and(Option::is_none) {
@@ -384,7 +393,7 @@ impl History {
     ) -> Option<Handle> {
         let key = key.as_key();
         let generation = self.generation;
-        if let Some(&place) = self.series.get(&key) {
+        if let Some(place) = self.place(key) {
             let entry = self.entries[place].as_deref_mut()?;
             self.held = write(entry, &mut points, generation, self.held);
             return Some(Handle {
@@ -403,12 +412,14 @@ impl History {
         for (time, value) in points {
             series.push(time, value);
         }
+        let hash = self.hash(key);
         let key = key.to_key();
         self.held += entry_heap(&key, &series);
         // Never 0: an absent handle then costs no more than a handle.
         let serial =
             NonZeroU64::MIN.saturating_add(MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let entry = Some(Box::new(Entry {
+            key,
             series,
             seen: generation,
             born: generation,
@@ -424,7 +435,9 @@ impl History {
                 self.entries.len() - 1
             }
         };
-        self.series.insert(key, place);
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.series
+            .insert_unique(hash, place, |&place| rehash(hasher, entries, place));
         Some(Handle { place, serial })
     }
 
@@ -462,8 +475,24 @@ impl History {
 
     /// The series of a name, owned ([`SeriesKey`]) or borrowed ([`KeyRef`]).
     pub(crate) fn get(&self, key: &(impl AsKey + ?Sized)) -> Option<&Series> {
-        self.entry(*self.series.get(&key.as_key())?)
-            .map(|e| &e.series)
+        self.entry(self.place(key.as_key())?).map(|e| &e.series)
+    }
+
+    /// The hash of a series' name in [`History::series`].
+    fn hash(&self, key: KeyRef<'_>) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Where the series `key` names is, if it is kept.
+    fn place(&self, key: KeyRef<'_>) -> Option<usize> {
+        let entries = &self.entries;
+        self.series
+            .find(self.hash(key), |&place| {
+                entries[place]
+                    .as_ref()
+                    .is_some_and(|e| e.key.as_key() == key)
+            })
+            .copied()
     }
 
     /// The entry at a place.
@@ -490,16 +519,14 @@ impl History {
 
     /// Every series, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&SeriesKey, &Series)> {
-        self.series
-            .iter()
-            .filter_map(|(k, &place)| Some((k, &self.entry(place)?.series)))
+        self.entries().map(|(k, e)| (k, &e.series))
     }
 
     /// Every entry with its key, in no particular order.
     fn entries(&self) -> impl Iterator<Item = (&SeriesKey, &Entry)> {
         self.series
             .iter()
-            .filter_map(|(k, &place)| Some((k, self.entry(place)?)))
+            .filter_map(|&place| self.entry(place).map(|e| (&e.key, e)))
     }
 
     pub fn len(&self) -> usize {
@@ -546,6 +573,17 @@ fn write(
     }
     entry.seen = generation;
     (held + entry.series.footprint()).saturating_sub(before)
+}
+
+/// The hash of the name of the series at `place` (one the table holds: never an empty place).
+fn rehash(
+    hasher: &hashbrown::DefaultHashBuilder,
+    entries: &[Option<Box<Entry>>],
+    place: usize,
+) -> u64 {
+    entries[place]
+        .as_ref()
+        .map_or(0, |e| hasher.hash_one(e.key.as_key()))
 }
 
 /// Bytes an entry holds outside its table slot: itself with its rings, and its key's text.
