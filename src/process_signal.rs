@@ -153,7 +153,7 @@ impl Kernel {
             Ok(text) => {
                 let read = crate::source::procfs::Stat::parse(&text);
                 Ok(Stat {
-                    state: read.state,
+                    state: read.state.as_deref().map(str::to_string),
                     start_time: read.start_time,
                     ppid: read.ppid,
                 })

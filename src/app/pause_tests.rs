@@ -38,13 +38,13 @@ fn string_bytes_of(sample: &NodeSample) -> u64 {
         .processes
         .iter()
         .map(|p| {
-            let texts = [&p.proc_state, &p.user, &p.command, &p.executable];
-            p.device_uuid.len()
-                + texts
-                    .iter()
-                    .filter_map(|t| t.as_ref())
-                    .map(|t| t.len())
-                    .sum::<usize>()
+            let texts = [
+                p.proc_state.as_deref(),
+                p.user.as_deref(),
+                p.command.as_deref(),
+                p.executable.as_deref(),
+            ];
+            p.device_uuid.len() + texts.iter().flatten().map(|t| t.len()).sum::<usize>()
         })
         .sum::<usize>() as u64
 }
@@ -76,10 +76,10 @@ fn identity_strings_are_held_once_for_the_whole_queue() {
         .flat_map(|i| busy_node(i, 1000).processes)
         .flat_map(|p| {
             [
-                p.proc_state,
+                p.proc_state.as_deref().map(str::to_string),
                 p.user,
                 p.command,
-                p.executable,
+                p.executable.as_deref().map(str::to_string),
                 Some(p.device_uuid),
             ]
             .into_iter()

@@ -143,8 +143,9 @@ impl<T: Heap> Heap for Box<T> {
     }
 }
 
-/// A shared part (a process's owner) is the same part in every copy: refilled by sharing it.
-impl<T> Refill for std::sync::Arc<T> {
+/// A shared part (a process's owner, its state, its executable) is the same part in every
+/// copy: refilled by sharing it.
+impl<T: ?Sized> Refill for std::sync::Arc<T> {
     fn refill(&mut self, from: &Self) {
         self.clone_from(from);
     }
@@ -154,6 +155,27 @@ impl<T> Refill for std::sync::Arc<T> {
 impl<T: Heap> Heap for std::sync::Arc<T> {
     fn heap(&self) -> usize {
         size_of::<T>() + (**self).heap()
+    }
+}
+
+/// A shared text: its two counts and its bytes, counted whole by each holder as above.
+impl Heap for std::sync::Arc<str> {
+    fn heap(&self) -> usize {
+        2 * size_of::<usize>() + self.len()
+    }
+}
+
+/// A shared text is packed as a string is: a symbol, and made again from it.
+impl<I: Interner> Pack<I> for std::sync::Arc<str> {
+    type Packed = I::Sym;
+    fn pack(self, strings: &mut I) -> I::Sym {
+        strings.intern(String::from(&*self))
+    }
+    fn unpack(packed: I::Sym, strings: &I) -> Self {
+        std::sync::Arc::from(strings.text(packed))
+    }
+    fn symbols(packed: &I::Sym, each: &mut dyn FnMut(I::Sym)) {
+        each(*packed);
     }
 }
 

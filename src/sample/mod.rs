@@ -253,7 +253,7 @@ schema! {
         #[serde(default)]
         pub hidden: bool,
         /// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `Z`...), when visible.
-        pub(crate) proc_state: Option<String>,
+        pub(crate) proc_state: Option<std::sync::Arc<str>>,
         /// Start time in clock ticks since boot (`/proc/PID/stat` field 22): tells a reused PID
         /// from the process that held it before.
         pub start_time: Option<u64>,
@@ -263,7 +263,7 @@ schema! {
         pub sm_util: Option<u32>,
         /// The process's executable (`/proc/PID/exe`), when visible and readable.
         #[serde(default)]
-        pub(crate) executable: Option<String>,
+        pub(crate) executable: Option<std::sync::Arc<str>>,
         /// Host CPU the process used over the last interval, in percent of one core (a process
         /// busy on four cores reads 400); unknown until it has been seen twice.
         #[serde(default)]

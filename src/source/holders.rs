@@ -113,7 +113,7 @@ pub(crate) fn scan(procfs: &mut ProcFs, dev_dir: &Path) -> DeviceFileScan {
             DeviceHolder {
                 pid,
                 start_time: who.start_time,
-                state: who.state,
+                state: who.state.as_deref().map(str::to_string),
                 ppid: who.ppid,
                 uid: who.uid,
                 user: who.user,

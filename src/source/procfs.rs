@@ -10,6 +10,7 @@ use hashbrown::{HashMap, HashSet};
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::liveness::Liveness;
 pub(crate) use crate::feed::procfile::{read_lossy, read_proc};
@@ -20,7 +21,7 @@ pub(crate) struct Identity {
     pub(crate) visible: bool,
     /// The PID exists but this `/proc` hides it (`hidepid`, permissions): not gone.
     pub(crate) hidden: bool,
-    pub(crate) state: Option<String>,
+    pub(crate) state: Option<Arc<str>>,
     pub(crate) start_time: Option<u64>,
     /// The parent's pid (`/proc/PID/stat` field 4): read at every look, as an orphan is
     /// handed to another parent.
@@ -29,8 +30,9 @@ pub(crate) struct Identity {
     pub(crate) uid: Option<u32>,
     pub(crate) user: Option<String>,
     pub(crate) command: Option<String>,
-    /// Where `/proc/PID/exe` points, when readable.
-    pub(crate) executable: Option<String>,
+    /// Where `/proc/PID/exe` points, when readable (shared with what is kept of the process:
+    /// a sample lists it without a copy of its own).
+    pub(crate) executable: Option<Arc<str>>,
     /// CPU time used so far, user and system, in clock ticks (`stat` fields 14 and 15).
     pub(crate) cpu_ticks: Option<u64>,
     /// Resident memory, bytes (`stat` field 24, in pages).
@@ -47,7 +49,7 @@ struct Fixed {
     uid: Option<u32>,
     user: Option<String>,
     command: Option<String>,
-    executable: Option<String>,
+    executable: Option<Arc<str>>,
     /// Whether `status` and `cmdline` were read (uid, user, command): a first look at a
     /// process off the screen reads `stat` and where `exe` points alone, and the rest when
     /// the process is wanted or due ([`ProcFs::identity_lean`]).
@@ -59,7 +61,7 @@ impl Fixed {
     /// told at this sample (`None` where it was not read).
     fn identity(
         &self,
-        state: Option<String>,
+        state: Option<Arc<str>>,
         start_time: Option<u64>,
         ppid: Option<u32>,
         cpu_ticks: Option<u64>,
@@ -97,8 +99,9 @@ pub(crate) struct ProcFs {
     users: HashMap<u32, Option<String>>,
     passwd: Option<String>,
     /// User and command line per (pid, start time): they are read once per process, and only
-    /// `stat` (state, start time, CPU time, resident memory) is read at every poll.
-    known: HashMap<(u32, u64), Fixed>,
+    /// `stat` (state, start time, CPU time, resident memory) is read at every poll. Boxed:
+    /// the table keeps up to half its slots empty, and a node lists thousands.
+    known: HashMap<(u32, u64), Box<Fixed>>,
     /// Bytes in a page, for `stat`'s resident set.
     page_size: u64,
     /// The `stat` files of the processes looked up, kept open and read again in place at each
@@ -330,7 +333,7 @@ impl ProcFs {
         }
         let executable = fs::read_link(dir.join("exe"))
             .ok()
-            .map(|p| p.to_string_lossy().into_owned());
+            .map(|p| Arc::from(p.to_string_lossy()));
         let fixed = if whole {
             let uid = read_lossy(&dir.join("status"))
                 .ok()
@@ -363,7 +366,7 @@ impl ProcFs {
         };
         let identity = fixed.identity(state, start_time, ppid, cpu_ticks, resident);
         if let Some(t) = start_time {
-            self.known.insert((pid, t), fixed);
+            self.known.insert((pid, t), Box::new(fixed));
         }
         identity
     }
@@ -454,8 +457,8 @@ fn exists(pid: u32) -> bool {
 pub(crate) struct Stat {
     /// The command name (field 2, without its parentheses).
     pub(crate) comm: Option<String>,
-    /// The state letter (field 3).
-    pub(crate) state: Option<String>,
+    /// The state letter (field 3): shared, see [`state_text`].
+    pub(crate) state: Option<Arc<str>>,
     /// The parent's pid (field 4).
     pub(crate) ppid: Option<u32>,
     /// User plus system CPU time, clock ticks (fields 14 and 15).
@@ -494,7 +497,7 @@ impl Stat {
         };
         Stat {
             comm: Some(stat[open + 1..close].to_string()),
-            state: fields[0].map(str::to_string),
+            state: fields[0].map(state_text),
             ppid: fields[1].and_then(|v| v.parse().ok()),
             cpu_ticks,
             start_time: number(22),
@@ -503,8 +506,25 @@ impl Stat {
     }
 }
 
+/// The state letters proc(5) names, each made once and shared by every process in that
+/// state: a node of thousands of processes lists each one's state at every sample.
+static STATES: std::sync::LazyLock<Vec<Arc<str>>> = std::sync::LazyLock::new(|| {
+    ["R", "S", "D", "Z", "T", "t", "X", "x", "K", "W", "P", "I"]
+        .into_iter()
+        .map(Arc::from)
+        .collect()
+});
+
+/// A state as `stat` gives it: one of [`STATES`], shared, or a text of its own.
+fn state_text(state: &str) -> Arc<str> {
+    STATES
+        .iter()
+        .find(|known| ***known == *state)
+        .map_or_else(|| Arc::from(state), Arc::clone)
+}
+
 /// Parses `/proc/PID/stat`: (comm, state letter, start time in clock ticks).
-pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<String>, Option<u64>) {
+pub(crate) fn parse_stat(stat: &str) -> (Option<String>, Option<Arc<str>>, Option<u64>) {
     let Stat {
         comm,
         state,

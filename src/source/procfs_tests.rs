@@ -411,3 +411,32 @@ fn users_come_from_passwd() {
         Some(1000)
     );
 }
+
+/// A state letter and an executable are each held once, not copied into every identity read
+/// of every sample: a node of thousands of processes lists them all at every sample.
+#[test]
+fn states_and_executables_are_shared_not_copied() {
+    let line = |pid: u32, state: &str| {
+        format!("{pid} (python) {state} 1 {pid} {pid} 0 -1 4194560 9 0 0 0 3 1 0 0 20 0 8 0 987654 1000 100")
+    };
+    let (a, b) = (Stat::parse(&line(1, "S")), Stat::parse(&line(2, "S")));
+    let (Some(a), Some(b)) = (a.state, b.state) else {
+        panic!("no state read");
+    };
+    assert!(Arc::ptr_eq(&a, &b));
+    // A state proc(5) does not name is read as it is.
+    assert_eq!(Stat::parse(&line(3, "Q")).state.as_deref(), Some("Q"));
+
+    let child = sleeping("600");
+    let mut procfs = ProcFs::new("/proc");
+    let first = procfs.identity(child.id());
+    let again = procfs.identity(child.id());
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
+    let (Some(first), Some(again)) = (first.executable, again.executable) else {
+        panic!("no executable read");
+    };
+    assert!(first.ends_with("sleep"), "{first}");
+    assert!(Arc::ptr_eq(&first, &again));
+}

@@ -385,7 +385,7 @@ fn process_sample(seed: u64, actor: &Actor, loop_start: f64, t: f64) -> ProcessS
         hidden: false,
         proc_state: actor
             .visible
-            .then(|| if running { "R" } else { "S" }.to_string()),
+            .then(|| if running { "R" } else { "S" }.into()),
         start_time: actor
             .visible
             .then_some(((BOOT_UPTIME_SECS + loop_start + actor.started_at) * TICKS) as u64),
@@ -395,7 +395,7 @@ fn process_sample(seed: u64, actor: &Actor, loop_start: f64, t: f64) -> ProcessS
         executable: actor
             .command
             .filter(|c| c.starts_with("python"))
-            .map(|_| "/usr/bin/python3.11".to_string()),
+            .map(|_| "/usr/bin/python3.11".into()),
         cpu_percent: host::cpu_percent(seed, actor, t),
         host_memory: host::host_memory(seed, actor, t),
         elapsed: host::elapsed(actor, t),
