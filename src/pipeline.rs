@@ -24,9 +24,10 @@ pub struct Observed {
     pub attachment: Attachment,
     pub account: NodeAccount,
     pub findings: Vec<Finding>,
-    /// Each process's headroom (parallel to the sample's processes): how far its peak of
-    /// live tensors can grow before an allocation of the same shape would fail. Empty from a
-    /// pipeline that keeps none ([`Pipeline::headrooms`]).
+    /// Each process's headroom (parallel to the sample's processes, up to the last that has
+    /// one: read with `get`): how far its peak of live tensors can grow before an allocation
+    /// of the same shape would fail. Empty from a pipeline that keeps none
+    /// ([`Pipeline::headrooms`]).
     pub(crate) headroom: Vec<Option<Headroom>>,
     /// How the sample's feeds were read: raw, or rebuilt from the derived form of an older
     /// recording.
@@ -183,9 +184,12 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let room = |i: usize| match headroom.get(i) {
-            Some(room) => *room,
-            None => headroom_of(&sample, &account, &self.history, i),
+        let room = |i: usize| {
+            if self.headrooms {
+                headroom.get(i).copied().flatten()
+            } else {
+                headroom_of(&sample, &account, &self.history, i)
+            }
         };
         self.warm_up
             .apply(&sample, &self.history, room, &mut findings);
@@ -473,5 +477,33 @@ mod tests {
             "one slot a second: {points:?}"
         );
         assert_eq!(series.recent(1), vec![Some(4 * GIB)]);
+    }
+
+    /// A sample's headrooms reach as far as its last fed process: a node without feeds
+    /// keeps none, and a fed process's is where its place says.
+    #[test]
+    fn headrooms_are_kept_up_to_the_last_fed_process() {
+        let mut pipeline = Pipeline::new(None);
+        let mut sample = node();
+        sample.gpus.push(gpu(0, memory(80 * GIB, 30 * GIB)));
+        for pid in [5, 7, 9] {
+            sample
+                .processes
+                .push(process(pid, "GPU-test-0", Some(10 * GIB)));
+        }
+        let observed = pipeline.ingest(sample.clone());
+        assert!(observed.headroom.is_empty(), "{:?}", observed.headroom);
+        assert_eq!(observed.headroom.capacity(), 0);
+
+        sample.time += 1.0;
+        sample.feeds.push(feed_on_gpu_0(
+            7,
+            stats(4 * GIB, 8 * GIB, 990.0, 1000.8),
+            Vec::new(),
+        ));
+        let observed = pipeline.ingest(sample);
+        assert_eq!(observed.headroom.len(), 2, "{:?}", observed.headroom);
+        assert!(observed.headroom[0].is_none());
+        assert!(observed.headroom[1].is_some(), "{:?}", observed.headroom);
     }
 }

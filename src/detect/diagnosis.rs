@@ -263,16 +263,21 @@ pub(super) fn detect(
     }
 }
 
-/// Each process's headroom (parallel to the sample's processes): `None` for a process
-/// without a feed combined at this instant.
+/// Each process's headroom (parallel to the sample's processes, up to the last that has
+/// one): `None` for a process without a feed combined at this instant. A node without feeds
+/// has none, and keeps no room for them (56 bytes a process).
 pub(crate) fn headrooms(
     sample: &NodeSample,
     account: &NodeAccount,
     history: &History,
 ) -> Vec<Option<Headroom>> {
-    (0..sample.processes.len())
+    let mut rooms: Vec<Option<Headroom>> = (0..sample.processes.len())
         .map(|i| headroom_of(sample, account, history, i))
-        .collect()
+        .collect();
+    let kept = rooms.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+    rooms.truncate(kept);
+    rooms.shrink_to_fit();
+    rooms
 }
 
 /// The headroom of the sample's process `i` (see [`headrooms`]).
