@@ -32,8 +32,10 @@ pub(super) struct Blocks<T: Copy + PartialEq> {
     /// made a shared block when the next item comes. Empty, with no room, while `echo`
     /// counts the tail's items instead.
     tail: Vec<T>,
-    skip: usize,
-    len: usize,
+    /// Below a block once a drop is done (a block is at most 64 items).
+    skip: u16,
+    /// At most a ring's capacity (2^16) and a block.
+    len: u32,
     shift: u8,
     /// The tail, where it is not 0: the first `echo` items of the last block, the same
     /// items again, held as that count (see the module's comment). Begins after every
@@ -120,7 +122,7 @@ impl<T: Copy + PartialEq> Blocks<T> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     pub(crate) fn clear(&mut self) {
@@ -229,9 +231,10 @@ impl<T: Copy + PartialEq> Blocks<T> {
     /// writes), or through [`Blocks::drop_front_freeing`].
     #[inline]
     pub(crate) fn drop_front(&mut self, n: usize) {
-        if n < self.len && !self.blocks.is_empty() && self.skip + n < self.block() {
-            self.len -= n;
-            self.skip += n;
+        if n < self.len() && !self.blocks.is_empty() && usize::from(self.skip) + n < self.block() {
+            // Below a block: `n` fits either.
+            self.len -= n as u32;
+            self.skip += n as u16;
             return;
         }
         self.drop_front_freeing(n);
@@ -240,30 +243,34 @@ impl<T: Copy + PartialEq> Blocks<T> {
     /// [`Blocks::drop_front`] where a block or the tail's items go, or all of them.
     #[inline(never)]
     fn drop_front_freeing(&mut self, n: usize) {
-        let n = n.min(self.len);
-        self.len -= n;
+        let n = n.min(self.len());
+        // At most `len`: it fits.
+        self.len -= n as u32;
         if self.len == 0 {
             self.clear();
             return;
         }
+        let mut skip = usize::from(self.skip);
         if self.blocks.is_empty() {
-            self.tail.drain(self.skip..self.skip + n);
+            self.tail.drain(skip..skip + n);
             return;
         }
-        if self.echo > 0 && (self.skip + n) >> self.shift >= self.blocks.len() {
+        if self.echo > 0 && (skip + n) >> self.shift >= self.blocks.len() {
             // The block the echo repeats goes: the tail is made its own first.
             self.make_tail();
         }
-        self.skip += n;
+        skip += n;
         let block = self.block();
-        while self.skip >= block && !self.blocks.is_empty() {
+        while skip >= block && !self.blocks.is_empty() {
             self.blocks.pop_front();
-            self.skip -= block;
+            skip -= block;
         }
-        if self.blocks.is_empty() && self.skip > 0 {
-            self.tail.drain(..self.skip);
-            self.skip = 0;
+        if self.blocks.is_empty() && skip > 0 {
+            self.tail.drain(..skip);
+            skip = 0;
         }
+        // Below a block now (or 0): it fits.
+        self.skip = skip as u16;
         self.count_bytes();
     }
 
@@ -338,7 +345,7 @@ impl<T: Copy + PartialEq> Blocks<T> {
     }
 
     pub(crate) fn iter(&self) -> Iter<'_, T> {
-        self.range(0..self.len)
+        self.range(0..self.len())
     }
 
     /// The `i`th block, the tail last.
@@ -351,9 +358,10 @@ impl<T: Copy + PartialEq> Blocks<T> {
 
     /// Items `range` (indices from the oldest held).
     pub(crate) fn range(&self, range: std::ops::Range<usize>) -> Iter<'_, T> {
-        let end = range.end.min(self.len);
+        let end = range.end.min(self.len());
         let start = range.start.min(end);
-        let (a, b) = (self.skip + start, self.skip + end);
+        let skip = usize::from(self.skip);
+        let (a, b) = (skip + start, skip + end);
         let empty = Iter {
             blocks: self,
             front: [].iter(),

@@ -72,32 +72,43 @@ impl Span {
 #[derive(Debug, Clone)]
 struct Ring<T: Copy + PartialEq> {
     items: Blocks<T>,
-    capacity: usize,
-    head: Option<i64>,
+    /// At most 2^16 (see [`capacity`]).
+    capacity: u32,
+    /// The absolute slot of the newest item, `i64::MIN` while there is none ([`Ring::head`]):
+    /// a plain number, where an `Option` would take 8 bytes more, three to a series.
+    newest: i64,
 }
 
 impl<T: Copy + PartialEq> Ring<T> {
     fn new(capacity: usize) -> Self {
         Ring {
             items: Blocks::new(capacity),
-            capacity,
-            head: None,
+            capacity: ring_capacity(capacity),
+            newest: i64::MIN,
         }
     }
 
+    /// The absolute slot of the newest item, if any.
+    #[inline]
+    fn head(&self) -> Option<i64> {
+        (self.newest != i64::MIN).then_some(self.newest)
+    }
+
     fn push(&mut self, slot: i64, value: T) {
-        if self.items.len() >= self.capacity {
-            self.items.drop_front(self.items.len() + 1 - self.capacity);
+        let capacity = self.capacity as usize;
+        if self.items.len() >= capacity {
+            self.items.drop_front(self.items.len() + 1 - capacity);
         }
         self.items.push_back(value);
-        self.head = Some(slot);
+        // A slot is never `i64::MIN`: slots count steps from the history's first instant.
+        self.newest = slot.max(i64::MIN + 1);
     }
 
     /// Holds at most `capacity` items from now on, letting the oldest go, and their memory.
     fn set_capacity(&mut self, capacity: usize) {
         let excess = self.items.len().saturating_sub(capacity);
         self.items.drop_front(excess);
-        self.capacity = capacity;
+        self.capacity = ring_capacity(capacity);
         self.items.set_capacity(capacity);
     }
 
@@ -114,12 +125,12 @@ impl<T: Copy + PartialEq> Ring<T> {
 
     fn clear(&mut self) {
         self.items.clear();
-        self.head = None;
+        self.newest = i64::MIN;
     }
 
     /// The absolute slot of the oldest item held.
     fn first(&self) -> Option<i64> {
-        self.head.map(|h| h - self.items.len() as i64 + 1)
+        self.head().map(|h| h - self.items.len() as i64 + 1)
     }
 
     /// Items with their absolute slots, oldest first.
@@ -186,6 +197,11 @@ fn nearest(x: f64) -> Option<i64> {
     })
 }
 
+/// A ring's capacity as it keeps it ([`capacity`] makes none past 2^16).
+fn ring_capacity(capacity: usize) -> u32 {
+    u32::try_from(capacity).unwrap_or(u32::MAX)
+}
+
 fn capacity(secs: f64, step: f64) -> usize {
     ((secs / step).ceil() as usize).clamp(16, 1 << 16)
 }
@@ -245,7 +261,7 @@ fn whole_blocks(coarser: &Ring<[u32; 3]>, fold: i64, from: i64, to: i64) -> Opti
     let first = from.div_euclid(fold) + i64::from(from.rem_euclid(fold) != 0);
     let past = to
         .div_euclid(fold)
-        .min(coarser.head.map_or(i64::MIN, |h| h + 1));
+        .min(coarser.head().map_or(i64::MIN, |h| h + 1));
     (past.saturating_sub(first) >= 1 && first >= coarser.first()?).then_some((first, past))
 }
 
@@ -341,7 +357,7 @@ impl Series {
             return;
         };
         let stored = value.map_or(GAP, |v| self.scale.encode(v));
-        match self.raw.head {
+        match self.raw.head() {
             Some(head) if slot < head => self.dropped += 1,
             Some(head) if slot == head => {
                 self.raw.items.set_back(stored);
@@ -386,7 +402,7 @@ impl Series {
     /// stands in the window. `None` where it must be read.
     pub(crate) fn steady_span(&self, end: f64, window: f64) -> Option<Span> {
         let (value, since) = (self.steady_value, self.steady_since);
-        let head = self.raw.head?;
+        let head = self.raw.head()?;
         if value == GAP || self.raw.items.back() != Some(&value) || window.is_nan() || window <= 0.0
         {
             return None;
@@ -408,7 +424,7 @@ impl Series {
 
     /// Appends a raw slot, folding the block it closes into the tiers.
     fn advance(&mut self, slot: i64, stored: u32) {
-        if let Some(head) = self.raw.head {
+        if let Some(head) = self.raw.head() {
             let block = head.div_euclid(FOLD_1);
             if slot.div_euclid(FOLD_1) != block {
                 self.fold_block(block);
@@ -429,7 +445,7 @@ impl Series {
             .unwrap_or(0)
             .min(held);
         let folded = fold_items(self.raw.items.range(skip..held));
-        if let Some(head) = self.tier_1.head {
+        if let Some(head) = self.tier_1.head() {
             let group = head.div_euclid(FOLD_2);
             if block.div_euclid(FOLD_2) != group {
                 let spans = fold_run(
@@ -453,7 +469,7 @@ impl Series {
 
     /// The time of the latest slot written.
     pub(crate) fn last_time(&self) -> Option<f64> {
-        self.raw.head.map(|h| self.time_of(h))
+        self.raw.head().map(|h| self.time_of(h))
     }
 
     /// The time of the oldest slot held, in any tier (its value may be a gap): the first
@@ -635,7 +651,7 @@ impl Series {
         if window <= reach[0] {
             // Each chunk's slots found at its edges, then folded from the ring in one pass (a
             // gap is the largest u32: it never wins a min, and is skipped for the max).
-            let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+            let (Some(first), Some(head)) = (self.raw.first(), self.raw.head()) else {
                 return;
             };
             // Walked in wider integers: the slot past the newest may be one past `i64::MAX`.
@@ -723,7 +739,7 @@ impl Series {
             // One chunk (a window's lowest, a counter's rise): the points in it are a run,
             // its whole groups read from the second tier.
             put(to, self.fold_tier_1(first_point, from, to));
-        } else if let (Some(held), Some(head)) = (ring.first(), ring.head) {
+        } else if let (Some(held), Some(head)) = (ring.first(), ring.head()) {
             // Each chunk's points found at its edges, then folded from the ring as one run
             // (as the raw slots are above): the chunk a point falls in, as `put` reads it
             // (None outside [from, to]), never falls as the points go on.
@@ -764,7 +780,7 @@ impl Series {
         if points == FOLD_1 * FOLD_2 {
             let folded_to = self
                 .tier_2
-                .head
+                .head()
                 .map_or(i64::MIN, |h| (h + 1).saturating_mul(FOLD_2));
             for (p, v) in self
                 .tier_1
@@ -775,7 +791,7 @@ impl Series {
             }
         }
         // The open block not folded yet: from the raw ring.
-        if let Some(head) = self.raw.head {
+        if let Some(head) = self.raw.head() {
             let open_from = head.div_euclid(FOLD_1) * FOLD_1;
             for (slot, v) in raw_from(open_from.max(from_slot)) {
                 put(self.time_of(slot), [v, v, v]);
@@ -792,7 +808,7 @@ impl Series {
     /// when its group closed), the points at either end from the first.
     fn fold_tier_1(&self, first: i64, from: f64, to: f64) -> [u32; 3] {
         let ends = |p: i64| self.end_of(p, FOLD_1);
-        let (Some(held), Some(head)) = (self.tier_1.first(), self.tier_1.head) else {
+        let (Some(held), Some(head)) = (self.tier_1.first(), self.tier_1.head()) else {
             return [GAP; 3];
         };
         // The run [lo, hi]: points in order of their ends, so the first that is not before
@@ -888,7 +904,7 @@ impl Series {
     ) -> [Option<u64>; N] {
         debug_assert!(spans.windows(2).all(|w| w[0] <= w[1]), "spans ascending");
         let mut out = [None; N];
-        let (Some(first), Some(head)) = (self.raw.first(), self.raw.head) else {
+        let (Some(first), Some(head)) = (self.raw.first(), self.raw.head()) else {
             return out;
         };
         // The newest slot not after `end` (the head may stand up to half a step past it).
@@ -994,9 +1010,9 @@ impl Series {
     #[cfg(test)]
     pub(crate) fn full_footprint(&self) -> usize {
         std::mem::size_of::<Self>()
-            + Blocks::<u32>::most_bytes(self.raw.capacity)
-            + Blocks::<[u32; 3]>::most_bytes(self.tier_1.capacity)
-            + Blocks::<[u32; 3]>::most_bytes(self.tier_2.capacity)
+            + Blocks::<u32>::most_bytes(self.raw.capacity as usize)
+            + Blocks::<[u32; 3]>::most_bytes(self.tier_1.capacity as usize)
+            + Blocks::<[u32; 3]>::most_bytes(self.tier_2.capacity as usize)
     }
 }
 

@@ -180,7 +180,7 @@ proptest::proptest! {
             };
             s.push(t, (kind != 3 && !value.is_multiple_of(11)).then_some(u64::from(value)));
         }
-        let (Some(held), Some(head)) = (s.tier_1.first(), s.tier_1.head) else {
+        let (Some(held), Some(head)) = (s.tier_1.first(), s.tier_1.head()) else {
             return Ok(());
         };
         let (a, b) = (s.time_of(held * FOLD_1), s.time_of((head + 1) * FOLD_1));
@@ -538,4 +538,17 @@ fn a_series_that_holds_still_costs_a_block_a_ring_however_long_it_holds() {
     assert_eq!(s.chunks(86_399.0, 86_000.0, 7), vec![span; 7]);
     assert_eq!(s.chunks_plainly(86_399.0, 600.0, 5), vec![span; 5]);
     assert_eq!(s.len(), 900);
+}
+
+/// A node of thousands of processes holds two series for each, and a process that lives a
+/// few seconds costs little more than the series itself: its three rings (their blocks'
+/// deques and tails, the counts kept as 16 and 32 bits, a newest slot with no `Option`
+/// around it) are 88 bytes each.
+#[test]
+fn a_series_is_small() {
+    assert!(
+        std::mem::size_of::<Series>() <= 312,
+        "{}",
+        std::mem::size_of::<Series>()
+    );
 }
