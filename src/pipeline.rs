@@ -274,14 +274,20 @@ impl Pipeline {
         for (place, (p, acc)) in sample.processes.iter().zip(&account.processes).enumerate() {
             let key = |metric| KeyRef::of(p, metric);
             // Each series written through its handle: found by its name only the first time.
-            let [used, sm, allocated, reserved, inactive_split, peak_allocated, retries, ooms, outside_pool] =
-                self.handles.of(place, p);
+            let slots = self.handles.of(place, p);
             let now = |value| std::iter::once((time, value));
-            history.record_through(used, key(Metric::Used), now(p.used));
+            history.record_through(&mut slots.used, key(Metric::Used), now(p.used));
             if p.sm_util.is_some() || history.get(&key(Metric::Sm)).is_some() {
-                history.record_through(sm, key(Metric::Sm), now(p.sm_util.map(u64::from)));
+                history.record_through(
+                    &mut slots.sm,
+                    key(Metric::Sm),
+                    now(p.sm_util.map(u64::from)),
+                );
             }
             let Some(feed) = &p.feed else { continue };
+            // A fed process's handles, made at its first feed.
+            let [allocated, reserved, inactive_split, peak_allocated, retries, ooms, outside_pool] =
+                slots.fed();
             // The allocator's figures at the instant the agent read them; a feed met for the
             // first time brings its backlog (the warm-up before this monitor started), and
             // each later sample what arrived since the previous one.

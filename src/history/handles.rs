@@ -50,14 +50,51 @@ struct DeviceHandles {
     series: [Option<Handle>; DEVICE_SERIES],
 }
 
+/// The series only a fed process writes: the allocator's six and the bytes outside its
+/// pool, the last of [`PROCESS_SERIES`].
+const FED_SERIES: usize = PROCESS_SERIES - 2;
+
 /// The handles of the process last listed at one place of the samples.
 #[derive(Debug, Clone, Default)]
-struct ProcessHandles {
+pub(crate) struct ProcessHandles {
     pid: u32,
     start_time: Option<u64>,
     device_uuid: String,
-    /// Per series of [`PROCESS_SERIES`], its handle, once got.
-    series: [Option<Handle>; PROCESS_SERIES],
+    /// The handles of NVML's used and SM utilisation, once got: every process's.
+    pub(crate) used: Option<Handle>,
+    pub(crate) sm: Option<Handle>,
+    /// Those of the series only a fed process writes ([`FED_SERIES`]), made at its first:
+    /// a node of thousands of processes without feeds keeps a pointer for each, not 112
+    /// bytes ([`ProcessHandles::fed`]).
+    fed: Option<Box<[Option<Handle>; FED_SERIES]>>,
+}
+
+impl ProcessHandles {
+    /// The handles of the series only a fed process writes, in the order of
+    /// [`PROCESS_SERIES`] (allocated, reserved, inactive split, peak allocated, retries,
+    /// OOMs, outside the pool).
+    pub(crate) fn fed(&mut self) -> &mut [Option<Handle>; FED_SERIES] {
+        self.fed.get_or_insert_with(Box::default)
+    }
+
+    /// The handle of the series of `metric`, where a process has one.
+    #[cfg(test)]
+    pub(crate) fn slot(&mut self, metric: Metric) -> Option<&mut Option<Handle>> {
+        match process_series(metric)? {
+            0 => Some(&mut self.used),
+            1 => Some(&mut self.sm),
+            i => self.fed().get_mut(i - 2),
+        }
+    }
+
+    /// The handle held for the series of `metric`, if one was got.
+    fn get(&self, metric: Metric) -> Option<Handle> {
+        match process_series(metric)? {
+            0 => self.used,
+            1 => self.sm,
+            i => *self.fed.as_ref()?.get(i - 2)?,
+        }
+    }
 }
 
 /// The handles of each process the samples list, by its place in the list: the same
@@ -71,11 +108,7 @@ pub(crate) struct Handles {
 impl Handles {
     /// The handles of `process`, listed at `place`: those got at that place before if the
     /// same process (PID, start time and device) was there, otherwise none yet.
-    pub(crate) fn of(
-        &mut self,
-        place: usize,
-        process: &ProcessSample,
-    ) -> &mut [Option<Handle>; PROCESS_SERIES] {
+    pub(crate) fn of(&mut self, place: usize, process: &ProcessSample) -> &mut ProcessHandles {
         if self.places.len() <= place {
             self.places.resize_with(place + 1, ProcessHandles::default);
         }
@@ -87,9 +120,9 @@ impl Handles {
             held.pid = process.pid;
             held.start_time = process.start_time;
             held.device_uuid.clone_from(&process.device_uuid);
-            held.series = [None; PROCESS_SERIES];
+            (held.used, held.sm, held.fed) = (None, None, None);
         }
-        &mut held.series
+        held
     }
 
     /// The handle the sample last recorded got for the series `key` names, where the
@@ -103,7 +136,7 @@ impl Handles {
         if held.pid != pid || held.start_time != start_time || held.device_uuid != device_uuid {
             return None;
         }
-        held.series[process_series(metric)?]
+        held.get(metric)
     }
 
     /// Keeps the places of a sample that lists `processes`, letting go of those past it.
