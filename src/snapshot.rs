@@ -370,7 +370,7 @@ pub fn text(observed: &Observed, demo: bool) -> String {
             Some((g, Some(m))) => {
                 format!("GPU {} {}", g.index, m.profile.as_deref().unwrap_or("MIG"))
             }
-            None => p.device_uuid.clone(),
+            None => p.device_uuid.to_string(),
         };
         let l = &acc.layers;
         let state = crate::present::state_label(p, &acc.feed_status, host_ns);

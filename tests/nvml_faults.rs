@@ -94,8 +94,8 @@ fn a_process_list_that_cannot_be_read_is_unknown_and_says_why() {
         "{line}"
     );
     // The parent's aggregate list still names the refused instance's process, with its ids.
-    assert_eq!(process(&s, 71002).device_uuid, refused.uuid);
-    assert_eq!(process(&s, 71001).device_uuid, gpu.mig[0].uuid);
+    assert_eq!(&*process(&s, 71002).device_uuid, refused.uuid.as_str());
+    assert_eq!(&*process(&s, 71001).device_uuid, gpu.mig[0].uuid.as_str());
 
     // A failing MIG device count.
     let gpu = &g[4];
@@ -154,14 +154,14 @@ fn mps_clients_are_read_merged_and_marked() {
     ] {
         let p = process(&s, pid);
         assert_eq!(
-            (&p.device_uuid, p.used, p.mps),
-            (gpu0, used, mps),
+            (&*p.device_uuid, p.used, p.mps),
+            (gpu0.as_str(), used, mps),
             "pid {pid}"
         );
         assert_eq!(p.kind, ContextKind::Compute);
     }
     let client = process(&s, 8301);
-    assert_eq!(client.device_uuid, s.gpus[1].mig[0].uuid);
+    assert_eq!(&*client.device_uuid, s.gpus[1].mig[0].uuid.as_str());
     assert!(client.mps);
     assert!(!process(&s, 8300).mps);
     assert!(s.gpus.iter().all(|g| g.processes_known));
@@ -205,7 +205,7 @@ fn a_refused_handle_is_said_retried_and_not_lost() {
     assert!(g.problems.is_empty(), "{:?}", g.problems);
     assert_eq!(g.uuid, "GPU-33333333-0000-4000-8000-000000000001");
     assert_eq!(g.memory.map(|m| m.used), Some(30 << 30));
-    assert_eq!(process(&polls[2], 73101).device_uuid, g.uuid);
+    assert_eq!(&*process(&polls[2], 73101).device_uuid, g.uuid.as_str());
 }
 
 #[test]
@@ -229,15 +229,15 @@ fn a_process_listed_on_the_mig_parent_is_kept_and_a_refused_parent_needs_root() 
     let s = one("mig_parent");
     let (gpu0, gpu1) = (&s.gpus[0], &s.gpus[1]);
     assert_eq!(
-        process(&s, 9001).device_uuid,
-        gpu0.uuid,
+        &*process(&s, 9001).device_uuid,
+        gpu0.uuid.as_str(),
         "on the parent itself"
     );
     assert_eq!(process(&s, 9001).used, Some(1 << 30));
-    assert_eq!(process(&s, 9101).device_uuid, gpu0.mig[0].uuid);
-    assert_eq!(process(&s, 9201).device_uuid, gpu0.mig[1].uuid);
+    assert_eq!(&*process(&s, 9101).device_uuid, gpu0.mig[0].uuid.as_str());
+    assert_eq!(&*process(&s, 9201).device_uuid, gpu0.mig[1].uuid.as_str());
     // Listed by the parent alone, with an instance's ids: placed on that instance.
-    assert_eq!(process(&s, 9002).device_uuid, gpu0.mig[1].uuid);
+    assert_eq!(&*process(&s, 9002).device_uuid, gpu0.mig[1].uuid.as_str());
     assert!(
         gpu0.processes_known && gpu0.problems.is_empty(),
         "{:?}",
@@ -261,7 +261,7 @@ fn a_process_listed_on_the_mig_parent_is_kept_and_a_refused_parent_needs_root() 
         "a process only the parent lists may be missing"
     );
     assert!(gpu1.mig[0].processes_known && gpu1.mig[0].memory.is_some());
-    assert_eq!(process(&s, 9301).device_uuid, gpu1.mig[0].uuid);
+    assert_eq!(&*process(&s, 9301).device_uuid, gpu1.mig[0].uuid.as_str());
 }
 
 #[test]
@@ -282,16 +282,16 @@ fn several_compute_instances_of_one_gpu_instance_each_with_their_processes() {
         "each CI reports its GI's memory"
     );
     assert_eq!(gpu.mig[0].profile.as_deref(), Some("2c.4g.40gb"));
-    assert_eq!(process(&s, 9501).device_uuid, gpu.mig[0].uuid);
-    assert_eq!(process(&s, 9502).device_uuid, gpu.mig[1].uuid);
-    assert_eq!(process(&s, 9503).device_uuid, gpu.mig[1].uuid);
-    assert_eq!(process(&s, 9601).device_uuid, gpu.mig[2].uuid);
+    assert_eq!(&*process(&s, 9501).device_uuid, gpu.mig[0].uuid.as_str());
+    assert_eq!(&*process(&s, 9502).device_uuid, gpu.mig[1].uuid.as_str());
+    assert_eq!(&*process(&s, 9503).device_uuid, gpu.mig[1].uuid.as_str());
+    assert_eq!(&*process(&s, 9601).device_uuid, gpu.mig[2].uuid.as_str());
     assert!(gpu.processes_known);
     // CI 1's own list refused: its process is placed by the parent's (GI 1, CI 1), not on CI 0.
     let gpu = &s.gpus[1];
     assert!(!gpu.mig[1].processes_known && !gpu.processes_known);
-    assert_eq!(process(&s, 9702).device_uuid, gpu.mig[1].uuid);
-    assert_eq!(process(&s, 9701).device_uuid, gpu.mig[0].uuid);
+    assert_eq!(&*process(&s, 9702).device_uuid, gpu.mig[1].uuid.as_str());
+    assert_eq!(&*process(&s, 9701).device_uuid, gpu.mig[0].uuid.as_str());
 }
 
 #[test]

@@ -44,7 +44,7 @@ fn assert_values_read(s: &NodeSample, driver_reserved: bool) {
     assert!(process(s, 75003).mps);
     let mig = &s.gpus[1].mig[0];
     assert!(mig.memory.is_some() && mig.processes_known);
-    assert_eq!(process(s, 75101).device_uuid, mig.uuid);
+    assert_eq!(&*process(s, 75101).device_uuid, mig.uuid.as_str());
     assert_eq!(process(s, 75101).used, Some(10 * GIB));
 }
 

@@ -330,7 +330,7 @@ pub(crate) fn attach_reusing(sample: &mut NodeSample, spare: &mut SpareFeeds) ->
             };
             let Some(&i) = held
                 .iter()
-                .find(|&&i| sample.processes[i].device_uuid == device_uuid)
+                .find(|&&i| *sample.processes[i].device_uuid == *device_uuid)
             else {
                 if closed {
                     continue;

@@ -136,7 +136,7 @@ pub(crate) fn groups(
     for (i, process) in sample.processes.iter().enumerate() {
         if let Some(key) = by.key(process) {
             buckets
-                .entry((key, process.device_uuid.clone()))
+                .entry((key, process.device_uuid.to_string()))
                 .or_default()
                 .push(i);
         }

@@ -290,7 +290,7 @@ pub fn account(
             .processes
             .iter()
             .zip(&processes)
-            .filter(|(p, _)| p.device_uuid == uuid)
+            .filter(|(p, _)| *p.device_uuid == *uuid)
             .collect()
     };
     let holders = holders(sample);
@@ -355,7 +355,7 @@ fn holders(sample: &NodeSample) -> Vec<Option<u64>> {
     let mut before: Option<(&str, Option<u64>)> = None;
     for p in &sample.processes {
         let mask = match before {
-            Some((uuid, mask)) if uuid == p.device_uuid => mask,
+            Some((uuid, mask)) if *uuid == *p.device_uuid => mask,
             _ => (sample.gpus.len() <= 64).then(|| {
                 sample
                     .gpus

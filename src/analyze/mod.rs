@@ -396,12 +396,7 @@ fn judge(
 /// chance to be judged whole.
 fn someone_leaves(before: &crate::sample::NodeSample, after: &crate::sample::NodeSample) -> bool {
     fn who(p: &crate::sample::ProcessSample) -> (u32, Option<u64>, &str, bool) {
-        (
-            p.pid,
-            p.start_time,
-            p.device_uuid.as_str(),
-            p.feed.is_some(),
-        )
+        (p.pid, p.start_time, &*p.device_uuid, p.feed.is_some())
     }
     // Mostly the same processes in the same order: no one left, and no set made.
     if before.processes.len() <= after.processes.len()

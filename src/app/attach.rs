@@ -83,7 +83,7 @@ impl State {
             .sample
             .processes
             .iter()
-            .position(|p| p.pid == pid && p.device_uuid == uuid)
+            .position(|p| p.pid == pid && *p.device_uuid == *uuid)
             .ok_or("the selected process is gone")?;
         let process = &observed.sample.processes[at];
         if !process.visible {
@@ -205,7 +205,7 @@ mod tests {
             .find(|p| p.pid == pid)
             .expect("listed")
             .clone();
-        state.process_table.selected = Some((p.pid, p.device_uuid));
+        state.process_table.selected = Some((p.pid, p.device_uuid.to_string()));
         state.process_table.selection_moved = true;
     }
 

@@ -180,7 +180,7 @@ mod tests {
         let order: Vec<(u32, String)> = state
             .rows()
             .iter()
-            .map(|r| (r.process.pid, r.process.device_uuid.clone()))
+            .map(|r| (r.process.pid, r.process.device_uuid.to_string()))
             .collect();
         assert!(
             order.len() >= 6,

@@ -25,7 +25,7 @@ impl TableEntry<'_> {
         match self {
             TableEntry::Group(g) => Picked::Group(g.key.clone(), g.device_uuid.clone()),
             TableEntry::Process { row, .. } => {
-                Picked::Process(row.process.pid, row.process.device_uuid.clone())
+                Picked::Process(row.process.pid, row.process.device_uuid.to_string())
             }
         }
     }
@@ -59,7 +59,7 @@ impl State {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| {
-                    r.process.device_uuid == group.device_uuid
+                    *r.process.device_uuid == *group.device_uuid
                         && group.pids.contains(&r.process.pid)
                 })
                 .map(|(i, _)| i)

@@ -307,7 +307,10 @@ impl State {
                     }
                     let at = self.selected_index(&rows).unwrap_or(0) as isize;
                     let to = (at.saturating_add(delta)).clamp(0, rows.len() as isize - 1) as usize;
-                    let chosen = (rows[to].process.pid, rows[to].process.device_uuid.clone());
+                    let chosen = (
+                        rows[to].process.pid,
+                        rows[to].process.device_uuid.to_string(),
+                    );
                     self.process_table.selection_moved = true;
                     self.process_table.selected = Some(chosen);
                 }

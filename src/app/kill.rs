@@ -197,7 +197,7 @@ impl State {
                 .sample
                 .processes
                 .iter()
-                .find(|p| p.pid == pid && p.device_uuid == uuid)
+                .find(|p| p.pid == pid && *p.device_uuid == *uuid)
         };
         let one = |p: &ProcessSample| {
             Ok((

@@ -304,7 +304,7 @@ impl State {
     pub(crate) fn selected_index(&self, rows: &[ProcessRow<'_>]) -> Option<usize> {
         let (pid, uuid) = self.process_table.selected.as_ref()?;
         rows.iter()
-            .position(|r| r.process.pid == *pid && &r.process.device_uuid == uuid)
+            .position(|r| r.process.pid == *pid && *r.process.device_uuid == **uuid)
     }
 
     /// Keeps the selection on an existing row: the first one when the old one went away.

@@ -80,7 +80,7 @@ fn identity_strings_are_held_once_for_the_whole_queue() {
                 p.user,
                 p.command,
                 p.executable.as_deref().map(str::to_string),
-                Some(p.device_uuid),
+                Some(p.device_uuid.to_string()),
             ]
             .into_iter()
             .flatten()

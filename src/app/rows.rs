@@ -222,7 +222,7 @@ fn ordered(
     // Stable: among equal keys the first finding stays first.
     climbs.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let climb_of = |process: &ProcessSample| {
-        let key = (process.pid, process.device_uuid.as_str());
+        let key = (process.pid, &*process.device_uuid);
         let at = climbs.partition_point(|c| (c.0, c.1) < key);
         climbs.get(at).filter(|c| (c.0, c.1) == key).map(|c| c.2)
     };
@@ -231,7 +231,7 @@ fn ordered(
     let mut rows: Vec<RowAt> = Vec::with_capacity(sample.processes.len());
     for (index, process) in sample.processes.iter().enumerate() {
         let place = match last {
-            Some((uuid, place)) if uuid == process.device_uuid => place,
+            Some((uuid, place)) if *uuid == *process.device_uuid => place,
             _ => {
                 let place = PlaceAt::of(sample, &process.device_uuid);
                 last = Some((&process.device_uuid, place));
@@ -326,11 +326,11 @@ impl ProcessTable {
             let first = rows
                 .first()
                 .and_then(process)
-                .map(|p| (p.pid, p.device_uuid.clone()));
+                .map(|p| (p.pid, p.device_uuid.to_string()));
             let holding = selected.is_some_and(|(pid, uuid)| {
                 rows.iter()
                     .filter_map(process)
-                    .any(|p| p.pid == *pid && p.device_uuid == *uuid)
+                    .any(|p| p.pid == *pid && *p.device_uuid == **uuid)
             });
             (first, holding)
         })
@@ -371,7 +371,7 @@ impl ProcessTable {
             let start = first
                 .and_then(|(pid, uuid)| {
                     rows.iter().position(|r| {
-                        process(r).is_some_and(|p| p.pid == pid && p.device_uuid == uuid)
+                        process(r).is_some_and(|p| p.pid == pid && *p.device_uuid == *uuid)
                     })
                 })
                 .unwrap_or(0);

@@ -105,7 +105,7 @@ fn the_rows_kept_follow_every_sample_order_filter_and_finding() {
         .rows()
         .iter()
         .find(|r| r.climb.is_none())
-        .map(|r| (r.process.pid, r.process.device_uuid.clone()))
+        .map(|r| (r.process.pid, r.process.device_uuid.to_string()))
         .expect("a row without a climb");
     if let Some(o) = s.current_mut() {
         let climb = o

@@ -111,7 +111,7 @@ pub(super) fn detect(sample: &NodeSample, account: &NodeAccount, out: &mut Findi
                 .used
                 .map_or_else(|| "memory (amount not reported)".into(), bytes)
         };
-        let device = Some(process.device_uuid.as_str());
+        let device = Some(&*process.device_uuid);
         let pid = Some(process.pid);
         let used = process.used.map(Bytes);
         let evidence = || {

@@ -123,7 +123,7 @@ impl WarmUp {
                 Finding {
                     kind: FindingKind::WarmUp,
                     severity: Severity::Info,
-                    device_uuid: Some(p.device_uuid.clone()),
+                    device_uuid: Some(p.device_uuid.to_string()),
                     pid: Some(p.pid),
                     since: now,
                     message: format!("{}: will not fit: after {} steps, {told}", who(), last.step),
@@ -192,7 +192,7 @@ impl WarmUp {
                 Finding {
                     kind: FindingKind::WarmUp,
                     severity: Severity::Info,
-                    device_uuid: Some(p.device_uuid.clone()),
+                    device_uuid: Some(p.device_uuid.to_string()),
                     pid: Some(p.pid),
                     since: now,
                     message: format!("{}: {said}", who()),

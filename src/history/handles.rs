@@ -115,11 +115,12 @@ impl Handles {
         let held = &mut self.places[place];
         if held.pid != process.pid
             || held.start_time != process.start_time
-            || held.device_uuid != process.device_uuid
+            || *held.device_uuid != *process.device_uuid
         {
             held.pid = process.pid;
             held.start_time = process.start_time;
-            held.device_uuid.clone_from(&process.device_uuid);
+            held.device_uuid
+                .clone_from(&process.device_uuid.to_string());
             (held.used, held.sm, held.fed) = (None, None, None);
         }
         held

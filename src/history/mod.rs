@@ -42,7 +42,7 @@ impl ProcessId {
         ProcessId {
             pid: process.pid,
             start_time: process.start_time,
-            device_uuid: process.device_uuid.clone(),
+            device_uuid: process.device_uuid.to_string(),
         }
     }
 }

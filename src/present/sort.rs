@@ -274,7 +274,7 @@ impl SortMemory {
                 Some(at) => at,
                 None => {
                     self.rows
-                        .push((process.device_uuid.clone(), ByPid::default()));
+                        .push((process.device_uuid.to_string(), ByPid::default()));
                     self.rows.len() - 1
                 }
             };

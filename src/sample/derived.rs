@@ -72,7 +72,7 @@ pub fn make_raw(sample: &mut NodeSample) -> FeedShape {
         if let Some(hello) = record.hello.as_mut().map(std::sync::Arc::make_mut) {
             hello.devices.push(FeedDevice {
                 index,
-                uuid: Some(p.device_uuid.clone()),
+                uuid: Some(p.device_uuid.to_string()),
                 ..FeedDevice::default()
             });
         }

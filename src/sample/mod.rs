@@ -239,7 +239,7 @@ schema! {
         /// PID as NVML reports it (the host's PID namespace).
         pub pid: u32,
         /// UUID of the GPU, or of the MIG instance the process runs on.
-        pub device_uuid: String,
+        pub device_uuid: std::sync::Arc<str>,
         /// NVML's per-process used memory; `None` where NVML reports it not available.
         pub used: Option<u64>,
         pub kind: ContextKind,
@@ -431,7 +431,9 @@ impl NodeSample {
         &'a self,
         uuid: &'a str,
     ) -> impl Iterator<Item = &'a ProcessSample> {
-        self.processes.iter().filter(move |p| p.device_uuid == uuid)
+        self.processes
+            .iter()
+            .filter(move |p| *p.device_uuid == *uuid)
     }
 
     /// The GPU (and MIG instance, if any) a device UUID names.

@@ -127,9 +127,10 @@ fn process_names(
     let mut labels = Vec::new();
     if let Some(pid) = finding.pid {
         labels.push(("pid", pid.to_string()));
-        let process = sample.processes.iter().find(|p| {
-            p.pid == pid && finding.device_uuid.as_deref() == Some(p.device_uuid.as_str())
-        });
+        let process = sample
+            .processes
+            .iter()
+            .find(|p| p.pid == pid && finding.device_uuid.as_deref() == Some(&*p.device_uuid));
         if let Some(p) = process {
             if let Some(user) = &p.user {
                 labels.push(("user", label_text(user, COMMAND_CHARS)));

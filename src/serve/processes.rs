@@ -78,7 +78,7 @@ pub(super) fn register(registry: &mut Registry, observed: &Observed, max_process
             free: None,
         };
         if exported.binary_search(&i).is_err() {
-            let slot = match rest.iter().position(|r| r.0 == p.device_uuid) {
+            let slot = match rest.iter().position(|r| *r.0 == *p.device_uuid) {
                 Some(at) => at,
                 None => {
                     rest.push((&p.device_uuid, Some(0), Layers::default(), 0));

@@ -92,7 +92,7 @@ fn lines(
         let Some(p) = sample
             .processes
             .iter()
-            .find(|p| p.pid == pid && p.device_uuid == group.device_uuid)
+            .find(|p| p.pid == pid && *p.device_uuid == *group.device_uuid)
         else {
             continue;
         };

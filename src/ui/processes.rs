@@ -194,7 +194,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
             };
             let forecast = forecasts.iter().copied().find(|f| {
                 f.pid == Some(row.process.pid)
-                    && f.device_uuid.as_deref() == Some(row.process.device_uuid.as_str())
+                    && f.device_uuid.as_deref() == Some(&*row.process.device_uuid)
             });
             let trend = history.map_or_else(Vec::new, |h| crate::app::trend(h, row.process, time));
             let mut cells = table_row(
@@ -295,7 +295,7 @@ fn record_drawn(state: &State, area: Rect, entries: &[TableEntry<'_>], offset: u
         .map(|e| match e {
             TableEntry::Group(g) => TableLine::Group(g.key.clone(), g.device_uuid.clone()),
             TableEntry::Process { row, .. } => {
-                TableLine::Process(row.process.pid, row.process.device_uuid.clone())
+                TableLine::Process(row.process.pid, row.process.device_uuid.to_string())
             }
         })
         .collect();

@@ -263,7 +263,7 @@ fn lost_gpu_shows_its_last_values_greyed() {
     sample.gpus[1].memory = None;
     sample
         .processes
-        .retain(|p| p.device_uuid != sample.gpus[1].uuid);
+        .retain(|p| *p.device_uuid != *sample.gpus[1].uuid);
     state.on_sample(sample);
     let screen = text(&render(&state, 160, 48));
     assert!(screen.contains("LOST"), "{screen}");

@@ -55,10 +55,10 @@ fn shaped(gpus: usize, processes: usize, findings_shown: usize) -> State {
             let mut p = base.processes[j % base.processes.len()].clone();
             p.pid += 100_000 * round as u32;
             if gpus == 1 {
-                p.device_uuid = base.gpus[0].uuid.clone();
+                p.device_uuid = base.gpus[0].uuid.as_str().into();
             } else {
                 let target = (gpu_of(&p.device_uuid) + 4 * round) % gpus;
-                p.device_uuid = copy(&p.device_uuid, target);
+                p.device_uuid = copy(&p.device_uuid, target).into();
             }
             p
         })
@@ -81,13 +81,13 @@ fn shaped(gpus: usize, processes: usize, findings_shown: usize) -> State {
     let devices: Vec<String> = sample
         .processes
         .iter()
-        .map(|p| p.device_uuid.clone())
+        .map(|p| p.device_uuid.to_string())
         .collect();
     for uuid in devices {
         let held: u64 = sample
             .processes
             .iter()
-            .filter(|p| p.device_uuid == uuid)
+            .filter(|p| *p.device_uuid == *uuid)
             .filter_map(|p| p.used)
             .sum();
         let Some(used) = device_used(&uuid) else {
@@ -98,7 +98,7 @@ fn shaped(gpus: usize, processes: usize, findings_shown: usize) -> State {
             for p in sample
                 .processes
                 .iter_mut()
-                .filter(|p| p.device_uuid == uuid)
+                .filter(|p| *p.device_uuid == *uuid)
             {
                 p.used = p
                     .used

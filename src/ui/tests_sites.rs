@@ -161,7 +161,7 @@ fn w_on_a_process_without_a_feed_says_why_and_asks_nothing() {
         .processes
         .iter()
         .find(|p| p.feed.is_none())
-        .map(|p| (p.pid, p.device_uuid.clone()))
+        .map(|p| (p.pid, p.device_uuid.to_string()))
         .expect("the demo has an unfed process");
     state.view = View::Detail {
         pid: unfed.0,

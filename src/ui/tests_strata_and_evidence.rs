@@ -467,7 +467,7 @@ fn a_lost_gpu_keeps_its_history_in_the_strata_view() {
         sample.gpus[1].name = None;
         sample
             .processes
-            .retain(|p| p.device_uuid != sample.gpus[1].uuid);
+            .retain(|p| *p.device_uuid != *sample.gpus[1].uuid);
         state.on_sample(sample.clone());
     }
     state.apply_action(Action::ToggleStrata);

@@ -418,7 +418,7 @@ proptest! {
                 let on: Vec<&ProcessSample> = sample
                     .processes
                     .iter()
-                    .filter(|p| members.contains(&p.device_uuid.as_str()))
+                    .filter(|p| members.contains(&&*p.device_uuid))
                     .collect();
                 let made = Partition { layers: macc.layers.clone(), partial: macc.partial.clone() };
                 compare(&m.uuid, &made, oracle(m.memory.as_ref(), true, &on, sample.time))?;

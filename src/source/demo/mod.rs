@@ -377,7 +377,7 @@ fn process_sample(seed: u64, actor: &Actor, loop_start: f64, t: f64) -> ProcessS
     let running = actor.sm_util.unwrap_or(0) >= 50;
     ProcessSample {
         pid: actor.pid,
-        device_uuid,
+        device_uuid: device_uuid.into(),
         used: Some(actor.used),
         kind: ContextKind::Compute,
         mps: false,

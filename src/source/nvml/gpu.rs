@@ -157,12 +157,13 @@ fn read_live(
         if let Some(problem) = lists.problem() {
             gpu.problems.insert("processes".into(), problem);
         }
+        let uuid: std::sync::Arc<str> = gpu.uuid.as_str().into();
         lists
             .by_pid
             .into_iter()
             .map(|(pid, holding)| Placed {
                 pid,
-                device_uuid: gpu.uuid.clone(),
+                device_uuid: std::sync::Arc::clone(&uuid),
                 holding,
             })
             .collect()

@@ -120,12 +120,13 @@ fn read_instance(
         },
         problems,
     };
+    let shared: std::sync::Arc<str> = uuid.as_str().into();
     let holders = lists
         .by_pid
         .into_iter()
         .map(|(pid, holding)| Placed {
             pid,
-            device_uuid: uuid.clone(),
+            device_uuid: std::sync::Arc::clone(&shared),
             holding,
         })
         .collect();
@@ -168,7 +169,10 @@ fn place_parent_listed(
                 .iter()
                 .find(|m| m.gpu_instance_id == Some(gi) && m.compute_instance_id == Some(ci))
         });
-        let device_uuid = on_instance.map_or_else(|| gpu.uuid.clone(), |m| m.uuid.clone());
+        // Few: a process on the parent alone, or listed by the parent only.
+        let device_uuid = on_instance
+            .map_or_else(|| gpu.uuid.as_str(), |m| m.uuid.as_str())
+            .into();
         placed.push(Placed {
             pid,
             device_uuid,

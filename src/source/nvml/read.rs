@@ -30,7 +30,8 @@ pub(super) struct Lost;
 /// A holder of memory, placed on the device (GPU or MIG instance) it holds memory on.
 pub(super) struct Placed {
     pub(super) pid: u32,
-    pub(super) device_uuid: String,
+    /// Shared by every process placed on the device: made once a read.
+    pub(super) device_uuid: std::sync::Arc<str>,
     pub(super) holding: Holding,
 }
 

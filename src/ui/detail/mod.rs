@@ -105,7 +105,7 @@ pub(crate) fn draw_detail(
         .processes
         .iter()
         .zip(&observed.account.processes)
-        .find(|(p, _)| p.pid == pid && p.device_uuid == device_uuid);
+        .find(|(p, _)| p.pid == pid && *p.device_uuid == *device_uuid);
     let mut rows = Rows {
         lines: Vec::new(),
         width: inner.width as usize,

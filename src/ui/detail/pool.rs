@@ -124,7 +124,7 @@ pub(crate) fn draw_sites(
         .sample
         .processes
         .iter()
-        .find(|p| p.pid == pid && p.device_uuid == device_uuid);
+        .find(|p| p.pid == pid && *p.device_uuid == *device_uuid);
     match process.and_then(|p| record_of(observed, p).map(|r| (p, r))) {
         None => rows.text(
             format!("PID {pid} no longer has an allocator feed on this device. Esc goes back."),

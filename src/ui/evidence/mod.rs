@@ -249,7 +249,7 @@ fn process_of<'a>(observed: &'a Observed, finding: &Finding) -> Option<&'a Proce
         .sample
         .processes
         .iter()
-        .find(|p| p.pid == pid && Some(p.device_uuid.as_str()) == finding.device_uuid.as_deref())
+        .find(|p| p.pid == pid && Some(&*p.device_uuid) == finding.device_uuid.as_deref())
 }
 
 /// The series behind a finding, and how to draw it.
