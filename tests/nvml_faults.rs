@@ -160,6 +160,11 @@ fn mps_clients_are_read_merged_and_marked() {
         );
         assert_eq!(p.kind, ContextKind::Compute);
     }
+    // Each device's UUID is made once a read and shared by the processes placed on it.
+    assert!(std::sync::Arc::ptr_eq(
+        &process(&s, 8201).device_uuid,
+        &process(&s, 8203).device_uuid
+    ));
     let client = process(&s, 8301);
     assert_eq!(&*client.device_uuid, s.gpus[1].mig[0].uuid.as_str());
     assert!(client.mps);
