@@ -20,6 +20,7 @@
 use crate::accounting::attach::FeedStatus;
 use crate::sample::{AllocatorStats, FeedSample, NodeSample, ProcessSample};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Maps keyed by process, looked up by [`KeyRef`] (no key made to look one up).
 type ByProcess<V> = hashbrown::HashMap<ProcessKey, V>;
@@ -68,7 +69,8 @@ impl ContextSource {
 struct ProcessKey {
     pid: u32,
     start_time: Option<u64>,
-    device_uuid: String,
+    /// The sample's own, shared: a node's processes are on a few devices.
+    device_uuid: Arc<str>,
 }
 
 /// A [`ProcessKey`] borrowed from a process sample, hashed as the key is.
@@ -76,7 +78,7 @@ struct ProcessKey {
 struct KeyRef<'a> {
     pid: u32,
     start_time: Option<u64>,
-    device_uuid: &'a str,
+    device_uuid: &'a Arc<str>,
 }
 
 impl<'a> KeyRef<'a> {
@@ -92,7 +94,7 @@ impl<'a> KeyRef<'a> {
         ProcessKey {
             pid: self.pid,
             start_time: self.start_time,
-            device_uuid: self.device_uuid.to_string(),
+            device_uuid: Arc::clone(self.device_uuid),
         }
     }
 }
@@ -132,7 +134,7 @@ impl hashbrown::Equivalent<ProcessKey> for KeyRef<'_> {
     fn equivalent(&self, key: &ProcessKey) -> bool {
         self.pid == key.pid
             && self.start_time == key.start_time
-            && self.device_uuid == key.device_uuid
+            && *self.device_uuid == key.device_uuid
     }
 }
 
@@ -379,6 +381,19 @@ mod tests {
     }
 
     const FRESH: [FeedStatus; 1] = [FeedStatus::Fresh { age: 0.0 }];
+
+    /// What is kept of a process holds its sample's device name, not a copy of it: a node
+    /// lists thousands of processes on a few devices.
+    #[test]
+    fn a_process_kept_shares_its_samples_device_name() {
+        let mut c = ContextEstimator::learning();
+        let s = at(fed(600 * MIB, stats(0, 0, 999.0, 1000.2)), 1000.0);
+        c.observe(&s, &FRESH);
+        let name = &s.processes[0].device_uuid;
+        assert!(c.pending.keys().all(|k| Arc::ptr_eq(&k.device_uuid, name)));
+        assert!(c.learned.keys().all(|k| Arc::ptr_eq(&k.device_uuid, name)));
+        assert_eq!((c.pending.len(), c.learned.len()), (1, 1));
+    }
 
     #[test]
     fn a_reading_while_the_pool_is_empty_is_the_observed_context() {

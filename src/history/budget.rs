@@ -123,6 +123,7 @@ impl History {
             + self.entries.capacity() * size_of::<Option<Box<Entry>>>()
             + self.free.capacity() * size_of::<usize>()
             + self.steps.capacity() * slot::<ProcessId, (Steps, u64)>()
+            + self.names.bytes()
     }
 
     /// Counts the entries' bytes afresh.
@@ -134,7 +135,7 @@ impl History {
             + self
                 .steps
                 .iter()
-                .map(|(id, (s, _))| s.footprint() + id.device_uuid.capacity())
+                .map(|(_, (s, _))| s.footprint())
                 .sum::<usize>();
     }
 
@@ -188,10 +189,8 @@ impl History {
             if let Some(key) = key {
                 dropped += u64::from(self.drop_series(&key));
             }
-            if let Some((id, (steps, _))) = id.and_then(|id| self.steps.remove_entry(&id)) {
-                self.held = self
-                    .held
-                    .saturating_sub(steps.footprint() + id.device_uuid.capacity());
+            if let Some((steps, _)) = id.and_then(|id| self.steps.remove(&id)) {
+                self.held = self.held.saturating_sub(steps.footprint());
             }
         }
         while self.bytes() > self.budget.limit && self.budget.thinning < MOST_THINNING {

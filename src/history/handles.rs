@@ -59,7 +59,8 @@ const FED_SERIES: usize = PROCESS_SERIES - 2;
 pub(crate) struct ProcessHandles {
     pid: u32,
     start_time: Option<u64>,
-    device_uuid: String,
+    /// The sample's own, shared.
+    device_uuid: std::sync::Arc<str>,
     /// The handles of NVML's used and SM utilisation, once got: every process's.
     pub(crate) used: Option<Handle>,
     pub(crate) sm: Option<Handle>,
@@ -115,12 +116,11 @@ impl Handles {
         let held = &mut self.places[place];
         if held.pid != process.pid
             || held.start_time != process.start_time
-            || *held.device_uuid != *process.device_uuid
+            || held.device_uuid != process.device_uuid
         {
             held.pid = process.pid;
             held.start_time = process.start_time;
-            held.device_uuid
-                .clone_from(&process.device_uuid.to_string());
+            held.device_uuid = std::sync::Arc::clone(&process.device_uuid);
             (held.used, held.sm, held.fed) = (None, None, None);
         }
         held
@@ -134,7 +134,7 @@ impl Handles {
             return None;
         };
         let held = self.places.get(place)?;
-        if held.pid != pid || held.start_time != start_time || held.device_uuid != device_uuid {
+        if held.pid != pid || held.start_time != start_time || *held.device_uuid != *device_uuid {
             return None;
         }
         held.get(metric)

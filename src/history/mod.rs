@@ -21,6 +21,7 @@ use crate::layers::Layer;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 /// The series' table: each series' place in [`History::entries`], found by a borrowed name
 /// ([`KeyRef`]) hashed as [`History::hash`] does. The names are in the entries, not the
@@ -33,7 +34,8 @@ type SeriesTable = hashbrown::HashTable<usize>;
 pub struct ProcessId {
     pub(crate) pid: u32,
     pub(crate) start_time: Option<u64>,
-    pub(crate) device_uuid: String,
+    /// Shared: the history keeps each device's name once for all its keys ([`Names`]).
+    pub(crate) device_uuid: Arc<str>,
 }
 
 impl ProcessId {
@@ -42,7 +44,7 @@ impl ProcessId {
         ProcessId {
             pid: process.pid,
             start_time: process.start_time,
-            device_uuid: process.device_uuid.to_string(),
+            device_uuid: Arc::clone(&process.device_uuid),
         }
     }
 }
@@ -148,7 +150,7 @@ impl KeyRef<'_> {
                 ProcessId {
                     pid,
                     start_time,
-                    device_uuid: uuid.to_string(),
+                    device_uuid: uuid.into(),
                 },
                 m,
             ),
@@ -243,6 +245,8 @@ pub struct History {
     steps: HashMap<ProcessId, (Steps, u64)>,
     /// Bytes the entries hold beyond the tables' own slots: rings, step readings, keys.
     held: usize,
+    /// The devices' names the processes' keys hold, each once.
+    names: Names,
     budget: budget::State,
 }
 
@@ -285,6 +289,7 @@ impl History {
             clock: None,
             steps: HashMap::new(),
             held: 0,
+            names: Names::default(),
             budget: budget::State::new(limit),
         }
     }
@@ -316,6 +321,7 @@ impl History {
             });
             self.steps
                 .retain(|_, (_, seen)| now.saturating_sub(*seen) <= FORGET_AFTER);
+            self.names.sweep();
             if self.series.capacity() > 4 * self.series.len().max(64) {
                 let (entries, hasher) = (&self.entries, &self.hasher);
                 self.series
@@ -413,7 +419,17 @@ impl History {
             series.push(time, value);
         }
         let hash = self.hash(key);
-        let key = key.to_key();
+        let key = match key {
+            KeyRef::Process(pid, start_time, uuid, metric) => SeriesKey::Process(
+                ProcessId {
+                    pid,
+                    start_time,
+                    device_uuid: self.names.of(uuid),
+                },
+                metric,
+            ),
+            KeyRef::Device(..) => key.to_key(),
+        };
         self.held += entry_heap(&key, &series);
         // Never 0: an absent handle then costs no more than a handle.
         let serial =
@@ -457,8 +473,12 @@ impl History {
                 }
                 let mut steps = Steps::default();
                 steps.push(point);
-                self.held += steps.footprint() + id.device_uuid.capacity();
-                self.steps.insert(id.clone(), (steps, generation));
+                self.held += steps.footprint();
+                let id = ProcessId {
+                    device_uuid: self.names.of(&id.device_uuid),
+                    ..id.clone()
+                };
+                self.steps.insert(id, (steps, generation));
             }
         }
     }
@@ -575,6 +595,39 @@ fn write(
     (held + entry.series.footprint()).saturating_sub(before)
 }
 
+/// The names of the devices the processes' keys name, each held once: a node lists
+/// thousands of processes on a few devices, and each process has two series or more (a copy
+/// of its device's name each was 48 bytes). A name no key holds any longer goes at a sweep.
+#[derive(Debug, Clone, Default)]
+struct Names(hashbrown::HashSet<Arc<str>>);
+
+impl Names {
+    /// The name `uuid`, shared.
+    fn of(&mut self, uuid: &str) -> Arc<str> {
+        if let Some(held) = self.0.get(uuid) {
+            return Arc::clone(held);
+        }
+        let made: Arc<str> = Arc::from(uuid);
+        self.0.insert(Arc::clone(&made));
+        made
+    }
+
+    /// Lets go of the names no key holds.
+    fn sweep(&mut self) {
+        self.0.retain(|name| Arc::strong_count(name) > 1);
+    }
+
+    /// Bytes they hold: the table's slots, and each name with its counts.
+    fn bytes(&self) -> usize {
+        self.0.capacity() * (std::mem::size_of::<Arc<str>>() + 1)
+            + self
+                .0
+                .iter()
+                .map(|name| name.len() + 2 * std::mem::size_of::<usize>())
+                .sum::<usize>()
+    }
+}
+
 /// The hash of the name of the series at `place` (one the table holds: never an empty place).
 fn rehash(
     hasher: &hashbrown::DefaultHashBuilder,
@@ -590,7 +643,8 @@ fn rehash(
 fn entry_heap(key: &SeriesKey, series: &Series) -> usize {
     let text = match key {
         SeriesKey::Device(uuid, _) => uuid.capacity(),
-        SeriesKey::Process(id, _) => id.device_uuid.capacity(),
+        // Counted once for all its keys, with the names ([`Names::bytes`]).
+        SeriesKey::Process(..) => 0,
     };
     text + series.footprint() + std::mem::size_of::<Entry>() - std::mem::size_of::<Series>()
 }

@@ -412,3 +412,39 @@ fn an_absent_handle_takes_no_more_room_than_a_handle() {
         std::mem::size_of::<handles::ProcessHandles>()
     );
 }
+
+/// The keys of a device's processes hold its name once between them, and the name goes
+/// once no key holds it (the processes forgotten): a node of thousands of processes on a
+/// few devices keeps a few names, not a copy in every key.
+#[test]
+fn a_devices_processes_share_its_name_until_none_is_kept() {
+    let mut h = History::default();
+    h.begin(0.0, 1.0);
+    for pid in 1..=3 {
+        for metric in [Metric::Used, Metric::Sm] {
+            h.record(
+                SeriesKey::process(pid, Some(1), "GPU-0", metric),
+                0.0,
+                Some(1),
+            );
+        }
+    }
+    let names: Vec<&Arc<str>> = h
+        .iter()
+        .filter_map(|(key, _)| match key {
+            SeriesKey::Process(id, _) => Some(&id.device_uuid),
+            SeriesKey::Device(..) => None,
+        })
+        .collect();
+    assert_eq!(names.len(), 6);
+    assert!(names.iter().all(|name| Arc::ptr_eq(name, names[0])));
+    assert_eq!(h.names.0.len(), 1);
+    let before = h.footprint();
+    // Forgotten after FORGET_AFTER samples without a write, at the next sweep.
+    for t in 1..=(FORGET_AFTER + SWEEP_EVERY) {
+        h.begin(t as f64, 1.0);
+    }
+    assert!(h.is_empty());
+    assert!(h.names.0.is_empty());
+    assert!(h.footprint() < before);
+}
