@@ -88,17 +88,18 @@ pub(crate) const WINDOW: usize = 10;
 /// How far (relative) a row's peak must move from its settled value before the row moves.
 pub(crate) const HYSTERESIS: f64 = 0.05;
 
-/// The numeric keys, in the order of a row's [`Tracks`].
-const NUMERIC: [SortKey; 8] = [
+/// The numeric keys every process has a value of (or may have), in the order of
+/// [`Tracks::every`].
+const EVERY: [SortKey; 5] = [
     SortKey::Used,
-    SortKey::Live,
-    SortKey::Fragmented,
-    SortKey::Cached,
     SortKey::Sm,
     SortKey::Cpu,
     SortKey::HostMemory,
     SortKey::Elapsed,
 ];
+
+/// The keys only a fed process's allocator gives, in the order of [`Tracks::fed`].
+const FED: [SortKey; 3] = [SortKey::Live, SortKey::Fragmented, SortKey::Cached];
 
 /// Below this a difference never moves a row, by key: 64 MiB, 2 points of percent, 1 s.
 fn floor(key: SortKey) -> f64 {
@@ -218,7 +219,39 @@ impl Track {
     }
 }
 
-type Tracks = [Track; NUMERIC.len()];
+/// A row's tracks, one per numeric key. Those of the allocator's keys are made at the first
+/// value of one of them: a gap written to an empty track changes nothing, so a process
+/// without a feed keeps a pointer for them, not 156 bytes.
+#[derive(Debug, Clone, Default)]
+struct Tracks {
+    every: [Track; EVERY.len()],
+    fed: Option<Box<[Track; FED.len()]>>,
+}
+
+impl Tracks {
+    /// Takes in one sample's value of each key.
+    fn push(&mut self, value: impl Fn(SortKey) -> Option<f64>) {
+        for (track, key) in self.every.iter_mut().zip(EVERY) {
+            track.push(value(key), key);
+        }
+        if self.fed.is_none() && FED.iter().all(|&key| value(key).is_none()) {
+            return;
+        }
+        let fed = self.fed.get_or_insert_with(Box::default);
+        for (track, key) in fed.iter_mut().zip(FED) {
+            track.push(value(key), key);
+        }
+    }
+
+    /// The track of a numeric key, where the row has one.
+    fn get(&self, key: SortKey) -> Option<&Track> {
+        if let Some(i) = EVERY.iter().position(|&k| k == key) {
+            return self.every.get(i);
+        }
+        let i = FED.iter().position(|&k| k == key)?;
+        self.fed.as_ref()?.get(i)
+    }
+}
 
 /// The settled sort values of every row on screen, by device and pid.
 #[derive(Debug, Default, Clone)]
@@ -232,7 +265,7 @@ pub struct SortMemory {
 
 /// One device's rows, by pid (foldhash: a pid is no secret worth sip's cost). A row's tracks
 /// are boxed: the table keeps up to half its slots empty, and at 4,096 rows an empty slot of
-/// tracks inline (488 bytes) left 2 MB of the monitor's heap unused.
+/// tracks inline (then 488 bytes) left 2 MB of the monitor's heap unused.
 type ByPid = hashbrown::HashMap<u32, Box<(Tracks, u64)>>;
 
 /// Where `uuid` is in `rows`, trying `from` first: a node lists a device's processes together.
@@ -291,9 +324,7 @@ impl SortMemory {
             *seen = now;
             // Without its account (never, as the pipeline makes them), a gap in every key.
             let layers = account.processes.get(index).map(|a| &a.layers);
-            for (track, key) in tracks.iter_mut().zip(NUMERIC) {
-                track.push(layers.and_then(|l| value(process, l, key)), key);
-            }
+            tracks.push(|key| layers.and_then(|l| value(process, l, key)));
         }
         if listed
             == self
@@ -313,13 +344,11 @@ impl SortMemory {
     /// The value each row, given as (pid, device uuid), is ordered by under `key`: for rows
     /// asked one after another, each device found from the last row's.
     pub(crate) fn settled_each(&self, key: SortKey) -> impl FnMut(u32, &str) -> Option<f64> + '_ {
-        let track = NUMERIC.iter().position(|&k| k == key);
         let mut at = 0;
         move |pid, device_uuid| {
-            let track = track?;
             at = device_at(&self.rows, device_uuid, at)?;
             let (_, by_pid) = self.rows.get(at)?;
-            by_pid.get(&pid)?.0.get(track)?.settled.get().map(f64::from)
+            by_pid.get(&pid)?.0.get(key)?.settled.get().map(f64::from)
         }
     }
 }
@@ -369,6 +398,31 @@ mod tests {
             "{}",
             std::mem::size_of::<Track>()
         );
+    }
+
+    /// The allocator's tracks are made at a row's first value of one of them, and read
+    /// then as tracks kept from the start would: a gap to an empty track changes nothing.
+    #[test]
+    fn the_allocators_tracks_are_made_at_their_first_value() {
+        let live = |t: usize| (t >= 5).then(|| (1 + t % 3) as f64 * GIB);
+        let mut tracks = Tracks::default();
+        let mut kept = Track::default();
+        for t in 0..20 {
+            tracks.push(|key| match key {
+                SortKey::Live => live(t),
+                SortKey::Used => Some(GIB),
+                _ => None,
+            });
+            kept.push(live(t), SortKey::Live);
+            assert_eq!(tracks.fed.is_some(), t >= 5, "at {t}");
+            let made = tracks.get(SortKey::Live).and_then(|t| t.settled.get());
+            assert_eq!(made, kept.settled.get(), "at {t}");
+        }
+        assert_eq!(
+            tracks.get(SortKey::Cached).map(|t| t.settled.get()),
+            Some(None)
+        );
+        assert!(tracks.get(SortKey::Pid).is_none());
     }
 
     /// A value that is not a number is a gap: it never becomes the peak, and the peak and
