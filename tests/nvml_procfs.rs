@@ -236,3 +236,32 @@ fn in_its_own_pid_namespace_strata_names_no_host_pid_by_number() {
         "{me}"
     );
 }
+
+/// A process NVML lists on two GPUs is one process to the host: both its records carry the
+/// same host figures (CPU, resident memory, age), read once from its one `stat`.
+#[test]
+fn a_process_on_two_gpus_has_one_set_of_host_figures() {
+    let shared = Scratch::shared("two-gpus");
+    let sleeping = sleeper(false);
+    let pid = sleeping.pid();
+    let file = scenario_in(&shared, "two_gpus", &[(41237, pid), (52001, pid)]);
+    let samples = source_samples(&fake_nvml_lib(), &file, 2);
+    let last = samples.last().expect("two polls");
+    let records: Vec<_> = last.processes.iter().filter(|p| p.pid == pid).collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_ne!(records[0].device_uuid, records[1].device_uuid);
+    for p in &records {
+        assert!(p.visible, "{p:?}");
+        assert!(p.host_memory.is_some_and(|m| m > 0), "{p:?}");
+        assert!(p.elapsed.is_some(), "{p:?}");
+        assert!(p.cpu_percent.is_some(), "seen twice: {p:?}");
+        assert_eq!(
+            (p.cpu_percent, p.host_memory, p.elapsed),
+            (
+                records[0].cpu_percent,
+                records[0].host_memory,
+                records[0].elapsed
+            )
+        );
+    }
+}

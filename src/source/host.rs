@@ -152,8 +152,12 @@ pub(crate) struct HostReader {
     /// to show.
     cpu_before: Option<(u64, u64)>,
     /// Per pid read at the previous poll: its start time (a reused pid is another process),
-    /// its CPU time (ticks) and when it was read.
-    seen: HashMap<u32, (u64, u64, Instant)>,
+    /// its CPU time (ticks), when it was read, and at which of [`HostReader::polls`]. Kept
+    /// in place from poll to poll (a node of thousands of processes made a second table of
+    /// them at every one).
+    seen: HashMap<u32, (u64, u64, Instant, u64)>,
+    /// Polls of the processes so far.
+    polls: u64,
     /// Clock ticks a second (`sysconf(_SC_CLK_TCK)`), the unit of `stat`'s times.
     ticks_per_second: u64,
 }
@@ -211,6 +215,7 @@ impl HostReader {
             buf: Vec::with_capacity(HEAD),
             cpu_before: None,
             seen: HashMap::new(),
+            polls: 0,
             ticks_per_second: ticks_per_second(),
         }
     }
@@ -233,38 +238,45 @@ impl HostReader {
         (cpu, memory)
     }
 
-    /// What the host says of the processes read this sample: their share of a core since the
-    /// previous sample, their resident memory and age. Processes not in `read` are forgotten.
-    pub(crate) fn processes(&mut self, read: &[ProcessStat]) -> HashMap<u32, ProcessHost> {
+    /// What the host says of the processes read this sample (parallel to `read`): their
+    /// share of a core since the previous sample, their resident memory and age. Processes
+    /// not in `read` are forgotten.
+    pub(crate) fn processes(&mut self, read: &[ProcessStat]) -> Vec<ProcessHost> {
         let hz = self.ticks_per_second as f64;
         let boot = since_boot();
-        let mut out = HashMap::with_capacity(read.len());
-        let mut seen = HashMap::with_capacity(read.len());
-        for p in read {
-            let cpu_percent = match (self.seen.get(&p.pid), p.cpu_ticks) {
-                (Some(&(before_start, before_ticks, at)), Some(ticks))
-                    if before_start == p.start_time =>
-                {
-                    let wall = p.at.duration_since(at).as_secs_f64();
-                    let busy = ticks.saturating_sub(before_ticks) as f64 / hz;
-                    (wall > 0.0).then(|| (busy / wall * 1000.0).round() / 10.0)
+        self.polls += 1;
+        let poll = self.polls;
+        let out = read
+            .iter()
+            .map(|p| {
+                let before = self.seen.get(&p.pid).copied();
+                let cpu_percent = match (before, p.cpu_ticks) {
+                    (Some((before_start, before_ticks, at, _)), Some(ticks))
+                        if before_start == p.start_time =>
+                    {
+                        let wall = p.at.duration_since(at).as_secs_f64();
+                        let busy = ticks.saturating_sub(before_ticks) as f64 / hz;
+                        (wall > 0.0).then(|| (busy / wall * 1000.0).round() / 10.0)
+                    }
+                    _ => None,
+                };
+                match p.cpu_ticks {
+                    Some(ticks) => {
+                        self.seen.insert(p.pid, (p.start_time, ticks, p.at, poll));
+                    }
+                    None => {
+                        self.seen.remove(&p.pid);
+                    }
                 }
-                _ => None,
-            };
-            if let Some(ticks) = p.cpu_ticks {
-                seen.insert(p.pid, (p.start_time, ticks, p.at));
-            }
-            let elapsed = boot.map(|boot| (boot - p.start_time as f64 / hz).max(0.0) as u64);
-            out.insert(
-                p.pid,
+                let elapsed = boot.map(|boot| (boot - p.start_time as f64 / hz).max(0.0) as u64);
                 ProcessHost {
                     cpu_percent,
                     memory: p.resident,
                     elapsed,
-                },
-            );
-        }
-        self.seen = seen;
+                }
+            })
+            .collect();
+        self.seen.retain(|_, seen| seen.3 == poll);
         out
     }
 }
@@ -463,7 +475,9 @@ mod tests {
                 })
             })
             .collect();
-        host.processes(&stats)
+        let hosts = host.processes(&stats);
+        assert_eq!(hosts.len(), stats.len(), "one for each read");
+        stats.iter().map(|s| s.pid).zip(hosts).collect()
     }
 
     #[test]

@@ -219,6 +219,8 @@ impl Source for NvmlSource {
         // Where each pid was first placed in `processes`: a later device's record copies it.
         let mut first_at: HashMap<u32, usize> = HashMap::with_capacity(listed);
         let mut stats: Vec<ProcessStat> = Vec::with_capacity(listed);
+        // Where each of `stats` is in `processes` (its process's first record).
+        let mut stat_at: Vec<usize> = Vec::with_capacity(listed);
         for read in reads {
             self.utilization_seen.insert(read.gpu.index, read.seen);
             for placed in read.placed {
@@ -236,6 +238,7 @@ impl Source for NvmlSource {
                                 resident: identity.resident,
                                 at: std::time::Instant::now(),
                             });
+                            stat_at.push(processes.len());
                         }
                         first_at.insert(placed.pid, processes.len());
                         identity
@@ -284,11 +287,23 @@ impl Source for NvmlSource {
         // Only pids this /proc names as NVML does (the others are not `visible`): elsewhere the
         // number is another process.
         let host_use = self.host_stats.processes(&stats);
-        for p in processes.iter_mut().filter(|p| p.visible) {
-            if let Some(host) = host_use.get(&p.pid) {
+        for (host, &at) in host_use.iter().zip(&stat_at) {
+            if let Some(p) = processes.get_mut(at) {
                 p.cpu_percent = host.cpu_percent;
                 p.host_memory = host.memory;
                 p.elapsed = host.elapsed;
+            }
+        }
+        // A process listed on several devices: its later records as its first.
+        for at in 0..processes.len() {
+            let first = first_at.get(&processes[at].pid).copied();
+            if let Some(first) = first.filter(|&first| first != at && processes[at].visible) {
+                let (cpu, memory, elapsed) = {
+                    let p = &processes[first];
+                    (p.cpu_percent, p.host_memory, p.elapsed)
+                };
+                let p = &mut processes[at];
+                (p.cpu_percent, p.host_memory, p.elapsed) = (cpu, memory, elapsed);
             }
         }
         let (host_cpu_percent, host_memory) = self.host_stats.node();
