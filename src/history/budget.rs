@@ -6,7 +6,7 @@
 //! under the budget again, the thinning is undone a step at a time (the rings grow back as
 //! values arrive). What it did is kept for the monitor to say ([`Budget`]).
 
-use super::{entry_heap, AsKey, Entry, History, SeriesKey};
+use super::{entry_heap, named, AsKey, Entry, History, SeriesKey};
 use crate::history::{ProcessId, Steps};
 use std::mem::size_of;
 
@@ -226,11 +226,10 @@ impl History {
         let key = key.as_key();
         let hash = self.hash(key);
         let entries = &self.entries;
-        let Ok(found) = self.series.find_entry(hash, |&place| {
-            entries[place]
-                .as_ref()
-                .is_some_and(|e| e.key.as_key() == key)
-        }) else {
+        let Ok(found) = self
+            .series
+            .find_entry(hash, |&place| named(entries, place, key))
+        else {
             return false;
         };
         let (place, _) = found.remove();

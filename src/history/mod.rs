@@ -217,12 +217,6 @@ impl std::hash::Hash for SeriesKey {
     }
 }
 
-impl hashbrown::Equivalent<SeriesKey> for KeyRef<'_> {
-    fn equivalent(&self, key: &SeriesKey) -> bool {
-        *self == key.as_key()
-    }
-}
-
 /// Every series the monitor keeps. Series not updated for [`FORGET_AFTER`] samples are
 /// dropped, so processes that come and go do not grow memory without bound; the whole keeps
 /// within a budget of bytes ([`Budget`]).
@@ -507,11 +501,7 @@ impl History {
     fn place(&self, key: KeyRef<'_>) -> Option<usize> {
         let entries = &self.entries;
         self.series
-            .find(self.hash(key), |&place| {
-                entries[place]
-                    .as_ref()
-                    .is_some_and(|e| e.key.as_key() == key)
-            })
+            .find(self.hash(key), |&place| named(entries, place, key))
             .copied()
     }
 
@@ -598,34 +588,54 @@ fn write(
 /// The names of the devices the processes' keys name, each held once: a node lists
 /// thousands of processes on a few devices, and each process has two series or more (a copy
 /// of its device's name each was 48 bytes). A name no key holds any longer goes at a sweep.
+/// The names' own bytes are kept as they come and go: the budget asks [`Names::bytes`] at
+/// every series it lets go, and a recording may name many devices.
 #[derive(Debug, Clone, Default)]
-struct Names(hashbrown::HashSet<Arc<str>>);
+struct Names {
+    set: hashbrown::HashSet<Arc<str>>,
+    held: usize,
+}
+
+/// A name's bytes: its text and its two counts.
+fn name_bytes(name: &str) -> usize {
+    name.len() + 2 * std::mem::size_of::<usize>()
+}
 
 impl Names {
     /// The name `uuid`, shared.
     fn of(&mut self, uuid: &str) -> Arc<str> {
-        if let Some(held) = self.0.get(uuid) {
+        if let Some(held) = self.set.get(uuid) {
             return Arc::clone(held);
         }
         let made: Arc<str> = Arc::from(uuid);
-        self.0.insert(Arc::clone(&made));
+        self.held += name_bytes(uuid);
+        self.set.insert(Arc::clone(&made));
         made
     }
 
     /// Lets go of the names no key holds.
     fn sweep(&mut self) {
-        self.0.retain(|name| Arc::strong_count(name) > 1);
+        let held = &mut self.held;
+        self.set.retain(|name| {
+            let kept = Arc::strong_count(name) > 1;
+            if !kept {
+                *held = held.saturating_sub(name_bytes(name));
+            }
+            kept
+        });
     }
 
     /// Bytes they hold: the table's slots, and each name with its counts.
     fn bytes(&self) -> usize {
-        self.0.capacity() * (std::mem::size_of::<Arc<str>>() + 1)
-            + self
-                .0
-                .iter()
-                .map(|name| name.len() + 2 * std::mem::size_of::<usize>())
-                .sum::<usize>()
+        self.set.capacity() * (std::mem::size_of::<Arc<str>>() + 1) + self.held
     }
+}
+
+/// Whether the series at `place` is the one `key` names (the table's comparison).
+fn named(entries: &[Option<Box<Entry>>], place: usize, key: KeyRef<'_>) -> bool {
+    entries[place]
+        .as_ref()
+        .is_some_and(|e| e.key.as_key() == key)
 }
 
 /// The hash of the name of the series at `place` (one the table holds: never an empty place).

@@ -438,13 +438,15 @@ fn a_devices_processes_share_its_name_until_none_is_kept() {
         .collect();
     assert_eq!(names.len(), 6);
     assert!(names.iter().all(|name| Arc::ptr_eq(name, names[0])));
-    assert_eq!(h.names.0.len(), 1);
+    assert_eq!(h.names.set.len(), 1);
+    assert_eq!(h.names.held, name_bytes("GPU-0"));
     let before = h.footprint();
     // Forgotten after FORGET_AFTER samples without a write, at the next sweep.
     for t in 1..=(FORGET_AFTER + SWEEP_EVERY) {
         h.begin(t as f64, 1.0);
     }
     assert!(h.is_empty());
-    assert!(h.names.0.is_empty());
+    assert!(h.names.set.is_empty());
+    assert_eq!(h.names.held, 0);
     assert!(h.footprint() < before);
 }
