@@ -4,7 +4,7 @@
 //! over the rows left over; past that, `+N more` and the keys to the rest.
 
 use super::theme::Theme;
-use super::widgets::{section_block, wrap};
+use super::widgets::{wrap, Section};
 use crate::app::{Focus, State};
 use crate::detect::Finding;
 use crate::pipeline::Observed;
@@ -41,9 +41,9 @@ pub(crate) fn draw_findings(
 ) {
     let focused = state.focus == Focus::Findings;
     let findings = &observed.findings;
-    let block = section_block(format!(" Findings ({}) ", findings.len()), focused, theme);
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
+    let section = Section::new(format!(" Findings ({}) ", findings.len()), focused, theme);
+    let inner = section.inner(area);
+    section.draw(frame, area);
     let lines = panel_lines(
         findings,
         observed.sample.time,

@@ -3,7 +3,7 @@
 use super::chart::short_window;
 use super::host::HostColumn;
 use super::theme::Theme;
-use super::widgets::{section_block, short_bytes, trend};
+use super::widgets::{short_bytes, trend, Section};
 use crate::accounting::FeedStatus;
 use crate::app::{
     sort_arrow, ClimbNote, Focus, ProcessRow, State, TableDrawn, TableEntry, TableLine,
@@ -30,7 +30,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         crate::accounting::GroupBy::None => String::new(),
         by => format!(" · grouped by {}", by.label()),
     };
-    let block = section_block(
+    let section = Section::new(
         format!(
             " Processes{} · sorted by {} {}{grouped} ",
             filter_title(state, processes),
@@ -40,8 +40,8 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         focused,
         theme,
     );
-    // The table's width: the block has a top border only.
-    let inner_width = block.inner(area).width;
+    // The table's width: the section's rule takes its top row only.
+    let inner_width = section.inner(area).width;
     let host_ns = state
         .current
         .as_ref()
@@ -231,14 +231,14 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
     let table = Table::new(table_rows, widths)
         .header(Row::new(header).style(theme.table_header()))
         .column_spacing(1)
-        .block(block)
         .row_highlight_style(if focused {
             theme.selected()
         } else {
             theme.dim()
         });
     let mut table_state = TableState::default().with_selected(selected);
-    frame.render_stateful_widget(table, area, &mut table_state);
+    section.draw(frame, area);
+    frame.render_stateful_widget(table, section.inner(area), &mut table_state);
     if processes == 0 && state.process_table.filter.is_on() {
         no_match_line(frame, area, state, theme);
     }

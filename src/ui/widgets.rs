@@ -4,10 +4,10 @@ use super::theme::Theme;
 use crate::layers::{Layer, Layers};
 use crate::present::Exactness;
 use crate::units;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// Splits `width` cells among the layers in proportion to their bytes (largest remainder),
@@ -56,17 +56,61 @@ pub(crate) fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
         .collect()
 }
 
-/// A section under a rule with its title, highlighted when it has the keyboard focus.
-pub(crate) fn section_block(title: String, focused: bool, theme: Theme) -> Block<'static> {
-    Block::default()
-        .borders(Borders::TOP)
-        .border_set(theme.border_set())
-        .border_style(if focused {
-            theme.focused_border()
-        } else {
-            theme.border()
-        })
-        .title(Line::styled(title, theme.title()))
+/// A section under a rule with its title, highlighted when it has the keyboard focus: what a
+/// `Block` with a top border and a title draws, drawn without the block's pass over every
+/// cell of the section to lay its style (it has none) under what the section holds, which
+/// was a fifth of a still frame's drawing.
+pub(crate) struct Section {
+    title: Line<'static>,
+    rule: &'static str,
+    rule_style: Style,
+}
+
+impl Section {
+    pub(crate) fn new(title: String, focused: bool, theme: Theme) -> Self {
+        Section {
+            title: Line::styled(title, theme.title()),
+            rule: theme.border_set().horizontal_top,
+            rule_style: if focused {
+                theme.focused_border()
+            } else {
+                theme.border()
+            },
+        }
+    }
+
+    /// What the section holds: its area less the rule.
+    pub(crate) fn inner(&self, area: Rect) -> Rect {
+        Rect {
+            y: area.y.saturating_add(1).min(area.bottom()),
+            height: area.height.saturating_sub(1),
+            ..area
+        }
+    }
+
+    /// The rule along the area's top row, and the title over its left end.
+    pub(crate) fn draw(&self, frame: &mut Frame<'_>, area: Rect) {
+        self.render(area, frame.buffer_mut());
+    }
+
+    fn render(&self, area: Rect, buffer: &mut Buffer) {
+        let area = area.intersection(buffer.area);
+        if area.is_empty() {
+            return;
+        }
+        for x in area.left()..area.right() {
+            buffer[(x, area.top())]
+                .set_symbol(self.rule)
+                .set_style(self.rule_style);
+        }
+        let width = u16::try_from(self.title.width()).unwrap_or(u16::MAX);
+        let title_area = Rect {
+            width: width.min(area.width),
+            height: 1,
+            ..area
+        };
+        ratatui::widgets::Widget::render(&self.title, title_area, buffer);
+    }
 }
 
 /// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a
@@ -75,8 +119,41 @@ pub(crate) fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
     let buffer = frame.buffer_mut();
     let area = area.intersection(buffer.area);
     for (line, y) in lines.iter().zip(area.top()..area.bottom()) {
-        buffer.set_line(area.x, y, line, area.width);
+        put_line(buffer, area.x, y, line, area.width);
     }
+}
+
+/// What `Buffer::set_line` writes, where a span of printable ASCII (most of what the monitor
+/// writes) goes a byte to a cell without being cut into graphemes and measured, which was a
+/// tenth of a still frame's drawing. Any other span is `set_line`'s own.
+fn put_line(buffer: &mut Buffer, mut x: u16, y: u16, line: &Line<'_>, max_width: u16) -> u16 {
+    let mut remaining = max_width;
+    for span in line {
+        if remaining == 0 {
+            break;
+        }
+        let text = span.content.as_ref();
+        let style = line.style.patch(span.style);
+        let end = if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+            let room = buffer.area.right().saturating_sub(x).min(remaining);
+            let n = text.len().min(usize::from(room));
+            if n > 0 {
+                let start = buffer.index_of(x, y);
+                for (i, cell) in buffer.content[start..start + n].iter_mut().enumerate() {
+                    cell.set_symbol(&text[i..=i]).set_style(style);
+                }
+            }
+            // n <= room, a u16.
+            x + n as u16
+        } else {
+            buffer
+                .set_stringn(x, y, text, usize::from(remaining), style)
+                .0
+        };
+        remaining = remaining.saturating_sub(end.saturating_sub(x));
+        x = end;
+    }
+    x
 }
 
 /// One stacked bar of the layers, `width` cells wide.
@@ -472,12 +549,121 @@ mod tests {
         assert_eq!(levels.len(), 8);
         assert_eq!(rising, "_.,-~=*#");
         assert_eq!(trend_in(theme, &vec![Some(5_000u64); 40], 4, 100), "____");
-        let block = section_block("GPUs".into(), true, theme);
         let mut buffer = ratatui::buffer::Buffer::empty(Rect::new(0, 0, 12, 2));
-        ratatui::widgets::Widget::render(block, buffer.area, &mut buffer);
+        Section::new("GPUs".into(), true, theme).render(buffer.area, &mut buffer);
         let top: String = (0..12)
             .map(|x| buffer[(x, 0)].symbol().to_string())
             .collect();
         assert!(top.is_ascii() && top.contains('-'), "{top:?}");
+    }
+
+    /// A section draws what a `Block` with a top border and a title drew, cell for cell, on
+    /// a screen that already holds text (the rule and the title are laid over it), in every
+    /// theme, at every size down to nothing, with a title longer than the section and a
+    /// section that runs off the screen.
+    #[test]
+    fn a_section_draws_what_its_block_drew() {
+        use ratatui::widgets::{Block, Borders, Widget};
+        let screen = Rect::new(0, 0, 30, 6);
+        let themes = [
+            Theme::default(),
+            Theme {
+                ascii: true,
+                ..Theme::default()
+            },
+            Theme {
+                mono: true,
+                ..Theme::default()
+            },
+        ];
+        let areas = [
+            screen,
+            Rect::new(3, 1, 20, 4),
+            Rect::new(0, 5, 30, 1),
+            Rect::new(25, 2, 20, 9),
+            Rect::new(4, 4, 0, 2),
+            Rect::new(4, 4, 5, 0),
+            Rect::new(40, 0, 5, 2),
+        ];
+        let titles = [
+            "",
+            " Findings (3) ",
+            " Processes (9) · sorted by USED v · wider than it ",
+        ];
+        for theme in themes {
+            for focused in [false, true] {
+                for area in areas {
+                    for title in titles {
+                        let mut before = Buffer::empty(screen);
+                        for y in 0..screen.height {
+                            before.set_string(0, y, "x".repeat(30), theme.dim());
+                        }
+                        let mut after = before.clone();
+                        Block::default()
+                            .borders(Borders::TOP)
+                            .border_set(theme.border_set())
+                            .border_style(if focused {
+                                theme.focused_border()
+                            } else {
+                                theme.border()
+                            })
+                            .title(Line::styled(title.to_string(), theme.title()))
+                            .render(area, &mut before);
+                        let section = Section::new(title.into(), focused, theme);
+                        section.render(area, &mut after);
+                        assert_eq!(after, before, "{area:?} {title:?} {focused}");
+                        let block = Block::default().borders(Borders::TOP);
+                        assert_eq!(section.inner(area), block.inner(area), "{area:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A line put a byte to a cell where it is ASCII writes what `set_line` writes, and
+        /// ends where it ends: spans of ASCII, of wide and combining characters, of control
+        /// characters, styled and not, from anywhere on the screen (off its right edge too),
+        /// cut at any width.
+        #[test]
+        fn a_line_put_is_what_set_line_writes(
+            spans in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "", "a", "GPU 0 ", "~ !", "\u{1b}[2J", "t\tab", "─", "é", "e\u{301}",
+                        "日本", "🧠", "x\u{fe0f}", "██░", "  ",
+                    ]),
+                    0u8..4,
+                ),
+                0..6,
+            ),
+            line_style in 0u8..3,
+            x in 0u16..24,
+            y in 0u16..3,
+            max_width in 0u16..30,
+        ) {
+            use ratatui::style::{Color, Modifier};
+            let style = |k: u8| match k {
+                0 => Style::default(),
+                1 => Style::default().fg(Color::Red),
+                2 => Style::default().bg(Color::Blue).add_modifier(Modifier::BOLD),
+                _ => Style::default().remove_modifier(Modifier::BOLD).fg(Color::Indexed(7)),
+            };
+            let line = Line::from(
+                spans
+                    .iter()
+                    .map(|(text, k)| Span::styled(text.to_string(), style(*k)))
+                    .collect::<Vec<_>>(),
+            )
+            .style(style(line_style));
+            let screen = Rect::new(2, 0, 20, 3);
+            let mut expected = Buffer::empty(screen);
+            expected.set_string(2, 1, "under the line, kept", style(2));
+            let mut got = expected.clone();
+            let x = x.max(screen.x);
+            let (end, _) = expected.set_line(x, y, &line, max_width);
+            proptest::prop_assert_eq!(put_line(&mut got, x, y, &line, max_width), end);
+            proptest::prop_assert_eq!(got, expected);
+        }
     }
 }
