@@ -113,6 +113,85 @@ impl Section {
     }
 }
 
+/// A box around a GPU's panel, its title over the top left and a figure over the top right:
+/// what a `Block` with all four borders and those two titles draws, drawn without the
+/// block's pass over every cell inside to lay its style (it has none).
+pub(crate) struct Boxed {
+    pub(crate) title: Line<'static>,
+    /// Drawn right-aligned at the top's right end.
+    pub(crate) figure: Line<'static>,
+    pub(crate) border_style: Style,
+}
+
+impl Boxed {
+    /// What the box holds: its area less the border.
+    pub(crate) fn inner(area: Rect) -> Rect {
+        ratatui::widgets::Block::bordered().inner(area)
+    }
+
+    pub(crate) fn draw(&self, frame: &mut Frame<'_>, area: Rect) {
+        self.render(area, frame.buffer_mut());
+    }
+
+    fn render(&self, area: Rect, buffer: &mut Buffer) {
+        let area = area.intersection(buffer.area);
+        if area.is_empty() {
+            return;
+        }
+        let set = ratatui::symbols::border::PLAIN;
+        let (left, top) = (area.left(), area.top());
+        let (right, bottom) = (area.right() - 1, area.bottom() - 1);
+        let mut put = |x: u16, y: u16, symbol: &str| {
+            buffer[(x, y)]
+                .set_symbol(symbol)
+                .set_style(self.border_style);
+        };
+        // The sides, then the corners over their ends, in the block's order.
+        for y in top..=bottom {
+            put(left, y, set.vertical_left);
+        }
+        for x in left..=right {
+            put(x, top, set.horizontal_top);
+        }
+        for y in top..=bottom {
+            put(right, y, set.vertical_right);
+        }
+        for x in left..=right {
+            put(x, bottom, set.horizontal_bottom);
+        }
+        put(right, bottom, set.bottom_right);
+        put(right, top, set.top_right);
+        put(left, bottom, set.bottom_left);
+        put(left, top, set.top_left);
+        // The titles along the top, between the corners.
+        let titles = Rect {
+            x: left.saturating_add(1),
+            y: top,
+            width: area.width.saturating_sub(2),
+            height: 1,
+        };
+        if titles.is_empty() {
+            return;
+        }
+        let width = |line: &Line<'_>| u16::try_from(line.width()).unwrap_or(u16::MAX);
+        let title = Rect {
+            width: width(&self.title).min(titles.width),
+            ..titles
+        };
+        ratatui::widgets::Widget::render(&self.title, title, buffer);
+        let figure_width = width(&self.figure);
+        let figure = Rect {
+            x: titles
+                .right()
+                .saturating_sub(figure_width)
+                .max(titles.left()),
+            width: figure_width.min(titles.width),
+            ..titles
+        };
+        ratatui::widgets::Widget::render(&self.figure, figure, buffer);
+    }
+}
+
 /// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a
 /// `Paragraph` (no wrapping or alignment to work out), which matters at every redraw.
 pub(crate) fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
@@ -664,6 +743,65 @@ mod tests {
             let (end, _) = expected.set_line(x, y, &line, max_width);
             proptest::prop_assert_eq!(put_line(&mut got, x, y, &line, max_width), end);
             proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
+    /// A GPU's box draws what a `Block` with all borders and a title at each end of its
+    /// top drew, cell for cell, over text already on the screen, at every size down to
+    /// nothing, with titles wider than the box and a box that runs off the screen.
+    #[test]
+    fn a_box_draws_what_its_block_drew() {
+        use ratatui::widgets::{Block, Borders, Widget};
+        let screen = Rect::new(0, 0, 30, 6);
+        let areas = [
+            screen,
+            Rect::new(3, 1, 20, 4),
+            Rect::new(0, 5, 30, 1),
+            Rect::new(2, 2, 1, 3),
+            Rect::new(2, 2, 2, 2),
+            Rect::new(25, 2, 20, 9),
+            Rect::new(4, 4, 0, 2),
+            Rect::new(40, 0, 5, 2),
+        ];
+        let titles = [
+            Line::from(""),
+            Line::from(vec![
+                Span::styled(" GPU 0 · H100 ", Theme::default().title()),
+                Span::raw("· util 85% "),
+            ]),
+            Line::from(" GPU 7 · a name much wider than any box here "),
+        ];
+        let figures = [
+            "",
+            " 36.5/79.6G ",
+            " 1.00/80.0 GiB used, wider than the box ",
+        ];
+        for area in areas {
+            for title in &titles {
+                for figure in figures {
+                    let mut before = Buffer::empty(screen);
+                    for y in 0..screen.height {
+                        before.set_string(0, y, "x".repeat(30), Theme::default().dim());
+                    }
+                    let mut after = before.clone();
+                    let style = Theme::default().border();
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .border_style(style)
+                        .title(title.clone())
+                        .title_top(Line::from(figure).right_aligned())
+                        .render(area, &mut before);
+                    let boxed = Boxed {
+                        title: title.clone(),
+                        figure: Line::from(figure).right_aligned(),
+                        border_style: style,
+                    };
+                    boxed.render(area, &mut after);
+                    assert_eq!(after, before, "{area:?} {title:?} {figure:?}");
+                    let block = Block::default().borders(Borders::ALL);
+                    assert_eq!(Boxed::inner(area), block.inner(area), "{area:?}");
+                }
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
 use super::widgets::{
     bar, legend, legend_entries, legend_lines_most, pack_legend, put_lines, short_bytes,
-    short_gpu_name,
+    short_gpu_name, Boxed,
 };
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::{GpuDrawn, State};
@@ -20,7 +20,6 @@ use crate::sample::{DeviceMemory, GpuSample, MigSample};
 use crate::units;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
 /// How the GPU section is laid out at this size.
@@ -462,19 +461,17 @@ fn draw_panel(
             title.push(Span::raw(format!("· {line} ")));
         }
     }
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.border())
-        .title(Line::from(title))
-        .title_top(
-            Line::from(format!(
-                " {} ",
-                usage_figure(view.memory, view.layers, false)
-            ))
-            .right_aligned(),
-        );
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
+    let boxed = Boxed {
+        title: Line::from(title),
+        figure: Line::from(format!(
+            " {} ",
+            usage_figure(view.memory, view.layers, false)
+        ))
+        .right_aligned(),
+        border_style: theme.border(),
+    };
+    let inner = Boxed::inner(area);
+    boxed.draw(frame, area);
     put_lines(frame, inner, lines);
 }
 
