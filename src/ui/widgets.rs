@@ -636,6 +636,24 @@ mod tests {
         assert!(top.is_ascii() && top.contains('-'), "{top:?}");
     }
 
+    /// A screen covered in text, drawn over by ours and, apart, by the reference: the two
+    /// screens, ours first.
+    fn over_text(
+        screen: Rect,
+        theme: Theme,
+        ours: impl FnOnce(&mut Buffer),
+        reference: impl FnOnce(&mut Buffer),
+    ) -> (Buffer, Buffer) {
+        let mut covered = Buffer::empty(screen);
+        for y in screen.top()..screen.bottom() {
+            covered.set_string(screen.x, y, "x".repeat(screen.width.into()), theme.dim());
+        }
+        let mut drawn = covered.clone();
+        ours(&mut drawn);
+        reference(&mut covered);
+        (drawn, covered)
+    }
+
     /// A section draws what a `Block` with a top border and a title drew, cell for cell, on
     /// a screen that already holds text (the rule and the title are laid over it), in every
     /// theme, at every size down to nothing, with a title longer than the section and a
@@ -673,23 +691,24 @@ mod tests {
             for focused in [false, true] {
                 for area in areas {
                     for title in titles {
-                        let mut before = Buffer::empty(screen);
-                        for y in 0..screen.height {
-                            before.set_string(0, y, "x".repeat(30), theme.dim());
-                        }
-                        let mut after = before.clone();
-                        Block::default()
-                            .borders(Borders::TOP)
-                            .border_set(theme.border_set())
-                            .border_style(if focused {
-                                theme.focused_border()
-                            } else {
-                                theme.border()
-                            })
-                            .title(Line::styled(title.to_string(), theme.title()))
-                            .render(area, &mut before);
                         let section = Section::new(title.into(), focused, theme);
-                        section.render(area, &mut after);
+                        let (after, before) = over_text(
+                            screen,
+                            theme,
+                            |buffer| section.render(area, buffer),
+                            |buffer| {
+                                Block::default()
+                                    .borders(Borders::TOP)
+                                    .border_set(theme.border_set())
+                                    .border_style(if focused {
+                                        theme.focused_border()
+                                    } else {
+                                        theme.border()
+                                    })
+                                    .title(Line::styled(title.to_string(), theme.title()))
+                                    .render(area, buffer);
+                            },
+                        );
                         assert_eq!(after, before, "{area:?} {title:?} {focused}");
                         let block = Block::default().borders(Borders::TOP);
                         assert_eq!(section.inner(area), block.inner(area), "{area:?}");
@@ -779,24 +798,25 @@ mod tests {
         for area in areas {
             for title in &titles {
                 for figure in figures {
-                    let mut before = Buffer::empty(screen);
-                    for y in 0..screen.height {
-                        before.set_string(0, y, "x".repeat(30), Theme::default().dim());
-                    }
-                    let mut after = before.clone();
                     let style = Theme::default().border();
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .border_style(style)
-                        .title(title.clone())
-                        .title_top(Line::from(figure).right_aligned())
-                        .render(area, &mut before);
                     let boxed = Boxed {
                         title: title.clone(),
                         figure: Line::from(figure).right_aligned(),
                         border_style: style,
                     };
-                    boxed.render(area, &mut after);
+                    let (after, before) = over_text(
+                        screen,
+                        Theme::default(),
+                        |buffer| boxed.render(area, buffer),
+                        |buffer| {
+                            Block::default()
+                                .borders(Borders::ALL)
+                                .border_style(style)
+                                .title(title.clone())
+                                .title_top(Line::from(figure).right_aligned())
+                                .render(area, buffer);
+                        },
+                    );
                     assert_eq!(after, before, "{area:?} {title:?} {figure:?}");
                     let block = Block::default().borders(Borders::ALL);
                     assert_eq!(Boxed::inner(area), block.inner(area), "{area:?}");
