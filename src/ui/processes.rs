@@ -3,7 +3,7 @@
 use super::chart::short_window;
 use super::host::HostColumn;
 use super::theme::Theme;
-use super::widgets::{short_bytes, trend, Section};
+use super::widgets::{short_bytes, trend, Grid, GridRow, Section};
 use crate::accounting::FeedStatus;
 use crate::app::{
     sort_arrow, ClimbNote, Focus, ProcessRow, State, TableDrawn, TableEntry, TableLine,
@@ -12,7 +12,8 @@ use crate::detect::{Evidence, Finding, FindingKind};
 use crate::layers::Layer;
 use crate::present::{fit, state_label};
 use ratatui::layout::{Constraint, Rect};
-use ratatui::widgets::{Cell, Row, Table, TableState};
+use ratatui::style::Style;
+use ratatui::text::Span;
 use ratatui::Frame;
 
 /// A process's memory must move by more than this across the trend to look like it moved.
@@ -160,24 +161,32 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 None => "?".into(),
             })
     };
-    // Only the lines that can be on screen are worked out: the table scrolls so that the
-    // selected line is the last one shown, and shows fewer lines than the area is high, so
-    // `area.height` lines up to the selected one hold every line it can show.
     let selected = state.table_index(&entries);
-    let first = selected.map_or(0, |s| (s + 1).saturating_sub(usize::from(area.height)));
-    let on_screen = first..first.saturating_add(usize::from(area.height));
     let (history, time) = match &state.current {
         Some(o) => (Some(&state.pipeline.history), o.sample.time),
         None => (None, 0.0),
     };
-    let table_rows: Vec<Row<'_>> = entries
-        .iter()
-        .enumerate()
-        .map(|(index, entry)| {
-            if !on_screen.contains(&index) {
-                return Row::default();
-            }
-            let (row, member) = match entry {
+    let grid = Grid {
+        widths: &widths,
+        header: GridRow {
+            cells: header.into_iter().map(Span::raw).collect(),
+            style: theme.table_header(),
+        },
+        highlight: if focused {
+            theme.selected()
+        } else {
+            theme.dim()
+        },
+    };
+    section.draw(frame, area);
+    // Only the rows on screen are worked out.
+    let offset = grid.render(
+        section.inner(area),
+        frame.buffer_mut(),
+        entries.len(),
+        selected,
+        |index| {
+            let (row, member) = match &entries[index] {
                 TableEntry::Group(group) => {
                     let findings = state.group_findings(group).len();
                     let place = place_of(&group.device_uuid);
@@ -206,7 +215,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                 theme,
             );
             if member {
-                cells[0] = Cell::from(format!("└{}", row.process.pid));
+                cells[0] = Span::raw(format!("└{}", row.process.pid));
             }
             if feed_column {
                 let room = state.current.as_ref().and_then(|o| {
@@ -217,32 +226,24 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
                         .position(|p| std::ptr::eq(p, row.process))?;
                     o.headroom.get(i).copied().flatten()
                 });
-                cells.insert(9, Cell::from(headroom_cell(room)));
+                cells.insert(9, Span::raw(headroom_cell(room)));
             }
             if feed_column {
                 cells.push(feed_cell(row, interval, theme));
             }
-            cells.extend(extra.iter().map(|c| Cell::from(c.cell(row.process))));
+            cells.extend(extra.iter().map(|c| Span::raw(c.cell(row.process))));
             let command = command_line(row.process);
-            cells.push(Cell::from(fit(&command, command_width)));
-            Row::new(cells)
-        })
-        .collect();
-    let table = Table::new(table_rows, widths)
-        .header(Row::new(header).style(theme.table_header()))
-        .column_spacing(1)
-        .row_highlight_style(if focused {
-            theme.selected()
-        } else {
-            theme.dim()
-        });
-    let mut table_state = TableState::default().with_selected(selected);
-    section.draw(frame, area);
-    frame.render_stateful_widget(table, section.inner(area), &mut table_state);
+            cells.push(Span::raw(fit(&command, command_width)));
+            GridRow {
+                cells,
+                style: Style::new(),
+            }
+        },
+    );
     if processes == 0 && state.process_table.filter.is_on() {
         no_match_line(frame, area, state, theme);
     }
-    record_drawn(state, area, &entries, table_state.offset());
+    record_drawn(state, area, &entries, offset);
 }
 
 /// The title's count: ` (9)`; with a filter, what it is and how many of the processes it
@@ -317,7 +318,7 @@ fn group_row(
     (columns, command_width): (usize, usize),
     findings: usize,
     theme: Theme,
-) -> Row<'static> {
+) -> GridRow<'static> {
     let sum = |value: Option<u64>, mark: &str| match value {
         Some(v) => format!("{mark}{}", short_bytes(Some(v))),
         None => short_bytes(None),
@@ -363,7 +364,10 @@ fn group_row(
         cells.push(String::new());
     }
     cells.push(fit(&group.key, command_width));
-    Row::new(cells.into_iter().map(Cell::from).collect::<Vec<_>>()).style(theme.table_header())
+    GridRow {
+        cells: cells.into_iter().map(Span::raw).collect(),
+        style: theme.table_header(),
+    }
 }
 
 /// The HEADROOM column: `16.7G`, `-512M` where the peak no longer fits, blank without a feed.
@@ -399,9 +403,9 @@ const FEED_WIDTH: usize = 21;
 
 /// The FEED column: the framework and allocator backend of a feed in use, with the age of its
 /// sample only when it lags more than an interval (so the cell does not change every second).
-fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static> {
+fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Span<'static> {
     let Some(feed) = &row.process.feed else {
-        return Cell::from(match row.account.feed_status {
+        return Span::raw(match row.account.feed_status {
             FeedStatus::Refused { .. } => "refused",
             FeedStatus::Pending { kind, .. } => kind.label(),
             _ => "",
@@ -409,10 +413,10 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
     };
     let name = format!("{}·{}", feed.framework, feed.backend);
     let (text, style) = match row.account.feed_status {
-        FeedStatus::Fresh { age } if age.abs() <= interval => (name, ratatui::style::Style::new()),
+        FeedStatus::Fresh { age } if age.abs() <= interval => (name, Style::new()),
         FeedStatus::Fresh { age } => (
             format!("{} {}", feed.framework, crate::units::duration(age.abs())),
-            ratatui::style::Style::new(),
+            Style::new(),
         ),
         FeedStatus::Stale { age } => (
             format!("{} {}", feed.framework, crate::units::duration(age.abs())),
@@ -420,7 +424,7 @@ fn feed_cell(row: &ProcessRow<'_>, interval: f64, theme: Theme) -> Cell<'static>
         ),
         _ => (name, theme.alert()),
     };
-    Cell::from(fit(&text, FEED_WIDTH)).style(style)
+    Span::styled(fit(&text, FEED_WIDTH), style)
 }
 
 /// A flagged climb's rate and the window it was read over, as much as `width` holds:
@@ -458,36 +462,36 @@ fn table_row<'a>(
     host_ns: Option<bool>,
     forecast: Option<&Finding>,
     theme: Theme,
-) -> Vec<Cell<'a>> {
+) -> Vec<Span<'a>> {
     let p = row.process;
     let layers = &row.account.layers;
     let stale = matches!(row.account.feed_status, FeedStatus::Stale { .. });
     let state = state_label(p, &row.account.feed_status, host_ns);
     let trend = match (forecast, &row.climb) {
-        (Some(f), _) => {
-            Cell::from(forecast_label(f, trend_width)).style(theme.severity(f.severity))
-        }
-        (None, Some(climb)) => Cell::from(climb_rate(climb, trend_width))
-            .style(theme.severity(crate::detect::Severity::Warning)),
-        (None, None) => Cell::from(trend(trend_cells, trend_width, TREND_MIN_RANGE)),
+        (Some(f), _) => Span::styled(forecast_label(f, trend_width), theme.severity(f.severity)),
+        (None, Some(climb)) => Span::styled(
+            climb_rate(climb, trend_width),
+            theme.severity(crate::detect::Severity::Warning),
+        ),
+        (None, None) => Span::raw(trend(trend_cells, trend_width, TREND_MIN_RANGE)),
     };
-    let mut cells = vec![Cell::from(p.pid.to_string())];
+    let mut cells = vec![Span::raw(p.pid.to_string())];
     let user = crate::text::clean(p.user.as_deref().unwrap_or("n/a")).into_owned();
-    cells.push(Cell::from(fit(&user, if wide { 9 } else { 8 })));
-    cells.push(Cell::from(
+    cells.push(Span::raw(fit(&user, if wide { 9 } else { 8 })));
+    cells.push(Span::raw(
         crate::text::clean(&row.place.to_string()).into_owned(),
     ));
-    cells.push(Cell::from(figure(p.used, wide)));
-    cells.push(Cell::from(figure(layers.live, wide)));
-    cells.push(Cell::from(figure(layers.cached, wide)));
-    cells.push(Cell::from(figure(layers.fragmented, wide)));
+    cells.push(Span::raw(figure(p.used, wide)));
+    cells.push(Span::raw(figure(layers.live, wide)));
+    cells.push(Span::raw(figure(layers.cached, wide)));
+    cells.push(Span::raw(figure(layers.fragmented, wide)));
     if wide {
         let mark = row.account.context_source.map_or("", |s| s.mark());
         let context = match layers.context {
             Some(_) => format!("{mark}{}", figure(layers.context, wide)),
             None => "n/a".into(),
         };
-        cells.push(Cell::from(context));
+        cells.push(Span::raw(context));
         // Beside an estimated context, the memory outside the pool is a lower bound: `≥0B`.
         let outside = match (
             layers.outside_pool,
@@ -498,7 +502,7 @@ fn table_row<'a>(
             }
             _ => figure(layers.outside_pool, wide),
         };
-        cells.push(Cell::from(outside));
+        cells.push(Span::raw(outside));
     }
     cells.push(trend);
     let refused = matches!(
@@ -508,9 +512,9 @@ fn table_row<'a>(
     let state_style = if state == "gone" || state == "zombie" || stale || refused {
         theme.alert()
     } else {
-        ratatui::style::Style::new()
+        Style::new()
     };
-    cells.push(Cell::from(state).style(state_style));
+    cells.push(Span::styled(state, state_style));
     cells
 }
 
