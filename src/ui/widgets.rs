@@ -204,7 +204,8 @@ pub(crate) fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
 
 /// What `Buffer::set_line` writes, where a span of printable ASCII (most of what the monitor
 /// writes) goes a byte to a cell without being cut into graphemes and measured, which was a
-/// tenth of a still frame's drawing. Any other span is `set_line`'s own.
+/// tenth of a still frame's drawing, and a span of [`one_cell`] characters (the bars, the
+/// sparklines, the rules, `·`) a character to a cell. Any other span is `set_line`'s own.
 fn put_line(buffer: &mut Buffer, mut x: u16, y: u16, line: &Line<'_>, max_width: u16) -> u16 {
     let mut remaining = max_width;
     for span in line {
@@ -213,8 +214,8 @@ fn put_line(buffer: &mut Buffer, mut x: u16, y: u16, line: &Line<'_>, max_width:
         }
         let text = span.content.as_ref();
         let style = line.style.patch(span.style);
+        let room = buffer.area.right().saturating_sub(x).min(remaining);
         let end = if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-            let room = buffer.area.right().saturating_sub(x).min(remaining);
             let n = text.len().min(usize::from(room));
             if n > 0 {
                 let start = buffer.index_of(x, y);
@@ -224,6 +225,18 @@ fn put_line(buffer: &mut Buffer, mut x: u16, y: u16, line: &Line<'_>, max_width:
             }
             // n <= room, a u16.
             x + n as u16
+        } else if text.chars().all(one_cell) {
+            let mut n = 0;
+            if room > 0 {
+                let start = buffer.index_of(x, y);
+                let cells = buffer.content[start..start + usize::from(room)].iter_mut();
+                for ((at, c), cell) in text.char_indices().zip(cells) {
+                    cell.set_symbol(&text[at..at + c.len_utf8()])
+                        .set_style(style);
+                    n += 1;
+                }
+            }
+            x + n
         } else {
             buffer
                 .set_stringn(x, y, text, usize::from(remaining), style)
@@ -355,6 +368,19 @@ fn patch_style(buffer: &mut Buffer, area: Rect, style: Style) {
             cell.set_style(style);
         }
     }
+}
+
+/// Characters that are a grapheme of one cell whatever stands beside them of their kind:
+/// printable ASCII, a few Latin-1 signs (`°`, `±`, `·`, `¼`, `×`), punctuation (`‖`, `•`,
+/// `…`, `‹`, `›`), arrows, `≤`, `≥`, and the box-drawing, block and geometric characters
+/// bar the two that are wide (a test checks each beside each, against `set_line`).
+fn one_cell(c: char) -> bool {
+    matches!(c,
+        ' '..='~'
+        | '\u{b0}' | '\u{b1}' | '\u{b7}' | '\u{bc}'..='\u{be}' | '\u{d7}'
+        | '\u{2016}' | '\u{2022}' | '\u{2026}' | '\u{2039}' | '\u{203a}'
+        | '\u{2190}'..='\u{2199}' | '\u{2264}' | '\u{2265}'
+        | '\u{2500}'..='\u{25fc}' | '\u{25ff}')
 }
 
 /// One stacked bar of the layers, `width` cells wide.
@@ -851,7 +877,8 @@ mod tests {
                 (
                     proptest::sample::select(vec![
                         "", "a", "GPU 0 ", "~ !", "\u{1b}[2J", "t\tab", "─", "é", "e\u{301}",
-                        "日本", "🧠", "x\u{fe0f}", "██░", "  ",
+                        "日本", "🧠", "x\u{fe0f}", "██░", "  ", "▁▂▃ ·36°C", "█\u{301}", "◽",
+                        "≥1.2G…", "↑↓",
                     ]),
                     0u8..4,
                 ),
@@ -968,6 +995,39 @@ mod tests {
             );
             proptest::prop_assert_eq!(after, before);
             proptest::prop_assert_eq!(offset, Some(table_state.offset()));
+        }
+    }
+
+    /// Every character put a character to a cell is one grapheme of one cell beside each
+    /// other one and beside ASCII: a line of each between all the others (so that every pair
+    /// stands side by side both ways) is put as `set_line` writes it, styled and not.
+    #[test]
+    fn one_cell_characters_are_put_as_set_line_writes_them() {
+        let all: Vec<char> = (0..=0x2fffu32)
+            .filter_map(char::from_u32)
+            .filter(|&c| one_cell(c))
+            .collect();
+        assert!(all.len() > 300, "{}", all.len());
+        let width = u16::try_from(all.len() * 2 + 4).unwrap();
+        let screen = Rect::new(0, 0, width, 1);
+        for &c in all.iter().filter(|c| !c.is_ascii()) {
+            let mut text = String::from("a");
+            for &d in &all {
+                text.push(c);
+                text.push(d);
+            }
+            text.push('z');
+            for style in [
+                Style::default(),
+                Style::default().fg(ratatui::style::Color::Red),
+            ] {
+                let line = Line::from(Span::styled(text.clone(), style));
+                let mut expected = Buffer::empty(screen);
+                let (end, _) = expected.set_line(0, 0, &line, width);
+                let mut got = Buffer::empty(screen);
+                assert_eq!(put_line(&mut got, 0, 0, &line, width), end, "{c:?}");
+                assert_eq!(got, expected, "{c:?}");
+            }
         }
     }
 
