@@ -302,7 +302,7 @@ fn every_field_read_is_the_one_proc5_numbers() {
     assert_eq!(
         got,
         Stat {
-            comm: Some("a) b".into()),
+            comm: Some("a) b"),
             state: Some("R".into()),
             ppid: Some(3),
             cpu_ticks: Some(42),
@@ -419,7 +419,8 @@ fn states_and_executables_are_shared_not_copied() {
     let line = |pid: u32, state: &str| {
         format!("{pid} (python) {state} 1 {pid} {pid} 0 -1 4194560 9 0 0 0 3 1 0 0 20 0 8 0 987654 1000 100")
     };
-    let (a, b) = (Stat::parse(&line(1, "S")), Stat::parse(&line(2, "S")));
+    let (one, two) = (line(1, "S"), line(2, "S"));
+    let (a, b) = (Stat::parse(&one), Stat::parse(&two));
     let (Some(a), Some(b)) = (a.state, b.state) else {
         panic!("no state read");
     };
@@ -439,4 +440,51 @@ fn states_and_executables_are_shared_not_copied() {
     };
     assert!(first.ends_with("sleep"), "{first}");
     assert!(Arc::ptr_eq(&first, &again));
+}
+
+proptest::proptest! {
+    /// `stat` split by hand reads what splitting it at ASCII whitespace read: any mix of
+    /// words, numbers, runs of spaces, tabs and newlines, parentheses in the command name
+    /// and after it, and characters of several bytes, cut anywhere.
+    #[test]
+    fn stat_is_read_as_split_at_ascii_whitespace(
+        words in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "1", "42", "18446744073709551615", "18446744073709551616", "-1", "S", "Z",
+                "(", ")", "(py thon)", "é", "日本", " ", "  ", "\t", "\n", "\r", "\u{b}",
+                "\u{c}", "\u{a0}", "x)y", "",
+            ]),
+            0..40,
+        ),
+    ) {
+        let stat: String = words.concat();
+        fn reference(stat: &str) -> Stat<'_> {
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return Stat::default();
+            };
+            if close < open {
+                return Stat::default();
+            }
+            let mut fields = [None::<&str>; 22];
+            for (slot, value) in fields
+                .iter_mut()
+                .zip(stat[close + 1..].split_ascii_whitespace())
+            {
+                *slot = Some(value);
+            }
+            let number = |field: usize| fields[field - 3].and_then(|v| v.parse::<u64>().ok());
+            Stat {
+                comm: Some(&stat[open + 1..close]),
+                state: fields[0].map(state_text),
+                ppid: fields[1].and_then(|v| v.parse().ok()),
+                cpu_ticks: match (number(14), number(15)) {
+                    (Some(user), Some(system)) => Some(user.saturating_add(system)),
+                    _ => None,
+                },
+                start_time: number(22),
+                rss_pages: number(24),
+            }
+        }
+        proptest::prop_assert_eq!(Stat::parse(&stat), reference(&stat));
+    }
 }

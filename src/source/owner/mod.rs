@@ -258,7 +258,7 @@ fn look(root: &std::path::Path, pid: u32) -> Option<Ancestor> {
     let dir = root.join(pid.to_string());
     let stat = crate::source::procfs::read_line_file(&dir.join("stat")).ok()?;
     let crate::source::procfs::Stat { comm, ppid, .. } = crate::source::procfs::Stat::parse(&stat);
-    let comm = comm?;
+    let comm = comm?.to_string();
     let argv = crate::source::procfs::read_proc(&dir.join("cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
