@@ -41,8 +41,9 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
         focused,
         theme,
     );
-    // The table's width: the section's rule takes its top row only.
-    let inner_width = section.inner(area).width;
+    // The table's area: the section's rule takes its top row only.
+    let inner = section.inner(area);
+    let inner_width = inner.width;
     let host_ns = state
         .current
         .as_ref()
@@ -181,7 +182,7 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
     section.draw(frame, area);
     // Only the rows on screen are worked out.
     let offset = grid.render(
-        section.inner(area),
+        inner,
         frame.buffer_mut(),
         entries.len(),
         selected,

@@ -215,37 +215,57 @@ fn put_line(buffer: &mut Buffer, mut x: u16, y: u16, line: &Line<'_>, max_width:
         let text = span.content.as_ref();
         let style = line.style.patch(span.style);
         let room = buffer.area.right().saturating_sub(x).min(remaining);
-        let end = if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-            let n = text.len().min(usize::from(room));
-            if n > 0 {
-                let start = buffer.index_of(x, y);
-                for (i, cell) in buffer.content[start..start + n].iter_mut().enumerate() {
-                    cell.set_symbol(&text[i..=i]).set_style(style);
-                }
+        let end = match put_one_cell_text(buffer, (x, y), text, room, style) {
+            Some(n) => x + n,
+            None => {
+                buffer
+                    .set_stringn(x, y, text, usize::from(remaining), style)
+                    .0
             }
-            // n <= room, a u16.
-            x + n as u16
-        } else if text.chars().all(one_cell) {
-            let mut n = 0;
-            if room > 0 {
-                let start = buffer.index_of(x, y);
-                let cells = buffer.content[start..start + usize::from(room)].iter_mut();
-                for ((at, c), cell) in text.char_indices().zip(cells) {
-                    cell.set_symbol(&text[at..at + c.len_utf8()])
-                        .set_style(style);
-                    n += 1;
-                }
-            }
-            x + n
-        } else {
-            buffer
-                .set_stringn(x, y, text, usize::from(remaining), style)
-                .0
         };
         remaining = remaining.saturating_sub(end.saturating_sub(x));
         x = end;
     }
     x
+}
+
+/// Writes `text` from `at` a character to a cell, into at most `room` cells (which lie
+/// within the buffer), laying `style` over each, where every character is [`one_cell`]
+/// (printable ASCII a byte at a time): the cells written. `None`, writing nothing, for any
+/// other text, which must be cut into graphemes and measured.
+fn put_one_cell_text(
+    buffer: &mut Buffer,
+    (x, y): (u16, u16),
+    text: &str,
+    room: u16,
+    style: Style,
+) -> Option<u16> {
+    let n = if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        let n = text.len().min(usize::from(room));
+        if n > 0 {
+            let start = buffer.index_of(x, y);
+            for (i, cell) in buffer.content[start..start + n].iter_mut().enumerate() {
+                cell.set_symbol(&text[i..=i]).set_style(style);
+            }
+        }
+        n
+    } else if text.chars().all(one_cell) {
+        let mut n = 0;
+        if room > 0 {
+            let start = buffer.index_of(x, y);
+            let cells = buffer.content[start..start + usize::from(room)].iter_mut();
+            for ((at, c), cell) in text.char_indices().zip(cells) {
+                cell.set_symbol(&text[at..at + c.len_utf8()])
+                    .set_style(style);
+                n += 1;
+            }
+        }
+        n
+    } else {
+        return None;
+    };
+    // n <= room, a u16.
+    Some(n as u16)
 }
 
 /// A row of a [`Grid`]: its cells, each a line of text and the style laid over the cell's
@@ -259,8 +279,8 @@ pub(crate) struct GridRow<'a> {
 /// ratatui's `Table` draws from the same widths, rows and styles (scrolled from its top each
 /// frame, so that the selected row is on screen), drawn without making every cell a `Text`
 /// and cutting it into graphemes, which was two thirds of a frame's drawing at 8 GPUs × 8
-/// processes. A cell of printable ASCII goes a byte to a cell; any other cell is drawn as
-/// the table draws it.
+/// processes. A cell of [`one_cell`] characters goes a character to a cell; any other cell
+/// is drawn as the table draws it.
 pub(crate) struct Grid<'a> {
     /// One or more: a table given none divides its width among its cells itself.
     pub(crate) widths: &'a [Constraint],
@@ -297,7 +317,7 @@ impl Grid<'_> {
             let y = area.y + 1 + k as u16;
             let line = Rect {
                 y,
-                height: 1.min(area.bottom().saturating_sub(y)),
+                height: 1,
                 ..area
             };
             put_grid_row(buffer, line, &columns, &row(first + k));
@@ -309,14 +329,13 @@ impl Grid<'_> {
     }
 }
 
-/// Where each column starts along the row and how wide it is: the table's own layout.
+/// Where each column starts along the row and how wide it is: the table's own layout (with
+/// no highlight symbol, its columns take the whole width).
 fn grid_columns(widths: &[Constraint], width: u16) -> Vec<(u16, u16)> {
-    let [_selection, columns] = Layout::horizontal([Constraint::Length(0), Constraint::Fill(0)])
-        .areas(Rect::new(0, 0, width, 1));
     Layout::horizontal(widths.iter().copied())
         .flex(Flex::Start)
         .spacing(1)
-        .split(columns)
+        .split(Rect::new(0, 0, width, 1))
         .iter()
         .map(|c| (c.x, c.width))
         .collect()
@@ -331,21 +350,16 @@ fn put_grid_row(buffer: &mut Buffer, line: Rect, columns: &[(u16, u16)], row: &G
     }
 }
 
-/// A cell's text, its first line only, as a `Text` made from it draws it: printable ASCII
-/// a byte to a cell, symbols only (the styles are the row's and the cell's).
+/// A cell's text, its first line only, as a `Text` made from it draws it: symbols only (the
+/// styles are the row's and the cell's), [`one_cell`] text a character to a cell.
 fn put_cell_text(buffer: &mut Buffer, area: Rect, text: &str) {
     let area = area.intersection(buffer.area);
     if area.is_empty() {
         return;
     }
     let text = text.lines().next().unwrap_or("");
-    if text.bytes().all(|b| (b' '..=b'~').contains(&b)) {
-        let n = text.len().min(usize::from(area.width));
-        let start = buffer.index_of(area.x, area.y);
-        for (i, cell) in buffer.content[start..start + n].iter_mut().enumerate() {
-            cell.set_symbol(&text[i..=i]);
-        }
-    } else {
+    let at = (area.x, area.y);
+    if put_one_cell_text(buffer, at, text, area.width, Style::default()).is_none() {
         let span = Span::raw(text);
         if span.width() > 0 {
             ratatui::widgets::Widget::render(&span, area, buffer);
