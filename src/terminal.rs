@@ -12,6 +12,8 @@
 mod lean_backend;
 // The event loop's timer, which wakes it at its moment only.
 mod alarm;
+// Which cells of a frame changed: ratatui's diff, for less.
+mod diff;
 
 pub(crate) use alarm::Alarm;
 
@@ -21,7 +23,9 @@ use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, Clear, ClearType, EnterAlternateScreen, LeaveAlternateScreen,
 };
 use lean_backend::LeanBackend;
-use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::buffer::Buffer;
+use ratatui::{Frame, Terminal};
 use std::io::{self, Stdout};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,9 +110,46 @@ fn install_panic_hook() {
     });
 }
 
-/// Restores the terminal when dropped, whatever way the scope ends.
+/// Restores the terminal when dropped, whatever way the scope ends; draws on it meanwhile.
 pub(crate) struct Guard {
-    pub(crate) terminal: Terminal<LeanBackend<Stdout>>,
+    terminal: Terminal<LeanBackend<Stdout>>,
+    /// What the screen shows: the last frame written, or blanks after a clear. ratatui's
+    /// `Terminal` keeps its own, but diffs it only in its `flush`, which [`Guard::draw`]
+    /// does not call.
+    shown: Buffer,
+}
+
+impl Guard {
+    /// Draws a frame with `draw` and writes the cells that changed since the last
+    /// ([`diff::changes`], ratatui's diff for less).
+    ///
+    /// Not `Terminal::draw`: that asks the terminal its size at every frame (crossterm opens
+    /// `/dev/tty` for it) and hides the cursor again; here the size follows the resize
+    /// events ([`Guard::autoresize`]), and the cursor stays hidden from [`enter`].
+    pub(crate) fn draw(&mut self, draw: impl FnOnce(&mut Frame)) -> io::Result<()> {
+        draw(&mut self.terminal.get_frame());
+        let mut next = std::mem::take(self.terminal.current_buffer_mut());
+        let backend = self.terminal.backend_mut();
+        let written = backend
+            .draw(diff::changes(&self.shown, &next))
+            .and_then(|()| Backend::flush(backend));
+        // The frame is now what the screen shows; the one before, blanked, takes the next.
+        std::mem::swap(&mut self.shown, &mut next);
+        next.reset();
+        *self.terminal.current_buffer_mut() = next;
+        written
+    }
+
+    /// Takes the terminal's size again after a resize: a new size clears the screen, and
+    /// the next frame is written whole.
+    pub(crate) fn autoresize(&mut self) -> io::Result<()> {
+        self.terminal.autoresize()?;
+        let area = self.terminal.current_buffer_mut().area;
+        if area != self.shown.area {
+            self.shown = Buffer::empty(area);
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Guard {
@@ -134,7 +175,11 @@ pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
     let mut backend = LeanBackend::new(io::stdout());
     backend.set_line_feed_keeps_column(line_feed_keeps_column());
     match Terminal::new(backend) {
-        Ok(terminal) => Ok(Guard { terminal }),
+        Ok(mut terminal) => {
+            // The alternate screen starts blank, as ratatui takes it.
+            let shown = Buffer::empty(terminal.current_buffer_mut().area);
+            Ok(Guard { terminal, shown })
+        }
         Err(e) => {
             restore();
             Err(e)
@@ -187,11 +232,11 @@ pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
     )?;
     capture_mouse()?;
     // The window may have been resized while stopped.
-    guard.terminal.autoresize()?;
+    guard.autoresize()?;
     // Forget what the screen held (ratatui's `clear` would ask the terminal where its
     // cursor is, an answer that can be lost on the way back from a stop): the next frame
     // is written whole.
-    guard.terminal.swap_buffers();
+    guard.shown.reset();
     Ok(())
 }
 

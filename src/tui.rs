@@ -297,18 +297,9 @@ fn run_with(
 /// Draws a frame and writes what changed. What the mouse can click is what this frame draws:
 /// the table's place recorded by the last one is forgotten first (a view without the table
 /// records none).
-///
-/// Not `Terminal::draw`: that asks the terminal its size at every frame (crossterm opens
-/// `/dev/tty` for it) and hides the cursor again; here the size follows the resize events,
-/// and the cursor stays hidden from `terminal::enter`.
 fn draw(guard: &mut terminal::Guard, state: &State) -> std::io::Result<()> {
     state.mouse.table.take();
-    let terminal = &mut guard.terminal;
-    let mut frame = terminal.get_frame();
-    crate::ui::draw(&mut frame, state);
-    terminal.flush()?;
-    terminal.swap_buffers();
-    ratatui::backend::Backend::flush(terminal.backend_mut())
+    guard.draw(|frame| crate::ui::draw(frame, state))
 }
 
 /// Starts or stops the recording, as `r` asked.
@@ -383,7 +374,7 @@ fn handle(
             Some(action) => state.apply_action(action),
             None => return Ok(false),
         },
-        Event::Terminal(TermEvent::Resize(..)) => guard.terminal.autoresize()?,
+        Event::Terminal(TermEvent::Resize(..)) => guard.autoresize()?,
         Event::Terminal(_) => return Ok(false),
         Event::InputClosed | Event::Received(ReceivedSignal::Quit) => state.quit = true,
         // Handled by the loop, which ends the process after restoring the terminal.

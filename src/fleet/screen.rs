@@ -130,7 +130,7 @@ pub fn run(
                     view.key(k.code);
                 }
                 Event::Terminal(TermEvent::Resize(..)) => {
-                    guard.terminal.autoresize()?;
+                    guard.autoresize()?;
                 }
                 Event::Terminal(_) | Event::Tick => {}
                 Event::Read(got) => match *got {
@@ -177,10 +177,5 @@ pub fn run(
 }
 
 fn paint(guard: &mut terminal::Guard, view: &FleetView) -> std::io::Result<()> {
-    let terminal = &mut guard.terminal;
-    let mut frame = terminal.get_frame();
-    draw(&mut frame, view);
-    terminal.flush()?;
-    terminal.swap_buffers();
-    ratatui::backend::Backend::flush(terminal.backend_mut())
+    guard.draw(|frame| draw(frame, view))
 }
