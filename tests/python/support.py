@@ -5,6 +5,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -175,6 +176,8 @@ class Job(object):
         )
         self.out = queue.Queue()
         self.err = []
+        # Under another command its pid is not the Python process's: no stacks asked of it.
+        self.own_pid = not prefix
         threading.Thread(target=self._pump, args=(self.p.stdout, self.out.put), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.p.stderr, self.err.append), daemon=True).start()
         self.pid = self.p.pid
@@ -208,6 +211,22 @@ class Job(object):
 
     def err_text(self):
         return "".join(x for x in list(self.err) if x is not None)
+
+    def stacks(self, wait=2.0):
+        """Where each of the job's threads is now (jobs/driven.py dumps them on SIGUSR1), for a
+        test that timed out: the end of the job's stderr after the dump, or why there is none."""
+        if not self.own_pid or self.p.poll() is not None:
+            return "(no stacks: the job is not a Python process of ours, or has ended)"
+        before = len(self.err)
+        try:
+            os.kill(self.p.pid, signal.SIGUSR1)
+        except OSError as e:
+            return "(no stacks: %s)" % e
+        end = time.monotonic() + wait
+        while time.monotonic() < end and not any("most recent call first" in (x or "") for x in self.err[before:]):
+            time.sleep(0.05)
+        time.sleep(0.1)  # the rest of the dump
+        return "".join(x for x in self.err[before:] if x is not None)[-6000:] or "(no stacks written)"
 
     def eval(self, expr):
         reply = self.do("=" + expr)
@@ -251,7 +270,11 @@ class Monitor(object):
                     raise AssertionError("no feed at %s" % path)
                 time.sleep(0.01)
         self.sock = s
+        self.connected = time.monotonic()
         self.msgs = []
+        self.arrived = []  # monotonic time each message came, for a timeout's message
+        # Called on a timeout for more to say (the job's stacks: Case.monitor sets it).
+        self.on_timeout = None
         self.raw_bytes = 0
         self.eof = False
         self.partial = b""  # at EOF: what followed the last newline (a line cut short)
@@ -274,9 +297,11 @@ class Monitor(object):
                 self.raw_bytes += len(data)
                 buf += data
                 *lines, buf = buf.split(b"\n")
+                now = time.monotonic()
                 for line in lines:
                     assert len(line) + 1 <= 65536, "line over 64 KiB"
                     self.msgs.append(json.loads(line))
+                    self.arrived.append(now)
                 self.cond.notify_all()
 
     def wait(self, pred, timeout=DEADLINE, start=0, what="a message"):
@@ -293,8 +318,23 @@ class Monitor(object):
                     raise AssertionError("feed closed before %s; got %s" % (what, self.types()))
                 left = end - time.monotonic()
                 if left <= 0:
-                    raise AssertionError("timed out waiting for %s; got %s" % (what, self.types()))
+                    break
                 self.cond.wait(left)
+        raise AssertionError("timed out waiting for %s; got %s%s" % (what, self.timeline(), self.more()))
+
+    def timeline(self):
+        """The last 20 messages' types, each with the seconds after the connection it came."""
+        with self.cond:
+            return ["%s@%.2fs" % (m.get("type"), t - self.connected)
+                    for m, t in list(zip(self.msgs, self.arrived))[-20:]]
+
+    def more(self):
+        if self.on_timeout is None:
+            return ""
+        try:
+            return "\nthe job's threads:\n%s" % self.on_timeout()
+        except Exception as e:
+            return "\n(the job's threads not read: %s)" % e
 
     def wait_eof(self, timeout=DEADLINE):
         end = time.monotonic() + timeout
@@ -395,6 +435,8 @@ class Case(unittest.TestCase):
 
     def monitor(self, pid, feed=None):
         m = Monitor(self.sock_path(pid, feed))
+        # A wait that times out says where the job's threads were.
+        m.on_timeout = next((j.stacks for j in self.jobs if j.own_pid and j.pid == pid), None)
         self.monitors.append(m)
         return m
 

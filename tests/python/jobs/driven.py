@@ -6,9 +6,14 @@ Each stdin line is a Python statement run in the job's namespace; the job answer
 STRATA_TEST_INTERVAL (default 0.05).
 """
 
+import faulthandler
 import json
 import os
+import signal
 import sys
+
+# A test that times out asks where each thread is (support.Job.stacks).
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 if os.environ.get("STRATA_TEST_START", "yes") == "yes":
     import strata_feed
