@@ -11,7 +11,7 @@
 
 use super::candidate::{Candidate, FeedKey};
 use super::fd::open_path;
-use super::found::{open_place, Dir, Found, IsDead, Place};
+use super::found::{open_place, Dir, Found, IsDead, NoDir, Place};
 use super::listing::{self, Listings, Opened};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
@@ -315,11 +315,9 @@ impl Scanner {
         let dir = match here_dirs.entry_ref(&*here) {
             EntryRef::Occupied(kept) => kept.into_mut().as_ref(),
             EntryRef::Vacant(place) => {
-                let dir = open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found);
-                if dir.is_some() || fs::symlink_metadata(&here).is_err() {
-                    place.insert(dir).as_ref()
-                } else {
-                    None
+                match open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found) {
+                    Err(NoDir::NotADir) => None,
+                    looked => place.insert(looked.ok()).as_ref(),
                 }
             }
         };
@@ -382,7 +380,7 @@ impl Scanner {
             rel,
             shown: root_path.join(rel),
         };
-        Some(open_place(&place, euid, FoundVia::ProcessRoot, pid, found))
+        Some(open_place(&place, euid, FoundVia::ProcessRoot, pid, found).ok())
     }
 
     /// The feed dirs to scan, each with the uid that must own it.

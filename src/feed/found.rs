@@ -24,6 +24,14 @@ pub(super) enum Place<'a> {
     },
 }
 
+/// Why no feed dir was opened where one would be.
+pub(super) enum NoDir {
+    /// Nothing to open there (or nothing this process may see).
+    Absent,
+    /// A link or another kind of file, noted as a suspicious entry.
+    NotADir,
+}
+
 /// Opens a feed dir where a watched process's agent would listen: a link or another kind
 /// of file there is a suspicious entry, and not the way to any socket.
 pub(super) fn open_place(
@@ -32,17 +40,24 @@ pub(super) fn open_place(
     via: FoundVia,
     for_pid: u32,
     found: &mut Found,
-) -> Option<Dir> {
-    let (opened, shown) = match place {
-        Place::Here(path) => (listing::open(path)?, path.to_path_buf()),
-        Place::InRoot { root, rel, shown } => (listing::open_within(root, rel)?, shown.clone()),
+) -> Result<Dir, NoDir> {
+    let opened = match place {
+        Place::Here(path) => listing::open(path),
+        Place::InRoot { root, rel, .. } => listing::open_within(root, rel),
+    };
+    let Some(opened) = opened else {
+        return Err(NoDir::Absent);
     };
     if !opened.is_dir() {
         found.suspicious(place, &opened, Some(for_pid));
-        return None;
+        return Err(NoDir::NotADir);
     }
+    let shown = match place {
+        Place::Here(path) => path.to_path_buf(),
+        Place::InRoot { shown, .. } => shown.clone(),
+    };
     let verdict = dir_verdict(&shown, &opened.st, owner);
-    Some(Dir {
+    Ok(Dir {
         st: opened.st,
         fd: opened.fd,
         shown,

@@ -133,6 +133,11 @@ fn memory(meminfo: &str) -> Option<HostMemory> {
             "Shmem" => shared = bytes,
             _ => {}
         }
+        // MemTotal and MemAvailable are the first and third lines: the other fifty or so
+        // are read only on a kernel without MemAvailable.
+        if total.is_some() && available.is_some() {
+            break;
+        }
     }
     let total = total.filter(|&t| t > 0)?;
     let available =

@@ -204,11 +204,22 @@ fn same(a: &Cell, b: &Cell) -> bool {
 }
 
 /// A symbol surely one column wide without measuring it: one byte (ratatui counts any as
-/// one), or one of the box-drawing, block and geometric characters U+2500 to U+25FC, or
-/// U+25FF, that bars and rules are drawn with. (U+25FD and U+25FE are wide.)
+/// one), or one character of those the screen's figures, arrows, rules, bars and marks are
+/// drawn with that `unicode-width` counts one column: U+00A0 to U+00FF but the soft hyphen
+/// (U+00AD, none), the dashes and dots of U+2010 to U+2027, the arrows and mathematical
+/// operators of U+2190 to U+22FF, and the box-drawing, block and geometric characters of
+/// U+2500 to U+25FF but U+25FD and U+25FE (wide). The middle dot of a bar's free part and
+/// the cross of its other part were measured at every cell of every frame.
 fn narrow(symbol: &str) -> bool {
     match symbol.as_bytes() {
         [_] => true,
+        // U+00A0..=U+00BF is C2 A0 ..= C2 BF; U+00C0..=U+00FF is C3 80 ..= C3 BF.
+        [0xC2, second] => matches!(second, 0xA0..=0xAC | 0xAE..=0xBF),
+        [0xC3, _] => true,
+        // U+2010..=U+2027 is E2 80 90 ..= E2 80 A7.
+        [0xE2, 0x80, 0x90..=0xA7] => true,
+        // U+2190..=U+22FF is E2 86 90 ..= E2 8B BF.
+        [0xE2, 0x86, 0x90..=0xBF] | [0xE2, 0x87..=0x8B, _] => true,
         // U+2500..=U+25FF is E2 94 80 ..= E2 97 BF.
         [0xE2, 0x94..=0x96, _] => true,
         [0xE2, 0x97, last] => !matches!(last, 0xBD | 0xBE),

@@ -7,8 +7,10 @@ use std::num::NonZeroU16;
 /// Symbols of every kind the walk treats apart: one byte, none, a space, narrow bars and
 /// rules, U+25FD (wide, among the narrow shapes), wide, wide with VS16, combining, a
 /// halfwidth sound mark ratatui counts a column more.
-const SYMBOLS: [&str; 14] = [
+const SYMBOLS: [&str; 16] = [
     "a",
+    "·",
+    "\u{AD}",
     " ",
     "",
     "7",
@@ -147,10 +149,11 @@ proptest! {
 #[test]
 fn a_symbol_called_narrow_is_one_column_as_ratatui_measures_it() {
     let mut s = String::new();
-    // Not the control characters, which never reach a cell (and which ratatui's measure
-    // refuses).
+    let mut passed = 0;
+    // Every character but the control characters, which never reach a cell (and which
+    // ratatui's measure refuses); past U+FFFF, none is narrow.
     for c in (0x20u32..0x7F)
-        .chain(0x2400..0x2700)
+        .chain(0xA0..0x11_0000)
         .filter_map(char::from_u32)
     {
         s.clear();
@@ -158,13 +161,28 @@ fn a_symbol_called_narrow_is_one_column_as_ratatui_measures_it() {
         // ratatui counts any one byte a column.
         if narrow(&s) {
             assert_eq!(s.cell_width(), 1, "U+{:04X}", u32::from(c));
+            passed += 1;
         }
-        if (0x2500..=0x25FF).contains(&u32::from(c)) {
-            assert_eq!(narrow(&s), s.cell_width() == 1, "U+{:04X}", u32::from(c));
+        // Where narrow looks, it says what ratatui measures.
+        let c = u32::from(c);
+        if [
+            0xA0..=0xFF,
+            0x2010..=0x2027,
+            0x2190..=0x22FF,
+            0x2500..=0x25FF,
+        ]
+        .iter()
+        .any(|range| range.contains(&c))
+        {
+            assert_eq!(narrow(&s), s.cell_width() == 1, "U+{c:04X}");
         }
     }
+    // The printable ASCII, 95 of U+00A0..=U+00FF, 24 dashes and dots, 368 arrows and
+    // operators, 254 rules, blocks and shapes.
+    assert_eq!(passed, 95 + 95 + 24 + 368 + 254);
     for symbol in SYMBOLS {
         assert!(!narrow(symbol) || symbol.cell_width() == 1, "{symbol:?}");
     }
-    assert!(!narrow("─a") && !narrow("中") && !narrow(""));
+    assert!(!narrow("─a") && !narrow("中") && !narrow("") && !narrow("\u{AD}"));
+    assert!(narrow("·") && narrow("×") && narrow("°") && narrow("→") && narrow("≤"));
 }
