@@ -21,9 +21,9 @@
 # The peers load the fake as `libnvidia-ml.so.1` from a directory on LD_LIBRARY_PATH. What is
 # measured, and how, is in the header of benches/peers_run.py: CPU and bytes over the steady
 # window (2 s after launch to the end), VmHWM, and the first PID seen by polling
-# `capture-pane` every 50 ms. A cell reads `CPU % · RSS MiB · B/s · first-frame s` (CPU to two
-# decimals and RSS to one: on the small nodes the tools differ below a whole one); a tool that
-# cannot run a row says why instead.
+# `capture-pane` every 5 ms for the first second, every 50 ms after. A cell reads
+# `CPU % · RSS MiB · B/s · first-frame s` (CPU to two decimals and RSS to one: on the small
+# nodes the tools differ below a whole one); a tool that cannot run a row says why instead.
 #
 # Usage: benches/peers.sh [SECS] [SIZE...]   SIZE: 1x1 8x8 8x64 8x64busy 8x7mig 8x512
 #        (the default: all)
