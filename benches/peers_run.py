@@ -14,9 +14,10 @@ measure it for SECS seconds. Standard library only. Prints one JSON object:
   first_s      seconds from launch (just before `tmux new-session`) to the first capture of
                the pane (`capture-pane`, polled every FAST_POLL_S = 5 ms for the first
                FAST_FOR_S = 1 s, then every POLL_S = 50 ms; each poll also asks tmux whether
-               the pane is dead, so about 10 ms resolution in the first second) that shows a whole number equal to one of the node's PIDs, as a
-               number of its own (not a part of `6400MiB`, `2.5` or `CI:10`; gpustat's
-               `sleep/4242(8M)` is one); null if none did before the end;
+               the pane is dead, so about 10 ms resolution in the first second) that shows
+               a whole number equal to one of the node's PIDs, as a number of its own (not
+               a part of `6400MiB`, `2.5` or `CI:10`; gpustat's `sleep/4242(8M)` is one);
+               null if none did before the end;
   error        why there is no measurement (the command exited: the pane's last lines).
 
 Polling stops once a PID was seen, so it does not weigh on the steady window of a monitor

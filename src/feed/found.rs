@@ -41,9 +41,9 @@ pub(super) fn open_place(
     for_pid: u32,
     found: &mut Found,
 ) -> Result<Dir, NoDir> {
-    let opened = match place {
-        Place::Here(path) => listing::open(path),
-        Place::InRoot { root, rel, .. } => listing::open_within(root, rel),
+    let (opened, shown): (_, &Path) = match place {
+        Place::Here(path) => (listing::open(path), path),
+        Place::InRoot { root, rel, shown } => (listing::open_within(root, rel), shown),
     };
     let Some(opened) = opened else {
         return Err(NoDir::Absent);
@@ -52,10 +52,7 @@ pub(super) fn open_place(
         found.suspicious(place, &opened, Some(for_pid));
         return Err(NoDir::NotADir);
     }
-    let shown = match place {
-        Place::Here(path) => path.to_path_buf(),
-        Place::InRoot { shown, .. } => shown.clone(),
-    };
+    let shown = shown.to_path_buf();
     let verdict = dir_verdict(&shown, &opened.st, owner);
     Ok(Dir {
         st: opened.st,
