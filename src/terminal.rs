@@ -24,7 +24,7 @@ use crossterm::terminal::{
 };
 use lean_backend::LeanBackend;
 use ratatui::backend::Backend;
-use ratatui::buffer::Buffer;
+use ratatui::buffer::{Buffer, Cell};
 use ratatui::{Frame, Terminal};
 use std::io::{self, Stdout};
 use std::os::raw::c_int;
@@ -117,6 +117,58 @@ pub(crate) struct Guard {
     /// `Terminal` keeps its own, but diffs it only in its `flush`, which [`Guard::draw`]
     /// does not call.
     shown: Buffer,
+    /// Whether the screen was blanked (`shown` with it) since the last frame was drawn.
+    wiped: bool,
+}
+
+/// Which rows of a frame its drawing drew.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Redrawn {
+    /// Every row.
+    All,
+    /// These rows, counted from the top, each range drawn whole; the frame's other rows
+    /// are left blank, and the screen shows them as they are.
+    Rows(Vec<std::ops::Range<u16>>),
+}
+
+/// Writes to `backend` the cells of `next` that differ from `shown` (what the screen
+/// shows) in the rows `redrawn`, then makes `shown` what the screen now shows and `next`
+/// blank for the next frame: swapped with it where every row was drawn, else the rows
+/// drawn copied over and blanked (the others are blank in `next` already).
+pub(crate) fn present<B: Backend>(
+    backend: &mut B,
+    shown: &mut Buffer,
+    next: &mut Buffer,
+    redrawn: &Redrawn,
+) -> Result<(), B::Error> {
+    match redrawn {
+        Redrawn::All => {
+            let written = backend
+                .draw(diff::changes(shown, next))
+                .and_then(|()| Backend::flush(backend));
+            // The frame is now what the screen shows; the one before, blanked, takes the next.
+            std::mem::swap(shown, next);
+            next.reset();
+            written
+        }
+        Redrawn::Rows(rows) => {
+            let written = backend
+                .draw(
+                    rows.iter()
+                        .flat_map(|rows| diff::changes_in(shown, next, rows.clone())),
+                )
+                .and_then(|()| Backend::flush(backend));
+            let width = usize::from(next.area.width);
+            let len = next.content.len().min(shown.content.len());
+            for rows in rows {
+                let start = (usize::from(rows.start) * width).min(len);
+                let end = (usize::from(rows.end) * width).min(len);
+                shown.content[start..end].clone_from_slice(&next.content[start..end]);
+                next.content[start..end].iter_mut().for_each(Cell::reset);
+            }
+            written
+        }
+    }
 }
 
 impl Guard {
@@ -127,15 +179,28 @@ impl Guard {
     /// `/dev/tty` for it) and hides the cursor again; here the size follows the resize
     /// events ([`Guard::autoresize`]), and the cursor stays hidden from [`enter`].
     pub(crate) fn draw(&mut self, draw: impl FnOnce(&mut Frame)) -> io::Result<()> {
-        draw(&mut self.terminal.get_frame());
+        self.draw_rows(|frame, _| {
+            draw(frame);
+            Redrawn::All
+        })
+    }
+
+    /// [`Guard::draw`] for a `draw` that may draw some rows only: it is told whether the
+    /// screen was wiped since the last frame (a resize, a return from a stop), and says
+    /// which rows it drew; the others the screen shows as they are.
+    pub(crate) fn draw_rows(
+        &mut self,
+        draw: impl FnOnce(&mut Frame, bool) -> Redrawn,
+    ) -> io::Result<()> {
+        let wiped = std::mem::take(&mut self.wiped);
+        let redrawn = draw(&mut self.terminal.get_frame(), wiped);
         let mut next = std::mem::take(self.terminal.current_buffer_mut());
-        let backend = self.terminal.backend_mut();
-        let written = backend
-            .draw(diff::changes(&self.shown, &next))
-            .and_then(|()| Backend::flush(backend));
-        // The frame is now what the screen shows; the one before, blanked, takes the next.
-        std::mem::swap(&mut self.shown, &mut next);
-        next.reset();
+        let written = present(
+            self.terminal.backend_mut(),
+            &mut self.shown,
+            &mut next,
+            &redrawn,
+        );
         *self.terminal.current_buffer_mut() = next;
         written
     }
@@ -147,6 +212,7 @@ impl Guard {
         let area = self.terminal.current_buffer_mut().area;
         if area != self.shown.area {
             self.shown = Buffer::empty(area);
+            self.wiped = true;
         }
         Ok(())
     }
@@ -178,7 +244,11 @@ pub(crate) fn enter(mouse: bool) -> io::Result<Guard> {
         Ok(mut terminal) => {
             // The alternate screen starts blank, as ratatui takes it.
             let shown = Buffer::empty(terminal.current_buffer_mut().area);
-            Ok(Guard { terminal, shown })
+            Ok(Guard {
+                terminal,
+                shown,
+                wiped: true,
+            })
         }
         Err(e) => {
             restore();
@@ -237,6 +307,7 @@ pub(crate) fn reenter(guard: &mut Guard) -> io::Result<()> {
     // cursor is, an answer that can be lost on the way back from a stop): the next frame
     // is written whole.
     guard.shown.reset();
+    guard.wiped = true;
     Ok(())
 }
 

@@ -205,7 +205,9 @@ fn run_with(
         let mut guard = terminal::enter(state.setup.mouse)?;
         let mut input = terminal::read_input()?;
         let mut alarm = terminal::Alarm::new()?;
-        draw(&mut guard, &state)?;
+        // What the last frame drew, band by band.
+        let mut bands = crate::ui::Bands::default();
+        draw(&mut guard, &mut bands, &state)?;
         let mut drawn = Instant::now();
         let mut started = true;
         let mut died_of = None;
@@ -268,7 +270,7 @@ fn run_with(
             }
             if redraw {
                 state.refresh(Instant::now());
-                draw(&mut guard, &state)?;
+                draw(&mut guard, &mut bands, &state)?;
                 drawn = Instant::now();
                 if let Some(demand) = &demand {
                     tell(demand, &state, recorder.is_some());
@@ -294,12 +296,16 @@ fn run_with(
     Ok(())
 }
 
-/// Draws a frame and writes what changed. What the mouse can click is what this frame draws:
-/// the table's place recorded by the last one is forgotten first (a view without the table
-/// records none).
-fn draw(guard: &mut terminal::Guard, state: &State) -> std::io::Result<()> {
+/// Draws a frame (the bands of it that changed, [`crate::ui::draw_bands`]) and writes what
+/// changed. What the mouse can click is what this frame draws: the table's place recorded
+/// by the last one is forgotten first (a view without the table records none).
+fn draw(
+    guard: &mut terminal::Guard,
+    bands: &mut crate::ui::Bands,
+    state: &State,
+) -> std::io::Result<()> {
     state.mouse.table.take();
-    guard.draw(|frame| crate::ui::draw(frame, state))
+    guard.draw_rows(|frame, wiped| crate::ui::draw_bands(frame, state, bands, wiped))
 }
 
 /// Starts or stops the recording, as `r` asked.

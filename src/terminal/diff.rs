@@ -26,6 +26,17 @@ const VISIBLE_ON_BLANK: Modifier = Modifier::REVERSED
 /// after a wide character in its last cell). The buffers have the same place and width (as
 /// ratatui's diff asks); rows past the shorter one are not compared.
 pub(crate) fn changes<'p, 'n>(prev: &'p Buffer, next: &'n Buffer) -> Changes<'p, 'n> {
+    changes_in(prev, next, 0..u16::MAX)
+}
+
+/// [`changes`] in the rows `rows` of the frame only (counted from its top): the same cells
+/// as [`changes`] gives in those rows where no wide character stands across a row's end
+/// (none can: ratatui writes none past its line's end).
+pub(crate) fn changes_in<'p, 'n>(
+    prev: &'p Buffer,
+    next: &'n Buffer,
+    rows: std::ops::Range<u16>,
+) -> Changes<'p, 'n> {
     assert!(
         prev.area.x == next.area.x
             && prev.area.y == next.area.y
@@ -36,11 +47,14 @@ pub(crate) fn changes<'p, 'n>(prev: &'p Buffer, next: &'n Buffer) -> Changes<'p,
     );
     let mut area = prev.area;
     area.height = area.height.min(next.area.height);
+    let len = next.content.len().min(prev.content.len());
+    let width = usize::from(area.width);
     Changes {
         next: &next.content,
         prev: &prev.content,
         area,
-        pos: 0,
+        pos: (usize::from(rows.start) * width).min(len),
+        end: (usize::from(rows.end) * width).min(len),
         trailing: None,
     }
 }
@@ -51,6 +65,8 @@ pub(crate) struct Changes<'p, 'n> {
     prev: &'p [Cell],
     area: Rect,
     pos: usize,
+    /// Where the walk stops: the end of its last row, or of the shorter frame.
+    end: usize,
     trailing: Option<Trailing>,
 }
 
@@ -75,7 +91,7 @@ impl<'n> Iterator for Changes<'_, 'n> {
     type Item = (u16, u16, &'n Cell);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let len = self.next.len().min(self.prev.len());
+        let len = self.end;
         if let Some(Trailing {
             next_index,
             end,

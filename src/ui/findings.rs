@@ -4,6 +4,7 @@
 //! over the rows left over; past that, `+N more` and the keys to the rest.
 
 use super::theme::Theme;
+use super::widgets::Paint;
 use super::widgets::{wrap, Section};
 use crate::app::{Focus, State};
 use crate::detect::Finding;
@@ -12,7 +13,6 @@ use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::Frame;
 
 /// What a finding's line says after its severity and age: everything the line has to say
 /// is built here, so that what is added to it is added once.
@@ -33,7 +33,7 @@ fn lead(finding: &Finding, now: f64) -> String {
 const LEAD: usize = 13;
 
 pub(crate) fn draw_findings(
-    frame: &mut Frame<'_>,
+    paint: &mut Paint,
     area: Rect,
     state: &State,
     observed: &Observed,
@@ -43,7 +43,7 @@ pub(crate) fn draw_findings(
     let findings = &observed.findings;
     let section = Section::new(format!(" Findings ({}) ", findings.len()), focused, theme);
     let inner = section.inner(area);
-    section.draw(frame, area);
+    paint.section(area, section);
     let lines = panel_lines(
         findings,
         observed.sample.time,
@@ -51,7 +51,7 @@ pub(crate) fn draw_findings(
         (focused, state.selected_finding_index()),
         theme,
     );
-    super::widgets::put_lines(frame, inner, &lines);
+    paint.lines(inner, lines);
 }
 
 /// The panel's lines in `width` x `rows`.

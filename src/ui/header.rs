@@ -3,13 +3,13 @@
 
 use super::mode::mode;
 use super::theme::Theme;
+use super::widgets::Paint;
 use crate::app::{Focus, State, View};
 use crate::present::fit;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::Frame;
 
 /// What the header says, once, when strata runs in its own PID namespace (a container without
 /// `--pid=host`), longest first: the richest that fits is shown.
@@ -21,7 +21,7 @@ const OWN_PID_NAMESPACE: [&str; 5] = [
     "own PID ns: use --pid=host",
 ];
 
-pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
     let sample = state.current.as_ref().map(|o| &o.sample);
     let host = crate::text::clean(sample.map_or("…", |s| s.host.as_str()));
     let driver = crate::text::clean(
@@ -89,10 +89,10 @@ pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, state: &State, them
     } else {
         Style::new().fg(Color::Black).bg(Color::Yellow)
     };
-    super::widgets::put_lines(frame, area, &[Line::styled(padded, style)]);
+    paint.lines(area, vec![Line::styled(padded, style)]);
 }
 
-pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
     let line = if let Some(prompt) = &state.recorder.prompt {
         // The name as typed, safe for the terminal; its end shows when it is long.
         let name = crate::text::clean(&prompt.text);
@@ -241,7 +241,7 @@ pub(crate) fn draw_footer(frame: &mut Frame<'_>, area: Rect, state: &State, them
         let keys = hints_line(&hints, area.width as usize);
         Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
     };
-    super::widgets::put_lines(frame, area, &[line]);
+    paint.lines(area, vec![line]);
 }
 
 /// One key's hint in the footer, in its long and short forms.

@@ -21,11 +21,13 @@ pub(crate) mod theme;
 pub(crate) mod widgets;
 
 use crate::app::{State, View};
+use crate::terminal::Redrawn;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use theme::Theme;
+use widgets::Paint;
 
 /// Below this size the monitor shows a one-line message instead of a cramped screen.
 pub(crate) const MIN_WIDTH: u16 = 60;
@@ -59,9 +61,40 @@ fn too_small(width: u16, height: u16) -> Vec<String> {
     parts
 }
 
+/// What the main screen's bands drew in the last frame written, kept to compare the next
+/// frame's with ([`draw_bands`]).
+#[derive(Debug, Default)]
+pub(crate) struct Bands {
+    last: Option<Drawn>,
+}
+
+#[derive(Debug)]
+struct Drawn {
+    area: Rect,
+    theme: Theme,
+    /// Top to bottom, each band's rows and what it drew there.
+    bands: Vec<(Rect, Paint)>,
+}
+
 /// Draws the whole screen for the current state; in ASCII mode (`--ascii`), every cell of
 /// the frame is then written in ASCII, so that no glyph escapes it.
 pub fn draw(frame: &mut Frame<'_>, state: &State) {
+    draw_bands(frame, state, &mut Bands::default(), true);
+}
+
+/// Draws the screen for the current state, band by band where it can, and says which rows
+/// it drew. On the main screen with no dialog over it, the header, the GPUs, the table, the
+/// findings and the footer are each worked out as a [`Paint`] and kept in `bands`; a band
+/// whose rows and paint are the last frame's is not drawn again, and its rows are left
+/// blank in `frame`: the screen shows them still. A still node's frame draws its header
+/// only, for the clock. Anywhere else, or where the screen was `wiped` since the last frame
+/// (or it was drawn another way), every band is drawn; off the main screen, the whole frame.
+pub(crate) fn draw_bands(
+    frame: &mut Frame<'_>,
+    state: &State,
+    bands: &mut Bands,
+    wiped: bool,
+) -> Redrawn {
     let theme = Theme {
         mono: state.setup.monochrome,
         palette: state.setup.palette,
@@ -69,10 +102,75 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
     };
     // The GPUs' places are recorded anew by each frame that draws them.
     state.mouse.gpus.borrow_mut().clear();
-    draw_in(frame, state, theme);
-    if theme.ascii {
-        theme::to_ascii(frame.buffer_mut());
+    let area = frame.area();
+    let banded = area.width >= MIN_WIDTH
+        && area.height >= MIN_HEIGHT
+        && matches!(state.view, View::Main)
+        && state.kill.dialog.is_none()
+        && state.attach.offer.is_none();
+    let Some(observed) = state.current.as_ref().filter(|_| banded) else {
+        bands.last = None;
+        draw_in(frame, state, theme);
+        if theme.ascii {
+            theme::to_ascii(frame.buffer_mut());
+        }
+        return Redrawn::All;
+    };
+    let now = main_screen(area, state, observed, theme);
+    let last = bands
+        .last
+        .take()
+        .filter(|last| !wiped && last.area == area && last.theme == theme);
+    let mut rows = Vec::new();
+    for (i, (band, paint)) in now.iter().enumerate() {
+        let same = last
+            .as_ref()
+            .and_then(|last| last.bands.get(i))
+            .is_some_and(|(was, drew)| was == band && drew == paint);
+        if same || band.is_empty() {
+            continue;
+        }
+        paint.render(frame.buffer_mut(), *band);
+        if theme.ascii {
+            theme::to_ascii_in(frame.buffer_mut(), *band);
+        }
+        rows.push(band.top() - area.top()..band.bottom() - area.top());
     }
+    bands.last = Some(Drawn {
+        area,
+        theme,
+        bands: now,
+    });
+    Redrawn::Rows(rows)
+}
+
+/// The header's row, the body's and the footer's.
+fn frame_rows(area: Rect) -> [Rect; 3] {
+    Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area)
+}
+
+/// The main screen's bands, top to bottom, covering `area` row for row: the header, the
+/// GPUs, the table, the findings and the footer.
+fn main_screen(
+    area: Rect,
+    state: &State,
+    observed: &crate::pipeline::Observed,
+    theme: Theme,
+) -> Vec<(Rect, Paint)> {
+    let [top, body, bottom] = frame_rows(area);
+    let mut header = Paint::default();
+    header::draw_header(&mut header, top, state, theme);
+    let mut footer = Paint::default();
+    header::draw_footer(&mut footer, bottom, state, theme);
+    let mut bands = vec![(top, header)];
+    bands.extend(main_bands(body, state, observed, theme));
+    bands.push((bottom, footer));
+    bands
 }
 
 fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
@@ -93,14 +191,13 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
         frame.render_widget(Paragraph::new(lines), area);
         return;
     }
-    let [top, body, bottom] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    header::draw_header(frame, top, state, theme);
-    header::draw_footer(frame, bottom, state, theme);
+    let [top, body, bottom] = frame_rows(area);
+    let mut header = Paint::default();
+    header::draw_header(&mut header, top, state, theme);
+    header.render(frame.buffer_mut(), top);
+    let mut footer = Paint::default();
+    header::draw_footer(&mut footer, bottom, state, theme);
+    footer.render(frame.buffer_mut(), bottom);
     let Some(observed) = &state.current else {
         let waiting = Paragraph::new(Line::styled(
             format!(
@@ -113,7 +210,11 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
         return;
     };
     match &state.view {
-        View::Main => draw_main(frame, body, state, observed, theme),
+        View::Main => {
+            for (band, paint) in main_bands(body, state, observed, theme) {
+                paint.render(frame.buffer_mut(), band);
+            }
+        }
         View::Detail { pid, device_uuid } => {
             detail::draw_detail(frame, body, state, observed, *pid, device_uuid, theme)
         }
@@ -135,13 +236,14 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
     }
 }
 
-fn draw_main(
-    frame: &mut Frame<'_>,
+/// The main screen's body in three bands, top to bottom, covering `area` row for row: the
+/// GPUs, the process table and the findings, each band's paint within its rows.
+fn main_bands(
     area: Rect,
     state: &State,
     observed: &crate::pipeline::Observed,
     theme: Theme,
-) {
+) -> Vec<(Rect, Paint)> {
     let forms = gpus::forms(state, observed, area.width);
     let heights: Vec<(u16, bool)> = forms.iter().map(|f| (f.height, f.last_resort)).collect();
     // The table's rule and header, and a row per line of it. A filter (`/`) narrows what the
@@ -156,7 +258,7 @@ fn draw_main(
     let table_need = u16::try_from(lines).unwrap_or(u16::MAX).saturating_add(2);
     let rows = layout::arrange(area.height, &heights, table_need);
     let Some(&form) = forms.get(rows.form) else {
-        return;
+        return vec![(area, Paint::default())];
     };
     let plan = gpus::plan(state, observed, area.width, form, theme);
     let [gpu_area, table_area, findings_area] = Layout::vertical([
@@ -165,15 +267,31 @@ fn draw_main(
         Constraint::Length(rows.findings),
     ])
     .areas(area);
-    gpus::draw_gpus(frame, gpu_area, state, observed, &plan, theme);
-    processes::draw_processes(frame, table_area, state, theme);
-    findings::draw_findings(frame, findings_area, state, observed, theme);
+    let mut gpus = Paint::default();
+    gpus::draw_gpus(&mut gpus, gpu_area, state, observed, plan, theme);
+    let mut table = Paint::default();
+    processes::draw_processes(&mut table, table_area, state, theme);
+    let mut findings = Paint::default();
+    findings::draw_findings(&mut findings, findings_area, state, observed, theme);
+    // Bands that meet: each from its own area's top to the next one's.
+    let band = |top: u16, bottom: u16| Rect {
+        y: top,
+        height: bottom.saturating_sub(top),
+        ..area
+    };
+    vec![
+        (band(area.top(), table_area.top()), gpus),
+        (band(table_area.top(), findings_area.top()), table),
+        (band(findings_area.top(), area.bottom()), findings),
+    ]
 }
 
 #[cfg(test)]
 mod picture;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bands;
 #[cfg(test)]
 mod tests_layout;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::chart::short_window;
 use super::host::HostColumn;
 use super::theme::Theme;
+use super::widgets::Paint;
 use super::widgets::{short_bytes, trend, Grid, GridRow, Section};
 use crate::accounting::FeedStatus;
 use crate::app::{
@@ -14,12 +15,11 @@ use crate::present::{fit, state_label};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::Frame;
 
 /// A process's memory must move by more than this across the trend to look like it moved.
 const TREND_MIN_RANGE: u64 = 512 << 20;
 
-pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+pub(crate) fn draw_processes(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
     let entries = state.table();
     let processes = entries
         .iter()
@@ -179,70 +179,64 @@ pub(crate) fn draw_processes(frame: &mut Frame<'_>, area: Rect, state: &State, t
             theme.dim()
         },
     };
-    section.draw(frame, area);
+    paint.section(area, section);
     // Only the rows on screen are worked out.
-    let offset = grid.render(
-        inner,
-        frame.buffer_mut(),
-        entries.len(),
-        selected,
-        |index| {
-            let (row, member) = match &entries[index] {
-                TableEntry::Group(group) => {
-                    let findings = state.group_findings(group).len();
-                    let place = place_of(&group.device_uuid);
-                    return group_row(
-                        group,
-                        &place,
-                        (wide, feed_column),
-                        (columns, command_width),
-                        findings,
-                        theme,
-                    );
-                }
-                TableEntry::Process { row, member } => (row, *member),
-            };
-            let forecast = forecasts.iter().copied().find(|f| {
-                f.pid == Some(row.process.pid)
-                    && f.device_uuid.as_deref() == Some(&*row.process.device_uuid)
+    let offset = grid.paint(paint, inner, entries.len(), selected, |index| {
+        let (row, member) = match &entries[index] {
+            TableEntry::Group(group) => {
+                let findings = state.group_findings(group).len();
+                let place = place_of(&group.device_uuid);
+                return group_row(
+                    group,
+                    &place,
+                    (wide, feed_column),
+                    (columns, command_width),
+                    findings,
+                    theme,
+                );
+            }
+            TableEntry::Process { row, member } => (row, *member),
+        };
+        let forecast = forecasts.iter().copied().find(|f| {
+            f.pid == Some(row.process.pid)
+                && f.device_uuid.as_deref() == Some(&*row.process.device_uuid)
+        });
+        let trend = history.map_or_else(Vec::new, |h| crate::app::trend(h, row.process, time));
+        let mut cells = table_row(
+            row,
+            (&trend, trend_width as usize),
+            wide,
+            host_ns,
+            forecast,
+            theme,
+        );
+        if member {
+            cells[0] = Span::raw(format!("└{}", row.process.pid));
+        }
+        if feed_column {
+            let room = state.current.as_ref().and_then(|o| {
+                let i = o
+                    .sample
+                    .processes
+                    .iter()
+                    .position(|p| std::ptr::eq(p, row.process))?;
+                o.headroom.get(i).copied().flatten()
             });
-            let trend = history.map_or_else(Vec::new, |h| crate::app::trend(h, row.process, time));
-            let mut cells = table_row(
-                row,
-                (&trend, trend_width as usize),
-                wide,
-                host_ns,
-                forecast,
-                theme,
-            );
-            if member {
-                cells[0] = Span::raw(format!("└{}", row.process.pid));
-            }
-            if feed_column {
-                let room = state.current.as_ref().and_then(|o| {
-                    let i = o
-                        .sample
-                        .processes
-                        .iter()
-                        .position(|p| std::ptr::eq(p, row.process))?;
-                    o.headroom.get(i).copied().flatten()
-                });
-                cells.insert(9, Span::raw(headroom_cell(room)));
-            }
-            if feed_column {
-                cells.push(feed_cell(row, interval, theme));
-            }
-            cells.extend(extra.iter().map(|c| Span::raw(c.cell(row.process))));
-            let command = command_line(row.process);
-            cells.push(Span::raw(fit(&command, command_width)));
-            GridRow {
-                cells,
-                style: Style::new(),
-            }
-        },
-    );
+            cells.insert(9, Span::raw(headroom_cell(room)));
+        }
+        if feed_column {
+            cells.push(feed_cell(row, interval, theme));
+        }
+        cells.extend(extra.iter().map(|c| Span::raw(c.cell(row.process))));
+        let command = command_line(row.process);
+        cells.push(Span::raw(fit(&command, command_width)));
+        GridRow {
+            cells,
+            style: Style::new(),
+        }
+    });
     if processes == 0 && state.process_table.filter.is_on() {
-        no_match_line(frame, area, state, theme);
+        no_match_line(paint, area, state, theme);
     }
     record_drawn(state, area, &entries, offset);
 }
@@ -269,7 +263,7 @@ fn filter_title(state: &State, shown: usize) -> String {
 }
 
 /// A filter that matches nothing says so, and how to see every process again.
-fn no_match_line(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme) {
+fn no_match_line(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
     let filter = crate::text::clean(&state.process_table.filter.text).into_owned();
     let line = ratatui::text::Line::styled(
         fit(
@@ -283,7 +277,7 @@ fn no_match_line(frame: &mut Frame<'_>, area: Rect, state: &State, theme: Theme)
         height: area.height.saturating_sub(2),
         ..area
     };
-    super::widgets::put_lines(frame, below_header, &[line]);
+    paint.lines(below_header, vec![line]);
 }
 
 /// Records where each line of the table is on screen, for the mouse: the rows below the

@@ -12,11 +12,12 @@ pub(crate) use crate::config::Palette;
 use crate::detect::Severity;
 use crate::layers::Layer;
 use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::border;
 use std::borrow::Cow;
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Theme {
     pub(crate) mono: bool,
     pub(crate) palette: Palette,
@@ -322,7 +323,12 @@ pub(crate) fn ascii_char(c: char) -> Option<char> {
 /// Rewrites every cell of `buffer` in ASCII ([`ascii_char`]; `?` for a character that is no
 /// glyph): the last pass of a frame drawn in ASCII mode, so that no cell escapes it.
 pub(crate) fn to_ascii(buffer: &mut Buffer) {
-    let area = buffer.area;
+    to_ascii_in(buffer, buffer.area);
+}
+
+/// [`to_ascii`] in `area` of the buffer only (a band drawn again).
+pub(crate) fn to_ascii_in(buffer: &mut Buffer, area: Rect) {
+    let area = area.intersection(buffer.area);
     for y in area.top()..area.bottom() {
         for x in area.left()..area.right() {
             let cell = &mut buffer[(x, y)];

@@ -60,6 +60,7 @@ pub(crate) fn bar_cells(layers: &Layers, width: usize) -> Vec<(Layer, usize)> {
 /// `Block` with a top border and a title draws, drawn without the block's pass over every
 /// cell of the section to lay its style (it has none) under what the section holds, which
 /// was a fifth of a still frame's drawing.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Section {
     title: Line<'static>,
     rule: &'static str,
@@ -89,10 +90,6 @@ impl Section {
     }
 
     /// The rule along the area's top row, and the title over its left end.
-    pub(crate) fn draw(&self, frame: &mut Frame<'_>, area: Rect) {
-        self.render(area, frame.buffer_mut());
-    }
-
     fn render(&self, area: Rect, buffer: &mut Buffer) {
         let area = area.intersection(buffer.area);
         if area.is_empty() {
@@ -116,6 +113,7 @@ impl Section {
 /// A box around a GPU's panel, its title over the top left and a figure over the top right:
 /// what a `Block` with all four borders and those two titles draws, drawn without the
 /// block's pass over every cell inside to lay its style (it has none).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Boxed {
     pub(crate) title: Line<'static>,
     /// Drawn right-aligned at the top's right end.
@@ -129,10 +127,7 @@ impl Boxed {
         ratatui::widgets::Block::bordered().inner(area)
     }
 
-    pub(crate) fn draw(&self, frame: &mut Frame<'_>, area: Rect) {
-        self.render(area, frame.buffer_mut());
-    }
-
+    /// The border, and the title and the figure over its top.
     fn render(&self, area: Rect, buffer: &mut Buffer) {
         let area = area.intersection(buffer.area);
         if area.is_empty() {
@@ -195,10 +190,62 @@ impl Boxed {
 /// Writes lines straight into the frame, one per row, cut at the area's edge. Cheaper than a
 /// `Paragraph` (no wrapping or alignment to work out), which matters at every redraw.
 pub(crate) fn put_lines(frame: &mut Frame<'_>, area: Rect, lines: &[Line<'_>]) {
-    let buffer = frame.buffer_mut();
+    render_lines(frame.buffer_mut(), area, lines);
+}
+
+fn render_lines(buffer: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
     let area = area.intersection(buffer.area);
     for (line, y) in lines.iter().zip(area.top()..area.bottom()) {
         put_line(buffer, area.x, y, line, area.width);
+    }
+}
+
+/// What a band of the screen draws, kept rather than drawn: the same pieces, in the same
+/// order, with all they show. Two equal paints draw the same cells in the same area, so a
+/// band whose paint is the last frame's need not be drawn again, nor its cells compared:
+/// the screen shows them still. Nothing is read at [`Paint::render`] but what was kept.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Paint {
+    ops: Vec<Op>,
+}
+
+/// One piece of a [`Paint`].
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    /// [`put_lines`]'s.
+    Lines(Rect, Vec<Line<'static>>),
+    Section(Rect, Section),
+    Boxed(Rect, Boxed),
+    Grid(GridShown),
+}
+
+impl Paint {
+    /// [`put_lines`], kept.
+    pub(crate) fn lines(&mut self, area: Rect, lines: Vec<Line<'static>>) {
+        self.ops.push(Op::Lines(area, lines));
+    }
+
+    /// [`Section::draw`], kept.
+    pub(crate) fn section(&mut self, area: Rect, section: Section) {
+        self.ops.push(Op::Section(area, section));
+    }
+
+    /// [`Boxed::draw`], kept.
+    pub(crate) fn boxed(&mut self, area: Rect, boxed: Boxed) {
+        self.ops.push(Op::Boxed(area, boxed));
+    }
+
+    /// Draws what was kept, in its order, each piece cut to `band`: nothing outside it is
+    /// written.
+    pub(crate) fn render(&self, buffer: &mut Buffer, band: Rect) {
+        for op in &self.ops {
+            match op {
+                Op::Lines(area, lines) => render_lines(buffer, area.intersection(band), lines),
+                Op::Section(area, section) => section.render(area.intersection(band), buffer),
+                Op::Boxed(area, boxed) => boxed.render(area.intersection(band), buffer),
+                Op::Grid(grid) => grid.render(grid.area.intersection(band), buffer),
+            }
+        }
     }
 }
 
@@ -270,9 +317,24 @@ fn put_one_cell_text(
 
 /// A row of a [`Grid`]: its cells, each a line of text and the style laid over the cell's
 /// whole column, and the style laid over the whole row under them.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GridRow<'a> {
     pub(crate) cells: Vec<Span<'a>>,
     pub(crate) style: Style,
+}
+
+impl GridRow<'_> {
+    /// The row with its texts its own (those it owns already are moved, not copied).
+    fn into_owned(self) -> GridRow<'static> {
+        GridRow {
+            cells: self
+                .cells
+                .into_iter()
+                .map(|span| Span::styled(span.content.into_owned(), span.style))
+                .collect(),
+            style: self.style,
+        }
+    }
 }
 
 /// A table of one-line rows under a one-line header, its columns a cell apart: what
@@ -290,42 +352,85 @@ pub(crate) struct Grid<'a> {
 }
 
 impl Grid<'_> {
-    /// Draws the header and, of `count` rows, those that fit, asking `row` for those only;
-    /// returns the index of the first row drawn (the table's offset).
-    pub(crate) fn render<'r>(
+    /// Keeps in `paint` the header and, of `count` rows, those that fit, asking `row` for
+    /// those only; returns the index of the first (the table's offset).
+    pub(crate) fn paint<'r>(
+        &self,
+        paint: &mut Paint,
+        area: Rect,
+        count: usize,
+        selected: Option<usize>,
+        row: impl FnMut(usize) -> GridRow<'r>,
+    ) -> usize {
+        let (shown, first) = self.shown(area, count, selected, row);
+        paint.ops.push(Op::Grid(shown));
+        first
+    }
+
+    /// The header and the rows that fit in `area`, scrolled so that the selected one is
+    /// among them, and the index of the first.
+    fn shown<'r>(
         &self,
         area: Rect,
-        buffer: &mut Buffer,
         count: usize,
         selected: Option<usize>,
         mut row: impl FnMut(usize) -> GridRow<'r>,
-    ) -> usize {
-        if area.is_empty() {
-            return 0;
-        }
-        let columns = grid_columns(self.widths, area.width);
-        put_grid_row(buffer, Rect { height: 1, ..area }, &columns, &self.header);
-        if count == 0 {
-            return 0;
+    ) -> (GridShown, usize) {
+        let mut shown = GridShown {
+            area,
+            widths: self.widths.to_vec(),
+            header: self.header.clone().into_owned(),
+            rows: Vec::new(),
+            selected: None,
+            highlight: self.highlight,
+        };
+        if area.is_empty() || count == 0 {
+            return (shown, 0);
         }
         let height = area.height - 1;
         let selected = selected.map(|s| s.min(count - 1));
         let first = selected.map_or(0, |s| (s + 1).saturating_sub(usize::from(height)));
-        let shown = count.saturating_sub(first).min(usize::from(height));
-        for k in 0..shown {
-            // k < height, a u16.
-            let y = area.y + 1 + k as u16;
+        let fit = count.saturating_sub(first).min(usize::from(height));
+        shown.rows = (first..first + fit).map(|i| row(i).into_owned()).collect();
+        shown.selected = selected.and_then(|s| s.checked_sub(first));
+        (shown, first)
+    }
+}
+
+/// What a [`Grid`] draws: its header and the rows that fit, worked out.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GridShown {
+    area: Rect,
+    widths: Vec<Constraint>,
+    header: GridRow<'static>,
+    /// From the first shown, a row a line under the header.
+    rows: Vec<GridRow<'static>>,
+    /// Of `rows`, the one the highlight is laid over.
+    selected: Option<usize>,
+    highlight: Style,
+}
+
+impl GridShown {
+    /// Draws it in `area`: its own, or that cut to a band.
+    fn render(&self, area: Rect, buffer: &mut Buffer) {
+        if area.is_empty() {
+            return;
+        }
+        let columns = grid_columns(&self.widths, area.width);
+        put_grid_row(buffer, Rect { height: 1, ..area }, &columns, &self.header);
+        let fit = usize::from(area.height - 1);
+        for (k, row) in self.rows.iter().take(fit).enumerate() {
+            // k < the area's height, a u16.
             let line = Rect {
-                y,
+                y: area.y + 1 + k as u16,
                 height: 1,
                 ..area
             };
-            put_grid_row(buffer, line, &columns, &row(first + k));
-            if selected == Some(first + k) {
+            put_grid_row(buffer, line, &columns, row);
+            if self.selected == Some(k) {
                 patch_style(buffer, line, self.highlight);
             }
         }
-        first
     }
 }
 
@@ -995,9 +1100,11 @@ mod tests {
                         header: grid_row(&header, header_style),
                         highlight: style(highlight),
                     };
-                    offset = Some(grid.render(area, buffer, rows.len(), selected, |i| {
+                    let mut paint = Paint::default();
+                    offset = Some(grid.paint(&mut paint, area, rows.len(), selected, |i| {
                         grid_row(&rows[i].0, rows[i].1)
                     }));
+                    paint.render(buffer, area);
                 },
                 |buffer| {
                     Table::new(rows.iter().map(|(c, k)| table_row(c, *k)), widths.clone())

@@ -6,8 +6,8 @@ mod vitals;
 use super::chart::{marked_sparkline, short_window, Spark};
 use super::theme::Theme;
 use super::widgets::{
-    bar, legend, legend_entries, legend_lines_most, pack_legend, put_lines, short_bytes,
-    short_gpu_name, Boxed,
+    bar, legend, legend_entries, legend_lines_most, pack_legend, short_bytes, short_gpu_name,
+    Boxed, Paint,
 };
 use crate::accounting::{Gap, GpuAccount};
 use crate::app::{GpuDrawn, State};
@@ -20,7 +20,6 @@ use crate::sample::{DeviceMemory, GpuSample, MigSample};
 use crate::units;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::Frame;
 
 /// How the GPU section is laid out at this size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,17 +273,18 @@ fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -
 }
 
 pub(crate) fn draw_gpus(
-    frame: &mut Frame<'_>,
+    paint: &mut Paint,
     area: Rect,
     state: &State,
     observed: &Observed,
-    plan: &Plan,
+    plan: Plan,
     theme: Theme,
 ) {
+    let mut panels = plan.panels;
     match plan.mode {
         Mode::Compact { .. } => {
-            if let Some(lines) = plan.panels.first() {
-                put_lines(frame, area, lines);
+            if !panels.is_empty() {
+                paint.lines(area, panels.swap_remove(0));
             }
             for (row, owner) in (area.top()..area.bottom()).zip(&plan.owners) {
                 if let Some(gpu) = owner.and_then(|i| observed.sample.gpus.get(i)) {
@@ -306,16 +306,18 @@ pub(crate) fn draw_gpus(
                     "NVML reports no GPU on this node (strata --demo shows a simulated one)".into()
                 }
             };
-            put_lines(
-                frame,
+            paint.lines(
                 area,
-                &[Line::styled(fit(&text, area.width as usize), theme.alert())],
+                vec![Line::styled(fit(&text, area.width as usize), theme.alert())],
             )
         }
         Mode::Full { columns } => {
             let gpus = &observed.sample.gpus;
             let mut y = area.y;
-            for (row_i, row) in plan.panels.chunks(columns as usize).enumerate() {
+            let mut panels = panels.into_iter();
+            let count = panels.len();
+            for row_i in 0..count.div_ceil(usize::from(columns)) {
+                let row: Vec<_> = panels.by_ref().take(usize::from(columns)).collect();
                 let first = row_i * columns as usize;
                 let height = plan
                     .heights
@@ -332,10 +334,10 @@ pub(crate) fn draw_gpus(
                     columns as usize
                 ])
                 .split(row_area);
-                for (i, lines) in row.iter().enumerate() {
+                for (i, lines) in row.into_iter().enumerate() {
                     let index = row_i * columns as usize + i;
                     if let Some(gpu) = gpus.get(index) {
-                        draw_panel(frame, cells[i], state, observed, index, gpu, lines, theme);
+                        draw_panel(paint, cells[i], state, observed, index, gpu, lines, theme);
                         record_drawn(state, cells[i], gpu);
                     }
                 }
@@ -400,13 +402,13 @@ fn bar_row(
 
 #[allow(clippy::too_many_arguments)]
 fn draw_panel(
-    frame: &mut Frame<'_>,
+    paint: &mut Paint,
     area: Rect,
     state: &State,
     observed: &Observed,
     index: usize,
     gpu: &GpuSample,
-    lines: &[Line<'static>],
+    lines: Vec<Line<'static>>,
     theme: Theme,
 ) {
     let Some(account) = observed.account.gpus.get(index) else {
@@ -471,8 +473,8 @@ fn draw_panel(
         border_style: theme.border(),
     };
     let inner = Boxed::inner(area);
-    boxed.draw(frame, area);
-    put_lines(frame, inner, lines);
+    paint.boxed(area, boxed);
+    paint.lines(inner, lines);
 }
 
 /// What a GPU panel holds inside its border: bar, legend, sparklines, MIG instances.
