@@ -27,6 +27,7 @@ use ratatui::backend::Backend;
 use ratatui::buffer::{Buffer, Cell};
 use ratatui::{Frame, Terminal};
 use std::io::{self, Stdout};
+use std::ops::Range;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
@@ -121,28 +122,19 @@ pub(crate) struct Guard {
     wiped: bool,
 }
 
-/// Which rows of a frame its drawing drew.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Redrawn {
-    /// Every row.
-    All,
-    /// These rows, counted from the top, each range drawn whole; the frame's other rows
-    /// are left blank, and the screen shows them as they are.
-    Rows(Vec<std::ops::Range<u16>>),
-}
-
 /// Writes to `backend` the cells of `next` that differ from `shown` (what the screen
-/// shows) in the rows `redrawn`, then makes `shown` what the screen now shows and `next`
-/// blank for the next frame: swapped with it where every row was drawn, else the rows
-/// drawn copied over and blanked (the others are blank in `next` already).
+/// shows) in the rows the frame drew (`drawn`: ranges of rows counted from its top, each
+/// drawn whole, its other rows left blank; `None`: every row), then makes `shown` what the
+/// screen now shows and `next` blank for the next frame: swapped with it where every row
+/// was drawn, else the rows drawn copied over and blanked.
 pub(crate) fn present<B: Backend>(
     backend: &mut B,
     shown: &mut Buffer,
     next: &mut Buffer,
-    redrawn: &Redrawn,
+    drawn: Option<&[Range<u16>]>,
 ) -> Result<(), B::Error> {
-    match redrawn {
-        Redrawn::All => {
+    match drawn {
+        None => {
             let written = backend
                 .draw(diff::changes(shown, next))
                 .and_then(|()| Backend::flush(backend));
@@ -151,7 +143,7 @@ pub(crate) fn present<B: Backend>(
             next.reset();
             written
         }
-        Redrawn::Rows(rows) => {
+        Some(rows) => {
             let written = backend
                 .draw(
                     rows.iter()
@@ -181,25 +173,25 @@ impl Guard {
     pub(crate) fn draw(&mut self, draw: impl FnOnce(&mut Frame)) -> io::Result<()> {
         self.draw_rows(|frame, _| {
             draw(frame);
-            Redrawn::All
+            None
         })
     }
 
     /// [`Guard::draw`] for a `draw` that may draw some rows only: it is told whether the
     /// screen was wiped since the last frame (a resize, a return from a stop), and says
-    /// which rows it drew; the others the screen shows as they are.
+    /// which rows it drew (see [`present`]); the others the screen shows as they are.
     pub(crate) fn draw_rows(
         &mut self,
-        draw: impl FnOnce(&mut Frame, bool) -> Redrawn,
+        draw: impl FnOnce(&mut Frame, bool) -> Option<Vec<Range<u16>>>,
     ) -> io::Result<()> {
         let wiped = std::mem::take(&mut self.wiped);
-        let redrawn = draw(&mut self.terminal.get_frame(), wiped);
+        let drawn = draw(&mut self.terminal.get_frame(), wiped);
         let mut next = std::mem::take(self.terminal.current_buffer_mut());
         let written = present(
             self.terminal.backend_mut(),
             &mut self.shown,
             &mut next,
-            &redrawn,
+            drawn.as_deref(),
         );
         *self.terminal.current_buffer_mut() = next;
         written

@@ -21,7 +21,6 @@ pub(crate) mod theme;
 pub(crate) mod widgets;
 
 use crate::app::{State, View};
-use crate::terminal::Redrawn;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
@@ -89,12 +88,14 @@ pub fn draw(frame: &mut Frame<'_>, state: &State) {
 /// blank in `frame`: the screen shows them still. A still node's frame draws its header
 /// only, for the clock. Anywhere else, or where the screen was `wiped` since the last frame
 /// (or it was drawn another way), every band is drawn; off the main screen, the whole frame.
+/// Returns the ranges of rows drawn, counted from the frame's top, or `None` where every row
+/// was.
 pub(crate) fn draw_bands(
     frame: &mut Frame<'_>,
     state: &State,
     bands: &mut Bands,
     wiped: bool,
-) -> Redrawn {
+) -> Option<Vec<std::ops::Range<u16>>> {
     let theme = Theme {
         mono: state.setup.monochrome,
         palette: state.setup.palette,
@@ -114,7 +115,7 @@ pub(crate) fn draw_bands(
         if theme.ascii {
             theme::to_ascii(frame.buffer_mut());
         }
-        return Redrawn::All;
+        return None;
     };
     let now = main_screen(area, state, observed, theme);
     let last = bands
@@ -141,7 +142,7 @@ pub(crate) fn draw_bands(
         theme,
         bands: now,
     });
-    Redrawn::Rows(rows)
+    Some(rows)
 }
 
 /// The header's row, the body's and the footer's.

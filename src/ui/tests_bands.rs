@@ -8,12 +8,13 @@ use crate::app::{key_action, AttachOffer};
 use crate::pipeline::Pipeline;
 use crate::source::demo::{DemoSource, SNAPSHOT_AT};
 use crate::source::Source;
-use crate::terminal::{present, Redrawn};
+use crate::terminal::present;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use proptest::prelude::*;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::Terminal;
+use std::ops::Range;
 
 /// What happens between two frames.
 #[derive(Debug, Clone)]
@@ -129,10 +130,11 @@ impl Screen {
         }
     }
 
-    /// Draws a frame band by band and writes what changed; returns the rows drawn.
-    fn frame(&mut self, state: &State) -> Redrawn {
+    /// Draws a frame band by band and writes what changed; returns the rows drawn (`None`:
+    /// every row).
+    fn frame(&mut self, state: &State) -> Option<Vec<Range<u16>>> {
         let wiped = std::mem::take(&mut self.wiped);
-        let redrawn = draw_bands(
+        let drawn = draw_bands(
             &mut self.terminal.get_frame(),
             state,
             &mut self.bands,
@@ -143,11 +145,11 @@ impl Screen {
             self.terminal.backend_mut(),
             &mut self.shown,
             &mut next,
-            &redrawn,
+            drawn.as_deref(),
         )
         .expect("written");
         *self.terminal.current_buffer_mut() = next;
-        redrawn
+        drawn
     }
 
     fn shows(&self) -> &Buffer {
@@ -204,11 +206,11 @@ fn a_frame_draws_only_the_bands_that_changed() {
     let mut screen = Screen::new(120, 40);
     assert_eq!(
         screen.frame(&state),
-        Redrawn::Rows(vec![0..1, 1..15, 15..26, 26..39, 39..40])
+        Some(vec![0..1, 1..15, 15..26, 26..39, 39..40])
     );
-    assert_eq!(screen.frame(&state), Redrawn::Rows(vec![]));
+    assert_eq!(screen.frame(&state), Some(vec![]));
     state.on_sample(source.sample().expect("demo samples"));
-    let Redrawn::Rows(rows) = screen.frame(&state) else {
+    let Some(rows) = screen.frame(&state) else {
         panic!("the main screen is drawn band by band");
     };
     assert_eq!(rows.first(), Some(&(0..1)), "the clock moved");
@@ -218,18 +220,18 @@ fn a_frame_draws_only_the_bands_that_changed() {
     );
     // Another view: the whole frame, and every band after it.
     press(&mut state, KeyCode::Char('?'));
-    assert_eq!(screen.frame(&state), Redrawn::All);
+    assert_eq!(screen.frame(&state), None);
     press(&mut state, KeyCode::Esc);
-    let Redrawn::Rows(rows) = screen.frame(&state) else {
+    let Some(rows) = screen.frame(&state) else {
         panic!("the main screen is drawn band by band");
     };
     assert_eq!(rows.len(), 5, "{rows:?}");
     assert_eq!(screen.shows(), &render(&state, 120, 40));
     // A dialog over the main screen: the same.
     toggle_offer(&mut state);
-    assert_eq!(screen.frame(&state), Redrawn::All);
+    assert_eq!(screen.frame(&state), None);
     toggle_offer(&mut state);
-    let Redrawn::Rows(rows) = screen.frame(&state) else {
+    let Some(rows) = screen.frame(&state) else {
         panic!("the main screen is drawn band by band");
     };
     assert_eq!(rows.len(), 5, "{rows:?}");
