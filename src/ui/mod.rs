@@ -164,14 +164,20 @@ fn main_screen(
     theme: Theme,
 ) -> Vec<(Rect, Paint)> {
     let [top, body, bottom] = frame_rows(area);
+    let [header, footer] = edges(top, bottom, state, theme);
+    let mut bands = vec![header];
+    bands.extend(main_bands(body, state, observed, theme));
+    bands.push(footer);
+    bands
+}
+
+/// The header's row and the footer's, each with its paint: the same on every screen.
+fn edges(top: Rect, bottom: Rect, state: &State, theme: Theme) -> [(Rect, Paint); 2] {
     let mut header = Paint::default();
     header::draw_header(&mut header, top, state, theme);
     let mut footer = Paint::default();
     header::draw_footer(&mut footer, bottom, state, theme);
-    let mut bands = vec![(top, header)];
-    bands.extend(main_bands(body, state, observed, theme));
-    bands.push((bottom, footer));
-    bands
+    [(top, header), (bottom, footer)]
 }
 
 fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
@@ -193,12 +199,9 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
         return;
     }
     let [top, body, bottom] = frame_rows(area);
-    let mut header = Paint::default();
-    header::draw_header(&mut header, top, state, theme);
-    header.render(frame.buffer_mut(), top);
-    let mut footer = Paint::default();
-    header::draw_footer(&mut footer, bottom, state, theme);
-    footer.render(frame.buffer_mut(), bottom);
+    for (row, paint) in edges(top, bottom, state, theme) {
+        paint.render(frame.buffer_mut(), row);
+    }
     let Some(observed) = &state.current else {
         let waiting = Paragraph::new(Line::styled(
             format!(

@@ -11,6 +11,11 @@ use ratatui::Terminal;
 
 /// The monitor after running the demo up to its snapshot instant.
 pub(super) fn demo_state(mono: bool) -> State {
+    demo(mono).0
+}
+
+/// [`demo_state`], and the demo, to go on from there.
+pub(super) fn demo(mono: bool) -> (State, DemoSource) {
     let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
     let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
     state.setup.monochrome = mono;
@@ -19,7 +24,7 @@ pub(super) fn demo_state(mono: bool) -> State {
         state.on_sample(sample);
     }
     state.on_sample(source.sample().expect("demo samples"));
-    state
+    (state, source)
 }
 
 pub(super) fn render(state: &State, width: u16, height: u16) -> Buffer {

@@ -2,11 +2,9 @@
 //! any run of samples, keys and resizes: the screen a terminal holds once each frame's
 //! changed rows are written is the whole frame of the last state.
 
-use super::tests::{render, text};
+use super::tests::{demo, render, text};
 use super::*;
 use crate::app::{key_action, AttachOffer};
-use crate::pipeline::Pipeline;
-use crate::source::demo::{DemoSource, SNAPSHOT_AT};
 use crate::source::Source;
 use crate::terminal::present;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -76,19 +74,6 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Offer),
         2 => Just(Step::Nothing),
     ]
-}
-
-/// The monitor after running the demo up to its snapshot instant, and the demo, to go on.
-fn demo(mono: bool) -> (State, DemoSource) {
-    let mut source = DemoSource::new(0, 1.0, 10.0, SNAPSHOT_AT);
-    let mut state = State::new(Pipeline::new(None), source.label(), 1.0);
-    state.setup.monochrome = mono;
-    state.setup.demo = true;
-    for sample in source.backlog() {
-        state.on_sample(sample);
-    }
-    state.on_sample(source.sample().expect("demo samples"));
-    (state, source)
 }
 
 /// A key as the event loop takes it: to the filter while it is typed, else its action.
