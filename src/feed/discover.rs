@@ -232,7 +232,7 @@ impl Scanner {
                 self.look_up(pid, start, &mut here_dirs, &mut in_root, &mut found);
             }
         }
-        self.scan_feed_dirs(&mut found);
+        self.scan_feed_dirs(&here_dirs, &mut found);
         self.listings.end_scan();
         Scan {
             candidates: found.list,
@@ -426,11 +426,20 @@ impl Scanner {
     }
 
     /// Lists the feed dirs: those that pass their check first (one per user at most), each
-    /// within [`DIR_ENTRIES`], all within [`SCAN_ENTRIES`].
-    fn scan_feed_dirs(&mut self, found: &mut Found) {
+    /// within [`DIR_ENTRIES`], all within [`SCAN_ENTRIES`]. A dir the watched processes' look-up
+    /// opened (or found absent) this scan is not opened again.
+    fn scan_feed_dirs(&mut self, here_dirs: &HashMap<PathBuf, Option<Dir>>, found: &mut Found) {
         let mut dirs: Vec<(PathBuf, u32, Opened, Result<(), String>)> = Vec::new();
         for (path, owner) in self.feed_dirs(found) {
-            let Some(dir) = listing::open(&path) else {
+            let opened = match here_dirs.get(&path) {
+                Some(Some(dir)) => Some(Opened {
+                    fd: Arc::clone(&dir.fd),
+                    st: dir.st,
+                }),
+                Some(None) => None,
+                None => listing::open(&path),
+            };
+            let Some(dir) = opened else {
                 continue;
             };
             if !dir.is_dir() {

@@ -10,6 +10,7 @@ use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
+use std::borrow::Cow;
 
 /// What the header says, once, when strata runs in its own PID namespace (a container without
 /// `--pid=host`), longest first: the richest that fits is shown.
@@ -56,33 +57,35 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
         Some((long, short)) => (format!(" │ {long}"), format!(" │ {short}")),
         None => (String::new(), String::new()),
     };
-    let mut variants = vec![
-        format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_long} │ {mode} │ ? help"),
-        format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_short} │ {mode}"),
-        format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
-        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
-        format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock} │ {mode_short}"),
-        format!(" {mode_short} │ {host} │ {clock}{figures_short} │ drv {driver} │ CUDA {cuda}"),
-        format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
-    ];
-    variants.dedup();
-    if sample.and_then(|s| s.host_pid_namespace) == Some(false) {
-        // The note matters more than the versions and the clock: leaner lines first.
-        variants.push(format!(" {mode_short} │ {host} │ {clock}"));
-        variants.push(format!(" {mode_short}"));
-        variants = OWN_PID_NAMESPACE
-            .iter()
-            .flat_map(|note| variants.iter().map(move |line| format!("{line} │ {note}")))
-            .collect();
+    // Each line is made only when the ones before it did not fit: a frame formats the one it
+    // shows and the wider ones, not all of them.
+    let line = |k: usize| {
+        match k {
+        0 => format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_long} │ {mode} │ ? help"),
+        1 => format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_short} │ {mode}"),
+        2 => format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
+        3 => format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
+        4 => format!(" {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock} │ {mode_short}"),
+        5 => format!(" {mode_short} │ {host} │ {clock}{figures_short} │ drv {driver} │ CUDA {cuda}"),
+        6 => format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
+        7 => format!(" {mode_short} │ {host} │ {clock}"),
+        _ => format!(" {mode_short}"),
     }
+    };
     let width = area.width as usize;
-    let fits = |t: &&String| t.chars().count() <= width;
-    let text = variants
-        .iter()
-        .find(fits)
-        .or(variants.last())
-        .cloned()
-        .unwrap_or_default();
+    let fits = |t: &String| t.chars().count() <= width;
+    let text = if sample.and_then(|s| s.host_pid_namespace) == Some(false) {
+        // The note matters more than the versions and the clock: each note with every line,
+        // down to the leanest, before the next shorter note.
+        OWN_PID_NAMESPACE
+            .iter()
+            .flat_map(|note| (0..9).map(move |k| (note, k)))
+            .map(|(note, k)| format!("{} │ {note}", line(k)))
+            .find(fits)
+            .unwrap_or_else(|| format!("{} │ {}", line(8), OWN_PID_NAMESPACE[4]))
+    } else {
+        (0..7).map(line).find(fits).unwrap_or_else(|| line(6))
+    };
     let padded = format!("{:<width$}", fit(&text, width));
     let style = if state.polls.freshness.is_live() || theme.mono {
         theme.header_bar()
@@ -246,14 +249,14 @@ pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: T
 
 /// One key's hint in the footer, in its long and short forms.
 struct Hint {
-    long: String,
-    short: String,
+    long: Cow<'static, str>,
+    short: Cow<'static, str>,
     /// Shown at every width (`q`, `?`, the way back).
     kept: bool,
 }
 
 impl Hint {
-    fn new(long: impl Into<String>, short: impl Into<String>) -> Hint {
+    fn new(long: impl Into<Cow<'static, str>>, short: impl Into<Cow<'static, str>>) -> Hint {
         Hint {
             long: long.into(),
             short: short.into(),
@@ -261,10 +264,10 @@ impl Hint {
         }
     }
 
-    fn kept(text: &str) -> Hint {
+    fn kept(text: &'static str) -> Hint {
         Hint {
-            long: text.into(),
-            short: text.into(),
+            long: Cow::Borrowed(text),
+            short: Cow::Borrowed(text),
             kept: true,
         }
     }
@@ -278,13 +281,7 @@ fn hints_line(hints: &[Hint], width: usize) -> String {
             .iter()
             .zip(chosen)
             .filter(|(_, &c)| c)
-            .map(|(h, _)| {
-                if short {
-                    h.short.as_str()
-                } else {
-                    h.long.as_str()
-                }
-            })
+            .map(|(h, _)| if short { &*h.short } else { &*h.long })
             .collect();
         format!(" {}", parts.join(gap))
     };
