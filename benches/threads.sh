@@ -36,10 +36,14 @@ command -v tmux >/dev/null || { echo "tmux is missing: apt-get install tmux" >&2
   { echo "usage: $0 [SECS] [GPUS] [PER] [ROUNDS]" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/strata-bench-threads.XXXXXX)
+export TMUX_TMPDIR="$work" # the servers' sockets go with the rest
+# A tmux server of its own for each run: a new session on the socket of a server still
+# exiting after the last run's kill-server fails ("server exited unexpectedly").
 sock="strata-threads-$$"
+runs=0
 sleepers=()
 cleanup() {
-  tmux -L "$sock" kill-server 2>/dev/null || true
+  tmux -L "$sock-$runs" kill-server 2>/dev/null || true
   [ ${#sleepers[@]} -eq 0 ] || kill "${sleepers[@]}" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -62,6 +66,8 @@ times() {
 # run NAME CMD...: one tool's threads, in µs a second, on one line.
 run() {
   local name=$1; shift
+  runs=$((runs + 1))
+  local sock="$sock-$runs"
   tmux -L "$sock" new-session -d -x 120 -y 40 \
     env STRATA_FAKE_NVML_SCENARIO="$work/node.json" LD_LIBRARY_PATH="$work/lib" "$@"
   sleep "$warm"

@@ -488,3 +488,29 @@ proptest::proptest! {
         proptest::prop_assert_eq!(Stat::parse(&stat), reference(&stat));
     }
 }
+
+/// A one-line file is read whole whatever its length: within the first kilobyte read onto the
+/// stack, at its edge, and past it (read on into a growing buffer); with its newline or
+/// without one, and with bytes that are not UTF-8 kept as text.
+#[test]
+fn a_line_is_read_whole_at_every_length() {
+    let dir = crate::fixtures::TempDir::new("procfs-line");
+    for len in [0usize, 1, 300, 1023, 1024, 1025, 2047, 2048, 5000] {
+        for newline in [true, false] {
+            let mut text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            if newline && len > 0 {
+                text[len - 1] = b'\n';
+            }
+            let path = dir.join(format!("stat-{len}-{newline}"));
+            std::fs::write(&path, &text).expect("write");
+            let read = read_line_file(&path).expect("read");
+            assert_eq!(read.as_bytes(), &text[..], "{len} bytes, newline {newline}");
+        }
+    }
+    let path = dir.join("stat-latin1");
+    std::fs::write(&path, b"1 (train\xff) S 1\n").expect("write");
+    assert_eq!(
+        read_line_file(&path).expect("read"),
+        "1 (train\u{fffd}) S 1\n"
+    );
+}
