@@ -65,13 +65,20 @@ if ! venv_ok; then
 fi
 
 work=$(mktemp -d /tmp/strata-bench-peers.XXXXXX)
+# A tmux server of its own for each run (named by the node and the tool), its socket in the
+# work dir: a new session on the socket of a server still exiting after the last run's
+# kill-server fails ("server exited unexpectedly"; benches/threads.sh met it).
+export TMUX_TMPDIR="$work"
 sleepers=()
 stop_sleepers() {
   [ ${#sleepers[@]} -eq 0 ] || kill "${sleepers[@]}" 2>/dev/null || true
   sleepers=()
 }
 cleanup() {
-  tmux -L "strata-peers-$$" kill-server 2>/dev/null || true
+  local server
+  for server in "$work"/tmux-*/strata-peers-*; do
+    [ -S "$server" ] && tmux -S "$server" kill-server 2>/dev/null || true
+  done
   stop_sleepers
   rm -rf "$work"
 }
@@ -92,7 +99,7 @@ cell() {
     gpustat) cmd=("$PWD/$venv/bin/gpustat" --interval 1 --show-pid) ;;
   esac
   mkdir -p "$work/run"
-  python3 benches/peers_run.py "strata-peers-$$" "$secs" 120 40 "$work/pids" "$work/run" -- \
+  python3 benches/peers_run.py "strata-peers-$$-$size-$tool" "$secs" 120 40 "$work/pids" "$work/run" -- \
     env STRATA_FAKE_NVML_SCENARIO="$work/node.json" LD_LIBRARY_PATH="$work/lib" \
     "${cmd[@]}" >"$work/run/result.json"
   python3 - "$work/run/result.json" "$tool" <<'EOF'
