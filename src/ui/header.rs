@@ -59,8 +59,8 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
     };
     // Each line is made only when the ones before it did not fit: a frame formats the one it
     // shows and the wider ones, not all of them.
-    let line = |k: usize| {
-        match k {
+    #[rustfmt::skip] // the lines are long, and kept one to a row as the header shows them
+    let line = |k: usize| match k {
         0 => format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_long} │ {mode} │ ? help"),
         1 => format!(" strata │ {host} │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_short} │ {mode}"),
         2 => format!(" strata {host} │ drv {driver} │ CUDA {cuda} │ {gpus}GPU │ {interval} │ {clock}{figures_short} │ {mode_short}"),
@@ -70,7 +70,6 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
         6 => format!(" {mode_short} │ {host} │ {clock} │ drv {driver} │ CUDA {cuda}"),
         7 => format!(" {mode_short} │ {host} │ {clock}"),
         _ => format!(" {mode_short}"),
-    }
     };
     let width = area.width as usize;
     let fits = |t: &String| t.chars().count() <= width;
