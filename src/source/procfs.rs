@@ -560,36 +560,38 @@ pub(crate) fn read_line_file(path: &Path) -> std::io::Result<String> {
 /// A one-line `/proc` file read from its start (`pread` at offset 0: the kernel writes it
 /// anew for each read from the start, so a descriptor kept open reads the current line).
 fn read_line_at_start(file: &fs::File) -> std::io::Result<String> {
-    use std::os::unix::fs::FileExt;
     // A `stat` line is a few hundred bytes: read onto the stack, and only the line is
     // allocated. (A kilobyte's buffer from the heap each read is a large request to glibc's
     // malloc, which first folds every small chunk freed since: at 64 processes a sample, a
     // twentieth of the sampling thread.)
     let mut first = [0u8; 1024];
     let mut len = 0;
-    loop {
-        let n = file.read_at(&mut first[len..], len as u64)?;
-        len += n;
-        if n == 0 || first[..len].ends_with(b"\n") {
-            return Ok(lossy(first[..len].to_vec()));
-        }
-        if len == first.len() {
-            break;
-        }
+    if read_on(file, &mut first, &mut len)? {
+        return Ok(lossy(first[..len].to_vec()));
     }
     let mut buf = first.to_vec();
     loop {
-        if len == buf.len() {
-            buf.resize(len * 2, 0);
-        }
-        let n = file.read_at(&mut buf[len..], len as u64)?;
-        len += n;
-        if n == 0 || buf[..len].ends_with(b"\n") {
+        buf.resize(len * 2, 0);
+        if read_on(file, &mut buf, &mut len)? {
             break;
         }
     }
     buf.truncate(len);
     Ok(lossy(buf))
+}
+
+/// Reads `file` on from `len` into `buf` until the line ends (a newline, or the file's end:
+/// `true`) or `buf` is full (`false`), `len` counting what `buf` holds.
+fn read_on(file: &fs::File, buf: &mut [u8], len: &mut usize) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    while *len < buf.len() {
+        let n = file.read_at(&mut buf[*len..], *len as u64)?;
+        *len += n;
+        if n == 0 || buf[..*len].ends_with(b"\n") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The bytes as text: a name may hold any bytes but `/` and NUL, and one that is not UTF-8

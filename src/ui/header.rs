@@ -58,7 +58,8 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
         None => (String::new(), String::new()),
     };
     // Each line is made only when the ones before it did not fit: a frame formats the one it
-    // shows and the wider ones, not all of them.
+    // shows and the wider ones, not all of them. Lines 0 to 6 are every header's; 7 and 8,
+    // leaner still, serve only beside the own-PID-namespace note.
     #[rustfmt::skip] // the lines are long, and kept one to a row as the header shows them
     let line = |k: usize| match k {
         0 => format!(" strata │ {host} [{label}] │ driver {driver} │ CUDA {cuda} │ {gpus} GPU{plural} │ every {interval} │ {clock}{figures_long} │ {mode} │ ? help"),
@@ -72,18 +73,18 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
         _ => format!(" {mode_short}"),
     };
     let width = area.width as usize;
-    let fits = |t: &String| t.chars().count() <= width;
     let text = if sample.and_then(|s| s.host_pid_namespace) == Some(false) {
         // The note matters more than the versions and the clock: each note with every line,
         // down to the leanest, before the next shorter note.
-        OWN_PID_NAMESPACE
-            .iter()
-            .flat_map(|note| (0..9).map(move |k| (note, k)))
-            .map(|(note, k)| format!("{} │ {note}", line(k)))
-            .find(fits)
-            .unwrap_or_else(|| format!("{} │ {}", line(8), OWN_PID_NAMESPACE[4]))
+        first_that_fits(
+            OWN_PID_NAMESPACE
+                .iter()
+                .flat_map(|note| (0..9).map(move |k| (note, k)))
+                .map(|(note, k)| format!("{} │ {note}", line(k))),
+            width,
+        )
     } else {
-        (0..7).map(line).find(fits).unwrap_or_else(|| line(6))
+        first_that_fits((0..7).map(line), width)
     };
     let padded = format!("{:<width$}", fit(&text, width));
     let style = if state.polls.freshness.is_live() || theme.mono {
@@ -92,6 +93,18 @@ pub(crate) fn draw_header(paint: &mut Paint, area: Rect, state: &State, theme: T
         Style::new().fg(Color::Black).bg(Color::Yellow)
     };
     paint.lines(area, vec![Line::styled(padded, style)]);
+}
+
+/// The first of `lines` no wider than `width`, else the last (cut to the width by its caller).
+fn first_that_fits(lines: impl Iterator<Item = String>, width: usize) -> String {
+    let mut last = String::new();
+    for line in lines {
+        if line.chars().count() <= width {
+            return line;
+        }
+        last = line;
+    }
+    last
 }
 
 pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
