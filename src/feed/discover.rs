@@ -11,7 +11,8 @@
 
 use super::candidate::{Candidate, FeedKey};
 use super::fd::open_path;
-use super::found::{open_place, Dir, Found, IsDead, NoDir, Place};
+use super::found::{judge_place, Dir, Found, IsDead, NoDir, Place};
+use super::kept::{KeptDirs, ParentId};
 use super::listing::{self, Listings, Opened};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
@@ -21,7 +22,6 @@ use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// The most feeds the hub keeps.
 pub(crate) const MAX_FEEDS: usize = 4096;
@@ -62,6 +62,8 @@ pub(crate) struct Scanner {
     /// are a few users' (see [`Shared`]).
     shared: Shared,
     listings: Listings,
+    /// The feed dirs of this mount namespace, kept open while their parents are unchanged.
+    kept: KeptDirs,
     /// This monitor's own mount namespace and root: a watched process that shares both sees
     /// the same paths, and its root is not looked into for what was looked up here.
     own_root: Option<RootKey>,
@@ -83,8 +85,8 @@ fn root_key(proc_dir: &Path) -> Option<RootKey> {
     Some((ns.ino(), root.dev(), root.ino()))
 }
 
-/// The `strata-<uid>` dirs under `/tmp` as of its mtime: those kept, and how many in all.
-type TmpDirs = (SystemTime, Vec<(PathBuf, u32)>, usize);
+/// The `strata-<uid>` dirs under `/tmp` as of its last change: those kept, and how many in all.
+type TmpDirs = (ParentId, Vec<(PathBuf, u32)>, usize);
 
 /// A watched process's identity, for looking up its socket.
 #[derive(Clone)]
@@ -199,6 +201,7 @@ impl Scanner {
             roots: HashMap::new(),
             shared: Shared::default(),
             listings: Listings::default(),
+            kept: KeptDirs::default(),
             own_root,
         }
     }
@@ -217,6 +220,7 @@ impl Scanner {
         is_dead: IsDead,
     ) -> Scan {
         self.scans += 1;
+        self.kept.begin_scan(self.scans);
         let mut found = Found::new(is_dead);
         // Sorted, not hashed: 4 bytes a pid, not a table's 16 and its empty slots.
         let mut pids: Vec<u32> = watched.iter().map(|&(pid, _)| pid).collect();
@@ -234,6 +238,7 @@ impl Scanner {
         }
         self.scan_feed_dirs(&here_dirs, &mut found);
         self.listings.end_scan();
+        self.kept.end_scan();
         Scan {
             candidates: found.list,
             notes: found.notes,
@@ -315,7 +320,15 @@ impl Scanner {
         let dir = match here_dirs.entry_ref(&*here) {
             EntryRef::Occupied(kept) => kept.into_mut().as_ref(),
             EntryRef::Vacant(place) => {
-                match open_place(&Place::Here(&here), owner, FoundVia::FeedDir, pid, found) {
+                let opened = self.kept.open(&here);
+                match judge_place(
+                    &Place::Here(&here),
+                    opened,
+                    owner,
+                    FoundVia::FeedDir,
+                    pid,
+                    found,
+                ) {
                     Err(NoDir::NotADir) => None,
                     looked => place.insert(looked.ok()).as_ref(),
                 }
@@ -380,7 +393,8 @@ impl Scanner {
             rel,
             shown: root_path.join(rel),
         };
-        Some(open_place(&place, euid, FoundVia::ProcessRoot, pid, found).ok())
+        let opened = listing::open_within(root.as_ref()?, rel);
+        Some(judge_place(&place, opened, euid, FoundVia::ProcessRoot, pid, found).ok())
     }
 
     /// The feed dirs to scan, each with the uid that must own it.
@@ -396,11 +410,9 @@ impl Scanner {
         }
         // As root: every user's dir. /tmp is listed again only when it changed (and now and
         // then, in case two changes fell within one mtime tick).
-        let mtime = fs::metadata(&self.tmp_root).and_then(|m| m.modified()).ok();
-        let cached = match (mtime, &self.tmp_dirs) {
-            (Some(mtime), Some((at, dirs, all)))
-                if *at == mtime && !self.scans.is_multiple_of(16) =>
-            {
+        let now = self.kept.stat(&self.tmp_root);
+        let cached = match (now, &self.tmp_dirs) {
+            (Some(now), Some((at, dirs, all))) if *at == now && !self.scans.is_multiple_of(16) => {
                 Some((dirs.clone(), *all))
             }
             _ => None,
@@ -409,8 +421,8 @@ impl Scanner {
             let mut dirs = tmp_feed_dirs(&self.tmp_root);
             let all = dirs.len();
             dirs.truncate(MAX_FEED_DIRS);
-            if let Some(mtime) = mtime {
-                self.tmp_dirs = Some((mtime, dirs.clone(), all));
+            if let Some(now) = now {
+                self.tmp_dirs = Some((now, dirs.clone(), all));
             }
             (dirs, all)
         });
@@ -437,7 +449,7 @@ impl Scanner {
                     st: dir.st,
                 }),
                 Some(None) => None,
-                None => listing::open(&path),
+                None => self.kept.open(&path),
             };
             let Some(dir) = opened else {
                 continue;

@@ -4,7 +4,7 @@
 
 use super::candidate::{Candidate, FeedKey, MAX_SUSPICIOUS};
 use super::fd::{fstatat, open_in_root_following, readlink_in};
-use super::listing::{self, kind_of, Opened, SocketEntry};
+use super::listing::{kind_of, Opened, SocketEntry};
 use super::names::dir_verdict;
 use crate::sample::feed::{FeedScan, FoundVia, SuspiciousEntry};
 use std::collections::{HashMap, HashSet};
@@ -32,18 +32,20 @@ pub(super) enum NoDir {
     NotADir,
 }
 
-/// Opens a feed dir where a watched process's agent would listen: a link or another kind
-/// of file there is a suspicious entry, and not the way to any socket.
-pub(super) fn open_place(
+/// Judges what was opened (`None`: nothing) where a watched process's agent would listen
+/// for a feed dir: a link or another kind of file there is a suspicious entry, and not the
+/// way to any socket.
+pub(super) fn judge_place(
     place: &Place<'_>,
+    opened: Option<Opened>,
     owner: u32,
     via: FoundVia,
     for_pid: u32,
     found: &mut Found,
 ) -> Result<Dir, NoDir> {
-    let (opened, shown): (_, &Path) = match place {
-        Place::Here(path) => (listing::open(path), path),
-        Place::InRoot { root, rel, shown } => (listing::open_within(root, rel), shown),
+    let shown: &Path = match place {
+        Place::Here(path) => path,
+        Place::InRoot { shown, .. } => shown,
     };
     let Some(opened) = opened else {
         return Err(NoDir::Absent);

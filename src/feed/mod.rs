@@ -14,6 +14,7 @@ mod found;
 #[doc(hidden)]
 pub mod fuzz;
 pub(crate) mod hub;
+mod kept;
 mod limits;
 mod listing;
 mod names;

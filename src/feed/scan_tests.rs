@@ -6,6 +6,7 @@ use super::probe::{DIR_ATTEMPTS, PENDING_PER_DIR};
 use super::tests::{config, hello, me, sample, FakeAgent, TempDir, PATIENCE};
 use super::*;
 use crate::feed::discover::DIR_ENTRIES;
+use crate::sample::feed::SuspiciousEntry;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::os::unix::net::UnixListener;
@@ -28,6 +29,19 @@ fn hub_in(tmp_root: &Path) -> FeedHub {
     .expect("hub")
 }
 
+/// What the last scan noted, with no feed reached: one suspicious entry, at `link`.
+fn the_link_alone_is_noted(hub: &FeedHub, link: &Path) -> SuspiciousEntry {
+    assert!(
+        hub.collect().is_empty(),
+        "a link is never the way to a socket"
+    );
+    let notes = hub.scan_notes();
+    assert_eq!(notes.suspicious.len(), 1, "{notes:?}");
+    let noted = notes.suspicious[0].clone();
+    assert_eq!(noted.path, link.display().to_string());
+    noted
+}
+
 #[test]
 fn a_linked_feed_dir_is_not_followed_and_is_noted_once() {
     let tmp = TempDir::new();
@@ -40,14 +54,7 @@ fn a_linked_feed_dir_is_not_followed_and_is_noted_once() {
     let hub = hub_in(&tmp.0);
     for _ in 0..3 {
         hub.settle(PATIENCE);
-        assert!(
-            hub.collect().is_empty(),
-            "a link is never the way to a socket"
-        );
-        let notes = hub.scan_notes();
-        assert_eq!(notes.suspicious.len(), 1, "{notes:?}");
-        let link = &notes.suspicious[0];
-        assert_eq!(link.path, tmp.0.join("strata-0").display().to_string());
+        let link = the_link_alone_is_noted(&hub, &tmp.0.join("strata-0"));
         assert_eq!(
             (link.kind.as_str(), link.owner, link.in_place_of.as_str()),
             ("symbolic link", 0, "feed_dir")
@@ -55,6 +62,50 @@ fn a_linked_feed_dir_is_not_followed_and_is_noted_once() {
         assert_eq!(link.target.as_deref(), Some(real.to_str().expect("utf-8")));
     }
     assert_eq!(hub.connects().0, 0);
+}
+
+/// A watched process's feed dir is kept open from scan to scan (`kept.rs`) and let go when
+/// its path changes: renamed away and a link put in its place, the next scan notes the link
+/// and reaches no socket through it.
+#[test]
+fn a_feed_dir_replaced_by_a_link_between_scans_is_noted_not_followed() {
+    let tmp = TempDir::new();
+    let own = tmp.dir("strata-0", 0o700);
+    let hub = hub_in(&tmp.0);
+    hub.watch_pids(&[(me(), None)]);
+    hub.settle(PATIENCE);
+    assert!(hub.scan_notes().suspicious.is_empty());
+    let real = tmp.dir("real", 0o700);
+    let _agent = FakeAgent::serve(
+        real.join(format!("{}.sock", me())),
+        vec![hello(me()), sample(1, false)],
+    );
+    fs::rename(&own, tmp.0.join("old")).expect("rename");
+    symlink(&real, &own).expect("symlink");
+    hub.settle(PATIENCE);
+    the_link_alone_is_noted(&hub, &own);
+    assert_eq!(hub.connects().0, 0);
+}
+
+/// A feed dir looked for and not found is not looked for again while `/tmp` is unchanged;
+/// made since, it is looked in at the next scan.
+#[test]
+fn a_feed_dir_made_after_a_scan_found_none_is_looked_in_at_the_next() {
+    let tmp = TempDir::new();
+    let hub = hub_in(&tmp.0);
+    hub.watch_pids(&[(me(), None)]);
+    hub.settle(PATIENCE);
+    assert!(hub.collect().is_empty());
+    let own = tmp.dir("strata-0", 0o700);
+    let _agent = FakeAgent::serve(
+        own.join(format!("{}.sock", me())),
+        vec![hello(me()), sample(1, false)],
+    );
+    hub.settle(PATIENCE);
+    super::tests::wait_for(&hub, "the feed of the dir made since", |r| {
+        r.iter()
+            .any(|f| f.pid() == Some(me()) && f.state == FeedState::Connected)
+    });
 }
 
 #[test]
