@@ -1,6 +1,6 @@
 //! Which of the processes NVML lists have exited since the last look, for all of them in one
-//! system call: a process descriptor (`pidfd_open`, Linux 5.3) each, polled together once a
-//! sample. A descriptor becomes readable when its process exits (defunct or reaped), and it
+//! system call: a process descriptor (`pidfd_open`, Linux 5.3) each, polled together at most
+//! once a sample, and only where a process off the screen asks (one on it is read anyway). A descriptor becomes readable when its process exits (defunct or reaped), and it
 //! names that process, never a later one given the same number. So a process off the screen
 //! need not have its `/proc/PID/stat` read at every sample to know it still runs: only the
 //! exited ones (a zombie context's holder among them) are read again. The descriptors sit in
@@ -29,6 +29,13 @@ pub(crate) struct Liveness {
     /// Cleared when the kernel refuses `pidfd_open` itself (older than 5.3, or a seccomp
     /// filter): then every process is read at every sample, as before.
     supported: bool,
+    /// Whether this sample's poll was made: it is made at the sample's first question that
+    /// needs it, so a sample whose processes are all read anyway (all on the screen, as on
+    /// a small node) makes no call.
+    polled: bool,
+    /// Polls made, for the tests.
+    #[cfg(test)]
+    pub(crate) polls: u64,
 }
 
 impl Liveness {
@@ -41,14 +48,28 @@ impl Liveness {
             set: None,
             ready: Vec::new(),
             supported: true,
+            polled: false,
+            #[cfg(test)]
+            polls: 0,
         }
     }
 
-    /// Asks the kernel, for every process watched, whether it has exited. Called once a
-    /// sample, before any [`Liveness::lives`].
+    /// Starts a sample: what the last poll said no longer holds, and the next question that
+    /// needs an answer polls again.
+    pub(crate) fn next_sample(&mut self) {
+        self.polled = false;
+    }
+
+    /// Asks the kernel, for every process watched, whether it has exited: once a sample, at
+    /// the first [`Liveness::lives`] that needs it.
     pub(crate) fn poll(&mut self) {
+        self.polled = true;
         self.exited.clear();
         self.failed = false;
+        #[cfg(test)]
+        {
+            self.polls += 1;
+        }
         let Some(set) = &self.set else {
             return;
         };
@@ -84,10 +105,27 @@ impl Liveness {
         }
     }
 
-    /// Whether `pid` is watched and, at the last poll, had not exited: the process last read
-    /// under that number still runs.
-    pub(crate) fn lives(&self, pid: u32) -> bool {
-        !self.failed && !self.exited.contains(&pid) && self.fds.contains_key(&pid)
+    /// Whether `pid` is watched and, at this sample's poll, had not exited: the process last
+    /// read under that number still runs.
+    pub(crate) fn lives(&mut self, pid: u32) -> bool {
+        if !self.fds.contains_key(&pid) {
+            return false;
+        }
+        if !self.polled {
+            self.poll();
+        }
+        !self.failed && !self.exited.contains(&pid)
+    }
+
+    /// [`Liveness::watch`] for a process read at this sample whatever the descriptors say
+    /// (on the screen): a descriptor kept for `pid` is kept without asking whether it still
+    /// runs. Where the number has passed to another process since, the descriptor names the
+    /// first and says it exited at the next poll that asks, so that it never vouches for the
+    /// second: the process is read then, and watched anew.
+    pub(crate) fn keep(&mut self, pid: u32) {
+        if !self.fds.contains_key(&pid) {
+            self.watch(pid);
+        }
     }
 
     /// Watches `pid` from now on, unless it is watched already and has not exited, or the
@@ -277,6 +315,52 @@ pub(super) mod tests {
         let mut survivor = survivor;
         survivor.kill().expect("kill");
         survivor.wait().expect("reaped");
+    }
+
+    /// A sample polls at its first question only, once; keeping a descriptor asks nothing.
+    #[test]
+    fn a_sample_polls_once_and_only_when_asked() {
+        let mut child = Command::new("sleep").arg("300").spawn().expect("sleep");
+        let mut watch = Liveness::new(16);
+        watch.watch(child.id());
+        if watch.supported {
+            assert_eq!(watch.polls, 0, "watching a new process asks nothing");
+            watch.next_sample();
+            watch.keep(child.id());
+            assert_eq!(watch.polls, 0, "kept, not asked");
+            assert!(watch.lives(child.id()));
+            assert!(watch.lives(child.id()));
+            assert_eq!(watch.polls, 1, "one poll a sample");
+            assert!(!watch.lives(1), "never watched: no poll needed to say so");
+            watch.next_sample();
+            assert!(!watch.lives(1));
+            assert_eq!(watch.polls, 1);
+            assert!(watch.lives(child.id()));
+            assert_eq!(watch.polls, 2);
+        }
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+    }
+
+    /// A descriptor kept while its process was on the screen says, at the next sample that
+    /// asks, that the process exited: it never vouches for what the number names since.
+    #[test]
+    fn a_kept_descriptor_of_an_exited_process_does_not_vouch() {
+        let mut child = Command::new("sleep").arg("300").spawn().expect("sleep");
+        let pid = child.id();
+        let mut watch = Liveness::new(16);
+        watch.watch(pid);
+        child.kill().expect("kill");
+        wait_defunct(pid);
+        watch.next_sample();
+        watch.keep(pid);
+        if watch.supported {
+            assert_eq!((watch.watched(), watch.polls), (1, 0));
+        }
+        assert!(!watch.lives(pid), "exited");
+        child.wait().expect("reaped");
+        watch.next_sample();
+        assert!(!watch.lives(pid), "exited and reaped");
     }
 
     /// Waits (bounded by the event, with a generous cap) until `/proc` shows `pid` defunct.

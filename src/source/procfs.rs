@@ -184,7 +184,7 @@ impl ProcFs {
         // first.
         self.whole_spare = if self.round > 1 { WHOLE_SPARE } else { 0 };
         if let Some(liveness) = &mut self.liveness {
-            liveness.poll();
+            liveness.next_sample();
         }
     }
 
@@ -215,11 +215,18 @@ impl ProcFs {
         }
         let spare = spare_left && !self.read_whole_before(pid);
         // Read before and not vouched for by the descriptor kept since (exited, or no
-        // descriptors here): whole, for the rules that judge a process gone or defunct.
-        let vouched = self.liveness.as_ref().is_some_and(|l| l.lives(pid));
-        let whole = figures || spare || (self.last_read.contains_key(&pid) && !vouched);
+        // descriptors here): whole, for the rules that judge a process gone or defunct. (On
+        // the screen it is read whole anyway, and its descriptor not asked.)
+        let whole = figures
+            || spare
+            || (self.last_read.contains_key(&pid)
+                && !self.liveness.as_mut().is_some_and(|l| l.lives(pid)));
         if let Some(liveness) = &mut self.liveness {
-            liveness.watch(pid);
+            if figures {
+                liveness.keep(pid);
+            } else {
+                liveness.watch(pid);
+            }
         }
         let identity = self.read_identity(pid, whole);
         match identity.start_time {
@@ -246,8 +253,8 @@ impl ProcFs {
 
     /// What is known of `pid` without reading it, and whether it was read whole, if its
     /// descriptor says the process read last still runs.
-    fn unread(&self, pid: u32) -> Option<(Identity, bool)> {
-        if !self.liveness.as_ref()?.lives(pid) {
+    fn unread(&mut self, pid: u32) -> Option<(Identity, bool)> {
+        if !self.liveness.as_mut()?.lives(pid) {
             return None;
         }
         let &start_time = self.last_read.get(&pid)?;

@@ -106,6 +106,41 @@ fn a_process_off_the_screen_is_read_only_when_due_or_exited() {
     );
 }
 
+/// A sample whose processes are all on the screen reads each and asks nothing of their
+/// descriptors; one off the screen asks, once a sample. One that exited while on the screen
+/// is read again, not vouched for, once it leaves it.
+#[test]
+fn processes_on_the_screen_ask_nothing_of_their_descriptors() {
+    let mut child = sleeping("300");
+    let pid = child.id();
+    let mut procfs = ProcFs::default();
+    for _ in 0..3 {
+        procfs.next_sample();
+        assert!(procfs.identity_lean(pid, true).cpu_ticks.is_some());
+    }
+    let Some(polls) = procfs.liveness.as_ref().map(|l| l.polls) else {
+        // Another PID namespace than the host's: no descriptors, every process read.
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+        return;
+    };
+    assert_eq!(polls, 0);
+    procfs.next_sample();
+    let _ = procfs.identity_lean(pid, false);
+    let _ = procfs.identity_lean(pid, false);
+    assert_eq!(procfs.liveness.as_ref().map(|l| l.polls), Some(1));
+    procfs.next_sample();
+    assert!(procfs.identity_lean(pid, true).visible);
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    procfs.next_sample();
+    let gone = procfs.identity_lean(pid, false);
+    assert!(
+        !gone.visible,
+        "exited on the screen, read again off it: {gone:?}"
+    );
+}
+
 /// The first sample reads a process off the screen through `stat` and the executable,
 /// not its user and command line; the next sample reads it whole, within its spare, and
 /// it stays so. With no spare left, neither a first look nor the rotation reads it whole;
