@@ -12,8 +12,8 @@
 use super::candidate::{Candidate, FeedKey};
 use super::fd::open_path;
 use super::found::{judge_place, Dir, Found, IsDead, NoDir, Place};
-use super::kept::{KeptDirs, ParentId};
-use super::listing::{self, Listings, Opened};
+use super::kept::KeptDirs;
+use super::listing::{self, DirId, Listings, Opened, RELIST_SCANS};
 use super::names::{dir_verdict, environ_feed_dir, read_status};
 use crate::sample::feed::{CutShort, FeedScan, FoundVia};
 use hashbrown::hash_map::EntryRef;
@@ -86,7 +86,7 @@ fn root_key(proc_dir: &Path) -> Option<RootKey> {
 }
 
 /// The `strata-<uid>` dirs under `/tmp` as of its last change: those kept, and how many in all.
-type TmpDirs = (ParentId, Vec<(PathBuf, u32)>, usize);
+type TmpDirs = (DirId, Vec<(PathBuf, u32)>, usize);
 
 /// A watched process's identity, for looking up its socket.
 #[derive(Clone)]
@@ -412,7 +412,9 @@ impl Scanner {
         // then, in case two changes fell within one mtime tick).
         let now = self.kept.stat(&self.tmp_root);
         let cached = match (now, &self.tmp_dirs) {
-            (Some(now), Some((at, dirs, all))) if *at == now && !self.scans.is_multiple_of(16) => {
+            (Some(now), Some((at, dirs, all)))
+                if *at == now && !self.scans.is_multiple_of(RELIST_SCANS) =>
+            {
                 Some((dirs.clone(), *all))
             }
             _ => None,

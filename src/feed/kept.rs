@@ -3,34 +3,28 @@
 //! changed: a dir removed, renamed, made or replaced by a link changes its parent's mtime.
 //! At each scan the kept descriptor is `fstat`ed again, so that its mode, owner and mtime
 //! are this scan's. Where the parent cannot be stat'ed, the dir is opened at each scan, as
-//! before; and every [`REOPEN_SCANS`] scans it is opened anew whatever its parent says (two
-//! changes within one timestamp tick, on a kernel without fine-grained timestamps).
+//! before; and every [`RELIST_SCANS`] scans it is opened anew whatever its parent says (two
+//! changes within one timestamp tick, on a kernel without fine-grained timestamps), as a
+//! kept listing is read again.
 //!
 //! At one sample a second on a node of one GPU, the `open` and `close` of the dir at each
 //! scan were two of the collector's ten system calls, each a path looked up cold.
 
-use super::listing::{open, Opened};
+use super::listing::{open, DirId, Opened, RELIST_SCANS};
 use hashbrown::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Scans after which a kept dir is opened again, changed or not (as a kept listing is read
-/// again, `listing.rs`).
-const REOPEN_SCANS: u64 = 16;
 /// The most dirs kept open (a monitor running as root lists every user's): beyond these, a
 /// dir is opened and closed at each scan.
 const MAX_KEPT: usize = 64;
-
-/// A directory's identity and last change, as `stat` says: a child opened under it stays the
-/// one at its path while this stays the same.
-pub(crate) type ParentId = (u64, u64, i64, i64, i64, i64);
 
 /// A dir as last opened: its descriptor (`None`: nothing was there), its parent as it was
 /// then, the scan that opened it, and the last scan that used it.
 struct Kept {
     fd: Option<Arc<std::os::fd::OwnedFd>>,
-    parent: ParentId,
+    parent: DirId,
     opened_at: u64,
     used_at: u64,
 }
@@ -39,7 +33,7 @@ struct Kept {
 pub(crate) struct KeptDirs {
     dirs: HashMap<PathBuf, Kept>,
     /// Parents stat'ed this scan (`None`: could not be).
-    parents: HashMap<PathBuf, Option<ParentId>>,
+    parents: HashMap<PathBuf, Option<DirId>>,
     scan: u64,
     /// Paths opened, for the tests: what is kept is not opened again.
     #[cfg(test)]
@@ -61,7 +55,7 @@ impl KeptDirs {
 
     /// `path`'s identity and last change, stat'ed once a scan (following links, as the
     /// opening of a path below it does).
-    pub(crate) fn stat(&mut self, path: &Path) -> Option<ParentId> {
+    pub(crate) fn stat(&mut self, path: &Path) -> Option<DirId> {
         if let Some(id) = self.parents.get(path) {
             return *id;
         }
@@ -86,7 +80,7 @@ impl KeptDirs {
         let scan = self.scan;
         let parent = path.parent().and_then(|parent| self.stat(parent));
         if let (Some(parent), Some(kept)) = (parent, self.dirs.get_mut(path)) {
-            if kept.parent == parent && scan - kept.opened_at < REOPEN_SCANS {
+            if kept.parent == parent && scan - kept.opened_at < RELIST_SCANS {
                 kept.used_at = scan;
                 let Some(fd) = &kept.fd else {
                     return None;

@@ -28,13 +28,13 @@ fn a_dir_is_opened_once_while_its_parent_is_unchanged() {
     fs::create_dir(&dir).expect("mkdir");
     let mut kept = KeptDirs::default();
     let first = scan(&mut kept, 1, &dir).expect("opened");
-    for n in 2..=REOPEN_SCANS {
+    for n in 2..=RELIST_SCANS {
         let again = scan(&mut kept, n, &dir).expect("kept");
         assert!(Arc::ptr_eq(&first.fd, &again.fd), "scan {n}");
     }
     assert_eq!(kept.opens, 1);
     // Then opened anew, changed or not.
-    let fresh = scan(&mut kept, REOPEN_SCANS + 1, &dir).expect("opened");
+    let fresh = scan(&mut kept, RELIST_SCANS + 1, &dir).expect("opened");
     assert!(!Arc::ptr_eq(&first.fd, &fresh.fd));
     assert_eq!(kept.opens, 2);
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub(crate) const COUNT_CAP: usize = 65_536;
 /// A kept listing is read again after this many scans even when the directory looks
 /// unchanged (two changes within one timestamp tick).
-const RELIST_SCANS: u64 = 16;
+pub(crate) const RELIST_SCANS: u64 = 16;
 
 /// A path opened `O_PATH` without following a final link, and what `fstat` says of it.
 pub(crate) struct Opened {
@@ -45,8 +45,9 @@ impl Opened {
     }
 }
 
-/// A directory's identity and last change: a listing is good while this stays the same.
-type DirId = (u64, u64, i64, i64, i64, i64);
+/// A directory's identity and last change: a listing of it is good, and a dir opened under it
+/// is still the one at its path (`kept.rs`), while this stays the same.
+pub(crate) type DirId = (u64, u64, i64, i64, i64, i64);
 
 pub(crate) fn open(path: &Path) -> Option<Opened> {
     let fd = open_path(path, libc::O_NOFOLLOW).ok()?;

@@ -1,7 +1,8 @@
 //! Which of the processes NVML lists have exited since the last look, for all of them in one
 //! system call: a process descriptor (`pidfd_open`, Linux 5.3) each, polled together at most
-//! once a sample, and only where a process off the screen asks (one on it is read anyway). A descriptor becomes readable when its process exits (defunct or reaped), and it
-//! names that process, never a later one given the same number. So a process off the screen
+//! once a sample, and only where a process off the screen asks (one on it is read anyway). A
+//! descriptor becomes readable when its process exits (defunct or reaped), and it names that
+//! process, never a later one given the same number. So a process off the screen
 //! need not have its `/proc/PID/stat` read at every sample to know it still runs: only the
 //! exited ones (a zombie context's holder among them) are read again. The descriptors sit in
 //! one epoll set, so a sample's question costs one call that returns the exited only, however
