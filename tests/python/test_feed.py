@@ -248,6 +248,65 @@ class FeedTest(Case):
         n = len(m.snapshot())
         m.wait(live_sample, start=n)
 
+    # In the job: a `segments` or `sites` message whose line is exactly n bytes, its newline
+    # included (its last strip or site padded to the byte).
+    MADE = (
+        "def made(n, kind):\n"
+        "    from strata_feed import _wire\n"
+        "    if kind == 'segments':\n"
+        "        item = lambda pad: {'pool': 'large' + 'x' * pad, 'expandable': False, 'size': 2097152,\n"
+        "                            'live': 0, 'free': 2097152, 'largest_free': 2097152, 'pinned': False,\n"
+        "                            'runs': [[2097152, 'f']]}\n"
+        "        dev = {'index': 0, 'pools': [], 'strips': [], 'strips_left_out': 0}\n"
+        "        msg = {'v': 1, 'type': 'segments', 'time': 1.5, 'took': 0.001, 'devices': [dev]}\n"
+        "        items = dev['strips']\n"
+        "    else:\n"
+        "        item = lambda pad: {'site': 'job.py:7 in f' + 'x' * pad, 'via': [], 'bytes': 1048576, 'count': 1}\n"
+        "        dev = {'index': 0, 'live': [], 'growth': []}\n"
+        "        msg = {'v': 1, 'type': 'sites', 'time': 1.5, 'id': 1, 'state': 'done', 'stopped': None,\n"
+        "               'devices': [dev]}\n"
+        "        items = dev['live']\n"
+        "    base, step = len(_wire.encode(msg)), len(_wire.encode(item(0)))  # an item and its comma\n"
+        "    items.extend(item(0) for _ in range((n - base + 1) // step))\n"
+        "    items[-1] = item(n - len(_wire.encode(msg)))\n"
+        "    assert len(_wire.encode(msg)) == n\n"
+        "    return msg\n"
+    )
+
+    def test_what_is_made_to_fit_still_fits_with_the_backlog_mark(self):
+        # A segment map or a sites outcome cut to fit the line, of every length about the
+        # limit: sent again to a monitor that comes later it carries "backlog": true, and must
+        # still fit (before, one made to exactly 64 KiB went out 15 bytes over it).
+        j = self.job()
+        j.do("exec(%r)" % self.MADE)
+        j.do("from strata_feed import _segmap, _siterule, _wire")
+        longest = j.eval(
+            "max((len(_wire.backlog_form(f(made(n, k)))), n, k) for n in range(65480, 65600)"
+            " for k, f in (('segments', _segmap.fit), ('sites', _siterule.fit_sites)))"
+        )
+        self.assertLessEqual(longest[0], 65536, longest)
+
+    def test_a_segment_map_cut_to_fit_reaches_a_monitor_that_comes_later(self):
+        # The map the agent keeps for monitors to come, made from a snapshot whose map is
+        # exactly 64 KiB: the monitor connected when it was made gets it, and so does one
+        # that connects after (before, that one got a line 15 bytes too long, which a monitor
+        # discards: no segment map until the next snapshot).
+        j = self.job()
+        j.do("exec(%r)" % self.MADE)
+        first = self.monitor(j.pid)
+        first.wait(lambda x: x["type"] == "hello", what="the hello")
+        j.do("import strata_feed; from strata_feed import _segmap; msg = made(65536, 'segments')")
+        strips = j.eval("len(msg['devices'][0]['strips'])")
+        j.do("strata_feed._agent.post_kept(('segments',), _segmap.fit(msg))")
+        live = first.wait(lambda x: x["type"] == "segments", what="the segment map")
+        later = self.monitor(j.pid)
+        kept = later.wait(lambda x: x["type"] == "segments", what="the kept segment map")
+        self.assertIs(kept.pop("backlog"), True)
+        self.assertEqual(kept, live)
+        d = kept["devices"][0]
+        self.assertGreater(d["strips_left_out"], 0)
+        self.assertEqual(len(d["strips"]) + d["strips_left_out"], strips)
+
     def test_socket_of_an_earlier_process_is_replaced(self):
         # A stale socket file of this very pid (an earlier process with the same pid).
         env = self.env(STRATA_TEST_START="no")

@@ -25,7 +25,7 @@ import time
 from . import MAX_DEVICES, PROTOCOL, __version__ as VERSION
 from . import _feeddir, _server
 from ._threads import Thread, deque, name_os_thread
-from ._wire import LINE_LIMIT, encode
+from ._wire import LINE_LIMIT, MADE_LIMIT, encode
 
 DETECT_MIN = 0.05  # seconds between looks in sys.modules for a framework, at first...
 DETECT_MAX = 2.0  # ...backing off to this
@@ -289,7 +289,7 @@ class Agent(object):
             self.seq += 1
             msg["seq"] = self.seq
             line = encode(msg)
-            if len(line) <= LINE_LIMIT:
+            if len(line) <= MADE_LIMIT:
                 self.pending.append(line)
         self.wake()
 
@@ -441,11 +441,11 @@ class Agent(object):
                 hub.set_hello(None)
             elif kind == "kept":
                 key, line = payload
-                if len(line) > LINE_LIMIT:
+                if len(line) > MADE_LIMIT:
                     hub.oversized += 1
                 else:
                     hub.publish_kept(key, line)
-            elif len(payload) > LINE_LIMIT:
+            elif len(payload) > MADE_LIMIT:
                 hub.oversized += 1
             elif kind == "live":
                 hub.publish_live(payload)

@@ -14,7 +14,7 @@ import time
 from . import _context, _frameworks, _steps
 from ._slices import give_up_gil
 from ._threads import Thread, Wake, deque, name_os_thread
-from ._wire import LINE_LIMIT, encode
+from ._wire import MADE_LIMIT, encode
 
 WARMUP_PERIOD = 0.05  # seconds between samples right after the framework initialised
 WARMUP_SECONDS = 5.0
@@ -318,7 +318,7 @@ class Sampler(object):
         }
         msg["seq"] = self.agent.next_seq()
         line = encode(msg)
-        if len(line) > LINE_LIMIT:
+        if len(line) > MADE_LIMIT:
             self.agent.hub.oversized += 1
             return
         self.agent.post_line(line)

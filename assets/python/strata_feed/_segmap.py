@@ -9,7 +9,7 @@ however many blocks the snapshot has. A leaf but for _slices and _wire.
 
 import heapq
 
-from ._wire import LINE_LIMIT, encode
+from ._wire import MADE_LIMIT, encode
 
 MAX_STRIPS = 32
 MAX_RUNS = 64
@@ -241,7 +241,7 @@ def _runs(seg, total, runs, clock):
         runs.append([mixed[0], "m"])
 
 
-def fit(msg, limit=LINE_LIMIT):
+def fit(msg, limit=MADE_LIMIT):
     """msg (a `segments` message) encoded within limit: strips go from the end of the device
     that has the most, counted in its strips_left_out; then free-block histograms, then
     devices from the end. None when not even one device fits."""

@@ -37,6 +37,7 @@ import sys
 import time
 
 from ._threads import deque
+from ._wire import backlog_form
 
 QUEUE_LIMIT = 4 * 1024 * 1024  # live bytes waiting for one monitor before it is dropped
 BACKLOG_BYTES = 4 * 1024 * 1024
@@ -44,7 +45,6 @@ BACKLOG_SECONDS = 15 * 60
 MAX_CONNECTIONS = 256
 REQUEST_LIMIT = 4096  # bytes of a monitor's line, its newline included
 KEPT_SITES = 16  # outcomes of sites windows kept for monitors to come (the latest)
-_BACKLOG_TAIL = b',"backlog":true}\n'
 _NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 _SEND_BATCH = 64
 _IN = select.POLLIN
@@ -77,11 +77,6 @@ def release(sock, ident):
         return True
     sock.detach()  # the number is the job's now: its object must never close it
     return False
-
-
-def backlog_form(line):
-    """The same message with "backlog": true (line is one JSON object ending in "}\\n")."""
-    return line[:-2] + _BACKLOG_TAIL
 
 
 def busy_line(now):

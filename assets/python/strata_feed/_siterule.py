@@ -8,7 +8,7 @@ in slices (_slices). A leaf but for _reading and _wire.
 """
 
 from ._reading import count, text
-from ._wire import LINE_LIMIT, encode
+from ._wire import MADE_LIMIT, encode
 
 MAX_TOP = 50
 FILE_CHARS = 256
@@ -305,7 +305,7 @@ class Reduction(object):
         return total
 
 
-def fit_sites(msg, limit=LINE_LIMIT):
+def fit_sites(msg, limit=MADE_LIMIT):
     """msg (a `sites` message) encoded within limit: the smallest entries of the longest
     lists go first, and `stopped` says so. None when even empty lists do not fit."""
     line = encode(msg)
