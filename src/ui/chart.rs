@@ -264,13 +264,49 @@ pub(crate) fn marked_sparkline(
     style: Style,
     mark_style: Style,
 ) -> Vec<Span<'static>> {
-    let Some(series) = series else {
-        return marked(&" ".repeat(width), &[], style, mark_style);
-    };
-    let spark = Spark::of(width, Some(series), 1.0);
-    let values = spark.peaks(series, now);
-    let text = super::widgets::sparkline(&values, width, ceiling);
-    marked(&text, &spark.marks(now, width, starts), style, mark_style)
+    SparkRead::of(series, now, width, starts).spans(width, ceiling, style, mark_style)
+}
+
+/// What a [`marked_sparkline`] shows of its series, read and not yet drawn: the same read
+/// draws the same sparkline, so that one drawn from it need not be drawn again.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SparkRead {
+    /// Each cell's peak, oldest first; `None` without a series (a blank sparkline).
+    values: Option<Vec<Option<u64>>>,
+    /// The cells where a climb began.
+    marks: Vec<usize>,
+}
+
+impl SparkRead {
+    pub(crate) fn of(series: Option<&Series>, now: f64, width: usize, starts: &[f64]) -> SparkRead {
+        let Some(series) = series else {
+            return SparkRead {
+                values: None,
+                marks: Vec::new(),
+            };
+        };
+        let spark = Spark::of(width, Some(series), 1.0);
+        SparkRead {
+            values: Some(spark.peaks(series, now)),
+            marks: spark.marks(now, width, starts),
+        }
+    }
+
+    pub(crate) fn spans(
+        &self,
+        width: usize,
+        ceiling: Option<u64>,
+        style: Style,
+        mark_style: Style,
+    ) -> Vec<Span<'static>> {
+        match &self.values {
+            None => marked(&" ".repeat(width), &[], style, mark_style),
+            Some(values) => {
+                let text = super::widgets::sparkline(values, width, ceiling);
+                marked(&text, &self.marks, style, mark_style)
+            }
+        }
+    }
 }
 
 /// A window as short as it reads: `45s`, `8m`, `2h`.

@@ -65,6 +65,9 @@ fn too_small(width: u16, height: u16) -> Vec<String> {
 #[derive(Debug, Default)]
 pub(crate) struct Bands {
     last: Option<Drawn>,
+    /// What the GPU section in `last` was drawn from, where it was drawn from what the next
+    /// frame's may be ([`gpus::section`]): reset with `last`.
+    gpus: gpus::Kept,
 }
 
 #[derive(Debug)]
@@ -111,31 +114,50 @@ pub(crate) fn draw_bands(
         && state.attach.offer.is_none();
     let Some(observed) = state.current.as_ref().filter(|_| banded) else {
         bands.last = None;
+        bands.gpus.forget();
         draw_in(frame, state, theme);
         if theme.ascii {
             theme::to_ascii(frame.buffer_mut());
         }
         return None;
     };
-    let now = main_screen(area, state, observed, theme);
-    let last = bands
-        .last
-        .take()
-        .filter(|last| !wiped && last.area == area && last.theme == theme);
+    let mut last = match bands.last.take() {
+        Some(last) if last.area == area && last.theme == theme => last.bands,
+        _ => {
+            bands.gpus.forget();
+            Vec::new()
+        }
+    };
+    let mut now = Vec::new();
     let mut rows = Vec::new();
-    for (i, (band, paint)) in now.iter().enumerate() {
-        let same = last
-            .as_ref()
-            .and_then(|last| last.bands.get(i))
-            .is_some_and(|(was, drew)| was == band && drew == paint);
-        if same || band.is_empty() {
-            continue;
+    for (i, (band, paint)) in main_screen(area, state, observed, theme, &mut bands.gpus)
+        .into_iter()
+        .enumerate()
+    {
+        let was = last.get_mut(i).filter(|(was, _)| *was == band);
+        let (paint, same) = match (paint, was) {
+            (Some(paint), was) => {
+                let same = was.is_some_and(|(_, drew)| *drew == paint);
+                (paint, same)
+            }
+            // Kept: drawn from what the last frame's band was, in the same rows.
+            (None, Some((_, drew))) => (std::mem::take(drew), true),
+            (None, None) => {
+                // Never: a band is kept only where the last frame drew it in these rows.
+                // Drawn again whole, nothing kept.
+                debug_assert!(false, "band {i} kept without the last frame's");
+                bands.gpus.forget();
+                return draw_bands(frame, state, bands, true);
+            }
+        };
+        if !(same && !wiped || band.is_empty()) {
+            paint.render(frame.buffer_mut(), band);
+            if theme.ascii {
+                theme::to_ascii_in(frame.buffer_mut(), band);
+            }
+            rows.push(band.top() - area.top()..band.bottom() - area.top());
         }
-        paint.render(frame.buffer_mut(), *band);
-        if theme.ascii {
-            theme::to_ascii_in(frame.buffer_mut(), *band);
-        }
-        rows.push(band.top() - area.top()..band.bottom() - area.top());
+        now.push((band, paint));
     }
     bands.last = Some(Drawn {
         area,
@@ -156,18 +178,20 @@ fn frame_rows(area: Rect) -> [Rect; 3] {
 }
 
 /// The main screen's bands, top to bottom, covering `area` row for row: the header, the
-/// GPUs, the table, the findings and the footer.
+/// GPUs, the table, the findings and the footer; `None` for the GPUs where `kept` says the
+/// last frame's stands ([`gpus::section`]).
 fn main_screen(
     area: Rect,
     state: &State,
     observed: &crate::pipeline::Observed,
     theme: Theme,
-) -> Vec<(Rect, Paint)> {
+    kept: &mut gpus::Kept,
+) -> Vec<(Rect, Option<Paint>)> {
     let [top, body, bottom] = frame_rows(area);
-    let [header, footer] = edges(top, bottom, state, theme);
-    let mut bands = vec![header];
-    bands.extend(main_bands(body, state, observed, theme));
-    bands.push(footer);
+    let [(top, header), (bottom, footer)] = edges(top, bottom, state, theme);
+    let mut bands = vec![(top, Some(header))];
+    bands.extend(main_bands(body, state, observed, theme, Some(kept)));
+    bands.push((bottom, Some(footer)));
     bands
 }
 
@@ -215,8 +239,10 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
     };
     match &state.view {
         View::Main => {
-            for (band, paint) in main_bands(body, state, observed, theme) {
-                paint.render(frame.buffer_mut(), band);
+            for (band, paint) in main_bands(body, state, observed, theme, None) {
+                if let Some(paint) = paint {
+                    paint.render(frame.buffer_mut(), band);
+                }
             }
         }
         View::Detail { pid, device_uuid } => {
@@ -241,13 +267,15 @@ fn draw_in(frame: &mut Frame<'_>, state: &State, theme: Theme) {
 }
 
 /// The main screen's body in three bands, top to bottom, covering `area` row for row: the
-/// GPUs, the process table and the findings, each band's paint within its rows.
+/// GPUs, the process table and the findings, each band's paint within its rows (the GPUs'
+/// `None` where `kept` says the last frame's stands, [`gpus::section`]).
 fn main_bands(
     area: Rect,
     state: &State,
     observed: &crate::pipeline::Observed,
     theme: Theme,
-) -> Vec<(Rect, Paint)> {
+    mut kept: Option<&mut gpus::Kept>,
+) -> Vec<(Rect, Option<Paint>)> {
     let forms = gpus::forms(state, observed, area.width);
     let heights: Vec<(u16, bool)> = forms.iter().map(|f| (f.height, f.last_resort)).collect();
     // The table's rule and header, and a row per line of it. A filter (`/`) narrows what the
@@ -262,17 +290,18 @@ fn main_bands(
     let table_need = u16::try_from(lines).unwrap_or(u16::MAX).saturating_add(2);
     let rows = layout::arrange(area.height, &heights, table_need);
     let Some(&form) = forms.get(rows.form) else {
-        return vec![(area, Paint::default())];
+        if let Some(kept) = kept.as_deref_mut() {
+            kept.forget();
+        }
+        return vec![(area, Some(Paint::default()))];
     };
-    let plan = gpus::plan(state, observed, area.width, form, theme);
     let [gpu_area, table_area, findings_area] = Layout::vertical([
         Constraint::Length(rows.gpus),
         Constraint::Length(rows.table),
         Constraint::Length(rows.findings),
     ])
     .areas(area);
-    let mut gpus = Paint::default();
-    gpus::draw_gpus(&mut gpus, gpu_area, state, observed, plan, theme);
+    let gpus = gpus::section(gpu_area, state, observed, (area.width, form, theme), kept);
     let mut table = Paint::default();
     processes::draw_processes(&mut table, table_area, state, theme);
     let mut findings = Paint::default();
@@ -285,8 +314,8 @@ fn main_bands(
     };
     vec![
         (band(area.top(), table_area.top()), gpus),
-        (band(table_area.top(), findings_area.top()), table),
-        (band(findings_area.top(), area.bottom()), findings),
+        (band(table_area.top(), findings_area.top()), Some(table)),
+        (band(findings_area.top(), area.bottom()), Some(findings)),
     ]
 }
 

@@ -222,3 +222,124 @@ fn a_frame_draws_only_the_bands_that_changed() {
     assert_eq!(rows.len(), 5, "{rows:?}");
     assert_eq!(screen.shows(), &render(&state, 120, 40));
 }
+
+/// The rows the last frame's GPU band took.
+fn gpu_rows(screen: &Screen) -> Range<u16> {
+    let last = screen
+        .bands
+        .last
+        .as_ref()
+        .expect("a frame drawn band by band");
+    let (band, _) = last.bands[1];
+    band.top()..band.bottom()
+}
+
+/// A still node (the demo's sample again, a second later each time), at sizes where its GPUs
+/// are panels (120x60) and compact rows (120x40, 80x24): the GPU section is worked out again
+/// only where what it shows moved (a sparkline's cell ending, a figure), and kept otherwise;
+/// the screen is the whole frame's every time, and a click on a GPU still finds it. (A debug
+/// build also works out each kept section and compares.)
+#[test]
+fn a_still_node_keeps_its_gpu_section_until_what_it_shows_moves() {
+    for (width, height) in [(120, 60), (120, 40), (80, 24)] {
+        still_node_at(width, height);
+    }
+}
+
+fn still_node_at(width: u16, height: u16) {
+    let (mut state, mut source) = demo(false);
+    let first = source.sample().expect("demo samples");
+    let mut screen = Screen::new(width, height);
+    let at = |state: &mut State, t: f64| {
+        let mut sample = first.clone();
+        sample.time = t;
+        state.on_sample(sample);
+    };
+    at(&mut state, first.time);
+    screen.frame(&state);
+    assert_eq!(screen.bands.gpus.worked_out, 1, "at {width}x{height}");
+    let places = state.mouse.gpus.borrow().clone();
+    assert!(!places.is_empty(), "the GPUs' places are recorded");
+    let mut kept = 0;
+    for i in 1..=60 {
+        at(&mut state, first.time + f64::from(i));
+        let before = screen.bands.gpus.worked_out;
+        let rows = screen.frame(&state).expect("the main screen, band by band");
+        if screen.bands.gpus.worked_out == before {
+            kept += 1;
+            let gpus = gpu_rows(&screen);
+            assert!(
+                !rows.contains(&gpus),
+                "a kept section is not drawn: {rows:?}"
+            );
+        }
+        let whole = render(&state, width, height);
+        assert_eq!(screen.shows(), &whole, "at {width}x{height} after {i} s");
+        assert_eq!(*state.mouse.gpus.borrow(), places, "after {i} s");
+    }
+    // Sixty samples of one reading: the sparklines' cells end every 10 to 75 s.
+    assert!(
+        (40..60).contains(&kept),
+        "{kept} of 60 frames kept the section at {width}x{height}"
+    );
+    // A figure that moves is drawn at once.
+    let mut moved = first.clone();
+    moved.time = first.time + 61.0;
+    let memory = moved.gpus[0]
+        .memory
+        .as_mut()
+        .expect("the demo GPU's memory");
+    memory.used += 1 << 30;
+    memory.free -= 1 << 30;
+    state.on_sample(moved);
+    let before = screen.bands.gpus.worked_out;
+    screen.frame(&state);
+    assert_eq!(screen.bands.gpus.worked_out, before + 1);
+    assert_eq!(screen.shows(), &render(&state, width, height));
+}
+
+/// What the GPU section was drawn from goes with the frame that drew it: after another view,
+/// a frame of another form at the same size (compact rows, the GPUs' refusals taking the
+/// panels' room), or another size, it is worked out again, never taken from a frame that did
+/// not draw it.
+#[test]
+fn a_kept_gpu_section_goes_with_the_frame_that_drew_it() {
+    let (mut state, mut source) = demo(false);
+    let sample = source.sample().expect("demo samples");
+    let (width, height) = (120, 60);
+    let mut screen = Screen::new(width, height);
+    let check = |screen: &mut Screen, state: &State, worked: usize| {
+        screen.frame(state);
+        assert_eq!(screen.bands.gpus.worked_out, worked);
+        assert_eq!(screen.shows(), &render(state, width, height));
+    };
+    state.on_sample(sample.clone());
+    check(&mut screen, &state, 1);
+    check(&mut screen, &state, 1);
+    // Another view and back.
+    press(&mut state, KeyCode::Char('?'));
+    screen.frame(&state);
+    press(&mut state, KeyCode::Esc);
+    check(&mut screen, &state, 2);
+    // Each GPU with eight refusals: its panel too tall, compact rows instead.
+    let mut refused = sample.clone();
+    for gpu in &mut refused.gpus {
+        for i in 0..8 {
+            gpu.problems
+                .insert(format!("what{i}"), "Not Supported".into());
+        }
+    }
+    state.on_sample(refused);
+    check(&mut screen, &state, 3);
+    state.on_sample(sample.clone());
+    check(&mut screen, &state, 4);
+    // Another size, compact, and back.
+    let bands = std::mem::take(&mut screen.bands);
+    screen = Screen::new(width, 40);
+    screen.bands = bands;
+    screen.frame(&state);
+    let bands = std::mem::take(&mut screen.bands);
+    screen = Screen::new(width, height);
+    screen.bands = bands;
+    check(&mut screen, &state, 6);
+}

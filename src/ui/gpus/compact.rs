@@ -8,7 +8,7 @@ use crate::history::{Metric, SeriesKey};
 use crate::layers::Layer;
 use crate::pipeline::Observed;
 use crate::present::fit;
-use crate::ui::chart::{marked_sparkline, short_window, Spark};
+use crate::ui::chart::{short_window, Spark, SparkRead};
 use crate::ui::theme::Theme;
 use crate::ui::widgets::{key_line, legend, legend_lines_most, short_gpu_name};
 use crate::units;
@@ -29,17 +29,31 @@ pub(super) fn legend_lines(width: usize) -> usize {
     legend_lines_most(width.saturating_sub(LABEL), true, false)
 }
 
+/// The sparkline of a GPU row in a section `width` wide (none below 80 columns: the bar keeps
+/// the room), and the window it covers.
+pub(super) fn spark(state: &State, uuid: &str, width: usize) -> super::Sparks {
+    let used = state
+        .pipeline
+        .history
+        .get(&SeriesKey::device(uuid, Metric::Used));
+    let cells = if width >= 80 { SPARK } else { 0 };
+    super::Sparks::Row {
+        window: Spark::of(SPARK, used, state.setup.interval).window(),
+        read: SparkRead::of(used, state.now(), cells, &state.climb_starts_on_gpu(uuid)),
+    }
+}
+
 /// The compact section's lines: one bar row per GPU and per MIG instance, each followed by
 /// its short legend in `legends` lines where given (a medium-sized terminal), else under one
-/// shared key line where `key`. Every device takes as many lines whatever its figures.
-/// Beside the lines, the GPU (its place in the sample) each line belongs to, for the mouse.
+/// shared key line where `key`. Every device takes as many lines whatever its figures; each
+/// GPU row's sparkline is its [`spark`] in `sparks`. Beside the lines, the GPU (its place in
+/// the sample) each line belongs to, for the mouse.
 pub(super) fn compact_lines(
     state: &State,
     observed: &Observed,
-    width: usize,
-    theme: Theme,
-    legends: Option<usize>,
-    key: bool,
+    (width, theme): (usize, Theme),
+    (legends, key): (Option<usize>, bool),
+    sparks: &[Option<super::Sparks>],
 ) -> (Vec<Line<'static>>, Vec<Option<usize>>) {
     let mut lines = Vec::new();
     let mut owners = Vec::new();
@@ -95,10 +109,10 @@ pub(super) fn compact_lines(
             units::opt_percent(gpu.utilization_gpu)
         };
         // The figures, then the sparkline's window: `42.4/79.6G util  90% 16m▁▂▃▄▅▆▇█`.
-        let used = state
-            .pipeline
-            .history
-            .get(&SeriesKey::device(&gpu.uuid, Metric::Used));
+        let (window, read) = match sparks.get(index) {
+            Some(Some(super::Sparks::Row { window, read })) => (*window, Some(read)),
+            _ => (f64::NAN, None),
+        };
         // Below 80 columns the bar keeps the room and the sparkline goes.
         let spark = if width >= 80 { SPARK } else { 0 };
         let vitals = match (width >= VITALS_FROM, gpu.lost) {
@@ -111,7 +125,7 @@ pub(super) fn compact_lines(
             (false, _) => String::new(),
         };
         let tail = if spark > 0 {
-            let window = short_window(Spark::of(SPARK, used, state.setup.interval).window());
+            let window = short_window(window);
             format!(" {figure:>11} util {util:>4}{vitals} {window:>3} ")
         } else {
             format!(" {figure:>11} util {util:>4}")
@@ -123,15 +137,14 @@ pub(super) fn compact_lines(
             theme.title()
         };
         let mut row = bar_row(Span::styled(label, style), &view, bar_width, tail, theme);
-        row.spans.extend(marked_sparkline(
-            used,
-            state.now(),
-            spark,
-            view.memory.map(|m| m.total),
-            &state.climb_starts_on_gpu(&gpu.uuid),
-            theme.layer(Layer::Other),
-            theme.severity(Severity::Warning),
-        ));
+        if let Some(read) = read {
+            row.spans.extend(read.spans(
+                spark,
+                view.memory.map(|m| m.total),
+                theme.layer(Layer::Other),
+                theme.severity(Severity::Warning),
+            ));
+        }
         lines.push(row);
         lines.extend(legend_lines(&view));
         for (position, (m, macc)) in shown

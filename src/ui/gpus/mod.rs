@@ -3,7 +3,7 @@
 mod compact;
 mod vitals;
 
-use super::chart::{marked_sparkline, short_window, Spark};
+use super::chart::{short_window, Spark, SparkRead};
 use super::theme::Theme;
 use super::widgets::{
     bar, legend, legend_entries, legend_lines_most, pack_legend, short_bytes, short_gpu_name,
@@ -195,12 +195,14 @@ pub(crate) fn forms(state: &State, observed: &Observed, width: u16) -> Vec<Form>
     forms
 }
 
-/// Builds the section in `form` (drawn into the rows the screen gives it, which may be fewer).
+/// Builds the section in `form` (drawn into the rows the screen gives it, which may be fewer),
+/// with the GPUs' sparkline rows where `form` shows them ([`spark_rows`]).
 pub(crate) fn plan(
     state: &State,
     observed: &Observed,
     width: u16,
     form: Form,
+    sparks: &[Option<Sparks>],
     theme: Theme,
 ) -> Plan {
     let gpus = &observed.sample.gpus;
@@ -214,7 +216,13 @@ pub(crate) fn plan(
         Mode::Full { columns } => {
             let inner = (width / columns.max(1)).saturating_sub(2) as usize;
             let panels = (0..gpus.len())
-                .map(|i| panel_lines(state, observed, i, inner, theme))
+                .map(|i| {
+                    let spark = match sparks.get(i) {
+                        Some(Some(Sparks::Panel(row))) => Some(row),
+                        _ => None,
+                    };
+                    panel_lines(state, observed, i, inner, spark, theme)
+                })
                 .collect();
             let heights = (0..gpus.len())
                 .map(|i| Shape::of(state, observed, i).panel_height(inner))
@@ -228,8 +236,13 @@ pub(crate) fn plan(
         }
         Mode::Compact { legends, key } => {
             let legends = legends.then(|| compact::legend_lines(usize::from(width)));
-            let (lines, owners) =
-                compact::compact_lines(state, observed, width as usize, theme, legends, key);
+            let (lines, owners) = compact::compact_lines(
+                state,
+                observed,
+                (width as usize, theme),
+                (legends, key),
+                sparks,
+            );
             Plan {
                 mode: form.mode,
                 panels: vec![lines],
@@ -238,6 +251,199 @@ pub(crate) fn plan(
             }
         }
     }
+}
+
+/// Each GPU's sparklines where `form` shows them (a panel's row, for a GPU whose memory is
+/// known; a compact row's one), read for a section `width` wide.
+fn spark_rows(state: &State, observed: &Observed, width: u16, form: Form) -> Vec<Option<Sparks>> {
+    let gpus = observed.sample.gpus.iter();
+    match form.mode {
+        Mode::Full { columns } => {
+            let inner = (width / columns.max(1)).saturating_sub(2) as usize;
+            gpus.map(|gpu| {
+                let known = displayed_gpu(state, gpu).memory.is_some();
+                known.then(|| Sparks::Panel(spark_row(state, &gpu.uuid, inner)))
+            })
+            .collect()
+        }
+        Mode::Compact { .. } => gpus
+            .map(|gpu| Some(compact::spark(state, &gpu.uuid, usize::from(width))))
+            .collect(),
+        Mode::Empty => Vec::new(),
+    }
+}
+
+/// What the GPU section was last drawn from (in panels or compact rows), and where its GPUs
+/// went, kept from one frame to the next ([`section`]).
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    from: Option<Drawn>,
+    /// The places recorded for the mouse when it was drawn.
+    places: Vec<GpuDrawn>,
+    /// What it drew, in a debug build, to compare with each paint it spares.
+    #[cfg(debug_assertions)]
+    paint: Paint,
+    /// Sections of panels or compact rows worked out, not kept.
+    #[cfg(test)]
+    pub(crate) worked_out: usize,
+}
+
+/// Everything a section of panels or compact rows is drawn from: where, at what size and in
+/// what form and theme, and for each GPU its reading, its account, its last good reading
+/// while it is lost, and its sparklines. Nothing else of the state reaches them.
+#[derive(Debug, PartialEq)]
+struct Drawn {
+    area: Rect,
+    width: u16,
+    form: Form,
+    theme: Theme,
+    gpus: Vec<GpuDrawnFrom>,
+}
+
+#[derive(Debug, PartialEq)]
+struct GpuDrawnFrom {
+    gpu: GpuSample,
+    account: Option<GpuAccount>,
+    /// Read only while the GPU is lost: its time, reading and layers.
+    last_known: Option<(f64, GpuSample, Result<Layers, Gap>)>,
+    spark: Option<Sparks>,
+}
+
+impl Kept {
+    /// Lets go of what the section was drawn from: the frame that drew it is gone.
+    pub(crate) fn forget(&mut self) {
+        self.from = None;
+    }
+}
+
+impl Drawn {
+    /// Whether the section would now be drawn from what it was.
+    fn same(
+        &self,
+        (area, width, form, theme): (Rect, u16, Form, Theme),
+        state: &State,
+        observed: &Observed,
+        sparks: &[Option<Sparks>],
+    ) -> bool {
+        let gpus = &observed.sample.gpus;
+        self.area == area
+            && self.width == width
+            && self.form == form
+            && self.theme == theme
+            && self.gpus.len() == gpus.len()
+            && self
+                .gpus
+                .iter()
+                .zip(gpus)
+                .enumerate()
+                .all(|(i, (was, gpu))| {
+                    was.gpu == *gpu
+                        && was.account.as_ref() == observed.account.gpus.get(i)
+                        && was.last_known.as_ref().map(|(t, g, l)| (*t, g, l))
+                            == last_known_of(state, gpu).map(|l| (l.time, &l.gpu, &l.layers))
+                        && was.spark.as_ref() == sparks.get(i).and_then(Option::as_ref)
+                })
+    }
+
+    fn of(
+        (area, width, form, theme): (Rect, u16, Form, Theme),
+        state: &State,
+        observed: &Observed,
+        sparks: Vec<Option<Sparks>>,
+    ) -> Drawn {
+        let mut sparks = sparks.into_iter();
+        let gpus = observed
+            .sample
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, gpu)| GpuDrawnFrom {
+                gpu: gpu.clone(),
+                account: observed.account.gpus.get(i).cloned(),
+                last_known: last_known_of(state, gpu)
+                    .map(|l| (l.time, l.gpu.clone(), l.layers.clone())),
+                spark: sparks.next().flatten(),
+            })
+            .collect();
+        Drawn {
+            area,
+            width,
+            form,
+            theme,
+            gpus,
+        }
+    }
+}
+
+/// The last good reading of `gpu` where it is read: while the GPU is lost.
+fn last_known_of<'a>(state: &'a State, gpu: &GpuSample) -> Option<&'a crate::app::LastKnown> {
+    gpu.lost.then(|| state.last_known.get(&gpu.uuid)).flatten()
+}
+
+/// The GPU section in `form`, drawn into `area`, `width` wide. With `kept` (the main screen's
+/// bands, drawn where they changed), a section of panels or compact rows that would be drawn
+/// from what the last frame's was is not worked out again: `None`, that frame's paint stands,
+/// and the places its GPUs took are recorded for the mouse again. In a debug build the
+/// section is worked out all the same and must be that frame's, whose inputs then missed
+/// nothing.
+pub(crate) fn section(
+    area: Rect,
+    state: &State,
+    observed: &Observed,
+    (width, form, theme): (u16, Form, Theme),
+    kept: Option<&mut Kept>,
+) -> Option<Paint> {
+    let draw = |sparks: &[Option<Sparks>]| {
+        let mut paint = Paint::default();
+        let plan = plan(state, observed, width, form, sparks, theme);
+        draw_gpus(&mut paint, area, state, observed, plan, theme);
+        paint
+    };
+    let sparks = spark_rows(state, observed, width, form);
+    let Some(kept) = kept else {
+        return Some(draw(&sparks));
+    };
+    // No GPU: one line, from what NVML said, drawn each time.
+    if form.mode == Mode::Empty {
+        kept.forget();
+        return Some(draw(&sparks));
+    }
+    let key = (area, width, form, theme);
+    if kept
+        .from
+        .as_ref()
+        .is_some_and(|from| from.same(key, state, observed, &sparks))
+    {
+        #[cfg(debug_assertions)]
+        {
+            let fresh = draw(&sparks);
+            assert_eq!(
+                fresh, kept.paint,
+                "the GPU panels, drawn from what the last frame's were, differ from it: \
+                 Drawn misses something they read"
+            );
+            assert_eq!(*state.mouse.gpus.borrow(), kept.places);
+        }
+        #[cfg(not(debug_assertions))]
+        state
+            .mouse
+            .gpus
+            .borrow_mut()
+            .extend(kept.places.iter().cloned());
+        return None;
+    }
+    let paint = draw(&sparks);
+    #[cfg(test)]
+    {
+        kept.worked_out += 1;
+    }
+    kept.places = state.mouse.gpus.borrow().clone();
+    #[cfg(debug_assertions)]
+    {
+        kept.paint = paint.clone();
+    }
+    kept.from = Some(Drawn::of(key, state, observed, sparks));
+    Some(paint)
 }
 
 /// The GPU as shown: its last good reading while it is lost.
@@ -483,6 +689,7 @@ fn panel_lines(
     observed: &Observed,
     index: usize,
     width: usize,
+    spark: Option<&SparkRow>,
     theme: Theme,
 ) -> Vec<Line<'static>> {
     let (Some(gpu), Some(account)) = (
@@ -501,8 +708,8 @@ fn panel_lines(
             theme.alert(),
         ));
     }
-    if let Some(memory) = view.memory {
-        lines.push(spark_line(state, &gpu.uuid, memory.total, width, theme));
+    if let (Some(memory), Some(row)) = (view.memory, spark) {
+        lines.push(spark_line(row, memory.total, width, theme));
     }
     for (position, (m, macc)) in shown
         .mig
@@ -646,51 +853,83 @@ fn device_lines(
     lines
 }
 
-fn spark_line(state: &State, uuid: &str, total: u64, width: usize, theme: Theme) -> Line<'static> {
+/// What a GPU's sparklines show, read from the history and not yet drawn: the same read
+/// draws the same sparklines.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Sparks {
+    /// A panel's row of two ([`spark_line`]).
+    Panel(SparkRow),
+    /// A compact row's one, of the memory used, and the window it covers in seconds.
+    Row { window: f64, read: SparkRead },
+}
+
+/// What a panel's sparkline row shows ([`spark_line`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SparkRow {
+    used_last: Option<u64>,
+    live_last: Option<u64>,
+    /// The windows the two sparklines cover, in seconds.
+    windows: [f64; 2],
+    used: SparkRead,
+    live: SparkRead,
+}
+
+/// The labels of a sparkline row: `used  3.50G ` and ` live    n/a `.
+fn spark_labels(used: Option<u64>, live: Option<u64>) -> (String, String) {
+    (
+        format!("used {:>6} ", short_bytes(used)),
+        format!(" live {:>6} ", short_bytes(live)),
+    )
+}
+
+/// The two sparklines' widths in a row `width` wide with these labels, each followed by its
+/// window (` 10m`).
+fn spark_widths(width: usize, labels: &(String, String)) -> [usize; 2] {
+    let half = width / 2;
+    [
+        half.saturating_sub(labels.0.chars().count() + 4),
+        width.saturating_sub(half + labels.1.chars().count() + 4),
+    ]
+}
+
+/// What the sparkline row of the GPU `uuid` shows in a panel `width` wide inside.
+fn spark_row(state: &State, uuid: &str, width: usize) -> SparkRow {
     let history = &state.pipeline.history;
     let used = history.get(&SeriesKey::device(uuid, Metric::Used));
     let live = history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Live)));
-    let last = |s: Option<&crate::history::Series>| short_bytes(s.and_then(|s| s.last()));
-    let half = width / 2;
-    let label_used = format!("used {:>6} ", last(used));
-    let label_live = format!(" live {:>6} ", last(live));
-    // Each sparkline ends with its window: `▁▂▃▄▅ 10m`.
-    let w_used = half.saturating_sub(label_used.chars().count() + 4);
-    let w_live = width.saturating_sub(half + label_live.chars().count() + 4);
+    let (used_last, live_last) = (used.and_then(|s| s.last()), live.and_then(|s| s.last()));
+    let [w_used, w_live] = spark_widths(width, &spark_labels(used_last, live_last));
     let now = state.now();
-    let window = |w: usize| {
-        Span::styled(
-            format!(
-                " {:>3}",
-                short_window(Spark::of(w, used, state.setup.interval).window())
-            ),
-            theme.dim(),
-        )
-    };
     // Where climbs on this GPU began, marked on both.
     let starts = state.climb_starts_on_gpu(uuid);
+    // Both windows are the used series' (their cells end together).
+    let window = |w: usize| Spark::of(w, used, state.setup.interval).window();
+    SparkRow {
+        used_last,
+        live_last,
+        windows: [window(w_used), window(w_live)],
+        used: SparkRead::of(used, now, w_used, &starts),
+        live: SparkRead::of(live, now, w_live, &starts),
+    }
+}
+
+/// The sparkline row: `used  3.50G ▁▂▃▅ 10m  live  2.00G ▁▁▂▂ 10m`.
+fn spark_line(row: &SparkRow, total: u64, width: usize, theme: Theme) -> Line<'static> {
+    let labels = spark_labels(row.used_last, row.live_last);
+    let [w_used, w_live] = spark_widths(width, &labels);
+    let window = |secs: f64| Span::styled(format!(" {:>3}", short_window(secs)), theme.dim());
     let warn = theme.severity(crate::detect::Severity::Warning);
-    let mut spans = vec![Span::styled(label_used, theme.dim())];
-    spans.extend(marked_sparkline(
-        used,
-        now,
-        w_used,
-        Some(total),
-        &starts,
-        theme.layer(Layer::Other),
-        warn,
-    ));
-    spans.push(window(w_used));
-    spans.push(Span::styled(label_live, theme.dim()));
-    spans.extend(marked_sparkline(
-        live,
-        now,
-        w_live,
-        Some(total),
-        &starts,
-        theme.layer(Layer::Live),
-        warn,
-    ));
-    spans.push(window(w_live));
+    let mut spans = vec![Span::styled(labels.0, theme.dim())];
+    spans.extend(
+        row.used
+            .spans(w_used, Some(total), theme.layer(Layer::Other), warn),
+    );
+    spans.push(window(row.windows[0]));
+    spans.push(Span::styled(labels.1, theme.dim()));
+    spans.extend(
+        row.live
+            .spans(w_live, Some(total), theme.layer(Layer::Live), warn),
+    );
+    spans.push(window(row.windows[1]));
     Line::from(spans)
 }
