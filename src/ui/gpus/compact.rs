@@ -29,17 +29,30 @@ pub(super) fn legend_lines(width: usize) -> usize {
     legend_lines_most(width.saturating_sub(LABEL), true, false)
 }
 
-/// The sparkline of a GPU row in a section `width` wide (none below 80 columns: the bar keeps
-/// the room), and the window it covers.
+/// The cells of a GPU row's sparkline in a section `width` wide: none below 80 columns, where
+/// the bar keeps the room.
+fn spark_cells(width: usize) -> usize {
+    if width >= 80 {
+        SPARK
+    } else {
+        0
+    }
+}
+
+/// The sparkline of a GPU row in a section `width` wide, and the window it covers.
 pub(super) fn spark(state: &State, uuid: &str, width: usize) -> super::Sparks {
     let used = state
         .pipeline
         .history
         .get(&SeriesKey::device(uuid, Metric::Used));
-    let cells = if width >= 80 { SPARK } else { 0 };
     super::Sparks::Row {
         window: Spark::of(SPARK, used, state.setup.interval).window(),
-        read: SparkRead::of(used, state.now(), cells, &state.climb_starts_on_gpu(uuid)),
+        read: SparkRead::of(
+            used,
+            state.now(),
+            spark_cells(width),
+            &state.climb_starts_on_gpu(uuid),
+        ),
     }
 }
 
@@ -113,8 +126,7 @@ pub(super) fn compact_lines(
             Some(Some(super::Sparks::Row { window, read })) => (*window, Some(read)),
             _ => (f64::NAN, None),
         };
-        // Below 80 columns the bar keeps the room and the sparkline goes.
-        let spark = if width >= 80 { SPARK } else { 0 };
+        let spark = spark_cells(width);
         let vitals = match (width >= VITALS_FROM, gpu.lost) {
             (true, false) => format!(
                 " {:>w$}",

@@ -197,7 +197,7 @@ pub(crate) fn forms(state: &State, observed: &Observed, width: u16) -> Vec<Form>
 
 /// Builds the section in `form` (drawn into the rows the screen gives it, which may be fewer),
 /// with the GPUs' sparkline rows where `form` shows them ([`spark_rows`]).
-pub(crate) fn plan(
+fn plan(
     state: &State,
     observed: &Observed,
     width: u16,
@@ -478,7 +478,7 @@ fn gpu_view<'a>(state: &'a State, gpu: &'a GpuSample, account: &'a GpuAccount) -
     }
 }
 
-pub(crate) fn draw_gpus(
+fn draw_gpus(
     paint: &mut Paint,
     area: Rect,
     state: &State,
@@ -866,8 +866,8 @@ pub(crate) enum Sparks {
 /// What a panel's sparkline row shows ([`spark_line`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SparkRow {
-    used_last: Option<u64>,
-    live_last: Option<u64>,
+    /// `used  3.50G ` and ` live    n/a `: the last values as shown.
+    labels: (String, String),
     /// The windows the two sparklines cover, in seconds.
     windows: [f64; 2],
     used: SparkRead,
@@ -897,16 +897,15 @@ fn spark_row(state: &State, uuid: &str, width: usize) -> SparkRow {
     let history = &state.pipeline.history;
     let used = history.get(&SeriesKey::device(uuid, Metric::Used));
     let live = history.get(&SeriesKey::device(uuid, Metric::Layer(Layer::Live)));
-    let (used_last, live_last) = (used.and_then(|s| s.last()), live.and_then(|s| s.last()));
-    let [w_used, w_live] = spark_widths(width, &spark_labels(used_last, live_last));
+    let labels = spark_labels(used.and_then(|s| s.last()), live.and_then(|s| s.last()));
+    let [w_used, w_live] = spark_widths(width, &labels);
     let now = state.now();
     // Where climbs on this GPU began, marked on both.
     let starts = state.climb_starts_on_gpu(uuid);
     // Both windows are the used series' (their cells end together).
     let window = |w: usize| Spark::of(w, used, state.setup.interval).window();
     SparkRow {
-        used_last,
-        live_last,
+        labels,
         windows: [window(w_used), window(w_live)],
         used: SparkRead::of(used, now, w_used, &starts),
         live: SparkRead::of(live, now, w_live, &starts),
@@ -915,17 +914,16 @@ fn spark_row(state: &State, uuid: &str, width: usize) -> SparkRow {
 
 /// The sparkline row: `used  3.50G ▁▂▃▅ 10m  live  2.00G ▁▁▂▂ 10m`.
 fn spark_line(row: &SparkRow, total: u64, width: usize, theme: Theme) -> Line<'static> {
-    let labels = spark_labels(row.used_last, row.live_last);
-    let [w_used, w_live] = spark_widths(width, &labels);
+    let [w_used, w_live] = spark_widths(width, &row.labels);
     let window = |secs: f64| Span::styled(format!(" {:>3}", short_window(secs)), theme.dim());
     let warn = theme.severity(crate::detect::Severity::Warning);
-    let mut spans = vec![Span::styled(labels.0, theme.dim())];
+    let mut spans = vec![Span::styled(row.labels.0.clone(), theme.dim())];
     spans.extend(
         row.used
             .spans(w_used, Some(total), theme.layer(Layer::Other), warn),
     );
     spans.push(window(row.windows[0]));
-    spans.push(Span::styled(labels.1, theme.dim()));
+    spans.push(Span::styled(row.labels.1.clone(), theme.dim()));
     spans.extend(
         row.live
             .spans(w_live, Some(total), theme.layer(Layer::Live), warn),
