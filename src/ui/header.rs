@@ -4,8 +4,10 @@
 use super::mode::mode;
 use super::theme::Theme;
 use super::widgets::Paint;
+use crate::accounting::GroupBy;
 use crate::app::{Focus, State, View};
 use crate::present::fit;
+use crate::present::sort::SortKey;
 use crate::units;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
@@ -105,6 +107,111 @@ fn first_that_fits(lines: impl Iterator<Item = String>, width: usize) -> String 
         last = line;
     }
     last
+}
+
+/// What the main screen's footer was drawn from while it shows the keys' hints, kept from
+/// one frame to the next ([`footer`]).
+#[derive(Debug, Default)]
+pub(crate) struct FooterKept {
+    from: Option<Hinted>,
+    /// What it drew, in a debug build, to compare with each paint it spares.
+    #[cfg(debug_assertions)]
+    paint: Paint,
+    /// Footers worked out, not kept.
+    #[cfg(test)]
+    pub(crate) worked_out: usize,
+}
+
+impl FooterKept {
+    /// Lets go of what the footer was drawn from: the frame that drew it is gone.
+    pub(crate) fn forget(&mut self) {
+        self.from = None;
+    }
+}
+
+/// Everything the main screen's hints are drawn from: where, in what theme, and the state
+/// their words follow (a replay or not, paused, the focus, the order, a recording, the
+/// grouping). Nothing else of the state reaches them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Hinted {
+    area: Rect,
+    theme: Theme,
+    replay: bool,
+    paused: bool,
+    focus: Focus,
+    sort: SortKey,
+    reversed: bool,
+    recording: bool,
+    group_by: GroupBy,
+}
+
+impl Hinted {
+    /// `None` where the footer shows anything but the main screen's hints: a prompt, a
+    /// failed poll, a dialog's keys, an attach under way or a notice.
+    fn of(area: Rect, state: &State, theme: Theme) -> Option<Hinted> {
+        let hints = matches!(state.view, View::Main)
+            && state.recorder.prompt.is_none()
+            && state.polls.error.is_none()
+            && state.kill.dialog.is_none()
+            && state.attach.offer.is_none()
+            && state.attach.under_way.is_none()
+            && state.notice.is_none();
+        hints.then(|| Hinted {
+            area,
+            theme,
+            replay: state.replay.is_some(),
+            paused: match &state.replay {
+                Some(replay) => replay.status.paused,
+                None => state.pause.paused,
+            },
+            focus: state.focus,
+            sort: state.process_table.sort,
+            reversed: state.process_table.sort_reversed,
+            recording: state.recorder.recording.is_some(),
+            group_by: state.process_table.group_by,
+        })
+    }
+}
+
+/// The main screen's footer ([`draw_footer`]), or `None` where `kept` says the last frame's
+/// stands: the keys' hints drawn from what the last frame's were. A still node's footer is
+/// not worked out again at every sample.
+pub(crate) fn footer(
+    area: Rect,
+    state: &State,
+    theme: Theme,
+    kept: &mut FooterKept,
+) -> Option<Paint> {
+    let draw = || {
+        let mut paint = Paint::default();
+        draw_footer(&mut paint, area, state, theme);
+        paint
+    };
+    let Some(from) = Hinted::of(area, state, theme) else {
+        kept.forget();
+        return Some(draw());
+    };
+    if kept.from == Some(from) {
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            draw(),
+            kept.paint,
+            "the footer, drawn from what the last frame's was, differs from it: Hinted \
+             misses something it reads"
+        );
+        return None;
+    }
+    let paint = draw();
+    #[cfg(test)]
+    {
+        kept.worked_out += 1;
+    }
+    #[cfg(debug_assertions)]
+    {
+        kept.paint = paint.clone();
+    }
+    kept.from = Some(from);
+    Some(paint)
 }
 
 pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {

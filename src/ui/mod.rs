@@ -68,6 +68,16 @@ pub(crate) struct Bands {
     /// What the GPU section in `last` was drawn from, where it was drawn from what the next
     /// frame's may be ([`gpus::section`]): reset with `last`.
     gpus: gpus::Kept,
+    /// What the footer in `last` was drawn from, the same way ([`header::footer`]).
+    footer: header::FooterKept,
+}
+
+impl Bands {
+    /// Lets go of what the kept bands were drawn from: the frame that drew them is gone.
+    fn forget(&mut self) {
+        self.gpus.forget();
+        self.footer.forget();
+    }
 }
 
 #[derive(Debug)]
@@ -114,7 +124,7 @@ pub(crate) fn draw_bands(
         && state.attach.offer.is_none();
     let Some(observed) = state.current.as_ref().filter(|_| banded) else {
         bands.last = None;
-        bands.gpus.forget();
+        bands.forget();
         draw_in(frame, state, theme);
         if theme.ascii {
             theme::to_ascii(frame.buffer_mut());
@@ -124,13 +134,13 @@ pub(crate) fn draw_bands(
     let mut last = match bands.last.take() {
         Some(last) if last.area == area && last.theme == theme => last.bands,
         _ => {
-            bands.gpus.forget();
+            bands.forget();
             Vec::new()
         }
     };
     let mut now = Vec::new();
     let mut rows = Vec::new();
-    for (i, (band, paint)) in main_screen(area, state, observed, theme, &mut bands.gpus)
+    for (i, (band, paint)) in main_screen(area, state, observed, theme, bands)
         .into_iter()
         .enumerate()
     {
@@ -146,7 +156,7 @@ pub(crate) fn draw_bands(
                 // Never: a band is kept only where the last frame drew it in these rows.
                 // Drawn again whole, nothing kept.
                 debug_assert!(false, "band {i} kept without the last frame's");
-                bands.gpus.forget();
+                bands.forget();
                 return draw_bands(frame, state, bands, true);
             }
         };
@@ -178,20 +188,30 @@ fn frame_rows(area: Rect) -> [Rect; 3] {
 }
 
 /// The main screen's bands, top to bottom, covering `area` row for row: the header, the
-/// GPUs, the table, the findings and the footer; `None` for the GPUs where `kept` says the
-/// last frame's stands ([`gpus::section`]).
+/// GPUs, the table, the findings and the footer; `None` for the GPUs and the footer where
+/// `kept` says the last frame's stands ([`gpus::section`], [`header::footer`]).
 fn main_screen(
     area: Rect,
     state: &State,
     observed: &crate::pipeline::Observed,
     theme: Theme,
-    kept: &mut gpus::Kept,
+    kept: &mut Bands,
 ) -> Vec<(Rect, Option<Paint>)> {
     let [top, body, bottom] = frame_rows(area);
-    let [(top, header), (bottom, footer)] = edges(top, bottom, state, theme);
+    let mut header = Paint::default();
+    header::draw_header(&mut header, top, state, theme);
     let mut bands = vec![(top, Some(header))];
-    bands.extend(main_bands(body, state, observed, theme, Some(kept)));
-    bands.push((bottom, Some(footer)));
+    bands.extend(main_bands(
+        body,
+        state,
+        observed,
+        theme,
+        Some(&mut kept.gpus),
+    ));
+    bands.push((
+        bottom,
+        header::footer(bottom, state, theme, &mut kept.footer),
+    ));
     bands
 }
 

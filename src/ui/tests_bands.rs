@@ -343,3 +343,53 @@ fn a_kept_gpu_section_goes_with_the_frame_that_drew_it() {
     screen.bands = bands;
     check(&mut screen, &state, 6);
 }
+
+/// The footer's hints are worked out once and kept while what they say holds: a node that
+/// moves (the demo's samples) does not work them out again; a key that changes a hint (the
+/// order, a pause) does, at once; a notice in their place is drawn each frame and the hints
+/// come back worked out anew. The screen is the whole frame's every time. (A debug build also
+/// works out each kept footer and compares.)
+#[test]
+fn the_footer_is_kept_while_its_hints_hold() {
+    let (mut state, mut source) = demo(false);
+    let (width, height) = (120, 40);
+    let mut screen = Screen::new(width, height);
+    let footer = height - 1..height;
+    let frame = |screen: &mut Screen, state: &State| {
+        let rows = screen.frame(state).expect("the main screen, band by band");
+        assert_eq!(screen.shows(), &render(state, width, height));
+        rows
+    };
+    frame(&mut screen, &state);
+    assert_eq!(screen.bands.footer.worked_out, 1);
+    for _ in 0..20 {
+        state.on_sample(source.sample().expect("demo samples"));
+        let rows = frame(&mut screen, &state);
+        assert!(!rows.contains(&footer), "{rows:?}");
+    }
+    assert_eq!(
+        screen.bands.footer.worked_out, 1,
+        "kept while the node moved"
+    );
+    // The order's hint is short at this width (`s sort`): worked out, the same cells.
+    for (key, worked, drawn) in [('s', 2, false), ('p', 3, true), ('p', 4, true)] {
+        press(&mut state, KeyCode::Char(key));
+        let rows = frame(&mut screen, &state);
+        assert_eq!(rows.contains(&footer), drawn, "after {key}: {rows:?}");
+        assert_eq!(screen.bands.footer.worked_out, worked, "after {key}");
+    }
+    state.notice = Some(crate::app::Notice {
+        text: "a notice".into(),
+        alert: false,
+    });
+    frame(&mut screen, &state);
+    assert!(text(screen.shows()).contains("a notice"));
+    assert_eq!(screen.bands.footer.worked_out, 4, "a notice is no hint");
+    state.notice = None;
+    let rows = frame(&mut screen, &state);
+    assert!(rows.contains(&footer), "{rows:?}");
+    assert_eq!(
+        screen.bands.footer.worked_out, 5,
+        "the hints again, worked out"
+    );
+}
