@@ -146,24 +146,13 @@ struct Hinted {
 }
 
 impl Hinted {
-    /// `None` where the footer shows anything but the main screen's hints: a prompt, a
-    /// failed poll, a dialog's keys, an attach under way or a notice.
+    /// `None` off the main screen.
     fn of(area: Rect, state: &State, theme: Theme) -> Option<Hinted> {
-        let hints = matches!(state.view, View::Main)
-            && state.recorder.prompt.is_none()
-            && state.polls.error.is_none()
-            && state.kill.dialog.is_none()
-            && state.attach.offer.is_none()
-            && state.attach.under_way.is_none()
-            && state.notice.is_none();
-        hints.then(|| Hinted {
+        matches!(state.view, View::Main).then(|| Hinted {
             area,
             theme,
             replay: state.replay.is_some(),
-            paused: match &state.replay {
-                Some(replay) => replay.status.paused,
-                None => state.pause.paused,
-            },
+            paused: paused(state),
             focus: state.focus,
             sort: state.process_table.sort,
             reversed: state.process_table.sort_reversed,
@@ -182,11 +171,18 @@ pub(crate) fn footer(
     theme: Theme,
     kept: &mut FooterKept,
 ) -> Option<Paint> {
-    let draw = || {
+    let paint_of = |line| {
         let mut paint = Paint::default();
-        draw_footer(&mut paint, area, state, theme);
+        paint.lines(area, vec![line]);
         paint
     };
+    // A prompt, a failed poll, a dialog's keys, an attach under way or a notice: drawn at
+    // every frame, and the hints worked out anew after it.
+    if let Some(line) = message(area, state, theme) {
+        kept.forget();
+        return Some(paint_of(line));
+    }
+    let draw = || paint_of(view_hints(area, state, theme));
     let Some(from) = Hinted::of(area, state, theme) else {
         kept.forget();
         return Some(draw());
@@ -215,6 +211,21 @@ pub(crate) fn footer(
 }
 
 pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: Theme) {
+    let line = message(area, state, theme).unwrap_or_else(|| view_hints(area, state, theme));
+    paint.lines(area, vec![line]);
+}
+
+/// Whether the data shown is paused: the replay's own pause in a replay.
+fn paused(state: &State) -> bool {
+    match &state.replay {
+        Some(replay) => replay.status.paused,
+        None => state.pause.paused,
+    }
+}
+
+/// What the footer says in place of the keys' hints, if anything: the record prompt, a
+/// failed poll, a dialog's keys, an attach under way, a notice.
+fn message(area: Rect, state: &State, theme: Theme) -> Option<Line<'static>> {
     let line = if let Some(prompt) = &state.recorder.prompt {
         // The name as typed, safe for the terminal; its end shows when it is long.
         let name = crate::text::clean(&prompt.text);
@@ -250,120 +261,118 @@ pub(crate) fn draw_footer(paint: &mut Paint, area: Rect, state: &State, theme: T
             style,
         )
     } else {
-        let paused = match &state.replay {
-            Some(replay) => replay.status.paused,
-            None => state.pause.paused,
-        };
-        let pause = if paused { "resume" } else { "pause" };
-        // The hints of the view, in order of use: as many as the width allows.
-        let hints: Vec<Hint> = match state.view {
-            View::Main if state.replay.is_some() => vec![
-                Hint::kept("q quit"),
-                Hint::new(format!("p {pause}"), format!("p {pause}")),
-                Hint::new("+/- speed", "+- speed"),
-                Hint::new("←/→ -1m/+1m", "←→ ±1m"),
-                Hint::new("g/G start/end", "g G ends"),
-                Hint::new("↑↓ move", "↑↓ move"),
-                Hint::new("⏎ open", "⏎ open"),
-                Hint::new("tab focus", "tab focus"),
-                Hint::new("v strata", "v strata"),
-                Hint::kept("? help"),
-            ],
-            View::Main => {
-                let (focus, open) = match state.focus {
-                    Focus::Processes => ("processes", "detail"),
-                    Focus::Findings => ("findings", "evidence"),
-                };
-                let sort = state.process_table.sort.label();
-                let arrow = crate::app::sort_arrow(
-                    state.process_table.sort,
-                    state.process_table.sort_reversed,
-                );
-                let (record, rec) = if state.recorder.recording.is_some() {
-                    ("stop rec", "stop")
-                } else {
-                    ("record", "rec")
-                };
-                // In order of use; the arrows last, as what a newcomer tries first anyway.
-                vec![
-                    Hint::kept("q quit"),
-                    Hint::new(format!("⏎ {open}"), format!("⏎ {open}")),
-                    Hint::new(format!("tab focus:{focus}"), format!("tab {focus}")),
-                    Hint::new(format!("s sort:{sort}{arrow}"), "s sort"),
-                    Hint::new("S reverse", "S rev"),
-                    Hint::new("K signal", "K signal"),
-                    Hint::new("v strata", "v strata"),
-                    Hint::new(format!("p {pause}"), format!("p {pause}")),
-                    Hint::new(
-                        format!("g group:{}", state.process_table.group_by.label()),
-                        "g group",
-                    ),
-                    Hint::new("a attach", "a attach"),
-                    Hint::new(format!("r {record}"), format!("r {rec}")),
-                    Hint::new("R report", "R report"),
-                    Hint::new("↑↓ jk move", "↑↓ move"),
-                    Hint::kept("? help"),
-                ]
-            }
-            View::Group { .. } => vec![
-                Hint::kept("esc back"),
-                Hint::new("↑↓ finding", "↑↓ finding"),
-                Hint::new("⏎ its evidence", "⏎ evidence"),
-                Hint::kept("q quit"),
-                Hint::new(format!("p {pause}"), format!("p {pause}")),
-                Hint::kept("? help"),
-            ],
-            View::Sites { .. } => vec![
-                Hint::kept("esc back"),
-                Hint::new("w record again", "w again"),
-                Hint::new("↑↓ scroll", "↑↓ scroll"),
-                Hint::kept("q quit"),
-                Hint::new(format!("p {pause}"), format!("p {pause}")),
-                Hint::kept("? help"),
-            ],
-            View::Detail { .. } => vec![
-                Hint::kept("esc back"),
-                Hint::new("↑↓ scroll", "↑↓ scroll"),
-                Hint::new("w sites", "w sites"),
-                Hint::new("K signal", "K signal"),
-                Hint::new("v strata", "v strata"),
-                Hint::kept("q quit"),
-                Hint::new(format!("p {pause}"), format!("p {pause}")),
-                Hint::kept("? help"),
-            ],
-            View::Evidence(_) => vec![
-                Hint::kept("esc back"),
-                Hint::new("↑↓ scroll", "↑↓ scroll"),
-                Hint::new("K signal", "K signal"),
-                Hint::new("v strata", "v strata"),
-                Hint::kept("q quit"),
-                Hint::new(format!("p {pause}"), format!("p {pause}")),
-                Hint::kept("? help"),
-            ],
-            View::Strata => {
-                let zoom = state.strata.zoom.label();
-                vec![
-                    Hint::kept("esc/v back"),
-                    Hint::new("↑↓ device", "↑↓ device"),
-                    Hint::new(
-                        format!("z/+/- zoom:{zoom} (15m 2h 24h)"),
-                        format!("z zoom:{zoom}"),
-                    ),
-                    Hint::kept("q quit"),
-                    Hint::new(format!("p {pause}"), format!("p {pause}")),
-                    Hint::kept("? help"),
-                ]
-            }
-            View::Help => vec![
-                Hint::kept("esc/? back"),
-                Hint::new("↑↓ jk PgUp PgDn scroll", "↑↓ scroll"),
-                Hint::kept("q quit"),
-            ],
-        };
-        let keys = hints_line(&hints, area.width as usize);
-        Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
+        return None;
     };
-    paint.lines(area, vec![line]);
+    Some(line)
+}
+
+/// The keys' hints of the view, in order of use: as many as the width allows.
+fn view_hints(area: Rect, state: &State, theme: Theme) -> Line<'static> {
+    let pause = if paused(state) { "resume" } else { "pause" };
+    let hints: Vec<Hint> = match state.view {
+        View::Main if state.replay.is_some() => vec![
+            Hint::kept("q quit"),
+            Hint::new(format!("p {pause}"), format!("p {pause}")),
+            Hint::new("+/- speed", "+- speed"),
+            Hint::new("←/→ -1m/+1m", "←→ ±1m"),
+            Hint::new("g/G start/end", "g G ends"),
+            Hint::new("↑↓ move", "↑↓ move"),
+            Hint::new("⏎ open", "⏎ open"),
+            Hint::new("tab focus", "tab focus"),
+            Hint::new("v strata", "v strata"),
+            Hint::kept("? help"),
+        ],
+        View::Main => {
+            let (focus, open) = match state.focus {
+                Focus::Processes => ("processes", "detail"),
+                Focus::Findings => ("findings", "evidence"),
+            };
+            let sort = state.process_table.sort.label();
+            let arrow =
+                crate::app::sort_arrow(state.process_table.sort, state.process_table.sort_reversed);
+            let (record, rec) = if state.recorder.recording.is_some() {
+                ("stop rec", "stop")
+            } else {
+                ("record", "rec")
+            };
+            // In order of use; the arrows last, as what a newcomer tries first anyway.
+            vec![
+                Hint::kept("q quit"),
+                Hint::new(format!("⏎ {open}"), format!("⏎ {open}")),
+                Hint::new(format!("tab focus:{focus}"), format!("tab {focus}")),
+                Hint::new(format!("s sort:{sort}{arrow}"), "s sort"),
+                Hint::new("S reverse", "S rev"),
+                Hint::new("K signal", "K signal"),
+                Hint::new("v strata", "v strata"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::new(
+                    format!("g group:{}", state.process_table.group_by.label()),
+                    "g group",
+                ),
+                Hint::new("a attach", "a attach"),
+                Hint::new(format!("r {record}"), format!("r {rec}")),
+                Hint::new("R report", "R report"),
+                Hint::new("↑↓ jk move", "↑↓ move"),
+                Hint::kept("? help"),
+            ]
+        }
+        View::Group { .. } => vec![
+            Hint::kept("esc back"),
+            Hint::new("↑↓ finding", "↑↓ finding"),
+            Hint::new("⏎ its evidence", "⏎ evidence"),
+            Hint::kept("q quit"),
+            Hint::new(format!("p {pause}"), format!("p {pause}")),
+            Hint::kept("? help"),
+        ],
+        View::Sites { .. } => vec![
+            Hint::kept("esc back"),
+            Hint::new("w record again", "w again"),
+            Hint::new("↑↓ scroll", "↑↓ scroll"),
+            Hint::kept("q quit"),
+            Hint::new(format!("p {pause}"), format!("p {pause}")),
+            Hint::kept("? help"),
+        ],
+        View::Detail { .. } => vec![
+            Hint::kept("esc back"),
+            Hint::new("↑↓ scroll", "↑↓ scroll"),
+            Hint::new("w sites", "w sites"),
+            Hint::new("K signal", "K signal"),
+            Hint::new("v strata", "v strata"),
+            Hint::kept("q quit"),
+            Hint::new(format!("p {pause}"), format!("p {pause}")),
+            Hint::kept("? help"),
+        ],
+        View::Evidence(_) => vec![
+            Hint::kept("esc back"),
+            Hint::new("↑↓ scroll", "↑↓ scroll"),
+            Hint::new("K signal", "K signal"),
+            Hint::new("v strata", "v strata"),
+            Hint::kept("q quit"),
+            Hint::new(format!("p {pause}"), format!("p {pause}")),
+            Hint::kept("? help"),
+        ],
+        View::Strata => {
+            let zoom = state.strata.zoom.label();
+            vec![
+                Hint::kept("esc/v back"),
+                Hint::new("↑↓ device", "↑↓ device"),
+                Hint::new(
+                    format!("z/+/- zoom:{zoom} (15m 2h 24h)"),
+                    format!("z zoom:{zoom}"),
+                ),
+                Hint::kept("q quit"),
+                Hint::new(format!("p {pause}"), format!("p {pause}")),
+                Hint::kept("? help"),
+            ]
+        }
+        View::Help => vec![
+            Hint::kept("esc/? back"),
+            Hint::new("↑↓ jk PgUp PgDn scroll", "↑↓ scroll"),
+            Hint::kept("q quit"),
+        ],
+    };
+    let keys = hints_line(&hints, area.width as usize);
+    Line::from(Span::styled(fit(&keys, area.width as usize), theme.dim()))
 }
 
 /// One key's hint in the footer, in its long and short forms.
