@@ -109,7 +109,8 @@ fn main() -> ExitCode {
                         .map(|r| format!(" (hint: {})", r.hint()))
                 })
                 .unwrap_or_default();
-            eprintln!("strata: {}{hint}", said(&e));
+            // Not `eprintln!`, which panics where standard error is a terminal hung up.
+            let _ = writeln!(std::io::stderr(), "strata: {}{hint}", said(&e));
             ExitCode::FAILURE
         }
     }

@@ -14,8 +14,11 @@ mod lean_backend;
 mod alarm;
 // Which cells of a frame changed: ratatui's diff, for less.
 mod diff;
+// A terminal hung up ends the monitor as SIGHUP does, told or not.
+mod hangup;
 
 pub(crate) use alarm::Alarm;
+pub(crate) use hangup::is_hangup;
 
 use crossterm::cursor::{Hide, Show};
 use crossterm::execute;
@@ -410,6 +413,18 @@ pub(crate) fn listen_for_signals(
         });
     }
     Ok(())
+}
+
+/// Watches the terminal the keys are read from for a hangup, said on `tx` as SIGHUP says it
+/// (see `terminal/hangup.rs`). After [`enter`], within the loop's runtime; where the
+/// terminal's descriptor is not known (its mode could not be read) there is nothing to watch.
+pub(crate) fn watch_hangup(
+    tx: tokio::sync::mpsc::UnboundedSender<ReceivedSignal>,
+) -> io::Result<()> {
+    match COOKED.get() {
+        Some((fd, _)) => hangup::watch(*fd, tx),
+        None => Ok(()),
+    }
 }
 
 /// What the monitor does when the signal `signo` cannot be caught (`error`, from

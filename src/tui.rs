@@ -16,6 +16,7 @@ use crate::source::demand::{Demand, Wanted};
 use crate::source::{Schedule, Source, SourceError};
 use crate::terminal::{self, ReceivedSignal};
 use crossterm::event::Event as TermEvent;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -201,8 +202,10 @@ fn run_with(
         spawn(tx)?;
         let mut sampling = true;
         let (signal_tx, mut signals) = mpsc::unbounded_channel();
-        terminal::listen_for_signals(signal_tx)?;
+        terminal::listen_for_signals(signal_tx.clone())?;
         let mut guard = terminal::enter(state.setup.mouse)?;
+        // A hangup is said as SIGHUP says it, though the signal may never come.
+        terminal::watch_hangup(signal_tx)?;
         let mut input = terminal::read_input()?;
         let mut alarm = terminal::Alarm::new()?;
         // What the last frame drew, band by band.
@@ -270,7 +273,11 @@ fn run_with(
             }
             if redraw {
                 state.refresh(Instant::now());
-                draw(&mut guard, &mut bands, &state)?;
+                match draw(&mut guard, &mut bands, &state) {
+                    // The terminal hung up before its watch said so: quit as it would have.
+                    Err(e) if terminal::is_hangup(&e) => break,
+                    drawn => drawn?,
+                }
                 drawn = Instant::now();
                 if let Some(demand) = &demand {
                     tell(demand, &state, recorder.is_some());
@@ -286,7 +293,8 @@ fn run_with(
         let parting = recorder.take().map(LiveRecorder::parting_words);
         drop(guard);
         if let Some(words) = parting {
-            eprintln!("strata: {words}");
+            // Not `eprintln!`, which panics where the terminal has hung up.
+            let _ = writeln!(std::io::stderr(), "strata: {words}");
         }
         anyhow::Ok(died_of)
     })?;

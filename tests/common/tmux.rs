@@ -166,6 +166,12 @@ impl Pane {
         Ok((exit, cooked))
     }
 
+    /// Hangs up every pane's terminal, as a closed window or a lost SSH connection does:
+    /// the server, which holds their other sides, is killed.
+    pub fn hang_up(&self) {
+        tmux(&self.socket, &["kill-server"]);
+    }
+
     /// `q`, then the program must have exited with status 0 ([`PATIENCE`] at most), leaving
     /// the terminal in cooked mode.
     pub fn quit(&self) {

@@ -192,6 +192,51 @@ fn ctrl_z_and_fg_in_an_interactive_shell() {
         .unwrap_or_else(|s| panic!("strata did not exit cleanly:\n{s}"));
 }
 
+/// A terminal that hangs up with no SIGHUP for strata (it runs in a session of its own,
+/// under a shell that ignores the signal): strata quits as SIGHUP asks (status 0), at once,
+/// though its next sample is a minute away. Before, crossterm's reader spun on the ended
+/// terminal, a whole core, until a frame's write failed at the next sample (and the error,
+/// said to the same dead terminal, panicked: status 101).
+#[test]
+fn a_terminal_hung_up_without_sighup_ends_the_monitor() {
+    let pane = Pane::start(
+        "hangup",
+        &format!(
+            "trap '' HUP\nsetsid -w {} {DEMO} --interval 60\necho \"$?\" > \"$(dirname \"$0\")/status\"",
+            strata()
+        ),
+        100,
+        30,
+    );
+    pane.wait_for(&DRAWN, START)
+        .unwrap_or_else(|s| panic!("the monitor did not draw:\n{s}"));
+    let status = pane.dir().join("status");
+    // In a session of its own, strata outlives the server: where it has not ended (no
+    // status written), a failure must not leave it running.
+    struct KilledUnlessEnded(u32, std::path::PathBuf);
+    impl Drop for KilledUnlessEnded {
+        fn drop(&mut self) {
+            if !self.1.exists() {
+                // SAFETY: kill(2) of a pid this test started, still running.
+                unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+    }
+    let _strata = KilledUnlessEnded(pane.program_pid(), status.clone());
+    pane.hang_up();
+    wait_until(
+        common::tmux::PATIENCE,
+        "strata to end on the hangup",
+        || status.exists(),
+    );
+    // The shell writes the status once strata has ended; a read may still see it empty.
+    wait_until(Duration::from_secs(5), "the status written", || {
+        std::fs::read_to_string(&status).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let said = std::fs::read_to_string(&status).expect("the status");
+    assert_eq!(said.trim(), "0", "strata's exit status on a hangup");
+}
+
 /// strata killed by `signo`: it exits with 128 + `signo` (as if it had not caught the
 /// signal), the terminal in cooked mode, on the primary screen, the cursor shown.
 fn ends_restored(name: &str, signo: i32) {
