@@ -68,7 +68,12 @@ impl Kept {
     /// Up to [`HEAD`] bytes from the file's start into `buf`; `None` where it cannot be read
     /// (gone, or unreadable twice, the second time through a fresh descriptor).
     fn head<'b>(&mut self, buf: &'b mut Vec<u8>) -> Option<&'b str> {
-        buf.resize(HEAD, 0);
+        // Zeroed once, not at every read (two pages a sample): a read writes over the bytes
+        // it returns, and only those are looked at.
+        if buf.len() != HEAD {
+            buf.resize(HEAD, 0);
+        }
+        let mut read = None;
         for _ in 0..2 {
             if self.file.is_none() {
                 self.file = File::open(&self.path).ok();
@@ -76,13 +81,13 @@ impl Kept {
             let file = self.file.as_ref()?;
             match file.read_at(buf, 0) {
                 Ok(n) => {
-                    buf.truncate(n);
-                    return std::str::from_utf8(buf).ok();
+                    read = Some(n);
+                    break;
                 }
                 Err(_) => self.file = None,
             }
         }
-        None
+        std::str::from_utf8(&buf[..read?]).ok()
     }
 }
 
