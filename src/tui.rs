@@ -364,7 +364,13 @@ fn handle(
             }
             state.on_sample(*sample)
         }
-        Event::Recorder(News::Written { samples, bytes }) => state.record_progress(samples, bytes),
+        Event::Recorder(News::Written { samples, bytes }) => {
+            // The writer took one: room for a sample held while its queue was full.
+            if let Some(recording) = recorder.as_mut() {
+                recording.hand_over();
+            }
+            state.record_progress(samples, bytes)
+        }
         Event::Recorder(News::Failed(line)) => {
             // The writer has stopped; its thread ends with the error it reported.
             drop(recorder.take());

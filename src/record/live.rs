@@ -3,6 +3,7 @@
 
 use crate::recording::{Encoding, RecordError, RecordWriter, Summary};
 use crate::sample::NodeSample;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread::JoinHandle;
@@ -16,14 +17,22 @@ pub(crate) enum News {
     Failed(String),
 }
 
-/// Samples that may wait for the writer; beyond them, a sample is dropped and counted.
+/// Samples that may wait for the writer in its queue.
 const WAITING: usize = 64;
+/// Samples held beside the queue while it is full, handed over as it empties; beyond them, a
+/// sample is dropped and counted. A screen that stops drawing (a terminal that does not
+/// read, the drawing thread blocked in its write) takes the samples that waited for it at
+/// once, as many as the collector's channel holds (1,024): a backlog, not a slow disk, and
+/// none of it is dropped.
+const HELD: usize = 1024;
 
 /// A recording in progress.
 pub(crate) struct LiveRecorder {
     path: PathBuf,
     tx: Option<SyncSender<Box<NodeSample>>>,
     thread: Option<JoinHandle<Result<Summary, RecordError>>>,
+    /// Samples the queue had no room for, oldest first: handed over before any later one.
+    held: VecDeque<Box<NodeSample>>,
     /// Samples dropped because the writer was that far behind.
     pub(crate) dropped: u64,
 }
@@ -61,18 +70,48 @@ impl LiveRecorder {
             path: path.to_path_buf(),
             tx: Some(tx),
             thread: Some(thread),
+            held: VecDeque::new(),
             dropped: 0,
         })
     }
 
-    /// Hands a sample to the writer; never waits.
+    /// Hands a sample to the writer, after those held; never waits. Where the writer's queue
+    /// is full the sample is held, up to [`HELD`], and dropped beyond.
     pub(crate) fn send(&mut self, sample: &NodeSample) {
-        if let Some(tx) = &self.tx {
+        if self.tx.is_none() {
+            return;
+        }
+        self.hand_over();
+        if self.held.is_empty() {
+            let Some(tx) = &self.tx else { return };
             match tx.try_send(Box::new(sample.clone())) {
                 Ok(()) => {}
-                Err(TrySendError::Full(_)) => self.dropped += 1,
+                Err(TrySendError::Full(sample)) => self.held.push_back(sample),
                 // The writer stopped on an error, which it has reported.
                 Err(TrySendError::Disconnected(_)) => {}
+            }
+        } else if self.held.len() < HELD {
+            self.held.push_back(Box::new(sample.clone()));
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Hands the held samples over, oldest first, as far as the writer's queue has room:
+    /// called at each sample and each time the writer says it wrote one.
+    pub(crate) fn hand_over(&mut self) {
+        let Some(tx) = &self.tx else { return };
+        while let Some(sample) = self.held.pop_front() {
+            match tx.try_send(sample) {
+                Ok(()) => {}
+                Err(TrySendError::Full(sample)) => {
+                    self.held.push_front(sample);
+                    return;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    self.held.clear();
+                    return;
+                }
             }
         }
     }
@@ -105,7 +144,14 @@ impl LiveRecorder {
     }
 
     fn finish(&mut self) -> Result<Summary, RecordError> {
-        drop(self.tx.take());
+        // What is held is written before the file is finished: here waiting is the point.
+        if let Some(tx) = self.tx.take() {
+            for sample in self.held.drain(..) {
+                if tx.send(sample).is_err() {
+                    break;
+                }
+            }
+        }
         match self.thread.take().map(|t| t.join()) {
             Some(Ok(done)) => done,
             Some(Err(_)) => Err(RecordError::Write {
@@ -161,5 +207,54 @@ mod tests {
             err.to_string().contains("directory does not exist"),
             "{err}"
         );
+    }
+
+    /// A backlog taken at once (the screen blocked in its write while samples waited) is
+    /// held while the writer's queue is full, and written whole, in order: none dropped.
+    /// Beyond what may be held, a sample is dropped and counted.
+    #[test]
+    fn a_backlog_beyond_the_writers_queue_is_held_and_written_in_order() {
+        let dir = crate::fixtures::TempDir::new("live-backlog");
+        let path = dir.join("backlog.jsonl");
+        // The writer stops after its first sample until released: a disk that waits.
+        let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let gate = Mutex::new(Some((entered_tx, released)));
+        let mut recorder = LiveRecorder::start(&path, move |_| {
+            if let Some((entered, released)) = gate.lock().expect("lock").take() {
+                let _ = entered.send(());
+                let _ = released.recv();
+            }
+        })
+        .expect("start");
+        let sample = |k: usize| node_at(0, 100.0 + k as f64, 1.0);
+        recorder.send(&sample(0));
+        entered.recv().expect("the writer wrote its first sample");
+        // The queue's room, then as many as may be held, then three more.
+        let backlog = WAITING + HELD + 3;
+        for k in 1..=backlog {
+            recorder.send(&sample(k));
+        }
+        // Released before anything is asserted: a failed assertion must not leave the writer
+        // waiting, and the recorder's drop joining it.
+        release.send(()).expect("release");
+        assert_eq!(recorder.held.len(), HELD);
+        assert_eq!(recorder.dropped, 3, "only what is beyond the held ones");
+        let summary = recorder.stop().expect("stop");
+        assert_eq!(summary.samples, (1 + WAITING + HELD) as u64);
+        // In order: each written sample's time after the one before.
+        let text = std::fs::read_to_string(&path).expect("the recording");
+        let times: Vec<f64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v.get("time").and_then(serde_json::Value::as_f64))
+            .collect();
+        assert_eq!(
+            times.len(),
+            1 + WAITING + HELD,
+            "{}",
+            &text[..text.len().min(300)]
+        );
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "out of order");
     }
 }
