@@ -78,12 +78,9 @@ impl LiveRecorder {
     /// Hands a sample to the writer, after those held; never waits. Where the writer's queue
     /// is full the sample is held, up to [`HELD`], and dropped beyond.
     pub(crate) fn send(&mut self, sample: &NodeSample) {
-        if self.tx.is_none() {
-            return;
-        }
         self.hand_over();
+        let Some(tx) = &self.tx else { return };
         if self.held.is_empty() {
-            let Some(tx) = &self.tx else { return };
             match tx.try_send(Box::new(sample.clone())) {
                 Ok(()) => {}
                 Err(TrySendError::Full(sample)) => self.held.push_back(sample),
